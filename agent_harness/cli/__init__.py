@@ -1,0 +1,102 @@
+"""The `agent-harness` command line: a thin adapter over the library.
+
+Subcommands live one per module in this package and are imported only when invoked, so
+`agent-harness --help` stays fast. Every `HarnessError` becomes one line on stderr and its exit
+code; anything else is a bug and is reported as one line too (set AGENT_HARNESS_DEBUG=1 for the
+traceback).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+
+# name -> (module, attribute, one-line help). Listed here so `--help` needs no imports.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "plan": ("agent_harness.cli.plan_cmd", "plan", "Parse a markdown plan; show or sync its items."),
+    "config": ("agent_harness.cli.config_cmd", "config", "Show the effective configuration."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module = importlib.import_module(entry[0])
+        command = getattr(module, entry[1])
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog="""\b
+Examples:
+  agent-harness plan examples/PLAN.md            # what items does this plan hold?
+  agent-harness plan examples/PLAN.md --json     # the same, for scripts
+  agent-harness config                           # effective settings and their sources
+""",
+)
+@click.version_option(package_name="agent-harness", prog_name="agent-harness")
+def cli() -> None:
+    """Turn a markdown plan into tracker issues and run coding agents on them.
+
+    Each item is claimed through a lease, worked in its own git worktree, checked, reviewed
+    by a model of another vendor and delivered as a pull request. Run a subcommand with
+    --help to see what it does and an example.
+    """
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI and map every error to one line and an exit code."""
+    from agent_harness.errors import HarnessError
+
+    try:
+        result = cli.main(args=argv, prog_name="agent-harness", standalone_mode=False)
+    except HarnessError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 141
+    except Exception as exc:  # a traceback reaching the user is a bug: say so in one line
+        if os.environ.get("AGENT_HARNESS_DEBUG"):
+            raise
+        click.echo(
+            f"internal error: {type(exc).__name__}: {exc} "
+            "(this is a bug; rerun with AGENT_HARNESS_DEBUG=1 for the traceback)",
+            err=True,
+        )
+        return 70
+    return result if isinstance(result, int) else 0
+
+
+def run() -> Any:  # pragma: no cover - console-script shim
+    sys.exit(main())
