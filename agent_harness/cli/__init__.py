@@ -17,7 +17,11 @@ import click
 
 # name -> (module, attribute, one-line help). Listed here so `--help` needs no imports.
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "plan": ("agent_harness.cli.plan_cmd", "plan", "Parse a markdown plan; show or sync its items."),
+    "plan": (
+        "agent_harness.cli.plan_cmd",
+        "plan",
+        "Parse a markdown plan; show or sync its items.",
+    ),
     "config": ("agent_harness.cli.config_cmd", "config", "Show the effective configuration."),
 }
 

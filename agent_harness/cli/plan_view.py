@@ -1,0 +1,47 @@
+"""Rich rendering of a parsed plan: the items table and the report of unread lines."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.markup import escape
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agent_harness.plan import Plan
+
+
+def render_plan(out: Console, plan: Plan) -> None:
+    table = Table(title=f"{plan.source}: {len(plan.items)} items", title_justify="left")
+    for name in ("id", "title", "deps", "labels", "milestone", "check", "line"):
+        table.add_column(name, overflow="fold")
+    for item in plan.items:
+        title = escape(item.title) + ("  [dim](done)[/dim]" if item.done else "")
+        table.add_row(
+            item.id,
+            title,
+            ", ".join(item.depends_on) or "-",
+            ", ".join(item.labels) or "-",
+            escape(item.milestone or "-"),
+            "[green]✓[/green]" if item.success_check else "[red]✗[/red]",
+            str(item.line),
+        )
+    out.print(table)
+    if plan.unread:
+        report = Table(title=f"{len(plan.unread)} lines not read", title_justify="left")
+        report.add_column("line", justify="right")
+        report.add_column("reason")
+        report.add_column("text", overflow="fold")
+        for notice in plan.unread:
+            report.add_row(str(notice.line), escape(notice.reason), escape(notice.text[:80]))
+        out.print(report)
+    done = sum(1 for item in plan.items if item.done)
+    missing = [item.id for item in plan.without_check]
+    summary = f"{len(plan.items)} items ({done} done), {len(plan.unread)} lines not read"
+    if missing:
+        summary += f"; no success check: {', '.join(missing)}"
+    if not plan.items:
+        summary = "no work items found; " + summary
+    out.print(summary)
