@@ -1,0 +1,636 @@
+"""The harness database: numbered migrations, an append-only event log, parking and meta.
+
+One small `Store` speaks to SQLite (the default, one file) or PostgreSQL (fleets across hosts);
+every other module writes SQL with `?` placeholders through a `Tx` and never sees the driver.
+Events are buffered by a transaction and written last, under a lock on PostgreSQL, so row ids
+are handed out in commit order and a reader paging by id can never skip a row.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_harness.errors import HarnessError, UsageError
+
+Clock = Callable[[], float]
+Row = tuple[Any, ...]
+
+DEFAULT_SQLITE_PATH = Path(".agent-harness") / "harness.sqlite"
+# Any constant works; it only has to be the same in every process that writes events.
+_EVENT_LOCK_KEY = 0x6A68_6576
+_MIGRATION_LOCK_KEY = 0x6A68_6D67
+
+
+class StoreError(HarnessError):
+    """The database could not be used."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        self.detail = detail
+        super().__init__(f"database {where}: {detail}")
+
+
+class SchemaTooNew(StoreError):
+    """The database was written by a newer agent-harness."""
+
+    def __init__(self, where: str, found: int, known: int) -> None:
+        self.found = found
+        self.known = known
+        super().__init__(
+            where,
+            f"schema version {found} is newer than this agent-harness knows ({known}); "
+            "upgrade agent-harness, it will not downgrade the database",
+        )
+
+
+class Event(BaseModel):
+    """One row of the append-only log."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int = Field(description="Row id; increases in commit order, page by it.")
+    ts: float = Field(description="Epoch seconds when the event happened.")
+    project: str = Field(description="Project the event belongs to.")
+    item: str | None = Field(default=None, description="Work item id, if any.")
+    kind: str = Field(description="What happened, e.g. claimed or failed.")
+    payload: dict[str, Any] = Field(default_factory=dict, description="Details of the event.")
+    external_id: str | None = Field(default=None, description="Id given by an outside source.")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...]
+
+
+# Released migrations are never edited: add a new one instead.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "append-only event log",
+        sqlite=(
+            """CREATE TABLE events (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                ts REAL NOT NULL,
+                project TEXT NOT NULL,
+                item TEXT,
+                kind TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                external_id TEXT UNIQUE)""",
+            "CREATE INDEX events_project_item ON events (project, item, id)",
+            """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE refused'); END""",
+            """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only: DELETE refused'); END""",
+        ),
+        postgres=(
+            """CREATE TABLE events (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                ts DOUBLE PRECISION NOT NULL,
+                project TEXT NOT NULL,
+                item TEXT,
+                kind TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                external_id TEXT UNIQUE)""",
+            "CREATE INDEX events_project_item ON events (project, item, id)",
+            """CREATE FUNCTION events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN
+                 RAISE EXCEPTION 'events are append-only: % refused', TG_OP;
+               END $$""",
+            """CREATE TRIGGER events_no_change BEFORE UPDATE OR DELETE ON events
+               FOR EACH ROW EXECUTE FUNCTION events_refuse_change()""",
+            """CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
+               FOR EACH STATEMENT EXECUTE FUNCTION events_refuse_change()""",
+        ),
+    ),
+    Migration(
+        2,
+        "work queue",
+        sqlite=(
+            """CREATE TABLE items (
+                project TEXT NOT NULL,
+                id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                title TEXT NOT NULL,
+                content_hash TEXT NOT NULL,
+                item_json TEXT NOT NULL,
+                state TEXT NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                max_attempts INTEGER NOT NULL,
+                fence INTEGER NOT NULL DEFAULT 0,
+                lease_worker TEXT,
+                lease_expires REAL,
+                not_before REAL,
+                reason TEXT,
+                blocked_by TEXT,
+                flagged_json TEXT,
+                updated_at REAL NOT NULL,
+                PRIMARY KEY (project, id))""",
+            "CREATE INDEX items_ready ON items (project, state, seq)",
+            """CREATE TABLE deps (
+                project TEXT NOT NULL,
+                item TEXT NOT NULL,
+                dep TEXT NOT NULL,
+                PRIMARY KEY (project, item, dep))""",
+            "CREATE INDEX deps_reverse ON deps (project, dep)",
+        ),
+        postgres=(
+            """CREATE TABLE items (
+                project TEXT NOT NULL,
+                id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                title TEXT NOT NULL,
+                content_hash TEXT NOT NULL,
+                item_json TEXT NOT NULL,
+                state TEXT NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                max_attempts INTEGER NOT NULL,
+                fence BIGINT NOT NULL DEFAULT 0,
+                lease_worker TEXT,
+                lease_expires DOUBLE PRECISION,
+                not_before DOUBLE PRECISION,
+                reason TEXT,
+                blocked_by TEXT,
+                flagged_json TEXT,
+                updated_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (project, id))""",
+            "CREATE INDEX items_ready ON items (project, state, seq)",
+            """CREATE TABLE deps (
+                project TEXT NOT NULL,
+                item TEXT NOT NULL,
+                dep TEXT NOT NULL,
+                PRIMARY KEY (project, item, dep))""",
+            "CREATE INDEX deps_reverse ON deps (project, dep)",
+        ),
+    ),
+    Migration(
+        3,
+        "parking and meta",
+        sqlite=(
+            "CREATE TABLE parked (key TEXT PRIMARY KEY, until REAL NOT NULL, reason TEXT NOT NULL)",
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ),
+        postgres=(
+            """CREATE TABLE parked (key TEXT PRIMARY KEY, until DOUBLE PRECISION NOT NULL,
+               reason TEXT NOT NULL)""",
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The few places where the SQL of the two engines differs."""
+
+    name: str
+    lock_rows: str  # appended to a SELECT that reads rows it will change
+    skip_locked: str  # appended to a SELECT that picks one free row among many
+
+    def sql(self, text: str) -> str:
+        if self.name != "postgresql":
+            return text
+        return text.replace("%", "%%").replace("?", "%s")
+
+
+SQLITE = Dialect("sqlite", lock_rows="", skip_locked="")
+POSTGRES = Dialect("postgresql", lock_rows=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED")
+
+
+@dataclass
+class _PendingEvent:
+    ts: float
+    project: str
+    item: str | None
+    kind: str
+    payload: dict[str, Any]
+    external_id: str | None
+
+
+@dataclass
+class Tx:
+    """One open transaction. Statements use `?` placeholders on both engines."""
+
+    conn: Any
+    dialect: Dialect
+    clock: Clock
+    _events: list[_PendingEvent] = field(default_factory=list)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        cursor = self.conn.execute(self.dialect.sql(sql), tuple(params))
+        return int(cursor.rowcount)
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        row = self.conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
+        return None if row is None else tuple(row)
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return [tuple(r) for r in self.conn.execute(self.dialect.sql(sql), tuple(params))]
+
+    def append_event(
+        self,
+        project: str,
+        item: str | None,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        external_id: str | None = None,
+        ts: float | None = None,
+    ) -> None:
+        """Queue an event; it is written when the transaction commits, or not at all."""
+        self._events.append(
+            _PendingEvent(
+                ts=self.clock() if ts is None else ts,
+                project=project,
+                item=item,
+                kind=kind,
+                payload=dict(payload or {}),
+                external_id=external_id,
+            )
+        )
+
+    def flush_events(self) -> int:
+        """Write the queued events now; returns how many were new (not seen external ids)."""
+        if not self._events:
+            return 0
+        if self.dialect.name == "postgresql":
+            # Held to commit: ids are drawn in the order transactions become visible.
+            self.one("SELECT pg_advisory_xact_lock(?)", (_EVENT_LOCK_KEY,))
+        added = 0
+        for event in self._events:
+            row = self.one(
+                "INSERT INTO events (ts, project, item, kind, payload, external_id) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+                (
+                    event.ts,
+                    event.project,
+                    event.item,
+                    event.kind,
+                    json.dumps(event.payload, sort_keys=True, default=str),
+                    event.external_id,
+                ),
+            )
+            added += row is not None
+        self._events.clear()
+        return added
+
+
+class Store:
+    """A database opened by URL. Safe to share between threads: each thread has a connection."""
+
+    def __init__(self, url: str, dialect: Dialect, *, clock: Clock, where: str) -> None:
+        self.url = url
+        self.dialect = dialect
+        self.clock = clock
+        self.where = where
+        self._local = threading.local()
+        self._all: list[Any] = []
+        self._guard = threading.Lock()
+        self._closed = False
+
+    # --- engine specifics -------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _begin(self, conn: Any, write: bool) -> None:
+        conn.execute("BEGIN")
+
+    def _driver_errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
+    def _describe(self, exc: BaseException) -> str:
+        return " ".join(str(exc).split()) or type(exc).__name__
+
+    def _is_broken(self, conn: Any) -> bool:
+        return False
+
+    def _lock_migrations(self, tx: Tx) -> None:
+        """Taken inside the migration transaction so two processes never migrate at once."""
+
+    # --- connections and transactions -------------------------------------------------------
+
+    def _conn(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StoreError(self.where, "the store is closed")
+            try:
+                conn = self._connect()
+            except self._driver_errors() as exc:
+                raise StoreError(self.where, f"cannot open: {self._describe(exc)}") from exc
+            self._local.conn = conn
+            with self._guard:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[Tx]:
+        """Run a block atomically: on any error nothing of it is written."""
+        conn = self._conn()
+        if getattr(self._local, "in_tx", False):
+            raise RuntimeError("nested transactions are not supported")
+        tx = Tx(conn, self.dialect, self.clock)
+        self._local.in_tx = True
+        try:
+            try:
+                self._begin(conn, write)
+                yield tx
+                tx.flush_events()
+                conn.execute("COMMIT")
+            except BaseException:
+                try:
+                    conn.execute("ROLLBACK")
+                except self._driver_errors():
+                    pass  # the engine may already have rolled back; the original error matters
+                raise
+        except self._driver_errors() as exc:
+            if self._is_broken(conn):
+                self._discard(conn)
+            raise StoreError(self.where, self._describe(exc)) from exc
+        finally:
+            self._local.in_tx = False
+
+    def _discard(self, conn: Any) -> None:
+        self._local.conn = None
+        with self._guard:
+            if conn in self._all:
+                self._all.remove(conn)
+        try:
+            conn.close()
+        except self._driver_errors():
+            pass  # it is already unusable; a fresh connection is opened on next use
+
+    def close(self) -> None:
+        with self._guard:
+            self._closed = True
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except self._driver_errors():
+                pass  # closing a broken connection has nothing left to save
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- migrations -------------------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> int:
+        with self.transaction(write=False) as tx:
+            row = tx.one("SELECT MAX(version) FROM schema_migrations")
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def migrate(self) -> int:
+        """Apply the migrations this database lacks; returns how many were applied."""
+        known = MIGRATIONS[-1].version
+        with self.transaction() as tx:
+            self._lock_migrations(tx)
+            tx.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+            )
+            row = tx.one("SELECT MAX(version) FROM schema_migrations")
+            current = int(row[0]) if row and row[0] is not None else 0
+            if current > known:
+                raise SchemaTooNew(self.where, current, known)
+            applied = 0
+            for migration in MIGRATIONS:
+                if migration.version <= current:
+                    continue
+                statements = (
+                    migration.postgres if self.dialect.name == "postgresql" else migration.sqlite
+                )
+                for statement in statements:
+                    tx.execute(statement)
+                tx.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.name, self.clock()),
+                )
+                applied += 1
+        return applied
+
+    # --- events -----------------------------------------------------------------------------
+
+    def append_event(
+        self,
+        project: str,
+        item: str | None,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        external_id: str | None = None,
+        ts: float | None = None,
+    ) -> bool:
+        """Append one event; False when its external id was already recorded."""
+        with self.transaction() as tx:
+            tx.append_event(project, item, kind, payload, external_id=external_id, ts=ts)
+            return tx.flush_events() == 1
+
+    def events(
+        self,
+        after_id: int = 0,
+        limit: int = 500,
+        *,
+        project: str | None = None,
+        item: str | None = None,
+    ) -> list[Event]:
+        """Events with id > after_id, oldest first: page by passing the last id back in."""
+        sql = "SELECT id, ts, project, item, kind, payload, external_id FROM events WHERE id > ?"
+        params: list[Any] = [after_id]
+        if project is not None:
+            sql += " AND project = ?"
+            params.append(project)
+        if item is not None:
+            sql += " AND item = ?"
+            params.append(item)
+        sql += " ORDER BY id LIMIT ?"
+        params.append(limit)
+        with self.transaction(write=False) as tx:
+            rows = tx.all(sql, params)
+        return [
+            Event(
+                id=r[0],
+                ts=r[1],
+                project=r[2],
+                item=r[3],
+                kind=r[4],
+                payload=json.loads(r[5]),
+                external_id=r[6],
+            )
+            for r in rows
+        ]
+
+    def all_events(self, *, project: str | None = None, item: str | None = None) -> list[Event]:
+        """Every matching event, read page by page."""
+        out: list[Event] = []
+        after = 0
+        while True:
+            page = self.events(after, 1000, project=project, item=item)
+            out.extend(page)
+            if len(page) < 1000:
+                return out
+            after = page[-1].id
+
+    # --- parking and meta -------------------------------------------------------------------
+
+    def park(self, key: str, until: float, reason: str) -> None:
+        """Record that `key` (e.g. a model endpoint) should not be used before `until`."""
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO parked (key, until, reason) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET until = excluded.until, reason = excluded.reason",
+                (key, until, reason),
+            )
+
+    def parked(self, key: str) -> tuple[float, str] | None:
+        """(until, reason) while `key` is parked; None once the clock has passed `until`."""
+        with self.transaction(write=False) as tx:
+            row = tx.one("SELECT until, reason FROM parked WHERE key = ?", (key,))
+        if row is None or float(row[0]) <= self.clock():
+            return None
+        return float(row[0]), str(row[1])
+
+    def get_meta(self, key: str) -> str | None:
+        with self.transaction(write=False) as tx:
+            row = tx.one("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+
+class SqliteStore(Store):
+    def __init__(self, path: Path, *, clock: Clock, busy_timeout_s: float = 60.0) -> None:
+        super().__init__(f"sqlite:///{path}", SQLITE, clock=clock, where=str(path))
+        self.path = path
+        self.busy_timeout_s = busy_timeout_s
+
+    def _connect(self) -> Any:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(self.where, f"cannot create its directory: {exc}") from exc
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout_s,
+            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+            check_same_thread=False,  # closed from the owning Store, used by one thread only
+        )
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return conn
+
+    def _begin(self, conn: Any, write: bool) -> None:
+        # IMMEDIATE takes the write lock up front, so two writers never both read-then-write.
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def _driver_errors(self) -> tuple[type[BaseException], ...]:
+        return (sqlite3.Error,)
+
+
+class PostgresStore(Store):
+    def __init__(self, url: str, *, clock: Clock, schema: str | None = None) -> None:
+        super().__init__(url, POSTGRES, clock=clock, where=_redact(url))
+        self.schema = schema
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        if self.schema is not None:
+            from psycopg import sql
+
+            conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+            )
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        return conn
+
+    def _driver_errors(self) -> tuple[type[BaseException], ...]:
+        import psycopg
+
+        return (psycopg.Error,)
+
+    def _describe(self, exc: BaseException) -> str:
+        text = " ".join(str(exc).split())
+        return text.replace(self.url, self.where) or type(exc).__name__
+
+    def _is_broken(self, conn: Any) -> bool:
+        return bool(conn.broken)
+
+    def _lock_migrations(self, tx: Tx) -> None:
+        tx.one(
+            "SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))", (_MIGRATION_LOCK_KEY,)
+        )
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def open_store(
+    url: str | None = None,
+    *,
+    clock: Clock = time.time,
+    schema: str | None = None,
+    migrate: bool = True,
+) -> Store:
+    """Open (and migrate) the database at `url`.
+
+    None means `.agent-harness/harness.sqlite` under the current directory; `sqlite:///path` or
+    a bare path is a SQLite file; `postgresql://...` is PostgreSQL, where `schema` (created if
+    missing) keeps several harnesses or test runs apart in one database.
+    """
+    store: Store
+    if url is None or url == "":
+        store = SqliteStore(Path.cwd() / DEFAULT_SQLITE_PATH, clock=clock)
+    elif url.startswith(("postgresql://", "postgres://")):
+        store = PostgresStore(url, clock=clock, schema=schema)
+    elif url.startswith("sqlite:///"):
+        store = SqliteStore(Path(url[len("sqlite:///") :]), clock=clock)
+    elif "://" in url:
+        raise UsageError(
+            f"unknown database URL {_redact(url)!r}: use a path, sqlite:///path or postgresql://..."
+        )
+    else:
+        store = SqliteStore(Path(url), clock=clock)
+    if migrate:
+        try:
+            store.migrate()
+        except BaseException:
+            store.close()
+            raise
+    return store

@@ -1,0 +1,727 @@
+"""The work queue: plan items per project, handed out to workers under leases.
+
+A claim is a lease with a fencing token (a counter bumped on every claim): every later call
+names the token, so a worker whose lease expired or was taken over gets `LeaseLost` and can
+never overwrite the new holder. Each state change is checked against `TRANSITIONS` and appends
+an event in the same transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from agent_harness.errors import HarnessError, UsageError
+from agent_harness.plan import Plan, WorkItem
+from agent_harness.store import Event, Store, Tx
+
+
+class ItemState(StrEnum):
+    PENDING = "pending"
+    WAITING = "waiting"  # parked until `not_before`; the claim that parked it is not counted
+    CLAIMED = "claimed"
+    CHECKS = "checks"
+    REVIEW = "review"
+    PR_OPEN = "pr_open"
+    MERGED = "merged"
+    CLOSED = "closed"
+    REVERTED = "reverted"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    DONE = "done"  # checked off in the plan: never run
+
+
+S = ItemState
+_WORKING = {S.CLAIMED, S.CHECKS, S.REVIEW, S.PR_OPEN}
+_GIVE_BACK = {S.PENDING, S.WAITING, S.FAILED}
+
+TRANSITIONS: dict[ItemState, frozenset[ItemState]] = {
+    S.PENDING: frozenset({S.CLAIMED, S.SKIPPED, S.DONE}),
+    S.WAITING: frozenset({S.CLAIMED, S.SKIPPED, S.DONE}),
+    S.CLAIMED: frozenset({S.CHECKS, S.REVIEW, S.PR_OPEN, S.MERGED, S.CLOSED} | _GIVE_BACK),
+    S.CHECKS: frozenset({S.REVIEW, S.PR_OPEN, S.MERGED, S.CLOSED} | _GIVE_BACK),
+    S.REVIEW: frozenset({S.CHECKS, S.PR_OPEN, S.MERGED, S.CLOSED} | _GIVE_BACK),
+    S.PR_OPEN: frozenset({S.CHECKS, S.REVIEW, S.MERGED, S.CLOSED} | _GIVE_BACK),
+    S.MERGED: frozenset({S.REVERTED}),
+    S.CLOSED: frozenset(),
+    S.REVERTED: frozenset(),
+    S.FAILED: frozenset({S.PENDING, S.DONE}),
+    S.SKIPPED: frozenset({S.PENDING, S.DONE}),
+    S.DONE: frozenset(),
+}
+# A lapsed lease may be claimed again from any working stage.
+for _stage in _WORKING:
+    TRANSITIONS[_stage] = TRANSITIONS[_stage] | {S.CLAIMED}
+
+STAGES = frozenset({S.CHECKS, S.REVIEW, S.PR_OPEN})
+WORKER_OUTCOMES = frozenset({S.PR_OPEN, S.MERGED, S.CLOSED})
+TRACKER_OUTCOMES = frozenset({S.MERGED, S.CLOSED, S.REVERTED})
+# What a dependency must reach before its dependents may run. The run pipeline may add pr_open.
+DEFAULT_READY_WHEN = frozenset({"merged", "done"})
+
+
+class LeaseLost(HarnessError):
+    """The lease is no longer held."""
+
+    def __init__(self, lease: Lease, why: str) -> None:
+        self.lease = lease
+        self.why = why
+        super().__init__(
+            f"lease on {lease.item_id} (token {lease.token}, worker {lease.worker}) lost: {why}"
+        )
+
+
+class IllegalTransition(HarnessError):
+    """That state change is not allowed."""
+
+    def __init__(self, item_id: str, current: str, wanted: str) -> None:
+        self.item_id = item_id
+        self.current = current
+        self.wanted = wanted
+        super().__init__(f"{item_id} cannot go from {current} to {wanted}")
+
+
+class UnknownItem(HarnessError):
+    """No such item in the queue."""
+
+    exit_code = 2
+
+    def __init__(self, project: str, item_id: str) -> None:
+        self.project = project
+        self.item_id = item_id
+        super().__init__(f"no item {item_id} in project {project}")
+
+
+class ItemBusy(HarnessError):
+    """The item is held by a live lease."""
+
+    def __init__(self, item_id: str, worker: str, expires_at: float) -> None:
+        self.item_id = item_id
+        self.worker = worker
+        self.expires_at = expires_at
+        super().__init__(f"{item_id} is held by {worker} (lease live until {expires_at:.0f})")
+
+
+class AmbiguousProject(UsageError):
+    """Several projects share this database; name one."""
+
+    def __init__(self, projects: Sequence[str]) -> None:
+        self.projects = tuple(projects)
+        if projects:
+            listed = ", ".join(projects)
+            message = f"several projects in this database, pick one with --project: {listed}"
+        else:
+            message = "no projects in this database yet"
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A time-limited right to work one item. `token` fences out every earlier holder."""
+
+    project: str
+    item_id: str
+    worker: str
+    token: int
+    attempt: int
+    expires_at: float
+    lease_s: float
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    flagged: tuple[str, ...] = ()  # edited while in flight: the edit is recorded, not applied
+
+
+@dataclass(frozen=True)
+class ItemRecord:
+    project: str
+    id: str
+    title: str
+    state: ItemState
+    attempts: int
+    max_attempts: int
+    worker: str | None
+    lease_expires: float | None
+    not_before: float | None
+    reason: str | None
+    blocked_by: str | None
+    flagged: bool
+    depends_on: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Claim:
+    item_id: str
+    state: ItemState
+    worker: str
+    attempt: int
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    project: str
+    counts: dict[str, int]
+    live: tuple[Claim, ...]
+    stale: tuple[Claim, ...]  # lease expired, not yet claimed again
+
+
+_ITEM_COLUMNS = (
+    "project, id, title, state, attempts, max_attempts, lease_worker, lease_expires, "
+    "not_before, reason, blocked_by, flagged_json, fence"
+)
+
+
+def _record(row: Sequence[Any], deps: tuple[str, ...] = ()) -> ItemRecord:
+    return ItemRecord(
+        project=row[0],
+        id=row[1],
+        title=row[2],
+        state=ItemState(row[3]),
+        attempts=int(row[4]),
+        max_attempts=int(row[5]),
+        worker=row[6],
+        lease_expires=row[7],
+        not_before=row[8],
+        reason=row[9],
+        blocked_by=row[10],
+        flagged=row[11] is not None,
+        depends_on=deps,
+    )
+
+
+def _check(item_id: str, current: ItemState, wanted: ItemState) -> None:
+    if wanted not in TRANSITIONS[current]:
+        raise IllegalTransition(item_id, current.value, wanted.value)
+
+
+# --- enqueue ---------------------------------------------------------------------------------
+
+
+def enqueue(
+    store: Store,
+    project: str,
+    items: Plan | Iterable[WorkItem],
+    *,
+    max_attempts: int = 3,
+) -> EnqueueResult:
+    """Put plan items in the queue; re-enqueueing an unchanged plan changes nothing."""
+    work_items = list(items.items if isinstance(items, Plan) else items)
+    added: list[str] = []
+    updated: list[str] = []
+    unchanged: list[str] = []
+    flagged: list[str] = []
+    with store.transaction() as tx:
+        now = store.clock()
+        existing = {
+            r[0]: r[1:]
+            for r in tx.all(
+                "SELECT id, content_hash, state, lease_expires, flagged_json FROM items "
+                f"WHERE project = ?{store.dialect.lock_rows}",
+                (project,),
+            )
+        }
+        for seq, item in enumerate(work_items):
+            raw = item.model_dump_json()
+            digest = item.content_hash
+            old = existing.get(item.id)
+            if old is None:
+                state = S.DONE if item.done else S.PENDING
+                tx.execute(
+                    "INSERT INTO items (project, id, seq, title, content_hash, item_json, state, "
+                    "max_attempts, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (project, item.id, seq, item.title, digest, raw, state, max_attempts, now),
+                )
+                _set_deps(tx, project, item)
+                tx.append_event(project, item.id, "enqueued", {"to": state, "hash": digest})
+                added.append(item.id)
+                continue
+            old_hash, old_state, lease_expires, flagged_json = old
+            current = ItemState(old_state)
+            wants_done = item.done and current in {S.PENDING, S.WAITING, S.FAILED, S.SKIPPED}
+            if old_hash == digest and not wants_done:
+                unchanged.append(item.id)
+                continue
+            if lease_expires is not None:
+                if flagged_json != raw:
+                    tx.execute(
+                        "UPDATE items SET flagged_json = ? WHERE project = ? AND id = ?",
+                        (raw, project, item.id),
+                    )
+                    tx.append_event(project, item.id, "flagged", {"hash": digest, "was": old_hash})
+                flagged.append(item.id)
+                continue
+            new_state = S.DONE if wants_done else current
+            tx.execute(
+                "UPDATE items SET seq = ?, title = ?, content_hash = ?, item_json = ?, state = ?, "
+                "flagged_json = NULL, updated_at = ? WHERE project = ? AND id = ?",
+                (seq, item.title, digest, raw, new_state, now, project, item.id),
+            )
+            _set_deps(tx, project, item)
+            tx.append_event(
+                project,
+                item.id,
+                "updated",
+                {"from": current, "to": new_state, "hash": digest, "was": old_hash},
+            )
+            updated.append(item.id)
+    return EnqueueResult(tuple(added), tuple(updated), tuple(unchanged), tuple(flagged))
+
+
+def _set_deps(tx: Tx, project: str, item: WorkItem) -> None:
+    tx.execute("DELETE FROM deps WHERE project = ? AND item = ?", (project, item.id))
+    for dep in sorted(set(item.depends_on)):
+        tx.execute(
+            "INSERT INTO deps (project, item, dep) VALUES (?, ?, ?)", (project, item.id, dep)
+        )
+
+
+# --- claiming --------------------------------------------------------------------------------
+
+
+def claim_next(
+    store: Store,
+    project: str,
+    worker: str,
+    lease_s: float,
+    *,
+    ready_when: Iterable[str] = DEFAULT_READY_WHEN,
+) -> Lease | None:
+    """Hand out one ready item under a new lease, or None when nothing is ready.
+
+    Ready means: pending (or waiting past its time, or held by an expired lease) and every
+    dependency in a state named by `ready_when`. Each claim counts as an attempt.
+    """
+    ready = sorted(set(ready_when))
+    marks = ", ".join("?" for _ in ready)
+    sql = (
+        "SELECT i.id, i.state, i.attempts, i.max_attempts, i.fence, i.lease_worker, "
+        "i.lease_expires, i.reason FROM items i "
+        "WHERE i.project = ? AND ("
+        "  (i.state IN ('pending', 'waiting') AND i.lease_expires IS NULL"
+        "   AND (i.not_before IS NULL OR i.not_before <= ?))"
+        "  OR (i.lease_expires IS NOT NULL AND i.lease_expires < ?)) "
+        "AND NOT EXISTS (SELECT 1 FROM deps d LEFT JOIN items x "
+        "  ON x.project = d.project AND x.id = d.dep "
+        f"  WHERE d.project = i.project AND d.item = i.id "
+        f"  AND (x.state IS NULL OR x.state NOT IN ({marks}))) "
+        f"ORDER BY i.seq, i.id LIMIT 1{store.dialect.skip_locked}"
+    )
+    while True:
+        with store.transaction() as tx:
+            now = store.clock()
+            row = tx.one(sql, (project, now, now, *ready))
+            if row is None:
+                return None
+            item_id, state, attempts, max_attempts, fence, old_worker, old_expiry, reason = row
+            current = ItemState(state)
+            if old_expiry is not None:
+                reason = f"lease of {old_worker} expired (attempt {attempts})"
+                tx.append_event(
+                    project,
+                    item_id,
+                    "lease_expired",
+                    {"worker": old_worker, "attempt": attempts, "expired_at": old_expiry},
+                )
+            if attempts >= max_attempts:
+                _finish_failed(tx, project, item_id, current, attempts, reason or "out of attempts")
+                continue  # the transaction commits the failure; look for another item
+            _check(item_id, current, S.CLAIMED)
+            token = int(fence) + 1
+            expires = now + lease_s
+            tx.execute(
+                "UPDATE items SET state = 'claimed', attempts = attempts + 1, fence = ?, "
+                "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
+                "WHERE project = ? AND id = ?",
+                (token, worker, expires, now, project, item_id),
+            )
+            tx.append_event(
+                project,
+                item_id,
+                "claimed",
+                {
+                    "from": current,
+                    "to": S.CLAIMED,
+                    "worker": worker,
+                    "attempt": attempts + 1,
+                    "token": token,
+                    "expires_at": expires,
+                },
+            )
+            return Lease(project, item_id, worker, token, attempts + 1, expires, lease_s)
+
+
+def _held(tx: Tx, store: Store, lease: Lease) -> ItemState:
+    """The item's state if `lease` still holds it; otherwise LeaseLost."""
+    row = tx.one(
+        "SELECT state, fence, lease_worker, lease_expires FROM items "
+        f"WHERE project = ? AND id = ?{store.dialect.lock_rows}",
+        (lease.project, lease.item_id),
+    )
+    if row is None:
+        raise LeaseLost(lease, "the item is no longer in the queue")
+    state, fence, worker, expires = row
+    if int(fence) != lease.token:
+        raise LeaseLost(lease, f"taken over by {worker or 'another claim'} (token {fence})")
+    if expires is None:
+        raise LeaseLost(lease, f"the lease already ended (item is {state})")
+    if expires < store.clock():
+        raise LeaseLost(lease, "the lease expired")
+    return ItemState(state)
+
+
+def heartbeat(store: Store, lease: Lease, lease_s: float | None = None) -> Lease:
+    """Extend the lease from now; returns the lease with its new expiry."""
+    span = lease.lease_s if lease_s is None else lease_s
+    with store.transaction() as tx:
+        _held(tx, store, lease)
+        expires = store.clock() + span
+        tx.execute(
+            "UPDATE items SET lease_expires = ? WHERE project = ? AND id = ?",
+            (expires, lease.project, lease.item_id),
+        )
+    return Lease(
+        lease.project, lease.item_id, lease.worker, lease.token, lease.attempt, expires, span
+    )
+
+
+def advance(store: Store, lease: Lease, stage: ItemState | str) -> None:
+    """Report progress to an intermediate stage (checks, review, pr_open); the lease stays."""
+    wanted = ItemState(stage)
+    if wanted not in STAGES:
+        raise IllegalTransition(lease.item_id, "a lease", wanted.value)
+    with store.transaction() as tx:
+        current = _held(tx, store, lease)
+        _check(lease.item_id, current, wanted)
+        _move(tx, store, lease, current, wanted, "advanced", keep_lease=True)
+
+
+def complete(store: Store, lease: Lease, state: ItemState | str = S.PR_OPEN) -> None:
+    """End the lease with the work delivered: pr_open (usual), merged or closed."""
+    wanted = ItemState(state)
+    if wanted not in WORKER_OUTCOMES:
+        raise IllegalTransition(lease.item_id, "a lease", wanted.value)
+    with store.transaction() as tx:
+        current = _held(tx, store, lease)
+        _check(lease.item_id, current, wanted)
+        _move(tx, store, lease, current, wanted, "completed")
+
+
+def fail(
+    store: Store,
+    lease: Lease,
+    reason: str,
+    *,
+    permanent: bool = False,
+    retry_after_s: float = 0.0,
+) -> ItemState:
+    """End the lease with a failure; returns the item's new state.
+
+    A transient failure puts the item back (after `retry_after_s`) until its attempt budget is
+    spent; then, or when `permanent`, it is failed and everything depending on it is skipped.
+    """
+    with store.transaction() as tx:
+        current = _held(tx, store, lease)
+        row = tx.one(
+            "SELECT attempts, max_attempts FROM items WHERE project = ? AND id = ?",
+            (lease.project, lease.item_id),
+        )
+        assert row is not None
+        attempts, max_attempts = int(row[0]), int(row[1])
+        final = permanent or attempts >= max_attempts
+        tx.append_event(
+            lease.project,
+            lease.item_id,
+            "attempt_failed",
+            {
+                "worker": lease.worker,
+                "attempt": lease.attempt,
+                "reason": reason,
+                "permanent": permanent,
+                "final": final,
+            },
+        )
+        if final:
+            why = reason if permanent else f"{reason} (attempt budget {max_attempts} spent)"
+            _finish_failed(tx, lease.project, lease.item_id, current, attempts, why)
+            return S.FAILED
+        _check(lease.item_id, current, S.PENDING)
+        _move(
+            tx,
+            store,
+            lease,
+            current,
+            S.PENDING,
+            "requeued",
+            reason=reason,
+            not_before=store.clock() + retry_after_s if retry_after_s > 0 else None,
+        )
+        return S.PENDING
+
+
+def release(store: Store, lease: Lease, reason: str = "released") -> None:
+    """Give the item back untouched; the claim still counts as an attempt."""
+    with store.transaction() as tx:
+        current = _held(tx, store, lease)
+        _check(lease.item_id, current, S.PENDING)
+        _move(tx, store, lease, current, S.PENDING, "released", reason=reason)
+
+
+def defer(store: Store, lease: Lease, until_epoch: float, reason: str) -> None:
+    """Park the item until `until_epoch` (input needed, rate limit); the attempt is refunded."""
+    with store.transaction() as tx:
+        current = _held(tx, store, lease)
+        _check(lease.item_id, current, S.WAITING)
+        _move(
+            tx,
+            store,
+            lease,
+            current,
+            S.WAITING,
+            "deferred",
+            reason=reason,
+            not_before=until_epoch,
+            refund=True,
+        )
+
+
+def _move(
+    tx: Tx,
+    store: Store,
+    lease: Lease,
+    current: ItemState,
+    wanted: ItemState,
+    kind: str,
+    *,
+    keep_lease: bool = False,
+    reason: str | None = None,
+    not_before: float | None = None,
+    refund: bool = False,
+) -> None:
+    now = store.clock()
+    lease_sql = "" if keep_lease else ", lease_worker = NULL, lease_expires = NULL"
+    refund_sql = ", attempts = attempts - 1" if refund else ""
+    tx.execute(
+        f"UPDATE items SET state = ?, reason = ?, not_before = ?, updated_at = ?{lease_sql}"
+        f"{refund_sql} WHERE project = ? AND id = ?",
+        (wanted, reason, not_before, now, lease.project, lease.item_id),
+    )
+    payload: dict[str, Any] = {
+        "from": current,
+        "to": wanted,
+        "worker": lease.worker,
+        "attempt": lease.attempt,
+    }
+    if reason is not None:
+        payload["reason"] = reason
+    if not_before is not None:
+        payload["until"] = not_before
+    tx.append_event(lease.project, lease.item_id, kind, payload)
+
+
+def _finish_failed(
+    tx: Tx, project: str, item_id: str, current: ItemState, attempts: int, reason: str
+) -> None:
+    _check(item_id, current, S.FAILED)
+    now = tx.clock()
+    tx.execute(
+        "UPDATE items SET state = 'failed', reason = ?, lease_worker = NULL, "
+        "lease_expires = NULL, updated_at = ? WHERE project = ? AND id = ?",
+        (reason, now, project, item_id),
+    )
+    tx.append_event(
+        project,
+        item_id,
+        "failed",
+        {"from": current, "to": S.FAILED, "reason": reason, "attempt": attempts},
+    )
+    _skip_dependents(tx, project, item_id)
+
+
+def _skip_dependents(tx: Tx, project: str, root: str) -> None:
+    """Mark everything that (transitively) waits on `root` skipped, so none of it ever runs."""
+    frontier = [root]
+    seen = {root}
+    now = tx.clock()
+    while frontier:
+        current = frontier.pop()
+        rows = tx.all(
+            "SELECT i.id, i.state FROM deps d JOIN items i ON i.project = d.project "
+            "AND i.id = d.item WHERE d.project = ? AND d.dep = ?",
+            (project, current),
+        )
+        for dependent, state in rows:
+            if dependent in seen:
+                continue
+            seen.add(dependent)
+            if state not in (S.PENDING, S.WAITING):
+                continue
+            reason = f"blocked by {root}"
+            tx.execute(
+                "UPDATE items SET state = 'skipped', reason = ?, blocked_by = ?, "
+                "not_before = NULL, updated_at = ? WHERE project = ? AND id = ?",
+                (reason, root, now, project, dependent),
+            )
+            tx.append_event(
+                project,
+                dependent,
+                "skipped",
+                {"from": state, "to": S.SKIPPED, "reason": reason, "blocked_by": root},
+            )
+            frontier.append(dependent)
+
+
+# --- people and the reconciler ---------------------------------------------------------------
+
+
+def retry(store: Store, project: str, item_id: str) -> tuple[str, ...]:
+    """Re-queue a failed or skipped item and the items it skipped; returns the re-queued ids."""
+    with store.transaction() as tx:
+        row = tx.one(
+            f"SELECT state, lease_worker, lease_expires FROM items "
+            f"WHERE project = ? AND id = ?{store.dialect.lock_rows}",
+            (project, item_id),
+        )
+        if row is None:
+            raise UnknownItem(project, item_id)
+        state, worker, expires = ItemState(row[0]), row[1], row[2]
+        if expires is not None and expires >= store.clock():
+            raise ItemBusy(item_id, worker or "?", expires)
+        _check(item_id, state, S.PENDING)
+        now = store.clock()
+        requeued = [item_id]
+        tx.execute(
+            "UPDATE items SET state = 'pending', attempts = 0, reason = NULL, blocked_by = NULL, "
+            "not_before = NULL, updated_at = ? WHERE project = ? AND id = ?",
+            (now, project, item_id),
+        )
+        tx.append_event(project, item_id, "retried", {"from": state, "to": S.PENDING})
+        for (dependent,) in tx.all(
+            "SELECT id FROM items WHERE project = ? AND blocked_by = ? AND state = 'skipped'",
+            (project, item_id),
+        ):
+            tx.execute(
+                "UPDATE items SET state = 'pending', reason = NULL, blocked_by = NULL, "
+                "updated_at = ? WHERE project = ? AND id = ?",
+                (now, project, dependent),
+            )
+            tx.append_event(
+                project, dependent, "retried", {"from": S.SKIPPED, "to": S.PENDING, "via": item_id}
+            )
+            requeued.append(dependent)
+    return tuple(requeued)
+
+
+def record_outcome(
+    store: Store, project: str, item_id: str, state: ItemState | str, evidence: dict[str, Any]
+) -> bool:
+    """Record what the tracker says became of the work; False when it was already recorded."""
+    wanted = ItemState(state)
+    if wanted not in TRACKER_OUTCOMES:
+        raise IllegalTransition(item_id, "the tracker", wanted.value)
+    with store.transaction() as tx:
+        row = tx.one(
+            f"SELECT state FROM items WHERE project = ? AND id = ?{store.dialect.lock_rows}",
+            (project, item_id),
+        )
+        if row is None:
+            raise UnknownItem(project, item_id)
+        current = ItemState(row[0])
+        if current == wanted:
+            return False
+        _check(item_id, current, wanted)
+        # Ending the lease here makes a still-running worker's next call fail with LeaseLost.
+        tx.execute(
+            "UPDATE items SET state = ?, lease_worker = NULL, lease_expires = NULL, "
+            "updated_at = ? WHERE project = ? AND id = ?",
+            (wanted, store.clock(), project, item_id),
+        )
+        tx.append_event(
+            project, item_id, "outcome", {"from": current, "to": wanted, "evidence": evidence}
+        )
+        if wanted == S.REVERTED:
+            _skip_dependents(tx, project, item_id)
+    return True
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def projects(store: Store) -> list[str]:
+    with store.transaction(write=False) as tx:
+        return [r[0] for r in tx.all("SELECT DISTINCT project FROM items ORDER BY project")]
+
+
+def resolve_project(store: Store, project: str | None) -> str:
+    """The project to act on: the one given, or the only one in the database."""
+    if project is not None:
+        return project
+    known = projects(store)
+    if len(known) == 1:
+        return known[0]
+    raise AmbiguousProject(known)
+
+
+def get_item(store: Store, project: str, item_id: str) -> ItemRecord:
+    with store.transaction(write=False) as tx:
+        row = tx.one(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE project = ? AND id = ?", (project, item_id)
+        )
+        if row is None:
+            raise UnknownItem(project, item_id)
+        deps = tuple(
+            r[0]
+            for r in tx.all(
+                "SELECT dep FROM deps WHERE project = ? AND item = ? ORDER BY dep",
+                (project, item_id),
+            )
+        )
+    return _record(row, deps)
+
+
+def list_items(store: Store, project: str) -> list[ItemRecord]:
+    with store.transaction(write=False) as tx:
+        rows = tx.all(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE project = ? ORDER BY seq, id", (project,)
+        )
+    return [_record(r) for r in rows]
+
+
+def history(store: Store, project: str, item_id: str) -> tuple[ItemRecord, list[Event]]:
+    """The item as it stands and every event about it, oldest first."""
+    record = get_item(store, project, item_id)
+    return record, store.all_events(project=project, item=item_id)
+
+
+def status(store: Store, project: str) -> QueueStatus:
+    """Counts by state, live claims, and stale claims (expired, not yet taken again)."""
+    now = store.clock()
+    counts: dict[str, int] = {}
+    live: list[Claim] = []
+    stale: list[Claim] = []
+    for record in list_items(store, project):
+        counts[record.state.value] = counts.get(record.state.value, 0) + 1
+        if record.lease_expires is not None:
+            claim = Claim(
+                record.id, record.state, record.worker or "?", record.attempts, record.lease_expires
+            )
+            (live if record.lease_expires >= now else stale).append(claim)
+    return QueueStatus(project, counts, tuple(live), tuple(stale))
+
+
+def flagged_item(store: Store, project: str, item_id: str) -> WorkItem | None:
+    """The edit that arrived while the item was in flight, if any."""
+    with store.transaction(write=False) as tx:
+        row = tx.one(
+            "SELECT flagged_json FROM items WHERE project = ? AND id = ?", (project, item_id)
+        )
+    if row is None or row[0] is None:
+        return None
+    return WorkItem.model_validate(json.loads(row[0]))
