@@ -7,6 +7,7 @@ why every command that takes a plan also takes a backlog.json.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -89,11 +90,12 @@ def load_plan(path: Path | str) -> Plan:
 
 def write_backlog(plan: Plan, target: Path) -> None:
     """Write backlog.json atomically: a crash leaves the old file or the new one, never half."""
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(dumps(plan), encoding="utf-8")
         tmp.replace(target)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None

@@ -95,8 +95,8 @@ class Plan(BaseModel):
 
     @property
     def without_check(self) -> tuple[WorkItem, ...]:
-        """Items with no observable success check: allowed, and visibly flagged."""
-        return tuple(item for item in self.items if not item.success_check)
+        """Open items with no observable success check: allowed, and visibly flagged."""
+        return tuple(item for item in self.items if not item.success_check and not item.done)
 
 
 # --------------------------------------------------------------------------------------------

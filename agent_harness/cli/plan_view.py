@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def render_plan(out: Console, plan: Plan) -> None:
-    table = Table(title=f"{plan.source}: {len(plan.items)} items", title_justify="left")
+    table = Table(title=f"{plan.source}: {_count(len(plan.items), 'item')}", title_justify="left")
     for name in ("id", "title", "deps", "labels", "milestone", "check", "line"):
         table.add_column(name, overflow="fold")
     for item in plan.items:
@@ -30,7 +30,7 @@ def render_plan(out: Console, plan: Plan) -> None:
         )
     out.print(table)
     if plan.unread:
-        report = Table(title=f"{len(plan.unread)} lines not read", title_justify="left")
+        report = Table(title=_count(len(plan.unread), "line") + " not read", title_justify="left")
         report.add_column("line", justify="right")
         report.add_column("reason")
         report.add_column("text", overflow="fold")
@@ -39,9 +39,16 @@ def render_plan(out: Console, plan: Plan) -> None:
         out.print(report)
     done = sum(1 for item in plan.items if item.done)
     missing = [item.id for item in plan.without_check]
-    summary = f"{len(plan.items)} items ({done} done), {len(plan.unread)} lines not read"
+    summary = (
+        f"{_count(len(plan.items), 'item')} ({done} done), "
+        f"{_count(len(plan.unread), 'line')} not read"
+    )
     if missing:
         summary += f"; no success check: {', '.join(missing)}"
     if not plan.items:
         summary = "no work items found; " + summary
     out.print(summary)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
