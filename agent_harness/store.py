@@ -8,6 +8,7 @@ are handed out in commit order and a reader paging by id can never skip a row.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -571,9 +572,11 @@ class PostgresStore(Store):
         if self.schema is not None:
             from psycopg import sql
 
-            conn.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
-            )
+            # Two first opens can race past IF NOT EXISTS; the loser's schema exists all the same.
+            with contextlib.suppress(psycopg.errors.UniqueViolation):
+                conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+                )
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
         return conn
 

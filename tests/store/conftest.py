@@ -1,0 +1,109 @@
+"""Fixtures for the store, queue and fleet tests: one `store` per engine, a movable clock."""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agent_harness.plan import WorkItem
+from agent_harness.store import Store, open_store
+
+PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def pg_url() -> str:
+    return os.environ.get("AGENT_HARNESS_TEST_PG") or PG_DEFAULT
+
+
+@functools.cache
+def pg_problem(url: str) -> str | None:
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=3).close()
+    except psycopg.Error:
+        return f"PostgreSQL not reachable at {url} (set AGENT_HARNESS_TEST_PG)"
+    return None
+
+
+class FakeClock:
+    """Epoch seconds that move only when a test says so."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    url: str
+    schema: str | None
+
+    def open(self, **kwargs: object) -> Store:
+        return open_store(self.url, schema=self.schema, **kwargs)  # type: ignore[arg-type]
+
+
+def _drop_schema(url: str, schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    if request.param == "sqlite":
+        yield Engine("sqlite", str(tmp_path / "harness.sqlite"), None)
+        return
+    url = pg_url()
+    problem = pg_problem(url)
+    if problem:
+        pytest.skip(problem)
+    schema = f"ah_test_{uuid.uuid4().hex[:12]}"
+    try:
+        yield Engine("postgres", url, schema)
+    finally:
+        _drop_schema(url, schema)
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path) -> Engine:
+    return Engine("sqlite", str(tmp_path / "harness.sqlite"), None)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store(engine: Engine, clock: FakeClock) -> Iterator[Store]:
+    opened = engine.open(clock=clock)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def item(item_id: str, *deps: str, title: str | None = None, done: bool = False) -> WorkItem:
+    return WorkItem(
+        id=item_id,
+        title=title or f"do {item_id}",
+        line=1,
+        form="heading",
+        depends_on=deps,
+        done=done,
+    )

@@ -1,0 +1,169 @@
+"""The database: migrations, the append-only log, errors that leave nothing half-written."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agent_harness.errors import HarnessError, UsageError
+from agent_harness.store import MIGRATIONS, SchemaTooNew, Store, StoreError, open_store
+from agent_harness.work import enqueue, list_items
+
+from .conftest import Engine, FakeClock, item
+
+
+def _versions(store: Store) -> list[int]:
+    with store.transaction(write=False) as tx:
+        return [r[0] for r in tx.all("SELECT version FROM schema_migrations ORDER BY version")]
+
+
+def test_migrations_are_recorded_and_run_once(engine: Engine, store: Store) -> None:
+    assert _versions(store) == [m.version for m in MIGRATIONS]
+    again = engine.open()
+    try:
+        assert again.migrate() == 0
+        assert _versions(again) == [m.version for m in MIGRATIONS]
+    finally:
+        again.close()
+
+
+def _open_and_close(url: str, schema: str | None) -> None:
+    open_store(url, schema=schema).close()
+
+
+def test_concurrent_first_opens_migrate_exactly_once(engine: Engine) -> None:
+    ctx = multiprocessing.get_context("fork")
+    procs = [
+        ctx.Process(target=_open_and_close, args=(engine.url, engine.schema)) for _ in range(4)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(30)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    store = engine.open()
+    try:
+        assert _versions(store) == [m.version for m in MIGRATIONS]
+    finally:
+        store.close()
+
+
+def test_a_newer_schema_is_refused_and_left_alone(engine: Engine, store: Store) -> None:
+    store.append_event("p", "T1", "note", {"keep": True})
+    with store.transaction() as tx:
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', 0)"
+        )
+    with pytest.raises(SchemaTooNew) as caught:
+        engine.open()
+    assert caught.value.found == 99
+    assert caught.value.known == MIGRATIONS[-1].version
+    assert "\n" not in str(caught.value) and "newer" in str(caught.value)
+    assert _versions(store)[-1] == 99
+    assert [e.payload for e in store.events()] == [{"keep": True}]
+
+
+def test_events_refuse_update_and_delete(store: Store) -> None:
+    store.append_event("p", "T1", "claimed", {"worker": "w1"})
+    with pytest.raises(StoreError, match="append-only"), store.transaction() as tx:
+        tx.execute("UPDATE events SET kind = 'forged'")
+    with pytest.raises(StoreError, match="append-only"), store.transaction() as tx:
+        tx.execute("DELETE FROM events")
+    [event] = store.events()
+    assert (event.kind, event.payload) == ("claimed", {"worker": "w1"})
+
+
+def test_events_page_by_row_id_with_filters(store: Store, clock: FakeClock) -> None:
+    for n in range(25):
+        clock.advance(-1)  # timestamps run backwards: paging must not care
+        store.append_event("p" if n % 5 else "q", f"T{n % 3}", "note", {"n": n})
+    seen: list[int] = []
+    after = 0
+    while page := store.events(after, 10):
+        seen.extend(e.payload["n"] for e in page)
+        after = page[-1].id
+    assert seen == list(range(25))
+    only = store.events(0, 100, project="q", item="T0")
+    assert [e.payload["n"] for e in only] == [0, 15]
+
+
+def test_external_ids_are_recorded_once(store: Store) -> None:
+    assert store.append_event("p", None, "ci", {"run": 1}, external_id="gh-1")
+    assert not store.append_event("p", None, "ci", {"run": 1}, external_id="gh-1")
+    assert len(store.events()) == 1
+
+
+def test_a_corrupt_sqlite_file_is_one_line_and_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "harness.sqlite"
+    garbage = b"this is not a database, just bytes " * 200
+    path.write_bytes(garbage)
+    with pytest.raises(StoreError) as caught:
+        open_store(str(path))
+    assert "\n" not in caught.value.message
+    assert str(path) in caught.value.message
+    assert path.read_bytes() == garbage
+
+
+def test_unopenable_urls_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="cannot open"):
+        open_store("postgresql://nobody@127.0.0.1:1/nothing")
+    with pytest.raises(UsageError, match="unknown database URL"):
+        open_store("mysql://localhost/db")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(HarnessError):
+        open_store(str(blocker / "sub" / "harness.sqlite"))
+
+
+def test_a_password_never_appears_in_an_error() -> None:
+    with pytest.raises(StoreError) as caught:
+        open_store("postgresql://user:hunter2@127.0.0.1:1/nothing")
+    assert "hunter2" not in caught.value.message
+
+
+def test_a_full_disk_mid_transaction_writes_nothing(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "h.sqlite"))
+    try:
+        enqueue(store, "p", [item("T0")])
+        before = (len(list_items(store, "p")), len(store.events()))
+        with store.transaction() as tx:
+            pages = tx.one("PRAGMA page_count")
+            assert pages is not None
+            # The engine's own cap stands in for a full disk: SQLITE_FULL, same code path.
+            tx.one(f"PRAGMA max_page_count = {int(pages[0]) + 2}")
+        big = [item(f"B{n}", title=f"item {n} " + "x" * 2000) for n in range(200)]
+        with pytest.raises(StoreError, match="full") as caught:
+            enqueue(store, "p", big)
+        assert "\n" not in caught.value.message
+        assert (len(list_items(store, "p")), len(store.events())) == before
+    finally:
+        store.close()
+
+
+def test_parking_lasts_until_the_clock_passes(store: Store, clock: FakeClock) -> None:
+    assert store.parked("anthropic:opus") is None
+    store.park("anthropic:opus", clock() + 3600, "spent window")
+    assert store.parked("anthropic:opus") == (clock() + 3600, "spent window")
+    store.park("anthropic:opus", clock() + 60, "burst")
+    assert store.parked("anthropic:opus") == (clock() + 60, "burst")
+    clock.advance(61)
+    assert store.parked("anthropic:opus") is None
+
+
+def test_meta_holds_high_water_marks(store: Store) -> None:
+    assert store.get_meta("reconcile:p") is None
+    store.set_meta("reconcile:p", "41")
+    store.set_meta("reconcile:p", "42")
+    assert store.get_meta("reconcile:p") == "42"
+
+
+def test_default_database_lives_under_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    open_store(None).close()
+    path = tmp_path / ".agent-harness" / "harness.sqlite"
+    assert sqlite3.connect(path).execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0]
