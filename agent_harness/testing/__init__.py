@@ -1,0 +1,1 @@
+"""Fakes and scripted servers that ship with the package, so extensions can be tested too."""
