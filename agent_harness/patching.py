@@ -589,6 +589,23 @@ def _similar_windows(fkeys: list[str], okeys: list[str], lo: int) -> list[_Match
     return found
 
 
+def _nearest_by_characters(fkeys: list[str], okeys: list[str]) -> _Match | None:
+    """The window most like the hunk letter by letter: feedback when no line matches whole."""
+    wanted = "\n".join(okeys)
+    best: _Match | None = None
+    for s in range(max(1, len(fkeys) - len(okeys) + 1)):
+        window = fkeys[s : s + len(okeys)]
+        if not window:
+            break
+        matcher = difflib.SequenceMatcher(None, wanted, "\n".join(window), autojunk=False)
+        if best is not None and matcher.real_quick_ratio() <= best.score:
+            continue
+        score = matcher.ratio()
+        if best is None or score > best.score:
+            best = _Match(s, s + len(window), score, {})
+    return best
+
+
 def _describe(hunk: Hunk, edit: FileEdit, count: int) -> str:
     return f"{edit.path}: hunk {hunk.number} of {count} ({hunk.header})"
 
@@ -633,6 +650,8 @@ def _place(hunk: Hunk, text: _Text, label: str, path: str) -> _Match | None:
     acceptable = [m for m in candidates if removed <= m.pairs.keys()]
     best = max(acceptable or candidates, key=lambda m: m.score, default=None)
     if best is None or not acceptable or best.score < MIN_SIMILARITY:
+        if best is None:
+            best = _nearest_by_characters(fkeys, okeys)
         if best is None:
             raise EditRefused(f"{label} does not match anything in the file", path=path)
         raise EditRefused(

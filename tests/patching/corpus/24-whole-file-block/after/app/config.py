@@ -1,0 +1,3 @@
+DEBUG = False
+PORT = 8080
+HOST = "127.0.0.1"

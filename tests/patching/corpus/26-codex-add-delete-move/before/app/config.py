@@ -1,0 +1,2 @@
+DEBUG = False
+PORT = 8000

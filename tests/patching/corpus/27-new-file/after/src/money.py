@@ -1,0 +1,3 @@
+def cents(amount):
+    """Whole cents in an amount of euros."""
+    return round(amount * 100)

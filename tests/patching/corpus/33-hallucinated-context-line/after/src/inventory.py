@@ -1,0 +1,31 @@
+"""Stock levels for a small shop."""
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Item:
+    name: str
+    price: float
+    quantity: int = 0
+
+
+class Inventory:
+    def __init__(self):
+        self.items = {}
+
+    def add(self, item):
+        self.items[item.name] = item
+
+    def remove(self, name):
+        del self.items[name]
+
+    def total_value(self):
+        total = 0.0
+        # quantity may be zero
+        for item in self.items.values():
+            total += item.price * max(item.quantity, 0)
+        return total
+
+    def names(self):
+        return sorted(self.items)

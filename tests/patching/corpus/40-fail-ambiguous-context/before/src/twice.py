@@ -1,0 +1,8 @@
+def first():
+    value = load()
+    return value
+
+
+def second():
+    value = load()
+    return value
