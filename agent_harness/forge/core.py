@@ -1,0 +1,234 @@
+"""The forge itself: state on disk, the REST operations over it, and the knobs tests turn.
+
+`Forge` owns a data directory (`forge.sqlite3` plus bare repositories under `git/`), the
+tokens it accepts, the primary rate limit, fault rules and request accounting. It knows nothing
+of HTTP framing; `ForgeServer` puts it on a socket. Every REST call runs inside one database
+transaction, so a call either happens completely or not at all.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agent_harness.forge import issues, pulls, repos
+from agent_harness.forge.accounting import RequestLog
+from agent_harness.forge.db import ForgeDB
+from agent_harness.forge.errors import ForgeDataError, ForgeError
+from agent_harness.forge.faults import Faults
+from agent_harness.forge.gitrepo import BareRepo, Identity
+from agent_harness.forge.ratelimit import RateLimiter
+from agent_harness.forge.routes import Call, Reply, RepoContext, Router
+from agent_harness.forge.shapes import Renderer, noreply_email
+
+# GitHub seeds every new repository with these labels (name, color, description).
+DEFAULT_LABELS = [
+    ("bug", "d73a4a", "Something isn't working"),
+    ("documentation", "0075ca", "Improvements or additions to documentation"),
+    ("duplicate", "cfd3d7", "This issue or pull request already exists"),
+    ("enhancement", "a2eeef", "New feature or request"),
+    ("good first issue", "7057ff", "Good for newcomers"),
+    ("help wanted", "008672", "Extra attention is needed"),
+    ("invalid", "e4e669", "This doesn't seem right"),
+    ("question", "d876e3", "Further information is requested"),
+    ("wontfix", "ffffff", "This will not be worked on"),
+]
+
+
+class Forge:
+    """A GitHub-compatible tracker and git host living in `data_dir`.
+
+    `token` may read and write as user `login`; `read_only_token`, if given, may only read (its
+    writes get 403, like a token without push access). Names other than `login` are
+    organizations, created on first use.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        token: str = "forge-token",
+        rate_limit: int = 5000,
+        clock: Callable[[], float] = time.time,
+        *,
+        login: str = "forge-user",
+        read_only_token: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        try:
+            (self.data_dir / "git").mkdir(parents=True, exist_ok=True)
+            self.db = ForgeDB(self.data_dir / "forge.sqlite3")
+        except (OSError, sqlite3.Error) as exc:
+            raise ForgeDataError(str(self.data_dir), str(exc)) from exc
+        self.token = token
+        self.read_only_token = read_only_token
+        self.login = login
+        self.clock = clock
+        self.sleep = sleep
+        self.limiter = RateLimiter(rate_limit, clock)
+        self.faults = Faults()
+        self.requests = RequestLog()
+        self.api_url = "http://127.0.0.1"  # replaced by ForgeServer once it has a port
+        self.router = Router()
+        for module in (repos, issues, pulls):
+            module.register(self.router)
+        with self.db.transaction():
+            self._ensure_user(login, "User")
+
+    # -- time, accounts -----------------------------------------------------------------------
+    def now(self) -> str:
+        return datetime.fromtimestamp(self.clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _ensure_user(self, login: str, kind: str) -> sqlite3.Row:
+        row = self.db.one("SELECT * FROM users WHERE login = ?", login)
+        if row is None:
+            self.db.run(
+                "INSERT INTO users (login, type, created_at) VALUES (?, ?, ?)",
+                login,
+                kind,
+                self.now(),
+            )
+            row = self.db.one("SELECT * FROM users WHERE login = ?", login)
+        assert row is not None
+        return row
+
+    def account(self, login: str, kind: str) -> sqlite3.Row | None:
+        """The account `login` if it is of `kind`; organizations spring into being on demand."""
+        row = self.db.one("SELECT * FROM users WHERE login = ?", login)
+        if row is None and kind == "Organization":
+            with self.db.transaction():
+                row = self._ensure_user(login, kind)
+        return row if row is not None and row["type"] == kind else None
+
+    def authenticate(self, token: str) -> tuple[sqlite3.Row, bool] | None:
+        """(user, may_write) for a token, or None when the token is unknown."""
+        if token == self.token or (self.read_only_token and token == self.read_only_token):
+            user = self.db.one("SELECT * FROM users WHERE login = ?", self.login)
+            assert user is not None
+            return user, token == self.token
+        return None
+
+    # -- repositories -------------------------------------------------------------------------
+    def repo_path(self, owner: str, name: str) -> Path:
+        return self.data_dir / "git" / owner.lower() / f"{name.lower()}.git"
+
+    def clone_url(self, owner: str, name: str) -> str:
+        """Where `git clone` / `git push` reach the repository: a file:// URL of the bare repo."""
+        return self.repo_path(owner, name).resolve().as_uri()
+
+    def repo_row(self, owner: str, name: str) -> sqlite3.Row | None:
+        return self.db.one(
+            "SELECT repos.* FROM repos JOIN users ON users.id = repos.owner_id"
+            " WHERE users.login = ? AND repos.name = ?",
+            owner,
+            name,
+        )
+
+    def repo_context(self, owner: str, name: str, render: Renderer) -> RepoContext | None:
+        row = self.repo_row(owner, name)
+        if row is None:
+            return None
+        owner_row = self.db.one("SELECT * FROM users WHERE id = ?", row["owner_id"])
+        assert owner_row is not None
+        full = f"{owner_row['login']}/{row['name']}"
+        return RepoContext(
+            row=row,
+            owner=owner_row,
+            url=f"{render.api}/repos/{full}",
+            html=f"{render.html}/{full}",
+            git=BareRepo(self.repo_path(owner_row["login"], row["name"])),
+        )
+
+    def render_repo(self, row: sqlite3.Row, render: Renderer) -> dict[str, Any]:
+        owner = self.db.one("SELECT login FROM users WHERE id = ?", row["owner_id"])
+        assert owner is not None
+        return render.repo(row, self.clone_url(owner["login"], row["name"]))
+
+    def create_repo(
+        self,
+        owner: str,
+        name: str,
+        auto_init: bool = True,
+        default_branch: str = "main",
+        *,
+        description: str | None = None,
+        private: bool = False,
+        has_issues: bool = True,
+        homepage: str | None = None,
+    ) -> dict[str, Any]:
+        """Create a repository (and its bare git repo) directly; returns its REST JSON."""
+        with self.db.transaction():
+            if self.repo_row(owner, name) is not None:
+                raise ForgeError(f"repository {owner}/{name} already exists")
+            kind = "User" if owner.lower() == self.login.lower() else "Organization"
+            owner_row = self.account(owner, kind) or self._ensure_user(owner, kind)
+            now = self.now()
+            repo_id = self.db.run(
+                "INSERT INTO repos (owner_id, name, description, homepage, private, has_issues,"
+                " default_branch, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                owner_row["id"],
+                name,
+                description,
+                homepage,
+                int(private),
+                int(has_issues),
+                default_branch,
+                now,
+                now,
+            )
+            for label, color, text in DEFAULT_LABELS:
+                self.db.run(
+                    "INSERT INTO labels (repo_id, name, color, description, is_default)"
+                    " VALUES (?, ?, ?, ?, 1)",
+                    repo_id,
+                    label,
+                    color,
+                    text,
+                )
+            user = self.db.one("SELECT * FROM users WHERE login = ?", self.login)
+            assert user is not None
+            who = Identity(user["login"], noreply_email(user["id"], user["login"]), now)
+            BareRepo.create(
+                self.repo_path(owner_row["login"], name),
+                default_branch,
+                auto_init,
+                who,
+                f"# {name}\n\n{description or ''}\n",
+            )
+            row = self.db.one("SELECT * FROM repos WHERE id = ?", repo_id)
+            assert row is not None
+            return self.render_repo(row, Renderer(self.db, self.api_url))
+
+    def set_archived(self, owner: str, name: str, archived: bool = True) -> None:
+        """Archive (or unarchive) a repository: writes to it are then refused with 403."""
+        row = self.repo_row(owner, name)
+        if row is None:
+            raise ForgeError(f"no repository {owner}/{name}")
+        self.db.run("UPDATE repos SET archived = ? WHERE id = ?", int(archived), row["id"])
+
+    def next_number(self, repo_id: int) -> int:
+        row = self.db.one(
+            "SELECT COALESCE(MAX(number), 0) + 1 AS n FROM issues WHERE repo_id = ?", repo_id
+        )
+        assert row is not None
+        return int(row["n"])
+
+    # -- requests -----------------------------------------------------------------------------
+    def dispatch(self, call: Call, handler: Callable[[Call], Reply]) -> Reply:
+        with self.db.transaction():
+            return handler(call)
+
+    def mark(self) -> int:
+        """A mark to count requests from (see `request_counts`)."""
+        return self.requests.mark()
+
+    def request_counts(self, since_mark: int | None = None) -> dict[str, int]:
+        """Requests served since a mark, keyed like `GET /repos/{owner}/{repo}/issues`."""
+        return self.requests.counts(since_mark)
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,290 @@
+"""A bare git repository on disk, driven through the `git` CLI.
+
+The forge keeps no copy of git state: branches, commits and comparisons are read from the bare
+repository on every request, so a `git push` is visible to the API at once. Merges are computed
+with `git merge-tree --write-tree` and written with `commit-tree`, so no worktree is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_harness.forge.errors import ForgeError
+
+_SEP = "\x1f"
+_END = "\x1e"
+_LOG_FORMAT = _SEP.join(["%H", "%P", "%an", "%ae", "%aI", "%cn", "%ce", "%cI", "%T", "%B"]) + _END
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a commit is attributed to, and when (an ISO 8601 date git accepts)."""
+
+    name: str
+    email: str
+    date: str
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    parents: list[str]
+    author_name: str
+    author_email: str
+    author_date: str
+    committer_name: str
+    committer_email: str
+    committer_date: str
+    tree: str
+    message: str
+
+
+@dataclass(frozen=True)
+class FileChange:
+    filename: str
+    status: str
+    additions: int
+    deletions: int
+
+
+class GitCommandError(ForgeError):
+    """A git command run by the forge failed."""
+
+    def __init__(self, args: list[str], stderr: str) -> None:
+        self.args_run = args
+        self.stderr = stderr
+        super().__init__(f"git {' '.join(args)} failed: {stderr.strip().splitlines()[-1:]}")
+
+
+class BareRepo:
+    """One bare repository: `<data>/git/<owner>/<name>.git`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _git(
+        self, *args: str, env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)
+    ) -> subprocess.CompletedProcess[str]:
+        full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+        proc = subprocess.run(
+            ["git", "--git-dir", str(self.path), *args],
+            capture_output=True,
+            text=True,
+            env=full_env,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        if proc.returncode not in ok:
+            raise GitCommandError(list(args), proc.stderr)
+        return proc
+
+    @classmethod
+    def create(
+        cls, path: Path, default_branch: str, auto_init: bool, who: Identity, readme: str
+    ) -> BareRepo:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            ["git", "init", "--bare", "--quiet", "--initial-branch", default_branch, str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise GitCommandError(["init", str(path)], proc.stderr)
+        repo = cls(path)
+        # Pushes over file:// must be accepted into the checked-out-less bare repo as-is.
+        repo._git("config", "receive.denyNonFastForwards", "false")
+        if auto_init:
+            blob_sha = repo._hash_blob(readme)
+            tree = repo._mktree([("100644", "blob", blob_sha, "README.md")])
+            sha = repo.commit_tree(tree, [], "Initial commit", who, who)
+            repo.update_ref(f"refs/heads/{default_branch}", sha)
+        return repo
+
+    def _hash_blob(self, content: str) -> str:
+        proc = subprocess.run(
+            ["git", "--git-dir", str(self.path), "hash-object", "-w", "--stdin"],
+            input=content,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise GitCommandError(["hash-object"], proc.stderr)
+        return proc.stdout.strip()
+
+    def _mktree(self, entries: list[tuple[str, str, str, str]]) -> str:
+        text = "".join(f"{mode} {kind} {sha}\t{name}\n" for mode, kind, sha, name in entries)
+        proc = subprocess.run(
+            ["git", "--git-dir", str(self.path), "mktree"],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise GitCommandError(["mktree"], proc.stderr)
+        return proc.stdout.strip()
+
+    def resolve(self, ref: str) -> str | None:
+        """The commit a branch name, full ref or sha points at, or None."""
+        candidates = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", ref]
+        for candidate in candidates:
+            proc = self._git(
+                "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}", ok=(0, 1, 128)
+            )
+            if proc.returncode == 0:
+                return proc.stdout.strip()
+        return None
+
+    def refs(self, prefix: str = "refs/heads/") -> dict[str, str]:
+        """Full ref name -> sha for every ref under `prefix`."""
+        out = self._git("for-each-ref", "--format=%(refname) %(objectname)", prefix).stdout
+        pairs = (line.split(" ", 1) for line in out.splitlines() if line)
+        return {name: sha for name, sha in pairs}
+
+    def branches(self) -> dict[str, str]:
+        return {name.removeprefix("refs/heads/"): sha for name, sha in self.refs().items()}
+
+    def update_ref(self, ref: str, new: str, old: str | None = None) -> None:
+        self._git("update-ref", ref, new, *([old] if old is not None else []))
+
+    def delete_ref(self, ref: str) -> None:
+        self._git("update-ref", "-d", ref)
+
+    def log(
+        self,
+        tip: str,
+        since: str | None = None,
+        until: str | None = None,
+        exclude: str | None = None,
+        path: str | None = None,
+    ) -> list[CommitInfo]:
+        """Commits reachable from `tip` (newest first), optionally not from `exclude`."""
+        args = ["log", f"--format={_LOG_FORMAT}", tip]
+        if exclude:
+            args.append(f"^{exclude}")
+        if since:
+            args.append(f"--since={since}")
+        if until:
+            args.append(f"--until={until}")
+        if path:
+            args += ["--", path]
+        return [_parse_commit(rec) for rec in self._git(*args).stdout.split(_END) if rec.strip()]
+
+    def commit(self, sha: str) -> CommitInfo:
+        out = self._git("log", "-1", f"--format={_LOG_FORMAT}", sha).stdout
+        return _parse_commit(out.split(_END)[0])
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        proc = self._git("merge-base", a, b, ok=(0, 1))
+        return proc.stdout.strip() or None
+
+    def count(self, exclude: str, tip: str) -> int:
+        return int(self._git("rev-list", "--count", tip, f"^{exclude}").stdout.strip())
+
+    def merged_tree(self, base: str, head: str) -> str | None:
+        """The tree of merging `head` into `base`, or None when they conflict."""
+        proc = self._git("merge-tree", "--write-tree", base, head, ok=(0, 1))
+        return proc.stdout.splitlines()[0].strip() if proc.returncode == 0 else None
+
+    def tree_of(self, sha: str) -> str:
+        return self._git("rev-parse", f"{sha}^{{tree}}").stdout.strip()
+
+    def commit_tree(
+        self, tree: str, parents: list[str], message: str, author: Identity, committer: Identity
+    ) -> str:
+        args = ["commit-tree", tree, "-m", message]
+        for parent in parents:
+            args += ["-p", parent]
+        return self._git(*args, env=_identity_env(author, committer)).stdout.strip()
+
+    def changes(self, base: str, head: str) -> list[FileChange]:
+        """Files changed between two commits, with line counts."""
+        status = self._git("diff", "--name-status", "--no-renames", base, head).stdout
+        kinds = {"A": "added", "D": "removed", "M": "modified"}
+        by_name: dict[str, str] = {}
+        for line in status.splitlines():
+            code, _, name = line.partition("\t")
+            by_name[name] = kinds.get(code[:1], "changed")
+        numstat = self._git("diff", "--numstat", "--no-renames", base, head).stdout
+        out = []
+        for line in numstat.splitlines():
+            added, deleted, name = line.split("\t", 2)
+            out.append(
+                FileChange(
+                    filename=name,
+                    status=by_name.get(name, "modified"),
+                    additions=int(added) if added.isdigit() else 0,
+                    deletions=int(deleted) if deleted.isdigit() else 0,
+                )
+            )
+        return out
+
+    def rebase(self, base: str, head: str, committer: Identity) -> str | None:
+        """Replay base..head onto base with a new committer; None on conflict.
+
+        Uses a throwaway worktree because git 2.39's merge-tree cannot pick its merge base.
+        """
+        work = Path(tempfile.mkdtemp(prefix="forge-rebase-"))
+        try:
+            self._git("worktree", "add", "--detach", "--quiet", str(work / "w"), base)
+            env = {**os.environ, **_identity_env(None, committer)}
+            commits = self._git("rev-list", "--reverse", "--no-merges", head, f"^{base}").stdout
+            for sha in commits.split():
+                proc = subprocess.run(
+                    ["git", "-C", str(work / "w"), "cherry-pick", "--allow-empty", sha],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    check=False,
+                )
+                if proc.returncode != 0:
+                    return None
+            head_proc = subprocess.run(
+                ["git", "-C", str(work / "w"), "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            return head_proc.stdout.strip()
+        finally:
+            self._git("worktree", "remove", "--force", str(work / "w"), ok=(0, 128))
+            shutil.rmtree(work, ignore_errors=True)
+            self._git("worktree", "prune", ok=(0, 128))
+
+
+def _identity_env(author: Identity | None, committer: Identity) -> dict[str, str]:
+    env = {
+        "GIT_COMMITTER_NAME": committer.name,
+        "GIT_COMMITTER_EMAIL": committer.email,
+        "GIT_COMMITTER_DATE": committer.date,
+    }
+    if author is not None:
+        env |= {
+            "GIT_AUTHOR_NAME": author.name,
+            "GIT_AUTHOR_EMAIL": author.email,
+            "GIT_AUTHOR_DATE": author.date,
+        }
+    return env
+
+
+def _parse_commit(record: str) -> CommitInfo:
+    fields = record.lstrip("\n").split(_SEP)
+    return CommitInfo(
+        sha=fields[0],
+        parents=fields[1].split(),
+        author_name=fields[2],
+        author_email=fields[3],
+        author_date=fields[4],
+        committer_name=fields[5],
+        committer_email=fields[6],
+        committer_date=fields[7],
+        tree=fields[8],
+        message=fields[9].rstrip("\n"),
+    )

@@ -1,0 +1,374 @@
+"""REST handlers for pull requests, including real merges in the bare repository.
+
+A pull request is an issue row plus a `pulls` row naming its head and base branches; the head
+sha is read from git on demand and frozen when the PR is merged. Merging writes a true merge
+commit (two parents), a squash commit (one parent) or rebased commits, then moves the base ref.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from agent_harness.forge.errors import ApiError, not_found, validation_failed
+from agent_harness.forge.gitrepo import Identity
+from agent_harness.forge.issues import issue_row, update_issue_fields
+from agent_harness.forge.routes import Call, Reply, RepoContext, Router
+from agent_harness.forge.shapes import node_id, noreply_email
+
+
+def register(router: Router) -> None:
+    router.add("GET", "/repos/{owner}/{repo}/pulls", list_pulls)
+    router.add("POST", "/repos/{owner}/{repo}/pulls", create_pull)
+    router.add("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", get_pull)
+    router.add("PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}", update_pull)
+    router.add("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/merge", check_merged)
+    router.add("PUT", "/repos/{owner}/{repo}/pulls/{pull_number}/merge", merge_pull)
+
+
+def _head_sha(ctx: RepoContext, pull: sqlite3.Row) -> str:
+    if pull["merged_at"]:
+        return str(pull["head_sha"])
+    return ctx.git.resolve(f"refs/heads/{pull['head_ref']}") or str(pull["head_sha"])
+
+
+def render_pull(
+    call: Call, ctx: RepoContext, issue: sqlite3.Row, pull: sqlite3.Row, full: bool
+) -> dict[str, Any]:
+    base = call.render.issue(issue, ctx.url, ctx.html, pull)
+    n = issue["number"]
+    url = f"{ctx.url}/pulls/{n}"
+    repo_json = call.forge.render_repo(ctx.row, call.render)
+    owner = call.render.user(ctx.owner)
+    head_sha = _head_sha(ctx, pull)
+    base_sha = ctx.git.resolve(f"refs/heads/{pull['base_ref']}") or head_sha
+    login = ctx.owner["login"]
+    out: dict[str, Any] = {
+        "url": url,
+        "id": pull["id"],
+        "node_id": node_id("PullRequest", pull["id"]),
+        "html_url": f"{ctx.html}/pull/{n}",
+        "diff_url": f"{ctx.html}/pull/{n}.diff",
+        "patch_url": f"{ctx.html}/pull/{n}.patch",
+        "issue_url": f"{ctx.url}/issues/{n}",
+        "commits_url": f"{url}/commits",
+        "review_comments_url": f"{url}/comments",
+        "review_comment_url": f"{ctx.url}/pulls/comments{{/number}}",
+        "comments_url": f"{ctx.url}/issues/{n}/comments",
+        "statuses_url": f"{ctx.url}/statuses/{head_sha}",
+        "number": n,
+        "state": issue["state"],
+        "locked": bool(issue["locked"]),
+        "title": issue["title"],
+        "user": base["user"],
+        "body": issue["body"],
+        "labels": base["labels"],
+        "milestone": base["milestone"],
+        "active_lock_reason": None,
+        "created_at": issue["created_at"],
+        "updated_at": issue["updated_at"],
+        "closed_at": issue["closed_at"],
+        "merged_at": pull["merged_at"],
+        "merge_commit_sha": pull["merge_commit_sha"],
+        "assignee": None,
+        "assignees": [],
+        "requested_reviewers": [],
+        "requested_teams": [],
+        "head": {
+            "label": f"{login}:{pull['head_ref']}",
+            "ref": pull["head_ref"],
+            "sha": head_sha,
+            "user": owner,
+            "repo": repo_json,
+        },
+        "base": {
+            "label": f"{login}:{pull['base_ref']}",
+            "ref": pull["base_ref"],
+            "sha": base_sha,
+            "user": owner,
+            "repo": repo_json,
+        },
+        "_links": {
+            name: {"href": href}
+            for name, href in {
+                "self": url,
+                "html": f"{ctx.html}/pull/{n}",
+                "issue": f"{ctx.url}/issues/{n}",
+                "comments": f"{ctx.url}/issues/{n}/comments",
+                "review_comments": f"{url}/comments",
+                "review_comment": f"{ctx.url}/pulls/comments{{/number}}",
+                "commits": f"{url}/commits",
+                "statuses": f"{ctx.url}/statuses/{head_sha}",
+            }.items()
+        },
+        "author_association": "OWNER",
+        "auto_merge": None,
+        "draft": bool(pull["draft"]),
+    }
+    if full:
+        merged = bool(pull["merged_at"])
+        mergeable: bool | None = None
+        if not merged and issue["state"] == "open":
+            mergeable = ctx.git.merged_tree(base_sha, head_sha) is not None
+        merge_base = ctx.git.merge_base(base_sha, head_sha) or base_sha
+        files = ctx.git.changes(merge_base, head_sha) if not merged else []
+        out |= {
+            "merged": merged,
+            "mergeable": mergeable,
+            "rebaseable": mergeable,
+            "mergeable_state": "unknown"
+            if mergeable is None
+            else "clean"
+            if mergeable
+            else "dirty",
+            "merged_by": call.render.user_by_id(pull["merged_by_id"]),
+            "comments": base["comments"],
+            "review_comments": 0,
+            "maintainer_can_modify": bool(pull["maintainer_can_modify"]),
+            "commits": ctx.git.count(merge_base, head_sha),
+            "additions": sum(f.additions for f in files),
+            "deletions": sum(f.deletions for f in files),
+            "changed_files": len(files),
+        }
+    return out
+
+
+def _pull_rows(call: Call, ctx: RepoContext) -> tuple[sqlite3.Row, sqlite3.Row]:
+    issue = issue_row(call, ctx, call.int_param("pull_number"))
+    pull = call.forge.db.one("SELECT * FROM pulls WHERE issue_id = ?", issue["id"])
+    if pull is None:
+        raise not_found()
+    return issue, pull
+
+
+def _branch_name(ctx: RepoContext, spec: str, field: str) -> str:
+    owner, sep, name = spec.partition(":")
+    if sep:
+        if owner.lower() != ctx.owner["login"].lower():
+            raise validation_failed("PullRequest", field, "invalid")
+        return name
+    return spec
+
+
+def list_pulls(call: Call) -> Reply:
+    ctx = call.repo()
+    q = call.query
+    where: list[str] = ["issues.repo_id = ?"]
+    args: list[Any] = [ctx.id]
+    state = q.get("state", "open")
+    if state in ("open", "closed"):
+        where.append("issues.state = ?")
+        args.append(state)
+    if q.get("head"):
+        owner, sep, name = q["head"].partition(":")
+        if sep and owner.lower() != ctx.owner["login"].lower():
+            return Reply(200, [], paginate=True)
+        where.append("pulls.head_ref = ?")
+        args.append(name if sep else q["head"])
+    if q.get("base"):
+        where.append("pulls.base_ref = ?")
+        args.append(q["base"])
+    sort = q.get("sort", "created")
+    key = {
+        "created": "issues.created_at",
+        "updated": "issues.updated_at",
+        "popularity": "(SELECT COUNT(*) FROM comments WHERE comments.issue_id = issues.id)",
+        "long-running": "issues.created_at",
+    }.get(sort, "issues.created_at")
+    default = "desc" if sort == "created" else "asc"
+    direction = "ASC" if q.get("direction", default) == "asc" else "DESC"
+    rows = call.forge.db.all(
+        "SELECT issues.id AS issue_id, pulls.id AS pull_id FROM issues"
+        " JOIN pulls ON pulls.issue_id = issues.id"
+        f" WHERE {' AND '.join(where)} ORDER BY {key} {direction}, issues.number {direction}",
+        *args,
+    )
+    body = []
+    for r in rows:
+        issue = call.forge.db.one("SELECT * FROM issues WHERE id = ?", r["issue_id"])
+        pull = call.forge.db.one("SELECT * FROM pulls WHERE id = ?", r["pull_id"])
+        assert issue is not None and pull is not None
+        body.append(render_pull(call, ctx, issue, pull, full=False))
+    return Reply(200, body, paginate=True)
+
+
+def create_pull(call: Call) -> Reply:
+    ctx = call.writable_repo()
+    data = call.json()
+    for field in ("head", "base"):
+        if not isinstance(data.get(field), str) or not data[field]:
+            raise validation_failed("PullRequest", field, "missing_field")
+    if not data.get("title") and not data.get("issue"):
+        raise validation_failed("PullRequest", "title", "missing_field")
+    head = _branch_name(ctx, data["head"], "head")
+    base = _branch_name(ctx, data["base"], "base")
+    branches = ctx.git.branches()
+    if head not in branches:
+        raise validation_failed("PullRequest", "head", "invalid")
+    if base not in branches:
+        raise validation_failed("PullRequest", "base", "invalid")
+    existing = call.forge.db.one(
+        "SELECT 1 FROM pulls JOIN issues ON issues.id = pulls.issue_id WHERE issues.repo_id = ?"
+        " AND issues.state = 'open' AND pulls.head_ref = ? AND pulls.base_ref = ?",
+        ctx.id,
+        head,
+        base,
+    )
+    login = ctx.owner["login"]
+    if existing:
+        raise ApiError(
+            422,
+            "Validation Failed",
+            [
+                {
+                    "resource": "PullRequest",
+                    "code": "custom",
+                    "message": f"A pull request already exists for {login}:{head}.",
+                }
+            ],
+        )
+    if ctx.git.count(branches[base], branches[head]) == 0:
+        raise ApiError(
+            422,
+            "Validation Failed",
+            [
+                {
+                    "resource": "PullRequest",
+                    "code": "custom",
+                    "message": f"No commits between {base} and {head}",
+                }
+            ],
+        )
+    body = data.get("body")
+    if isinstance(body, str) and len(body) > 65536:
+        raise validation_failed(
+            "PullRequest",
+            "body",
+            "custom",
+            message="body is too long (maximum is 65536 characters)",
+        )
+    now = call.forge.now()
+    issue_id = call.forge.db.run(
+        "INSERT INTO issues (repo_id, number, title, body, user_id, is_pull, created_at,"
+        " updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+        ctx.id,
+        call.forge.next_number(ctx.id),
+        str(data["title"]),
+        body,
+        call.user["id"],
+        now,
+        now,
+    )
+    call.forge.db.run(
+        "INSERT INTO pulls (issue_id, head_ref, base_ref, head_sha, draft, maintainer_can_modify)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        issue_id,
+        head,
+        base,
+        branches[head],
+        int(bool(data.get("draft", False))),
+        int(bool(data.get("maintainer_can_modify", False))),
+    )
+    issue = call.forge.db.one("SELECT * FROM issues WHERE id = ?", issue_id)
+    pull = call.forge.db.one("SELECT * FROM pulls WHERE issue_id = ?", issue_id)
+    assert issue is not None and pull is not None
+    return Reply(201, render_pull(call, ctx, issue, pull, full=True))
+
+
+def get_pull(call: Call) -> Reply:
+    ctx = call.repo()
+    issue, pull = _pull_rows(call, ctx)
+    return Reply(200, render_pull(call, ctx, issue, pull, full=True))
+
+
+def update_pull(call: Call) -> Reply:
+    ctx = call.writable_repo()
+    issue, pull = _pull_rows(call, ctx)
+    data = call.json()
+    if "base" in data:
+        base = _branch_name(ctx, str(data["base"]), "base")
+        if base not in ctx.git.branches():
+            raise validation_failed("PullRequest", "base", "invalid")
+        call.forge.db.run("UPDATE pulls SET base_ref = ? WHERE id = ?", base, pull["id"])
+    if "maintainer_can_modify" in data:
+        call.forge.db.run(
+            "UPDATE pulls SET maintainer_can_modify = ? WHERE id = ?",
+            int(bool(data["maintainer_can_modify"])),
+            pull["id"],
+        )
+    fields: dict[str, Any] = {k: data[k] for k in ("title", "body", "state") if k in data}
+    update_issue_fields(call, ctx, issue, fields)
+    fresh_issue, fresh_pull = _pull_rows(call, ctx)
+    return Reply(200, render_pull(call, ctx, fresh_issue, fresh_pull, full=True))
+
+
+def check_merged(call: Call) -> Reply:
+    ctx = call.repo()
+    _, pull = _pull_rows(call, ctx)
+    if not pull["merged_at"]:
+        raise not_found()
+    return Reply(204)
+
+
+def merge_pull(call: Call) -> Reply:
+    ctx = call.writable_repo()
+    issue, pull = _pull_rows(call, ctx)
+    data = call.json()
+    method = data.get("merge_method", "merge")
+    if method not in ("merge", "squash", "rebase"):
+        raise validation_failed("PullRequest", "merge_method", "invalid")
+    if pull["merged_at"] or issue["state"] != "open":
+        raise ApiError(405, "Pull Request is not mergeable")
+    head_sha = ctx.git.resolve(f"refs/heads/{pull['head_ref']}")
+    base_ref = f"refs/heads/{pull['base_ref']}"
+    base_sha = ctx.git.resolve(base_ref)
+    if head_sha is None or base_sha is None:
+        raise ApiError(405, "Pull Request is not mergeable")
+    if data.get("sha") and data["sha"] != head_sha:
+        raise ApiError(409, "Head branch was modified. Review and try the merge again.")
+    now = call.forge.now()
+    user = call.user
+    who = Identity(user["login"], noreply_email(user["id"], user["login"]), now)
+    web = Identity("GitHub", "noreply@github.com", now)
+    title = data.get("commit_title")
+    message = data.get("commit_message")
+    if method == "rebase":
+        new_sha = ctx.git.rebase(base_sha, head_sha, web)
+    else:
+        tree = ctx.git.merged_tree(base_sha, head_sha)
+        new_sha = None
+        if tree is not None:
+            if method == "merge":
+                source = f"{ctx.owner['login']}/{pull['head_ref']}"
+                title = title or f"Merge pull request #{issue['number']} from {source}"
+                text = f"{title}\n\n{message if message is not None else issue['title']}"
+                new_sha = ctx.git.commit_tree(tree, [base_sha, head_sha], text, who, web)
+            else:
+                title = title or f"{issue['title']} (#{issue['number']})"
+                commits = ctx.git.log(head_sha, exclude=base_sha)
+                default = "\n\n".join(f"* {c.message}" for c in reversed(commits))
+                text = f"{title}\n\n{message if message is not None else default}".rstrip()
+                new_sha = ctx.git.commit_tree(tree, [base_sha], text, who, web)
+    if new_sha is None:
+        raise ApiError(405, "Pull Request is not mergeable")
+    ctx.git.update_ref(base_ref, new_sha, base_sha)
+    call.forge.db.run(
+        "UPDATE pulls SET merged_at = ?, merge_commit_sha = ?, merged_by_id = ?, head_sha = ?"
+        " WHERE id = ?",
+        now,
+        new_sha,
+        user["id"],
+        head_sha,
+        pull["id"],
+    )
+    call.forge.db.run(
+        "UPDATE issues SET state = 'closed', closed_at = ?, closed_by_id = ?, updated_at = ?"
+        " WHERE id = ?",
+        now,
+        user["id"],
+        now,
+        issue["id"],
+    )
+    return Reply(
+        200, {"sha": new_sha, "merged": True, "message": "Pull Request successfully merged"}
+    )

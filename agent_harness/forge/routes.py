@@ -1,0 +1,134 @@
+"""Routing of REST calls to handlers, by method and GitHub's path templates.
+
+Templates are written exactly as GitHub's docs spell them (`/repos/{owner}/{repo}/issues`), so
+the same string names an operation in the router, in request accounting and in fault rules.
+A handler gets a `Call` (who asked what) and returns a `Reply`; errors are raised as `ApiError`.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agent_harness.forge.errors import ApiError, not_found
+from agent_harness.forge.gitrepo import BareRepo
+from agent_harness.forge.shapes import Renderer
+
+if TYPE_CHECKING:
+    from agent_harness.forge.core import Forge
+
+# Parameters that may contain slashes (branch names such as `feature/x`, `heads/main`).
+_GREEDY = {"ref", "basehead", "branch"}
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any = None
+    paginate: bool = False  # body is a full list; the server slices it into pages
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RepoContext:
+    row: sqlite3.Row
+    owner: sqlite3.Row
+    url: str
+    html: str
+    git: BareRepo
+
+    @property
+    def id(self) -> int:
+        return int(self.row["id"])
+
+
+@dataclass
+class Call:
+    forge: Forge
+    method: str
+    path: str
+    params: dict[str, str]
+    query: dict[str, str]
+    body: Any
+    user: sqlite3.Row
+    can_write: bool
+    render: Renderer
+    token: str
+
+    def json(self) -> dict[str, Any]:
+        if self.body is None:
+            return {}
+        if not isinstance(self.body, dict):
+            raise ApiError(400, "Problems parsing JSON")
+        return self.body
+
+    def repo(self) -> RepoContext:
+        ctx = self.forge.repo_context(self.params["owner"], self.params["repo"], self.render)
+        if ctx is None:
+            raise not_found()
+        return ctx
+
+    def writable_repo(self) -> RepoContext:
+        ctx = self.repo()
+        self.require_write()
+        if ctx.row["archived"]:
+            raise ApiError(403, "Repository was archived so is read-only.")
+        return ctx
+
+    def require_write(self) -> None:
+        if not self.can_write:
+            raise ApiError(403, "Resource not accessible by personal access token")
+
+    def int_param(self, name: str) -> int:
+        try:
+            return int(self.params[name])
+        except ValueError as exc:
+            raise not_found() from exc
+
+
+Handler = Callable[[Call], Reply]
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    template: str
+    pattern: re.Pattern[str]
+    handler: Handler
+
+
+class Router:
+    def __init__(self) -> None:
+        self.routes: list[Route] = []
+
+    def add(self, method: str, template: str, handler: Handler) -> None:
+        def group(match: re.Match[str]) -> str:
+            name = match.group(1)
+            return f"(?P<{name}>.+)" if name in _GREEDY else f"(?P<{name}>[^/]+)"
+
+        regex = re.sub(
+            r"\{(\w+)\}", group, re.escape(template).replace(r"\{", "{").replace(r"\}", "}")
+        )
+        self.routes.append(Route(method, template, re.compile(f"^{regex}$"), handler))
+
+    def match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+        """The route for a request, preferring exact segments over greedy parameters."""
+        for route in self.routes:
+            if route.method != method:
+                continue
+            found = route.pattern.match(path)
+            if found:
+                params = {k: urllib.parse.unquote(v) for k, v in found.groupdict().items()}
+                return route, params
+        return None
+
+    def template_for(self, path: str) -> str | None:
+        """The template of any route whose path matches, whatever the method."""
+        for route in self.routes:
+            if route.pattern.match(path):
+                return route.template
+        return None

@@ -1,0 +1,342 @@
+"""The forge on a socket: GitHub's HTTP conventions around the REST handlers.
+
+Everything GitHub does to every response lives here, in the order GitHub applies it: request
+accounting, injected faults, authentication (401), the primary rate limit (403 when spent),
+then the handler, then pagination (`Link`), `ETag`/`If-None-Match` (a 304 costs no rate limit)
+and the `x-ratelimit-*` headers. Control endpoints under `/_forge/` drive faults and accounting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import urllib.parse
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from agent_harness.forge.core import Forge
+from agent_harness.forge.errors import ApiError, ForgeAddressError
+from agent_harness.forge.faults import Fault, FaultKind
+from agent_harness.forge.routes import Call
+from agent_harness.forge.shapes import Renderer
+
+RATE_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+SECONDARY_MESSAGE = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
+    "If you reach out to GitHub Support for help, please include the request ID {rid}."
+)
+PRIMARY_MESSAGE = (
+    "API rate limit exceeded for user ID {uid}. If you reach out to GitHub Support for help, "
+    "please include the request ID {rid}."
+)
+DEFAULT_PER_PAGE = 30
+MAX_PER_PAGE = 100
+
+
+class ForgeServer:
+    """Serves a `Forge` over HTTP at `api_url` (the PyGithub `base_url`, no `/api/v3` prefix)."""
+
+    def __init__(self, forge: Forge, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.forge = forge
+        self.host = host
+        self.port = port
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def api_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def bind(self) -> None:
+        """Open the listening socket (idempotent); raises ForgeAddressError if it cannot."""
+        if self._httpd is not None:
+            return
+        handler = type("BoundForgeHandler", (_Handler,), {"forge": self.forge})
+        server_cls = _V6Server if ":" in self.host else _Server
+        try:
+            self._httpd = server_cls((self.host, self.port), handler)
+        except OSError as exc:
+            raise ForgeAddressError(self.host, self.port, exc.strerror or str(exc)) from exc
+        self.port = int(self._httpd.server_address[1])
+        self.forge.api_url = self.api_url
+
+    def start(self) -> ForgeServer:
+        """Serve on a background thread and return at once."""
+        self.bind()
+        assert self._httpd is not None
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve on the calling thread until interrupted (KeyboardInterrupt propagates)."""
+        self.bind()
+        assert self._httpd is not None
+        try:
+            self._httpd.serve_forever(poll_interval=0.2)
+        finally:
+            self._httpd.server_close()
+            self._httpd = None
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> ForgeServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _V6Server(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Handler(BaseHTTPRequestHandler):
+    forge: Forge
+    protocol_version = "HTTP/1.1"
+    server_version = "agent-harness-forge"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # The forge is a library: request logs would go to stderr of whoever embeds it.
+        return
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        out = {"x-github-request-id": self._request_id, "x-github-media-type": "github.v3"}
+        out |= headers or {}
+        if body is not None:
+            out["content-type"] = "application/json; charset=utf-8"
+        for name, value in out.items():
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        if data and self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _token(self) -> str | None:
+        value = self.headers.get("Authorization", "")
+        scheme, _, token = value.partition(" ")
+        if scheme.lower() in ("token", "bearer") and token.strip():
+            return token.strip()
+        return None
+
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw.strip():
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise ApiError(400, "Problems parsing JSON") from exc
+
+    def _serve(self, method: str) -> None:
+        self._request_id = uuid.uuid4().hex[:20].upper()
+        parsed = urllib.parse.urlsplit(self.path)
+        path = parsed.path.rstrip("/") or "/"
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query).items()}
+        try:
+            body = self._read_body()
+            if path.startswith("/_forge/"):
+                self._control(method, path, query, body)
+            else:
+                self._api(method, path, parsed.query, query, body)
+        except ApiError as exc:
+            self._send(exc.status, exc.body(), exc.headers)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    # -- the API ------------------------------------------------------------------------------
+    def _api(
+        self, method: str, path: str, raw_query: str, query: dict[str, str], body: Any
+    ) -> None:
+        forge = self.forge
+        found = forge.router.match(method, path)
+        template = found[0].template if found else forge.router.template_for(path)
+        forge.requests.record(method, template)
+        fault = forge.faults.take(method, path, template)
+        if fault is not None:
+            if fault.kind is FaultKind.DROP:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if fault.kind is FaultKind.LATENCY:
+                forge.sleep(fault.delay_s)
+            else:
+                self._fault_reply(fault)
+                return
+        token = self._token()
+        if token is None:
+            raise ApiError(401, "Requires authentication")
+        auth = forge.authenticate(token)
+        if auth is None:
+            raise ApiError(401, "Bad credentials")
+        user, can_write = auth
+        free = template == "/rate_limit"  # as on GitHub, asking costs nothing
+        state = forge.limiter.peek(token)
+        if state.remaining == 0 and not free:
+            raise ApiError(
+                403,
+                PRIMARY_MESSAGE.format(uid=user["id"], rid=self._request_id),
+                documentation_url=RATE_DOCS,
+                headers=state.headers(),
+            )
+        if found is None:
+            raise ApiError(404, "Not Found", headers=forge.limiter.spend(token).headers())
+        route, params = found
+        call = Call(
+            forge=forge,
+            method=method,
+            path=path,
+            params=params,
+            query=query,
+            body=body,
+            user=user,
+            can_write=can_write,
+            render=Renderer(forge.db, forge.api_url),
+            token=token,
+        )
+        try:
+            reply = forge.dispatch(call, route.handler)
+        except ApiError as exc:
+            exc.headers |= (state if free else forge.limiter.spend(token)).headers()
+            raise
+        headers = dict(reply.headers)
+        payload = reply.body
+        if reply.paginate:
+            payload, link = _page(payload, query, raw_query, forge.api_url + path)
+            if link:
+                headers["link"] = link
+        if method == "GET" and reply.status == 200:
+            digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+            etag = f'W/"{digest[:40]}"'
+            headers["etag"] = etag
+            headers["cache-control"] = "private, max-age=60, s-maxage=60"
+            wanted = self.headers.get("If-None-Match", "")
+            if etag in [t.strip() for t in wanted.split(",")] or wanted.strip() == "*":
+                self._send(304, None, headers | state.headers())
+                return
+        spent = state if free else forge.limiter.spend(token)
+        self._send(reply.status, payload, headers | spent.headers())
+
+    def _fault_reply(self, fault: Fault) -> None:
+        forge = self.forge
+        token = self._token() or ""
+        state = forge.limiter.peek(token)
+        if fault.kind in (FaultKind.SECONDARY_RATE_LIMIT, FaultKind.SECONDARY_RATE_LIMIT_429):
+            status = 429 if fault.kind is FaultKind.SECONDARY_RATE_LIMIT_429 else 403
+            body = {
+                "message": SECONDARY_MESSAGE.format(rid=self._request_id),
+                "documentation_url": RATE_DOCS + "#about-secondary-rate-limits",
+            }
+            self._send(status, body, state.headers() | {"retry-after": str(fault.retry_after)})
+        elif fault.kind is FaultKind.PRIMARY_RATE_LIMIT:
+            reset = int(forge.clock()) + fault.reset_in_s
+            headers = state.headers() | {
+                "x-ratelimit-remaining": "0",
+                "x-ratelimit-used": str(state.limit),
+                "x-ratelimit-reset": str(reset),
+            }
+            body = {
+                "message": PRIMARY_MESSAGE.format(uid=1, rid=self._request_id),
+                "documentation_url": RATE_DOCS,
+            }
+            self._send(403, body, headers)
+        else:
+            reason = {502: "Bad Gateway", 503: "Service Unavailable"}.get(fault.status, "Error")
+            self._send(fault.status, {"message": reason})
+
+    # -- control endpoints --------------------------------------------------------------------
+    def _control(self, method: str, path: str, query: dict[str, str], body: Any) -> None:
+        if self._token() != self.forge.token:
+            raise ApiError(401, "Bad credentials")
+        faults, forge = self.forge.faults, self.forge
+        if path == "/_forge/faults" and method == "POST":
+            if not isinstance(body, dict):
+                raise ApiError(400, "Problems parsing JSON")
+            try:
+                fault = faults.add(Fault.from_json(body))
+            except TypeError as exc:
+                raise ApiError(422, f"bad fault: {exc}") from exc
+            self._send(201, fault.to_json())
+        elif path == "/_forge/faults" and method == "GET":
+            self._send(200, [f.to_json() for f in faults.pending()])
+        elif path == "/_forge/faults" and method == "DELETE":
+            faults.clear()
+            self._send(204)
+        elif path == "/_forge/mark" and method == "POST":
+            self._send(200, {"mark": forge.mark()})
+        elif path == "/_forge/requests" and method == "GET":
+            since = int(query["since"]) if query.get("since", "").isdigit() else None
+            counts = forge.request_counts(since)
+            self._send(200, {"since": since or 0, "total": sum(counts.values()), "counts": counts})
+        else:
+            raise ApiError(404, "Not Found")
+
+
+def _page(
+    items: list[Any], query: dict[str, str], raw_query: str, base: str
+) -> tuple[list[Any], str]:
+    """One page of `items` and the Link header GitHub would send with it."""
+    try:
+        per_page = min(max(int(query.get("per_page", DEFAULT_PER_PAGE)), 1), MAX_PER_PAGE)
+        page = max(int(query.get("page", 1)), 1)
+    except ValueError:
+        per_page, page = DEFAULT_PER_PAGE, 1
+    last = max((len(items) + per_page - 1) // per_page, 1)
+    pairs = [(k, v) for k, v in urllib.parse.parse_qsl(raw_query) if k != "page"]
+
+    def url(n: int) -> str:
+        return f"{base}?{urllib.parse.urlencode([*pairs, ('page', str(n))])}"
+
+    links = []
+    if page > 1:
+        links.append(f'<{url(page - 1)}>; rel="prev"')
+    if page < last:
+        links.append(f'<{url(page + 1)}>; rel="next"')
+        links.append(f'<{url(last)}>; rel="last"')
+    if page > 1:
+        links.append(f'<{url(1)}>; rel="first"')
+    return items[(page - 1) * per_page : page * per_page], ", ".join(links)
