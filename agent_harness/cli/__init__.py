@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Parse a markdown plan; show or sync its items.",
     ),
     "config": ("agent_harness.cli.config_cmd", "config", "Show the effective configuration."),
+    "forge": ("agent_harness.cli.forge_cmd", "forge", "Run the embedded GitHub-compatible forge."),
 }
 
 
