@@ -13,6 +13,7 @@ import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from math import gcd
 from pathlib import Path
 
@@ -291,7 +292,12 @@ def _read_hunk(lines: list[str], i: int, edit: FileEdit) -> int:
         if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
             break
         if not _is_hunk_line(line):
-            break
+            # Models drop the leading space of a context line; more hunk lines after it give
+            # that away, whereas prose after a diff is not followed by +/- lines.
+            following = lines[i + 1] if i + 1 < len(lines) else ""
+            if following[:1] not in (" ", "-", "+") or following.startswith(("--- ", "+++ ")):
+                break
+            line = " " + line
         if line.startswith("\\"):
             last = hunk.ops[-1][0] if hunk.ops else " "
             hunk.old_no_eol |= last in " -"
@@ -674,29 +680,50 @@ def _place(hunk: Hunk, text: _Text, label: str, path: str) -> _Match | None:
 
 
 def _indent_fixer(hunk: Hunk, text: _Text, match: _Match) -> Callable[[str], str]:
-    """Re-indent added lines the way the matched file lines differ from the hunk's lines."""
+    """Re-indent added lines the way the matched file lines differ from the hunk's lines.
+
+    Either a constant shift (the model lost a level of nesting) or a constant ratio (the model
+    indented by 2 where the file uses 4); anything less regular is left as the model wrote it.
+    """
     old = hunk.old_lines
     pairs = [(old[i], text.lines[j]) for i, j in match.pairs.items() if old[i].strip()]
     if all(a == b for a, b in pairs):
         return lambda line: line
     restyle = _indent_restyler([b for _, b in pairs], [hunk])
-    deltas = set()
-    for a, b in pairs:
-        a = restyle(a)
-        deltas.add((len(b) - len(b.lstrip())) - (len(a) - len(a.lstrip())))
-    if len(deltas) != 1:
-        return restyle
-    delta = deltas.pop()
+
+    def indent(line: str) -> int:
+        return len(line) - len(line.lstrip())
+
+    sizes = [(indent(restyle(a)), indent(b)) for a, b in pairs]
     fill = next((b[0] for _, b in pairs if b[:1] in (" ", "\t")), " ")
+    deltas = {f - h for h, f in sizes}
+    ratios = (
+        {Fraction(f, h) for h, f in sizes if h}
+        if all(bool(h) == bool(f) for h, f in sizes)
+        else set()
+    )
+    if len(deltas) == 1:
+        delta = deltas.pop()
+
+        def new_size(n: int) -> int:
+            return max(n + delta, 0)
+    elif len(ratios) == 1:
+        ratio = ratios.pop()
+
+        def new_size(n: int) -> int:
+            return int(n * ratio)
+    else:
+        return restyle
 
     def fix(line: str) -> str:
         line = restyle(line)
-        if not line.strip() or delta == 0:
+        if not line.strip():
             return line
-        if delta > 0:
-            return fill * delta + line
-        lead = len(line) - len(line.lstrip())
-        return line[min(-delta, lead) :]
+        n = indent(line)
+        size = new_size(n)
+        if size == n:
+            return line
+        return (fill * size if size > n else line[:size]) + line[n:]
 
     return fix
 

@@ -28,7 +28,7 @@ import pytest
 from agent_harness.patching import RUNGS, apply_edit
 
 CORPUS = Path(__file__).parent / "corpus"
-CASES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
+CASES = sorted(p.parent.name for p in CORPUS.glob("*/case.json"))
 
 
 def git(cwd: Path, *args: str) -> str:
