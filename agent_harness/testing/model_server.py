@@ -554,8 +554,9 @@ class ModelServer:
         handler = _make_handler(self)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
+        # A short poll keeps close() quick; the default half second adds up over a test suite.
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="model-server", daemon=True
+            target=self._httpd.serve_forever, args=(0.02,), name="model-server", daemon=True
         )
         self._thread.start()
         return self

@@ -1,0 +1,167 @@
+"""CLI agents report the same limits in their output; they must get the same classes.
+
+Shapes: Claude Code stream-json `rate_limit_event` (https://github.com/paperclipai/paperclip/pull/5776,
+https://github.com/handarbeit/fabrik/issues/1815), its "usage limit reached|<epoch>" result
+(https://github.com/anthropics/claude-code/issues/11429), "You've hit your limit · resets …"
+(https://github.com/anthropics/claude-code/issues/52575, /issues/22976), and Codex's
+`usage_limit_reached` error with `resets_in_seconds` (openai/codex codex-rs/core/src/client.rs).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from agent_harness.providers import FailureKind, classify_agent_output
+
+NOW = datetime(2026, 1, 1, 10, 0, tzinfo=UTC).timestamp()
+
+
+def at(year: int, month: int, day: int, hour: int, minute: int, tz: str = "UTC") -> float:
+    return datetime(year, month, day, hour, minute, tzinfo=ZoneInfo(tz)).timestamp()
+
+
+def test_claude_rate_limit_event_rejected_is_a_window_with_its_epoch() -> None:
+    lines = [
+        json.dumps({"type": "system", "subtype": "init", "session_id": "s"}),
+        json.dumps(
+            {
+                "type": "rate_limit_event",
+                "rate_limit_info": {
+                    "status": "rejected",
+                    "resetsAt": 1767276000,
+                    "rateLimitType": "five_hour",
+                    "overageStatus": "rejected",
+                    "isUsingOverage": False,
+                },
+            }
+        ),
+        json.dumps({"type": "result", "is_error": True, "result": "You've hit your limit"}),
+    ]
+    failure = classify_agent_output("claude", lines, now=NOW)
+    assert failure is not None
+    assert failure.kind is FailureKind.WINDOW
+    assert failure.reset_at == 1767276000
+    assert failure.raw_code == "five_hour"
+
+
+def test_claude_rate_limit_event_is_found_however_deeply_nested() -> None:
+    line = json.dumps(
+        {
+            "type": "rate_limit_event",
+            "event": {
+                "info": {
+                    "status": "rejected",
+                    "resetsAt": 1767276000000,
+                    "rateLimitType": "seven_day",
+                }
+            },
+        }
+    )
+    failure = classify_agent_output("claude", line, now=NOW)
+    assert failure is not None and failure.kind is FailureKind.WINDOW
+    assert failure.reset_at == 1767276000  # milliseconds were read as such
+    assert failure.raw_code == "seven_day"
+
+
+@pytest.mark.parametrize("status", ["allowed", "allowed_warning"])
+def test_a_served_rate_limit_event_is_not_a_failure(status: str) -> None:
+    line = json.dumps(
+        {
+            "type": "rate_limit_event",
+            "rate_limit_info": {
+                "status": status,
+                "resetsAt": 1767276000,
+                "rateLimitType": "seven_day",
+            },
+        }
+    )
+    assert (
+        classify_agent_output("claude", [line, '{"type":"result","result":"ok"}'], now=NOW) is None
+    )
+
+
+def test_claude_usage_limit_pipe_epoch() -> None:
+    line = json.dumps(
+        {"type": "result", "is_error": True, "result": "Claude AI usage limit reached|1767272400"}
+    )
+    failure = classify_agent_output("claude", line, now=NOW)
+    assert failure is not None and failure.kind is FailureKind.WINDOW
+    assert failure.reset_at == 1767272400
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # later today
+        ("You've hit your session limit · resets 11:37am (UTC)", at(2026, 1, 1, 11, 37)),
+        # already past today: tomorrow
+        ("You've hit your session limit · resets 8:37am (UTC)", at(2026, 1, 2, 8, 37)),
+        ("5-hour limit reached ∙ resets at 2am (UTC)", at(2026, 1, 2, 2, 0)),
+        (
+            "You've hit your limit · resets 2pm (Asia/Shanghai)",
+            at(2026, 1, 2, 14, 0, "Asia/Shanghai"),
+        ),
+        (
+            "You've hit your limit - resets Feb 7, 11am (Asia/Seoul)",
+            at(2026, 2, 7, 11, 0, "Asia/Seoul"),
+        ),
+    ],
+)
+def test_resets_wall_clock_text_is_the_next_such_time(text: str, expected: float) -> None:
+    failure = classify_agent_output("claude", text, now=NOW)
+    assert failure is not None and failure.kind is FailureKind.WINDOW
+    assert failure.reset_at == expected
+    assert failure.reset_at > NOW
+
+
+def test_codex_usage_limit_reached_with_resets_in_seconds() -> None:
+    line = json.dumps(
+        {
+            "type": "error",
+            "error": {
+                "type": "usage_limit_reached",
+                "message": "The usage limit has been reached",
+                "plan_type": "plus",
+                "resets_in_seconds": 3600,
+            },
+        }
+    )
+    failure = classify_agent_output("codex", line, now=NOW)
+    assert failure is not None and failure.kind is FailureKind.WINDOW
+    assert failure.reset_at == NOW + 3600
+    assert failure.raw_code == "usage_limit_reached"
+
+
+def test_codex_usage_limit_reached_with_resets_at() -> None:
+    line = json.dumps({"error": {"type": "usage_limit_reached", "resets_at": NOW + 90}})
+    failure = classify_agent_output("codex", ["thinking…", line], now=NOW)
+    assert failure is not None and failure.reset_at == NOW + 90
+
+
+def test_codex_usage_not_included_is_a_cap() -> None:
+    line = json.dumps({"error": {"type": "usage_not_included", "message": "Upgrade to Plus"}})
+    failure = classify_agent_output("codex", line, now=NOW)
+    assert failure is not None and failure.kind is FailureKind.CAP
+
+
+def test_a_spend_limit_sentence_is_a_cap() -> None:
+    text = "You've hit your monthly spend limit · raise it at claude.ai/settings/usage"
+    failure = classify_agent_output("claude", text, now=NOW)
+    assert failure is not None and failure.kind is FailureKind.CAP
+
+
+def test_overload_and_context_sentences() -> None:
+    overload = classify_agent_output("claude", "API Error: 529 Overloaded", now=NOW)
+    context = classify_agent_output("claude", "API Error: prompt is too long", now=NOW)
+    assert overload is not None and overload.kind is FailureKind.OVERLOAD
+    assert context is not None and context.kind is FailureKind.CONTEXT_TOO_LONG
+
+
+def test_ordinary_output_is_not_a_failure() -> None:
+    text = "Edited src/app.py\nAll 12 tests passed.\nThe rate limiter module now resets state."
+    assert classify_agent_output("claude", text, now=NOW) is None
+    assert classify_agent_output("codex", text.splitlines(), now=NOW) is None
