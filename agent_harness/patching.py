@@ -285,6 +285,7 @@ def _read_hunk(lines: list[str], i: int, edit: FileEdit) -> int:
     if match:
         hunk.old_start = int(match.group(1))
     i += 1
+    trailing_empty = 0
     while i < len(lines):
         line = lines[i]
         if line.startswith(("@@", "diff --git ")):
@@ -306,10 +307,10 @@ def _read_hunk(lines: list[str], i: int, edit: FileEdit) -> int:
             hunk.ops.append((" ", ""))
         else:
             hunk.ops.append((line[0], line[1:]))
+        trailing_empty = trailing_empty + 1 if line == "" else 0
         i += 1
-    # Blank lines after a hunk are the model's spacing, not context anyone asked to match.
-    while hunk.ops and hunk.ops[-1] == (" ", ""):
-        hunk.ops.pop()
+    # Empty lines after a hunk are the model's spacing; a " " line is real blank context.
+    del hunk.ops[len(hunk.ops) - trailing_empty :]
     if hunk.ops:
         edit.hunks.append(hunk)
     return i
@@ -508,6 +509,12 @@ def parse_search_replace(text: str) -> list[FileEdit]:
     return list(by_path.values())
 
 
+def _looks_like_an_edit(body: list[str]) -> bool:
+    """A fenced diff or block must never be taken for the new content of the file it edits."""
+    markers = ("@@", "diff --git ", "--- ", "+++ ", "<<<<<<< SEARCH", "*** Begin Patch")
+    return any(line.startswith(markers) for line in body)
+
+
 def parse_whole_files(text: str) -> list[FileEdit]:
     """Read fenced blocks that each follow a line naming the file they replace."""
     lines = _normalise_newlines(text).split("\n")
@@ -525,7 +532,7 @@ def parse_whole_files(text: str) -> list[FileEdit]:
         path = _path_from_line(lines[j]) if j >= 0 else None
         end = next((k for k in range(i + 1, len(lines)) if lines[k].strip() == fence), len(lines))
         body = lines[i + 1 : end]
-        if path is not None:
+        if path is not None and not _looks_like_an_edit(body):
             edits.append(FileEdit(path, path, content="\n".join(body) + "\n"))
         i = end + 1
     if not edits:

@@ -10,6 +10,7 @@ import pytest
 from agent_harness.patching import (
     RUNG_FUZZY,
     RUNG_GIT_STRICT,
+    RUNG_GIT_TOLERANT,
     RUNGS,
     apply_edit,
     parse_unified_diff,
@@ -136,3 +137,29 @@ def test_parser_drops_a_b_prefixes_only_when_they_are_prefixes(tmp_path: Path) -
         "--- a/x.txt\n+++ a/x.txt\n@@ -1 +1 @@\n-1\n+2\n", lambda p: (tmp_path / p).exists()
     )
     assert [(e.old_path, e.new_path) for e in edits] == [("a/x.txt", "a/x.txt")]
+
+
+def test_a_failed_diff_after_a_path_line_never_becomes_the_files_content(repo: Path) -> None:
+    edit = (
+        "twice.py\n```diff\n--- a/twice.py\n+++ b/twice.py\n@@ -1,2 +1,2 @@\n"
+        " def third():\n-    value = nothing()\n+    value = something()\n```\n"
+    )
+
+    result = apply_edit(repo, edit)
+
+    assert not result.applied
+    assert result.reason is not None and "twice.py: hunk 1 of 1" in result.reason
+    assert (repo / "twice.py").read_text() == TWICE
+
+
+def test_blank_context_line_written_with_its_space_is_kept(repo: Path) -> None:
+    # The trailing " " line is real context: without it git pins the hunk to the file's end.
+    # CRLF endings send the edit to the rung that re-renders the parsed diff.
+    edit = (
+        "--- a/twice.py\n+++ b/twice.py\n@@ -1,4 +1,5 @@\n def first():\n"
+        "     value = load()\n+    value = clean(value)\n     return value\n \n"
+    ).replace("\n", "\r\n")
+
+    result = apply_edit(repo, edit)
+
+    assert result.applied and result.rung == RUNG_GIT_TOLERANT
