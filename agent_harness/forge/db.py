@@ -116,6 +116,8 @@ class ForgeDB:
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA foreign_keys = ON")
         self._conn.execute("PRAGMA journal_mode = WAL")
+        # A test/offline forge trades durability on power loss for speed; WAL stays consistent.
+        self._conn.execute("PRAGMA synchronous = NORMAL")
         self._migrate()
 
     def _migrate(self) -> None:

@@ -102,7 +102,7 @@ def _set_issue_labels(call: Call, issue_id: int, ids: list[int]) -> None:
 
 
 def _milestone_id(call: Call, ctx: RepoContext, value: Any) -> int | None:
-    if value is None:
+    if value is None or value == "":  # PyGithub clears a milestone by sending ""
         return None
     number = value if isinstance(value, int) else int(value) if str(value).isdigit() else None
     row = (
@@ -173,7 +173,7 @@ def list_issues(call: Call) -> Reply:
         f" ORDER BY {key} {direction}, issues.number {direction}",
         *args,
     )
-    return Reply(200, [render_issue(call, ctx, r) for r in rows], paginate=True)
+    return Reply(200, rows, paginate=True, render_item=lambda row: render_issue(call, ctx, row))
 
 
 def create_issue(call: Call) -> Reply:

@@ -183,13 +183,14 @@ def list_pulls(call: Call) -> Reply:
         f" WHERE {' AND '.join(where)} ORDER BY {key} {direction}, issues.number {direction}",
         *args,
     )
-    body = []
-    for r in rows:
-        issue = call.forge.db.one("SELECT * FROM issues WHERE id = ?", r["issue_id"])
-        pull = call.forge.db.one("SELECT * FROM pulls WHERE id = ?", r["pull_id"])
+
+    def render(row: sqlite3.Row) -> dict[str, Any]:
+        issue = call.forge.db.one("SELECT * FROM issues WHERE id = ?", row["issue_id"])
+        pull = call.forge.db.one("SELECT * FROM pulls WHERE id = ?", row["pull_id"])
         assert issue is not None and pull is not None
-        body.append(render_pull(call, ctx, issue, pull, full=False))
-    return Reply(200, body, paginate=True)
+        return render_pull(call, ctx, issue, pull, full=False)
+
+    return Reply(200, rows, paginate=True, render_item=render)
 
 
 def create_pull(call: Call) -> Reply:

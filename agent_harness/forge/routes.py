@@ -31,6 +31,8 @@ class Reply:
     body: Any = None
     paginate: bool = False  # body is a full list; the server slices it into pages
     headers: dict[str, str] = field(default_factory=dict)
+    # When set, body holds rows and only the rows of the requested page are rendered.
+    render_item: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True)

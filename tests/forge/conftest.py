@@ -1,0 +1,32 @@
+"""Fixtures: a forge on loopback in a tmp dir, a PyGithub client for it, a steerable clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_harness.testing.forge import FakeClock, RecordingSleep, RunningForge, running_forge
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def sleeps() -> RecordingSleep:
+    return RecordingSleep()
+
+
+@pytest.fixture
+def hub(tmp_path: Path, clock: FakeClock, sleeps: RecordingSleep) -> Iterator[RunningForge]:
+    with running_forge(tmp_path / "forge", clock=clock, sleep=sleeps) as running:
+        yield running
+
+
+@pytest.fixture
+def repo(hub: RunningForge) -> Any:
+    return hub.github.get_user().create_repo("demo", auto_init=True)
