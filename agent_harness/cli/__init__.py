@@ -24,6 +24,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "config": ("agent_harness.cli.config_cmd", "config", "Show the effective configuration."),
     "forge": ("agent_harness.cli.forge_cmd", "forge", "Run the embedded GitHub-compatible forge."),
+    "classify": (
+        "agent_harness.cli.classify_cmd",
+        "classify",
+        "Name the limit an agent's output reports (burst, window, cap, …).",
+    ),
 }
 
 

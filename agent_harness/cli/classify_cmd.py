@@ -1,0 +1,55 @@
+"""`agent-harness classify`: name the limit or failure a CLI agent's output reports."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+import click
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  claude -p "fix it" --output-format stream-json | agent-harness classify --agent claude
+  agent-harness classify --agent codex codex-run.log --json
+"""
+)
+@click.argument("log", type=click.File("r", encoding="utf-8", errors="replace"), default="-")
+@click.option("--agent", default="claude", show_default=True, help="claude, codex, or any name.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def classify(log: TextIO, agent: str, as_json: bool) -> int:
+    """Read an agent's output (a file or stdin) and say which limit it hit and when it resets.
+
+    Classes: burst, window, cap, overload, server, refusal, auth, context_too_long,
+    bad_request (see docs/PROVIDERS.md). Exits 0 when the output reports no failure, 4 when it
+    does.
+    """
+    import time
+    from datetime import UTC, datetime
+
+    from agent_harness.cli.output import console, print_json
+    from agent_harness.providers import classify_agent_output
+
+    now = time.time()
+    failure = classify_agent_output(agent, log.read(), now=now)
+    reset = failure.reset_at if failure else None
+    reset_text = datetime.fromtimestamp(reset, UTC).isoformat() if reset is not None else None
+    if as_json:
+        print_json(
+            None
+            if failure is None
+            else {
+                "kind": failure.kind.value,
+                "agent": failure.vendor,
+                "message": failure.message,
+                "reset_at": reset,
+                "reset_at_utc": reset_text,
+                "raw_code": failure.raw_code,
+            }
+        )
+    elif failure is None:
+        console().print("no limit or failure reported")
+    else:
+        until = f"; resets {reset_text} (in {max(0, round(reset - now))}s)" if reset else ""
+        console().print(f"{failure.describe()}{until}", markup=False)
+    return 0 if failure is None else 4
