@@ -7,40 +7,68 @@ from pathlib import Path
 import click
 
 from agent_harness.cli.output import console, print_json
+from agent_harness.cli.tracker_opts import open_tracker, tracker_options
 
 
 @click.command(
     epilog="""\b
 Examples:
-  agent-harness plan PLAN.md                    # table of items + lines not read
-  agent-harness plan PLAN.md --json             # the same as JSON
-  agent-harness plan PLAN.md --backlog backlog.json
-  agent-harness plan backlog.json               # a backlog.json is accepted too
+  agent-harness plan PLAN.md                         # table of items + lines not read
+  agent-harness plan PLAN.md --json                  # the same as JSON
+  agent-harness plan PLAN.md --backlog backlog.json  # write the backlog
+  agent-harness plan PLAN.md --repo me/app --forge local            # offline tracker
+  agent-harness plan PLAN.md --repo owner/name --dry-run            # what would change
+  agent-harness plan PLAN.md --repo owner/name                      # mirror to GitHub
 """
 )
 @click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the parsed plan as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(
     "--backlog",
     "backlog_out",
     type=click.Path(path_type=Path),
     help="Write backlog.json to this file ('-' for stdout).",
 )
-def plan(plan_file: Path, as_json: bool, backlog_out: Path | None) -> int:
-    """Parse PLAN (markdown or backlog.json) and show its work items.
+@click.option("--repo", metavar="OWNER/NAME", help="Mirror the items to this repository's issues.")
+@click.option("--dry-run", is_flag=True, help="With --repo: show what would change, write nothing.")
+@click.option(
+    "--plan-key",
+    metavar="KEY",
+    help="Scopes this plan's issues so several plans can share a repo (default: file stem).",
+)
+@tracker_options
+def plan(
+    plan_file: Path,
+    as_json: bool,
+    backlog_out: Path | None,
+    repo: str | None,
+    dry_run: bool,
+    plan_key: str | None,
+    forge: str | None,
+    github_url: str | None,
+) -> int:
+    """Parse PLAN (markdown or backlog.json) and show its items, or sync them with --repo.
 
     Items are headings (`### T1: Title`), checkboxes (`- [ ] T1 Title`) or rows of a table
     with an `id` column. Lines that look like items or metadata but could not be read are
     listed with their line numbers. Duplicate ids and dependency cycles are refused (exit 3).
+
+    With --repo, each item becomes one issue, found again by a hidden marker (never by title):
+    re-running updates changed items, touches nothing else, and never closes or reopens an
+    issue. Problems with single items are listed and give exit code 4; the rest is kept.
     """
     from agent_harness import backlog
 
     parsed = backlog.load_plan(plan_file)
+    if backlog_out is not None and str(backlog_out) == "-":
+        click.echo(backlog.dumps(parsed), nl=False)
+        return 0
     if backlog_out is not None:
-        if str(backlog_out) == "-":
-            click.echo(backlog.dumps(parsed), nl=False)
-            return 0
         backlog.write_backlog(parsed, backlog_out)
+    if repo:
+        return _sync(parsed, repo, dry_run, plan_key, forge, github_url, as_json)
+    if dry_run or forge or github_url or plan_key:
+        raise click.UsageError("--dry-run, --forge, --github-url and --plan-key need --repo")
     if as_json:
         print_json(backlog.to_backlog(parsed).model_dump(mode="json"))
         return 0
@@ -50,3 +78,39 @@ def plan(plan_file: Path, as_json: bool, backlog_out: Path | None) -> int:
     if backlog_out is not None:
         console().print(f"wrote {backlog_out}")
     return 0
+
+
+def _sync(
+    parsed: object,
+    repo: str,
+    dry_run: bool,
+    plan_key: str | None,
+    forge: str | None,
+    github_url: str | None,
+    as_json: bool,
+) -> int:
+    from agent_harness.cli.plan_view import render_sync
+    from agent_harness.config import load_settings
+    from agent_harness.plan import Plan
+    from agent_harness.sync import sync_plan
+
+    assert isinstance(parsed, Plan)
+    settings = load_settings().settings
+    key = plan_key or settings.tracker.plan_key or Path(parsed.source).stem
+    err = console(stderr=True)
+    with (
+        open_tracker(repo, forge, github_url, settings, create=False) as tracker,
+        err.status("syncing…") as status,
+    ):
+        report = sync_plan(
+            parsed,
+            tracker,
+            key,
+            dry_run=dry_run,
+            progress=lambda stage, done, total: status.update(f"{stage} {done}/{total}"),
+        )
+    if as_json:
+        print_json(report.as_json())
+    else:
+        render_sync(console(), report)
+    return 0 if report.ok else 4

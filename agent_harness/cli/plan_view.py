@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from agent_harness.plan import Plan
+    from agent_harness.sync import SyncReport
 
 
 def render_plan(out: Console, plan: Plan) -> None:
@@ -52,3 +53,47 @@ def render_plan(out: Console, plan: Plan) -> None:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def render_sync(out: Console, report: SyncReport) -> None:
+    verb = "would be" if report.dry_run else "were"
+    table = Table(
+        title=f"{report.repo} (plan key {report.plan_key})"
+        + ("  [yellow]dry run: nothing written[/yellow]" if report.dry_run else ""),
+        title_justify="left",
+    )
+    for name in ("item", "issue", "result", "changes"):
+        table.add_column(name, overflow="fold")
+    groups = (
+        ("created", report.created, "green"),
+        ("updated", report.updated, "cyan"),
+        ("orphaned", report.orphaned, "yellow"),
+    )
+    for label, changes, colour in groups:
+        for change in changes:
+            number = f"#{change.number}" if change.number else "(new)"
+            table.add_row(
+                change.id,
+                number,
+                f"[{colour}]{label}[/{colour}]",
+                escape("; ".join(change.changes)),
+            )
+    if table.row_count:
+        out.print(table)
+    for problem in report.problems:
+        out.print(f"[red]problem:[/red] {escape(problem)}")
+    extras = []
+    if report.labels_created:
+        extras.append(f"labels {verb} created: {', '.join(report.labels_created)}")
+    if report.milestones_created:
+        extras.append(f"milestones {verb} created: {', '.join(report.milestones_created)}")
+    if report.skipped_done:
+        extras.append(f"done in the plan, no issue made: {', '.join(report.skipped_done)}")
+    for line in extras:
+        out.print(escape(line))
+    out.print(
+        f"{len(report.created)} created, {len(report.updated)} updated, "
+        f"{len(report.unchanged)} unchanged, {len(report.orphaned)} orphaned"
+        f"{' (dry run)' if report.dry_run else ''}; "
+        f"{report.requests} requests, {report.writes} writes"
+    )

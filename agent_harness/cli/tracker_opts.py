@@ -1,0 +1,68 @@
+"""Options shared by every command that talks to a tracker, and how they become a Tracker."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from agent_harness.config import Settings
+    from agent_harness.github import GitHubTracker
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def tracker_options(func: F) -> F:
+    func = click.option(
+        "--forge",
+        type=click.Choice(["local"]),
+        help="Use the embedded forge (state in .agent-harness/forge) instead of GitHub.",
+    )(func)
+    func = click.option(
+        "--github-url",
+        metavar="URL",
+        help="API base URL (GitHub Enterprise: https://HOST/api/v3). Default: $GITHUB_API_URL "
+        "or https://api.github.com.",
+    )(func)
+    return func
+
+
+@contextmanager
+def open_tracker(
+    repo: str, forge: str | None, github_url: str | None, settings: Settings, create: bool
+) -> Iterator[GitHubTracker]:
+    """A tracker for `repo`: the local forge (created on first use) or GitHub with a token."""
+    from agent_harness.github import GitHubTracker, resolve_api_url, resolve_token
+
+    tracker_cfg = settings.tracker
+    options: dict[str, Any] = {
+        "write_spacing_s": tracker_cfg.write_spacing_s,
+        "max_rate_wait_s": tracker_cfg.max_rate_wait_s,
+        "timeout_s": tracker_cfg.request_timeout_s,
+    }
+    if forge == "local":
+        from agent_harness.local_forge import local_forge
+
+        with local_forge(Path(settings.state_dir)) as local:
+            options["write_spacing_s"] = 0.0  # loopback: GitHub's pacing protects nothing here
+            tracker = GitHubTracker(repo, local.token, local.api_url, **options)
+            try:
+                tracker.ensure_repo(create=True)
+                yield tracker
+            finally:
+                tracker.close()
+        return
+    secret = tracker_cfg.token.get_secret_value() if tracker_cfg.token else None
+    token = secret or resolve_token(os.environ)
+    api_url = resolve_api_url(github_url or tracker_cfg.api_url, os.environ)
+    tracker = GitHubTracker(repo, token, api_url, **options)
+    try:
+        tracker.ensure_repo(create=create)
+        yield tracker
+    finally:
+        tracker.close()

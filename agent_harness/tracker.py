@@ -1,0 +1,144 @@
+"""What the harness needs from an issue tracker, as a Protocol, and the records it passes.
+
+The sync, the run pipeline and the reconciler talk to this interface only. `github.GitHubTracker`
+implements it over PyGithub; `testing.tracker.MemoryTracker` implements it in memory.
+Records are plain dataclasses built from GitHub's JSON, so nothing lazy hides a request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agent_harness.errors import HarnessError
+
+
+class TrackerError(HarnessError):
+    """The tracker refused or failed a request."""
+
+    exit_code = 4
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class AuthError(TrackerError):
+    """No usable token for the tracker."""
+
+    exit_code = 2
+
+
+class RepoNotFound(TrackerError):
+    """The repository does not exist, or the token cannot see it."""
+
+
+class PermissionDenied(TrackerError):
+    """The token may not do this (or the repository is archived)."""
+
+
+class ValidationFailed(TrackerError):
+    """GitHub answered 422: the request was understood and refused. Never retried."""
+
+    def __init__(self, message: str, field: str | None, code: str | None) -> None:
+        super().__init__(message, status=422)
+        self.field = field
+        self.code = code
+
+
+class RateLimited(TrackerError):
+    """A rate limit whose reset is further away than we are allowed to wait."""
+
+    def __init__(self, message: str, reset_at: float | None) -> None:
+        super().__init__(message, status=403)
+        self.reset_at = reset_at
+
+
+class WriteUncertain(TrackerError):
+    """A write failed in a way that may have reached the server; the caller must re-check."""
+
+
+@dataclass(frozen=True)
+class IssueRecord:
+    """One issue as the tracker reported it."""
+
+    number: int
+    title: str
+    body: str
+    state: str
+    labels: tuple[str, ...] = ()
+    milestone: str | None = None
+    url: str = ""
+    updated_at: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> IssueRecord:
+        milestone = data.get("milestone") or None
+        return cls(
+            number=int(data["number"]),
+            title=str(data.get("title") or ""),
+            body=str(data.get("body") or ""),
+            state=str(data.get("state") or "open"),
+            labels=tuple(
+                str(label["name"] if isinstance(label, dict) else label)
+                for label in data.get("labels") or ()
+            ),
+            milestone=str(milestone["title"]) if isinstance(milestone, dict) else None,
+            url=str(data.get("html_url") or ""),
+            updated_at=str(data.get("updated_at") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class IssueDraft:
+    """What an issue should say: the fields the sync writes."""
+
+    title: str
+    body: str
+    labels: tuple[str, ...] = ()
+    milestone: str | None = None
+
+
+@dataclass
+class RequestTally:
+    """Requests and writes one tracker client made, counted where they are sent."""
+
+    requests: int = 0
+    writes: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+    def count(self, kind: str, write: bool) -> None:
+        self.requests += 1
+        if write:
+            self.writes += 1
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+
+
+class Tracker(Protocol):
+    """An issue tracker scoped to one repository."""
+
+    repo: str
+    tally: RequestTally
+
+    def ensure_repo(self, create: bool = False) -> None:
+        """Check the repository exists (creating it when `create` and it is missing)."""
+
+    def list_issues(self) -> list[IssueRecord]:
+        """Every issue in the repository, open and closed, pull requests excluded."""
+
+    def recent_issues(self, count: int = 30) -> list[IssueRecord]:
+        """The newest issues, one request: to check whether an uncertain write landed."""
+
+    def create_issue(self, draft: IssueDraft) -> IssueRecord: ...
+
+    def update_issue(self, number: int, draft: IssueDraft) -> IssueRecord:
+        """Rewrite title, body, labels and milestone; never the state."""
+
+    def list_labels(self) -> list[str]: ...
+
+    def create_label(self, name: str, color: str = "ededed") -> None: ...
+
+    def list_milestones(self) -> dict[str, int]:
+        """Milestone title -> number, open and closed."""
+
+    def create_milestone(self, title: str) -> int: ...
