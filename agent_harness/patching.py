@@ -201,7 +201,9 @@ _HUNK_HEADER = re.compile(r"^@@+ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@+")
 def _raw_path(spec: str) -> str | None:
     spec = spec.split("\t")[0].rstrip()
     if spec.startswith('"') and spec.endswith('"') and len(spec) > 1:
-        spec = spec[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+        # git quotes unusual names C-style, non-ASCII as octal escapes of UTF-8 bytes.
+        escaped = spec[1:-1].encode("utf-8").decode("unicode_escape")
+        spec = escaped.encode("latin-1").decode("utf-8", "replace")
     # Some tools append a timestamp after spaces instead of a tab.
     spec = re.sub(r"\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d.*$", "", spec)
     if spec == "/dev/null":
@@ -548,7 +550,7 @@ def _check_path(worktree: Path, path: str) -> None:
     parts = [p for p in norm.split("/") if p not in ("", ".")]
     if norm.startswith("/") or re.match(r"^[A-Za-z]:", norm) or ".." in parts or not parts:
         raise UnsafeEditPath(f"refused: path {path!r} is outside the worktree", path=path)
-    if parts[0] == ".git":
+    if any(part.lower() == ".git" for part in parts):
         raise UnsafeEditPath(f"refused: path {path!r} is inside .git", path=path)
     root = worktree.resolve()
     target = (root / "/".join(parts)).resolve()
@@ -663,12 +665,16 @@ def _place(hunk: Hunk, text: _Text, label: str, path: str) -> _Match | None:
     acceptable = [m for m in candidates if removed <= m.pairs.keys()]
     best = max(acceptable or candidates, key=lambda m: m.score, default=None)
     if best is None or not acceptable or best.score < MIN_SIMILARITY:
+        why = "does not match"
         if best is None:
             best = _nearest_by_characters(fkeys, okeys)
+            why = "does not match: none of its old lines is in the file"
+        elif not acceptable:
+            why = "does not match: lines it removes are not in the file"
         if best is None:
             raise EditRefused(f"{label} does not match anything in the file", path=path)
         raise EditRefused(
-            f"{label} does not match: nearest is line {best.start + 1} with similarity "
+            f"{label} {why}; nearest is line {best.start + 1} with similarity "
             f"{best.score:.2f} ({text.lines[best.start].strip()!r})",
             path=path,
             nearest_line=best.start + 1,
@@ -937,7 +943,12 @@ def _touched(edits: list[FileEdit]) -> list[str]:
 
 
 def apply_edit(worktree: Path, edit_text: str) -> ApplyResult:
-    """Apply a model's edit to `worktree` on the first rung that takes all of it."""
+    """Apply a model's edit to `worktree` on the first rung that takes all of it.
+
+    Never raises for a bad edit: a refusal is an `ApplyResult` whose `reason` names the file,
+    the hunk and the nearest match. Rung 2 (`git apply --3way`) also stages what it applies, as
+    git does; the other rungs touch only the working tree.
+    """
     worktree = Path(worktree)
 
     def exists(path: str) -> bool:

@@ -163,3 +163,25 @@ def test_blank_context_line_written_with_its_space_is_kept(repo: Path) -> None:
     result = apply_edit(repo, edit)
 
     assert result.applied and result.rung == RUNG_GIT_TOLERANT
+
+
+def test_a_nested_dot_git_is_refused_too(repo: Path) -> None:
+    edit = "*** Begin Patch\n*** Add File: vendor/lib/.git/hooks/post-checkout\n+#!/bin/sh\n"
+
+    result = apply_edit(repo, edit)
+
+    assert not result.applied
+    assert result.reason == "refused: path 'vendor/lib/.git/hooks/post-checkout' is inside .git"
+    assert not (repo / "vendor").exists()
+
+
+def test_git_quoted_non_ascii_path_is_read_and_reported(repo: Path) -> None:
+    edit = (
+        'diff --git "a/caf\\303\\251.txt" "b/caf\\303\\251.txt"\nnew file mode 100644\n'
+        '--- /dev/null\n+++ "b/caf\\303\\251.txt"\n@@ -0,0 +1 @@\n+espresso\n'
+    )
+
+    result = apply_edit(repo, edit)
+
+    assert result.applied and result.files == ["café.txt"]
+    assert (repo / "café.txt").read_text() == "espresso\n"
