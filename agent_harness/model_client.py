@@ -348,6 +348,12 @@ class ModelClient:
         self._rng_lock = threading.Lock()
         self.policy = policy or RetryPolicy()
 
+    def close(self) -> None:
+        """Release the transport's connections (the default transport pools them)."""
+        closer = getattr(self._transport, "close", None)
+        if callable(closer):
+            closer()
+
     @property
     def routes(self) -> Mapping[str, Route]:
         return self._routes
@@ -499,9 +505,10 @@ class ModelClient:
             tokens_cached=None,
             latency_s=0.0,
             stop_reason=None,
-            failure="parked",
+            failure=FailureKind.WINDOW.value,
             failure_message=reason,
             parked_until=until,
+            parked=True,
         )
         raise EndpointParked(route.endpoint, until, reason)
 

@@ -292,6 +292,8 @@ def test_a_five_hour_window_parks_the_endpoint_for_every_worker(h: Harness) -> N
     with pytest.raises(EndpointParked):
         h.client.complete("reviewer", USER, worker="w2")
     assert len(h.server.requests) == 1
+    [fast] = [e for e in h.kinds("model.call") if e.get("parked")]
+    assert (fast["worker"], fast["failure"], fast["parked_until"]) == ("w2", "window", reset)
     # The other endpoint is not affected.
     h.server.enqueue(ScriptedCompletion(text="other endpoint"))
     assert h.client.complete("implementer", USER, worker="w2").text == "other endpoint"
