@@ -1,0 +1,149 @@
+"""GitHub's HTTP conventions: auth, ETags, the primary rate limit, permissions, accounting."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from github import BadCredentialsException, GithubException, RateLimitExceededException
+
+from agent_harness.testing.forge import (
+    READ_ONLY_TOKEN,
+    TOKEN,
+    FakeClock,
+    RunningForge,
+    make_client,
+    running_forge,
+)
+
+
+def request(
+    url: str, method: str = "GET", token: str | None = TOKEN, body: Any = None, **headers: str
+) -> tuple[int, dict[str, str], Any]:
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req) as response:
+            raw = response.read()
+            status, out_headers = response.status, dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        raw, status, out_headers = exc.read(), exc.code, dict(exc.headers)
+    return status, {k.lower(): v for k, v in out_headers.items()}, json.loads(raw) if raw else None
+
+
+def test_etag_and_if_none_match_answer_304_without_spending_rate_limit(
+    hub: RunningForge, repo: Any
+) -> None:
+    url = f"{hub.server.api_url}/repos/forge-user/demo/issues"
+    status, headers, _ = request(url)
+    assert status == 200 and headers["etag"].startswith('W/"')
+    remaining = int(headers["x-ratelimit-remaining"])
+
+    status, again, body = request(url, **{"If-None-Match": headers["etag"]})
+    assert status == 304 and body is None
+    assert int(again["x-ratelimit-remaining"]) == remaining  # a 304 is free
+
+    repo.create_issue("changes the listing")
+    status, changed, _ = request(url, **{"If-None-Match": headers["etag"]})
+    assert status == 200 and changed["etag"] != headers["etag"]
+    assert int(changed["x-ratelimit-remaining"]) == remaining - 2  # the POST and this GET
+
+
+def test_rate_limit_headers_exhaustion_and_reset(tmp_path: Path) -> None:
+    clock = FakeClock()
+    with running_forge(tmp_path, rate_limit=3, clock=clock) as hub:
+        url = f"{hub.server.api_url}/user"
+        status, headers, _ = request(url)
+        assert status == 200
+        assert headers["x-ratelimit-limit"] == "3"
+        assert (headers["x-ratelimit-remaining"], headers["x-ratelimit-used"]) == ("2", "1")
+        assert headers["x-ratelimit-resource"] == "core"
+        reset = int(headers["x-ratelimit-reset"])
+        assert reset == int(clock()) + 3600
+
+        hub.github.get_user().login  # noqa: B018 - spends the second request
+        assert hub.github.get_rate_limit().resources.core.remaining == 1  # /rate_limit is free
+        request(url)
+        with pytest.raises(RateLimitExceededException) as caught:
+            hub.github.get_user().login  # noqa: B018
+        assert caught.value.status == 403
+        assert caught.value.headers["x-ratelimit-remaining"] == "0"
+        assert caught.value.data["message"].startswith("API rate limit exceeded for user ID")
+
+        clock.advance(3600)  # the window resets at x-ratelimit-reset
+        status, headers, _ = request(url)
+        assert status == 200 and headers["x-ratelimit-remaining"] == "2"
+
+
+def test_bad_and_missing_credentials_are_401(hub: RunningForge) -> None:
+    with pytest.raises(BadCredentialsException) as caught:
+        make_client(hub.server.api_url, token="wrong").get_user().login  # noqa: B018
+    assert caught.value.status == 401
+    assert caught.value.data["message"] == "Bad credentials"
+    assert caught.value.data["documentation_url"].startswith("https://docs.github.com/")
+    status, _, body = request(f"{hub.server.api_url}/user", token=None)
+    assert (status, body["message"]) == (401, "Requires authentication")
+
+
+def test_read_only_token_reads_but_cannot_write(hub: RunningForge, repo: Any) -> None:
+    reader = make_client(hub.server.api_url, token=READ_ONLY_TOKEN)
+    readable = reader.get_repo("forge-user/demo")
+    assert readable.full_name == "forge-user/demo"
+    with pytest.raises(GithubException) as caught:
+        readable.create_issue("nope")
+    assert caught.value.status == 403
+    assert repo.get_issues(state="all").totalCount == 0
+
+
+def test_archived_repository_refuses_writes_with_403(hub: RunningForge, repo: Any) -> None:
+    repo.create_issue("before")
+    repo.edit(archived=True)
+    assert hub.github.get_repo("forge-user/demo").archived is True
+    with pytest.raises(GithubException) as caught:
+        repo.create_issue("after")
+    assert caught.value.status == 403
+    assert caught.value.data["message"] == "Repository was archived so is read-only."
+    assert [i.title for i in repo.get_issues()] == ["before"]  # reads still work
+
+
+def test_repository_creation_for_user_and_org_and_duplicates(hub: RunningForge) -> None:
+    org_repo = hub.github.get_organization("acme").create_repo("tool", description="d")
+    assert (org_repo.full_name, org_repo.owner.login, org_repo.description) == (
+        "acme/tool",
+        "acme",
+        "d",
+    )
+    empty = hub.github.get_user().create_repo("empty")
+    assert empty.default_branch == "main"
+    assert empty.get_branches().totalCount == 0  # no auto_init, no commits, as on GitHub
+    with pytest.raises(GithubException) as caught:
+        hub.github.get_user().create_repo("empty")
+    assert caught.value.status == 422
+
+
+def test_request_accounting_by_route_template(hub: RunningForge, repo: Any) -> None:
+    mark = hub.forge.mark()
+    repo.create_issue("one")
+    repo.create_issue("two")
+    list(repo.get_issues())
+    repo.get_issue(1)
+    assert hub.forge.request_counts(mark) == {
+        "POST /repos/{owner}/{repo}/issues": 2,
+        "GET /repos/{owner}/{repo}/issues": 1,
+        "GET /repos/{owner}/{repo}/issues/{issue_number}": 1,
+    }
+
+    base = hub.server.api_url
+    status, _, body = request(f"{base}/_forge/mark", method="POST")
+    assert status == 200
+    repo.get_labels().totalCount  # noqa: B018
+    status, _, counts = request(f"{base}/_forge/requests?since={body['mark']}")
+    assert counts["counts"] == {"GET /repos/{owner}/{repo}/labels": 1}
+    status, _, _ = request(f"{base}/_forge/requests", token=READ_ONLY_TOKEN)
+    assert status == 401  # control endpoints want the forge's own token
