@@ -655,8 +655,11 @@ _RESETS_AT = re.compile(
     re.IGNORECASE,
 )
 _SPEND_CAP_TEXT = re.compile(
-    r"spend limit|credit balance is too low|insufficient credits|out of extra usage",
+    r"spend limit|credit balance is too low|insufficient credits",
     re.IGNORECASE,
+)
+_LIMIT_NO_RESET = re.compile(
+    r"hit your (?:\w+ )?limit|usage limit (?:has been )?reached", re.IGNORECASE
 )
 _MONTHS = {
     m: i
@@ -813,7 +816,7 @@ def _text_failure(line: str, agent: str, now: float) -> Failure | None:
             raw_code="usage_limit",
         )
     lowered = line.lower()
-    if "hit your usage limit" in lowered or "usage limit has been reached" in lowered:
+    if _LIMIT_NO_RESET.search(line):
         return Failure(
             FailureKind.WINDOW, agent, None, " ".join(line.split())[:200], raw_code="usage_limit"
         )

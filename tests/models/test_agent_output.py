@@ -102,6 +102,10 @@ def test_claude_usage_limit_pipe_epoch() -> None:
         ("You've hit your session limit · resets 8:37am (UTC)", at(2026, 1, 2, 8, 37)),
         ("5-hour limit reached ∙ resets at 2am (UTC)", at(2026, 1, 2, 2, 0)),
         (
+            "Claude usage limit reached. Your limit will reset at 5pm (Europe/Warsaw).",
+            at(2026, 1, 1, 17, 0, "Europe/Warsaw"),
+        ),
+        (
             "You've hit your limit · resets 2pm (Asia/Shanghai)",
             at(2026, 1, 2, 14, 0, "Asia/Shanghai"),
         ),
@@ -146,6 +150,12 @@ def test_codex_usage_not_included_is_a_cap() -> None:
     line = json.dumps({"error": {"type": "usage_not_included", "message": "Upgrade to Plus"}})
     failure = classify_agent_output("codex", line, now=NOW)
     assert failure is not None and failure.kind is FailureKind.CAP
+
+
+def test_a_limit_without_a_reset_time_is_a_window_of_unknown_length() -> None:
+    failure = classify_agent_output("codex", "■ You've hit your usage limit.", now=NOW)
+    assert failure is not None and failure.kind is FailureKind.WINDOW
+    assert failure.reset_at is None
 
 
 def test_a_spend_limit_sentence_is_a_cap() -> None:
