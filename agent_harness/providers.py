@@ -658,6 +658,7 @@ _SPEND_CAP_TEXT = re.compile(
     r"spend limit|credit balance is too low|insufficient credits",
     re.IGNORECASE,
 )
+_CONVERSATION_TYPES = frozenset({"assistant", "user", "stream_event", "item.completed"})
 _LIMIT_NO_RESET = re.compile(
     r"hit your (?:\w+ )?limit|usage limit (?:has been )?reached", re.IGNORECASE
 )
@@ -822,11 +823,11 @@ def _text_failure(line: str, agent: str, now: float) -> Failure | None:
         )
     if "prompt is too long" in lowered or "exceeds the context window" in lowered:
         return Failure(FailureKind.CONTEXT_TOO_LONG, agent, None, line.strip()[:200])
-    if "overloaded" in lowered or "api error: 529" in lowered:
+    if "api error: 529" in lowered or "overloaded_error" in lowered:
         return Failure(FailureKind.OVERLOAD, agent, None, line.strip()[:200])
     if "invalid api key" in lowered or "authentication_error" in lowered:
         return Failure(FailureKind.AUTH, agent, None, line.strip()[:200])
-    if "api error: 429" in lowered or "rate_limit_error" in lowered:
+    if "api error: 429" in lowered:
         return Failure(FailureKind.BURST, agent, None, line.strip()[:200])
     return None
 
@@ -859,7 +860,10 @@ def classify_agent_output(
             if found is not None:
                 structured = structured or found
                 continue
-            texts = list(_strings(doc))
+            # What the model itself wrote (or read from files) is not the agent's status: a
+            # transcript discussing rate limits must not be mistaken for hitting one.
+            conversational = isinstance(doc, dict) and doc.get("type") in _CONVERSATION_TYPES
+            texts = [] if conversational else list(_strings(doc))
         else:
             texts = [stripped]
         for text in texts:

@@ -171,6 +171,22 @@ def test_overload_and_context_sentences() -> None:
     assert context is not None and context.kind is FailureKind.CONTEXT_TOO_LONG
 
 
+def test_the_models_own_words_about_limits_are_not_a_failure() -> None:
+    said = {
+        "type": "assistant",
+        "message": {
+            "content": [
+                {
+                    "type": "text",
+                    "text": "I added a retry for 'API Error: 429' and for when you've "
+                    "hit your limit.",
+                }
+            ]
+        },
+    }
+    assert classify_agent_output("claude", json.dumps(said), now=NOW) is None
+
+
 def test_ordinary_output_is_not_a_failure() -> None:
     text = "Edited src/app.py\nAll 12 tests passed.\nThe rate limiter module now resets state."
     assert classify_agent_output("claude", text, now=NOW) is None
