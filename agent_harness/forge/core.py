@@ -72,6 +72,10 @@ class Forge:
         self.limiter = RateLimiter(rate_limit, clock)
         self.faults = Faults()
         self.requests = RequestLog()
+        # Callables told (method, template, status, body) of every API response, e.g. to record.
+        self.observers: list[Callable[[str, str | None, int, Any], None]] = []
+        # Exceptions a handler raised that were answered with 500 (a forge bug, never silent).
+        self.server_errors: list[Exception] = []
         self.api_url = "http://127.0.0.1"  # replaced by ForgeServer once it has a port
         self.router = Router()
         for module in (repos, issues, pulls):

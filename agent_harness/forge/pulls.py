@@ -199,7 +199,7 @@ def create_pull(call: Call) -> Reply:
     for field in ("head", "base"):
         if not isinstance(data.get(field), str) or not data[field]:
             raise validation_failed("PullRequest", field, "missing_field")
-    if not data.get("title") and not data.get("issue"):
+    if not isinstance(data.get("title"), str) or not data["title"].strip():
         raise validation_failed("PullRequest", "title", "missing_field")
     head = _branch_name(ctx, data["head"], "head")
     base = _branch_name(ctx, data["base"], "base")

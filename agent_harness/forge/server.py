@@ -160,6 +160,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if data and self.command != "HEAD":
             self.wfile.write(data)
+        if self._route is not None:
+            for observe in self.forge.observers:
+                observe(self._route[0], self._route[1], status, body)
 
     def _token(self) -> str | None:
         value = self.headers.get("Authorization", "")
@@ -180,6 +183,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         self._request_id = uuid.uuid4().hex[:20].upper()
+        self._route: tuple[str, str | None] | None = None
         parsed = urllib.parse.urlsplit(self.path)
         path = parsed.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query).items()}
@@ -193,6 +197,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(exc.status, exc.body(), exc.headers)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+        except Exception as exc:  # a forge bug: answer 500 as GitHub does, keep it inspectable
+            self.forge.server_errors.append(exc)
+            self._send(500, {"message": f"Server Error: {type(exc).__name__}: {exc}"})
 
     # -- the API ------------------------------------------------------------------------------
     def _api(
@@ -202,6 +209,7 @@ class _Handler(BaseHTTPRequestHandler):
         found = forge.router.match(method, path)
         template = found[0].template if found else forge.router.template_for(path)
         forge.requests.record(method, template)
+        self._route = (method, template)
         fault = forge.faults.take(method, path, template)
         if fault is not None:
             if fault.kind is FaultKind.DROP:

@@ -25,6 +25,7 @@ def sleeps() -> RecordingSleep:
 def hub(tmp_path: Path, clock: FakeClock, sleeps: RecordingSleep) -> Iterator[RunningForge]:
     with running_forge(tmp_path / "forge", clock=clock, sleep=sleeps) as running:
         yield running
+    assert running.forge.server_errors == []  # a 500 from the forge is a bug in the forge
 
 
 @pytest.fixture
