@@ -8,7 +8,12 @@ from pathlib import Path
 import click
 
 
-@click.group()
+@click.group(
+    epilog="""\b
+Examples:
+  agent-harness forge serve --data .forge --port 8080
+"""
+)
 def forge() -> None:
     """The embedded GitHub-compatible forge (offline issues, PRs and git hosting)."""
 
