@@ -21,7 +21,9 @@ from agent_harness.tracker import (
     IssueDraft,
     IssueRecord,
     PermissionDenied,
+    PullRecord,
     RateLimited,
+    RepoInfo,
     RepoNotFound,
     RequestTally,
     TrackerError,
@@ -345,6 +347,58 @@ class GitHubTracker:
         if self._milestones is not None:
             self._milestones[title] = number
         return number
+
+    # -- pull requests -----------------------------------------------------------------------
+    def repo_info(self) -> RepoInfo:
+        _, data = self._call("GET", f"/repos/{self.repo}", "get_repo")
+        return RepoInfo(
+            full_name=str(data.get("full_name") or self.repo),
+            default_branch=str(data.get("default_branch") or "main"),
+            clone_url=str(data.get("clone_url") or ""),
+            archived=bool(data.get("archived")),
+        )
+
+    def find_pull(self, head_branch: str) -> PullRecord | None:
+        owner = self.repo.split("/")[0]
+        _, data = self._call(
+            "GET",
+            f"/repos/{self.repo}/pulls",
+            "list_pulls",
+            params={
+                "state": "all",
+                "head": f"{owner}:{head_branch}",
+                "sort": "created",
+                "direction": "desc",
+                "per_page": 10,
+            },
+        )
+        pulls = [PullRecord.from_json(item) for item in data if isinstance(item, dict)]
+        # Prefer an open one; a closed or merged one still tells the caller what happened.
+        for pull in pulls:
+            if pull.state == "open" and pull.head_ref == head_branch:
+                return pull
+        for pull in pulls:
+            if pull.head_ref == head_branch:
+                return pull
+        return None
+
+    def create_pull(self, title: str, body: str, head: str, base: str) -> PullRecord:
+        _, data = self._call(
+            "POST",
+            f"/repos/{self.repo}/pulls",
+            "create_pull",
+            body={"title": title, "body": body, "head": head, "base": base},
+        )
+        return PullRecord.from_json(data)
+
+    def update_pull(self, number: int, title: str, body: str) -> PullRecord:
+        _, data = self._call(
+            "PATCH",
+            f"/repos/{self.repo}/pulls/{number}",
+            "update_pull",
+            body={"title": title, "body": body},
+        )
+        return PullRecord.from_json(data)
 
 
 def _number(text: str) -> float | None:

@@ -378,3 +378,36 @@ def _create_once(
 
 def _label_colour(name: str) -> str:
     return hashlib.sha256(name.encode()).hexdigest()[:6]
+
+
+PR_MARKER_RE = re.compile(r"<!--\s*agent-harness-pr\s+(\{.*?\})\s*-->", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class PullMarker:
+    """The hidden note tying a pull request to its item, so reconcile needs no local state."""
+
+    item_id: str
+    plan_key: str
+    issue: int | None
+
+    def render(self) -> str:
+        data = {"id": self.item_id, "plan": self.plan_key, "issue": self.issue}
+        return f"<!-- agent-harness-pr {json.dumps(data)} -->"
+
+
+def read_pull_marker(body: str) -> PullMarker | None:
+    """The item a pull request belongs to, or None (also for a marker damaged by hand)."""
+    match = PR_MARKER_RE.search(body or "")
+    if match is None:
+        return None
+    try:
+        data = json.loads(match.group(1))
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+        return None
+    issue = data.get("issue")
+    return PullMarker(
+        data["id"], str(data.get("plan") or ""), issue if isinstance(issue, int) else None
+    )

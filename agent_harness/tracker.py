@@ -90,6 +90,54 @@ class IssueRecord:
 
 
 @dataclass(frozen=True)
+class RepoInfo:
+    """The facts about a repository the run pipeline needs."""
+
+    full_name: str
+    default_branch: str
+    clone_url: str
+    archived: bool = False
+
+
+@dataclass(frozen=True)
+class PullRecord:
+    """One pull request as the tracker reported it."""
+
+    number: int
+    title: str
+    body: str
+    state: str
+    head_ref: str
+    head_sha: str
+    base_ref: str
+    merged: bool = False
+    merged_at: str | None = None
+    merge_commit_sha: str | None = None
+    url: str = ""
+    updated_at: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PullRecord:
+        head = data.get("head") or {}
+        base = data.get("base") or {}
+        merged_at = data.get("merged_at")
+        return cls(
+            number=int(data["number"]),
+            title=str(data.get("title") or ""),
+            body=str(data.get("body") or ""),
+            state=str(data.get("state") or "open"),
+            head_ref=str(head.get("ref") or ""),
+            head_sha=str(head.get("sha") or ""),
+            base_ref=str(base.get("ref") or ""),
+            merged=bool(data.get("merged") or merged_at),
+            merged_at=str(merged_at) if merged_at else None,
+            merge_commit_sha=data.get("merge_commit_sha") or None,
+            url=str(data.get("html_url") or ""),
+            updated_at=str(data.get("updated_at") or ""),
+        )
+
+
+@dataclass(frozen=True)
 class IssueDraft:
     """What an issue should say: the fields the sync writes."""
 
@@ -142,3 +190,12 @@ class Tracker(Protocol):
         """Milestone title -> number, open and closed."""
 
     def create_milestone(self, title: str) -> int: ...
+
+    def repo_info(self) -> RepoInfo: ...
+
+    def find_pull(self, head_branch: str) -> PullRecord | None:
+        """The newest pull request (any state) whose head is `head_branch` in this repo."""
+
+    def create_pull(self, title: str, body: str, head: str, base: str) -> PullRecord: ...
+
+    def update_pull(self, number: int, title: str, body: str) -> PullRecord: ...

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Parse a markdown plan; show or sync its items.",
     ),
     "config": ("agent_harness.cli.config_cmd", "config", "Show the effective configuration."),
+    "demo": ("agent_harness.cli.demo_cmd", "demo", "Run the example plan offline, end to end."),
     "forge": ("agent_harness.cli.forge_cmd", "forge", "Run the embedded GitHub-compatible forge."),
     "classify": (
         "agent_harness.cli.classify_cmd",

@@ -1,0 +1,265 @@
+"""One git worktree and branch per item, made from the latest default branch, never lost.
+
+A worktree lives at `<state>/worktrees/<item>` on branch `agent-harness/<item>-<slug>`. A re-run
+reuses a healthy worktree and rebuilds a broken one from its branch, so commits are never thrown
+away. Pushes go through one guard that refuses any refspec naming the default branch.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_harness.errors import HarnessError
+
+BRANCH_PREFIX = "agent-harness/"
+
+
+class WorktreeError(HarnessError):
+    """A git operation on a work repository failed."""
+
+
+class DefaultBranchGuard(WorktreeError):
+    """Refused: harness code must never push to or commit on the default branch."""
+
+    exit_code = 5
+
+
+@dataclass(frozen=True)
+class Worktree:
+    item_id: str
+    path: Path
+    branch: str
+    base_sha: str  # the default-branch commit the work started from
+    reused: bool = False
+
+
+def slugify(title: str, limit: int = 40) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+    return (slug[:limit].rstrip("-")) or "item"
+
+
+def branch_name(item_id: str, title: str) -> str:
+    safe_id = re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
+    return f"{BRANCH_PREFIX}{safe_id}-{slugify(title)}"
+
+
+def _git(repo_dir: Path, *args: str) -> str:
+    import git
+
+    try:
+        return str(git.Git(str(repo_dir)).execute(["git", *args]))
+    except git.GitCommandError as exc:
+        detail = (exc.stderr or exc.stdout or "").strip().splitlines()
+        last = detail[-1].strip().removeprefix("stderr: ").strip("'") if detail else str(exc)
+        raise WorktreeError(f"git {' '.join(args[:2])} failed in {repo_dir}: {last}") from None
+    except git.GitCommandNotFound:
+        raise WorktreeError("git is not installed (or not on PATH)") from None
+
+
+class WorkRepo:
+    """The user's clone (`--work`), its remote, and the worktrees the harness keeps beside it."""
+
+    def __init__(self, path: Path, state_dir: Path, remote: str = "origin") -> None:
+        self.path = path.resolve()
+        self.state_dir = state_dir
+        self.remote = remote
+        if not self.path.is_dir():
+            raise WorktreeError(f"--work {path} is not a directory")
+        inside = _safe(lambda: _git(self.path, "rev-parse", "--is-inside-work-tree"))
+        if inside != "true":
+            raise WorktreeError(f"--work {path} is not a git repository")
+        top = Path(_git(self.path, "rev-parse", "--show-toplevel")).resolve()
+        if top != self.path:
+            raise WorktreeError(f"--work {path} is inside the repository at {top}; pass the top")
+        if _safe(lambda: _git(self.path, "rev-parse", "--verify", "-q", "HEAD")) is None:
+            raise WorktreeError(f"--work {path} has no commits yet; commit something first")
+        if _safe(lambda: _git(self.path, "remote", "get-url", remote)) is None:
+            raise WorktreeError(f"--work {path} has no remote '{remote}' to push branches to")
+        self._default: str | None = None
+
+    @property
+    def worktrees_dir(self) -> Path:
+        return self.state_dir / "worktrees"
+
+    def default_branch(self) -> str:
+        if self._default is None:
+            head = _safe(
+                lambda: _git(
+                    self.path, "symbolic-ref", "--short", f"refs/remotes/{self.remote}/HEAD"
+                )
+            )
+            if head:
+                self._default = head.split("/", 1)[1]
+            else:
+                listing = _git(self.path, "ls-remote", "--symref", self.remote, "HEAD")
+                match = re.search(r"ref: refs/heads/(\S+)\s+HEAD", listing)
+                if not match:
+                    raise WorktreeError(f"cannot tell the default branch of remote '{self.remote}'")
+                self._default = match.group(1)
+        return self._default
+
+    def set_default_branch(self, name: str) -> None:
+        self._default = name
+
+    def fetch(self) -> None:
+        _git(self.path, "fetch", "--quiet", "--prune", self.remote)
+
+    def remote_sha(self, branch: str) -> str | None:
+        return _safe(
+            lambda: _git(
+                self.path, "rev-parse", "--verify", "-q", f"refs/remotes/{self.remote}/{branch}"
+            )
+        )
+
+    def local_sha(self, branch: str) -> str | None:
+        return _safe(lambda: _git(self.path, "rev-parse", "--verify", "-q", f"refs/heads/{branch}"))
+
+    def check_clean_default(self) -> None:
+        """A dirty checkout of the default branch is the user's work in progress: refuse."""
+        current = _safe(lambda: _git(self.path, "symbolic-ref", "--short", "HEAD"))
+        if current == self.default_branch():
+            status = _git(self.path, "status", "--porcelain", "--untracked-files=no")
+            if status.strip():
+                raise WorktreeError(
+                    f"--work {self.path} has uncommitted changes on {current}; commit or stash them"
+                )
+
+    # -- worktrees -----------------------------------------------------------------------------
+    def prepare(self, item_id: str, title: str) -> Worktree:
+        """The item's worktree: reused when healthy, rebuilt when broken, new otherwise."""
+        branch = branch_name(item_id, title)
+        path = self.worktrees_dir / re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
+        default = self.default_branch()
+        self.fetch()
+        base = self.remote_sha(default) or _git(self.path, "rev-parse", default)
+        existing = self.local_sha(branch) or self.remote_sha(branch)
+        if path.exists() and self._healthy(path, branch):
+            merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
+            return Worktree(item_id, path, branch, merge_base, reused=True)
+        if path.exists() or self._registered(path):
+            # Broken: remove the directory and the stale registration, keep the branch.
+            shutil.rmtree(path, ignore_errors=True)
+            _git(self.path, "worktree", "prune")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if self.local_sha(branch):
+            _git(self.path, "worktree", "add", "--quiet", str(path), branch)
+        elif existing:  # pushed earlier from a clone we no longer have: continue from the remote
+            _git(
+                self.path,
+                "worktree",
+                "add",
+                "--quiet",
+                "-b",
+                branch,
+                str(path),
+                f"{self.remote}/{branch}",
+            )
+        else:
+            _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), base)
+        merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
+        return Worktree(item_id, path, branch, merge_base, reused=existing is not None)
+
+    def _healthy(self, path: Path, branch: str) -> bool:
+        current = _safe(lambda: _git(path, "symbolic-ref", "--short", "HEAD"))
+        return current == branch
+
+    def _registered(self, path: Path) -> bool:
+        listing = _git(self.path, "worktree", "list", "--porcelain")
+        return f"worktree {path.resolve()}" in listing
+
+    # -- what the agent did ------------------------------------------------------------------
+    def verify_branch(self, tree: Worktree) -> None:
+        """Refuse work an agent committed to the default branch, or a worktree it broke."""
+        if not tree.path.is_dir():
+            raise WorktreeError(f"the agent deleted its worktree {tree.path}")
+        current = _safe(lambda: _git(tree.path, "symbolic-ref", "--short", "HEAD"))
+        if current != tree.branch:
+            raise DefaultBranchGuard(
+                f"the agent left its worktree on '{current or 'a detached HEAD'}' instead of "
+                f"{tree.branch}; its work is refused"
+            )
+        default = self.default_branch()
+        local_default = self.local_sha(default)
+        remote_default = self.remote_sha(default)
+        if local_default and remote_default and local_default != remote_default:
+            ahead = _git(self.path, "rev-list", "--count", f"{remote_default}..{local_default}")
+            if ahead.strip() != "0":
+                raise DefaultBranchGuard(
+                    f"the local {default} branch gained {ahead.strip()} commit(s) during the run: "
+                    f"an agent committed to the default branch; refused"
+                )
+
+    def commit_all(self, tree: Worktree, message: str) -> str | None:
+        """Commit whatever the agent left uncommitted; the sha, or None when nothing changed."""
+        _git(tree.path, "add", "--all")
+        if not _git(tree.path, "status", "--porcelain").strip():
+            return None
+        _git(
+            tree.path,
+            "-c",
+            "user.name=agent-harness",
+            "-c",
+            "user.email=agent-harness@localhost",
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "-m",
+            message,
+        )
+        return _git(tree.path, "rev-parse", "HEAD")
+
+    def has_changes(self, tree: Worktree) -> bool:
+        if _git(tree.path, "status", "--porcelain").strip():
+            return True
+        return _git(tree.path, "rev-list", "--count", f"{tree.base_sha}..HEAD").strip() != "0"
+
+    def diff(self, tree: Worktree) -> str:
+        """Committed and uncommitted changes against the base, as one unified diff."""
+        _git(tree.path, "add", "--all", "--intent-to-add")
+        return _git(tree.path, "diff", "--no-color", "--no-ext-diff", tree.base_sha)
+
+    def head(self, tree: Worktree) -> str:
+        return _git(tree.path, "rev-parse", "HEAD")
+
+    def push(self, tree: Worktree) -> None:
+        """Push the item branch, and only it: the guard refuses the default branch."""
+        default = self.default_branch()
+        if tree.branch in (default, f"refs/heads/{default}") or not tree.branch.startswith(
+            BRANCH_PREFIX
+        ):
+            raise DefaultBranchGuard(f"refusing to push {tree.branch}: not an agent-harness branch")
+        refspec = f"refs/heads/{tree.branch}:refs/heads/{tree.branch}"
+        guard_refspec(refspec, default)
+        _git(tree.path, "push", "--quiet", self.remote, refspec)
+
+    def unpushed(self, tree: Worktree) -> int:
+        remote = self.remote_sha(tree.branch)
+        if remote is None:
+            return int(_git(tree.path, "rev-list", "--count", f"{tree.base_sha}..HEAD"))
+        return int(_git(tree.path, "rev-list", "--count", f"{remote}..HEAD"))
+
+
+def guard_refspec(refspec: str, default_branch: str) -> None:
+    """Raise unless `refspec` leaves the default branch alone (source and destination)."""
+    parts = refspec.lstrip("+").split(":")
+    for part in parts:
+        name = part.removeprefix("refs/heads/")
+        if name in (default_branch, "HEAD") or part == "" or name == f"{default_branch}":
+            raise DefaultBranchGuard(
+                f"refusing to push '{refspec}': it would touch the default branch {default_branch}"
+            )
+    destination = parts[-1].removeprefix("refs/heads/")
+    if destination == default_branch:
+        raise DefaultBranchGuard(f"refusing to push to {default_branch}")
+
+
+def _safe(call: object) -> str | None:
+    assert callable(call)
+    try:
+        value = call()
+    except WorktreeError:
+        return None
+    return str(value) if value is not None else None
