@@ -1,0 +1,224 @@
+"""Run an item's check commands (tests, lint) in its worktree, cheapest first, with timeouts.
+
+Checks are the cheap gate before any reviewer is paid. Each command runs under `/bin/sh -c` as
+the leader of its own process group, with output going to a file rather than a pipe: a timeout
+kills the whole group, and a background child still holding the output open cannot hang us.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+TAIL_BYTES = 3072
+SHELL = "/bin/sh"
+# dash says "sh: 1: prog: not found", bash "sh: line 1: prog: command not found".
+_NOT_FOUND = re.compile(r"([^\s:]+): (?:command )?not found")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check command's outcome. `exit_code` is None when it timed out or never started."""
+
+    command: str
+    exit_code: int | None
+    duration_s: float
+    output_tail: str
+    timed_out: bool = False
+    missing: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.missing
+
+    @property
+    def status(self) -> str:
+        """A few words for tables and one-line reports."""
+        if self.timed_out:
+            return "timed out"
+        if self.missing:
+            return "program not found"
+        if self.exit_code is None:
+            return "could not start"
+        if self.exit_code < 0:
+            return f"killed by signal {-self.exit_code}"
+        return "passed" if self.exit_code == 0 else f"failed (exit {self.exit_code})"
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """The checks of one attempt, in the order they ran. `skipped` lists the commands not run
+    because an earlier one failed. An empty run passes: no checks configured, nothing failed."""
+
+    results: tuple[CheckResult, ...]
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return all(result.passed for result in self.results)
+
+    @property
+    def first_failure(self) -> CheckResult | None:
+        return next((result for result in self.results if not result.passed), None)
+
+    def durations(self) -> dict[str, float]:
+        """Measured seconds per command, to feed `order_checks` for the next item. A timed-out
+        command's time is a lower bound, which still ranks it as expensive."""
+        return {result.command: result.duration_s for result in self.results}
+
+    def table_markdown(self) -> str:
+        """A markdown table (command, result, seconds) for pull-request bodies and prompts."""
+        lines = ["| command | result | seconds |", "| --- | --- | ---: |"]
+        for result in self.results:
+            lines.append(
+                f"| {_code_cell(result.command)} | {result.status} | {result.duration_s:.1f} |"
+            )
+        for command in self.skipped:
+            lines.append(f"| {_code_cell(command)} | not run | – |")
+        return "\n".join(lines)
+
+
+def _code_cell(text: str) -> str:
+    # A code span must be fenced by more backticks than it contains; `|` would end the cell.
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    body = " ".join(text.split()).replace("|", "\\|")
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
+def order_checks(commands: Sequence[str], durations: Mapping[str, float]) -> list[str]:
+    """Put measured commands cheapest first, leaving unmeasured ones exactly where they are.
+
+    The commands with a measurement in `durations` are sorted by it (ties keep their given
+    order) and put back into the positions that measured commands held; every command without
+    a measurement (or with a NaN or negative one) keeps its own position. So the user's order
+    stands until there is evidence, and evidence never moves a command nobody has timed:
+    `[slow(9s), new, fast(1s)]` becomes `[fast, new, slow]`.
+    """
+    known = [
+        index
+        for index, command in enumerate(commands)
+        if command in durations and _usable(durations[command])
+    ]
+    ranked = sorted(known, key=lambda index: durations[commands[index]])  # sorted() is stable
+    ordered = list(commands)
+    for slot, source in zip(known, ranked, strict=True):
+        ordered[slot] = commands[source]
+    return ordered
+
+
+def _usable(seconds: float) -> bool:
+    return not math.isnan(seconds) and seconds >= 0
+
+
+def run_checks(
+    commands: Sequence[str],
+    cwd: Path,
+    *,
+    timeout_s: float,
+    env: Mapping[str, str],
+    stop_on_failure: bool = True,
+    clock: Callable[[], float] = time.monotonic,
+    kill_grace_s: float = 2.0,
+) -> CheckRun:
+    """Run `commands` in order in `cwd` with exactly `env` (nothing of ours is merged in: the
+    caller has already removed secrets). With `stop_on_failure` the rest are skipped after the
+    first failure. A command that outlives `timeout_s` gets SIGTERM, then SIGKILL after
+    `kill_grace_s`, sent to its whole process group."""
+    results: list[CheckResult] = []
+    for index, command in enumerate(commands):
+        result = run_check(
+            command, cwd, timeout_s=timeout_s, env=env, clock=clock, kill_grace_s=kill_grace_s
+        )
+        results.append(result)
+        if stop_on_failure and not result.passed:
+            return CheckRun(tuple(results), tuple(commands[index + 1 :]))
+    return CheckRun(tuple(results))
+
+
+def run_check(
+    command: str,
+    cwd: Path,
+    *,
+    timeout_s: float,
+    env: Mapping[str, str],
+    clock: Callable[[], float] = time.monotonic,
+    kill_grace_s: float = 2.0,
+) -> CheckResult:
+    """Run one check command; see `run_checks`."""
+    with tempfile.TemporaryFile() as sink:
+        started = clock()
+        try:
+            process = subprocess.Popen(
+                [SHELL, "-c", command],
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            reason = f"could not start {SHELL} in {cwd}: {exc.strerror or exc}"
+            return CheckResult(command, None, max(0.0, clock() - started), reason)
+        timed_out = False
+        try:
+            exit_code: int | None = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _signal_group(process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=kill_grace_s)
+            exit_code = None
+        # Whatever the shell left behind (a hung child, a background job) dies with the check.
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+        duration = max(0.0, clock() - started)
+        tail = _read_tail(sink)
+    if timed_out:
+        note = f"[agent-harness: timed out after {timeout_s:g} s; the process group was killed]"
+        return CheckResult(command, None, duration, _join(tail, note), timed_out=True)
+    if exit_code == 127:
+        found = _NOT_FOUND.findall(tail)
+        if found:
+            path = env.get("PATH")
+            where = f"PATH={path}" if path is not None else "PATH is not set in the check's env"
+            note = f"[agent-harness: program not found: {found[-1]} ({where})]"
+            return CheckResult(command, None, duration, _join(tail, note), missing=True)
+    return CheckResult(command, exit_code, duration, tail)
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
+        os.killpg(pgid, signum)
+
+
+def _read_tail(sink: IO[bytes]) -> str:
+    size = sink.seek(0, os.SEEK_END)
+    start = max(0, size - TAIL_BYTES)
+    sink.seek(start)
+    data = sink.read()
+    if start == 0:
+        return data.decode("utf-8", errors="replace")
+    # Start at a line boundary when one is near, so the tail does not open mid-line.
+    newline = data.find(b"\n", 0, 200)
+    if newline != -1:
+        start += newline + 1
+        data = data[newline + 1 :]
+    text = data.decode("utf-8", errors="replace").lstrip("\ufffd")
+    return f"[… {start} earlier bytes not shown]\n{text}"
+
+
+def _join(tail: str, note: str) -> str:
+    return f"{tail.rstrip()}\n{note}" if tail.strip() else note
