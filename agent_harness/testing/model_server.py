@@ -14,7 +14,7 @@ import socket
 import struct
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import MappingProxyType
@@ -221,6 +221,18 @@ class ScriptedDisconnect:
 
 
 ScriptedTurn = ScriptedCompletion | ScriptedFailure | ScriptedHang | ScriptedDisconnect
+
+
+@dataclass(frozen=True)
+class ScriptedResponder:
+    """A turn decided by the request: `respond(body)` returns the turn to play.
+
+    It stays at the head of the script (answering every later request too) unless `once`.
+    Used where the answer depends on what was asked, e.g. a scripted reviewer reading a diff.
+    """
+
+    respond: Callable[[Any], ScriptedTurn]
+    once: bool = False
 
 
 @dataclass(frozen=True)
@@ -519,7 +531,7 @@ DEFAULT_FORMATS: Mapping[str, WireFormat] = MappingProxyType(
 
 @dataclass
 class _Script:
-    turns: deque[ScriptedTurn] = field(default_factory=deque)
+    turns: deque[ScriptedTurn | ScriptedResponder] = field(default_factory=deque)
     requests: list[RecordedRequest] = field(default_factory=list)
     served: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -536,7 +548,7 @@ class ModelServer:
 
     def __init__(
         self,
-        turns: Iterable[ScriptedTurn] = (),
+        turns: Iterable[ScriptedTurn | ScriptedResponder] = (),
         *,
         api_key: str | None = None,
         formats: Mapping[str, WireFormat] = DEFAULT_FORMATS,
@@ -586,7 +598,7 @@ class ModelServer:
 
     # -- script --------------------------------------------------------------------------------
 
-    def enqueue(self, *turns: ScriptedTurn) -> None:
+    def enqueue(self, *turns: ScriptedTurn | ScriptedResponder) -> None:
         with self._script.lock:
             self._script.turns.extend(turns)
 
@@ -614,7 +626,11 @@ class ModelServer:
                 return wire.error(
                     401, "the API key sent is not the one this server expects"
                 ), number
-            turn = self._script.turns.popleft() if self._script.turns else None
+            turn = self._script.turns[0] if self._script.turns else None
+            if not isinstance(turn, ScriptedResponder) or turn.once:
+                turn = self._script.turns.popleft() if self._script.turns else None
+        if isinstance(turn, ScriptedResponder):
+            return turn.respond(body), number
         return turn, number
 
 

@@ -122,3 +122,29 @@ def test_openai_stream_ends_with_usage_then_done(server: ModelServer) -> None:
         chunk["choices"][0]["delta"].get("content", "") for chunk in map(json.loads, data[:-2])
     )
     assert text == "Hey"
+
+
+def test_responder_turn_answers_from_the_request_and_stays_unless_once() -> None:
+    import httpx
+
+    from agent_harness.testing.model_server import (
+        ModelServer,
+        ScriptedCompletion,
+        ScriptedResponder,
+    )
+
+    def echo(body: object) -> ScriptedCompletion:
+        assert isinstance(body, dict)
+        return ScriptedCompletion(text="saw " + body["messages"][-1]["content"])
+
+    with ModelServer([ScriptedResponder(echo, once=True), ScriptedResponder(echo)]) as server:
+        texts = []
+        for word in ("a", "b", "c"):
+            reply = httpx.post(
+                f"{server.url}/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": word}]},
+                timeout=5,
+            )
+            texts.append(reply.json()["choices"][0]["message"]["content"])
+        assert texts == ["saw a", "saw b", "saw c"]
+        assert server.remaining == 1  # the repeating responder is still there
