@@ -159,6 +159,21 @@ _DONE_WORDS = {"x", "[x]", "yes", "y", "true", "done", "complete", "completed", 
 _NO_DEPS = {"", "none", "-", "—", "n/a", "na", "nothing"}
 
 
+def _raw_value(raw_line: str) -> str:
+    """The markdown after a metadata key: '**Check:** `make`' gives '`make`'."""
+    _, _, value = raw_line.partition(":")
+    return value.strip().lstrip("*_").strip()
+
+
+def check_command(success_check: str | None) -> str | None:
+    """The shell command a success check names, when it is exactly one `code span`."""
+    if not success_check:
+        return None
+    text = success_check.strip()
+    match = re.fullmatch(r"(`+)\s*([^`]+?)\s*\1", text)
+    return match.group(2) if match else None
+
+
 def _norm_key(key: str) -> str:
     return " ".join(re.split(r"[\s_-]+", key.strip().lower()))
 
@@ -202,6 +217,7 @@ class _Meta:
     value: str
     text: str
     drop_lines: tuple[int, int]  # source lines to drop from the body, [start, end)
+    raw_value: str = ""  # the value as written, markdown kept (a check keeps its `code`)
 
 
 _MD: MarkdownIt | None = None
@@ -397,7 +413,15 @@ class _Walker:
                 if match:
                     key = _KEYS.get(_norm_key(match.group(1)), "")
                     list_stack[-1].append(
-                        _Meta(para_start, key, match.group(1), match.group(2), raw, (start, end))
+                        _Meta(
+                            para_start,
+                            key,
+                            match.group(1),
+                            match.group(2),
+                            raw,
+                            (start, end),
+                            _raw_value(raw),
+                        )
                     )
                     return index + 4
         return index + 1
@@ -421,13 +445,25 @@ class _Walker:
             return
         start = (para.map or (0, 1))[0]
         group: list[_Meta] = []
-        for offset, line in enumerate(_plain(inline).split("\n")):
+        plain_lines = _plain(inline).split("\n")
+        raw_lines = raw.split("\n")
+        aligned = len(raw_lines) == len(plain_lines)
+        for offset, line in enumerate(plain_lines):
             match = _META.match(line)
             if match:
                 key = _KEYS.get(_norm_key(match.group(1)), "")
                 line0 = start + offset
+                raw_value = _raw_value(raw_lines[offset]) if aligned else match.group(2)
                 group.append(
-                    _Meta(line0, key, match.group(1), match.group(2), line, (line0, line0 + 1))
+                    _Meta(
+                        line0,
+                        key,
+                        match.group(1),
+                        match.group(2),
+                        line,
+                        (line0, line0 + 1),
+                        raw_value,
+                    )
                 )
         if any(meta.key for meta in group):
             self.metas.extend(group)
@@ -437,6 +473,7 @@ class _Walker:
         header_line = (tokens[index].map or (0, 1))[0]
         index += 1
         row: list[str] = []
+        raw_row: list[str] = []
         row_line = 0
         in_head = True
         unknown: list[str] = []
@@ -447,9 +484,11 @@ class _Walker:
                 in_head = False
             elif kind == "tr_open":
                 row = []
+                raw_row = []
                 row_line = (token.map or (0, 1))[0]
             elif kind == "inline":
                 row.append(_plain(token).strip())
+                raw_row.append(token.content.strip())
             elif kind == "tr_close":
                 if in_head:
                     for name in row:
@@ -460,17 +499,19 @@ class _Walker:
                     if "id" not in columns:
                         columns = []
                 elif columns:
-                    self._table_row(columns, row, row_line)
+                    self._table_row(columns, row, raw_row, row_line)
             index += 1
         if columns and unknown:
             self._note(header_line, f"unknown table column(s) ignored: {', '.join(unknown)}")
         return index + 1
 
-    def _table_row(self, columns: list[str], cells: list[str], line0: int) -> None:
+    def _table_row(
+        self, columns: list[str], cells: list[str], raw_cells: list[str], line0: int
+    ) -> None:
         values: dict[str, str] = {}
-        for column, cell in zip(columns, cells, strict=False):
+        for column, cell, raw_cell in zip(columns, cells, raw_cells, strict=False):
             if column and column not in values:
-                values[column] = cell
+                values[column] = raw_cell if column in ("success_check", "body") else cell
         item_id = values.get("id", "").strip("*` ")
         if not item_id:
             self._note(line0, "table row has an empty id cell")
@@ -515,7 +556,8 @@ class _Walker:
             if meta.key in draft.fields:
                 self._note(meta.line0, f"second '{meta.raw_key}:' line for {draft.id} ignored")
                 continue
-            draft.fields[meta.key] = (meta.line0, meta.value)
+            value = meta.raw_value if meta.key == "success_check" else meta.value
+            draft.fields[meta.key] = (meta.line0, value)
             dropped.update(range(*meta.drop_lines))
 
         for line0, text in self.loose_checkboxes:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness.errors import InputError, PlanRefused
-from agent_harness.plan import parse_plan, parse_plan_file
+from agent_harness.plan import check_command, parse_plan, parse_plan_file
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "PLAN.md"
 
@@ -78,7 +78,8 @@ def test_metadata_lines_become_fields_and_leave_the_body() -> None:
     assert item.labels == ("a", "b")
     assert item.milestone == "M1"
     assert item.depends_on == ("T1",)
-    assert item.success_check == "make test exits 0"
+    assert item.success_check == "`make test` exits 0"
+    assert check_command(item.success_check) is None
     assert item.body == "Do the thing."
 
 
@@ -87,7 +88,8 @@ def test_checkbox_items_done_and_nested_metadata() -> None:
     plan = parse_plan(text)
     assert plan.item("T1").done and not plan.item("T2").done
     assert plan.item("T2").depends_on == ("T1",)
-    assert plan.item("T2").success_check == "pytest"
+    assert plan.item("T2").success_check == "`pytest`"
+    assert check_command(plan.item("T2").success_check) == "pytest"
 
 
 def test_nested_checkbox_items_are_separate_items() -> None:

@@ -1,0 +1,1 @@
+"""tally: small text statistics (the example project that agent-harness's demo works on)."""
