@@ -30,6 +30,8 @@ def changed_paths(worktree: Path, base: str) -> list[str]:
     """Repository-relative paths that differ between `base` and the worktree as it is now:
     committed, staged, unstaged and untracked (not ignored) files, sorted. A rename or copy
     yields both its old and its new path, because either side may be protected."""
+    # Asked first because `git diff` outside a repository misreports it as a usage question.
+    _git(worktree, base, ["rev-parse", "--git-dir"])
     # --no-renames reports a rename as a deletion plus an addition: both paths, in one format.
     tracked = _git(worktree, base, ["diff", "--name-only", "--no-renames", "-z", base, "--"])
     untracked = _git(worktree, base, ["ls-files", "--others", "--exclude-standard", "-z"])
@@ -48,10 +50,11 @@ def _git(worktree: Path, base: str, args: list[str]) -> str:
     except OSError as exc:
         raise ChangedPathsUnknown(worktree, base, f"cannot run git: {exc.strerror}") from exc
     if done.returncode != 0:
-        message = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        raise ChangedPathsUnknown(
-            worktree, base, message[0] if message else f"git exited {done.returncode}"
-        )
+        lines = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+        # git may warn before it fails; the "fatal:" line is the one that explains.
+        fatal = [line.removeprefix("fatal: ") for line in lines if line.startswith("fatal:")]
+        detail = (fatal or lines or [f"git exited {done.returncode}"])[0]
+        raise ChangedPathsUnknown(worktree, base, detail)
     return done.stdout.decode("utf-8", errors="surrogateescape")
 
 
