@@ -23,6 +23,8 @@ class FaultKind(StrEnum):
     STATUS = "status"  # a bare 5xx such as 502 or 503
     LATENCY = "latency"  # answer normally after `delay_s`
     DROP = "drop"  # close the connection without a response
+    # Do the work, then close without answering: the client cannot tell whether its write landed.
+    DROP_AFTER = "drop_after"
 
 
 @dataclass

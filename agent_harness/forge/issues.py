@@ -16,6 +16,7 @@ from agent_harness.forge.errors import ApiError, not_found, validation_failed
 from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 
 MAX_BODY = 65536
+MAX_LABEL_NAME = 50
 _COLOR = re.compile(r"^[0-9a-fA-F]{6}$")
 _STATE_REASONS = {"completed", "not_planned", "reopened", "duplicate"}
 
@@ -79,6 +80,11 @@ def label_ids(call: Call, ctx: RepoContext, names: Any) -> list[int]:
         name = item.get("name") if isinstance(item, dict) else item
         if not isinstance(name, str) or not name.strip():
             raise validation_failed("Label", "name", "invalid")
+        if len(name.strip()) > MAX_LABEL_NAME:
+            # Naming an unknown long label on an issue is refused differently from creating one:
+            # code "invalid" with the value (seen in semantic-release/github#518).
+            raise validation_failed("Label", "name", "invalid", value=name)
+        # The column is COLLATE NOCASE: GitHub matches label names without regard to case.
         row = call.forge.db.one(
             "SELECT id FROM labels WHERE repo_id = ? AND name = ?", ctx.id, name
         )
@@ -361,6 +367,15 @@ def _label_row(call: Call, ctx: RepoContext) -> sqlite3.Row:
 def _check_label(data: dict[str, Any], creating: bool) -> None:
     if creating and not (isinstance(data.get("name"), str) and data["name"].strip()):
         raise validation_failed("Label", "name", "missing_field")
+    for key in ("name", "new_name"):
+        name = data.get(key)
+        if isinstance(name, str) and len(name.strip()) > MAX_LABEL_NAME:
+            raise validation_failed(
+                "Label",
+                "name",
+                "custom",
+                message=f"name is too long (maximum is {MAX_LABEL_NAME} characters)",
+            )
     color = data.get("color")
     if color is not None and not (isinstance(color, str) and _COLOR.match(color.lstrip("#"))):
         raise validation_failed("Label", "color", "invalid")

@@ -148,6 +148,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- plumbing -----------------------------------------------------------------------------
     def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        if self._drop_after:
+            self._hang_up()
+            return
         data = b"" if body is None else json.dumps(body).encode()
         self.send_response(status)
         out = {"x-github-request-id": self._request_id, "x-github-media-type": "github.v3"}
@@ -163,6 +166,10 @@ class _Handler(BaseHTTPRequestHandler):
         if self._route is not None:
             for observe in self.forge.observers:
                 observe(self._route[0], self._route[1], status, body)
+
+    def _hang_up(self) -> None:
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
 
     def _token(self) -> str | None:
         value = self.headers.get("Authorization", "")
@@ -184,6 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, method: str) -> None:
         self._request_id = uuid.uuid4().hex[:20].upper()
         self._route: tuple[str, str | None] | None = None
+        self._drop_after = False
         parsed = urllib.parse.urlsplit(self.path)
         path = parsed.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query).items()}
@@ -213,10 +221,11 @@ class _Handler(BaseHTTPRequestHandler):
         fault = forge.faults.take(method, path, template)
         if fault is not None:
             if fault.kind is FaultKind.DROP:
-                self.close_connection = True
-                self.connection.shutdown(socket.SHUT_RDWR)
+                self._hang_up()
                 return
-            if fault.kind is FaultKind.LATENCY:
+            if fault.kind is FaultKind.DROP_AFTER:
+                self._drop_after = True
+            elif fault.kind is FaultKind.LATENCY:
                 forge.sleep(fault.delay_s)
             else:
                 self._fault_reply(fault)
