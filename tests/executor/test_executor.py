@@ -7,6 +7,7 @@ and "not replanned" mean no model was paid for it.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -403,3 +404,22 @@ def test_a_changed_item_is_planned_afresh_on_resume(rig: Rig) -> None:
 
     assert result.status == "done" and len(rig.planner_requests) == 2
     assert "executor.plan_discarded" in rig.kinds()
+
+
+def test_checks_never_see_the_model_api_keys(rig: Rig) -> None:
+    leaky = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "ANTH_KEY": "k1", "OAI_KEY": "k2"}
+    no_keys = {"kind": "command", "command": 'test -z "$ANTH_KEY$OAI_KEY" && test -f notes.txt'}
+    rig.server.enqueue(
+        plan_answer(
+            step("1", "Create notes.txt", no_keys),
+            step("2", "Add farewell", matches("app.py", "farewell")),
+            step("3", "Record it", exists("CHANGES.md")),
+        ),
+        EDIT_1,
+        EDIT_2,
+        EDIT_3,
+    )
+
+    result = Executor(rig.client, check_env=leaky).execute(rig.item, rig.worktree, rig.plan_path)
+
+    assert result.status == "done" and result.plan.step("1").attempts == 1
