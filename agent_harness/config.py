@@ -81,6 +81,15 @@ class CheckSettings(_Section):
     """Timeout of one check command."""
 
 
+class ReconcileSettings(_Section):
+    """Pulling merged / closed / reverted back from the tracker."""
+
+    requeue_reverted: bool = False
+    """Put a reverted item back in the queue; when False it is flagged for a person instead."""
+    revert_window_days: int = Field(default=30, ge=1)
+    """How long after its merge a change is still watched for a revert on the default branch."""
+
+
 class Settings(_Section):
     """Everything agent-harness can be configured with."""
 
@@ -92,6 +101,8 @@ class Settings(_Section):
     """Budgets."""
     checks: CheckSettings = Field(default_factory=CheckSettings)
     """Checks."""
+    reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)
+    """Reconcile."""
     protected_paths: list[str] = Field(default_factory=lambda: [".github/**", CONFIG_FILE])
     """Globs an agent's change may never touch; such an item stops before review."""
     state_dir: str = ".agent-harness"

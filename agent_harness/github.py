@@ -18,8 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from agent_harness.tracker import (
     AuthError,
+    CommentRecord,
+    CommitRecord,
     IssueDraft,
     IssueRecord,
+    Listing,
     PermissionDenied,
     PullRecord,
     RateLimited,
@@ -399,6 +402,95 @@ class GitHubTracker:
             body={"title": title, "body": body},
         )
         return PullRecord.from_json(data)
+
+    # -- reconcile: conditional listings and issue status --------------------------------------
+    def _pages(
+        self,
+        path: str,
+        kind: str,
+        params: dict[str, Any],
+        etag: str | None,
+        stop: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> tuple[list[dict[str, Any]], str | None, bool, bool]:
+        """(items, first page's etag, not_modified, complete). A 304 costs no rate limit, and an
+        unchanged first page of a newest-first listing means nothing in it changed."""
+        out: list[dict[str, Any]] = []
+        first_etag: str | None = None
+        page = 1
+        while True:
+            headers = {"If-None-Match": etag} if etag and page == 1 else None
+            reply_headers, data = self._call(
+                "GET", path, kind, params={**params, "per_page": 100, "page": page}, headers=headers
+            )
+            if page == 1:
+                first_etag = reply_headers.get("etag")
+                if data is None and etag:
+                    return [], etag, True, True
+            if not isinstance(data, list):
+                raise TrackerError(f"GET {path}: expected a list, got {type(data).__name__}")
+            for item in data:
+                if stop is not None and stop(item):
+                    return out, first_etag, False, False
+                out.append(item)
+            if 'rel="next"' not in reply_headers.get("link", ""):
+                return out, first_etag, False, True
+            page += 1
+
+    def pulls_by_update(
+        self, stop_before: str | None = None, etag: str | None = None
+    ) -> Listing[PullRecord]:
+        def older(item: dict[str, Any]) -> bool:
+            return stop_before is not None and str(item.get("updated_at") or "") < stop_before
+
+        raw, new_etag, unchanged, complete = self._pages(
+            f"/repos/{self.repo}/pulls",
+            "list_pulls",
+            {"state": "all", "sort": "updated", "direction": "desc"},
+            etag,
+            older,
+        )
+        pulls = tuple(PullRecord.from_json(item) for item in raw)
+        return Listing(pulls, new_etag, unchanged, complete)
+
+    def commits_since(
+        self, branch: str, since: str, etag: str | None = None
+    ) -> Listing[CommitRecord]:
+        raw, new_etag, unchanged, complete = self._pages(
+            f"/repos/{self.repo}/commits", "list_commits", {"sha": branch, "since": since}, etag
+        )
+        return Listing(tuple(CommitRecord.from_json(c) for c in raw), new_etag, unchanged, complete)
+
+    def get_pull(self, number: int) -> PullRecord:
+        _, data = self._call("GET", f"/repos/{self.repo}/pulls/{number}", "get_pull")
+        return PullRecord.from_json(data)
+
+    def get_issue(self, number: int) -> IssueRecord:
+        _, data = self._call("GET", f"/repos/{self.repo}/issues/{number}", "get_issue")
+        return IssueRecord.from_json(data)
+
+    def list_comments(self, number: int) -> list[CommentRecord]:
+        raw = self._list(f"/repos/{self.repo}/issues/{number}/comments", "list_comments", {})
+        return [CommentRecord.from_json(item) for item in raw]
+
+    def create_comment(self, number: int, body: str) -> CommentRecord:
+        if len(body) > MAX_BODY:
+            raise TrackerError(f"comment is {len(body)} characters; GitHub allows {MAX_BODY}")
+        _, data = self._call(
+            "POST",
+            f"/repos/{self.repo}/issues/{number}/comments",
+            "create_comment",
+            body={"body": body},
+        )
+        return CommentRecord.from_json(data)
+
+    def set_labels(self, number: int, labels: tuple[str, ...]) -> tuple[str, ...]:
+        _, data = self._call(
+            "PUT",
+            f"/repos/{self.repo}/issues/{number}/labels",
+            "set_labels",
+            body={"labels": list(labels)},
+        )
+        return tuple(str(label["name"]) for label in data or () if isinstance(label, dict))
 
 
 def _number(text: str) -> float | None:

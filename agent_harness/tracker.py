@@ -8,7 +8,7 @@ Records are plain dataclasses built from GitHub's JSON, so nothing lazy hides a 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from agent_harness.errors import HarnessError
 
@@ -138,6 +138,61 @@ class PullRecord:
 
 
 @dataclass(frozen=True)
+class CommentRecord:
+    """One issue comment."""
+
+    id: int
+    body: str
+    created_at: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CommentRecord:
+        return cls(
+            id=int(data["id"]),
+            body=str(data.get("body") or ""),
+            created_at=str(data.get("created_at") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """One commit of a branch, as the commits listing reports it."""
+
+    sha: str
+    message: str
+    date: str  # committer date, ISO 8601
+    parents: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CommitRecord:
+        commit = data.get("commit") or {}
+        committer = commit.get("committer") or {}
+        return cls(
+            sha=str(data["sha"]),
+            message=str(commit.get("message") or ""),
+            date=str(committer.get("date") or ""),
+            parents=tuple(str(p["sha"]) for p in data.get("parents") or () if "sha" in p),
+        )
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Listing(Generic[T]):
+    """A listing read with a conditional request: `not_modified` means GitHub answered 304.
+
+    `etag` is the first page's validator, to send back next time; `complete` is False when the
+    caller's stop condition ended the listing before its last page.
+    """
+
+    items: tuple[T, ...]
+    etag: str | None
+    not_modified: bool = False
+    complete: bool = True
+
+
+@dataclass(frozen=True)
 class IssueDraft:
     """What an issue should say: the fields the sync writes."""
 
@@ -199,3 +254,27 @@ class Tracker(Protocol):
     def create_pull(self, title: str, body: str, head: str, base: str) -> PullRecord: ...
 
     def update_pull(self, number: int, title: str, body: str) -> PullRecord: ...
+
+    # -- what the reconciler reads and writes ------------------------------------------------
+    def pulls_by_update(
+        self, stop_before: str | None = None, etag: str | None = None
+    ) -> Listing[PullRecord]:
+        """Pull requests (any state), most recently updated first, stopping at the first one
+        updated before `stop_before` (ISO time). With `etag` of an earlier first page, an
+        unchanged repository answers 304 and the listing is `not_modified` and empty."""
+
+    def commits_since(
+        self, branch: str, since: str, etag: str | None = None
+    ) -> Listing[CommitRecord]:
+        """Commits reachable from `branch` committed at or after `since`, newest first."""
+
+    def get_pull(self, number: int) -> PullRecord: ...
+
+    def get_issue(self, number: int) -> IssueRecord: ...
+
+    def list_comments(self, number: int) -> list[CommentRecord]: ...
+
+    def create_comment(self, number: int, body: str) -> CommentRecord: ...
+
+    def set_labels(self, number: int, labels: tuple[str, ...]) -> tuple[str, ...]:
+        """Replace the issue's labels with exactly `labels`; the labels it now has."""
