@@ -668,7 +668,7 @@ class RemoteSessionHost:
         if response.status_code == 409 and name is not None:
             kind = _json_field(response, "error")
             if kind == "not_running":
-                raise SessionNotRunning(name, str(_json_field(response, "message") or "ended"))
+                raise SessionNotRunning(name)
             raise SessionExists(name)
         if response.status_code >= 400:
             message = _json_field(response, "message") or response.text
