@@ -200,7 +200,7 @@ class PlanFileUnreadable(InputError):
 
     def __init__(self, path: Path, why: str) -> None:
         self.path = path
-        super().__init__(f"cannot resume from {path}: {why}")
+        super().__init__(f"cannot read the step plan {path}: {why}")
 
 
 class PlanAnswerInvalid(HarnessError):

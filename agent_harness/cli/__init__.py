@@ -30,6 +30,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "classify",
         "Name the limit an agent's output reports (burst, window, cap, …).",
     ),
+    "steps": (
+        "agent_harness.cli.steps_cmd",
+        "steps",
+        "Show a direct-API executor's saved step plan and where it got to.",
+    ),
 }
 
 

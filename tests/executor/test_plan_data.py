@@ -146,5 +146,5 @@ def test_the_plan_file_round_trips_and_a_broken_one_is_named(tmp_path: Path) -> 
     assert load_plan(path) == plan
     assert [p.name for p in path.parent.iterdir()] == ["plan.json"]  # no temp file left behind
     path.write_text("{not json")
-    with pytest.raises(PlanFileUnreadable, match="cannot resume from"):
+    with pytest.raises(PlanFileUnreadable, match="cannot read the step plan"):
         load_plan(path)
