@@ -1,23 +1,33 @@
-"""The offline main job: the example plan mirrored to an embedded forge, end to end.
+"""The offline main job: the example plan taken through the whole loop on an embedded forge.
 
-Everything runs in-process on loopback with state in one directory, so a fresh machine with
-Python and git can see the whole loop with no account and no network. Re-running the sync
-inside the demo shows the idempotence the product promises: the second pass writes nothing.
+Everything runs on this machine with no account and no network: the forge on loopback holds
+the repository and issues, the example agent (a real program in examples/agent/) works in
+terminal sessions, a scripted reviewer answers over OpenAI's wire format, and the demo plays the
+person who merges approved pull requests. Re-running the sync shows the idempotence the
+product promises: the second pass writes nothing.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent_harness.backlog import load_plan
 from agent_harness.errors import HarnessError
+from agent_harness.run import Observer, RunReport
 from agent_harness.sync import SyncReport, sync_plan
 
 DEMO_REPO = "demo/tally"
+PLAN_KEY = "PLAN"
 STAMP = ".agent-harness-demo"
+REVIEWER_KEY_ENV = "AGENT_HARNESS_DEMO_REVIEWER_KEY"
 
 
 @dataclass
@@ -27,16 +37,36 @@ class DemoReport:
     workdir: Path
     api_url: str = ""
     repo: str = DEMO_REPO
+    host: str = ""
     syncs: list[SyncReport] = field(default_factory=list)
+    passes: list[RunReport] = field(default_factory=list)
+    merged: list[tuple[str, int]] = field(default_factory=list)
+    reviews: int = 0
+
+    def final_items(self) -> list[dict[str, Any]]:
+        if not self.passes:
+            return []
+        latest: dict[str, dict[str, Any]] = {}
+        for report in self.passes:
+            for item in report.items:
+                row = vars(item).copy()
+                previous = latest.get(item.id)
+                if previous and previous.get("pr_url") and not row.get("pr_url"):
+                    row["pr_url"], row["pr_number"] = previous["pr_url"], previous["pr_number"]
+                latest[item.id] = row
+        merged = {item_id for item_id, _ in self.merged}
+        for item_id, row in latest.items():
+            if item_id in merged:
+                row["state"] = "merged"
+        return list(latest.values())
 
 
 def examples_dir() -> Path:
     """The examples/ folder of a source checkout (where the demo's plan and project live)."""
     here = Path(__file__).resolve().parents[1] / "examples"
-    if not (here / "PLAN.md").is_file():
+    if not (here / "PLAN.md").is_file() or not (here / "project").is_dir():
         raise HarnessError(
-            "examples/PLAN.md not found: run the demo from a source checkout of agent-harness, "
-            "or pass --plan"
+            "examples/ not found beside the package: run the demo from a source checkout"
         )
     return here
 
@@ -53,27 +83,172 @@ def prepare_workdir(workdir: Path) -> None:
     (workdir / STAMP).write_text("made by agent-harness demo; safe to delete\n", encoding="utf-8")
 
 
+def _git(cwd: Path, *args: str) -> None:
+    done = subprocess.run(
+        ["git", "-c", "user.name=demo", "-c", "user.email=demo@localhost", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise HarnessError(f"demo: git {args[0]} failed: {last}")
+
+
+def seed_repository(project: Path, clone_url: str, work: Path) -> None:
+    """Push the example project as the repository's first commit, and clone it as --work."""
+    seed = work.parent / "seed"
+    shutil.copytree(project, seed)
+    _git(seed, "init", "--quiet", "--initial-branch=main")
+    _git(seed, "add", "--all")
+    _git(seed, "commit", "--quiet", "-m", "tally: project skeleton")
+    _git(seed, "push", "--quiet", clone_url, "main:main")
+    shutil.rmtree(seed)
+    _git(work.parent, "clone", "--quiet", clone_url, str(work))
+
+
+def review_rules(body: Any) -> Any:
+    """The scripted reviewer's judgement, from the request it is sent (OpenAI chat format).
+
+    It reads the diff in the prompt like a careful person would for this project: the item
+    that asks for ties in alphabetical order is refused while it leans on
+    Counter.most_common, which keeps ties in first-seen order.
+    """
+    from agent_harness.testing.model_server import ScriptedCompletion
+
+    messages = body.get("messages") if isinstance(body, dict) else None
+    prompt = str(messages[-1].get("content", "")) if messages else ""
+    added = [line for line in prompt.splitlines() if line.startswith("+")]
+    if any("most_common(" in line for line in added):
+        verdict = {
+            "approved": False,
+            "reasons": [
+                "top_words returns Counter.most_common's order, which breaks ties by first "
+                "appearance; the item asks for ties in alphabetical order"
+            ],
+            "permanent": False,
+        }
+    else:
+        verdict = {
+            "approved": True,
+            "reasons": ["the change does what the item asks and its checks pass"],
+            "permanent": False,
+        }
+    return ScriptedCompletion(
+        text=json.dumps(verdict), input_tokens=len(prompt) // 4, output_tokens=40
+    )
+
+
 def run_demo(
     workdir: Path,
     plan_path: Path | None = None,
     step: Callable[[str], None] = lambda _message: None,
+    observer: Observer | None = None,
+    max_passes: int = 6,
 ) -> DemoReport:
-    """Mirror the example plan to a fresh local forge twice; return what happened."""
+    """Sync the example plan twice, then run, merge and reconcile until nothing is left."""
     from agent_harness.github import GitHubTracker
+    from agent_harness.implementer import CliImplementer
     from agent_harness.local_forge import local_forge
+    from agent_harness.model_client import ModelClient, Route
+    from agent_harness.review import ModelReviewer
+    from agent_harness.run import Pipeline, RunSettings
+    from agent_harness.session_executor import preset_for
+    from agent_harness.session_host import default_host
+    from agent_harness.store import open_store
+    from agent_harness.testing.model_server import ModelServer, ScriptedResponder
+    from agent_harness.worktrees import WorkRepo
 
-    plan = load_plan(plan_path or examples_dir() / "PLAN.md")
+    examples = examples_dir()
+    plan = load_plan(plan_path or examples / "PLAN.md")
     prepare_workdir(workdir)
+    workdir = workdir.resolve()
     report = DemoReport(workdir=workdir)
-    with local_forge(workdir) as forge:
+    state_dir = workdir / "state"
+    with local_forge(workdir) as forge, ModelServer([ScriptedResponder(review_rules)]) as model:
         report.api_url = forge.api_url
         tracker = GitHubTracker(DEMO_REPO, forge.token, forge.api_url, write_spacing_s=0.0)
+        store = open_store(f"sqlite:///{workdir / 'harness.sqlite'}")
         try:
-            tracker.ensure_repo(create=True)
-            step("syncing the plan to the local forge")
-            report.syncs.append(sync_plan(plan, tracker, "PLAN"))
-            step("syncing again: nothing should change")
-            report.syncs.append(sync_plan(plan, tracker, "PLAN"))
+            tracker.ensure_repo(create=True, auto_init=False)
+            step(f"created {DEMO_REPO} on the local forge at {forge.api_url}")
+            seed_repository(examples / "project", tracker.repo_info().clone_url, workdir / "tally")
+            step("syncing the plan to issues")
+            report.syncs.append(sync_plan(plan, tracker, PLAN_KEY))
+            step("syncing again: an unchanged plan writes nothing")
+            report.syncs.append(sync_plan(plan, tracker, PLAN_KEY))
+
+            env = dict(os.environ)
+            # The checks say `python`; make it this interpreter, whatever the machine calls it.
+            env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+            env[REVIEWER_KEY_ENV] = "demo-key"
+            host = default_host(state_dir)
+            report.host = host.kind
+            agent = preset_for(
+                f"{sys.executable} {examples / 'agent' / 'tally_agent.py'} "
+                "--prompt-file {prompt_file}"
+            )
+            implementer = CliImplementer(host, agent, env, timeout_s=60.0, idle_s=30.0, poll_s=0.05)
+            client = ModelClient(
+                {
+                    "reviewer": Route(
+                        "gpt-demo-reviewer", f"{model.url}/v1", "openai", "openai", REVIEWER_KEY_ENV
+                    )
+                },
+                env=env,
+                parking=store,
+            )
+            settings = RunSettings(
+                checks=["python -m unittest"],
+                check_timeout_s=60.0,
+                lease_s=60.0,
+                workers=2,
+                idle_poll_s=0.05,
+            )
+            pipeline = Pipeline(
+                plan=plan,
+                plan_key=PLAN_KEY,
+                tracker=tracker,
+                store=store,
+                repo=WorkRepo(workdir / "tally", state_dir),
+                implementer=implementer,
+                reviewer=ModelReviewer(client, worker="demo"),
+                settings=settings,
+                state_dir=state_dir,
+                env=env,
+                observer=observer,
+            )
+            for number in range(1, max_passes + 1):
+                step(f"run pass {number}: working every ready item")
+                run = pipeline.run()
+                report.passes.append(run)
+                opened = [item for item in run.items if item.state == "pr_open"]
+                if not opened:
+                    break
+                for item in opened:
+                    assert item.pr_number is not None
+                    _merge_as_a_person(forge.api_url, forge.token, item.pr_number)
+                    report.merged.append((item.id, item.pr_number))
+                    _record_merge(store, pipeline.project, item.id, item.pr_number)
+                step("merged the approved pull requests, as a person would")
+            report.reviews = sum(1 for r in model.requests if r.path.endswith("completions"))
         finally:
             tracker.close()
+            store.close()
     return report
+
+
+def _merge_as_a_person(api_url: str, token: str, number: int) -> None:
+    from agent_harness.testing.forge import make_client
+
+    client = make_client(api_url, token)
+    try:
+        client.get_repo(DEMO_REPO).get_pull(number).merge(merge_method="merge")
+    finally:
+        client.close()
+
+
+def _record_merge(store: Any, project: str, item_id: str, number: int) -> None:
+    from agent_harness.work import record_outcome
+
+    record_outcome(store, project, item_id, "merged", {"pr": number, "by": "demo"})

@@ -251,7 +251,7 @@ class GitHubTracker:
         return RateLimited(f"rate limited: {message} (retry after {retry_after} s)", None)
 
     # -- Tracker ---------------------------------------------------------------------------
-    def ensure_repo(self, create: bool = False) -> None:
+    def ensure_repo(self, create: bool = False, auto_init: bool = True) -> None:
         try:
             self._call("GET", f"/repos/{self.repo}", "get_repo")
         except RepoNotFound:
@@ -260,7 +260,7 @@ class GitHubTracker:
             owner, name = self.repo.split("/")
             _, me = self._call("GET", "/user", "get_user")
             path = "/user/repos" if me.get("login") == owner else f"/orgs/{owner}/repos"
-            self._call("POST", path, "create_repo", body={"name": name, "auto_init": True})
+            self._call("POST", path, "create_repo", body={"name": name, "auto_init": auto_init})
 
     def _list(self, path: str, kind: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -223,8 +223,9 @@ class Tracker(Protocol):
     repo: str
     tally: RequestTally
 
-    def ensure_repo(self, create: bool = False) -> None:
-        """Check the repository exists (creating it when `create` and it is missing)."""
+    def ensure_repo(self, create: bool = False, auto_init: bool = True) -> None:
+        """Check the repository exists (creating it when `create` and it is missing; with
+        `auto_init` the new repository gets a first commit, as GitHub's option does)."""
 
     def list_issues(self) -> list[IssueRecord]:
         """Every issue in the repository, open and closed, pull requests excluded."""

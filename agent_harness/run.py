@@ -1,0 +1,580 @@
+"""The run pipeline: claim -> worktree -> implementer -> checks -> review -> pull request.
+
+Each attempt at an item is one lease. A failed check or a reviewer's "no" ends the lease as a
+transient failure carrying its evidence, and the next claim's prompt carries that evidence back
+to the implementer. Everything that happens is an event in the store, and everything the tracker
+already knows (an open PR, an approval of the same commit) is reused, so a run killed at any
+point can simply be started again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_harness import work
+from agent_harness.errors import HarnessError
+from agent_harness.plan import Plan, WorkItem, check_command
+from agent_harness.prompt import Feedback, build_prompt, read_agents_md
+from agent_harness.sync import PullMarker, SyncReport, read_marker, sync_plan
+from agent_harness.work import ItemState, Lease, LeaseLost
+
+if TYPE_CHECKING:
+    from agent_harness.checks import CheckRun
+    from agent_harness.implementer import Implementer, ImplementResult
+    from agent_harness.review import Reviewer
+    from agent_harness.store import Store
+    from agent_harness.tracker import Tracker
+    from agent_harness.worktrees import WorkRepo, Worktree
+
+Observer = Callable[[str, str, dict[str, Any]], None]
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY)", re.I)
+
+
+class RunRefused(HarnessError):
+    """The run cannot start as configured."""
+
+    exit_code = 2
+
+
+@dataclass
+class RunSettings:
+    """Budgets and switches of one run (the CLI fills it from config and flags)."""
+
+    checks: list[str] = field(default_factory=list)
+    check_timeout_s: float = 600.0
+    max_attempts: int = 3
+    lease_s: float = 300.0
+    workers: int = 1
+    protected: list[str] = field(default_factory=lambda: [".github/**", "agent-harness.toml"])
+    allow_same_vendor: bool = False
+    item_cost_usd: float | None = None
+    run_cost_usd: float | None = None
+    only: set[str] | None = None
+    worker_prefix: str = field(default_factory=socket.gethostname)
+    idle_poll_s: float = 0.2
+
+
+@dataclass
+class ItemOutcome:
+    id: str
+    title: str
+    state: str
+    attempts: int
+    reason: str | None = None
+    pr_number: int | None = None
+    pr_url: str | None = None
+    not_before: float | None = None
+
+
+@dataclass
+class RunReport:
+    project: str
+    sync: SyncReport | None
+    items: list[ItemOutcome] = field(default_factory=list)
+    events: int = 0
+    cost_usd: float | None = None
+    stopped_by_budget: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "items": [vars(item) for item in self.items],
+            "events": self.events,
+            "cost_usd": self.cost_usd,
+            "stopped_by_budget": self.stopped_by_budget,
+            "sync": self.sync.as_json() if self.sync else None,
+        }
+
+
+def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment for check commands: the user's, minus anything that looks secret."""
+    return {
+        name: value
+        for name, value in env.items()
+        if not name.startswith("AGENT_HARNESS_")
+        and not SECRET_NAME.search(name)
+        and name not in ("GH_TOKEN", "GITHUB_TOKEN")
+    }
+
+
+class Pipeline:
+    """Runs the items of one plan on one repository."""
+
+    def __init__(
+        self,
+        *,
+        plan: Plan,
+        plan_key: str,
+        tracker: Tracker,
+        store: Store,
+        repo: WorkRepo,
+        implementer: Implementer,
+        reviewer: Reviewer,
+        settings: RunSettings,
+        state_dir: Path,
+        env: Mapping[str, str] | None = None,
+        observer: Observer | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.plan = plan
+        self.plan_key = plan_key
+        self.project = f"{tracker.repo}:{plan_key}"
+        self.tracker = tracker
+        self.store = store
+        self.repo = repo
+        self.implementer = implementer
+        self.reviewer = reviewer
+        self.settings = settings
+        self.state_dir = state_dir
+        self.env = dict(os.environ if env is None else env)
+        self.observer = observer or (lambda _kind, _item, _payload: None)
+        self.clock = clock
+        self.sleep = sleep
+        self.issues: dict[str, int] = {}
+        self.same_vendor_note: str | None = None
+        self._budget_hit = threading.Event()
+        self._tracker_lock = threading.Lock()  # one tracker client, used by several workers
+        self._git_lock = threading.Lock()  # worktree add/prune share the repository's index
+
+    # -- setup ---------------------------------------------------------------------------------
+    def check_setup(self) -> None:
+        """Refuse, before any work starts, what would fail every item the same way."""
+        from agent_harness.review import check_vendors
+
+        self.same_vendor_note = check_vendors(
+            self.implementer.vendor, self.reviewer.vendor, self.settings.allow_same_vendor
+        )
+        info = self.tracker.repo_info()
+        if info.archived:
+            raise RunRefused(f"{self.tracker.repo} is archived: no pull request can be opened")
+        self.repo.set_default_branch(info.default_branch)
+        self.repo.check_clean_default()
+
+    def prepare(self) -> SyncReport:
+        """Mirror the plan to issues (so every PR can close one) and queue the items."""
+        with self._tracker_lock:
+            report = sync_plan(self.plan, self.tracker, self.plan_key)
+        for issue in self.tracker.list_issues():
+            try:
+                marker = read_marker(issue.body)
+            except ValueError:
+                continue
+            if marker and marker.plan_key == self.plan_key:
+                self.issues.setdefault(marker.item_id, issue.number)
+        items = [item for item in self.plan.items if self._selected(item)]
+        work.enqueue(self.store, self.project, items, max_attempts=self.settings.max_attempts)
+        return report
+
+    def _selected(self, item: WorkItem) -> bool:
+        return self.settings.only is None or item.id in self.settings.only or item.done
+
+    # -- the loop for one item ----------------------------------------------------------------
+    def emit(self, item_id: str, kind: str, payload: dict[str, Any]) -> None:
+        self.store.append_event(self.project, item_id, kind, payload)
+        self.observer(kind, item_id, payload)
+
+    def handle(self, lease: Lease) -> None:
+        """The fleet's handler: one attempt at one item, ending the lease one way or another."""
+        item = self.plan.item(lease.item_id)
+        self.observer("attempt", item.id, {"attempt": lease.attempt, "worker": lease.worker})
+        try:
+            self._attempt(item, lease)
+        except LeaseLost:
+            self.emit(item.id, "lease_lost", {"worker": lease.worker, "attempt": lease.attempt})
+        except HarnessError as exc:
+            # Classified errors of our own (git, tracker, sessions) fail this attempt visibly.
+            self._fail(lease, f"{type(exc).__name__}: {exc.message}", permanent=False)
+
+    def _attempt(self, item: WorkItem, lease: Lease) -> None:
+        with self._git_lock:
+            tree = self.repo.prepare(item.id, item.title)
+        self.emit(
+            item.id,
+            "worktree",
+            {
+                "path": str(tree.path),
+                "branch": tree.branch,
+                "base": tree.base_sha,
+                "reused": tree.reused,
+            },
+        )
+        if self._resume_open_pull(item, lease, tree):
+            return
+        feedback = self._last_feedback(item.id)
+        prompt = build_prompt(
+            item,
+            checks=self.settings.checks,
+            agents_md=read_agents_md(tree.path),
+            feedback=feedback,
+            attempt=lease.attempt,
+        )
+        session = re.sub(r"[^A-Za-z0-9_-]+", "-", f"ah-{self.tracker.repo}-{item.id}")
+        item_state = self.state_dir / "items" / re.sub(r"[^A-Za-z0-9_-]+", "-", item.id)
+        self.emit(
+            item.id,
+            "agent_started",
+            {"implementer": self.implementer.name, "session": session, "attempt": lease.attempt},
+        )
+        result = self.implementer.implement(
+            item,
+            tree,
+            prompt,
+            session=session,
+            state_dir=item_state,
+            on_state=lambda state, detail: self.emit(
+                item.id, "agent_state", {"state": state, "detail": detail}
+            ),
+        )
+        self.emit(item.id, "agent_finished", _result_payload(result))
+        if not result.ok:
+            self._agent_failed(lease, result)
+            return
+        self.repo.verify_branch(tree)
+        if not self.repo.has_changes(tree):
+            reason = f"the agent finished but changed nothing ({result.reason})"
+            self._remember(item.id, Feedback("agent", reason, result.output_tail))
+            self._fail(lease, reason, permanent=False)
+            return
+        if self._protected(item, lease, tree):
+            return
+        work.advance(self.store, lease, ItemState.CHECKS)
+        run = self._checks(item, tree)
+        if not run.passed:
+            failed = run.first_failure
+            assert failed is not None
+            summary = f"check `{failed.command}` {failed.status}"
+            self._remember(item.id, Feedback("checks", summary, failed.output_tail))
+            self._fail(lease, summary, permanent=False)
+            return
+        sha = self.repo.commit_all(tree, f"{item.id}: {item.title}") or self.repo.head(tree)
+        work.advance(self.store, lease, ItemState.REVIEW)
+        verdict_payload = self._review(item, tree, run, sha)
+        if not verdict_payload["approved"]:
+            reasons = "; ".join(verdict_payload["reasons"]) or "no reason given"
+            self._remember(item.id, Feedback("review", f"the reviewer said no: {reasons}"))
+            self._fail(lease, f"review: {reasons}", permanent=bool(verdict_payload["permanent"]))
+            return
+        self._deliver(item, lease, tree, run, verdict_payload)
+
+    # -- stages --------------------------------------------------------------------------------
+    def _agent_failed(self, lease: Lease, result: ImplementResult) -> None:
+        if result.wait_until is not None:
+            # A spent window: wait for its reset without burning an attempt.
+            self.store.park(f"agent:{self.implementer.name}", result.wait_until, result.reason)
+            work.defer(self.store, lease, result.wait_until, result.reason)
+            self.emit(
+                lease.item_id, "waiting", {"until": result.wait_until, "reason": result.reason}
+            )
+            return
+        self._remember(lease.item_id, Feedback("agent", result.reason, result.output_tail))
+        self._fail(lease, f"agent {result.state}: {result.reason}", permanent=result.permanent)
+
+    def _protected(self, item: WorkItem, lease: Lease, tree: Worktree) -> bool:
+        from agent_harness.protect import changed_paths, protection_violations
+
+        violations = protection_violations(
+            changed_paths(tree.path, tree.base_sha), self.settings.protected, item.files
+        )
+        if not violations:
+            return False
+        self.emit(item.id, "protected_paths", {"violations": violations})
+        self._fail(lease, "; ".join(violations), permanent=True)
+        return True
+
+    def _checks(self, item: WorkItem, tree: Worktree) -> CheckRun:
+        from agent_harness.checks import order_checks, run_checks
+
+        commands = list(self.settings.checks)
+        own = check_command(item.success_check)
+        if own and own not in commands:
+            commands.append(own)
+        known = json.loads(self.store.get_meta(f"check_durations:{self.project}") or "{}")
+        ordered = order_checks(commands, known)
+        run = run_checks(
+            ordered,
+            tree.path,
+            timeout_s=self.settings.check_timeout_s,
+            env=without_secrets(self.env),
+        )
+        for result in run.results:
+            known[result.command] = result.duration_s
+            self.emit(
+                item.id,
+                "check",
+                {
+                    "command": result.command,
+                    "exit_code": result.exit_code,
+                    "duration_s": round(result.duration_s, 3),
+                    "timed_out": result.timed_out,
+                    "missing": result.missing,
+                    "tail": result.output_tail[-1500:],
+                },
+            )
+        self.store.set_meta(f"check_durations:{self.project}", json.dumps(known))
+        return run
+
+    def _review(self, item: WorkItem, tree: Worktree, run: CheckRun, sha: str) -> dict[str, Any]:
+        from agent_harness.review import ReviewRequest, review
+
+        request = ReviewRequest(
+            item_id=item.id,
+            title=item.title,
+            success_check=item.success_check,
+            diff=self.repo.diff(tree),
+            checks=run,
+        )
+        outcome = review(self.reviewer, request)
+        payload = {
+            "approved": outcome.verdict.approved,
+            "reasons": list(outcome.verdict.reasons),
+            "permanent": outcome.verdict.permanent,
+            "malformed": outcome.malformed,
+            "attempts": outcome.attempts,
+            "vendor": outcome.vendor,
+            "model": outcome.model,
+            "tokens_in": outcome.tokens_in,
+            "tokens_out": outcome.tokens_out,
+            "cost_usd": outcome.cost_usd,
+            "sha": sha,
+        }
+        self.emit(item.id, "review", payload)
+        return payload
+
+    def _deliver(
+        self,
+        item: WorkItem,
+        lease: Lease,
+        tree: Worktree,
+        run: CheckRun | None,
+        verdict: dict[str, Any],
+    ) -> None:
+        self.repo.push(tree)
+        self.emit(item.id, "pushed", {"branch": tree.branch, "sha": self.repo.head(tree)})
+        body = self._pull_body(item, run, verdict, lease.attempt)
+        title = f"{item.id}: {item.title}"
+        with self._tracker_lock:
+            pull = self.tracker.find_pull(tree.branch)
+            if pull is not None and pull.state == "open":
+                pull = self.tracker.update_pull(pull.number, title, body)
+                reused = True
+            else:
+                base = self.repo.default_branch()
+                pull = self.tracker.create_pull(title, body, tree.branch, base)
+                reused = False
+        self.emit(
+            item.id,
+            "pr_opened",
+            {"number": pull.number, "url": pull.url, "reused": reused, "branch": tree.branch},
+        )
+        work.complete(self.store, lease, ItemState.PR_OPEN)
+
+    def _resume_open_pull(self, item: WorkItem, lease: Lease, tree: Worktree) -> bool:
+        """Work approved and pushed before a crash is delivered again, never re-reviewed."""
+        approved = self._approved_sha(item.id)
+        if approved is None:
+            return False
+        head = self.repo.head(tree)
+        if head != approved:
+            return False
+        self.emit(item.id, "resumed", {"sha": head, "why": "this commit was already approved"})
+        verdict = self._last_event(item.id, "review") or {"approved": True, "reasons": []}
+        self._deliver(item, lease, tree, None, verdict)
+        return True
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def _fail(self, lease: Lease, reason: str, *, permanent: bool) -> None:
+        try:
+            state = work.fail(self.store, lease, reason, permanent=permanent)
+        except LeaseLost:
+            self.emit(lease.item_id, "lease_lost", {"worker": lease.worker})
+            return
+        self.observer(
+            "failed" if state == ItemState.FAILED else "retry", lease.item_id, {"reason": reason}
+        )
+
+    def _remember(self, item_id: str, feedback: Feedback) -> None:
+        self.emit(
+            item_id,
+            "feedback",
+            {"kind": feedback.kind, "summary": feedback.summary, "detail": feedback.detail[-6000:]},
+        )
+
+    def _last_event(self, item_id: str, kind: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = None
+        for event in self.store.all_events(project=self.project, item=item_id):
+            if event.kind == kind:
+                found = dict(event.payload)
+        return found
+
+    def _last_feedback(self, item_id: str) -> Feedback | None:
+        payload = self._last_event(item_id, "feedback")
+        if payload is None:
+            return None
+        return Feedback(
+            str(payload.get("kind")), str(payload.get("summary")), str(payload.get("detail") or "")
+        )
+
+    def _approved_sha(self, item_id: str) -> str | None:
+        payload = self._last_event(item_id, "review")
+        if payload and payload.get("approved"):
+            return str(payload.get("sha"))
+        return None
+
+    def _pull_body(
+        self, item: WorkItem, run: CheckRun | None, verdict: dict[str, Any], attempt: int
+    ) -> str:
+        issue = self.issues.get(item.id)
+        lines = []
+        if issue:
+            lines += [f"Closes #{issue}", ""]
+        lines += [f"**{item.id}: {item.title}** (plan `{self.plan_key}`, attempt {attempt})", ""]
+        if item.success_check:
+            lines += [f"Success check: {item.success_check}", ""]
+        lines += ["### Checks", ""]
+        if run is not None and run.results:
+            lines += [run.table_markdown(), ""]
+        elif run is None:
+            lines += ["Checks passed on an earlier attempt of this same commit.", ""]
+        else:
+            lines += ["No checks were configured.", ""]
+        lines += ["### Review", ""]
+        mark = "approved" if verdict.get("approved") else "not approved"
+        who = verdict.get("vendor") or self.reviewer.vendor
+        model = verdict.get("model")
+        lines.append(f"{mark} by {who}" + (f" ({model})" if model else ""))
+        for reason in verdict.get("reasons") or []:
+            lines.append(f"- {reason}")
+        if self.same_vendor_note:
+            lines += ["", f"**Note:** {self.same_vendor_note}"]
+        lines += [
+            "",
+            "### Tokens and cost",
+            "",
+            "| role | tokens in | tokens out | cost (USD) |",
+            "|---|---|---|---|",
+        ]
+        impl = self._last_event(item.id, "agent_finished") or {}
+        lines.append(_cost_row(f"implementer ({self.implementer.name})", impl))
+        lines.append(_cost_row(f"reviewer ({who})", verdict))
+        lines += ["", "Unknown figures are shown as unknown, never as zero.", ""]
+        lines.append(PullMarker(item.id, self.plan_key, issue).render())
+        return "\n".join(lines)
+
+    # -- the whole run -------------------------------------------------------------------------
+    def run(self, *, fleet_factory: Callable[..., Any] | None = None) -> RunReport:
+        from agent_harness.fleet import Fleet
+
+        self.check_setup()
+        sync = self.prepare()
+        ready_when = frozenset({"merged", "done"})
+        fleet = (fleet_factory or Fleet)(
+            self.store,
+            sleep=self.sleep,
+            idle_poll_s=self.settings.idle_poll_s,
+            ready_when=ready_when,
+        )
+        fleet.add_project(
+            self.project,
+            self._guarded_handle,
+            concurrency=self.settings.workers,
+            lease_s=self.settings.lease_s,
+            worker_prefix=self.settings.worker_prefix,
+        )
+        fleet.start(self.project)
+        try:
+            fleet.wait_idle(self.project)
+        finally:
+            fleet.drain(self.project)
+            fleet.join(self.project)
+        return self.report(sync)
+
+    def _guarded_handle(self, lease: Lease) -> None:
+        if self._budget_hit.is_set():
+            work.release(self.store, lease, "run budget spent")
+            return
+        self.handle(lease)
+        spent = self.spent_usd()
+        if (
+            self.settings.run_cost_usd is not None
+            and spent is not None
+            and (spent >= self.settings.run_cost_usd)
+        ):
+            self._budget_hit.set()
+
+    def spent_usd(self) -> float | None:
+        total = 0.0
+        known = False
+        for event in self.store.all_events(project=self.project):
+            if event.kind in ("agent_finished", "review"):
+                cost = event.payload.get("cost_usd")
+                if isinstance(cost, int | float):
+                    total += float(cost)
+                    known = True
+        return total if known else None
+
+    def report(self, sync: SyncReport | None) -> RunReport:
+        out = RunReport(
+            project=self.project,
+            sync=sync,
+            cost_usd=self.spent_usd(),
+            stopped_by_budget=self._budget_hit.is_set(),
+        )
+        records = {record.id: record for record in work.list_items(self.store, self.project)}
+        for item in self.plan.items:
+            record = records.get(item.id)
+            if record is None:
+                continue
+            opened = self._last_event(item.id, "pr_opened") or {}
+            out.items.append(
+                ItemOutcome(
+                    id=item.id,
+                    title=item.title,
+                    state=str(record.state),
+                    attempts=record.attempts,
+                    reason=record.reason,
+                    pr_number=opened.get("number"),
+                    pr_url=opened.get("url"),
+                    not_before=record.not_before,
+                )
+            )
+        out.events = len(self.store.all_events(project=self.project))
+        return out
+
+
+def _cost_row(role: str, payload: Mapping[str, Any]) -> str:
+    def show(value: Any) -> str:
+        return "unknown" if value is None else str(value)
+
+    return (
+        f"| {role} | {show(payload.get('tokens_in'))} | {show(payload.get('tokens_out'))} | "
+        f"{show(payload.get('cost_usd'))} |"
+    )
+
+
+def _result_payload(result: ImplementResult) -> dict[str, Any]:
+    return {
+        "ok": result.ok,
+        "state": result.state,
+        "reason": result.reason,
+        "failure": result.failure.kind.value if result.failure else None,
+        "wait_until": result.wait_until,
+        "permanent": result.permanent,
+        "tokens_in": result.tokens_in,
+        "tokens_out": result.tokens_out,
+        "cost_usd": result.cost_usd,
+        "tail": result.output_tail[-1500:],
+    }
+
+
+def item_ids(values: Sequence[str] | None) -> set[str] | None:
+    return {value.strip() for value in values} if values else None
