@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agent_harness.errors import HarnessError, InputError
+from agent_harness.errors import ConfigError, HarnessError, InputError
 from agent_harness.model_client import EndpointParked, ModelCallFailed
 from agent_harness.patching import apply_edit
 from agent_harness.providers import FailureKind
@@ -154,6 +154,16 @@ class Budgets:
     check_timeout_s: float = 300.0
     context_chars: int = 40_000  # file contents shown to the implementer per step
 
+    def __post_init__(self) -> None:
+        at_least_one = ("max_attempts", "max_model_calls", "min_steps", "max_steps")
+        for name in at_least_one:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"executor budget {name} must be at least 1")
+        if self.max_replans < 0:
+            raise ConfigError("executor budget max_replans must not be negative")
+        if self.min_steps > self.max_steps:
+            raise ConfigError("executor budget min_steps is larger than max_steps")
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -241,13 +251,18 @@ def _json_candidates(text: str) -> list[Any]:
         with contextlib.suppress(ValueError):
             found.append(json.loads(match.group(2)))
     decoder = json.JSONDecoder()
-    for index, char in enumerate(text):
-        if char in "{[":
+    index = 0
+    while index < len(text):
+        if text[index] in "{[":
             try:
-                value, _ = decoder.raw_decode(text, index)
+                value, end = decoder.raw_decode(text, index)
             except ValueError:
+                index += 1
                 continue
             found.append(value)
+            index = end  # a value's insides are not candidates of their own
+        else:
+            index += 1
     return found
 
 
@@ -255,9 +270,14 @@ def parse_plan_answer(text: str) -> list[Mapping[str, Any]]:
     """The raw steps of a planner answer: `{"steps": [...]}` or a bare list, fenced or amid
     prose. Raises `PlanAnswerInvalid` when there is none."""
     for value in _json_candidates(text):
-        steps = value.get("steps") if isinstance(value, dict) else value
-        if isinstance(steps, list) and steps and all(isinstance(s, dict) for s in steps):
-            return steps
+        # Some models wrap the plan once more, e.g. {"plan": {"steps": [...]}}.
+        wrapped = (
+            [v for v in value.values() if isinstance(v, dict)] if isinstance(value, dict) else []
+        )
+        for candidate in [value, *wrapped]:
+            steps = candidate.get("steps") if isinstance(candidate, dict) else candidate
+            if isinstance(steps, list) and steps and all(isinstance(s, dict) for s in steps):
+                return steps
     if not text.strip():
         raise PlanAnswerInvalid(["the answer was empty"])
     raise PlanAnswerInvalid(
@@ -812,58 +832,53 @@ class Executor:
             if verdict.passed:
                 self._finish(run, step, f"already passed its check on resume: {verdict.reason}")
                 return
-        tries = 0
-        while True:
+        verdict = Verdict(False, "not tried")
+        model_stuck = False
+        for tries in range(1, self.budgets.max_attempts + 1):
             step.status = StepStatus.RUNNING
             self._save(run)
             self._emit(run, "executor.step_started", step=step.id, attempt=step.attempts + 1)
             try:
-                verdict = self._attempt(run, step, feedback=step.result if tries else None)
+                verdict = self._attempt(run, step, feedback=step.result if tries > 1 else None)
+                model_stuck = False
             except _ModelTrouble as trouble:
-                tries += 1
-                step.attempts += 1
-                if not trouble.permanent and tries >= self.budgets.max_attempts:
-                    # Replanning would call the same struggling endpoint; stop and say so.
-                    step.result = trouble.reason
-                    raise _RunBlocked(
-                        f"step {step.id}: the model kept failing: {trouble.reason}", step.id
-                    ) from None
                 verdict = Verdict(False, trouble.reason, trouble.permanent)
-            else:
-                tries += 1
-                step.attempts += 1
+                model_stuck = not trouble.permanent
+            step.attempts += 1
             if verdict.passed:
                 self._finish(run, step, verdict.reason)
                 return
             step.result = verdict.reason
-            if not verdict.permanent and tries < self.budgets.max_attempts:
-                step.status = StepStatus.PENDING
-                self._save(run)
-                self._emit(
-                    run,
-                    "executor.step_retry",
-                    step=step.id,
-                    attempt=step.attempts,
-                    reason=verdict.reason,
-                )
-                continue
-            step.status = StepStatus.FAILED
-            skipped = plan.dependents_of(step.id)
-            for dependent in skipped:
-                dependent.status = StepStatus.SKIPPED
-                dependent.result = f"skipped: it needs step {step.id}, which failed"
+            if verdict.permanent or tries == self.budgets.max_attempts:
+                break
+            step.status = StepStatus.PENDING
             self._save(run)
             self._emit(
                 run,
-                "executor.step_failed",
+                "executor.step_retry",
                 step=step.id,
                 attempt=step.attempts,
                 reason=verdict.reason,
-                permanent=verdict.permanent,
             )
-            for dependent in skipped:
-                self._emit(run, "executor.step_skipped", step=dependent.id, because=step.id)
-            return
+        if model_stuck:
+            # Replanning would only call the same struggling endpoint again: stop and say so.
+            raise _RunBlocked(f"step {step.id}: the model kept failing: {verdict.reason}", step.id)
+        step.status = StepStatus.FAILED
+        skipped = plan.dependents_of(step.id)
+        for dependent in skipped:
+            dependent.status = StepStatus.SKIPPED
+            dependent.result = f"skipped: it needs step {step.id}, which failed"
+        self._save(run)
+        self._emit(
+            run,
+            "executor.step_failed",
+            step=step.id,
+            attempt=step.attempts,
+            reason=verdict.reason,
+            permanent=verdict.permanent,
+        )
+        for dependent in skipped:
+            self._emit(run, "executor.step_skipped", step=dependent.id, because=step.id)
 
     def _finish(self, run: _Run, step: Step, result: str) -> None:
         step.status, step.result = StepStatus.DONE, result
@@ -935,7 +950,7 @@ class Executor:
             except (OSError, UnicodeDecodeError):
                 continue
             if len(content) > budget:
-                break
+                continue
             budget -= len(content)
             shown.append(f"{path}\n```\n{content}```")
         listing = "\n".join(files[:200]) or "(none)"

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_harness.errors import ConfigError
 from agent_harness.executor import (
+    Budgets,
     Check,
     PlanAnswerInvalid,
     PlanFileUnreadable,
@@ -36,6 +38,7 @@ def steps_of(n: int) -> list[dict[str, object]]:
         '{"steps": [{"id": 1, "description": "d", "check": "$ true"}]}',
         'Plan below:\n```json\n{"steps": [{"id": 1, "description": "d", "check": "$ true"}]}\n```',
         'I think {this} works. [{"id": 1, "description": "d", "check": "$ true"}] Done.',
+        '{"plan": {"steps": [{"id": 1, "description": "d", "check": "$ true"}]}}',
     ],
 )
 def test_a_plan_is_found_bare_fenced_or_amid_prose(answer: str) -> None:
@@ -148,3 +151,11 @@ def test_the_plan_file_round_trips_and_a_broken_one_is_named(tmp_path: Path) -> 
     path.write_text("{not json")
     with pytest.raises(PlanFileUnreadable, match="cannot read the step plan"):
         load_plan(path)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"max_attempts": 0}, {"max_replans": -1}, {"min_steps": 5, "max_steps": 4}]
+)
+def test_a_budget_that_cannot_work_is_refused_up_front(bad: dict[str, int]) -> None:
+    with pytest.raises(ConfigError, match="executor budget"):
+        Budgets(**bad)
