@@ -25,6 +25,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "config": ("agent_harness.cli.config_cmd", "config", "Show the effective configuration."),
     "demo": ("agent_harness.cli.demo_cmd", "demo", "Run the example plan offline, end to end."),
     "forge": ("agent_harness.cli.forge_cmd", "forge", "Run the embedded GitHub-compatible forge."),
+    "reconcile": (
+        "agent_harness.cli.reconcile_cmd",
+        "reconcile",
+        "Pull merged / closed / reverted back from the tracker.",
+    ),
+    "worktrees": (
+        "agent_harness.cli.worktrees_cmd",
+        "worktrees",
+        "List item worktrees with their size; prune the finished ones.",
+    ),
     "classify": (
         "agent_harness.cli.classify_cmd",
         "classify",
