@@ -313,8 +313,9 @@ def _read_text(path: Path) -> str:
 
 
 def _tail_lines(text: str, lines: int) -> str:
-    rows = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    while rows and not rows[-1].strip():
+    # Trailing spaces dropped, as tmux's capture-pane does, so screens compare alike.
+    rows = [row.rstrip() for row in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    while rows and not rows[-1]:
         rows.pop()
     return "\n".join(rows[-lines:]) if lines > 0 else ""
 
@@ -469,7 +470,12 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    # An exited child nobody has reaped yet (a zombie) still answers signals; it is not alive.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 class HeadlessHost:
@@ -592,7 +598,8 @@ class HeadlessHost:
         if record is None:
             return
         pid = int(record["pid"])
-        if self._wrapper_alive(name, record):
+        finished = _read_exit(Path(record["exit"])) is not None
+        if not finished and self._wrapper_alive(name, record):
             # The wrapper forwards SIGTERM to the agent and records the exit; SIGKILL the whole
             # group only if that does not end it within the grace period.
             with contextlib.suppress(ProcessLookupError):

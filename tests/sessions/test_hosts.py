@@ -1,0 +1,292 @@
+"""One suite every session host passes: tmux, headless, and remote over loopback HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_harness.session_host import (
+    HeadlessHost,
+    RemoteSessionHost,
+    SessionExists,
+    SessionHost,
+    SessionHostFailed,
+    SessionNotFound,
+    SessionNotRunning,
+    SessionSpec,
+    TmuxHost,
+    default_host,
+    safe_session_name,
+)
+from agent_harness.testing.agents import write_scripted_agent
+from agent_harness.testing.session_server import running_session_server
+
+from .conftest import TOKEN, base_env, wait_for
+
+
+def spec_for(
+    name: str,
+    argv: list[str],
+    work: Path,
+    log_dir: Path,
+    env: dict[str, str] | None = None,
+    stdin_devnull: bool = False,
+) -> SessionSpec:
+    return SessionSpec(
+        name=name,
+        command=argv,
+        cwd=work,
+        env=env if env is not None else base_env(),
+        log_path=log_dir / f"{safe_session_name(name)}.log",
+        stdin_devnull=stdin_devnull,
+    )
+
+
+def ended(host: SessionHost, name: str) -> bool:
+    return not host.status(name).alive
+
+
+def test_a_finished_program_leaves_its_exit_code_output_and_screen(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    argv = write_scripted_agent(agents_dir, {"steps": [{"print": ["one", "two"]}], "exit": 7})
+    host.start(spec_for(name, argv, work, tmp_path / "logs"))
+    assert host.exists(name)
+    wait_for(lambda: ended(host, name))
+
+    assert host.status(name).exit_code == 7
+    assert host.output(name).replace("\r\n", "\n") == "one\ntwo\n"
+    assert host.screen(name).splitlines()[-2:] == ["one", "two"]
+    assert host.screen(name, lines=1) == "two"
+
+
+def test_a_successful_program_exits_zero_and_its_work_is_on_disk(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    host.start(spec_for(name, write_scripted_agent(agents_dir, "done"), work, tmp_path / "logs"))
+    wait_for(lambda: ended(host, name))
+    assert host.status(name).exit_code == 0
+    assert (work / "DONE.txt").read_text() == "done\n"
+
+
+def test_a_live_session_cannot_be_started_twice(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    spec = spec_for(name, write_scripted_agent(agents_dir, "hang"), work, tmp_path / "logs")
+    host.start(spec)
+    with pytest.raises(SessionExists):
+        host.start(spec)
+    assert host.status(name).alive
+    host.kill(name)
+
+
+def test_an_ended_session_can_be_started_again_with_a_fresh_log(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    first = write_scripted_agent(agents_dir, {"steps": [{"print": "first run"}], "exit": 1})
+    second = write_scripted_agent(agents_dir, {"steps": [{"print": "second run"}], "exit": 0})
+    host.start(spec_for(name, first, work, tmp_path / "logs"))
+    wait_for(lambda: ended(host, name))
+    host.start(spec_for(name, second, work, tmp_path / "logs"))
+    wait_for(lambda: ended(host, name))
+    assert host.status(name).exit_code == 0
+    assert "first run" not in host.output(name)
+    assert "second run" in host.output(name)
+
+
+def test_send_keys_answers_a_question(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    host.start(spec_for(name, write_scripted_agent(agents_dir, "ask"), work, tmp_path / "logs"))
+    wait_for(lambda: host.screen(name).rstrip().endswith("[y/N]"))
+    assert host.status(name).alive
+
+    host.send_keys(name, "yes please")
+    wait_for(lambda: ended(host, name))
+    assert host.status(name).exit_code == 0
+    assert (work / "answer.txt").read_text() == "yes please"
+    assert "answer: yes please" in host.output(name)
+
+
+def test_stdin_devnull_gives_the_program_end_of_input(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    argv = write_scripted_agent(agents_dir, "ask")
+    host.start(spec_for(name, argv, work, tmp_path / "logs", stdin_devnull=True))
+    wait_for(lambda: ended(host, name))
+    assert host.status(name).exit_code == 0
+    assert (work / "answer.txt").read_text() == ""
+
+
+def test_send_keys_to_an_ended_session_is_refused(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    host.start(spec_for(name, write_scripted_agent(agents_dir, "done"), work, tmp_path / "logs"))
+    wait_for(lambda: ended(host, name))
+    with pytest.raises(SessionNotRunning):
+        host.send_keys(name, "too late")
+
+
+def test_kill_stops_the_program_and_is_idempotent(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    argv = write_scripted_agent(
+        agents_dir, {"steps": [{"print": "started"}, {"hang": None}, {"write_file": {"path": "x"}}]}
+    )
+    host.start(spec_for(name, argv, work, tmp_path / "logs"))
+    wait_for(lambda: "started" in host.output(name))
+    host.kill(name)
+    host.kill(name)
+    assert not host.status(name).alive
+    assert not host.exists(name)
+    assert not (work / "x").exists()
+    host.kill("never-existed")
+
+
+def test_unknown_sessions_are_reported_as_such(host: SessionHost, name: str) -> None:
+    assert not host.exists(name)
+    assert host.status(name).alive is False
+    assert host.status(name).exit_code is None
+    with pytest.raises(SessionNotFound):
+        host.output(name)
+
+
+def test_the_session_sees_exactly_the_environment_it_was_given(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    argv = write_scripted_agent(agents_dir, {"steps": [{"env_dump": "env.json"}]})
+    env = {**base_env(), "ONLY_THIS": "1"}
+    host.start(spec_for(name, argv, work, tmp_path / "logs", env=env))
+    wait_for(lambda: ended(host, name))
+    seen = json.loads((work / "env.json").read_text())
+    # Python may set LC_CTYPE itself (PEP 538); nothing else may appear, tmux's TMUX included.
+    seen.pop("LC_CTYPE", None)
+    assert seen == env
+
+
+def test_names_are_sanitised_the_same_way_everywhere(
+    host: SessionHost, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    raw = "ah-octo/app T3:x"
+    spec = spec_for(raw, write_scripted_agent(agents_dir, "done"), work, tmp_path / "logs")
+    assert spec.name == "ah-octo-app-T3-x"
+    host.start(spec)
+    wait_for(lambda: ended(host, raw))
+    assert host.status("ah-octo-app-T3-x").exit_code == 0
+    host.kill(raw)
+
+
+def test_a_missing_program_ends_with_status_127(
+    host: SessionHost, name: str, work: Path, tmp_path: Path
+) -> None:
+    host.start(spec_for(name, ["no-such-agent-binary-xyz"], work, tmp_path / "logs"))
+    wait_for(lambda: ended(host, name))
+    assert host.status(name).exit_code == 127
+    assert "no-such-agent-binary-xyz" in host.output(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# What differs per host
+
+
+def test_tmux_attach_command_names_the_private_socket(tmux_host: TmuxHost) -> None:
+    assert tmux_host.attach_command("ah-x") == [
+        "tmux",
+        "-L",
+        tmux_host.socket_name,
+        "attach",
+        "-t",
+        "ah-x",
+    ]
+
+
+def test_tmux_keeps_the_final_screen_after_the_program_ends(
+    tmux_host: TmuxHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    argv = write_scripted_agent(agents_dir, {"steps": [{"print": "last words"}], "exit": 2})
+    tmux_host.start(spec_for(name, argv, work, tmp_path / "logs"))
+    wait_for(lambda: ended(tmux_host, name))
+    assert tmux_host.exists(name)  # remain-on-exit: a person can still look at it
+    assert tmux_host.screen(name).splitlines()[-1] == "last words"
+    assert tmux_host.status(name).exit_code == 2
+
+
+def test_headless_status_survives_a_restart_of_the_harness(
+    state_dir: Path, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    first = HeadlessHost(state_dir)
+    first.start(spec_for(name, write_scripted_agent(agents_dir, "ask"), work, tmp_path / "logs"))
+    wait_for(lambda: first.screen(name).endswith("[y/N]"))
+
+    later = HeadlessHost(state_dir)  # a new process knows the session only from its record
+    assert later.status(name).alive
+    with pytest.raises(SessionExists):
+        later.start(spec_for(name, ["true"], work, tmp_path / "logs"))
+    later.send_keys(name, "y")
+    wait_for(lambda: ended(later, name))
+    assert later.status(name).exit_code == 0
+    assert later.attach_command(name) == [
+        "tail",
+        "-n",
+        "+1",
+        "-f",
+        str(tmp_path / "logs" / f"{name}.log"),
+    ]
+    later.kill(name)
+
+
+def test_remote_attach_is_the_remote_hosts_command_optionally_over_ssh(
+    state_dir: Path, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    inner = HeadlessHost(state_dir)
+    with running_session_server(inner, TOKEN) as server:
+        plain = RemoteSessionHost(server.url, TOKEN)
+        over_ssh = RemoteSessionHost(server.url, TOKEN, ssh_target="agents@build-1")
+        plain.start(spec_for(name, write_scripted_agent(agents_dir, "done"), work, tmp_path))
+        local = inner.attach_command(name)
+        assert plain.attach_command(name) == local
+        assert over_ssh.attach_command(name) == [
+            "ssh",
+            "-t",
+            "agents@build-1",
+            " ".join(local),
+        ]
+        plain.kill(name)
+        plain.close()
+        over_ssh.close()
+
+
+def test_remote_refuses_a_wrong_token(state_dir: Path, name: str) -> None:
+    with running_session_server(HeadlessHost(state_dir), TOKEN) as server:
+        client = RemoteSessionHost(server.url, "wrong-token")
+        with pytest.raises(SessionHostFailed, match="401"):
+            client.status(name)
+        client.close()
+
+
+def test_the_session_server_binds_only_to_loopback(state_dir: Path) -> None:
+    from agent_harness.testing.session_server import SessionServer
+
+    with pytest.raises(ValueError, match="loopback"):
+        SessionServer(HeadlessHost(state_dir), TOKEN, bind="0.0.0.0")
+
+
+def test_default_host_is_tmux_when_installed(
+    tmux_socket: str, state_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    chosen = default_host(state_dir)
+    assert chosen.kind == "tmux"
+    assert chosen.attach_command("x")[:3] == ["tmux", "-L", "agent-harness"]
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # the edge of the process: no tmux to be found
+    assert default_host(state_dir).kind == "headless"
+
+
+def test_spec_refuses_an_empty_command(work: Path, tmp_path: Path) -> None:
+    from agent_harness.session_host import SessionError
+
+    with pytest.raises(SessionError):
+        spec_for("x", [], work, tmp_path)
