@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from agent_harness.plan import WorkItem
@@ -69,8 +69,10 @@ class CliImplementer:
         timeout_s: float,
         idle_s: float = 120.0,
         poll_s: float = 0.2,
+        model: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.model = model
         self.host = host
         self.preset = preset
         self.name = preset.name
@@ -105,6 +107,7 @@ class CliImplementer:
             timeout_s=self.timeout_s,
             idle_s=self.idle_s,
             poll_s=self.poll_s,
+            model=self.model,
             on_state=lambda state, detail: on_state(str(state), detail),
         )
         state = AgentState(outcome.state)
@@ -139,3 +142,91 @@ class CliImplementer:
         ):
             return result(False, "refused", permanent=True)
         return result(False, "crashed")
+
+
+class ApiImplementer:
+    """The direct-API executor: a planner and an implementer model editing the worktree."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        vendor: str,
+        name: str = "executor",
+        item_checks: Callable[[WorkItem], list[str]] = lambda _item: [],
+        check_env: Mapping[str, str] | None = None,
+        budgets: Any = None,
+    ) -> None:
+        self.client = client
+        self.vendor = vendor
+        self.name = name
+        self.item_checks = item_checks
+        self.check_env = check_env
+        self.budgets = budgets
+
+    def implement(
+        self,
+        item: WorkItem,
+        tree: Worktree,
+        prompt: str,
+        *,
+        session: str,
+        state_dir: Path,
+        on_state: StateCallback,
+    ) -> ImplementResult:
+        from agent_harness.executor import Executor
+        from agent_harness.model_client import EndpointParked, ModelCallFailed
+        from agent_harness.providers import FailureKind
+
+        state_dir.mkdir(parents=True, exist_ok=True)
+        executor = Executor(
+            self.client,
+            budgets=self.budgets,
+            events=lambda kind, payload: on_state(kind, str(payload.get("step", ""))),
+            worker=session,
+            item_checks=self.item_checks(item),
+            check_env=self.check_env,
+        )
+        try:
+            result = executor.execute(item, tree.path, state_dir / "plan.json", resume=True)
+        except EndpointParked as exc:
+            return ImplementResult(False, "rate_limited", str(exc), wait_until=exc.until)
+        except ModelCallFailed as exc:
+            kind = exc.failure.kind
+            if kind is FailureKind.WINDOW:
+                return ImplementResult(
+                    False,
+                    "rate_limited",
+                    exc.message,
+                    failure=exc.failure,
+                    wait_until=exc.failure.reset_at,
+                )
+            never_retry = kind in (
+                FailureKind.CAP,
+                FailureKind.REFUSAL,
+                FailureKind.AUTH,
+                FailureKind.CONTEXT_TOO_LONG,
+                FailureKind.BAD_REQUEST,
+            )
+            return ImplementResult(
+                False,
+                "refused" if never_retry else "crashed",
+                exc.message,
+                failure=exc.failure,
+                permanent=never_retry,
+            )
+        if result.status == "done":
+            return ImplementResult(
+                True,
+                "done",
+                f"plan done in {result.calls} model calls",
+                tokens_in=result.tokens_in,
+                tokens_out=result.tokens_out,
+            )
+        return ImplementResult(
+            False,
+            "blocked",
+            f"executor blocked at step {result.blocking_step}: {result.blocker}",
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+        )

@@ -62,6 +62,51 @@ class Route:
 
 RoleMap = Mapping[str, Route]
 
+# vendor -> (default endpoint, wire format, key variable, base-URL variable)
+VENDOR_DEFAULTS: dict[str, tuple[str, ApiFormat, str, str]] = {
+    "openai": ("https://api.openai.com/v1", "openai", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": (
+        "https://api.anthropic.com",
+        "anthropic",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+    ),
+    "openrouter": (
+        "https://openrouter.ai/api/v1",
+        "openai",
+        "OPENROUTER_API_KEY",
+        "OPENROUTER_BASE_URL",
+    ),
+    "gemini": (
+        "https://generativelanguage.googleapis.com/v1beta/openai",
+        "openai",
+        "GEMINI_API_KEY",
+        "GEMINI_BASE_URL",
+    ),
+}
+
+
+def route_from_spec(spec: str, env: Mapping[str, str]) -> Route:
+    """A route from `vendor:model` (e.g. `openai:gpt-4.1`), with the vendor's usual endpoint,
+    key variable and base-URL override variable (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...)."""
+    vendor, sep, model = spec.partition(":")
+    vendor = vendor.strip().lower()
+    if not sep or not model.strip():
+        raise ConfigError(
+            f"model route '{spec}' should look like vendor:model, e.g. openai:gpt-4.1"
+        )
+    if vendor not in VENDOR_DEFAULTS:
+        known = ", ".join(sorted(VENDOR_DEFAULTS))
+        raise ConfigError(f"unknown vendor '{vendor}' in '{spec}' (known: {known})")
+    endpoint, api_format, key_env, base_env = VENDOR_DEFAULTS[vendor]
+    return Route(
+        model=model.strip(),
+        endpoint=env.get(base_env) or endpoint,
+        vendor=vendor,
+        api_format=api_format,
+        api_key_env=key_env,
+    )
+
 
 def load_routes_from_file(path: Path | str) -> dict[str, Route]:
     """Read `[roles.<role>]` tables (model, vendor, endpoint, api_key_env, api_format?,

@@ -535,13 +535,22 @@ class Pipeline:
             if record is None:
                 continue
             opened = self._last_event(item.id, "pr_opened") or {}
+            reason = record.reason
+            if record.state in (ItemState.PENDING, ItemState.WAITING) and not reason:
+                waiting_on = [
+                    f"{dep} ({records[dep].state})"
+                    for dep in item.depends_on
+                    if dep in records and records[dep].state not in ("merged", "done")
+                ]
+                if waiting_on:
+                    reason = "waits for " + ", ".join(waiting_on) + " to be merged"
             out.items.append(
                 ItemOutcome(
                     id=item.id,
                     title=item.title,
                     state=str(record.state),
                     attempts=record.attempts,
-                    reason=record.reason,
+                    reason=reason,
                     pr_number=opened.get("number"),
                     pr_url=opened.get("url"),
                     not_before=record.not_before,

@@ -1,0 +1,139 @@
+"""A reviewer that is a CLI agent preset (e.g. `--reviewer codex`), run in a terminal session.
+
+The agent gets the review prompt in a scratch directory holding only the diff, never the
+worktree or the implementer's transcript, and must print the JSON verdict. Its answer is read
+from the CLI's own structured output when it has one (Claude Code's `result` event, Codex's
+final `agent_message`), else from the plain output.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent_harness.review import ReviewReply
+
+if TYPE_CHECKING:
+    from agent_harness.session_executor import AgentPreset
+    from agent_harness.session_host import SessionHost
+
+
+def final_texts(output: str) -> list[str]:
+    """The agent's final words from JSONL output (Claude Code stream-json, Codex --json)."""
+    texts: list[str] = []
+    for line in output.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if event.get("type") == "result" and isinstance(event.get("result"), str):
+            texts.append(event["result"])
+        item = event.get("item")
+        if isinstance(item, dict) and item.get("type") == "agent_message":
+            text = item.get("text")
+            if isinstance(text, str):
+                texts.append(text)
+    return texts
+
+
+def usage_of(output: str) -> tuple[int | None, int | None, float | None]:
+    """Tokens in/out and cost the CLI reported about itself; None where it did not say."""
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    for line in output.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            got_in = usage.get("input_tokens")
+            got_out = usage.get("output_tokens")
+            if isinstance(got_in, int):
+                tokens_in = (tokens_in or 0) + got_in if event.get("type") != "result" else got_in
+            if isinstance(got_out, int):
+                tokens_out = (
+                    (tokens_out or 0) + got_out if event.get("type") != "result" else got_out
+                )
+        if isinstance(event.get("total_cost_usd"), int | float):
+            cost = float(event["total_cost_usd"])
+    return tokens_in, tokens_out, cost
+
+
+class CliReviewer:
+    """A `review.Reviewer` that asks a CLI agent in a session for the verdict."""
+
+    def __init__(
+        self,
+        host: SessionHost,
+        preset: AgentPreset,
+        env_source: Mapping[str, str],
+        state_dir: Path,
+        *,
+        timeout_s: float = 600.0,
+        poll_s: float = 0.2,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.host = host
+        self.preset = preset
+        self.env_source = env_source
+        self.state_dir = state_dir
+        self.timeout_s = timeout_s
+        self.poll_s = poll_s
+        self.clock = clock
+        self._count = 0
+
+    @property
+    def vendor(self) -> str:
+        return self.preset.vendor
+
+    def ask(self, prompt: str, system: str) -> ReviewReply:
+        from agent_harness.session_executor import AgentState, run_agent
+
+        self._count += 1
+        scratch = self.state_dir / "reviews" / f"review-{int(self.clock() * 1000)}-{self._count}"
+        workspace = scratch / "workspace"
+        workspace.mkdir(parents=True, exist_ok=True)
+        text = f"{system}\n\n{prompt}\n\nAnswer with the JSON verdict only."
+        outcome = run_agent(
+            self.host,
+            self.preset,
+            session=f"ah-review-{self.preset.name}-{self._count}-{int(self.clock())}",
+            worktree=workspace,
+            prompt=text,
+            state_dir=scratch,
+            env_source=self.env_source,
+            timeout_s=self.timeout_s,
+            idle_s=self.timeout_s,
+            poll_s=self.poll_s,
+        )
+        output = outcome.output_tail
+        if outcome.log_path is not None and outcome.log_path.is_file():
+            output = outcome.log_path.read_text(encoding="utf-8", errors="replace")
+        answers = final_texts(output)
+        tokens_in, tokens_out, cost = usage_of(output)
+        shutil.rmtree(workspace, ignore_errors=True)
+        if AgentState(outcome.state) is not AgentState.DONE and not answers:
+            return ReviewReply(text=f"(the reviewer agent ended: {outcome.reason})")
+        return ReviewReply(
+            text="\n".join(answers) if answers else output,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=cost,
+            model=None,
+        )

@@ -1,0 +1,100 @@
+"""The live view of a run: one row per item in flight, with its stage, attempt and time."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.live import Live
+
+STAGE_OF = {
+    "attempt": "claimed",
+    "worktree": "worktree",
+    "agent_started": "agent",
+    "agent_state": "agent",
+    "agent_finished": "agent done",
+    "check": "checks",
+    "review": "review",
+    "pushed": "push",
+    "pr_opened": "pr open",
+    "waiting": "waiting",
+    "failed": "failed",
+    "retry": "retrying",
+}
+
+
+class LiveView:
+    """Collects pipeline events and renders them as a table that redraws in place."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.lock = threading.Lock()
+        self.live: Live | None = None
+
+    def __call__(self, kind: str, item: str, payload: dict[str, Any]) -> None:
+        with self.lock:
+            row = self.rows.setdefault(
+                item,
+                {"started": time.monotonic(), "attempt": 1, "worker": "", "stage": "", "note": ""},
+            )
+            if kind == "attempt":
+                row.update(
+                    started=time.monotonic(),
+                    attempt=payload.get("attempt", 1),
+                    worker=payload.get("worker", ""),
+                    note="",
+                )
+            if kind in STAGE_OF:
+                row["stage"] = STAGE_OF[kind]
+            if kind == "agent_state":
+                row["stage"] = f"agent: {payload.get('state')}"
+            if kind in ("failed", "retry"):
+                row["note"] = str(payload.get("reason", ""))[:60]
+            if kind == "pr_opened":
+                row["note"] = str(payload.get("url", ""))
+            if kind == "waiting":
+                until = payload.get("until")
+                row["note"] = (
+                    f"until {time.strftime('%H:%M', time.localtime(until))}" if until else ""
+                )
+        if self.live is not None:
+            self.live.update(self.table())
+
+    def table(self) -> Table:
+        table = Table(title="agent-harness run", title_justify="left")
+        for name in ("item", "worker", "stage", "attempt", "elapsed", "note"):
+            table.add_column(name, overflow="fold")
+        with self.lock:
+            for item, row in sorted(self.rows.items()):
+                elapsed = time.monotonic() - float(row["started"])
+                table.add_row(
+                    item,
+                    str(row["worker"]),
+                    str(row["stage"]),
+                    str(row["attempt"]),
+                    f"{elapsed:5.1f}s",
+                    escape(str(row["note"])),
+                )
+        return table
+
+
+class JsonLines:
+    """Events as JSON lines on stdout, for scripts."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __call__(self, kind: str, item: str, payload: dict[str, Any]) -> None:
+        line = json.dumps({"ts": time.time(), "kind": kind, "item": item, **payload}, default=str)
+        with self.lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()

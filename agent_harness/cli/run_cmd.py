@@ -1,0 +1,87 @@
+"""`agent-harness run`: work a plan's items into reviewed pull requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agent_harness.cli.output import console, print_json
+from agent_harness.cli.tracker_opts import tracker_options
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  agent-harness run --repo owner/name --work ./target --plan PLAN.md \\
+      --check 'pytest -q' --agent claude --reviewer openai:gpt-4.1 --workers 3
+  agent-harness run --repo me/app --forge local --work . --plan PLAN.md \\
+      --agent 'mytool --prompt-file {prompt_file}' --reviewer codex --only T3 --yes
+  agent-harness run ... --json > events.jsonl        # events as JSON lines
+"""
+)
+@click.option("--repo", required=True, metavar="OWNER/NAME", help="Repository on the tracker.")
+@click.option(
+    "--work",
+    "work",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Your clone of the repository; worktrees are made from it.",
+)
+@click.option(
+    "--plan",
+    "plan_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The plan (markdown or backlog.json).",
+)
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    metavar="CMD",
+    help="A check command run in the worktree (repeatable; cheapest first).",
+)
+@click.option(
+    "--agent",
+    metavar="PRESET|TEMPLATE",
+    help="CLI agent: claude, codex, gemini, aider, opencode, or a command template.",
+)
+@click.option(
+    "--implementer",
+    metavar="VENDOR:MODEL",
+    help="Use the direct-API executor with this model instead of a CLI agent.",
+)
+@click.option(
+    "--reviewer",
+    required=True,
+    metavar="VENDOR:MODEL|PRESET",
+    help="The reviewer: a model (openai:gpt-4.1) or an agent preset (codex).",
+)
+@click.option("--model", help="Model for the CLI agent preset (passed as its --model).")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
+@click.option("--only", "only", multiple=True, metavar="ID", help="Run only these items.")
+@click.option("--plan-key", metavar="KEY", help="Plan key of the issues (default: file stem).")
+@click.option("--max-attempts", type=click.IntRange(1, 100), help="Attempts per item.")
+@click.option("--agent-timeout", "agent_timeout", type=float, help="Seconds per agent run.")
+@click.option(
+    "--allow-same-vendor",
+    is_flag=True,
+    help="Let a reviewer of the implementer's vendor review (flagged in the PR).",
+)
+@click.option("--db", metavar="URL", envvar="AGENT_HARNESS_DB", help="Database URL.")
+@click.option("--approve", is_flag=True, help="Show the items that would run and ask first.")
+@click.option("--yes", is_flag=True, help="With --approve: do not ask (unattended runs).")
+@click.option("--json", "as_json", is_flag=True, help="Emit events as JSON lines.")
+@tracker_options
+def run(**options: object) -> int:
+    """Work the plan's ready items: worktree, agent, checks, review, pull request.
+
+    Each item is claimed under a lease, worked in its own worktree on branch
+    agent-harness/<id>-<slug>, checked (cheapest first), reviewed by a model of another vendor,
+    and delivered as a pull request that closes its issue. Kill it at any time and run it
+    again: nothing finished is redone and no second pull request is opened.
+    """
+    from agent_harness.cli.run_view import execute_run
+
+    return execute_run(options, console(), console(stderr=True), print_json)

@@ -1,0 +1,128 @@
+"""Everything `agent-harness run` shows: the approval table, the live view, the summary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agent_harness.plan import Plan
+    from agent_harness.run import RunReport
+
+
+def execute_run(
+    options: dict[str, Any], out: Console, err: Console, print_json: Callable[[Any], None]
+) -> int:
+    from agent_harness.config import load_settings
+    from agent_harness.launch import RunRequest, pipeline_for
+
+    request = RunRequest(
+        repo=str(options["repo"]),
+        work=Path(options["work"]),
+        plan_path=Path(options["plan_path"]),
+        checks=list(options["checks"]),
+        agent=options["agent"],
+        implementer=options["implementer"],
+        reviewer=str(options["reviewer"]),
+        workers=int(options["workers"]),
+        plan_key=options["plan_key"],
+        only=[part for value in options["only"] for part in str(value).split(",") if part],
+        allow_same_vendor=bool(options["allow_same_vendor"]),
+        forge=options["forge"],
+        github_url=options["github_url"],
+        db=options["db"],
+        model=options["model"],
+        max_attempts=options["max_attempts"],
+        agent_timeout_s=options["agent_timeout"],
+    )
+    settings = load_settings().settings
+    as_json = bool(options["as_json"])
+    if as_json:
+        from agent_harness.cli.live import JsonLines
+
+        observer: Any = JsonLines()
+    else:
+        from agent_harness.cli.live import LiveView
+
+        observer = LiveView(err)
+    with pipeline_for(request, settings, observer=observer) as (pipeline, plan):
+        if options["approve"] and not options["yes"]:
+            render_approval(out, plan, set(request.only), settings.protected_paths)
+            if not click.confirm("Run these items?", default=False):
+                out.print("nothing was run")
+                return 1
+        if as_json:
+            report = pipeline.run()
+        else:
+            from rich.live import Live
+
+            with Live(observer.table(), console=err, refresh_per_second=4, transient=False) as live:
+                observer.live = live
+                report = pipeline.run()
+            err.print()
+    if as_json:
+        print_json({"kind": "run_finished", **report.as_json()})
+    else:
+        render_report(out, report)
+    bad = [item for item in report.items if item.state in ("failed", "skipped")]
+    return 4 if bad else 0
+
+
+def render_approval(out: Console, plan: Plan, only: set[str], protected: list[str]) -> None:
+    table = Table(title="items that will run", title_justify="left")
+    for name in ("id", "title", "deps", "labels", "flags"):
+        table.add_column(name, overflow="fold")
+    for item in plan.items:
+        if item.done or (only and item.id not in only):
+            continue
+        flags = []
+        if any(label.lower() in ("risky", "danger", "security") for label in item.labels):
+            flags.append("[red]risky label[/red]")
+        if item.files and any(
+            path.startswith(".github") or path in protected for path in item.files
+        ):
+            flags.append("[red]declares a protected path[/red]")
+        if not item.success_check:
+            flags.append("[yellow]no success check[/yellow]")
+        table.add_row(
+            item.id,
+            escape(item.title),
+            ", ".join(item.depends_on) or "-",
+            ", ".join(item.labels) or "-",
+            ", ".join(flags) or "-",
+        )
+    out.print(table)
+
+
+def render_report(out: Console, report: RunReport) -> None:
+    table = Table(title=f"run of {report.project}", title_justify="left")
+    for name in ("item", "state", "attempts", "pull request", "reason"):
+        table.add_column(name, overflow="fold")
+    for item in report.items:
+        colour = {
+            "pr_open": "green",
+            "merged": "green",
+            "failed": "red",
+            "skipped": "yellow",
+            "waiting": "yellow",
+        }.get(item.state, "white")
+        table.add_row(
+            item.id,
+            f"[{colour}]{item.state}[/{colour}]",
+            str(item.attempts),
+            item.pr_url or "-",
+            escape(item.reason or ""),
+        )
+    out.print(table)
+    cost = "unknown" if report.cost_usd is None else f"${report.cost_usd:.2f}"
+    out.print(
+        f"{report.events} events recorded; known cost {cost}"
+        + ("; stopped: run budget spent" if report.stopped_by_budget else "")
+    )

@@ -1,0 +1,183 @@
+"""Build a run from what a person asked for: the plan, repo, agent, reviewer and budgets.
+
+The CLI only parses flags into a `RunRequest`; this module turns it into the parts of a
+`run.Pipeline` (store, tracker, work repo, implementer, reviewer) and refuses, before any work
+starts, what would fail every item: a missing agent binary, a reviewer of the same vendor, an
+unknown model vendor, a `--work` that is not a usable git repository.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_harness.errors import UsageError
+
+if TYPE_CHECKING:
+    from agent_harness.config import Settings
+    from agent_harness.implementer import Implementer
+    from agent_harness.plan import Plan, WorkItem
+    from agent_harness.review import Reviewer
+    from agent_harness.run import Observer, Pipeline
+    from agent_harness.session_host import SessionHost
+    from agent_harness.store import Store
+
+
+@dataclass
+class RunRequest:
+    """Everything `agent-harness run` was asked to do."""
+
+    repo: str
+    work: Path
+    plan_path: Path
+    checks: list[str] = field(default_factory=list)
+    agent: str | None = None  # preset name or command template
+    implementer: str | None = None  # vendor:model for the direct-API executor
+    reviewer: str = ""  # vendor:model, or a CLI agent preset name
+    workers: int = 1
+    plan_key: str | None = None
+    only: list[str] = field(default_factory=list)
+    allow_same_vendor: bool = False
+    forge: str | None = None
+    github_url: str | None = None
+    db: str | None = None
+    model: str | None = None
+    max_attempts: int | None = None
+    agent_timeout_s: float | None = None
+
+
+def build_implementer(
+    request: RunRequest,
+    host: SessionHost,
+    env: Mapping[str, str],
+    settings: Settings,
+    store: Store,
+    item_checks: Any,
+) -> Implementer:
+    from agent_harness.implementer import ApiImplementer, CliImplementer
+    from agent_harness.session_executor import preset_for
+
+    if bool(request.agent) == bool(request.implementer):
+        raise UsageError("give exactly one of --agent (a CLI agent) or --implementer vendor:model")
+    timeout = request.agent_timeout_s or settings.budgets.agent_timeout_s
+    if request.agent:
+        preset = preset_for(request.agent)
+        if shutil.which(preset.binary, path=env.get("PATH")) is None:
+            raise UsageError(
+                f"agent '{preset.name}': {preset.binary} not found on PATH; "
+                f"install it with: {preset.install_hint}"
+            )
+        return CliImplementer(host, preset, env, timeout_s=timeout, model=request.model)
+    from agent_harness.model_client import ModelClient, route_from_spec
+
+    assert request.implementer is not None
+    route = route_from_spec(request.implementer, env)
+    client = ModelClient({"planner": route, "implementer": route}, env=env, parking=store)
+    return ApiImplementer(
+        client, vendor=route.vendor, name=f"executor:{route.model}", item_checks=item_checks
+    )
+
+
+def build_reviewer(
+    request: RunRequest,
+    host: SessionHost,
+    env: Mapping[str, str],
+    state_dir: Path,
+    store: Store,
+    worker: str,
+) -> Reviewer:
+    from agent_harness.session_executor import PRESETS, preset_for
+
+    spec = request.reviewer.strip()
+    if not spec:
+        raise UsageError(
+            "--reviewer is required: vendor:model (e.g. openai:gpt-4.1) or an "
+            "agent preset (e.g. codex)"
+        )
+    if ":" not in spec and spec in PRESETS:
+        from agent_harness.agent_review import CliReviewer
+
+        preset = preset_for(spec)
+        if shutil.which(preset.binary, path=env.get("PATH")) is None:
+            raise UsageError(
+                f"reviewer '{preset.name}': {preset.binary} not found on PATH; "
+                f"install it with: {preset.install_hint}"
+            )
+        return CliReviewer(host, preset, env, state_dir)
+    from agent_harness.model_client import ModelClient, route_from_spec
+    from agent_harness.review import ModelReviewer
+
+    route = route_from_spec(spec, env)
+    client = ModelClient({"reviewer": route}, env=env, parking=store)
+    return ModelReviewer(client, worker=worker)
+
+
+@contextmanager
+def pipeline_for(
+    request: RunRequest,
+    settings: Settings,
+    observer: Observer | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[tuple[Pipeline, Plan]]:
+    """Everything a run needs, opened in order and closed in reverse."""
+    from agent_harness.backlog import load_plan
+    from agent_harness.cli.tracker_opts import open_tracker
+    from agent_harness.plan import check_command
+    from agent_harness.run import Pipeline, RunSettings
+    from agent_harness.session_host import default_host
+    from agent_harness.store import open_store
+    from agent_harness.worktrees import WorkRepo
+
+    env = dict(os.environ if env is None else env)
+    plan = load_plan(request.plan_path)
+    unknown = sorted(set(request.only) - {item.id for item in plan.items})
+    if unknown:
+        raise UsageError(f"--only names items not in the plan: {', '.join(unknown)}")
+    state_dir = Path(settings.state_dir).resolve()
+    repo = WorkRepo(request.work, state_dir)
+    key = request.plan_key or settings.tracker.plan_key or request.plan_path.stem
+    with ExitStack() as stack:
+        store = open_store(request.db or settings.store.db or str(state_dir / "harness.sqlite"))
+        stack.callback(store.close)
+        tracker = stack.enter_context(
+            open_tracker(request.repo, request.forge, request.github_url, settings, create=False)
+        )
+        host = default_host(state_dir)
+
+        def item_checks(item: WorkItem) -> list[str]:
+            own = check_command(item.success_check)
+            return [*request.checks, *([own] if own else [])]
+
+        implementer = build_implementer(request, host, env, settings, store, item_checks)
+        reviewer = build_reviewer(request, host, env, state_dir, store, worker="reviewer")
+        run_settings = RunSettings(
+            checks=list(request.checks) or list(settings.checks.commands),
+            check_timeout_s=settings.checks.timeout_s,
+            max_attempts=request.max_attempts or settings.budgets.max_attempts,
+            lease_s=settings.budgets.lease_s,
+            workers=request.workers,
+            protected=list(settings.protected_paths),
+            allow_same_vendor=request.allow_same_vendor,
+            item_cost_usd=settings.budgets.item_cost_usd,
+            run_cost_usd=settings.budgets.run_cost_usd,
+            only=set(request.only) or None,
+        )
+        pipeline = Pipeline(
+            plan=plan,
+            plan_key=key,
+            tracker=tracker,
+            store=store,
+            repo=repo,
+            implementer=implementer,
+            reviewer=reviewer,
+            settings=run_settings,
+            state_dir=state_dir,
+            env=env,
+            observer=observer,
+        )
+        yield pipeline, plan
