@@ -112,6 +112,9 @@ class CliImplementer:
         )
         state = AgentState(outcome.state)
         failure = outcome.failure
+        if state is not AgentState.WAITING_FOR_INPUT:
+            # The program has ended; its screen lives on in the log, the session need not.
+            self.host.kill(session)
 
         def result(ok: bool, name: str, **extra: object) -> ImplementResult:
             return ImplementResult(

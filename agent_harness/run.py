@@ -220,10 +220,18 @@ class Pipeline:
         )
         session = re.sub(r"[^A-Za-z0-9_-]+", "-", f"ah-{self.tracker.repo}-{item.id}")
         item_state = self.state_dir / "items" / re.sub(r"[^A-Za-z0-9_-]+", "-", item.id)
+        host = getattr(self.implementer, "host", None)
         self.emit(
             item.id,
             "agent_started",
-            {"implementer": self.implementer.name, "session": session, "attempt": lease.attempt},
+            {
+                "implementer": self.implementer.name,
+                "session": session,
+                "attempt": lease.attempt,
+                "host": getattr(host, "kind", None),
+                "log": str(item_state / "logs" / f"{session}.log"),
+                "worktree": str(tree.path),
+            },
         )
         result = self.implementer.implement(
             item,

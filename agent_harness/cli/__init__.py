@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "config": ("agent_harness.cli.config_cmd", "config", "Show the effective configuration."),
     "demo": ("agent_harness.cli.demo_cmd", "demo", "Run the example plan offline, end to end."),
     "run": ("agent_harness.cli.run_cmd", "run", "Work a plan's items into reviewed pull requests."),
+    "attach": ("agent_harness.cli.attach_cmd", "attach", "Watch or answer an item's agent."),
     "forge": ("agent_harness.cli.forge_cmd", "forge", "Run the embedded GitHub-compatible forge."),
     "reconcile": (
         "agent_harness.cli.reconcile_cmd",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
@@ -22,32 +23,36 @@ Examples:
     type=click.Path(path_type=Path),
     default=Path(".agent-harness/demo"),
     show_default=True,
-    help="Where the demo keeps its forge and repositories (recreated each run).",
+    help="Where the demo keeps its forge, repository and database (recreated each run).",
 )
-@click.option("--plan", "plan_path", type=click.Path(path_type=Path), help="Another plan to use.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def demo(workdir: Path, plan_path: Path | None, as_json: bool) -> int:
-    """Run the example plan through the harness with no network and no account.
+def demo(workdir: Path, as_json: bool) -> int:
+    """Run the example plan through the whole loop with no network and no account.
 
-    Starts the embedded GitHub-compatible forge on loopback, mirrors examples/PLAN.md to
-    issues, then mirrors it again to show that an unchanged plan costs no writes.
+    Starts the embedded GitHub-compatible forge on loopback, pushes the example project,
+    mirrors examples/PLAN.md to issues (twice: the second pass writes nothing), then runs the
+    items with the scripted example agent in terminal sessions and a scripted reviewer,
+    merging each approved pull request as a person would, until every item is merged.
     """
-    from agent_harness.cli.plan_view import render_sync
+    from agent_harness.cli.demo_view import render_demo
     from agent_harness.demo import run_demo
 
     err = console(stderr=True)
-    report = run_demo(workdir, plan_path, step=lambda message: err.print(f"[dim]· {message}[/dim]"))
+    started = time.monotonic()
+    report = run_demo(workdir, step=lambda message: err.print(f"[dim]· {message}[/dim]"))
     if as_json:
         print_json(
             {
                 "workdir": str(report.workdir),
                 "repo": report.repo,
+                "session_host": report.host,
                 "syncs": [sync.as_json() for sync in report.syncs],
+                "items": report.final_items(),
+                "merged": [{"id": i, "pr": n} for i, n in report.merged],
+                "reviews": report.reviews,
+                "events": report.passes[-1].events if report.passes else 0,
             }
         )
-        return 0
-    out = console()
-    for sync in report.syncs:
-        render_sync(out, sync)
-    out.print(f"state kept in {report.workdir} (forge data, issues); run again to start over")
-    return 0
+    else:
+        render_demo(console(), report, time.monotonic() - started)
+    return 0 if all(row["state"] in ("merged", "done") for row in report.final_items()) else 4

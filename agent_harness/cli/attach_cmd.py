@@ -1,0 +1,45 @@
+"""`agent-harness attach ITEM`: watch (or answer) the agent working on an item."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  agent-harness attach T3                 # live tmux session, or the log if it has ended
+  agent-harness attach T3 --print         # just print the command
+"""
+)
+@click.argument("item_id", metavar="ITEM")
+@click.option("--project", metavar="OWNER/NAME:KEY", help="Project (needed when several).")
+@click.option("--db", metavar="URL", envvar="AGENT_HARNESS_DB", help="Database URL.")
+@click.option(
+    "--print", "print_only", is_flag=True, help="Print the command instead of running it."
+)
+def attach(item_id: str, project: str | None, db: str | None, print_only: bool) -> int:
+    """Attach to the terminal where ITEM's agent runs, to watch it or answer its question.
+
+    A live tmux session is attached read-write; detach with Ctrl-b d and the agent carries on.
+    When the session has ended (or agents run headless), its log is shown instead.
+    """
+    import shlex
+
+    from agent_harness.attach import attach_target
+    from agent_harness.store import open_store
+    from agent_harness.work import resolve_project
+
+    store = open_store(db)
+    try:
+        target = attach_target(store, resolve_project(store, project), item_id)
+    finally:
+        store.close()
+    click.echo(target.note, err=True)
+    if print_only:
+        click.echo(shlex.join(target.command))
+        return 0
+    os.execvp(target.command[0], target.command)
+    return 0  # pragma: no cover - execvp does not return

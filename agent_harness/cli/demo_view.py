@@ -1,0 +1,52 @@
+"""How the demo's result is shown."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.markup import escape
+from rich.table import Table
+
+from agent_harness.cli.plan_view import render_sync
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agent_harness.demo import DemoReport
+
+
+def render_demo(out: Console, report: DemoReport, seconds: float) -> None:
+    for sync in report.syncs:
+        render_sync(out, sync)
+    table = Table(title=f"{report.repo}: what happened to each item", title_justify="left")
+    for name in ("item", "title", "state", "attempts", "pull request"):
+        table.add_column(name, overflow="fold")
+    for row in report.final_items():
+        table.add_row(
+            row["id"],
+            escape(row["title"]),
+            row["state"],
+            str(row["attempts"]),
+            row.get("pr_url") or "-",
+        )
+    out.print(table)
+    retried = [row["id"] for row in report.final_items() if row["attempts"] > 1]
+    events = report.passes[-1].events if report.passes else 0
+    out.print(
+        f"{len(report.merged)} pull requests merged; items that needed a second attempt: "
+        f"{', '.join(retried) or 'none'}; {report.reviews} reviews; {events} events recorded; "
+        f"agents ran in {report.host} sessions; {seconds:.1f} s"
+    )
+    out.print(
+        f"Everything is kept in {report.workdir}: the forge data, the clone in "
+        f"{report.workdir / 'tally'} and the event log in {report.workdir / 'harness.sqlite'}."
+    )
+    data = report.workdir / "forge"
+    out.print(
+        "Browse the pull requests again: agent-harness forge serve "
+        f"--data {data} --token $(cat {data / 'token'})"
+    )
+    out.print(
+        f"See the history of an item: agent-harness work show T2 --db "
+        f"{report.workdir / 'harness.sqlite'}"
+    )
