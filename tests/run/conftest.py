@@ -1,0 +1,144 @@
+"""A real forge, a real clone, a scripted reviewer on loopback, and a pipeline builder."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_harness.demo import review_rules, seed_repository
+from agent_harness.github import GitHubTracker
+from agent_harness.implementer import CliImplementer
+from agent_harness.model_client import ModelClient, Route
+from agent_harness.plan import Plan, parse_plan, parse_plan_file
+from agent_harness.review import ModelReviewer
+from agent_harness.run import Pipeline, RunSettings
+from agent_harness.session_executor import preset_for
+from agent_harness.session_host import HeadlessHost, SessionHost
+from agent_harness.store import Store, open_store
+from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
+from agent_harness.testing.model_server import ModelServer, ScriptedResponder
+from agent_harness.worktrees import WorkRepo
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+REPO = "octo/tally"
+KEY_ENV = "TEST_REVIEWER_KEY"
+
+
+@dataclass
+class Harness:
+    tmp: Path
+    forge: RunningForge
+    model: ModelServer
+    store: Store
+    work: Path
+    env: dict[str, str]
+    pipelines: list[Pipeline] = field(default_factory=list)
+
+    @property
+    def state_dir(self) -> Path:
+        return self.tmp / "state"
+
+    def tracker(self) -> GitHubTracker:
+        return GitHubTracker(REPO, TOKEN, self.forge.server.api_url, write_spacing_s=0.0)
+
+    def agent_command(self) -> str:
+        return shlex.join([sys.executable, str(EXAMPLES / "agent" / "tally_agent.py")]) + (
+            " --prompt-file {prompt_file}"
+        )
+
+    def pipeline(
+        self,
+        plan: Plan | str | None = None,
+        *,
+        agent: str | None = None,
+        host: SessionHost | None = None,
+        settings: RunSettings | None = None,
+        reviewer_vendor: str = "openai",
+        observer: Callable[[str, str, dict[str, Any]], None] | None = None,
+    ) -> Pipeline:
+        if plan is None:
+            plan = parse_plan_file(EXAMPLES / "PLAN.md")
+        elif isinstance(plan, str):
+            plan = parse_plan(plan, source="PLAN.md")
+        implementer = CliImplementer(
+            host or HeadlessHost(self.state_dir / "sessions"),
+            preset_for(agent or self.agent_command()),
+            self.env,
+            timeout_s=30.0,
+            idle_s=30.0,
+            poll_s=0.05,
+        )
+        client = ModelClient(
+            {
+                "reviewer": Route(
+                    "gpt-test", f"{self.model.url}/v1", reviewer_vendor, "openai", KEY_ENV
+                )
+            },
+            env=self.env,
+            parking=self.store,
+        )
+        pipeline = Pipeline(
+            plan=plan,
+            plan_key="PLAN",
+            tracker=self.tracker(),
+            store=self.store,
+            repo=WorkRepo(self.work, self.state_dir),
+            implementer=implementer,
+            reviewer=ModelReviewer(client, worker="test"),
+            settings=settings
+            or RunSettings(
+                checks=["python -m unittest"],
+                check_timeout_s=30.0,
+                lease_s=30.0,
+                workers=1,
+                idle_poll_s=0.02,
+            ),
+            state_dir=self.state_dir,
+            env=self.env,
+            observer=observer,
+        )
+        self.pipelines.append(pipeline)
+        return pipeline
+
+    def reviews(self) -> list[Any]:
+        return [r for r in self.model.requests if r.path.endswith("/chat/completions")]
+
+    def pulls(self) -> list[Any]:
+        return list(self.forge.github.get_repo(REPO).get_pulls(state="all"))
+
+    def merge(self, number: int) -> None:
+        self.forge.github.get_repo(REPO).get_pull(number).merge(merge_method="merge")
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    with (
+        running_forge(tmp_path / "forge") as forge,
+        ModelServer([ScriptedResponder(review_rules)]) as model,
+    ):
+        forge.forge.create_repo("octo", "tally", auto_init=False)
+        work = tmp_path / "clones" / "tally"
+        work.parent.mkdir()
+        seed_repository(EXAMPLES / "project", forge.forge.clone_url("octo", "tally"), work)
+        env = dict(os.environ)
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env[KEY_ENV] = "sk-test-reviewer"
+        env["GH_TOKEN"] = "ghp_must_never_reach_an_agent"
+        store = open_store(f"sqlite:///{tmp_path / 'harness.sqlite'}")
+        h = Harness(tmp_path, forge, model, store, work, env)
+        try:
+            yield h
+        finally:
+            for pipeline in h.pipelines:
+                close = getattr(pipeline.tracker, "close", None)
+                if close:
+                    close()
+            store.close()

@@ -1,0 +1,277 @@
+"""The run pipeline end to end: real forge over HTTP, real git, real sessions, scripted models."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from agent_harness.forge import FaultKind
+from agent_harness.run import RunSettings
+from agent_harness.sync import read_pull_marker
+from agent_harness.testing.agents import write_scripted_agent
+from agent_harness.work import ItemState, get_item, record_outcome
+from agent_harness.worktrees import DefaultBranchGuard, guard_refspec
+
+from .conftest import KEY_ENV, Harness
+
+ONE_ITEM = "### T1: Count words\nMake it.\n\ncheck: `python -m unittest tests.test_words`\n"
+
+
+def settings(**overrides: object) -> RunSettings:
+    base = RunSettings(
+        checks=["python -m unittest"],
+        check_timeout_s=30.0,
+        lease_s=30.0,
+        workers=1,
+        idle_poll_s=0.02,
+    )
+    for name, value in overrides.items():
+        setattr(base, name, value)
+    return base
+
+
+def kinds(h: Harness, project: str, item: str) -> list[str]:
+    return [e.kind for e in h.store.all_events(project=project, item=item)]
+
+
+def remote_main(h: Harness) -> str:
+    return subprocess.run(
+        ["git", "rev-parse", "origin/main"], cwd=h.work, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_an_item_becomes_a_pull_request_that_closes_its_issue(h: Harness) -> None:
+    before = remote_main(h)
+    pipeline = h.pipeline(ONE_ITEM)
+    report = pipeline.run()
+    assert [(i.id, i.state, i.attempts) for i in report.items] == [("T1", "pr_open", 1)]
+    [pull] = h.pulls()
+    issue = pipeline.issues["T1"]
+    assert pull.title == "T1: Count words" and pull.base.ref == "main"
+    assert pull.head.ref == "agent-harness/T1-count-words"
+    assert f"Closes #{issue}" in pull.body
+    assert "| `python -m unittest tests.test_words` | passed |" in pull.body
+    assert "approved by openai (gpt-test)" in pull.body
+    marker = read_pull_marker(pull.body)
+    assert marker is not None and (marker.item_id, marker.issue) == ("T1", issue)
+    subprocess.run(["git", "fetch", "-q"], cwd=h.work, check=True)
+    assert remote_main(h) == before, "the default branch must never move"
+    events = kinds(h, pipeline.project, "T1")
+    order = [
+        "claimed",
+        "worktree",
+        "agent_started",
+        "agent_finished",
+        "check",
+        "review",
+        "pushed",
+        "pr_opened",
+    ]
+    positions = [events.index(kind) for kind in order]
+    assert positions == sorted(positions)
+
+
+def test_a_failed_check_goes_back_to_the_agent_and_the_reviewer_waits(h: Harness) -> None:
+    plan = (
+        "### T2: Count lines\nA trailing newline does not start a line.\n\n"
+        "check: `python -m unittest tests.test_lines`\n"
+    )
+    # T2 needs words.py from T1; give the repository T1's work first, as a merge would.
+    first = h.pipeline(ONE_ITEM)
+    first.run()
+    h.merge(h.pulls()[0].number)
+    pipeline = h.pipeline(plan)
+    report = pipeline.run()
+    assert [(i.id, i.state, i.attempts) for i in report.items] == [("T2", "pr_open", 2)]
+    events = h.store.all_events(project=pipeline.project, item="T2")
+    feedback = [e.payload for e in events if e.kind == "feedback"]
+    assert feedback[0]["kind"] == "checks" and "FAIL" in feedback[0]["detail"]
+    reviews_of_t2 = [e for e in events if e.kind == "review"]
+    assert len(reviews_of_t2) == 1, "no review while a check fails"
+    logs = sorted((h.state_dir / "items" / "T2" / "logs").glob("*.log"))
+    assert "(again, with feedback)" in logs[0].read_text()
+
+
+def test_a_reviewer_no_goes_back_and_the_reviewer_never_sees_the_transcript(
+    h: Harness,
+) -> None:
+    plan = (
+        "### T4: Most frequent words\n`top_words(text, n)`; ties broken alphabetically.\n\n"
+        "check: `python -m unittest tests.test_top`\n"
+    )
+    h.pipeline(ONE_ITEM).run()
+    h.merge(h.pulls()[0].number)
+    pipeline = h.pipeline(plan)
+    report = pipeline.run()
+    assert [(i.id, i.state, i.attempts) for i in report.items] == [("T4", "pr_open", 2)]
+    t4_reviews = [r for r in h.reviews() if "T4" in json.dumps(r.body)]
+    assert len(t4_reviews) == 2
+    for request in t4_reviews:
+        text = json.dumps(request.body)
+        assert "tally_agent:" not in text, "the agent's own output must not reach the reviewer"
+        assert "diff --git" in text
+    second_prompt = h.state_dir / "items" / "T4" / "logs"
+    assert any("again, with feedback" in p.read_text() for p in second_prompt.glob("*.log"))
+
+
+def test_checks_failing_every_time_end_in_failed_without_any_review(h: Harness) -> None:
+    agent = write_scripted_agent(h.tmp / "agents", "done")
+    plan = '### T1: Anything\n\ncheck: `python -c "raise SystemExit(1)"`\n'
+    pipeline = h.pipeline(
+        plan,
+        agent=shlex.join(agent) + " {prompt_file}",
+        settings=settings(checks=[], max_attempts=2),
+    )
+    report = pipeline.run()
+    [item] = report.items
+    assert item.state == "failed" and item.attempts == 2
+    assert "attempt budget 2 spent" in (item.reason or "")
+    assert h.reviews() == [] and h.pulls() == []
+
+
+def test_a_protected_path_stops_the_item_before_review(h: Harness) -> None:
+    script = (
+        "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/evil.yml; "
+        ": {prompt_file}"
+    )
+    pipeline = h.pipeline(
+        "### T1: Anything\n",
+        agent=f"sh -c {shlex.quote(script)}",
+        settings=settings(checks=[]),
+    )
+    [item] = pipeline.run().items
+    assert item.state == "failed" and item.attempts == 1
+    assert "touches protected path .github/workflows/evil.yml" in (item.reason or "")
+    assert h.reviews() == []
+
+
+def test_the_agent_never_sees_the_tracker_token_or_other_keys(h: Harness) -> None:
+    agent = write_scripted_agent(h.tmp / "agents", "dump_env")
+    pipeline = h.pipeline(
+        "### T1: Anything\n",
+        agent=shlex.join(agent) + " {prompt_file}",
+        settings=settings(checks=[]),
+    )
+    pipeline.run()
+    seen = json.loads((h.state_dir / "worktrees" / "T1" / "env.json").read_text())
+    assert "GH_TOKEN" not in seen and KEY_ENV not in seen
+    assert not any(name.startswith("AGENT_HARNESS_") for name in seen)
+    assert "PATH" in seen
+
+
+def test_an_agent_that_commits_to_the_default_branch_is_refused(h: Harness) -> None:
+    script = (
+        "git checkout -q --detach && echo sneaky > sneaky.txt && git add sneaky.txt && "
+        "git -c user.name=a -c user.email=a@b commit -qm sneaky && "
+        "git update-ref refs/heads/main HEAD; : {prompt_file}"
+    )
+    pipeline = h.pipeline(
+        "### T1: Anything\n",
+        agent=f"sh -c {shlex.quote(script)}",
+        settings=settings(checks=[], max_attempts=1),
+    )
+    [item] = pipeline.run().items
+    assert item.state == "failed"
+    assert "DefaultBranchGuard" in (item.reason or "") or "refused" in (item.reason or "")
+    assert h.pulls() == []
+
+
+def test_the_push_guard_refuses_any_refspec_touching_the_default_branch() -> None:
+    for refspec in (
+        "main",
+        "refs/heads/main",
+        "HEAD:main",
+        "agent-harness/x:refs/heads/main",
+        "+refs/heads/x:main",
+        ":main",
+    ):
+        with pytest.raises(DefaultBranchGuard):
+            guard_refspec(refspec, "main")
+    guard_refspec("refs/heads/agent-harness/T1-x:refs/heads/agent-harness/T1-x", "main")
+
+
+def test_missing_and_hanging_checks_fail_the_item_with_the_reason(h: Harness) -> None:
+    agent = write_scripted_agent(h.tmp / "agents", "done")
+    command = shlex.join(agent) + " {prompt_file}"
+    missing = h.pipeline(
+        "### T1: Anything\n",
+        agent=command,
+        settings=settings(checks=["no-such-tool-xyz --check"], max_attempts=1),
+    )
+    [item] = missing.run().items
+    assert item.state == "failed" and "no-such-tool-xyz" in (item.reason or "")
+    assert "not found" in (item.reason or "") or "missing" in (item.reason or "")
+    hanging = h.pipeline(
+        "### T2: Other\n",
+        agent=command,
+        settings=settings(checks=["sleep 30"], check_timeout_s=0.5, max_attempts=1),
+    )
+    [item2] = hanging.run().items
+    assert item2.id == "T2" and item2.state == "failed" and "timed out" in (item2.reason or "")
+
+
+def test_an_agent_that_deletes_its_worktree_fails_the_item_clearly(h: Harness) -> None:
+    script = 'rm -rf "$PWD"; : {prompt_file}'
+    pipeline = h.pipeline(
+        "### T1: Anything\n",
+        agent=f"sh -c {shlex.quote(script)}",
+        settings=settings(checks=[], max_attempts=1),
+    )
+    [item] = pipeline.run().items
+    assert item.state == "failed" and "deleted its worktree" in (item.reason or "")
+
+
+def test_a_lost_answer_to_the_pull_request_opens_no_second_one(h: Harness) -> None:
+    # The forge creates the PR but the answer never arrives: the retry must find it, not
+    # open another, and must not pay the reviewer again for the same commit.
+    h.forge.forge.faults.inject(FaultKind.DROP_AFTER, "POST", "*/pulls", count=1)
+    pipeline = h.pipeline(ONE_ITEM)
+    [item] = pipeline.run().items
+    assert item.state == "pr_open"
+    assert len(h.pulls()) == 1
+    assert len(h.reviews()) == 1
+
+
+def test_rerunning_a_finished_plan_does_nothing_again(h: Harness) -> None:
+    h.pipeline(ONE_ITEM).run()
+    mark = h.forge.forge.mark()
+    again = h.pipeline(ONE_ITEM).run()
+    assert [(i.id, i.state, i.attempts) for i in again.items] == [("T1", "pr_open", 1)]
+    counts = h.forge.forge.request_counts(mark)
+    assert not any(key.startswith(("POST", "PATCH")) for key in counts), counts
+    assert len(h.reviews()) == 1
+
+
+def test_dependencies_wait_for_a_merge(h: Harness) -> None:
+    plan = (
+        ONE_ITEM
+        + "\n### T2: Count lines\ndepends on: T1\n\ncheck: `python -m unittest tests.test_lines`\n"
+    )
+    pipeline = h.pipeline(plan)
+    report = pipeline.run()
+    states = {i.id: (i.state, i.reason) for i in report.items}
+    assert states["T1"][0] == "pr_open"
+    assert states["T2"] == ("pending", "waits for T1 (pr_open) to be merged")
+    record_outcome(h.store, pipeline.project, "T1", "merged", {"pr": 1})
+    assert get_item(h.store, pipeline.project, "T1").state == ItemState.MERGED
+
+
+@pytest.fixture
+def h(harness: Harness) -> Harness:
+    return harness
+
+
+def test_python_is_the_interpreter_the_checks_use(h: Harness) -> None:
+    # The example's checks say `python`; the harness's PATH puts this interpreter first.
+    out = subprocess.run(
+        ["python", "-c", "import sys; print(sys.prefix)"],
+        env=h.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert out == sys.prefix
