@@ -107,7 +107,7 @@ class Memory:
     pulls_etag: str | None = None
     default_branch: str | None = None
     pulls: dict[int, PullFacts] = field(default_factory=dict)
-    recorded: dict[str, str] = field(default_factory=dict)  # item -> key of its last transition
+    recorded: dict[str, str] = field(default_factory=dict)  # plan/item -> last transition key
     commits_since: str | None = None
     commits_etag: str | None = None
     commit_shas: list[str] = field(default_factory=list)
@@ -165,6 +165,10 @@ class Transition:
     issue: int | None
     evidence: dict[str, Any]
     done: list[str] = field(default_factory=list)
+
+    @property
+    def slot(self) -> str:
+        return f"{self.plan}/{self.item}"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -360,9 +364,8 @@ class Reconciler:
                 "(deleted, or moved to another repository)"
             )
             return
-        facts = PullFacts.of(pull)
-        if facts.item is not None:
-            self.memory.pulls[target] = facts
+        # Remembered even when it is not ours, so it is not fetched again on every run.
+        self.memory.pulls[target] = PullFacts.of(pull)
 
     def _default_branch(self) -> str:
         if self.memory.default_branch is None:
@@ -396,7 +399,7 @@ class Reconciler:
         return set(memory.commit_shas)
 
     # -- deciding ---------------------------------------------------------------------------
-    def _outcomes(self) -> dict[str, tuple[PullFacts, Outcome]]:
+    def _outcomes(self) -> dict[tuple[str, str], tuple[PullFacts, Outcome]]:
         pulls = self.memory.pulls
         ours = [
             p
@@ -418,19 +421,19 @@ class Reconciler:
         branch = self._default_branch()
         cutoff = _iso(self.clock() - self.window.total_seconds())
         # The newest pull request of an item decides, but a merged one outranks later closed ones.
-        chosen: dict[str, PullFacts] = {}
+        chosen: dict[tuple[str, str], PullFacts] = {}
         for pull in sorted(ours, key=lambda p: p.number):
             assert pull.item is not None
-            held = chosen.get(pull.item)
+            held = chosen.get((pull.plan or "", pull.item))
             if held is None or pull.state != "closed" or held.state != "merged":
-                chosen[pull.item] = pull
-        out: dict[str, tuple[PullFacts, Outcome]] = {}
-        for item, pull in chosen.items():
+                chosen[(pull.plan or "", pull.item)] = pull
+        out: dict[tuple[str, str], tuple[PullFacts, Outcome]] = {}
+        for (plan, item), pull in chosen.items():
             evidence: dict[str, Any] = {"pr": pull.number}
             if pull.state == "open":
                 continue
             if pull.state == "closed":
-                out[item] = (pull, Outcome("closed", f"closed:{pull.number}", evidence))
+                out[plan, item] = (pull, Outcome("closed", f"closed:{pull.number}", evidence))
                 continue
             evidence |= {"sha": pull.merge_sha, "merged_at": pull.merged_at}
             node = f"pr:{pull.number}"
@@ -444,14 +447,14 @@ class Reconciler:
                 revoker = graph.live_revoker(node)
                 assert revoker is not None
                 evidence |= _describe(revoker)
-                out[item] = (pull, Outcome("reverted", f"reverted:{revoker}", evidence))
+                out[plan, item] = (pull, Outcome("reverted", f"reverted:{revoker}", evidence))
                 continue
             undone = sorted(graph.revokers.get(node, []))
             key = f"merged:{pull.merge_sha}"
             if undone:  # reverted once, and that revert was itself undone: merged again
                 key += ":after:" + ",".join(undone)
                 evidence["reapplied_after"] = [_describe(n) for n in undone]
-            out[item] = (pull, Outcome("merged", key, evidence))
+            out[plan, item] = (pull, Outcome("merged", key, evidence))
         return out
 
     def _issue_listing(self) -> dict[int, IssueRecord]:
@@ -459,9 +462,9 @@ class Reconciler:
             self._issues = {i.number: i for i in self.tracker.list_issues()}
         return self._issues
 
-    def _already(self, item: str, pull: PullFacts, outcome: Outcome) -> bool:
+    def _already(self, slot: str, pull: PullFacts, outcome: Outcome) -> bool:
         if not self.report.stateless:
-            return self.memory.recorded.get(item) == outcome.key
+            return self.memory.recorded.get(slot) == outcome.key
         # No memory: the status label on the issue says what was recorded last.
         if pull.issue is None:
             return False
@@ -469,7 +472,7 @@ class Reconciler:
         if issue is None:
             return False
         if status_label(outcome.state) in {label.lower() for label in issue.labels}:
-            self.memory.recorded[item] = outcome.key
+            self.memory.recorded[slot] = outcome.key
             return True
         return False
 
@@ -514,7 +517,8 @@ class Reconciler:
                 f"{transition.item}: PR #{transition.pr} names no issue; issue not updated"
             )
             return True
-        issue = self.tracker.get_issue(number)
+        listed = self._issues.get(number) if self._issues is not None else None
+        issue = listed or self.tracker.get_issue(number)
         try:
             marker = read_marker(issue.body)
         except DamagedMarker:
@@ -575,7 +579,7 @@ class Reconciler:
                 f"{transition.item}: issue #{transition.issue} not updated: {exc.message}"
             )
             return  # not remembered: the next run tries the issue again
-        self.memory.recorded[transition.item] = transition.key
+        self.memory.recorded[transition.slot] = transition.key
 
     def _clean(self, transitions: Iterable[Transition]) -> None:
         if self.work is None:
@@ -601,8 +605,8 @@ class Reconciler:
         start_requests = self.tracker.tally.requests
         start_writes = self.tracker.tally.writes
         self._read_pulls()
-        for item, (pull, outcome) in sorted(self._outcomes().items()):
-            if self._already(item, pull, outcome):
+        for (plan, item), (pull, outcome) in sorted(self._outcomes().items()):
+            if self._already(f"{plan}/{item}", pull, outcome):
                 continue
             assert pull.plan is not None
             transition = Transition(
