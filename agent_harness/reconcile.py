@@ -494,7 +494,7 @@ class Reconciler:
             by = (
                 f"#{ev['revert_pr']}" if "revert_pr" in ev else f"commit {ev['revert_commit'][:12]}"
             )
-            then = "re-queued" if self.requeue_reverted else "flagged for a person"
+            then = "re-queued" if "requeued" in transition.done else "flagged for a person"
             text = f"The change from {pr} was reverted by {by}; **{transition.item}** is {then}."
         marker = json.dumps({"item": transition.item, "key": transition.key})
         return f"{text}\n\n<!-- agent-harness-reconcile {marker} -->"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from agent_harness import work
 from agent_harness.plan import parse_plan
 from agent_harness.reconcile import ReconcileReport, reconcile
@@ -224,3 +226,38 @@ def test_force_pushed_default_branch_is_reported_not_reverted(scene: Scene, stor
     report = reconcile(scene.tracker(), store=store)
     assert report.transitions == []
     assert any("no longer on main" in p for p in report.problems)
+
+
+def test_plan_key_scopes_the_run_and_old_merges_leave_the_revert_window(scene: Scene) -> None:
+    merge_sha = scene.merge(scene.open_pr("T1"))
+    scene.revert_on_main(merge_sha)
+    other = scene.open_pr("T2")
+    body = scene.repo.get_pull(other).body.replace('"plan": "PLAN"', '"plan": "OTHER"')
+    scene.repo.get_pull(other).edit(body=body)
+    scene.close(other)
+    only_other = reconcile(scene.tracker(), plan_key="OTHER", dry_run=True)
+    assert states(only_other) == {"T2": "closed"}
+    # Forty days on, a 30-day window no longer reads commits: the revert goes unseen.
+    later = reconcile(
+        scene.tracker(), plan_key="PLAN", dry_run=True, clock=lambda: time.time() + 40 * 86400
+    )
+    assert states(later) == {"T1": "merged"} and later.commits_read == 0
+    now = reconcile(scene.tracker(), plan_key="PLAN", dry_run=True)
+    assert states(now) == {"T1": "reverted"} and now.commits_read >= 2
+
+
+def test_requeue_of_a_reverted_item_is_reported_when_the_queue_refuses(
+    scene: Scene, store: Store
+) -> None:
+    queue(store, "T1")
+    merge_sha = scene.merge(scene.open_pr("T1"))
+    reconcile(scene.tracker(), store=store, requeue_reverted=True)
+    scene.revert_on_main(merge_sha)
+    report = reconcile(scene.tracker(), store=store, requeue_reverted=True)
+    assert states(report) == {"T1": "reverted"}
+    said = comments(scene, 1)[-1]
+    if "requeued" in report.transitions[0].done:
+        assert "re-queued" in said and work.get_item(store, PLAN, "T1").state == "pending"
+    else:  # the queue does not allow reverted -> pending: say so, and never claim it happened
+        assert any("not re-queued" in p for p in report.problems)
+        assert "flagged for a person" in said
