@@ -99,7 +99,7 @@ def _registered(repo: WorkRepo) -> dict[Path, str | None]:
     return out
 
 
-def inspect(
+def assess(
     repo: WorkRepo, path: Path, branch: str | None, state: str | None, merged_head: str | None
 ) -> WorktreeInfo:
     """Everything needed to decide whether one worktree may go."""
@@ -145,7 +145,7 @@ def list_worktrees(
     states = states or {}
     merged_heads = merged_heads or {}
     return [
-        inspect(repo, path, branch, states.get(path.name), merged_heads.get(path.name))
+        assess(repo, path, branch, states.get(path.name), merged_heads.get(path.name))
         for path, branch in sorted(known.items())
     ]
 

@@ -1,10 +1,8 @@
 """Reconcile: pull merged / closed / reverted back from the tracker into the queue and the issues.
 
-The tracker is the source of truth and the hidden markers make it enough: a pull request's marker
-names its item and issue, a status label on the issue says what was last recorded, and a marker in
-our comment says which transition it announced. So a run with an empty store rebuilds everything;
-a run with a store remembers a high-water mark and ETags, so its cost grows with change, not with
-history. A revert is a graph question: a change is live when it landed and no live revert undoes it.
+Markers make the tracker enough: the PR marker names item and issue, the issue's status label says
+what was recorded, our comment's marker which transition it announced. With a store, a high-water
+mark and ETags make cost grow with change; a change is live if it landed and nothing live undid it.
 """
 
 from __future__ import annotations
