@@ -1,0 +1,588 @@
+"""A scripted model provider on loopback that real agent CLIs (Claude Code, Codex) can talk to.
+
+A scenario says what the model does in agent terms: write this file, edit that one, run a
+command, say this, fail with that 429. Each step becomes whichever tool the request offers, in
+the wire format of the path hit (Anthropic Messages, OpenAI Responses). The step played is
+chosen from the conversation the request carries (how many model turns it already holds), so a
+CLI's side requests and retries never shift the script, and every request is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shlex
+import socket
+import struct
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import PurePosixPath
+from typing import Any
+
+from agent_harness.testing.model_server import (
+    REDACTED,
+    SECRET_HEADERS,
+    AnthropicMessages,
+    ScriptedCompletion,
+    ScriptedFailure,
+    ScriptedToolCall,
+)
+
+# -- what a scenario can make the model do ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriteFile:
+    """Create (or overwrite) a file, with a path relative to the agent's working directory."""
+
+    path: str
+    content: str
+
+
+@dataclass(frozen=True)
+class EditFile:
+    """Replace `old` (whole lines, present in the file) with `new`."""
+
+    path: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class RunShell:
+    """Run a shell command in the agent's working directory."""
+
+    command: str
+
+
+@dataclass(frozen=True)
+class Say:
+    """Answer with text and end the turn."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Answer with this exact HTTP failure (status, headers, body)."""
+
+    failure: ScriptedFailure
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Accept the request and answer nothing until the provider closes (or `max_s` passes)."""
+
+    max_s: float = 60.0
+
+
+Action = WriteFile | EditFile | RunShell | Say  # what the model answers with
+Step = Action | Fail | Hang
+
+
+def verdict(approved: bool, reasons: Sequence[str] = (), permanent: bool = False) -> Say:
+    """A reviewer's structured verdict as the model's final text."""
+    body = {"approved": approved, "reasons": list(reasons), "permanent": permanent}
+    return Say(json.dumps(body))
+
+
+# -- what a scenario sees of a request ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One model request, read the way a scenario needs it."""
+
+    vendor: str  # "anthropic" | "openai"
+    body: Mapping[str, Any]
+    tools: tuple[str, ...]  # the tool names offered
+    turn: int  # model turns already in the conversation (0: the first call)
+    user_text: str  # everything the user side said, joined
+    tool_outputs: tuple[str, ...]  # what the tools returned so far, oldest first
+    cwd: str | None  # the working directory the agent announced, when it did
+
+    @property
+    def side(self) -> bool:
+        """A request with no tools offered: a CLI's own side call (titles, probes, ...)."""
+        return not self.tools
+
+    @property
+    def text(self) -> str:
+        """The whole request body as text, for `in` checks."""
+        return json.dumps(self.body)
+
+
+Scenario = Callable[[Exchange], Step]
+
+
+def script(*steps: Step, then: Step = Say("Done.")) -> Scenario:
+    """A scenario that plays `steps` in conversation order, then `then`; side calls get text."""
+
+    def play(exchange: Exchange) -> Step:
+        if exchange.side:
+            return Say("Scripted side answer.")
+        return steps[exchange.turn] if exchange.turn < len(steps) else then
+
+    return play
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A request as the provider saw it, with secret header values blanked."""
+
+    method: str
+    path: str  # including the query string
+    headers: Mapping[str, str]
+    body: Any
+    vendor: str | None  # None for requests no API answers (probes)
+
+    @property
+    def text(self) -> str:
+        return json.dumps(self.body)
+
+
+# -- reading requests ---------------------------------------------------------------------------
+
+_CWD = re.compile(r"(?:Working directory|Primary working directory|<cwd>):?\s*([^\s<]+)")
+
+
+def _texts(content: Any) -> list[str]:
+    """The text inside a message content (a string, or a list of typed blocks)."""
+    if isinstance(content, str):
+        return [content]
+    out: list[str] = []
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            for key in ("text", "output", "content"):
+                value = block.get(key)
+                if isinstance(value, str):
+                    out.append(value)
+                elif isinstance(value, list):
+                    out += _texts(value)
+    return out
+
+
+def _anthropic_exchange(body: Mapping[str, Any]) -> Exchange:
+    tools = tuple(str(t.get("name")) for t in body.get("tools") or [] if isinstance(t, dict))
+    turn = 0
+    user: list[str] = []
+    outputs: list[str] = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if message.get("role") == "assistant":
+            turn += 1
+            continue
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    outputs.append("\n".join(_texts(block.get("content"))))
+                elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                    user.append(block["text"])
+        elif isinstance(content, str):
+            user.append(content)
+    system = "\n".join(_texts(body.get("system")))
+    found = _CWD.search(system) or _CWD.search("\n".join(user))
+    return Exchange(
+        "anthropic",
+        body,
+        tools,
+        turn,
+        "\n".join(user),
+        tuple(outputs),
+        found.group(1) if found else None,
+    )
+
+
+_CALL_ITEMS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+_OUTPUT_ITEMS = frozenset(
+    {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+)
+
+
+def _responses_exchange(body: Mapping[str, Any]) -> Exchange:
+    tools = tuple(
+        str(t.get("name") or t.get("type")) for t in body.get("tools") or [] if isinstance(t, dict)
+    )
+    turn = 0
+    user: list[str] = []
+    outputs: list[str] = []
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"type": "message", "role": "user", "content": items}]
+    for item in items or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type", "message")
+        if kind in _CALL_ITEMS or (kind == "message" and item.get("role") == "assistant"):
+            turn += 1
+        elif kind in _OUTPUT_ITEMS:
+            output = item.get("output")
+            outputs.append(output if isinstance(output, str) else json.dumps(output))
+        elif kind == "message" and item.get("role") in ("user", "developer"):
+            user += _texts(item.get("content"))
+    text = "\n".join(user)
+    found = _CWD.search(text) or _CWD.search(str(body.get("instructions") or ""))
+    return Exchange(
+        "openai", body, tools, turn, text, tuple(outputs), found.group(1) if found else None
+    )
+
+
+# -- rendering steps as tool calls ------------------------------------------------------------
+
+
+def _absolute(cwd: str | None, path: str) -> str:
+    if PurePosixPath(path).is_absolute() or cwd is None:
+        return path
+    return str(PurePosixPath(cwd) / path)
+
+
+def _anthropic_calls(step: Action, exchange: Exchange, number: int) -> ScriptedCompletion:
+    ident = f"toolu_scripted_{number}"
+    if isinstance(step, Say):
+        return ScriptedCompletion(text=step.text)
+    if isinstance(step, RunShell) or (
+        "Write" not in exchange.tools and isinstance(step, WriteFile)
+    ):
+        command = step.command if isinstance(step, RunShell) else _shell_write(step)
+        return ScriptedCompletion(
+            tool_calls=(ScriptedToolCall("Bash", {"command": command}, ident),)
+        )
+    path = _absolute(exchange.cwd, step.path)
+    # Claude Code refuses to change a file it has not read in this conversation, so every
+    # change reads first; both calls go in one message and run in order.
+    read = ScriptedToolCall("Read", {"file_path": path}, f"{ident}_read")
+    if isinstance(step, WriteFile):
+        write = ScriptedToolCall("Write", {"file_path": path, "content": step.content}, ident)
+        return ScriptedCompletion(tool_calls=(read, write))
+    edit = ScriptedToolCall(
+        "Edit", {"file_path": path, "old_string": step.old, "new_string": step.new}, ident
+    )
+    return ScriptedCompletion(tool_calls=(read, edit))
+
+
+def _shell_write(step: WriteFile) -> str:
+    path = shlex.quote(step.path)
+    body = f"{step.content}SCRIPTED_EOF\n"
+    return f"mkdir -p \"$(dirname {path})\" && cat > {path} <<'SCRIPTED_EOF'\n{body}"
+
+
+def apply_patch_text(step: WriteFile | EditFile) -> str:
+    """The step as a Codex `*** Begin Patch` envelope."""
+    lines = ["*** Begin Patch"]
+    if isinstance(step, WriteFile):
+        lines.append(f"*** Add File: {step.path}")
+        lines += ["+" + line for line in step.content.splitlines()]
+    else:
+        lines += [f"*** Update File: {step.path}", "@@"]
+        lines += ["-" + line for line in step.old.splitlines()]
+        lines += ["+" + line for line in step.new.splitlines()]
+    lines.append("*** End Patch")
+    return "\n".join(lines) + "\n"
+
+
+def _responses_item(step: Action, exchange: Exchange, number: int) -> dict[str, Any]:
+    call_id = f"call_scripted_{number}"
+    if isinstance(step, Say):
+        return {
+            "type": "message",
+            "id": f"msg_scripted_{number}",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": step.text, "annotations": []}],
+        }
+    tool_kinds = {
+        str(t.get("name")): str(t.get("type"))
+        for t in exchange.body.get("tools") or []
+        if isinstance(t, dict)
+    }
+    if isinstance(step, WriteFile | EditFile) and "apply_patch" in tool_kinds:
+        patch = apply_patch_text(step)
+        if tool_kinds["apply_patch"] == "custom":
+            return {
+                "type": "custom_tool_call",
+                "id": f"ctc_scripted_{number}",
+                "status": "completed",
+                "call_id": call_id,
+                "name": "apply_patch",
+                "input": patch,
+            }
+        return _function_call(number, call_id, "apply_patch", {"input": patch})
+    if isinstance(step, RunShell):
+        command = step.command
+    elif isinstance(step, WriteFile):
+        command = _shell_write(step)
+    else:
+        command = f"apply_patch <<'SCRIPTED_EOF'\n{apply_patch_text(step)}SCRIPTED_EOF\n"
+    if "exec_command" in tool_kinds:
+        return _function_call(number, call_id, "exec_command", {"cmd": command})
+    return _function_call(number, call_id, "shell", {"command": ["bash", "-lc", command]})
+
+
+def _function_call(number: int, call_id: str, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": f"fc_scripted_{number}",
+        "status": "completed",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(dict(args)),
+    }
+
+
+def _sse(data: Mapping[str, Any]) -> bytes:
+    return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def responses_events(
+    item: Mapping[str, Any], body: Mapping[str, Any], number: int, usage: Mapping[str, int]
+) -> list[bytes]:
+    """The Responses API stream for one output item, `response.created` to `.completed`."""
+    response: dict[str, Any] = {
+        "id": f"resp_scripted_{number}",
+        "object": "response",
+        "created_at": 0,
+        "status": "in_progress",
+        "model": str(body.get("model", "scripted")),
+        "output": [],
+        "usage": None,
+    }
+    seq = iter(range(1_000_000))
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return _sse({"type": kind, "sequence_number": next(seq), **fields})
+
+    events = [
+        event("response.created", response=response),
+        event("response.in_progress", response=response),
+    ]
+    start = dict(item, status="in_progress")
+    if item["type"] == "message":
+        start["content"] = []
+    elif item["type"] == "function_call":
+        start["arguments"] = ""
+    events.append(event("response.output_item.added", output_index=0, item=start))
+    if item["type"] == "message":
+        text = item["content"][0]["text"]
+        part = {"type": "output_text", "text": "", "annotations": []}
+        ids = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+        events.append(event("response.content_part.added", **ids, part=part))
+        middle = len(text) // 2
+        for piece in (text[:middle], text[middle:]):
+            if piece:
+                events.append(event("response.output_text.delta", **ids, delta=piece))
+        events.append(event("response.output_text.done", **ids, text=text))
+        events.append(event("response.content_part.done", **ids, part=dict(part, text=text)))
+    elif item["type"] == "function_call":
+        ids = {"item_id": item["id"], "output_index": 0}
+        events.append(
+            event("response.function_call_arguments.delta", **ids, delta=item["arguments"])
+        )
+        events.append(
+            event("response.function_call_arguments.done", **ids, arguments=item["arguments"])
+        )
+    events.append(event("response.output_item.done", output_index=0, item=item))
+    done = dict(
+        response,
+        status="completed",
+        output=[item],
+        usage={
+            "input_tokens": usage["input_tokens"],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": usage["output_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage["input_tokens"] + usage["output_tokens"],
+        },
+    )
+    events.append(event("response.completed", response=done))
+    return events
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    requests: list[Recorded] = field(default_factory=list)
+    served: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class ScriptedProvider:
+    """A loopback provider answering Anthropic Messages and OpenAI Responses from a scenario.
+
+    Use as a context manager. `url` is the base for Anthropic clients (`ANTHROPIC_BASE_URL`);
+    OpenAI clients want `url + "/v1"`. Every other request (a CLI's startup probes, `GET /`)
+    is recorded and answered 404 at once. Each model answer reports `input_tokens` and
+    `output_tokens` of `usage` so the CLIs have figures to print.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        usage: Mapping[str, int] | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.usage = dict(usage or {"input_tokens": 120, "output_tokens": 30})
+        self._state = _State()
+        self._closing = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ScriptedProvider:
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.02,), name="scripted-provider", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> ScriptedProvider:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("the provider is not running; use it as a context manager")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def requests(self) -> list[Recorded]:
+        with self._state.lock:
+            return list(self._state.requests)
+
+    def model_requests(self) -> list[Recorded]:
+        """The requests that reached a model API (not probes)."""
+        return [r for r in self.requests if r.vendor is not None]
+
+    def _record(
+        self, method: str, path: str, headers: Mapping[str, str], body: Any, vendor: str | None
+    ) -> int:
+        shown = {k: (REDACTED if k in SECRET_HEADERS else v) for k, v in headers.items()}
+        with self._state.lock:
+            self._state.requests.append(Recorded(method, path, shown, body, vendor))
+            self._state.served += 1
+            return self._state.served
+
+    def answer(self, vendor: str, body: Mapping[str, Any], number: int) -> Step:
+        exchange = _anthropic_exchange(body) if vendor == "anthropic" else _responses_exchange(body)
+        return self.scenario(exchange)
+
+
+_ANTHROPIC = AnthropicMessages()
+_API_PATHS = {"/v1/messages": "anthropic", "/v1/responses": "openai"}
+
+
+def _handler(provider: ScriptedProvider) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # tests read `provider.requests`
+
+        def _headers(self) -> dict[str, str]:
+            return {k.lower(): v for k, v in self.headers.items()}
+
+        def do_GET(self) -> None:
+            provider._record("GET", self.path, self._headers(), None, None)
+            self._whole(404, "application/json", b'{"error": "not found"}')
+
+        do_HEAD = do_GET
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body: Any = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            vendor = _API_PATHS.get(self.path.split("?", 1)[0].rstrip("/"))
+            number = provider._record("POST", self.path, self._headers(), body, vendor)
+            if vendor is None or not isinstance(body, dict):
+                self._whole(404, "application/json", b'{"error": "no such API here"}')
+                return
+            step = provider.answer(vendor, body, number)
+            if isinstance(step, Fail):
+                headers = [("content-type", step.failure.content_type), *step.failure.headers]
+                self._send(step.failure.status, headers, [step.failure.body], whole=True)
+            elif isinstance(step, Hang):
+                provider._closing.wait(step.max_s)
+                self._reset()
+            elif vendor == "anthropic":
+                exchange = _anthropic_exchange(body)
+                completion = _anthropic_calls(step, exchange, number)
+                completion = ScriptedCompletion(
+                    text=completion.text,
+                    tool_calls=completion.tool_calls,
+                    input_tokens=provider.usage["input_tokens"],
+                    output_tokens=provider.usage["output_tokens"],
+                )
+                rendered = _ANTHROPIC.render(completion, body, number)
+                if rendered.events is None:
+                    self._send(rendered.status, list(rendered.headers), [rendered.body], True)
+                else:
+                    self._send(rendered.status, list(rendered.headers), list(rendered.events))
+            else:
+                item = _responses_item(step, _responses_exchange(body), number)
+                events = responses_events(item, body, number, provider.usage)
+                self._send(200, [("content-type", "text/event-stream")], events)
+
+        def _whole(self, status: int, content_type: str, body: bytes) -> None:
+            self._send(status, [("content-type", content_type)], [body], whole=True)
+
+        def _send(
+            self,
+            status: int,
+            headers: Iterable[tuple[str, str]],
+            chunks: list[bytes],
+            whole: bool = False,
+        ) -> None:
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            if whole:
+                self.send_header("content-length", str(sum(len(c) for c in chunks)))
+            else:
+                self.send_header("cache-control", "no-cache")
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                for chunk in chunks:
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+
+        def _reset(self) -> None:
+            # SO_LINGER 0: the client sees a reset, as from a dropped proxy, not a clean end.
+            with contextlib.suppress(OSError):
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                self.connection.close()
+            self.close_connection = True
+
+        def finish(self) -> None:
+            with contextlib.suppress(OSError, ValueError):
+                super().finish()
+
+    return Handler
