@@ -84,13 +84,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "append-only event log",
         sqlite=(
             """CREATE TABLE events (
-                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                id INTEGER PRIMARY KEY,
                 ts REAL NOT NULL,
                 project TEXT NOT NULL,
                 item TEXT,
                 kind TEXT NOT NULL,
                 payload TEXT NOT NULL,
-                external_id TEXT UNIQUE)""",
+                external_id TEXT)""",
+            """CREATE UNIQUE INDEX events_external_id ON events (external_id)
+               WHERE external_id IS NOT NULL""",
             "CREATE INDEX events_project_item ON events (project, item, id)",
             """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
                BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE refused'); END""",
@@ -105,7 +107,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                 item TEXT,
                 kind TEXT NOT NULL,
                 payload TEXT NOT NULL,
-                external_id TEXT UNIQUE)""",
+                external_id TEXT)""",
+            """CREATE UNIQUE INDEX events_external_id ON events (external_id)
+               WHERE external_id IS NOT NULL""",
             "CREATE INDEX events_project_item ON events (project, item, id)",
             """CREATE FUNCTION events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
                BEGIN
@@ -140,7 +144,10 @@ MIGRATIONS: tuple[Migration, ...] = (
                 flagged_json TEXT,
                 updated_at REAL NOT NULL,
                 PRIMARY KEY (project, id))""",
-            "CREATE INDEX items_ready ON items (project, state, seq)",
+            "CREATE INDEX items_ready ON items (project, seq, id) WHERE state = 'pending'",
+            "CREATE INDEX items_due ON items (project, not_before) WHERE state = 'waiting'",
+            """CREATE INDEX items_leased ON items (project, lease_expires)
+               WHERE lease_expires IS NOT NULL""",
             """CREATE TABLE deps (
                 project TEXT NOT NULL,
                 item TEXT NOT NULL,
@@ -168,7 +175,10 @@ MIGRATIONS: tuple[Migration, ...] = (
                 flagged_json TEXT,
                 updated_at DOUBLE PRECISION NOT NULL,
                 PRIMARY KEY (project, id))""",
-            "CREATE INDEX items_ready ON items (project, state, seq)",
+            "CREATE INDEX items_ready ON items (project, seq, id) WHERE state = 'pending'",
+            "CREATE INDEX items_due ON items (project, not_before) WHERE state = 'waiting'",
+            """CREATE INDEX items_leased ON items (project, lease_expires)
+               WHERE lease_expires IS NOT NULL""",
             """CREATE TABLE deps (
                 project TEXT NOT NULL,
                 item TEXT NOT NULL,

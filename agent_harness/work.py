@@ -301,25 +301,46 @@ def claim_next(
     """
     ready = sorted(set(ready_when))
     marks = ", ".join("?" for _ in ready)
-    sql = (
-        "SELECT i.id, i.state, i.attempts, i.max_attempts, i.fence, i.lease_worker, "
-        "i.lease_expires, i.reason FROM items i "
-        "WHERE i.project = ? AND ("
-        "  (i.state IN ('pending', 'waiting') AND i.lease_expires IS NULL"
-        "   AND (i.not_before IS NULL OR i.not_before <= ?))"
-        "  OR (i.lease_expires IS NOT NULL AND i.lease_expires < ?)) "
+    deps_ready = (
         "AND NOT EXISTS (SELECT 1 FROM deps d LEFT JOIN items x "
-        "  ON x.project = d.project AND x.id = d.dep "
-        f"  WHERE d.project = i.project AND d.item = i.id "
-        f"  AND (x.state IS NULL OR x.state NOT IN ({marks}))) "
-        f"ORDER BY i.seq, i.id LIMIT 1{store.dialect.skip_locked}"
+        "ON x.project = d.project AND x.id = d.dep WHERE d.project = i.project AND d.item = i.id "
+        f"AND (x.state IS NULL OR x.state NOT IN ({marks}))) "
+    )
+    lock = store.dialect.skip_locked
+    columns = (
+        "SELECT i.id, i.state, i.attempts, i.max_attempts, i.fence, i.lease_worker, "
+        "i.lease_expires, i.reason FROM items i WHERE i.project = ? "
+    )
+    # Recovery first, so lapsed leases and due parked items are never starved by a backlog.
+    # Separate index-backed searches, not one OR, so each reads only rows it may hand out.
+    recover = (
+        f"SELECT * FROM ({columns}AND i.lease_expires IS NOT NULL AND i.lease_expires < ? "
+        f"ORDER BY i.lease_expires LIMIT 1{lock}) lapsed UNION ALL "
+        f"SELECT * FROM ({columns}AND i.state = 'waiting' AND i.not_before <= ? "
+        f"{deps_ready}ORDER BY i.not_before LIMIT 1{lock}) due LIMIT 1"
+    )
+    # The common case is one statement, like a bare claim loop. Pending items always have
+    # attempts left: every path that returns an item to pending checks the budget first.
+    take_pending = (
+        "UPDATE items SET state = 'claimed', attempts = attempts + 1, fence = fence + 1, "
+        "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
+        "WHERE project = ? AND id = (SELECT i.id FROM items i WHERE i.project = ? "
+        "AND i.state = 'pending' AND (i.not_before IS NULL OR i.not_before <= ?) "
+        f"AND i.attempts < i.max_attempts {deps_ready}ORDER BY i.seq, i.id LIMIT 1{lock}) "
+        "RETURNING id, attempts, fence"
     )
     while True:
         with store.transaction() as tx:
             now = store.clock()
-            row = tx.one(sql, (project, now, now, *ready))
+            expires = now + lease_s
+            row = tx.one(recover, (project, now, project, now, *ready))
             if row is None:
-                return None
+                taken = tx.one(take_pending, (worker, expires, now, project, project, now, *ready))
+                if taken is None:
+                    return None
+                item_id, attempt, token = taken[0], int(taken[1]), int(taken[2])
+                _claimed_event(tx, project, item_id, S.PENDING, worker, attempt, token, expires)
+                return Lease(project, item_id, worker, token, attempt, expires, lease_s)
             item_id, state, attempts, max_attempts, fence, old_worker, old_expiry, reason = row
             current = ItemState(state)
             if old_expiry is not None:
@@ -335,27 +356,39 @@ def claim_next(
                 continue  # the transaction commits the failure; look for another item
             _check(item_id, current, S.CLAIMED)
             token = int(fence) + 1
-            expires = now + lease_s
             tx.execute(
                 "UPDATE items SET state = 'claimed', attempts = attempts + 1, fence = ?, "
                 "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
                 "WHERE project = ? AND id = ?",
                 (token, worker, expires, now, project, item_id),
             )
-            tx.append_event(
-                project,
-                item_id,
-                "claimed",
-                {
-                    "from": current,
-                    "to": S.CLAIMED,
-                    "worker": worker,
-                    "attempt": attempts + 1,
-                    "token": token,
-                    "expires_at": expires,
-                },
-            )
+            _claimed_event(tx, project, item_id, current, worker, attempts + 1, token, expires)
             return Lease(project, item_id, worker, token, attempts + 1, expires, lease_s)
+
+
+def _claimed_event(
+    tx: Tx,
+    project: str,
+    item_id: str,
+    was: ItemState,
+    worker: str,
+    attempt: int,
+    token: int,
+    expires: float,
+) -> None:
+    tx.append_event(
+        project,
+        item_id,
+        "claimed",
+        {
+            "from": was,
+            "to": S.CLAIMED,
+            "worker": worker,
+            "attempt": attempt,
+            "token": token,
+            "expires_at": expires,
+        },
+    )
 
 
 def _held(tx: Tx, store: Store, lease: Lease) -> ItemState:
@@ -467,9 +500,18 @@ def fail(
 
 
 def release(store: Store, lease: Lease, reason: str = "released") -> None:
-    """Give the item back untouched; the claim still counts as an attempt."""
+    """Give the item back untouched; the claim still counts, so the last one fails it."""
     with store.transaction() as tx:
         current = _held(tx, store, lease)
+        budget = tx.one(
+            "SELECT attempts, max_attempts FROM items WHERE project = ? AND id = ?",
+            (lease.project, lease.item_id),
+        )
+        assert budget is not None
+        if int(budget[0]) >= int(budget[1]):
+            why = f"{reason} (attempt budget {budget[1]} spent)"
+            _finish_failed(tx, lease.project, lease.item_id, current, int(budget[0]), why)
+            return
         _check(lease.item_id, current, S.PENDING)
         _move(tx, store, lease, current, S.PENDING, "released", reason=reason)
 

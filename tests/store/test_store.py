@@ -37,7 +37,8 @@ def _open_and_close(url: str, schema: str | None) -> None:
 def test_concurrent_first_opens_migrate_exactly_once(engine: Engine) -> None:
     ctx = multiprocessing.get_context("fork")
     procs = [
-        ctx.Process(target=_open_and_close, args=(engine.url, engine.schema)) for _ in range(4)
+        ctx.Process(target=_open_and_close, args=(engine.url, engine.schema), daemon=True)
+        for _ in range(4)
     ]
     for proc in procs:
         proc.start()

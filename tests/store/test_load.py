@@ -1,0 +1,112 @@
+"""Many worker processes on one queue: every item done exactly once, dead workers recovered.
+
+Counts come from the event log, never from timings.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+
+from agent_harness.store import open_store
+from agent_harness.work import Lease, LeaseLost, claim_next, complete, enqueue, get_item
+
+from .conftest import Engine, item
+
+P = "load/test:plan"
+CTX = multiprocessing.get_context("fork")
+
+
+def _start(target: Any, *args: Any) -> Any:
+    # Daemonic, so a failed test can never leave pytest waiting on a child at exit.
+    proc = CTX.Process(target=target, args=args, daemon=True)
+    proc.start()
+    return proc
+
+
+def _work_until_empty(url: str, schema: str | None, worker: str) -> None:
+    store = open_store(url, schema=schema)
+    try:
+        while (lease := claim_next(store, P, worker, 30)) is not None:
+            complete(store, lease, "merged")
+    finally:
+        store.close()
+
+
+def test_eight_processes_complete_two_thousand_items_exactly_once(engine: Engine) -> None:
+    store = engine.open()
+    try:
+        enqueue(store, P, [item(f"T{n}") for n in range(2000)])
+        procs = [_start(_work_until_empty, engine.url, engine.schema, f"w{n}") for n in range(8)]
+        for proc in procs:
+            proc.join(120)
+        assert [p.exitcode for p in procs] == [0] * 8
+        events = store.all_events(project=P)
+        claims = collections.Counter(e.item for e in events if e.kind == "claimed")
+        completions = collections.Counter(e.item for e in events if e.kind == "completed")
+        assert len(completions) == 2000 and set(completions.values()) == {1}
+        assert len(claims) == 2000 and set(claims.values()) == {1}  # no double claims
+        workers = {e.payload["worker"] for e in events if e.kind == "completed"}
+        assert len(workers) > 1  # the work really was shared
+        ids = [e.id for e in events]
+        assert ids == sorted(ids)
+    finally:
+        store.close()
+
+
+def _claim_and_hang(url: str, schema: str | None, out: Any) -> None:
+    store = open_store(url, schema=schema)
+    lease = claim_next(store, P, "doomed", 1.0)
+    out.send(lease)
+    time.sleep(60)  # killed long before this ends
+
+
+def _reclaim(url: str, schema: str | None, out: Any) -> None:
+    store = open_store(url, schema=schema)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lease = claim_next(store, P, "heir", 30)
+        if lease is not None:
+            complete(store, lease, "merged")
+            out.send(lease)
+            return
+        time.sleep(0.05)  # the one real wait: a real lease has to run out on the real clock
+    out.send(None)
+
+
+def test_a_killed_worker_item_is_reclaimed_and_its_late_complete_refused(
+    engine: Engine,
+) -> None:
+    store = engine.open()
+    try:
+        enqueue(store, P, [item("T0")])
+        # One pipe per child: a queue's shared lock could die with the killed child.
+        doomed_end, doomed_out = CTX.Pipe(duplex=False)
+        doomed = _start(_claim_and_hang, engine.url, engine.schema, doomed_out)
+        assert doomed_end.poll(20)
+        stale: Lease = doomed_end.recv()
+        assert stale.item_id == "T0"
+        assert doomed.pid is not None
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.join(10)
+        assert doomed.exitcode == -signal.SIGKILL
+        heir_end, heir_out = CTX.Pipe(duplex=False)
+        heir = _start(_reclaim, engine.url, engine.schema, heir_out)
+        assert heir_end.poll(20)
+        taken: Lease | None = heir_end.recv()
+        heir.join(10)
+        assert taken is not None and taken.worker == "heir" and taken.attempt == 2
+        with pytest.raises(LeaseLost):
+            complete(store, stale, "merged")  # the zombie's late report
+        record = get_item(store, P, "T0")
+        assert record.state == "merged"
+        kinds = [e.kind for e in store.all_events(project=P, item="T0")]
+        assert kinds == ["enqueued", "claimed", "lease_expired", "claimed", "completed"]
+    finally:
+        store.close()
