@@ -9,6 +9,7 @@ point can simply be started again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -218,7 +219,7 @@ class Pipeline:
             feedback=feedback,
             attempt=lease.attempt,
         )
-        session = re.sub(r"[^A-Za-z0-9_-]+", "-", f"ah-{self.tracker.repo}-{item.id}")
+        session = self.session_name(item.id)
         item_state = self.state_dir / "items" / re.sub(r"[^A-Za-z0-9_-]+", "-", item.id)
         host = getattr(self.implementer, "host", None)
         self.emit(
@@ -273,6 +274,12 @@ class Pipeline:
             self._fail(lease, f"review: {reasons}", permanent=bool(verdict_payload["permanent"]))
             return
         self._deliver(item, lease, tree, run, verdict_payload)
+
+    def session_name(self, item_id: str) -> str:
+        """Stable across restarts (so a live agent is found again), distinct per state dir
+        (so two clones of one repository on a machine never share a session)."""
+        where = hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:6]
+        return re.sub(r"[^A-Za-z0-9_-]+", "-", f"ah-{self.tracker.repo}-{item_id}-{where}")
 
     # -- stages --------------------------------------------------------------------------------
     def _agent_failed(self, lease: Lease, result: ImplementResult) -> None:

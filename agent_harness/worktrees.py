@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +80,8 @@ class WorkRepo:
         if _safe(lambda: _git(self.path, "remote", "get-url", remote)) is None:
             raise WorktreeError(f"--work {path} has no remote '{remote}' to push branches to")
         self._default: str | None = None
+        self._fetched_at: float | None = None
+        self.fetch_max_age_s = 5.0  # items started together share one fetch of the remote
 
     @property
     def worktrees_dir(self) -> Path:
@@ -104,8 +107,13 @@ class WorkRepo:
     def set_default_branch(self, name: str) -> None:
         self._default = name
 
-    def fetch(self) -> None:
+    def fetch(self, max_age_s: float = 0.0) -> None:
+        """Fetch the remote, unless it was fetched less than `max_age_s` seconds ago."""
+        now = time.monotonic()
+        if self._fetched_at is not None and now - self._fetched_at < max_age_s:
+            return
         _git(self.path, "fetch", "--quiet", "--prune", self.remote)
+        self._fetched_at = time.monotonic()
 
     def remote_sha(self, branch: str) -> str | None:
         return _safe(
@@ -133,7 +141,7 @@ class WorkRepo:
         branch = branch_name(item_id, title)
         path = self.worktrees_dir / re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
         default = self.default_branch()
-        self.fetch()
+        self.fetch(self.fetch_max_age_s)
         base = self.remote_sha(default) or _git(self.path, "rev-parse", default)
         existing = self.local_sha(branch) or self.remote_sha(branch)
         if path.exists() and self._healthy(path, branch):

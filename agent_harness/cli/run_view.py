@@ -68,7 +68,10 @@ def execute_run(
                 report = pipeline.run()
             err.print()
     if as_json:
-        print_json({"kind": "run_finished", **report.as_json()})
+        import json
+
+        # One line, like the events before it: the output stays valid JSON Lines.
+        click.echo(json.dumps({"kind": "run_finished", **report.as_json()}, default=str))
     else:
         render_report(out, report)
     bad = [item for item in report.items if item.state in ("failed", "skipped")]
