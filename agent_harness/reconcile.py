@@ -546,9 +546,11 @@ class Reconciler:
             return
         from agent_harness import work
 
+        # The run pipeline queues a plan's items under the project "owner/repo:plankey".
+        project = f"{self.tracker.repo}:{transition.plan}"
         try:
             moved = work.record_outcome(
-                self.store, transition.plan, transition.item, transition.state, transition.evidence
+                self.store, project, transition.item, transition.state, transition.evidence
             )
         except work.UnknownItem:
             self.report.notes.append(f"{transition.item}: not in the queue; reported only")
@@ -560,7 +562,7 @@ class Reconciler:
             transition.done.append("queue")
         if transition.state == "reverted" and self.requeue_reverted:
             try:
-                work.retry(self.store, transition.plan, transition.item)
+                work.retry(self.store, project, transition.item)
                 transition.done.append("requeued")
             except HarnessError as exc:
                 self.report.problems.append(f"{transition.item}: not re-queued ({exc.message})")

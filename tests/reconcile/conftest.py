@@ -19,6 +19,7 @@ from agent_harness.worktrees import branch_name
 
 REPO = "octo/app"
 PLAN = "PLAN"
+PROJECT = f"{REPO}:{PLAN}"  # how the run pipeline names a plan's queue
 
 
 def git(cwd: Path, *args: str) -> str:
