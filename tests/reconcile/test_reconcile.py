@@ -10,7 +10,7 @@ from agent_harness.reconcile import ReconcileReport, reconcile
 from agent_harness.store import Store
 from agent_harness.testing.forge import READ_ONLY_TOKEN
 
-from .conftest import PLAN, PROJECT, Scene, git
+from .conftest import PROJECT, Scene, git
 
 
 def queue(store: Store, *items: str) -> None:
