@@ -345,6 +345,7 @@ class TmuxHost:
         self.socket_name = socket_name
         self._tmux = tmux
         self._env = _minimal_env(os.environ)
+        self._logs: dict[str, Path] = {}
 
     def _base(self) -> list[str]:
         base = [self._tmux]
@@ -374,8 +375,15 @@ class TmuxHost:
         return value if done.returncode == 0 and value else None
 
     def _log(self, name: str) -> Path | None:
-        value = self._option(name, "@ah_log")
-        return Path(value) if value else None
+        # Remembered per name: a poll loop asks for it several times a second. A session
+        # restarted under the same name by another process gets a fresh lookup via start/kill
+        # here, and otherwise keeps the same log path (it is derived from the name).
+        if name not in self._logs:
+            value = self._option(name, "@ah_log")
+            if not value:
+                return None
+            self._logs[name] = Path(value)
+        return self._logs[name]
 
     def start(self, spec: SessionSpec) -> None:
         name = spec.name
@@ -386,6 +394,7 @@ class TmuxHost:
         _prepare_log(spec)
         wrapper = _write_wrapper(spec.log_path.parent)
         spec_file = _write_spec(spec, "pty", None)
+        self._logs[name] = spec.log_path
         target = f"={name}:"
         self._run(
             "new-session", "-d", "-s", name, "-x", "200", "-y", "50", "-c", str(spec.cwd),
@@ -424,8 +433,8 @@ class TmuxHost:
         )
         if done.returncode != 0:
             raise SessionNotFound(name)
-        rows = done.stdout.split("\n")
-        while rows and (not rows[-1].strip() or rows[-1].startswith("Pane is dead")):
+        rows = [row.rstrip() for row in done.stdout.split("\n")]  # -J keeps trailing blanks
+        while rows and (not rows[-1] or rows[-1].startswith("Pane is dead")):
             rows.pop()  # blank rows, and the banner tmux writes under a finished program
         return "\n".join(rows[-lines:])
 
@@ -448,6 +457,7 @@ class TmuxHost:
 
     def kill(self, name: str) -> None:
         name = safe_session_name(name)
+        self._logs.pop(name, None)
         self._run("kill-session", "-t", f"={name}", check=False)
 
     def attach_command(self, name: str) -> list[str]:

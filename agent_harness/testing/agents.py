@@ -109,8 +109,8 @@ def write_scripted_agent(directory: Path, behaviour: dict[str, Any] | str) -> li
     `behaviour` is a name from `BEHAVIOURS` or a dict `{"steps": [...], "exit": code}` whose
     steps are one-key dicts: `print` (a line or lines), `write_file` ({path, content}),
     `env_dump` (path: the environment as JSON), `argv_dump` (path: the arguments after the
-    plan file as JSON, e.g. the prompt a preset passed), `ask` (a question; the answer line is printed
-    and written to answer.txt), `sleep` (seconds), `hang` (seconds, or None for ever),
+    plan file as JSON, e.g. the prompt a preset passed), `ask` (a question; the answer line
+    is printed and written to answer.txt), `sleep` (seconds), `hang` (seconds, or None for ever),
     `claude_rate_limit` / `codex_usage_limit` ({reset_in_s}). Relative paths are taken from
     the agent's working directory.
     """
