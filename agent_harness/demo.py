@@ -229,8 +229,10 @@ def run_demo(
                     assert item.pr_number is not None
                     _merge_as_a_person(forge.api_url, forge.token, item.pr_number)
                     report.merged.append((item.id, item.pr_number))
-                    _record_merge(store, pipeline.project, item.id, item.pr_number)
-                step("merged the approved pull requests, as a person would")
+                step(
+                    "merged the approved pull requests, as a person would; the next pass "
+                    "reconciles the merges and unblocks what depended on them"
+                )
             report.reviews = sum(1 for r in model.requests if r.path.endswith("completions"))
         finally:
             tracker.close()
@@ -246,9 +248,3 @@ def _merge_as_a_person(api_url: str, token: str, number: int) -> None:
         client.get_repo(DEMO_REPO).get_pull(number).merge(merge_method="merge")
     finally:
         client.close()
-
-
-def _record_merge(store: Any, project: str, item_id: str, number: int) -> None:
-    from agent_harness.work import record_outcome
-
-    record_outcome(store, project, item_id, "merged", {"pr": number, "by": "demo"})

@@ -60,6 +60,9 @@ class RunSettings:
     item_cost_usd: float | None = None
     run_cost_usd: float | None = None
     only: set[str] | None = None
+    reconcile: bool = True  # pull merged / closed / reverted back before claiming anything
+    requeue_reverted: bool = False
+    revert_window_days: int = 30
     worker_prefix: str = field(default_factory=socket.gethostname)
     idle_poll_s: float = 0.2
 
@@ -84,6 +87,7 @@ class RunReport:
     events: int = 0
     cost_usd: float | None = None
     stopped_by_budget: bool = False
+    reconciled: list[dict[str, Any]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -92,6 +96,7 @@ class RunReport:
             "events": self.events,
             "cost_usd": self.cost_usd,
             "stopped_by_budget": self.stopped_by_budget,
+            "reconciled": self.reconciled,
             "sync": self.sync.as_json() if self.sync else None,
         }
 
@@ -491,6 +496,7 @@ class Pipeline:
 
         self.check_setup()
         sync = self.prepare()
+        reconciled = self.reconcile() if self.settings.reconcile else []
         ready_when = frozenset({"merged", "done"})
         fleet = (fleet_factory or Fleet)(
             self.store,
@@ -511,7 +517,29 @@ class Pipeline:
         finally:
             fleet.drain(self.project)
             fleet.join(self.project)
-        return self.report(sync)
+        report = self.report(sync)
+        report.reconciled = reconciled
+        return report
+
+    def reconcile(self) -> list[dict[str, Any]]:
+        """Bring merges, closes and reverts back, so merged work unblocks its dependents."""
+        from agent_harness.reconcile import reconcile
+
+        with self._tracker_lock:
+            result = reconcile(
+                self.tracker,
+                store=self.store,
+                plan_key=self.plan_key,
+                requeue_reverted=self.settings.requeue_reverted,
+                revert_window_days=self.settings.revert_window_days,
+                work=self.repo,
+            )
+        moved = [
+            {"item": t.item, "state": t.state, "pr": t.pr} for t in result.transitions if t.item
+        ]
+        for row in moved:
+            self.observer("reconciled", str(row["item"]), row)
+        return moved
 
     def _guarded_handle(self, lease: Lease) -> None:
         if self._budget_hit.is_set():

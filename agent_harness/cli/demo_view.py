@@ -27,7 +27,7 @@ def render_demo(out: Console, report: DemoReport, seconds: float) -> None:
             escape(row["title"]),
             row["state"],
             str(row["attempts"]),
-            row.get("pr_url") or "-",
+            f"#{row['pr_number']}" if row.get("pr_number") else "-",
         )
     out.print(table)
     retried = [row["id"] for row in report.final_items() if row["attempts"] > 1]
