@@ -420,3 +420,26 @@ def _ended(
     if failure is not None:
         return AgentState.CRASHED, f"{agent} exited with status {code}: {failure.describe()}"
     return AgentState.CRASHED, f"{agent} exited with status {code}"
+
+
+def describe_presets(path: str | None) -> list[dict[str, object]]:
+    """Each preset as plain data: its command line, env allow-list, and whether it is installed."""
+    rows: list[dict[str, object]] = []
+    for preset in PRESETS.values():
+        shown = [
+            "[--model M]" if part == MODEL_ARGS else part.replace("{prompt}", "<prompt>")
+            for part in preset.template
+        ]
+        rows.append(
+            {
+                "name": preset.name,
+                "vendor": preset.vendor,
+                "binary": preset.binary,
+                "installed": shutil.which(preset.binary, path=path) is not None,
+                "command": " ".join(shown).replace("{prompt_file}", "<prompt_file>"),
+                "env": [*BASE_ENV_ALLOW, *preset.api_key_env, *preset.base_url_env],
+                "stdin": "/dev/null" if preset.stdin_devnull else "terminal",
+                "install": preset.install_hint,
+            }
+        )
+    return rows

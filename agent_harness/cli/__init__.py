@@ -37,6 +37,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "worktrees",
         "List item worktrees with their size; prune the finished ones.",
     ),
+    "agents": (
+        "agent_harness.cli.agents_cmd",
+        "agents",
+        "List the CLI agent presets and how each is run.",
+    ),
     "classify": (
         "agent_harness.cli.classify_cmd",
         "classify",

@@ -218,23 +218,24 @@ def test_headless_status_survives_a_restart_of_the_harness(
 ) -> None:
     first = HeadlessHost(state_dir)
     first.start(spec_for(name, write_scripted_agent(agents_dir, "ask"), work, tmp_path / "logs"))
-    wait_for(lambda: first.screen(name).endswith("[y/N]"))
-
     later = HeadlessHost(state_dir)  # a new process knows the session only from its record
-    assert later.status(name).alive
-    with pytest.raises(SessionExists):
-        later.start(spec_for(name, ["true"], work, tmp_path / "logs"))
-    later.send_keys(name, "y")
-    wait_for(lambda: ended(later, name))
-    assert later.status(name).exit_code == 0
-    assert later.attach_command(name) == [
-        "tail",
-        "-n",
-        "+1",
-        "-f",
-        str(tmp_path / "logs" / f"{name}.log"),
-    ]
-    later.kill(name)
+    try:
+        wait_for(lambda: first.screen(name).endswith("[y/N]"))
+        assert later.status(name).alive
+        with pytest.raises(SessionExists):
+            later.start(spec_for(name, ["true"], work, tmp_path / "logs"))
+        later.send_keys(name, "y")
+        wait_for(lambda: ended(later, name))
+        assert later.status(name).exit_code == 0
+        assert later.attach_command(name) == [
+            "tail",
+            "-n",
+            "+1",
+            "-f",
+            str(tmp_path / "logs" / f"{name}.log"),
+        ]
+    finally:
+        later.kill(name)
 
 
 def test_remote_attach_is_the_remote_hosts_command_optionally_over_ssh(
