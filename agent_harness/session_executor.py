@@ -264,7 +264,7 @@ class _Watch:
     started: float
     last_change: float
     last_size: int = -1
-    waiting_reported: bool = False
+    idle_examined: bool = False  # the current quiet spell has been looked at already
     failure: providers.Failure | None = field(default=None)
 
 
@@ -352,7 +352,7 @@ def run_agent(
         if len(output) != watch.last_size:
             watch.last_size = len(output)
             watch.last_change = now
-            watch.waiting_reported = False
+            watch.idle_examined = False
         if now - watch.started >= timeout_s:
             host.kill(name)
             plain = strip_terminal_codes(output)
@@ -365,7 +365,10 @@ def run_agent(
                 state = AgentState.TIMEOUT
             on_state(state, reason)
             return outcome(state, None, plain, reason)
-        if now - watch.last_change >= idle_s and not watch.waiting_reported:
+        if now - watch.last_change >= idle_s and not watch.idle_examined:
+            # Once per quiet spell: the screen is made from the same output, so looking again
+            # before the agent writes something new would find the same thing.
+            watch.idle_examined = True
             plain = strip_terminal_codes(output)
             limit = providers.classify_agent_output(preset.name, plain, now=wall_clock())
             if limit is not None and limit.kind in _LIMIT_KINDS:
@@ -378,7 +381,6 @@ def run_agent(
                 return outcome(AgentState.RATE_LIMITED, None, plain, reason)
             screen = host.screen(name, 50)
             if looks_like_prompt(screen):
-                watch.waiting_reported = True
                 question = _last_line(screen)
                 on_state(
                     AgentState.WAITING_FOR_INPUT,

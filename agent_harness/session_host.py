@@ -423,7 +423,8 @@ class TmuxHost:
             return SessionStatus(False, None)
         if fields[0] == "1":
             dead_status = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
-            return SessionStatus(False, _read_exit(_exit_path(log)) or dead_status)
+            recorded = _read_exit(_exit_path(log))
+            return SessionStatus(False, recorded if recorded is not None else dead_status)
         return SessionStatus(True, None)
 
     def screen(self, name: str, lines: int = 50) -> str:
