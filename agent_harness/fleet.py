@@ -231,11 +231,15 @@ class Fleet:
         return True
 
     def wait_idle(self, project: str | None = None, timeout: float | None = None) -> bool:
-        """Wait until the pool(s) hold nothing and their last claim found nothing ready."""
+        """Wait until the pool(s) hold nothing and will claim nothing more for now.
+
+        A running pool is idle once its last claim found nothing ready; a paused, draining or
+        stopped one as soon as its work in flight is done. False if `timeout` passed first.
+        """
         with self._cond:
             return self._cond.wait_for(
                 lambda: all(
-                    p.in_flight == 0 and (p.found_empty or p.state == PoolState.STOPPED)
+                    p.in_flight == 0 and (p.found_empty or p.state != PoolState.RUNNING)
                     for p in self._select(project)
                 ),
                 timeout,

@@ -46,8 +46,8 @@ TRANSITIONS: dict[ItemState, frozenset[ItemState]] = {
     S.REVIEW: frozenset({S.CHECKS, S.PR_OPEN, S.MERGED, S.CLOSED} | _GIVE_BACK),
     S.PR_OPEN: frozenset({S.CHECKS, S.REVIEW, S.MERGED, S.CLOSED} | _GIVE_BACK),
     S.MERGED: frozenset({S.REVERTED}),
-    S.CLOSED: frozenset(),
-    S.REVERTED: frozenset(),
+    S.CLOSED: frozenset({S.PENDING}),  # retried by a person
+    S.REVERTED: frozenset({S.PENDING}),  # retried by a person or the reconciler
     S.FAILED: frozenset({S.PENDING, S.DONE}),
     S.SKIPPED: frozenset({S.PENDING, S.DONE}),
     S.DONE: frozenset(),
@@ -624,7 +624,10 @@ def _skip_dependents(tx: Tx, project: str, root: str) -> None:
 
 
 def retry(store: Store, project: str, item_id: str) -> tuple[str, ...]:
-    """Re-queue a failed or skipped item and the items it skipped; returns the re-queued ids."""
+    """Re-queue a failed, skipped, closed or reverted item and the items it skipped.
+
+    Returns the re-queued ids. Refused while a live lease holds the item.
+    """
     with store.transaction() as tx:
         row = tx.one(
             f"SELECT state, lease_worker, lease_expires FROM items "

@@ -1,0 +1,233 @@
+"""`agent-harness work`: what the queue holds, one item's history, and re-queueing an item."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from agent_harness.cli.output import console, print_json
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _common(func: F) -> F:
+    func = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")(func)
+    func = click.option(
+        "--project",
+        metavar="PROJECT",
+        help="Queue to look at, e.g. owner/repo:plan (needed when the database holds several).",
+    )(func)
+    return click.option(
+        "--db",
+        metavar="URL",
+        envvar="AGENT_HARNESS_DB",
+        help="Database: a path, sqlite:///path or postgresql://... "
+        "(default .agent-harness/harness.sqlite; env AGENT_HARNESS_DB).",
+    )(func)
+
+
+def _merged(ctx: click.Context, db: str | None, project: str | None, as_json: bool) -> Any:
+    """Options given before the subcommand count too; those after it win."""
+    outer = ctx.find_object(dict) or {}
+    return (
+        db or outer.get("db"),
+        project or outer.get("project"),
+        as_json or bool(outer.get("json")),
+    )
+
+
+@click.group(
+    invoke_without_command=True,
+    epilog="""\b
+Examples:
+  agent-harness work                                # counts by state, live and stale claims
+  agent-harness work --project me/app:PLAN --json   # the same for one project, as JSON
+  agent-harness work show T4                        # every event of item T4
+  agent-harness work retry T4                       # re-queue T4 and the items it blocked
+  agent-harness work enqueue PLAN.md --project me/app:PLAN
+""",
+)
+@_common
+@click.pass_context
+def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool) -> int:
+    """Show the work queue: items by state, live claims (worker, expiry) and stale claims.
+
+    A stale claim is a lease that expired and has not been claimed again yet: the next
+    worker takes it over, no person needs to clear it.
+    """
+    ctx.obj = {"db": db, "project": project, "json": as_json}
+    if ctx.invoked_subcommand is not None:
+        return 0
+    from agent_harness import work as queue
+    from agent_harness.store import open_store
+
+    with open_store(db) as store:
+        view = queue.status(store, queue.resolve_project(store, project))
+    if as_json:
+        print_json(_status_json(view, time.time()))
+    else:
+        _render_status(view, time.time())
+    return 0
+
+
+@work.command(
+    epilog="""\b
+Examples:
+  agent-harness work show T4
+  agent-harness work show T4 --project me/app:PLAN --json
+"""
+)
+@click.argument("item_id", metavar="ID")
+@_common
+@click.pass_context
+def show(
+    ctx: click.Context, item_id: str, db: str | None, project: str | None, as_json: bool
+) -> int:
+    """Show one item as it stands and its full event history, oldest first."""
+    from agent_harness import work as queue
+    from agent_harness.store import open_store
+
+    db, project, as_json = _merged(ctx, db, project, as_json)
+    with open_store(db) as store:
+        record, events = queue.history(store, queue.resolve_project(store, project), item_id)
+    if as_json:
+        print_json({"item": _record_json(record), "events": [e.model_dump() for e in events]})
+        return 0
+    out = console()
+    out.print(
+        f"[bold]{record.id}[/] {record.title} — {record.state.value}, attempt "
+        f"{record.attempts}/{record.max_attempts}" + (f", {record.reason}" if record.reason else "")
+    )
+    for event in events:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.ts))
+        details = " ".join(f"{k}={v}" for k, v in sorted(event.payload.items()))
+        out.print(f"{event.id:>6}  {stamp}  {event.kind:<14} {details}", markup=False)
+    return 0
+
+
+@work.command(
+    epilog="""\b
+Examples:
+  agent-harness work retry T4
+  agent-harness work retry T4 --project me/app:PLAN --json
+"""
+)
+@click.argument("item_id", metavar="ID")
+@_common
+@click.pass_context
+def retry(
+    ctx: click.Context, item_id: str, db: str | None, project: str | None, as_json: bool
+) -> int:
+    """Re-queue a failed, skipped, closed or reverted item, and the items it had blocked.
+
+    Refused while a live lease holds the item: a worker is still on it.
+    """
+    from agent_harness import work as queue
+    from agent_harness.store import open_store
+
+    db, project, as_json = _merged(ctx, db, project, as_json)
+    with open_store(db) as store:
+        requeued = queue.retry(store, queue.resolve_project(store, project), item_id)
+    if as_json:
+        print_json({"requeued": list(requeued)})
+    else:
+        also = f" (and {', '.join(requeued[1:])})" if len(requeued) > 1 else ""
+        console().print(f"re-queued {item_id}{also}", markup=False)
+    return 0
+
+
+@work.command(
+    epilog="""\b
+Examples:
+  agent-harness work enqueue PLAN.md --project me/app:PLAN
+  agent-harness work enqueue backlog.json --project me/app:PLAN --json
+"""
+)
+@click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Attempt budget of newly added items.",
+)
+@_common
+@click.pass_context
+def enqueue(
+    ctx: click.Context,
+    plan_file: Path,
+    max_attempts: int,
+    db: str | None,
+    project: str | None,
+    as_json: bool,
+) -> int:
+    """Put the items of PLAN (markdown or backlog.json) in the queue of --project.
+
+    Unchanged items are left alone; edited ones are updated, or flagged if a worker holds them.
+    """
+    from agent_harness import backlog
+    from agent_harness import work as queue
+    from agent_harness.store import open_store
+
+    db, project, as_json = _merged(ctx, db, project, as_json)
+    if not project:
+        raise click.UsageError("enqueue needs --project, e.g. owner/repo:plan")
+    plan = backlog.load_plan(plan_file)
+    with open_store(db) as store:
+        result = queue.enqueue(store, project, plan, max_attempts=max_attempts)
+    summary = {k: list(getattr(result, k)) for k in ("added", "updated", "unchanged", "flagged")}
+    if as_json:
+        print_json(summary)
+    else:
+        console().print(", ".join(f"{len(v)} {k}" for k, v in summary.items()), markup=False)
+    return 0
+
+
+def _status_json(view: Any, now: float) -> dict[str, Any]:
+    def claim(c: Any) -> dict[str, Any]:
+        return {
+            "item": c.item_id,
+            "state": c.state.value,
+            "worker": c.worker,
+            "attempt": c.attempt,
+            "expires_at": c.expires_at,
+            "expires_in_s": round(c.expires_at - now, 1),
+        }
+
+    return {
+        "project": view.project,
+        "counts": view.counts,
+        "live": [claim(c) for c in view.live],
+        "stale": [claim(c) for c in view.stale],
+    }
+
+
+def _record_json(record: Any) -> dict[str, Any]:
+    data = dict(record.__dict__)
+    data["state"] = record.state.value
+    data["depends_on"] = list(record.depends_on)
+    return data
+
+
+def _render_status(view: Any, now: float) -> None:
+    from rich.table import Table
+
+    out = console()
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(view.counts.items())) or "empty"
+    out.print(f"[bold]{view.project}[/]: {counts}")
+    for title, claims in (("live claims", view.live), ("stale claims", view.stale)):
+        if not claims:
+            out.print(f"no {title}")
+            continue
+        table = Table(title=title, title_justify="left")
+        for column in ("item", "state", "worker", "attempt", "lease"):
+            table.add_column(column)
+        for c in claims:
+            left = c.expires_at - now
+            lease = f"ends in {left:.0f}s" if left >= 0 else f"expired {-left:.0f}s ago"
+            table.add_row(c.item_id, c.state.value, c.worker, str(c.attempt), lease)
+        out.print(table)
