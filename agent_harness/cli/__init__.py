@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Parse a markdown plan; show or sync its items.",
     ),
     "config": ("agent_harness.cli.config_cmd", "config", "Show the effective configuration."),
+    "work": ("agent_harness.cli.work_cmd", "work", "Show the work queue, an item's events; retry."),
+    "ingest": ("agent_harness.cli.ingest_cmd", "ingest", "Append events from a JSONL file once."),
     "demo": ("agent_harness.cli.demo_cmd", "demo", "Run the example plan offline, end to end."),
     "run": ("agent_harness.cli.run_cmd", "run", "Work a plan's items into reviewed pull requests."),
     "attach": ("agent_harness.cli.attach_cmd", "attach", "Watch or answer an item's agent."),
