@@ -87,8 +87,12 @@ class CliReviewer:
         *,
         timeout_s: float = 600.0,
         poll_s: float = 0.2,
+        model: str | None = None,
+        own_login: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.model = model
+        self.own_login = own_login
         self.host = host
         self.preset = preset
         self.env_source = env_source
@@ -103,6 +107,7 @@ class CliReviewer:
         return self.preset.vendor
 
     def ask(self, prompt: str, system: str) -> ReviewReply:
+        from agent_harness.implementer import agent_setup
         from agent_harness.session_executor import AgentState, run_agent
 
         self._count += 1
@@ -110,6 +115,14 @@ class CliReviewer:
         workspace = scratch / "workspace"
         workspace.mkdir(parents=True, exist_ok=True)
         text = f"{system}\n\n{prompt}\n\nAnswer with the JSON verdict only."
+        setup = agent_setup(
+            self.preset,
+            self.state_dir / "reviews" / "agent-home" / self.preset.name,
+            self.env_source,
+            cwd=workspace,
+            model=self.model,
+            own_login=self.own_login,
+        )
         outcome = run_agent(
             self.host,
             self.preset,
@@ -117,10 +130,12 @@ class CliReviewer:
             worktree=workspace,
             prompt=text,
             state_dir=scratch,
-            env_source=self.env_source,
+            env_source=setup.env,
             timeout_s=self.timeout_s,
             idle_s=self.timeout_s,
             poll_s=self.poll_s,
+            model=self.model,
+            extra_env_allow=setup.allow,
         )
         output = outcome.output_tail
         if outcome.log_path is not None and outcome.log_path.is_file():

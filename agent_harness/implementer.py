@@ -7,9 +7,11 @@ the attempt ended (done, crashed, timed out, waiting on a rate-limit reset, refu
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,6 +39,158 @@ class ImplementResult:
     tokens_out: int | None = None
     cost_usd: float | None = None
     output_tail: str = ""
+
+
+# Claude Code retries a plain 429 about ten times over minutes by default; the harness has its
+# own retry and parking, so the CLI gets only a couple of quick ones.
+CLAUDE_MAX_RETRIES = "2"
+CODEX_PROVIDER = "agent_harness"
+
+
+@dataclass(frozen=True)
+class AgentSetup:
+    """The environment an agent CLI runs with, and the extra names it may see."""
+
+    env: dict[str, str]
+    allow: tuple[str, ...] = ()
+
+
+def agent_setup(
+    preset: AgentPreset,
+    home: Path,
+    env_source: Mapping[str, str],
+    *,
+    cwd: Path,
+    model: str | None = None,
+    own_login: bool = False,
+) -> AgentSetup:
+    """Give the agent a home of its own under `home` (never the user's, unless `own_login`).
+
+    Claude Code keeps `~/.claude.json` and its settings in HOME; Codex keeps its config,
+    login and sessions in CODEX_HOME, and is pointed at its endpoint by a provider entry in
+    `config.toml` (it ignores OPENAI_BASE_URL), with its own retries off.
+    """
+    env = dict(env_source)
+    allow: list[str] = []
+    if not own_login:
+        home.mkdir(parents=True, exist_ok=True)
+        env["HOME"] = str(home)
+    if preset.name == "claude":
+        env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
+        env.setdefault("CLAUDE_CODE_MAX_RETRIES", CLAUDE_MAX_RETRIES)
+        allow += ["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "CLAUDE_CODE_MAX_RETRIES"]
+    elif preset.name == "codex":
+        codex_home = Path(env["CODEX_HOME"]) if own_login and env.get("CODEX_HOME") else None
+        if codex_home is None and not own_login:
+            codex_home = home / "codex"
+            codex_home.mkdir(parents=True, exist_ok=True)
+            (codex_home / "config.toml").write_text(
+                codex_config(env.get("OPENAI_BASE_URL"), model, cwd), encoding="utf-8"
+            )
+        if codex_home is not None:
+            env["CODEX_HOME"] = str(codex_home)
+            allow.append("CODEX_HOME")
+    return AgentSetup(env, tuple(allow))
+
+
+def codex_config(base_url: str | None, model: str | None, cwd: Path) -> str:
+    """A Codex `config.toml` using a provider of ours, so the endpoint is the one we chose."""
+
+    def toml(value: str) -> str:
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+    lines = []
+    if model:
+        lines.append(f"model = {toml(model)}")
+    lines += [
+        f"model_provider = {toml(CODEX_PROVIDER)}",
+        "",
+        f"[model_providers.{CODEX_PROVIDER}]",
+        'name = "agent-harness"',
+        f"base_url = {toml(base_url or 'https://api.openai.com/v1')}",
+        'wire_api = "responses"',
+        'env_key = "OPENAI_API_KEY"',
+        # A failed request is the harness's to classify and retry, not the CLI's to repeat.
+        "request_max_retries = 0",
+        "stream_max_retries = 0",
+        "",
+        f"[projects.{toml(str(Path(cwd).resolve()))}]",
+        'trust_level = "trusted"',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class CliReport:
+    """What an agent CLI said about its own run in its structured output."""
+
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    error: str | None = None  # the CLI's own error text, when it reported one
+    error_status: int | None = None  # the HTTP status behind that error, when given
+    denials: tuple[str, ...] = field(default=())  # tool calls it was not allowed to make
+
+
+def read_cli_report(output: str) -> CliReport:
+    """Read Claude Code's `result` event and Codex's JSONL (`turn.*`, `error`, rejections)."""
+    from agent_harness.agent_review import usage_of
+
+    tokens_in, tokens_out, cost = usage_of(output)
+    error: str | None = None
+    status: int | None = None
+    denials: list[str] = []
+    for line in output.splitlines():
+        line = line.strip()
+        if "patch rejected" in line or "blocked by read-only sandbox" in line:
+            # Codex logs a refused patch on stderr only, and still exits 0.
+            denials.append(line.split("error=", 1)[-1])
+            continue
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("type")
+        if kind == "result":
+            if event.get("is_error"):
+                error = str(event.get("result") or event.get("subtype") or "error")
+                got = event.get("api_error_status")
+                status = got if isinstance(got, int) else status
+            for denial in event.get("permission_denials") or []:
+                if isinstance(denial, dict):
+                    denials.append(_describe_denial(denial))
+        elif kind == "turn.failed":
+            failed = event.get("error")
+            message = failed.get("message") if isinstance(failed, dict) else None
+            error = str(message or "turn failed")
+        elif kind == "error" and isinstance(event.get("message"), str):
+            error = error or event["message"]
+    return CliReport(tokens_in, tokens_out, cost, error, status, tuple(denials))
+
+
+def _describe_denial(denial: Mapping[str, object]) -> str:
+    tool = str(denial.get("tool_name") or "a tool")
+    args = denial.get("tool_input")
+    target = ""
+    if isinstance(args, dict):
+        target = str(args.get("file_path") or args.get("command") or "")
+    return f"{tool} {target}".strip()
+
+
+def _tree_changed(tree: Worktree) -> bool:
+    """Whether the agent left any change in its worktree (files or commits)."""
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=tree.path, capture_output=True, text=True
+    )
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tree.path, capture_output=True, text=True
+    )
+    return bool(status.stdout.strip()) or head.stdout.strip() != tree.base_sha
 
 
 class Implementer(Protocol):
@@ -70,9 +224,11 @@ class CliImplementer:
         idle_s: float = 120.0,
         poll_s: float = 0.2,
         model: str | None = None,
+        own_login: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.model = model
+        self.own_login = own_login
         self.host = host
         self.preset = preset
         self.name = preset.name
@@ -96,6 +252,14 @@ class CliImplementer:
         from agent_harness.providers import FailureKind
         from agent_harness.session_executor import AgentState, run_agent
 
+        setup = agent_setup(
+            self.preset,
+            Path(state_dir) / "agent-home" / self.preset.name,
+            self.env_source,
+            cwd=tree.path,
+            model=self.model,
+            own_login=self.own_login,
+        )
         outcome = run_agent(
             self.host,
             self.preset,
@@ -103,11 +267,12 @@ class CliImplementer:
             worktree=tree.path,
             prompt=prompt,
             state_dir=state_dir,
-            env_source=self.env_source,
+            env_source=setup.env,
             timeout_s=self.timeout_s,
             idle_s=self.idle_s,
             poll_s=self.poll_s,
             model=self.model,
+            extra_env_allow=setup.allow,
             on_state=lambda state, detail: on_state(str(state), detail),
         )
         state = AgentState(outcome.state)
@@ -115,18 +280,40 @@ class CliImplementer:
         if state is not AgentState.WAITING_FOR_INPUT:
             # The program has ended; its screen lives on in the log, the session need not.
             self.host.kill(session)
+        output = outcome.output_tail
+        if outcome.log_path is not None and outcome.log_path.is_file():
+            output = outcome.log_path.read_text(encoding="utf-8", errors="replace")
+        report = read_cli_report(output)
+        reason = outcome.reason
 
         def result(ok: bool, name: str, **extra: object) -> ImplementResult:
             return ImplementResult(
                 ok=ok,
                 state=name,
-                reason=outcome.reason,
+                reason=reason,
                 failure=failure,
                 output_tail=outcome.output_tail,
                 wait_until=extra.get("wait_until"),  # type: ignore[arg-type]
                 permanent=bool(extra.get("permanent", False)),
+                tokens_in=report.tokens_in,
+                tokens_out=report.tokens_out,
+                cost_usd=report.cost_usd,
             )
 
+        if state is AgentState.DONE and report.denials and not _tree_changed(tree):
+            # Exit 0 with nothing done: the CLI's permissions or sandbox stopped every edit,
+            # and running it again as configured would stop them again.
+            reason = f"{self.name} was not allowed to work: {'; '.join(report.denials[:5])}"
+            return result(False, "refused", permanent=True)
+        if state is AgentState.DONE and report.error is not None and not _tree_changed(tree):
+            reason = f"{self.name} exited 0 but reported: {report.error}"
+            return result(False, "crashed")
+        if state is AgentState.CRASHED and failure is None and report.error_status == 429:
+            # An API-key login gets no reset time in the output, only the 429: wait a while.
+            reason = f"{self.name} hit a rate limit: {report.error}"
+            return result(False, "rate_limited", wait_until=self.clock() + 60.0)
+        if state is AgentState.CRASHED and report.error is not None:
+            reason = f"{outcome.reason}: {report.error}"
         if state is AgentState.DONE:
             return result(True, "done")
         if state is AgentState.MISSING_BINARY:
