@@ -21,7 +21,13 @@ from pathlib import Path
 
 from agent_harness import providers
 from agent_harness.errors import UsageError
-from agent_harness.session_host import SessionHost, SessionSpec, safe_session_name
+from agent_harness.session_host import (
+    SessionExists,
+    SessionHost,
+    SessionNotFound,
+    SessionSpec,
+    safe_session_name,
+)
 
 
 class AgentState(StrEnum):
@@ -313,16 +319,18 @@ def run_agent(
         prompt_file.parent.mkdir(parents=True, exist_ok=True)
         prompt_file.write_text(prompt, encoding="utf-8")
         command = preset.command(prompt_file, Path(worktree), model)
-        host.start(
-            SessionSpec(
-                name=name,
-                command=command,
-                cwd=Path(worktree),
-                env=env,
-                log_path=log_path,
-                stdin_devnull=preset.stdin_devnull,
-            )
+        spec = SessionSpec(
+            name=name,
+            command=command,
+            cwd=Path(worktree),
+            env=env,
+            log_path=log_path,
+            stdin_devnull=preset.stdin_devnull,
         )
+        try:
+            host.start(spec)
+        except SessionExists:
+            adopted = True  # another process started it between our look and our start
     now = clock()
     watch = _Watch(started=now, last_change=now)
 
@@ -356,7 +364,10 @@ def run_agent(
         if now - watch.started >= timeout_s:
             host.kill(name)
             plain = strip_terminal_codes(output)
-            watch.failure = providers.classify_agent_output(preset.name, plain, now=wall_clock())
+            # Only what it said last: a limit it hit and got past earlier is not why it hangs.
+            watch.failure = providers.classify_agent_output(
+                preset.name, _tail(plain), now=wall_clock()
+            )
             if watch.failure is not None and watch.failure.kind in _LIMIT_KINDS:
                 reason = f"{preset.name} stopped at a usage limit: {watch.failure.describe()}"
                 state = AgentState.RATE_LIMITED
@@ -370,7 +381,7 @@ def run_agent(
             # before the agent writes something new would find the same thing.
             watch.idle_examined = True
             plain = strip_terminal_codes(output)
-            limit = providers.classify_agent_output(preset.name, plain, now=wall_clock())
+            limit = providers.classify_agent_output(preset.name, _tail(plain), now=wall_clock())
             if limit is not None and limit.kind in _LIMIT_KINDS:
                 # An interactive agent that hit its window waits for the reset by itself;
                 # the item is better parked than left holding a worker for hours.
@@ -391,8 +402,6 @@ def run_agent(
 
 
 def _output_or_empty(host: SessionHost, name: str) -> str:
-    from agent_harness.session_host import SessionNotFound
-
     try:
         return host.output(name)
     except SessionNotFound:

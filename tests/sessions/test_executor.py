@@ -294,3 +294,22 @@ def test_a_live_session_of_the_same_name_is_adopted_not_doubled(
     assert outcome.state is AgentState.DONE
     assert (work / "answer.txt").read_text() == "adopted"
     assert not (work / "DONE.txt").exists()  # the new run's agent never started
+
+
+def test_a_limit_the_agent_got_past_does_not_stop_it_later(
+    local_host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
+) -> None:
+    fake = FakeTime(log_shows(state_dir, name, "still going"))
+    behaviour = {
+        "steps": [
+            {"print": "You've hit your session limit · resets 8:37am (UTC)"},
+            {"print": [f"step {i}: " + "x" * 100 for i in range(60)]},
+            {"print": "still going"},
+            {"hang": None},
+        ]
+    }
+    outcome = run(
+        local_host, scripted(agents_dir, behaviour), work, state_dir, name, fake, timeout_s=20.0
+    )
+    assert outcome.state is AgentState.TIMEOUT
+    assert outcome.failure is None
