@@ -1,0 +1,96 @@
+"""Ingesting events from JSONL: idempotent by each line's id, malformed lines reported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_harness.errors import InputError
+from agent_harness.store import IngestResult, Store, ingest, watch
+
+P = "me/app:PLAN"
+
+
+def _line(event_id: str, **extra: object) -> str:
+    return json.dumps({"id": event_id, "kind": "ci", "project": P, **extra}) + "\n"
+
+
+def test_ingest_is_idempotent_over_the_same_and_overlapping_files(
+    store: Store, db_dir: Path
+) -> None:
+    first = db_dir / "a.jsonl"
+    first.write_text("".join(_line(f"e{n}", item="T1", payload={"n": n}) for n in range(5)))
+    assert (ingest(store, first).added, ingest(store, first).added) == (5, 0)
+    overlap = db_dir / "b.jsonl"
+    overlap.write_text("".join(_line(f"e{n}", payload={"n": n}) for n in range(3, 8)))
+    result = ingest(store, overlap)
+    assert (result.added, result.duplicates) == (3, 2)
+    events = store.events()
+    assert [e.external_id for e in events] == [f"e{n}" for n in range(8)]
+    assert events[0].payload == {"n": 0} and events[0].item == "T1"
+
+
+def test_malformed_lines_are_reported_by_number_and_the_rest_ingested(
+    store: Store, db_dir: Path
+) -> None:
+    path = db_dir / "events.jsonl"
+    path.write_text(
+        _line("e1")
+        + "{not json\n"
+        + "\n"
+        + json.dumps({"kind": "ci", "project": P})
+        + "\n"
+        + json.dumps({"id": "e2", "kind": "ci"})
+        + "\n"
+        + _line("e3", ts=1234.5, sha="abc")
+    )
+    result = ingest(store, path)
+    assert result.added == 2
+    assert [(e.line, e.reason.split(":")[0]) for e in result.errors] == [
+        (2, "not JSON"),
+        (4, "needs an 'id' (string or integer) to be ingested idempotently"),
+        (5, "needs a 'project' (in the line or given with --project)"),
+    ]
+    last = store.events()[-1]
+    assert (last.ts, last.payload) == (1234.5, {"sha": "abc"})
+    assert ingest(store, path, project="other").added == 1  # line 5 now has a project
+
+
+def test_a_missing_file_is_an_input_error(store: Store, db_dir: Path) -> None:
+    with pytest.raises(InputError, match="cannot read"):
+        ingest(store, db_dir / "absent.jsonl")
+
+
+def test_watch_ingests_as_the_file_grows_and_stops_when_asked(store: Store, db_dir: Path) -> None:
+    path = db_dir / "live.jsonl"
+    path.write_text(_line("e0"))
+    writes = [
+        _line("e1") + _line("e2"),
+        '{"id": "e3", "kind": "ci", "pro',  # a writer caught mid-line
+        f'ject": "{P}"}}\n' + "garbage\n",
+        _line("e4") + _line("e0"),
+    ]
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        if writes:
+            with path.open("a") as handle:
+                handle.write(writes.pop(0))
+
+    batches: list[IngestResult] = []
+    total = watch(
+        store,
+        path,
+        every_s=2.0,
+        sleep=sleep,
+        stop=lambda: len(naps) >= 6,
+        on_batch=batches.append,
+    )
+    assert [e.external_id for e in store.events()] == ["e0", "e1", "e2", "e3", "e4"]
+    assert (total.added, total.duplicates) == (5, 1)
+    assert [(e.line, e.reason) for e in total.errors] == [(5, "not JSON: Expecting value")]
+    assert set(naps) == {2.0}
+    assert all(b.added or b.duplicates or b.errors for b in batches)
