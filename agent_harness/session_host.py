@@ -16,6 +16,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -468,6 +469,13 @@ class TmuxHost:
         """Stop the whole private tmux server (only ever used with a private socket)."""
         if self.socket_name:
             self._run("kill-server", check=False)
+            # tmux leaves the socket file behind; a private one is ours to tidy. Its place is
+            # tmux's documented default: $TMUX_TMPDIR (or /tmp), tmux-<uid>, the socket name.
+            base = Path(self._env.get("TMUX_TMPDIR") or "/tmp")
+            socket_path = base / f"tmux-{os.getuid()}" / self.socket_name
+            with contextlib.suppress(OSError):
+                if stat.S_ISSOCK(socket_path.stat().st_mode):
+                    socket_path.unlink()
 
 
 # ---------------------------------------------------------------------------------------------
