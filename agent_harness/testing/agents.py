@@ -68,6 +68,11 @@ def main(plan_path):
             write(arg["path"], arg.get("content", "done\n"))
         elif kind == "env_dump":
             write(arg, json.dumps(dict(os.environ), sort_keys=True))
+        elif kind == "parent_env_dump":
+            with open("/proc/%d/environ" % os.getppid(), "rb") as fh:
+                raw = fh.read().split(b"\0")
+            pairs = [item.decode("utf-8", "replace").partition("=") for item in raw if item]
+            write(arg, json.dumps({key: value for key, _, value in pairs}, sort_keys=True))
         elif kind == "argv_dump":
             write(arg, json.dumps(sys.argv[2:]))
         elif kind == "ask":
@@ -108,7 +113,8 @@ def write_scripted_agent(directory: Path, behaviour: dict[str, Any] | str) -> li
 
     `behaviour` is a name from `BEHAVIOURS` or a dict `{"steps": [...], "exit": code}` whose
     steps are one-key dicts: `print` (a line or lines), `write_file` ({path, content}),
-    `env_dump` (path: the environment as JSON), `argv_dump` (path: the arguments after the
+    `env_dump` (path: the environment as JSON), `parent_env_dump` (the same for the process
+    that started the agent, read from /proc), `argv_dump` (path: the arguments after the
     plan file as JSON, e.g. the prompt a preset passed), `ask` (a question; the answer line
     is printed and written to answer.txt), `sleep` (seconds), `hang` (seconds, or None for ever),
     `claude_rate_limit` / `codex_usage_limit` ({reset_in_s}). Relative paths are taken from

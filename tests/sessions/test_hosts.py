@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -291,3 +292,39 @@ def test_spec_refuses_an_empty_command(work: Path, tmp_path: Path) -> None:
 
     with pytest.raises(SessionError):
         spec_for("x", [], work, tmp_path)
+
+
+def test_no_secret_of_the_harness_is_readable_from_the_agents_parent(
+    local_host: SessionHost,
+    name: str,
+    work: Path,
+    agents_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GH_TOKEN", "ghp_parent_secret")
+    argv = write_scripted_agent(agents_dir, {"steps": [{"parent_env_dump": "parent.json"}]})
+    local_host.start(spec_for(name, argv, work, tmp_path / "logs"))
+    wait_for(lambda: ended(local_host, name))
+    assert local_host.status(name).exit_code == 0
+    # The agent's parent is the session wrapper, which runs with an empty environment.
+    assert json.loads((work / "parent.json").read_text()) == {}
+
+
+def test_a_tmux_server_we_start_does_not_hold_the_harness_secrets(
+    monkeypatch: pytest.MonkeyPatch, tmux_socket: str, work: Path, agents_dir: Path
+) -> None:
+    monkeypatch.setenv("GH_TOKEN", "ghp_server_secret")
+    host = TmuxHost(socket_name=f"{tmux_socket}-env")
+    try:
+        host.start(spec_for("probe", write_scripted_agent(agents_dir, "hang"), work, work))
+        server_env = subprocess.run(
+            ["tmux", "-L", f"{tmux_socket}-env", "show-environment", "-g"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "PATH=" in server_env
+        assert "GH_TOKEN" not in server_env
+    finally:
+        host.kill_server()
