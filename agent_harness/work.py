@@ -8,6 +8,7 @@ an event in the same transaction.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.plan import Plan, WorkItem
+from agent_harness.store import EVENT_LOCK_KEY as _EVENT_LOCK_KEY
 from agent_harness.store import Event, Store, Tx
 
 
@@ -286,6 +288,70 @@ def _set_deps(tx: Tx, project: str, item: WorkItem) -> None:
 # --- claiming --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _ClaimSql:
+    recover: str  # a lapsed lease or a parked item that is due, with the columns to judge it
+    take: str  # claim the first ready pending item: one UPDATE .. RETURNING
+    take_unless_recovery: str  # the same, doing nothing when recovery work exists
+    pg_fast: str  # PostgreSQL: take_unless_recovery plus its event, as one statement
+
+
+@functools.cache
+def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
+    marks = ", ".join("?" for _ in range(n_ready))
+    deps_ready = (
+        "AND NOT EXISTS (SELECT 1 FROM deps d LEFT JOIN items x "
+        "ON x.project = d.project AND x.id = d.dep WHERE d.project = i.project AND d.item = i.id "
+        f"AND (x.state IS NULL OR x.state NOT IN ({marks}))) "
+    )
+    lock = " FOR UPDATE SKIP LOCKED" if dialect == "postgresql" else ""
+    columns = (
+        "SELECT i.id, i.state, i.attempts, i.max_attempts, i.fence, i.lease_worker, "
+        "i.lease_expires, i.reason FROM items i WHERE i.project = ? "
+    )
+    # Separate index-backed searches, not one OR, so each reads only rows it may hand out.
+    recover = (
+        f"SELECT * FROM ({columns}AND i.lease_expires IS NOT NULL AND i.lease_expires < ? "
+        f"ORDER BY i.lease_expires LIMIT 1{lock}) lapsed UNION ALL "
+        f"SELECT * FROM ({columns}AND i.state = 'waiting' AND i.not_before <= ? "
+        f"{deps_ready}ORDER BY i.not_before LIMIT 1{lock}) due LIMIT 1"
+    )
+    # Cheap and deliberately loose (ignores dependencies): a hit only sends the claim down the
+    # slower path that judges recovery work properly.
+    probe = (
+        "(EXISTS (SELECT 1 FROM items r WHERE r.project = ? AND r.lease_expires IS NOT NULL "
+        "AND r.lease_expires < ?) OR EXISTS (SELECT 1 FROM items r WHERE r.project = ? "
+        "AND r.state = 'waiting' AND r.not_before <= ?))"
+    )
+    # Pending items always have attempts left: every path back to pending checks the budget.
+    pick = (
+        "SELECT i.id FROM items i WHERE i.project = ? AND i.state = 'pending' "
+        "AND (i.not_before IS NULL OR i.not_before <= ?) AND i.attempts < i.max_attempts "
+        f"{deps_ready}ORDER BY i.seq, i.id LIMIT 1{lock}"
+    )
+    update = (
+        "UPDATE items SET state = 'claimed', attempts = attempts + 1, fence = fence + 1, "
+        "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
+        "WHERE project = ? "
+    )
+    returning = "RETURNING id, attempts, fence"
+    take = f"{update}AND id = ({pick}) {returning}"
+    take_unless_recovery = f"{update}AND NOT {probe} AND id = ({pick}) {returning}"
+    # One round trip for the common claim. The event row is fed by the row that took the
+    # advisory lock, so its id is drawn under the lock, as Tx.flush_events does it.
+    pg_fast = (
+        f"WITH taken AS ({take_unless_recovery}), "
+        "locked AS (SELECT t.id, t.attempts, t.fence, pg_advisory_xact_lock(?) FROM taken t), "
+        "logged AS (INSERT INTO events (ts, project, item, kind, payload) "
+        "SELECT ?, ?, l.id, 'claimed', json_build_object('attempt', l.attempts, "
+        "'expires_at', ?::float8, 'from', 'pending', 'to', 'claimed', 'token', l.fence, "
+        "'worker', ?::text)::text FROM locked l RETURNING item) "
+        f"SELECT g.item, t.attempts, t.fence, {probe} FROM (SELECT 1) one "
+        "LEFT JOIN taken t ON true LEFT JOIN logged g ON g.item = t.id"
+    )
+    return _ClaimSql(recover, take, take_unless_recovery, pg_fast)
+
+
 def claim_next(
     store: Store,
     project: str,
@@ -297,50 +363,42 @@ def claim_next(
     """Hand out one ready item under a new lease, or None when nothing is ready.
 
     Ready means: pending (or waiting past its time, or held by an expired lease) and every
-    dependency in a state named by `ready_when`. Each claim counts as an attempt.
+    dependency in a state named by `ready_when`. Each claim counts as an attempt. Recovery
+    work (lapsed leases, parked items now due) goes first, so a backlog never starves it.
     """
-    ready = sorted(set(ready_when))
-    marks = ", ".join("?" for _ in ready)
-    deps_ready = (
-        "AND NOT EXISTS (SELECT 1 FROM deps d LEFT JOIN items x "
-        "ON x.project = d.project AND x.id = d.dep WHERE d.project = i.project AND d.item = i.id "
-        f"AND (x.state IS NULL OR x.state NOT IN ({marks}))) "
-    )
-    lock = store.dialect.skip_locked
-    columns = (
-        "SELECT i.id, i.state, i.attempts, i.max_attempts, i.fence, i.lease_worker, "
-        "i.lease_expires, i.reason FROM items i WHERE i.project = ? "
-    )
-    # Recovery first, so lapsed leases and due parked items are never starved by a backlog.
-    # Separate index-backed searches, not one OR, so each reads only rows it may hand out.
-    recover = (
-        f"SELECT * FROM ({columns}AND i.lease_expires IS NOT NULL AND i.lease_expires < ? "
-        f"ORDER BY i.lease_expires LIMIT 1{lock}) lapsed UNION ALL "
-        f"SELECT * FROM ({columns}AND i.state = 'waiting' AND i.not_before <= ? "
-        f"{deps_ready}ORDER BY i.not_before LIMIT 1{lock}) due LIMIT 1"
-    )
-    # The common case is one statement, like a bare claim loop. Pending items always have
-    # attempts left: every path that returns an item to pending checks the budget first.
-    take_pending = (
-        "UPDATE items SET state = 'claimed', attempts = attempts + 1, fence = fence + 1, "
-        "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
-        "WHERE project = ? AND id = (SELECT i.id FROM items i WHERE i.project = ? "
-        "AND i.state = 'pending' AND (i.not_before IS NULL OR i.not_before <= ?) "
-        f"AND i.attempts < i.max_attempts {deps_ready}ORDER BY i.seq, i.id LIMIT 1{lock}) "
-        "RETURNING id, attempts, fence"
-    )
+    ready = tuple(sorted(set(ready_when)))
+    sql = _claim_sql(store.dialect.name, len(ready))
+    if store.dialect.name == "postgresql":
+        now = store.clock()
+        expires = now + lease_s
+        probe = (project, now, project, now)
+        take_params = (worker, expires, now, project, *probe, project, now, *ready)
+        event_params = (_EVENT_LOCK_KEY, now, project, expires, worker)
+        row = store.statement(sql.pg_fast, (*take_params, *event_params, *probe))
+        assert row is not None
+        if row[0] is not None:
+            return Lease(project, row[0], worker, int(row[2]), int(row[1]), expires, lease_s)
+        if not row[3]:
+            return None
     while True:
         with store.transaction() as tx:
             now = store.clock()
             expires = now + lease_s
-            row = tx.one(recover, (project, now, project, now, *ready))
-            if row is None:
-                taken = tx.one(take_pending, (worker, expires, now, project, project, now, *ready))
+            probe = (project, now, project, now)
+            taken = tx.one(
+                sql.take_unless_recovery,
+                (worker, expires, now, project, *probe, project, now, *ready),
+            )
+            row = None if taken else tx.one(sql.recover, (project, now, project, now, *ready))
+            if taken is None and row is None:
+                taken = tx.one(sql.take, (worker, expires, now, project, project, now, *ready))
                 if taken is None:
                     return None
+            if taken is not None:
                 item_id, attempt, token = taken[0], int(taken[1]), int(taken[2])
                 _claimed_event(tx, project, item_id, S.PENDING, worker, attempt, token, expires)
                 return Lease(project, item_id, worker, token, attempt, expires, lease_s)
+            assert row is not None
             item_id, state, attempts, max_attempts, fence, old_worker, old_expiry, reason = row
             current = ItemState(state)
             if old_expiry is not None:
