@@ -262,6 +262,12 @@ class Fleet:
     # --- the worker -------------------------------------------------------------------------
 
     def _work(self, pool: _Pool, name: str) -> None:
+        try:
+            self._work_loop(pool, name)
+        finally:
+            self.store.forget_thread()
+
+    def _work_loop(self, pool: _Pool, name: str) -> None:
         crashes_in_a_row = 0
         while True:
             with self._cond:
@@ -332,10 +338,13 @@ class Fleet:
 
     def _heartbeat(self, lease: Lease, done: threading.Event) -> None:
         every = max(0.01, lease.lease_s * self.heartbeat_every)
-        while not done.wait(every):
-            try:
-                heartbeat(self.store, lease)
-            except LeaseLost:
-                return  # the handler will hear about it on its next call
-            except HarnessError:
-                continue  # a store hiccup: try again on the next beat, the lease may hold
+        try:
+            while not done.wait(every):
+                try:
+                    heartbeat(self.store, lease)
+                except LeaseLost:
+                    return  # the handler will hear about it on its next call
+                except HarnessError:
+                    continue  # a store hiccup: try again on the next beat, the lease may hold
+        finally:
+            self.store.forget_thread()

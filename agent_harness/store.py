@@ -388,6 +388,12 @@ class Store:
         except self._driver_errors():
             pass  # it is already unusable; a fresh connection is opened on next use
 
+    def forget_thread(self) -> None:
+        """Close this thread's connection; call it before a short-lived thread ends."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._discard(conn)
+
     def statement(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         """Run one statement as a transaction of its own; returns its first row, if any.
 

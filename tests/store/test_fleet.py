@@ -11,7 +11,7 @@ from agent_harness.fleet import Backoff, Fleet, PoolState
 from agent_harness.store import Store
 from agent_harness.work import Lease, complete, enqueue, get_item, list_items
 
-from .conftest import Engine, item
+from .conftest import Engine, FakeClock, item
 
 BIG, SMALL = "acme/big:plan", "acme/small:plan"
 
@@ -166,3 +166,35 @@ def test_a_handler_that_forgets_to_finish_does_not_hold_the_item(fleet_store: St
 
 def test_backoff_doubles_up_to_its_cap() -> None:
     assert [Backoff(base_s=2.0, cap_s=5.0).delay(n) for n in (1, 2, 3, 4)] == [2, 4, 5, 5]
+
+
+def test_the_fleet_heartbeats_a_lease_while_the_handler_works(sqlite_engine: Engine) -> None:
+    clock = FakeClock()
+    store = sqlite_engine.open(clock=clock)
+    enqueue(store, BIG, [item("T0")])
+    outcome: list[str] = []
+
+    def long_job(lease: Lease) -> None:
+        for _ in range(5):
+            clock.advance(lease.lease_s * 0.8)  # past the original expiry by the end
+            target = clock() + lease.lease_s * 0.5
+            pause = threading.Event()
+            for _ in range(400):  # the heartbeat thread runs on real time: give it a moment
+                record = get_item(store, BIG, lease.item_id)
+                if record.lease_expires is not None and record.lease_expires >= target:
+                    break
+                pause.wait(0.005)
+        complete(store, lease, "merged")
+        outcome.append("completed")
+
+    fleet = Fleet(store, sleep=lambda s: None, idle_poll_s=0.02, heartbeat_every=0.2)
+    fleet.add_project(BIG, long_job, lease_s=0.1)
+    try:
+        fleet.start()
+        assert fleet.wait_idle(timeout=20)
+        fleet.drain()
+        assert fleet.join(timeout=20)
+        assert outcome == ["completed"]
+        assert get_item(store, BIG, "T0").state == "merged"
+    finally:
+        store.close()
