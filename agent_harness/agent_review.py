@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -114,12 +115,13 @@ class CliReviewer:
         scratch = self.state_dir / "reviews" / f"review-{int(self.clock() * 1000)}-{self._count}"
         workspace = scratch / "workspace"
         workspace.mkdir(parents=True, exist_ok=True)
+        # Codex runs only inside a git repository (or with a flag other CLIs lack).
+        subprocess.run(["git", "init", "-q", str(workspace)], capture_output=True, check=False)
         text = f"{system}\n\n{prompt}\n\nAnswer with the JSON verdict only."
         setup = agent_setup(
             self.preset,
             self.state_dir / "reviews" / "agent-home" / self.preset.name,
             self.env_source,
-            cwd=workspace,
             model=self.model,
             own_login=self.own_login,
         )

@@ -60,7 +60,6 @@ def agent_setup(
     home: Path,
     env_source: Mapping[str, str],
     *,
-    cwd: Path,
     model: str | None = None,
     own_login: bool = False,
 ) -> AgentSetup:
@@ -85,7 +84,7 @@ def agent_setup(
             codex_home = home / "codex"
             codex_home.mkdir(parents=True, exist_ok=True)
             (codex_home / "config.toml").write_text(
-                codex_config(env.get("OPENAI_BASE_URL"), model, cwd), encoding="utf-8"
+                codex_config(env.get("OPENAI_BASE_URL"), model), encoding="utf-8"
             )
         if codex_home is not None:
             env["CODEX_HOME"] = str(codex_home)
@@ -93,7 +92,7 @@ def agent_setup(
     return AgentSetup(env, tuple(allow))
 
 
-def codex_config(base_url: str | None, model: str | None, cwd: Path) -> str:
+def codex_config(base_url: str | None, model: str | None) -> str:
     """A Codex `config.toml` using a provider of ours, so the endpoint is the one we chose."""
 
     def toml(value: str) -> str:
@@ -113,9 +112,6 @@ def codex_config(base_url: str | None, model: str | None, cwd: Path) -> str:
         # A failed request is the harness's to classify and retry, not the CLI's to repeat.
         "request_max_retries = 0",
         "stream_max_retries = 0",
-        "",
-        f"[projects.{toml(str(Path(cwd).resolve()))}]",
-        'trust_level = "trusted"',
         "",
     ]
     return "\n".join(lines)
@@ -256,7 +252,6 @@ class CliImplementer:
             self.preset,
             Path(state_dir) / "agent-home" / self.preset.name,
             self.env_source,
-            cwd=tree.path,
             model=self.model,
             own_login=self.own_login,
         )

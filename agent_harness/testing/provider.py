@@ -74,9 +74,15 @@ class Fail:
 
 @dataclass(frozen=True)
 class Hang:
-    """Accept the request and answer nothing until the provider closes (or `max_s` passes)."""
+    """Hold the request, answering nothing, like a model that stalls mid-item.
+
+    When `release` is set the request is answered with `then` (a reset without one); when the
+    provider closes or `max_s` passes, the connection is reset.
+    """
 
     max_s: float = 60.0
+    release: threading.Event | None = None
+    then: WriteFile | EditFile | RunShell | Say | None = None
 
 
 Action = WriteFile | EditFile | RunShell | Say  # what the model answers with
@@ -486,6 +492,18 @@ class ScriptedProvider:
             self._state.served += 1
             return self._state.served
 
+    def _hold(self, hang: Hang) -> bool:
+        """Wait out a hang; True when it was released (rather than closed or timed out)."""
+        if hang.release is None:
+            self._closing.wait(hang.max_s)
+            return False
+        waited = 0.0
+        while waited < hang.max_s and not self._closing.is_set():
+            if hang.release.wait(0.05):
+                return True
+            waited += 0.05
+        return False
+
     def answer(self, vendor: str, body: Mapping[str, Any], number: int) -> Step:
         exchange = _anthropic_exchange(body) if vendor == "anthropic" else _responses_exchange(body)
         return self.scenario(exchange)
@@ -524,12 +542,14 @@ def _handler(provider: ScriptedProvider) -> type[BaseHTTPRequestHandler]:
                 self._whole(404, "application/json", b'{"error": "no such API here"}')
                 return
             step = provider.answer(vendor, body, number)
+            if isinstance(step, Hang):
+                if not provider._hold(step) or step.then is None:
+                    self._reset()
+                    return
+                step = step.then
             if isinstance(step, Fail):
                 headers = [("content-type", step.failure.content_type), *step.failure.headers]
                 self._send(step.failure.status, headers, [step.failure.body], whole=True)
-            elif isinstance(step, Hang):
-                provider._closing.wait(step.max_s)
-                self._reset()
             elif vendor == "anthropic":
                 exchange = _anthropic_exchange(body)
                 completion = _anthropic_calls(step, exchange, number)

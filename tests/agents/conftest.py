@@ -1,0 +1,136 @@
+"""Real agent CLIs from npm, a real forge and clone, and scripted providers on loopback."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_harness.agent_review import CliReviewer
+from agent_harness.demo import seed_repository
+from agent_harness.github import GitHubTracker
+from agent_harness.implementer import CliImplementer
+from agent_harness.plan import parse_plan
+from agent_harness.run import Pipeline, RunSettings
+from agent_harness.session_executor import PRESETS
+from agent_harness.session_host import HeadlessHost
+from agent_harness.store import Store, open_store
+from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
+from agent_harness.testing.npm_agents import NpmUnavailable, install_pinned
+from agent_harness.testing.provider import Say, ScriptedProvider
+from agent_harness.worktrees import WorkRepo
+
+ROOT = Path(__file__).resolve().parents[2]
+REPO = "octo/tally"
+# A slug Codex knows: for an unknown one it offers no apply_patch tool.
+CODEX_MODEL = "gpt-5.5"
+
+
+@pytest.fixture(scope="session")
+def agent_bins() -> list[Path]:
+    try:
+        return install_pinned(("claude", "codex"))
+    except NpmUnavailable as exc:
+        pytest.skip(f"npm registry unreachable, so the real agent CLIs are absent: {exc}")
+
+
+@dataclass
+class Rig:
+    tmp: Path
+    forge: RunningForge
+    anthropic: ScriptedProvider
+    openai: ScriptedProvider
+    store: Store
+    work: Path
+    env: dict[str, str]
+    pipelines: list[Pipeline] = field(default_factory=list)
+
+    @property
+    def state_dir(self) -> Path:
+        return self.tmp / "state"
+
+    def agent(self, name: str, *, reviewer: bool = False) -> Any:
+        host = HeadlessHost(self.state_dir / "sessions")
+        model = CODEX_MODEL if name == "codex" else None
+        if reviewer:
+            return CliReviewer(
+                host, PRESETS[name], self.env, self.state_dir, timeout_s=60.0, poll_s=0.05,
+                model=model,
+            )  # fmt: skip
+        return CliImplementer(
+            host, PRESETS[name], self.env, timeout_s=60.0, idle_s=60.0, poll_s=0.05, model=model
+        )
+
+    def pipeline(
+        self, plan: str, *, implementer: Any, reviewer: Any, max_attempts: int = 3
+    ) -> Pipeline:
+        pipeline = Pipeline(
+            plan=parse_plan(plan, source="PLAN.md"),
+            plan_key="PLAN",
+            tracker=GitHubTracker(REPO, TOKEN, self.forge.server.api_url, write_spacing_s=0.0),
+            store=self.store,
+            repo=WorkRepo(self.work, self.state_dir),
+            implementer=implementer,
+            reviewer=reviewer,
+            settings=RunSettings(
+                checks=[],
+                check_timeout_s=30.0,
+                lease_s=60.0,
+                workers=1,
+                idle_poll_s=0.02,
+                max_attempts=max_attempts,
+            ),
+            state_dir=self.state_dir,
+            env=self.env,
+        )
+        self.pipelines.append(pipeline)
+        return pipeline
+
+    def pulls(self) -> list[Any]:
+        return list(self.forge.github.get_repo(REPO).get_pulls(state="all"))
+
+    def events(self, pipeline: Pipeline, item: str, kind: str) -> list[dict[str, Any]]:
+        return [
+            dict(e.payload)
+            for e in self.store.all_events(project=pipeline.project, item=item)
+            if e.kind == kind
+        ]
+
+
+@pytest.fixture
+def rig(tmp_path: Path, agent_bins: list[Path]) -> Iterator[Rig]:
+    with (
+        running_forge(tmp_path / "forge") as forge,
+        ScriptedProvider(lambda _: Say("No scenario set.")) as anthropic,
+        ScriptedProvider(lambda _: Say("No scenario set.")) as openai,
+    ):
+        forge.forge.create_repo("octo", "tally", auto_init=False)
+        work = tmp_path / "clones" / "tally"
+        work.parent.mkdir()
+        seed_repository(ROOT / "examples" / "project", forge.forge.clone_url("octo", "tally"), work)
+        path = [*map(str, agent_bins), str(Path(sys.executable).parent), os.environ["PATH"]]
+        env = {
+            "PATH": os.pathsep.join(path),
+            "HOME": str(tmp_path / "user-home"),  # the user's; agents must not write here
+            "LANG": "C.UTF-8",
+            "ANTHROPIC_BASE_URL": anthropic.url,
+            "ANTHROPIC_API_KEY": "sk-ant-scripted",
+            "OPENAI_BASE_URL": f"{openai.url}/v1",
+            "OPENAI_API_KEY": "sk-scripted",
+            "GH_TOKEN": "ghp_must_never_reach_an_agent",
+        }
+        store = open_store(f"sqlite:///{tmp_path / 'harness.sqlite'}")
+        rig = Rig(tmp_path, forge, anthropic, openai, store, work, env)
+        try:
+            yield rig
+        finally:
+            for pipeline in rig.pipelines:
+                close = getattr(pipeline.tracker, "close", None)
+                if close:
+                    close()
+            store.close()
