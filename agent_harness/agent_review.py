@@ -127,7 +127,7 @@ class CliReviewer:
         )
         outcome = run_agent(
             self.host,
-            self.preset,
+            setup.preset or self.preset,
             session=f"ah-review-{self.preset.name}-{self._count}-{int(self.clock())}",
             worktree=workspace,
             prompt=text,

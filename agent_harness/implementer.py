@@ -7,6 +7,7 @@ the attempt ended (done, crashed, timed out, waiting on a rate-limit reset, refu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import time
@@ -53,6 +54,7 @@ class AgentSetup:
 
     env: dict[str, str]
     allow: tuple[str, ...] = ()
+    preset: AgentPreset | None = None  # the preset adjusted for this run, when it needed to be
 
 
 def agent_setup(
@@ -74,7 +76,11 @@ def agent_setup(
     if not own_login:
         home.mkdir(parents=True, exist_ok=True)
         env["HOME"] = str(home)
+    adjusted: AgentPreset | None = None
     if preset.name == "claude":
+        # claude -p waits 3 s for data on a stdin that is not a terminal (a headless session's
+        # pipe) before it starts; in -p mode it never asks anything, so give it no stdin.
+        adjusted = dataclasses.replace(preset, stdin_devnull=True)
         env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
         env.setdefault("CLAUDE_CODE_MAX_RETRIES", CLAUDE_MAX_RETRIES)
         allow += ["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "CLAUDE_CODE_MAX_RETRIES"]
@@ -89,7 +95,7 @@ def agent_setup(
         if codex_home is not None:
             env["CODEX_HOME"] = str(codex_home)
             allow.append("CODEX_HOME")
-    return AgentSetup(env, tuple(allow))
+    return AgentSetup(env, tuple(allow), adjusted)
 
 
 def codex_config(base_url: str | None, model: str | None) -> str:
@@ -257,7 +263,7 @@ class CliImplementer:
         )
         outcome = run_agent(
             self.host,
-            self.preset,
+            setup.preset or self.preset,
             session=session,
             worktree=tree.path,
             prompt=prompt,
