@@ -77,10 +77,12 @@ def agent_setup(
         home.mkdir(parents=True, exist_ok=True)
         env["HOME"] = str(home)
     adjusted: AgentPreset | None = None
-    if preset.name == "claude":
-        # claude -p waits 3 s for data on a stdin that is not a terminal (a headless session's
-        # pipe) before it starts; in -p mode it never asks anything, so give it no stdin.
+    if preset.name in ("claude", "gemini") and not preset.stdin_devnull:
+        # Both take a stdin that is not a terminal (a headless session's pipe) as extra
+        # input: claude -p waits 3 s for it, gemini -p reads it as context. Neither asks
+        # anything in -p mode, so neither gets a stdin.
         adjusted = dataclasses.replace(preset, stdin_devnull=True)
+    if preset.name == "claude":
         env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
         env.setdefault("CLAUDE_CODE_MAX_RETRIES", CLAUDE_MAX_RETRIES)
         allow += ["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "CLAUDE_CODE_MAX_RETRIES"]
