@@ -18,7 +18,15 @@ from enum import StrEnum
 
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.store import Store
-from agent_harness.work import DEFAULT_READY_WHEN, Lease, LeaseLost, claim_next, fail, heartbeat
+from agent_harness.work import (
+    DEFAULT_READY_WHEN,
+    Lease,
+    LeaseLost,
+    claim_next,
+    fail,
+    heartbeat,
+    reclaim_own,
+)
 
 Handler = Callable[[Lease], None]
 Sleep = Callable[[float], None]
@@ -269,6 +277,10 @@ class Fleet:
 
     def _work_loop(self, pool: _Pool, name: str) -> None:
         crashes_in_a_row = 0
+        # A restarted worker takes its item back; store trouble here is met again, and backed
+        # off from, by the claim loop below.
+        with contextlib.suppress(HarnessError):
+            reclaim_own(self.store, pool.project, name)
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: pool.state != PoolState.PAUSED)

@@ -49,7 +49,8 @@ TRANSITIONS: dict[ItemState, frozenset[ItemState]] = {
     S.PR_OPEN: frozenset({S.CHECKS, S.REVIEW, S.MERGED, S.CLOSED} | _GIVE_BACK),
     S.MERGED: frozenset({S.REVERTED}),
     S.CLOSED: frozenset({S.PENDING}),  # retried by a person
-    S.REVERTED: frozenset({S.PENDING}),  # retried by a person or the reconciler
+    # Retried by a person or the reconciler; a revert of the revert brings it back to merged.
+    S.REVERTED: frozenset({S.PENDING, S.MERGED}),
     S.FAILED: frozenset({S.PENDING, S.DONE}),
     S.SKIPPED: frozenset({S.PENDING, S.DONE}),
     S.DONE: frozenset(),
@@ -679,6 +680,31 @@ def _skip_dependents(tx: Tx, project: str, root: str) -> None:
 
 
 # --- people and the reconciler ---------------------------------------------------------------
+
+
+def reclaim_own(store: Store, project: str, worker: str) -> tuple[str, ...]:
+    """End, at once, the leases a worker of this name still holds from a previous life.
+
+    A worker id is stable across restarts of the same host, so a restarted worker can take
+    its interrupted item back now instead of waiting for the lease to lapse. Its old process
+    is gone; if it is not (two live processes sharing worker names), the old one hears
+    `LeaseLost` on its next call and stops, which is the fencing the token exists for.
+    """
+    now = store.clock()
+    with store.transaction() as tx:
+        rows = tx.all(
+            "SELECT id FROM items WHERE project = ? AND lease_worker = ? "
+            "AND lease_expires IS NOT NULL AND lease_expires >= ?",
+            (project, worker, now),
+        )
+        ids = tuple(str(row[0]) for row in rows)
+        for item_id in ids:
+            tx.execute(
+                "UPDATE items SET lease_expires = ? WHERE project = ? AND id = ?",
+                (now - 0.001, project, item_id),
+            )
+            tx.append_event(project, item_id, "lease_reclaimed", {"worker": worker})
+    return ids
 
 
 def retry(store: Store, project: str, item_id: str) -> tuple[str, ...]:
