@@ -355,17 +355,23 @@ class TmuxHost:
         return base
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        try:
-            done = subprocess.run(
-                [*self._base(), *args],
-                capture_output=True,
-                text=True,
-                env=self._env,
-                timeout=30,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SessionHostFailed("tmux", str(exc)) from exc
+        for attempt in range(4):
+            try:
+                done = subprocess.run(
+                    [*self._base(), *args],
+                    capture_output=True,
+                    text=True,
+                    env=self._env,
+                    timeout=30,
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise SessionHostFailed("tmux", str(exc)) from exc
+            # When the last session is killed the server exits; a command that reaches it
+            # while it is going down hears this, and a fresh server answers the next try.
+            if "server exited unexpectedly" not in done.stderr or attempt == 3:
+                break
+            time.sleep(0.05 * (attempt + 1))
         if check and done.returncode != 0:
             raise SessionHostFailed("tmux", done.stderr or f"tmux {args[0]} failed")
         return done
