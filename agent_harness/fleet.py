@@ -290,16 +290,16 @@ class Fleet:
                     continue
                 pool.in_flight += 1
             lease: Lease | None = None
+            crashed = False
             try:
                 lease = claim_next(
                     self.store, pool.project, name, pool.lease_s, ready_when=self.ready_when
                 )
                 if lease is not None:
                     crashed = self._run(pool, lease)
-                    crashes_in_a_row = crashes_in_a_row + 1 if crashed else 0
             except HarnessError:
                 # The store itself failed (database gone, disk full): back off like a crash.
-                crashes_in_a_row += 1
+                crashed = True
                 lease = None
             finally:
                 with self._cond:
@@ -309,9 +309,13 @@ class Fleet:
                         pool.handled += 1
                     self._gate.release()
                     self._cond.notify_all()
-            if crashes_in_a_row:
+            # Back off once per crash; the streak only ends when an item runs cleanly.
+            if crashed:
+                crashes_in_a_row += 1
                 self.sleep(self.backoff.delay(crashes_in_a_row))
-            elif lease is None:
+            elif lease is not None:
+                crashes_in_a_row = 0
+            if lease is None and not crashed:
                 with self._cond:
                     self._cond.wait_for(
                         lambda: pool.state != PoolState.RUNNING, timeout=self.idle_poll_s

@@ -311,7 +311,7 @@ class Store:
         self.clock = clock
         self.where = where
         self._local = threading.local()
-        self._all: list[Any] = []
+        self._all: list[tuple[Any, threading.Lock]] = []
         self._guard = threading.Lock()
         self._closed = False
 
@@ -337,7 +337,8 @@ class Store:
 
     # --- connections and transactions -------------------------------------------------------
 
-    def _conn(self) -> Any:
+    def _conn(self) -> tuple[Any, threading.Lock]:
+        """This thread's connection and the lock `close()` takes before closing it."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
             if self._closed:
@@ -347,42 +348,55 @@ class Store:
             except self._driver_errors() as exc:
                 raise StoreError(self.where, f"cannot open: {self._describe(exc)}") from exc
             self._local.conn = conn
+            self._local.lock = threading.Lock()
             with self._guard:
-                self._all.append(conn)
-        return conn
+                self._all.append((conn, self._local.lock))
+        lock: threading.Lock = self._local.lock
+        return conn, lock
+
+    @contextmanager
+    def _using(self) -> Iterator[Any]:
+        """Hold this thread's connection so that `close()` elsewhere waits instead of pulling it
+        away mid-statement (for SQLite that would be a crash, not an error)."""
+        if getattr(self._local, "in_tx", False):
+            raise RuntimeError("nested transactions are not supported")
+        conn, lock = self._conn()
+        with lock:
+            if self._closed:
+                raise StoreError(self.where, "the store is closed")
+            self._local.in_tx = True
+            try:
+                yield conn
+            finally:
+                self._local.in_tx = False
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Tx]:
         """Run a block atomically: on any error nothing of it is written."""
-        conn = self._conn()
-        if getattr(self._local, "in_tx", False):
-            raise RuntimeError("nested transactions are not supported")
-        tx = Tx(conn, self.dialect, self.clock)
-        self._local.in_tx = True
-        try:
+        with self._using() as conn:
+            tx = Tx(conn, self.dialect, self.clock)
             try:
-                self._begin(conn, write)
-                yield tx
-                tx.flush_events()
-                conn.execute("COMMIT")
-            except BaseException:
                 try:
-                    conn.execute("ROLLBACK")
-                except self._driver_errors():
-                    pass  # the engine may already have rolled back; the original error matters
-                raise
-        except self._driver_errors() as exc:
-            if self._is_broken(conn):
-                self._discard(conn)
-            raise StoreError(self.where, self._describe(exc)) from exc
-        finally:
-            self._local.in_tx = False
+                    self._begin(conn, write)
+                    yield tx
+                    tx.flush_events()
+                    conn.execute("COMMIT")
+                except BaseException:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except self._driver_errors():
+                        pass  # the engine may have rolled back already; the first error matters
+                    raise
+            except self._driver_errors() as exc:
+                if self._is_broken(conn):
+                    self._discard(conn)
+                raise StoreError(self.where, self._describe(exc)) from exc
 
     def _discard(self, conn: Any) -> None:
+        """Forget and close this thread's connection (the caller holds or owns its lock)."""
         self._local.conn = None
         with self._guard:
-            if conn in self._all:
-                self._all.remove(conn)
+            self._all = [(c, lock) for c, lock in self._all if c is not conn]
         try:
             conn.close()
         except self._driver_errors():
@@ -392,33 +406,34 @@ class Store:
         """Close this thread's connection; call it before a short-lived thread ends."""
         conn = getattr(self._local, "conn", None)
         if conn is not None:
-            self._discard(conn)
+            with self._local.lock:
+                self._discard(conn)
 
     def statement(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         """Run one statement as a transaction of its own; returns its first row, if any.
 
         Cheaper than `transaction()` by two round trips; for writes that fit in one statement.
         """
-        conn = self._conn()
-        if getattr(self._local, "in_tx", False):
-            raise RuntimeError("statement() inside a transaction")
-        try:
-            row = conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
-        except self._driver_errors() as exc:
-            if self._is_broken(conn):
-                self._discard(conn)
-            raise StoreError(self.where, self._describe(exc)) from exc
+        with self._using() as conn:
+            try:
+                row = conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
+            except self._driver_errors() as exc:
+                if self._is_broken(conn):
+                    self._discard(conn)
+                raise StoreError(self.where, self._describe(exc)) from exc
         return None if row is None else tuple(row)
 
     def close(self) -> None:
+        """Close every thread's connection, each once no statement is running on it."""
         with self._guard:
             self._closed = True
             conns, self._all = self._all, []
-        for conn in conns:
-            try:
-                conn.close()
-            except self._driver_errors():
-                pass  # closing a broken connection has nothing left to save
+        for conn, lock in conns:
+            with lock:
+                try:
+                    conn.close()
+                except self._driver_errors():
+                    pass  # closing a broken connection has nothing left to save
 
     def __enter__(self) -> Store:
         return self
