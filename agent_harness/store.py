@@ -1,9 +1,9 @@
-"""The harness database: numbered migrations, an append-only event log, parking and meta.
+"""The harness database: migrations, an append-only event log (and its JSONL ingest), parking.
 
 One small `Store` speaks to SQLite (the default, one file) or PostgreSQL (fleets across hosts);
-every other module writes SQL with `?` placeholders through a `Tx` and never sees the driver.
-Events are buffered by a transaction and written last, under a lock on PostgreSQL, so row ids
-are handed out in commit order and a reader paging by id can never skip a row.
+other modules write SQL with `?` placeholders through a `Tx` and never see the driver. Events
+are written last in their transaction, under a lock on PostgreSQL, so row ids are handed out
+in commit order and a reader paging by id can never skip a row.
 """
 
 from __future__ import annotations

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from agent_harness.cli.output import console, print_json
+
+if TYPE_CHECKING:
+    from agent_harness import store as db_store_types
 
 
 @click.command(
@@ -74,6 +78,7 @@ def ingest(
                 sleep=nap,
                 stop=lambda: stopped,
                 project=project,
+                on_batch=None if as_json else _progress,
             )
     if as_json:
         print_json(
@@ -92,3 +97,12 @@ def ingest(
         for error in result.errors:
             console(stderr=True).print(f"{events_file}:{error.line}: {error.reason}", markup=False)
     return 1 if result.errors else 0
+
+
+def _progress(batch: db_store_types.IngestResult) -> None:
+    """One line per batch while watching, so a long watch shows it is alive."""
+    console().print(
+        f"+{batch.added} added, {batch.duplicates} already recorded, "
+        f"{len(batch.errors)} lines not read",
+        markup=False,
+    )
