@@ -288,6 +288,18 @@ class CliImplementer:
             output = outcome.log_path.read_text(encoding="utf-8", errors="replace")
         report = read_cli_report(output)
         reason = outcome.reason
+        if state is not AgentState.DONE:
+            # A failure's reason carries the agent's last words: usually they say why.
+            last = next(
+                (
+                    line.strip()
+                    for line in reversed(outcome.output_tail.splitlines())
+                    if line.strip()
+                ),
+                "",
+            )
+            if last and not last.startswith("{") and last not in reason:
+                reason = f"{reason}: {last[:200]}"
 
         def result(ok: bool, name: str, **extra: object) -> ImplementResult:
             return ImplementResult(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from agent_harness.plan import Plan, WorkItem
     from agent_harness.review import Reviewer
     from agent_harness.run import Observer, Pipeline
+    from agent_harness.session_executor import AgentPreset
     from agent_harness.session_host import SessionHost
     from agent_harness.store import Store
 
@@ -66,7 +67,7 @@ def build_implementer(
         raise UsageError("give exactly one of --agent (a CLI agent) or --implementer vendor:model")
     timeout = request.agent_timeout_s or settings.budgets.agent_timeout_s
     if request.agent:
-        preset = preset_for(request.agent)
+        preset = anchored(preset_for(request.agent), Path.cwd())
         if shutil.which(preset.binary, path=env.get("PATH")) is None:
             raise UsageError(
                 f"agent '{preset.name}': {preset.binary} not found on PATH; "
@@ -115,6 +116,26 @@ def build_reviewer(
     route = route_from_spec(spec, env)
     client = ModelClient({"reviewer": route}, env=env, parking=store)
     return ModelReviewer(client, worker=worker)
+
+
+def anchored(preset: AgentPreset, cwd: Path) -> AgentPreset:
+    """A command template whose relative file paths are made absolute.
+
+    Agents run inside the item's worktree, so `python agent/run.py` typed in your checkout
+    would point nowhere there; a relative argument naming a file that exists here is meant
+    to be that file.
+    """
+    from dataclasses import replace
+
+    if not preset.template:
+        return preset
+    parts = []
+    for part in preset.template:
+        candidate = cwd / part
+        is_path = "{" not in part and not part.startswith("-") and ("/" in part or "." in part)
+        parts.append(str(candidate.resolve()) if is_path and candidate.is_file() else part)
+    binary = parts[0] if parts[0] != preset.template[0] else preset.binary
+    return replace(preset, template=tuple(parts), binary=binary)
 
 
 @contextmanager

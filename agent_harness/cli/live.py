@@ -94,7 +94,9 @@ class JsonLines:
         self.lock = threading.Lock()
 
     def __call__(self, kind: str, item: str, payload: dict[str, Any]) -> None:
-        line = json.dumps({"ts": time.time(), "kind": kind, "item": item, **payload}, default=str)
+        # The event's own name goes under "event": payloads may carry a "kind" of their own.
+        record = {**payload, "ts": time.time(), "event": kind, "item": item}
+        line = json.dumps(record, default=str)
         with self.lock:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()

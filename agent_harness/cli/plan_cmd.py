@@ -109,6 +109,9 @@ def _sync(
             dry_run=dry_run,
             progress=lambda stage, done, total: status.update(f"{stage} {done}/{total}"),
         )
+        clone_url = tracker.repo_info().clone_url if forge == "local" else None
+    if clone_url:
+        err.print(f"local forge: {repo} clones from {clone_url}")
     if as_json:
         print_json(report.as_json())
     else:

@@ -57,17 +57,18 @@ def _count(n: int, noun: str) -> str:
 
 def render_sync(out: Console, report: SyncReport) -> None:
     verb = "would be" if report.dry_run else "were"
-    table = Table(
-        title=f"{report.repo} (plan key {report.plan_key})"
-        + ("  [yellow]dry run: nothing written[/yellow]" if report.dry_run else ""),
-        title_justify="left",
-    )
+    heading = f"{report.repo} (plan key {report.plan_key})"
+    if report.dry_run:
+        heading += ": [yellow]dry run, nothing written[/yellow]"
+    out.print(heading)
+    table = Table()
     for name in ("item", "issue", "result", "changes"):
         table.add_column(name, overflow="fold")
+    would = "would be " if report.dry_run else ""
     groups = (
-        ("created", report.created, "green"),
-        ("updated", report.updated, "cyan"),
-        ("orphaned", report.orphaned, "yellow"),
+        (f"{would}created", report.created, "green"),
+        (f"{would}updated", report.updated, "cyan"),
+        ("orphaned (left alone)", report.orphaned, "yellow"),
     )
     for label, changes, colour in groups:
         for change in changes:

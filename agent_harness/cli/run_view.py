@@ -71,7 +71,7 @@ def execute_run(
         import json
 
         # One line, like the events before it: the output stays valid JSON Lines.
-        click.echo(json.dumps({"kind": "run_finished", **report.as_json()}, default=str))
+        click.echo(json.dumps({"event": "run_finished", **report.as_json()}, default=str))
     else:
         render_report(out, report)
     bad = [item for item in report.items if item.state in ("failed", "skipped")]

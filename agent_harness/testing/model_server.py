@@ -552,7 +552,9 @@ class ModelServer:
         *,
         api_key: str | None = None,
         formats: Mapping[str, WireFormat] = DEFAULT_FORMATS,
+        port: int = 0,
     ) -> None:
+        self._port = port
         self._script = _Script(turns=deque(turns))
         self._api_key = api_key
         self._formats = dict(formats)
@@ -564,7 +566,7 @@ class ModelServer:
 
     def start(self) -> ModelServer:
         handler = _make_handler(self)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
         self._httpd.daemon_threads = True
         # A short poll keeps close() quick; the default half second adds up over a test suite.
         self._thread = threading.Thread(
@@ -720,3 +722,50 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 super().finish()
 
     return Handler
+
+
+def approve_everything(_body: Any) -> ScriptedCompletion:
+    """A reviewer that approves whatever it is shown (for trying the pipeline, not judging)."""
+    verdict = {
+        "approved": True,
+        "reasons": ["scripted reviewer: approves every change"],
+        "permanent": False,
+    }
+    return ScriptedCompletion(text=json.dumps(verdict))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a scripted reviewer on loopback until interrupted (see --help)."""
+    import argparse
+    import time
+
+    parser = argparse.ArgumentParser(
+        prog="python -m agent_harness.testing.model_server",
+        description="A scripted model server on 127.0.0.1 speaking OpenAI and Anthropic wire "
+        "formats. Point a route at it, e.g. OPENAI_BASE_URL=http://127.0.0.1:PORT/v1.",
+    )
+    parser.add_argument("--port", type=int, default=0, help="port (default: any free one)")
+    parser.add_argument(
+        "--rules",
+        choices=["approve", "demo"],
+        default="approve",
+        help="approve: approve every change; demo: the demo's reviewer for the tally example",
+    )
+    args = parser.parse_args(argv)
+    if args.rules == "demo":
+        from agent_harness.demo import review_rules
+
+        responder = ScriptedResponder(review_rules)
+    else:
+        responder = ScriptedResponder(approve_everything)
+    with ModelServer([responder], port=args.port) as server:
+        print(f"scripted model server at {server.url} (OpenAI: {server.url}/v1)", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

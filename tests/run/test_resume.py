@@ -100,7 +100,7 @@ def finish(argv: list[str], cwd: Path, env: dict[str, str]) -> dict[str, object]
     assert done.returncode == 0, done.stderr
     last = done.stdout.strip().splitlines()[-1]
     report = json.loads(last)
-    assert report["kind"] == "run_finished"
+    assert report["event"] == "run_finished"
     return report
 
 
