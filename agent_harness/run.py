@@ -9,6 +9,7 @@ point can simply be started again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,7 +64,7 @@ class RunSettings:
     reconcile: bool = True  # pull merged / closed / reverted back before claiming anything
     requeue_reverted: bool = False
     revert_window_days: int = 30
-    worker_prefix: str = field(default_factory=socket.gethostname)
+    worker_prefix: str | None = None  # default: this host and state dir, stable across restarts
     idle_poll_s: float = 0.2
 
 
@@ -491,12 +492,56 @@ class Pipeline:
         return "\n".join(lines)
 
     # -- the whole run -------------------------------------------------------------------------
+    @property
+    def worker_prefix(self) -> str:
+        if self.settings.worker_prefix:
+            return self.settings.worker_prefix
+        where = hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:6]
+        return f"{socket.gethostname()}-{where}"
+
     def run(self, *, fleet_factory: Callable[..., Any] | None = None) -> RunReport:
+        with self._run_lock():
+            return self._run(fleet_factory)
+
+    @contextlib.contextmanager
+    def _run_lock(self) -> Iterator[None]:
+        """One run per project and state dir at a time: the workers' names are shared."""
+        import fcntl
+
+        locks = self.state_dir / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(self.project.encode()).hexdigest()[:12]
+        with open(locks / f"run-{name}.lock", "a+", encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                raise RunRefused(
+                    f"another `agent-harness run` of {self.project} is running from "
+                    f"{self.state_dir} ({holder}); wait for it or stop it first"
+                ) from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()}\n")
+            handle.flush()
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _run(self, fleet_factory: Callable[..., Any] | None) -> RunReport:
         from agent_harness.fleet import Fleet
 
         self.check_setup()
         sync = self.prepare()
         reconciled = self.reconcile() if self.settings.reconcile else []
+        # The run lock says no other run of ours is alive: leases our workers still hold were
+        # left by a run that died, and are taken back now rather than when they lapse.
+        for item_id in work.reclaim_own(
+            self.store, self.project, self.worker_prefix + "/", prefix=True
+        ):
+            self.observer("reclaimed", item_id, {"workers": self.worker_prefix})
         ready_when = frozenset({"merged", "done"})
         fleet = (fleet_factory or Fleet)(
             self.store,
@@ -509,7 +554,7 @@ class Pipeline:
             self._guarded_handle,
             concurrency=self.settings.workers,
             lease_s=self.settings.lease_s,
-            worker_prefix=self.settings.worker_prefix,
+            worker_prefix=self.worker_prefix,
         )
         fleet.start(self.project)
         try:

@@ -682,21 +682,28 @@ def _skip_dependents(tx: Tx, project: str, root: str) -> None:
 # --- people and the reconciler ---------------------------------------------------------------
 
 
-def reclaim_own(store: Store, project: str, worker: str) -> tuple[str, ...]:
+def reclaim_own(
+    store: Store, project: str, worker: str, *, prefix: bool = False
+) -> tuple[str, ...]:
     """End, at once, the leases a worker of this name still holds from a previous life.
 
     A worker id is stable across restarts of the same host, so a restarted worker can take
-    its interrupted item back now instead of waiting for the lease to lapse. Its old process
+    its interrupted item back now instead of waiting for the lease to lapse. With `prefix`,
+    every worker whose name starts with `worker` is meant (a whole restarted pool). Its old process
     is gone; if it is not (two live processes sharing worker names), the old one hears
     `LeaseLost` on its next call and stops, which is the fencing the token exists for.
     """
     now = store.clock()
+    match = "lease_worker LIKE ?" if prefix else "lease_worker = ?"
+    name = worker + "%" if prefix else worker
     with store.transaction() as tx:
         rows = tx.all(
-            "SELECT id FROM items WHERE project = ? AND lease_worker = ? "
+            f"SELECT id, lease_worker FROM items WHERE project = ? AND {match} "
             "AND lease_expires IS NOT NULL AND lease_expires >= ?",
-            (project, worker, now),
+            (project, name, now),
         )
+        if prefix:  # LIKE is only a coarse filter: keep exact prefix matches
+            rows = [row for row in rows if str(row[1]).startswith(worker)]
         ids = tuple(str(row[0]) for row in rows)
         for item_id in ids:
             tx.execute(

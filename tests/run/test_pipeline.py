@@ -275,3 +275,22 @@ def test_python_is_the_interpreter_the_checks_use(h: Harness) -> None:
         check=True,
     ).stdout.strip()
     assert out == sys.prefix
+
+
+def test_a_second_run_of_the_same_project_and_state_is_refused(h: Harness) -> None:
+    import fcntl
+    import hashlib
+
+    from agent_harness.run import RunRefused
+
+    pipeline = h.pipeline(ONE_ITEM)
+    locks = h.state_dir / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(pipeline.project.encode()).hexdigest()[:12]
+    with open(locks / f"run-{name}.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("pid 4242\n")
+        held.flush()
+        with pytest.raises(RunRefused, match=r"another `agent-harness run` of .* \(pid 4242\)"):
+            pipeline.run()
+    assert h.pulls() == []
