@@ -41,6 +41,8 @@ class LiveView:
         self.live: Live | None = None
 
     def __call__(self, kind: str, item: str, payload: dict[str, Any]) -> None:
+        if kind not in STAGE_OF and kind != "agent_state":
+            return  # run-level notes (reconciled, reclaimed) are not a worker's progress
         with self.lock:
             row = self.rows.setdefault(
                 item,
