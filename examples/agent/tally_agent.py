@@ -8,7 +8,7 @@ harness's loops: T2's first attempt fails its check (a trailing newline counted 
 and T4's first attempt uses Counter.most_common, whose tie order a reviewer refuses. When the
 prompt carries feedback from a previous attempt, it writes the corrected version.
 
-Standard library only. Usage: tally_agent.py --prompt-file PROMPT.md
+Standard library only. Usage: tally_agent.py --prompt-file PROMPT.md [--think SECONDS]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from pathlib import Path
 
 WORDS = '''"""Counting words."""
@@ -219,6 +220,9 @@ def write(path: str, text: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt-file", required=True, type=Path)
+    parser.add_argument(
+        "--think", type=float, default=0.0, help="seconds to wait first, like a real agent"
+    )
     args = parser.parse_args()
     prompt = args.prompt_file.read_text(encoding="utf-8")
     match = re.search(r"^# Work item ([A-Z][A-Z0-9-]*\d)\b", prompt, re.MULTILINE)
@@ -228,6 +232,9 @@ def main() -> int:
     item = match.group(1)
     retry = "## Feedback from the previous attempt" in prompt
     print(f"tally_agent: working on {item}{' (again, with feedback)' if retry else ''}")
+    if args.think > 0:
+        print(f"tally_agent: thinking for {args.think:g} s", flush=True)
+        time.sleep(args.think)
     if item == "T1":
         write("tally/words.py", WORDS)
         write("tests/test_words.py", WORDS_TEST)
