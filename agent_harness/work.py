@@ -705,12 +705,15 @@ def reclaim_own(
         if prefix:  # LIKE is only a coarse filter: keep exact prefix matches
             rows = [row for row in rows if str(row[1]).startswith(worker)]
         ids = tuple(str(row[0]) for row in rows)
+        holders = {str(row[0]): str(row[1]) for row in rows}
         for item_id in ids:
             tx.execute(
                 "UPDATE items SET lease_expires = ? WHERE project = ? AND id = ?",
                 (now - 0.001, project, item_id),
             )
-            tx.append_event(project, item_id, "lease_reclaimed", {"worker": worker})
+            tx.append_event(
+                project, item_id, "lease_reclaimed", {"worker": holders[item_id], "by": worker}
+            )
     return ids
 
 
