@@ -79,7 +79,8 @@ def _render(report: ReconcileReport) -> None:
 
     out = console()
     verb = "would record" if report.dry_run else "recorded"
-    table = Table(title=f"{report.repo}: {verb} {len(report.transitions)} transition(s)")
+    out.print(f"{report.repo}: {verb} {len(report.transitions)} transition(s)")
+    table = Table()
     for name in ("item", "state", "PR", "issue", "evidence", "done"):
         table.add_column(name, overflow="fold")
     for t in report.transitions:
@@ -87,7 +88,8 @@ def _render(report: ReconcileReport) -> None:
         issue = f"#{t.issue}" if t.issue else "-"
         row = (t.item, t.state, f"#{t.pr}", issue, escape(evidence), ", ".join(t.done) or "-")
         table.add_row(*row)
-    out.print(table)
+    if report.transitions:
+        out.print(table)
     mode = "stateless (empty store)" if report.stateless else "incremental"
     out.print(
         f"{mode}: {report.tracked} tracked PR(s), {report.pulls_listed} listed, "
