@@ -50,6 +50,7 @@ class RunRequest:
     model: str | None = None
     max_attempts: int | None = None
     agent_timeout_s: float | None = None
+    own_login: bool = False  # agents use the user's own HOME and logins, not a throwaway one
 
 
 def build_implementer(
@@ -73,7 +74,9 @@ def build_implementer(
                 f"agent '{preset.name}': {preset.binary} not found on PATH; "
                 f"install it with: {preset.install_hint}"
             )
-        return CliImplementer(host, preset, env, timeout_s=timeout, model=request.model)
+        return CliImplementer(
+            host, preset, env, timeout_s=timeout, model=request.model, own_login=request.own_login
+        )
     from agent_harness.model_client import ModelClient, route_from_spec
 
     assert request.implementer is not None
@@ -109,7 +112,7 @@ def build_reviewer(
                 f"reviewer '{preset.name}': {preset.binary} not found on PATH; "
                 f"install it with: {preset.install_hint}"
             )
-        return CliReviewer(host, preset, env, state_dir)
+        return CliReviewer(host, preset, env, state_dir, own_login=request.own_login)
     from agent_harness.model_client import ModelClient, route_from_spec
     from agent_harness.review import ModelReviewer
 

@@ -150,6 +150,7 @@ class Pipeline:
         self.issues: dict[str, int] = {}
         self.same_vendor_note: str | None = None
         self._budget_hit = threading.Event()
+        self._setup_checked = False
         self._tracker_lock = threading.Lock()  # one tracker client, used by several workers
         self._git_lock = threading.Lock()  # worktree add/prune share the repository's index
 
@@ -157,6 +158,9 @@ class Pipeline:
     def check_setup(self) -> None:
         """Refuse, before any work starts, what would fail every item the same way."""
         from agent_harness.review import check_vendors
+
+        if self._setup_checked:
+            return
 
         self.same_vendor_note = check_vendors(
             self.implementer.vendor, self.reviewer.vendor, self.settings.allow_same_vendor
@@ -166,6 +170,7 @@ class Pipeline:
             raise RunRefused(f"{self.tracker.repo} is archived: no pull request can be opened")
         self.repo.set_default_branch(info.default_branch)
         self.repo.check_clean_default()
+        self._setup_checked = True
 
     def prepare(self) -> SyncReport:
         """Mirror the plan to issues (so every PR can close one) and queue the items."""

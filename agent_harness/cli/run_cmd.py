@@ -69,6 +69,12 @@ Examples:
     is_flag=True,
     help="Let a reviewer of the implementer's vendor review (flagged in the PR).",
 )
+@click.option(
+    "--own-login",
+    is_flag=True,
+    help="Let CLI agents use your own HOME and login (default: a throwaway home per "
+    "item, with only the vendor's API key passed in).",
+)
 @click.option("--db", metavar="URL", envvar="AGENT_HARNESS_DB", help="Database URL.")
 @click.option("--approve", is_flag=True, help="Show the items that would run and ask first.")
 @click.option("--yes", is_flag=True, help="With --approve: do not ask (unattended runs).")

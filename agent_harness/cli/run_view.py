@@ -41,6 +41,7 @@ def execute_run(
         model=options["model"],
         max_attempts=options["max_attempts"],
         agent_timeout_s=options["agent_timeout"],
+        own_login=bool(options["own_login"]),
     )
     settings = load_settings().settings
     as_json = bool(options["as_json"])
@@ -53,6 +54,7 @@ def execute_run(
 
         observer = LiveView(err)
     with pipeline_for(request, settings, observer=observer) as (pipeline, plan):
+        pipeline.check_setup()  # refusals come before the live view draws anything
         if options["approve"] and not options["yes"]:
             render_approval(out, plan, set(request.only), settings.protected_paths)
             if not click.confirm("Run these items?", default=False):
