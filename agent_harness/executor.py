@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agent_harness.environment import without_secrets
 from agent_harness.errors import ConfigError, HarnessError, InputError
 from agent_harness.model_client import EndpointParked, ModelCallFailed
 from agent_harness.patching import apply_edit
@@ -669,7 +670,8 @@ class Executor:
         return StepPlan(goal=goal, item_id=item.id, item_hash=item.content_hash)
 
     def _environment(self) -> dict[str, str]:
-        env = dict(os.environ if self._check_env is None else self._check_env)
+        # Steps run commands a model wrote: never with the tracker token or any other secret.
+        env = without_secrets(os.environ if self._check_env is None else self._check_env)
         routes = getattr(self._client, "routes", None)
         if isinstance(routes, Mapping):
             for route in routes.values():

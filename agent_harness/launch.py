@@ -82,8 +82,16 @@ def build_implementer(
     assert request.implementer is not None
     route = route_from_spec(request.implementer, env)
     client = ModelClient({"planner": route, "implementer": route}, env=env, parking=store)
+    from agent_harness.environment import without_secrets
+    from agent_harness.executor import Budgets
+
     return ApiImplementer(
-        client, vendor=route.vendor, name=f"executor:{route.model}", item_checks=item_checks
+        client,
+        vendor=route.vendor,
+        name=f"executor:{route.model}",
+        item_checks=item_checks,
+        check_env=without_secrets(env),
+        budgets=Budgets(max_replans=settings.budgets.max_replans),
     )
 
 

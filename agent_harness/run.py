@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_harness import work
+from agent_harness.environment import without_secrets
 from agent_harness.errors import HarnessError
 from agent_harness.plan import Plan, WorkItem, check_command
 from agent_harness.prompt import Feedback, build_prompt, read_agents_md
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from agent_harness.worktrees import WorkRepo, Worktree
 
 Observer = Callable[[str, str, dict[str, Any]], None]
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY)", re.I)
 
 
 class RunRefused(HarnessError):
@@ -100,17 +100,6 @@ class RunReport:
             "reconciled": self.reconciled,
             "sync": self.sync.as_json() if self.sync else None,
         }
-
-
-def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment for check commands: the user's, minus anything that looks secret."""
-    return {
-        name: value
-        for name, value in env.items()
-        if not name.startswith("AGENT_HARNESS_")
-        and not SECRET_NAME.search(name)
-        and name not in ("GH_TOKEN", "GITHUB_TOKEN")
-    }
 
 
 class Pipeline:
