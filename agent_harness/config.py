@@ -293,3 +293,9 @@ def load_settings(
         where = origin_of.get(dotted, "configuration")
         raise ConfigError(f"{where}: {dotted}: {error['msg']}") from None
     return LoadedSettings(settings=settings, sources=sources, file=found[0] if found else None)
+
+
+def database_url(settings: Settings, flag: str | None = None) -> str:
+    """The database every command uses: --db / AGENT_HARNESS_DB, else [store] db, else the
+    SQLite file in the state directory. One rule, so `work` reads what `run` wrote."""
+    return flag or settings.store.db or str(Path(settings.state_dir) / "harness.sqlite")

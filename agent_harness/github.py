@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from agent_harness.errors import UsageError
 from agent_harness.tracker import (
     AuthError,
     CommentRecord,
@@ -75,7 +76,17 @@ def _gh_auth_token() -> str | None:
 
 
 def resolve_api_url(flag: str | None, env: Mapping[str, str]) -> str:
-    return (flag or env.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
+    from urllib.parse import urlparse
+
+    url = (flag or env.get("GITHUB_API_URL") or DEFAULT_API_URL).strip().rstrip("/")
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        source = "--github-url" if flag else "GITHUB_API_URL"
+        raise UsageError(
+            f"{source} '{url}' is not an http(s) URL (e.g. https://api.github.com, or "
+            "https://HOST/api/v3 for GitHub Enterprise)"
+        )
+    return url
 
 
 class GitHubTracker:
@@ -253,7 +264,12 @@ class GitHubTracker:
     # -- Tracker ---------------------------------------------------------------------------
     def ensure_repo(self, create: bool = False, auto_init: bool = True) -> None:
         try:
-            self._call("GET", f"/repos/{self.repo}", "get_repo")
+            _, data = self._call("GET", f"/repos/{self.repo}", "get_repo")
+            # GitHub matches owner/name without regard to case; keep its own spelling, so
+            # `--repo Owner/App` and `--repo owner/app` name one project, not two.
+            full_name = data.get("full_name") if isinstance(data, dict) else None
+            if isinstance(full_name, str) and full_name.lower() == self.repo.lower():
+                self.repo = full_name
         except RepoNotFound:
             if not create:
                 raise

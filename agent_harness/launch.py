@@ -174,7 +174,9 @@ def pipeline_for(
     repo = WorkRepo(request.work, state_dir)
     key = request.plan_key or settings.tracker.plan_key or request.plan_path.stem
     with ExitStack() as stack:
-        store = open_store(request.db or settings.store.db or str(state_dir / "harness.sqlite"))
+        from agent_harness.config import database_url
+
+        store = open_store(database_url(settings, request.db))
         stack.callback(store.close)
         tracker = stack.enter_context(
             open_tracker(request.repo, request.forge, request.github_url, settings, create=False)

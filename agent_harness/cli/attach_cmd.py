@@ -29,10 +29,10 @@ def attach(item_id: str, project: str | None, db: str | None, print_only: bool) 
     import shlex
 
     from agent_harness.attach import attach_target
-    from agent_harness.store import open_store
+    from agent_harness.cli.output import open_database
     from agent_harness.work import resolve_project
 
-    store = open_store(db)
+    store = open_database(db, must_exist=True)
     try:
         target = attach_target(store, resolve_project(store, project), item_id)
     finally:

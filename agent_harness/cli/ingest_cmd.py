@@ -67,7 +67,9 @@ def ingest(
         except KeyboardInterrupt:
             stopped = True
 
-    with db_store.open_store(db) as store:
+    from agent_harness.cli.output import open_database
+
+    with open_database(db, must_exist=False) as store:
         if watch_s is None:
             result = db_store.ingest(store, events_file, project=project)
         else:

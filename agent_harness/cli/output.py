@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from agent_harness.store import Store
+
 
 def console(stderr: bool = False) -> Console:
     from rich.console import Console
@@ -18,3 +20,23 @@ def console(stderr: bool = False) -> Console:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def open_database(flag: str | None, *, must_exist: bool) -> Store:
+    """Open the configured database; a read-only command never creates an empty one."""
+    from pathlib import Path
+
+    from agent_harness.config import database_url, load_settings
+    from agent_harness.errors import UsageError
+    from agent_harness.store import open_store
+
+    url = database_url(load_settings().settings, flag)
+    is_file = "://" not in url or url.startswith("sqlite:///")
+    if must_exist and is_file:
+        path = Path(url.removeprefix("sqlite:///"))
+        if not path.exists():
+            raise UsageError(
+                f"no database at {path}: nothing has run here yet "
+                "(pass --db URL or set AGENT_HARNESS_DB to read another)"
+            )
+    return open_store(url)

@@ -46,15 +46,15 @@ def reconcile(
     the item in the queue. Works from the tracker alone: an empty database costs one pass over
     all pull requests; later runs read only what changed. Exit 4 when something needs a person.
     """
+    from agent_harness.cli.output import open_database
     from agent_harness.config import load_settings
     from agent_harness.reconcile import reconcile as run
     from agent_harness.reconcile import work_repo
-    from agent_harness.store import open_store
 
     settings = load_settings(flags={"store.db": db}).settings
     tree = work_repo(work, Path(settings.state_dir))
     with (
-        open_store(settings.store.db) as store,
+        open_database(db, must_exist=False) as store,
         open_tracker(repo, forge, github_url, settings, create=False) as tracker,
     ):
         report = run(

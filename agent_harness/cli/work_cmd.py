@@ -63,9 +63,9 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
     if ctx.invoked_subcommand is not None:
         return 0
     from agent_harness import work as queue
-    from agent_harness.store import open_store
+    from agent_harness.cli.output import open_database
 
-    with open_store(db) as store:
+    with open_database(db, must_exist=True) as store:
         view = queue.status(store, queue.resolve_project(store, project))
     if as_json:
         print_json(_status_json(view, time.time()))
@@ -89,10 +89,10 @@ def show(
 ) -> int:
     """Show one item as it stands and its full event history, oldest first."""
     from agent_harness import work as queue
-    from agent_harness.store import open_store
+    from agent_harness.cli.output import open_database
 
     db, project, as_json = _merged(ctx, db, project, as_json)
-    with open_store(db) as store:
+    with open_database(db, must_exist=True) as store:
         record, events = queue.history(store, queue.resolve_project(store, project), item_id)
     if as_json:
         print_json({"item": _record_json(record), "events": [e.model_dump() for e in events]})
@@ -127,10 +127,10 @@ def retry(
     Refused while a live lease holds the item: a worker is still on it.
     """
     from agent_harness import work as queue
-    from agent_harness.store import open_store
+    from agent_harness.cli.output import open_database
 
     db, project, as_json = _merged(ctx, db, project, as_json)
-    with open_store(db) as store:
+    with open_database(db, must_exist=True) as store:
         requeued = queue.retry(store, queue.resolve_project(store, project), item_id)
     if as_json:
         print_json({"requeued": list(requeued)})
@@ -171,13 +171,13 @@ def enqueue(
     """
     from agent_harness import backlog
     from agent_harness import work as queue
-    from agent_harness.store import open_store
+    from agent_harness.cli.output import open_database
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     if not project:
         raise click.UsageError("enqueue needs --project, e.g. owner/repo:plan")
     plan = backlog.load_plan(plan_file)
-    with open_store(db) as store:
+    with open_database(db, must_exist=False) as store:
         result = queue.enqueue(store, project, plan, max_attempts=max_attempts)
     summary = {k: list(getattr(result, k)) for k in ("added", "updated", "unchanged", "flagged")}
     if as_json:

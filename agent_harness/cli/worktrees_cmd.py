@@ -100,14 +100,14 @@ def _state_dir() -> Path:
 def _inspect(work: Path, db: str | None, project: str | None) -> list[WorktreeInfo]:
     from agent_harness import work as queue
     from agent_harness.cleanup import list_worktrees
+    from agent_harness.cli.output import open_database
     from agent_harness.config import load_settings
     from agent_harness.reconcile import work_repo
-    from agent_harness.store import open_store
 
     settings = load_settings(flags={"store.db": db}).settings
     repo = work_repo(work, Path(settings.state_dir))
     assert repo is not None
-    with open_store(settings.store.db) as store:
+    with open_database(db, must_exist=False) as store:
         known = queue.projects(store)
         states: dict[str, str] = {}
         if known:
