@@ -141,7 +141,8 @@ class Pipeline:
         self._budget_hit = threading.Event()
         self._setup_checked = False
         self._tracker_lock = threading.Lock()  # one tracker client, used by several workers
-        self._git_lock = threading.Lock()  # worktree add/prune share the repository's index
+        self._git_lock = threading.Lock()
+        self._durations_lock = threading.Lock()  # worktree add/prune share the repository's index
 
     # -- setup ---------------------------------------------------------------------------------
     def check_setup(self) -> None:
@@ -313,7 +314,8 @@ class Pipeline:
         own = check_command(item.success_check)
         if own and own not in commands:
             commands.append(own)
-        known = json.loads(self.store.get_meta(f"check_durations:{self.project}") or "{}")
+        with self._durations_lock:
+            known = json.loads(self.store.get_meta(f"check_durations:{self.project}") or "{}")
         ordered = order_checks(commands, known)
         run = run_checks(
             ordered,
@@ -322,7 +324,6 @@ class Pipeline:
             env=without_secrets(self.env),
         )
         for result in run.results:
-            known[result.command] = result.duration_s
             self.emit(
                 item.id,
                 "check",
@@ -335,7 +336,10 @@ class Pipeline:
                     "tail": result.output_tail[-1500:],
                 },
             )
-        self.store.set_meta(f"check_durations:{self.project}", json.dumps(known))
+        with self._durations_lock:  # workers measure in parallel; keep every measurement
+            latest = json.loads(self.store.get_meta(f"check_durations:{self.project}") or "{}")
+            latest.update(run.durations())
+            self.store.set_meta(f"check_durations:{self.project}", json.dumps(latest))
         return run
 
     def _review(self, item: WorkItem, tree: Worktree, run: CheckRun, sha: str) -> dict[str, Any]:
@@ -373,7 +377,8 @@ class Pipeline:
         run: CheckRun | None,
         verdict: dict[str, Any],
     ) -> None:
-        self.repo.push(tree)
+        with self._git_lock:  # a push and another worker's fetch both rewrite remote refs
+            self.repo.push(tree)
         self.emit(item.id, "pushed", {"branch": tree.branch, "sha": self.repo.head(tree)})
         body = self._pull_body(item, run, verdict, lease.attempt)
         title = f"{item.id}: {item.title}"

@@ -47,11 +47,20 @@ def branch_name(item_id: str, title: str) -> str:
     return f"{BRANCH_PREFIX}{safe_id}-{slugify(title)}"
 
 
+GIT_TIMEOUT_S = 600.0
+# A credential prompt would hang a worker for ever: git must fail instead of asking.
+_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
+
+
 def _git(repo_dir: Path, *args: str) -> str:
     import git
 
     try:
-        return str(git.Git(str(repo_dir)).execute(["git", *args]))
+        return str(
+            git.Git(str(repo_dir)).execute(
+                ["git", *args], env=_GIT_ENV, kill_after_timeout=GIT_TIMEOUT_S
+            )
+        )
     except git.GitCommandError as exc:
         detail = (exc.stderr or exc.stdout or "").strip().splitlines()
         last = detail[-1].strip().removeprefix("stderr: ").strip("'") if detail else str(exc)
@@ -81,7 +90,25 @@ class WorkRepo:
             raise WorktreeError(f"--work {path} has no remote '{remote}' to push branches to")
         self._default: str | None = None
         self._fetched_at: float | None = None
+        self._exclude_state_dir()
         self.fetch_max_age_s = 5.0  # items started together share one fetch of the remote
+
+    def _exclude_state_dir(self) -> None:
+        """With `--work .` the state lands inside the clone: keep it out of `git status`."""
+        try:
+            relative = self.state_dir.resolve().relative_to(self.path)
+        except ValueError:
+            return
+        info = Path(_git(self.path, "rev-parse", "--git-path", "info/exclude"))
+        exclude = info if info.is_absolute() else self.path / info
+        line = f"/{relative.as_posix()}/"
+        existing = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+        if line not in existing.splitlines():
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            with exclude.open("a", encoding="utf-8") as handle:
+                handle.write(
+                    ("" if existing.endswith("\n") or not existing else "\n") + line + "\n"
+                )
 
     @property
     def worktrees_dir(self) -> Path:
