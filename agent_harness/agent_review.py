@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -101,7 +102,6 @@ class CliReviewer:
         self.timeout_s = timeout_s
         self.poll_s = poll_s
         self.clock = clock
-        self._count = 0
 
     @property
     def vendor(self) -> str:
@@ -111,8 +111,9 @@ class CliReviewer:
         from agent_harness.implementer import agent_setup
         from agent_harness.session_executor import AgentState, run_agent
 
-        self._count += 1
-        scratch = self.state_dir / "reviews" / f"review-{int(self.clock() * 1000)}-{self._count}"
+        # Several workers review at once: every review gets its own session and scratch dir.
+        review_id = uuid.uuid4().hex[:12]
+        scratch = self.state_dir / "reviews" / f"review-{review_id}"
         workspace = scratch / "workspace"
         workspace.mkdir(parents=True, exist_ok=True)
         # Codex runs only inside a git repository (or with a flag other CLIs lack).
@@ -128,7 +129,7 @@ class CliReviewer:
         outcome = run_agent(
             self.host,
             setup.preset or self.preset,
-            session=f"ah-review-{self.preset.name}-{self._count}-{int(self.clock())}",
+            session=f"ah-review-{self.preset.name}-{review_id}",
             worktree=workspace,
             prompt=text,
             state_dir=scratch,
@@ -139,6 +140,8 @@ class CliReviewer:
             model=self.model,
             extra_env_allow=setup.allow,
         )
+        if AgentState(outcome.state) is not AgentState.WAITING_FOR_INPUT:
+            self.host.kill(outcome.session or f"ah-review-{self.preset.name}-{review_id}")
         output = outcome.output_tail
         if outcome.log_path is not None and outcome.log_path.is_file():
             output = outcome.log_path.read_text(encoding="utf-8", errors="replace")

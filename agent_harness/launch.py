@@ -81,6 +81,8 @@ def build_implementer(
 
     assert request.implementer is not None
     route = route_from_spec(request.implementer, env)
+    if not env.get(route.api_key_env):
+        raise UsageError(f"implementer {request.implementer} needs {route.api_key_env} set")
     client = ModelClient({"planner": route, "implementer": route}, env=env, parking=store)
     from agent_harness.environment import without_secrets
     from agent_harness.executor import Budgets
@@ -125,6 +127,11 @@ def build_reviewer(
     from agent_harness.review import ModelReviewer
 
     route = route_from_spec(spec, env)
+    if not env.get(route.api_key_env):
+        raise UsageError(
+            f"reviewer {spec} needs its API key: set {route.api_key_env} "
+            "(it is never passed to agents)"
+        )
     client = ModelClient({"reviewer": route}, env=env, parking=store)
     return ModelReviewer(client, worker=worker)
 

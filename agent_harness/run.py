@@ -212,6 +212,8 @@ class Pipeline:
         )
         if self._resume_open_pull(item, lease, tree):
             return
+        if self._resume_at_review(item, lease, tree):
+            return
         feedback = self._last_feedback(item.id)
         prompt = build_prompt(
             item,
@@ -267,8 +269,33 @@ class Pipeline:
             self._fail(lease, summary, permanent=False)
             return
         sha = self.repo.commit_all(tree, f"{item.id}: {item.title}") or self.repo.head(tree)
+        self.emit(item.id, "checks_passed", {"sha": sha})
+        self._review_and_deliver(item, lease, tree, run, sha)
+
+    def _review_and_deliver(
+        self, item: WorkItem, lease: Lease, tree: Worktree, run: CheckRun | None, sha: str
+    ) -> None:
+        from agent_harness.model_client import EndpointParked, ModelCallFailed
+        from agent_harness.providers import FailureKind
+
         work.advance(self.store, lease, ItemState.REVIEW)
-        verdict_payload = self._review(item, tree, run, sha)
+        try:
+            verdict_payload = self._review(item, tree, run, sha)
+        except EndpointParked as exc:
+            # The reviewer's window is spent: keep the checked commit and wait, attempt refunded.
+            work.defer(self.store, lease, exc.until, f"reviewer: {exc.message}")
+            self.emit(item.id, "waiting", {"until": exc.until, "reason": exc.message})
+            return
+        except ModelCallFailed as exc:
+            if exc.failure.kind is FailureKind.WINDOW and exc.failure.reset_at:
+                work.defer(self.store, lease, exc.failure.reset_at, f"reviewer: {exc.message}")
+                self.emit(
+                    item.id, "waiting", {"until": exc.failure.reset_at, "reason": exc.message}
+                )
+                return
+            permanent = not exc.failure.retryable
+            self._fail(lease, f"reviewer failed: {exc.message}", permanent=permanent)
+            return
         if not verdict_payload["approved"]:
             reasons = "; ".join(verdict_payload["reasons"]) or "no reason given"
             self._remember(item.id, Feedback("review", f"the reviewer said no: {reasons}"))
@@ -342,7 +369,9 @@ class Pipeline:
             self.store.set_meta(f"check_durations:{self.project}", json.dumps(latest))
         return run
 
-    def _review(self, item: WorkItem, tree: Worktree, run: CheckRun, sha: str) -> dict[str, Any]:
+    def _review(
+        self, item: WorkItem, tree: Worktree, run: CheckRun | None, sha: str
+    ) -> dict[str, Any]:
         from agent_harness.review import ReviewRequest, review
 
         request = ReviewRequest(
@@ -411,6 +440,26 @@ class Pipeline:
         self._deliver(item, lease, tree, None, verdict)
         return True
 
+    def _resume_at_review(self, item: WorkItem, lease: Lease, tree: Worktree) -> bool:
+        """A commit that passed its checks but never got a verdict (the reviewer was down, or
+        the run died) goes straight back to review: the agent is not paid to redo it."""
+        last = self._last_of(item.id, ("checks_passed", "feedback", "review", "outcome"))
+        if last is None or last[0] != "checks_passed":
+            return False
+        sha = str(last[1].get("sha"))
+        if self.repo.head(tree) != sha or self.repo.has_uncommitted(tree):
+            return False
+        self.emit(item.id, "resumed", {"sha": sha, "why": "checked, not yet reviewed"})
+        self._review_and_deliver(item, lease, tree, None, sha)
+        return True
+
+    def _last_of(self, item_id: str, kinds: tuple[str, ...]) -> tuple[str, dict[str, Any]] | None:
+        found: tuple[str, dict[str, Any]] | None = None
+        for event in self.store.all_events(project=self.project, item=item_id):
+            if event.kind in kinds and event.external_id is None:
+                found = (event.kind, dict(event.payload))
+        return found
+
     # -- bookkeeping ---------------------------------------------------------------------------
     def _fail(self, lease: Lease, reason: str, *, permanent: bool) -> None:
         try:
@@ -430,11 +479,9 @@ class Pipeline:
         )
 
     def _last_event(self, item_id: str, kind: str) -> dict[str, Any] | None:
-        found: dict[str, Any] | None = None
-        for event in self.store.all_events(project=self.project, item=item_id):
-            if event.kind == kind:
-                found = dict(event.payload)
-        return found
+        # Only events the harness wrote itself: an ingested file cannot plant an approval.
+        last = self._last_of(item_id, (kind,))
+        return last[1] if last else None
 
     def _last_feedback(self, item_id: str) -> Feedback | None:
         payload = self._last_event(item_id, "feedback")
@@ -445,9 +492,11 @@ class Pipeline:
         )
 
     def _approved_sha(self, item_id: str) -> str | None:
-        payload = self._last_event(item_id, "review")
-        if payload and payload.get("approved"):
-            return str(payload.get("sha"))
+        # An approval counts until something newer speaks about the item: a later verdict,
+        # feedback, or an outcome from the tracker (a revert re-queues the item afresh).
+        last = self._last_of(item_id, ("review", "feedback", "outcome", "retried"))
+        if last and last[0] == "review" and last[1].get("approved"):
+            return str(last[1].get("sha"))
         return None
 
     def _pull_body(

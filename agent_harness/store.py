@@ -9,13 +9,14 @@ in commit order and a reader paging by id can never skip a row.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -214,42 +215,60 @@ class Dialect:
     def sql(self, text: str) -> str:
         if self.name != "postgresql":
             return text
-        return text.replace("%", "%%").replace("?", "%s")
+        return _pyformat(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pyformat(text: str) -> str:
+    """`?` placeholders as psycopg wants them; cached, as the same few texts come back."""
+    return text.replace("%", "%%").replace("?", "%s")
 
 
 SQLITE = Dialect("sqlite", lock_rows="", skip_locked="")
 POSTGRES = Dialect("postgresql", lock_rows=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED")
 
 
-@dataclass
+@dataclass(slots=True)
 class _PendingEvent:
     ts: float
     project: str
     item: str | None
     kind: str
-    payload: dict[str, Any]
+    payload: dict[str, Any] | str  # a str is the payload already written as JSON
     external_id: str | None
 
 
-@dataclass
+# Constant texts, so each connection's statement cache keeps them prepared.
+_INSERT_EVENT = (
+    "INSERT INTO events (ts, project, item, kind, payload, external_id) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id"
+)
+# Without an external id nothing can conflict: every row is new, nothing to read back.
+_INSERT_EVENT_PLAIN = "INSERT INTO events (ts, project, item, kind, payload) VALUES (?, ?, ?, ?, ?)"
+
+
 class Tx:
     """One open transaction. Statements use `?` placeholders on both engines."""
 
-    conn: Any
-    dialect: Dialect
-    clock: Clock
-    _events: list[_PendingEvent] = field(default_factory=list)
+    __slots__ = ("_events", "_sql", "clock", "conn", "dialect")
+
+    def __init__(self, conn: Any, dialect: Dialect, clock: Clock) -> None:
+        self.conn = conn
+        self.dialect = dialect
+        self.clock = clock
+        self._events: list[_PendingEvent] = []
+        self._sql: Callable[[str], str] = dialect.sql
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        cursor = self.conn.execute(self.dialect.sql(sql), tuple(params))
+        cursor = self.conn.execute(self._sql(sql), tuple(params))
         return int(cursor.rowcount)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        row = self.conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
+        row = self.conn.execute(self._sql(sql), tuple(params)).fetchone()
         return None if row is None else tuple(row)
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return [tuple(r) for r in self.conn.execute(self.dialect.sql(sql), tuple(params))]
+        return [tuple(r) for r in self.conn.execute(self._sql(sql), tuple(params))]
 
     def append_event(
         self,
@@ -273,6 +292,12 @@ class Tx:
             )
         )
 
+    def append_event_json(
+        self, project: str, item: str | None, kind: str, payload_json: str, *, ts: float
+    ) -> None:
+        """`append_event` for a payload the caller has already written as a JSON object."""
+        self._events.append(_PendingEvent(ts, project, item, kind, payload_json, None))
+
     def add_events(self, events: Sequence[_PendingEvent]) -> None:
         self._events.extend(events)
 
@@ -284,19 +309,25 @@ class Tx:
             # Held to commit: ids are drawn in the order transactions become visible.
             self.one("SELECT pg_advisory_xact_lock(?)", (EVENT_LOCK_KEY,))
         added = 0
+        execute = self.conn.execute
         for event in self._events:
-            row = self.one(
-                "INSERT INTO events (ts, project, item, kind, payload, external_id) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
-                (
-                    event.ts,
-                    event.project,
-                    event.item,
-                    event.kind,
-                    json.dumps(event.payload, sort_keys=True, default=str),
-                    event.external_id,
-                ),
+            payload = event.payload
+            text = (
+                payload
+                if isinstance(payload, str)
+                else json.dumps(payload, sort_keys=True, default=str)
             )
+            if event.external_id is None:
+                execute(
+                    self._sql(_INSERT_EVENT_PLAIN),
+                    (event.ts, event.project, event.item, event.kind, text),
+                )
+                added += 1
+                continue
+            row = execute(
+                self._sql(_INSERT_EVENT),
+                (event.ts, event.project, event.item, event.kind, text, event.external_id),
+            ).fetchone()
             added += row is not None
         self._events.clear()
         return added
@@ -370,27 +401,9 @@ class Store:
             finally:
                 self._local.in_tx = False
 
-    @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[Tx]:
+    def transaction(self, *, write: bool = True) -> AbstractContextManager[Tx]:
         """Run a block atomically: on any error nothing of it is written."""
-        with self._using() as conn:
-            tx = Tx(conn, self.dialect, self.clock)
-            try:
-                try:
-                    self._begin(conn, write)
-                    yield tx
-                    tx.flush_events()
-                    conn.execute("COMMIT")
-                except BaseException:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except self._driver_errors():
-                        pass  # the engine may have rolled back already; the first error matters
-                    raise
-            except self._driver_errors() as exc:
-                if self._is_broken(conn):
-                    self._discard(conn)
-                raise StoreError(self.where, self._describe(exc)) from exc
+        return _Transaction(self, write)
 
     def _discard(self, conn: Any) -> None:
         """Forget and close this thread's connection (the caller holds or owns its lock)."""
@@ -643,6 +656,69 @@ class PostgresStore(Store):
         tx.one(
             "SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))", (_MIGRATION_LOCK_KEY,)
         )
+
+
+class _Transaction:
+    """`Store.transaction()`: the steps of `_using` and BEGIN .. COMMIT as one plain object, as
+    a claim is short enough that generator-based context managers showed in its profile."""
+
+    __slots__ = ("_conn", "_lock", "_store", "_tx", "_write")
+
+    def __init__(self, store: Store, write: bool) -> None:
+        self._store = store
+        self._write = write
+
+    def __enter__(self) -> Tx:
+        store = self._store
+        local = store._local
+        if getattr(local, "in_tx", False):
+            raise RuntimeError("nested transactions are not supported")
+        conn, lock = store._conn()
+        lock.acquire()
+        if store._closed:
+            lock.release()
+            raise StoreError(store.where, "the store is closed")
+        local.in_tx = True
+        self._conn = conn
+        self._lock = lock
+        try:
+            store._begin(conn, self._write)
+        except BaseException as exc:
+            self._end(exc)
+            raise
+        self._tx = Tx(conn, store.dialect, store.clock)
+        return self._tx
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            try:
+                self._tx.flush_events()
+                self._conn.execute("COMMIT")
+            except BaseException as failed:
+                self._end(failed)
+                raise
+            self._release()
+            return
+        self._end(exc)
+
+    def _release(self) -> None:
+        self._store._local.in_tx = False
+        self._lock.release()
+
+    def _end(self, exc: BaseException) -> None:
+        """Roll back after `exc`; a driver error comes out as a StoreError, others as they are."""
+        store, conn = self._store, self._conn
+        errors = store._driver_errors()
+        try:
+            # The engine may have rolled back already; the first error is the one that matters.
+            with contextlib.suppress(*errors):
+                conn.execute("ROLLBACK")
+            if isinstance(exc, errors):
+                if store._is_broken(conn):
+                    store._discard(conn)
+                raise StoreError(store.where, store._describe(exc)) from exc
+        finally:
+            self._release()
 
 
 def _redact(url: str) -> str:

@@ -246,6 +246,9 @@ class WorkRepo:
         )
         return _git(tree.path, "rev-parse", "HEAD")
 
+    def has_uncommitted(self, tree: Worktree) -> bool:
+        return bool(_git(tree.path, "status", "--porcelain").strip())
+
     def has_changes(self, tree: Worktree) -> bool:
         if _git(tree.path, "status", "--porcelain").strip():
             return True

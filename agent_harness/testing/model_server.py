@@ -604,6 +604,11 @@ class ModelServer:
         with self._script.lock:
             self._script.turns.extend(turns)
 
+    def enqueue_first(self, *turns: ScriptedTurn | ScriptedResponder) -> None:
+        """Play these turns before anything already queued (e.g. before a standing responder)."""
+        with self._script.lock:
+            self._script.turns.extendleft(reversed(turns))
+
     @property
     def requests(self) -> list[RecordedRequest]:
         with self._script.lock:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,10 @@ class Harness:
     work: Path
     env: dict[str, str]
     pipelines: list[Pipeline] = field(default_factory=list)
+    offset: float = 0.0  # tests move the harness's clock forward instead of sleeping
+
+    def clock(self) -> float:
+        return time.time() + self.offset
 
     @property
     def state_dir(self) -> Path:
@@ -84,6 +89,7 @@ class Harness:
             },
             env=self.env,
             parking=self.store,
+            clock=self.clock,
         )
         pipeline = Pipeline(
             plan=plan,
@@ -132,8 +138,9 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         env[KEY_ENV] = "sk-test-reviewer"
         env["GH_TOKEN"] = "ghp_must_never_reach_an_agent"
-        store = open_store(f"sqlite:///{tmp_path / 'harness.sqlite'}")
-        h = Harness(tmp_path, forge, model, store, work, env)
+        h = Harness(tmp_path, forge, model, None, work, env)  # type: ignore[arg-type]
+        store = open_store(f"sqlite:///{tmp_path / 'harness.sqlite'}", clock=h.clock)
+        h.store = store
         try:
             yield h
         finally:

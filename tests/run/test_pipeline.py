@@ -294,3 +294,25 @@ def test_a_second_run_of_the_same_project_and_state_is_refused(h: Harness) -> No
         with pytest.raises(RunRefused, match=r"another `agent-harness run` of .* \(pid 4242\)"):
             pipeline.run()
     assert h.pulls() == []
+
+
+def test_a_parked_reviewer_waits_without_burning_an_attempt_then_reviews_the_same_commit(
+    h: Harness,
+) -> None:
+    from agent_harness.demo import review_rules
+    from agent_harness.testing.model_server import ScriptedFailure, ScriptedResponder
+
+    # The reviewer's endpoint answers "come back in two hours": the checked work is kept.
+    h.model.enqueue_first(ScriptedFailure.openai_rate_limit(retry_after=7200))
+    pipeline = h.pipeline(ONE_ITEM)
+    [item] = pipeline.run().items
+    assert item.state == "waiting" and item.attempts == 0
+    assert item.not_before is not None and item.not_before > h.clock() + 7000
+    agent_runs = kinds(h, pipeline.project, "T1").count("agent_started")
+    h.offset = 7300  # two hours later
+    [item] = h.pipeline(ONE_ITEM).run().items
+    assert item.state == "pr_open"
+    assert kinds(h, pipeline.project, "T1").count("agent_started") == agent_runs, (
+        "the agent is not paid again for a commit that only lacked its review"
+    )
+    assert len(h.pulls()) == 1
