@@ -299,8 +299,7 @@ def test_a_second_run_of_the_same_project_and_state_is_refused(h: Harness) -> No
 def test_a_parked_reviewer_waits_without_burning_an_attempt_then_reviews_the_same_commit(
     h: Harness,
 ) -> None:
-    from agent_harness.demo import review_rules
-    from agent_harness.testing.model_server import ScriptedFailure, ScriptedResponder
+    from agent_harness.testing.model_server import ScriptedFailure
 
     # The reviewer's endpoint answers "come back in two hours": the checked work is kept.
     h.model.enqueue_first(ScriptedFailure.openai_rate_limit(retry_after=7200))
