@@ -207,6 +207,8 @@ def pipeline_for(
             item_cost_usd=settings.budgets.item_cost_usd,
             run_cost_usd=settings.budgets.run_cost_usd,
             only=set(request.only) or None,
+            requeue_reverted=settings.reconcile.requeue_reverted,
+            revert_window_days=settings.reconcile.revert_window_days,
         )
         pipeline = Pipeline(
             plan=plan,

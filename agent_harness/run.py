@@ -41,6 +41,13 @@ if TYPE_CHECKING:
 Observer = Callable[[str, str, dict[str, Any]], None]
 
 
+class RunInterrupted(HarnessError):
+    """interrupted: items in flight keep their leases, and agents keep running in their
+    sessions; run the same command again to take them back"""
+
+    exit_code = 130
+
+
 class RunRefused(HarnessError):
     """The run cannot start as configured."""
 
@@ -140,6 +147,7 @@ class Pipeline:
         self.same_vendor_note: str | None = None
         self._budget_hit = threading.Event()
         self._setup_checked = False
+        self._depends = {item.id: item.depends_on for item in plan.items}
         self._tracker_lock = threading.Lock()  # one tracker client, used by several workers
         self._git_lock = threading.Lock()
         self._durations_lock = threading.Lock()  # worktree add/prune share the repository's index
@@ -251,6 +259,8 @@ class Pipeline:
         if not result.ok:
             self._agent_failed(lease, result)
             return
+        if self._over_item_budget(item, lease):
+            return
         self.repo.verify_branch(tree)
         if not self.repo.has_changes(tree):
             reason = f"the agent finished but changed nothing ({result.reason})"
@@ -307,7 +317,8 @@ class Pipeline:
         """Stable across restarts (so a live agent is found again), distinct per state dir
         (so two clones of one repository on a machine never share a session)."""
         where = hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:6]
-        return re.sub(r"[^A-Za-z0-9_-]+", "-", f"ah-{self.tracker.repo}-{item_id}-{where}")
+        repo = self.tracker.repo.split("/")[-1][:30]  # short enough that the hash survives
+        return re.sub(r"[^A-Za-z0-9_-]+", "-", f"ah-{repo}-{item_id[:40]}-{where}")
 
     # -- stages --------------------------------------------------------------------------------
     def _agent_failed(self, lease: Lease, result: ImplementResult) -> None:
@@ -438,6 +449,30 @@ class Pipeline:
         self.emit(item.id, "resumed", {"sha": head, "why": "this commit was already approved"})
         verdict = self._last_event(item.id, "review") or {"approved": True, "reasons": []}
         self._deliver(item, lease, tree, None, verdict)
+        return True
+
+    def item_spent_usd(self, item_id: str) -> float | None:
+        total, known = 0.0, False
+        for event in self.store.all_events(project=self.project, item=item_id):
+            cost = (
+                event.payload.get("cost_usd")
+                if event.kind in ("agent_finished", "review")
+                else None
+            )
+            if isinstance(cost, int | float) and event.external_id is None:
+                total, known = total + float(cost), True
+        return total if known else None
+
+    def _over_item_budget(self, item: WorkItem, lease: Lease) -> bool:
+        limit = self.settings.item_cost_usd
+        spent = self.item_spent_usd(item.id)
+        if limit is None or spent is None or spent <= limit:
+            return False
+        self._fail(
+            lease,
+            f"item cost budget spent: ${spent:.2f} of ${limit:.2f} (budgets.item_cost_usd)",
+            permanent=True,
+        )
         return True
 
     def _resume_at_review(self, item: WorkItem, lease: Lease, tree: Worktree) -> bool:
@@ -606,10 +641,26 @@ class Pipeline:
         )
         fleet.start(self.project)
         try:
-            fleet.wait_idle(self.project)
-        finally:
+            stalled = 0
+            while not self._budget_hit.is_set():
+                # Idle can be declared just as another worker puts an item back: look again,
+                # but never for ever: ten idle looks with nothing new recorded end the run.
+                if not fleet.wait_idle(self.project, timeout=1.0):
+                    stalled = 0
+                    continue
+                if not self._claimable():
+                    break
+                mark = self._last_event_id()
+                stalled = stalled + 1 if mark == getattr(self, "_mark", None) else 0
+                self._mark = mark
+                if stalled >= 10:
+                    break
+        except KeyboardInterrupt:
             fleet.drain(self.project)
-            fleet.join(self.project)
+            fleet.join(self.project, timeout=2.0)
+            raise RunInterrupted() from None
+        fleet.drain(self.project)
+        fleet.join(self.project)
         report = self.report(sync)
         report.reconciled = reconciled
         return report
@@ -634,9 +685,31 @@ class Pipeline:
             self.observer("reconciled", str(row["item"]), row)
         return moved
 
+    def _last_event_id(self) -> int:
+        with self.store.transaction(write=False) as tx:
+            row = tx.one("SELECT MAX(id) FROM events WHERE project = ?", (self.project,))
+        return int(row[0] or 0) if row else 0
+
+    def _claimable(self) -> bool:
+        """Is any item ready to be claimed right now (so the run is not done yet)?"""
+        records = {r.id: r for r in work.list_items(self.store, self.project)}
+        now = self.store.clock()
+        for record in records.values():
+            waiting_done = record.state == ItemState.WAITING and (record.not_before or 0) <= now
+            if record.state != ItemState.PENDING and not waiting_done:
+                continue
+            if record.not_before and record.not_before > now:
+                continue
+            # list_items leaves dependencies out; the plan has them.
+            deps = self._depends.get(record.id, ())
+            if all(dep in records and records[dep].state in ("merged", "done") for dep in deps):
+                return True
+        return False
+
     def _guarded_handle(self, lease: Lease) -> None:
         if self._budget_hit.is_set():
-            work.release(self.store, lease, "run budget spent")
+            # Not this item's fault: give it back with its attempt refunded, for the next run.
+            work.defer(self.store, lease, self.store.clock(), "run cost budget spent")
             return
         self.handle(lease)
         spent = self.spent_usd()
