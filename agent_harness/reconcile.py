@@ -463,7 +463,17 @@ class Reconciler:
     def _already(self, slot: str, pull: PullFacts, outcome: Outcome) -> bool:
         if not self.report.stateless:
             return self.memory.recorded.get(slot) == outcome.key
-        # No memory: the status label on the issue says what was recorded last.
+        # No memory: the status label on the issue says what was recorded last, but only for
+        # the issue. A queue we were given must itself be in that state, or it still has to move.
+        if self.store is not None and pull.item and pull.plan:
+            from agent_harness import work
+
+            try:
+                record = work.get_item(self.store, f"{self.tracker.repo}:{pull.plan}", pull.item)
+            except work.UnknownItem:
+                record = None
+            if record is not None and str(record.state) != outcome.state:
+                return False
         if pull.issue is None:
             return False
         issue = self._issue_listing().get(pull.issue)

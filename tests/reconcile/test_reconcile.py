@@ -261,3 +261,18 @@ def test_requeue_of_a_reverted_item_is_reported_when_the_queue_refuses(
     else:  # the queue does not allow reverted -> pending: say so, and never claim it happened
         assert any("not re-queued" in p for p in report.problems)
         assert "flagged for a person" in said
+
+
+def test_a_local_queue_catches_up_after_ci_labelled_the_merge(scene: Scene, store: Store) -> None:
+    # CI reconciled statelessly first (label + comment on the issue); then a local store with
+    # no memory of it must still move its own queue, without announcing the merge twice.
+    queue(store, "T1")
+    issue = scene.issue("T1")
+    pr = scene.open_pr("T1", issue)
+    scene.merge(pr)
+    ci = reconcile(scene.tracker())
+    assert states(ci) == {"T1": "merged"}
+    local = reconcile(scene.tracker(), store=store)
+    assert work.get_item(store, PROJECT, "T1").state == "merged"
+    assert states(local) == {"T1": "merged"}
+    assert len(comments(scene, issue)) == 1
