@@ -154,12 +154,11 @@ def test_killed_during_the_agent(harness: Harness, cwd: Path) -> None:
 def test_killed_during_the_checks(harness: Harness, cwd: Path) -> None:
     flag = cwd / "hold-check"
     flag.touch()
-    hold = f"sh -c 'while [ -f {flag} ]; do sleep 0.05; done'"
+    started = cwd / "check-started"
+    hold = f"sh -c 'touch {started}; while [ -f {flag} ]; do sleep 0.05; done'"
     argv = command(harness, cwd / "PLAN.md", plain_agent(), [hold, "python -m unittest"])
     env = cli_env(harness)
-    run_until(
-        argv, cwd, env, lambda: bool(events(cwd, "agent_finished")) and (time.sleep(0.3) is None)
-    )
+    run_until(argv, cwd, env, started.exists)  # the kill lands while the check is running
     flag.unlink()
     report = finish(argv, cwd, env)
     [item] = report["items"]  # type: ignore[misc]
@@ -174,7 +173,12 @@ def test_killed_between_push_and_pull_request(harness: Harness, cwd: Path) -> No
     harness.forge.forge.faults.inject(FaultKind.LATENCY, "POST", "*/pulls", delay_s=1.5)
     argv = command(harness, cwd / "PLAN.md", plain_agent(), ["python -m unittest"])
     env = cli_env(harness)
-    run_until(argv, cwd, env, lambda: bool(events(cwd, "pushed")) and (time.sleep(0.2) is None))
+
+    def pull_request_in_flight() -> bool:
+        counts = harness.forge.forge.request_counts(None)
+        return counts.get("POST /repos/{owner}/{repo}/pulls", 0) > 0
+
+    run_until(argv, cwd, env, pull_request_in_flight)  # the forge is holding that request
     report = finish(argv, cwd, env)
     [item] = report["items"]  # type: ignore[misc]
     assert item["state"] == "pr_open"
