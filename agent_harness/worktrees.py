@@ -165,7 +165,9 @@ class WorkRepo:
     # -- worktrees -----------------------------------------------------------------------------
     def prepare(self, item_id: str, title: str) -> Worktree:
         """The item's worktree: reused when healthy, rebuilt when broken, new otherwise."""
-        branch = branch_name(item_id, title)
+        # An item keeps the branch it started on, even if its title is edited later: a new
+        # name would orphan pushed work and open a second pull request.
+        branch = self._existing_branch(item_id) or branch_name(item_id, title)
         path = self.worktrees_dir / re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
         default = self.default_branch()
         self.fetch(self.fetch_max_age_s)
@@ -196,6 +198,27 @@ class WorkRepo:
             _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), base)
         merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
         return Worktree(item_id, path, branch, merge_base, reused=existing is not None)
+
+    def _existing_branch(self, item_id: str) -> str | None:
+        safe_id = re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
+        prefix = f"{BRANCH_PREFIX}{safe_id}-"
+        listing = _git(
+            self.path,
+            "for-each-ref",
+            "--format=%(refname)",
+            f"refs/heads/{prefix}*",
+            f"refs/remotes/{self.remote}/{prefix}*",
+        )
+        local = [
+            r.removeprefix("refs/heads/") for r in listing.split() if r.startswith("refs/heads/")
+        ]
+        remote = [
+            r.removeprefix(f"refs/remotes/{self.remote}/")
+            for r in listing.split()
+            if r.startswith("refs/remotes/")
+        ]
+        found = local or remote
+        return sorted(found)[0] if found else None
 
     def _healthy(self, path: Path, branch: str) -> bool:
         current = _safe(lambda: _git(path, "symbolic-ref", "--short", "HEAD"))

@@ -121,3 +121,14 @@ def test_unusable_work_directories_are_clear_errors(
         git(path, "commit", "-qm", "a")
     with pytest.raises(WorktreeError, match=message):
         WorkRepo(path, tmp_path / "state")
+
+
+def test_an_edited_title_keeps_the_items_branch(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    first = repo.prepare("T1", "Count words")
+    (first.path / "f.txt").write_text("x\n")
+    repo.commit_all(first, "T1")
+    again = repo.prepare("T1", "Count all the words")
+    assert again.branch == first.branch == "agent-harness/T1-count-words"
+    assert (again.path / "f.txt").exists()
+    assert repo.prepare("T10", "Other").branch == "agent-harness/T10-other"
