@@ -417,6 +417,9 @@ class Pipeline:
         run: CheckRun | None,
         verdict: dict[str, Any],
     ) -> None:
+        # Fencing before the first outside write: a worker whose lease lapsed while it worked
+        # (a long agent, a suspended laptop) stops here instead of racing the new holder.
+        work.heartbeat(self.store, lease)
         with self._git_lock:  # a push and another worker's fetch both rewrite remote refs
             self.repo.push(tree)
         self.emit(item.id, "pushed", {"branch": tree.branch, "sha": self.repo.head(tree)})
@@ -711,7 +714,12 @@ class Pipeline:
             # Not this item's fault: give it back with its attempt refunded, for the next run.
             work.defer(self.store, lease, self.store.clock(), "run cost budget spent")
             return
-        self.handle(lease)
+        try:
+            self.handle(lease)
+        except Exception as exc:
+            # The fleet records the crash on the item; the live view should not stay stale.
+            self.observer("failed", lease.item_id, {"reason": f"{type(exc).__name__}: {exc}"})
+            raise
         spent = self.spent_usd()
         if (
             self.settings.run_cost_usd is not None
