@@ -53,7 +53,18 @@ class RunRequest:
     own_login: bool = False  # agents use the user's own HOME and logins, not a throwaway one
 
 
+def model_events(store: Store, project: str) -> Any:
+    """Every model call becomes an event of the run's project (tokens, latency, failure class);
+    pricing and audits read them later. Keys never appear in them."""
+
+    def sink(kind: str, payload: dict[str, Any]) -> None:
+        store.append_event(project, None, kind, payload)
+
+    return sink
+
+
 def build_implementer(
+    project: str,
     request: RunRequest,
     host: SessionHost,
     env: Mapping[str, str],
@@ -83,7 +94,12 @@ def build_implementer(
     route = route_from_spec(request.implementer, env)
     if not env.get(route.api_key_env):
         raise UsageError(f"implementer {request.implementer} needs {route.api_key_env} set")
-    client = ModelClient({"planner": route, "implementer": route}, env=env, parking=store)
+    client = ModelClient(
+        {"planner": route, "implementer": route},
+        env=env,
+        parking=store,
+        events=model_events(store, project),
+    )
     from agent_harness.environment import without_secrets
     from agent_harness.executor import Budgets
 
@@ -98,6 +114,7 @@ def build_implementer(
 
 
 def build_reviewer(
+    project: str,
     request: RunRequest,
     host: SessionHost,
     env: Mapping[str, str],
@@ -132,7 +149,9 @@ def build_reviewer(
             f"reviewer {spec} needs its API key: set {route.api_key_env} "
             "(it is never passed to agents)"
         )
-    client = ModelClient({"reviewer": route}, env=env, parking=store)
+    client = ModelClient(
+        {"reviewer": route}, env=env, parking=store, events=model_events(store, project)
+    )
     return ModelReviewer(client, worker=worker)
 
 
@@ -194,8 +213,9 @@ def pipeline_for(
             own = check_command(item.success_check)
             return [*request.checks, *([own] if own else [])]
 
-        implementer = build_implementer(request, host, env, settings, store, item_checks)
-        reviewer = build_reviewer(request, host, env, state_dir, store, worker="reviewer")
+        project = f"{tracker.repo}:{key}"
+        implementer = build_implementer(project, request, host, env, settings, store, item_checks)
+        reviewer = build_reviewer(project, request, host, env, state_dir, store, worker="reviewer")
         run_settings = RunSettings(
             checks=list(request.checks) or list(settings.checks.commands),
             check_timeout_s=settings.checks.timeout_s,
