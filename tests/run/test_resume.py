@@ -184,6 +184,9 @@ def test_killed_between_push_and_pull_request(harness: Harness, cwd: Path) -> No
     assert item["state"] == "pr_open"
     assert_one_pull_with_the_work(harness)
     assert len(harness.reviews()) == 1, "approved work that was pushed is not reviewed again"
+    calls = events(cwd, "model.call")
+    assert calls and all(c.get("role") == "reviewer" for c in calls), "model calls are recorded"
+    assert "sk-test" not in json.dumps(calls)
     assert any(events(cwd, "resumed"))
 
 
