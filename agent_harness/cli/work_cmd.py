@@ -66,12 +66,41 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
     from agent_harness.cli.output import open_database
 
     with open_database(db, must_exist=True) as store:
-        view = queue.status(store, queue.resolve_project(store, project))
+        name = queue.resolve_project(store, project)
+        view = queue.status(store, name)
+        activity = _activity(store, name, [c.item_id for c in view.live])
+        waiting = [r for r in queue.list_items(store, name) if r.state == "waiting"]
     if as_json:
-        print_json(_status_json(view, time.time()))
+        data = _status_json(view, time.time())
+        data["activity"] = activity
+        data["waiting"] = [{"id": r.id, "until": r.not_before, "reason": r.reason} for r in waiting]
+        print_json(data)
     else:
-        _render_status(view, time.time())
+        _render_status(view, time.time(), activity, waiting)
     return 0
+
+
+def _activity(store: Any, project: str, items: list[str]) -> dict[str, str]:
+    """What each claimed item is doing now, from its latest events (e.g. waiting for input)."""
+    out: dict[str, str] = {}
+    for item in items:
+        note = ""
+        for event in store.all_events(project=project, item=item):
+            if event.kind == "claimed":
+                note = "claimed"
+            elif event.kind == "agent_started":
+                note = "agent running"
+            elif event.kind == "agent_state":
+                state = str(event.payload.get("state"))
+                note = (
+                    "waiting for input: attach to answer"
+                    if state == "waiting_for_input"
+                    else (f"agent {state}")
+                )
+            elif event.kind in ("check", "review", "pushed"):
+                note = {"check": "checks", "review": "review", "pushed": "opening PR"}[event.kind]
+        out[item] = note
+    return out
 
 
 @work.command(
@@ -213,7 +242,9 @@ def _record_json(record: Any) -> dict[str, Any]:
     return data
 
 
-def _render_status(view: Any, now: float) -> None:
+def _render_status(
+    view: Any, now: float, activity: dict[str, str] | None = None, waiting: Any = ()
+) -> None:
     from rich.table import Table
 
     out = console()
@@ -224,10 +255,23 @@ def _render_status(view: Any, now: float) -> None:
             out.print(f"no {title}")
             continue
         table = Table(title=title, title_justify="left")
-        for column in ("item", "state", "worker", "attempt", "lease"):
+        for column in ("item", "state", "worker", "attempt", "lease", "doing"):
             table.add_column(column)
         for c in claims:
             left = c.expires_at - now
             lease = f"ends in {left:.0f}s" if left >= 0 else f"expired {-left:.0f}s ago"
-            table.add_row(c.item_id, c.state.value, c.worker, str(c.attempt), lease)
+            doing = (activity or {}).get(c.item_id, "")
+            table.add_row(c.item_id, c.state.value, c.worker, str(c.attempt), lease, doing)
+        out.print(table)
+    if waiting:
+        table = Table(title="waiting (attempt not counted)", title_justify="left")
+        for column in ("item", "until", "reason"):
+            table.add_column(column, overflow="fold")
+        for r in waiting:
+            until = (
+                time.strftime("%Y-%m-%d %H:%M", time.localtime(r.not_before))
+                if r.not_before
+                else "-"
+            )
+            table.add_row(r.id, until, r.reason or "")
         out.print(table)

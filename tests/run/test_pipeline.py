@@ -315,3 +315,50 @@ def test_a_parked_reviewer_waits_without_burning_an_attempt_then_reviews_the_sam
         "the agent is not paid again for a commit that only lacked its review"
     )
     assert len(h.pulls()) == 1
+
+
+def test_an_agent_waiting_for_input_shows_it_and_can_be_answered(h: Harness) -> None:
+    import threading
+    import time as clock
+
+    from agent_harness.cli.work_cmd import _activity
+    from agent_harness.implementer import CliImplementer
+    from agent_harness.session_executor import preset_for
+    from agent_harness.session_host import HeadlessHost
+
+    agent = write_scripted_agent(h.tmp / "agents", "ask")
+    pipeline = h.pipeline(
+        "### T1: Anything\n",
+        agent=shlex.join(agent) + " {prompt_file}",
+        settings=settings(checks=[]),
+    )
+    host = HeadlessHost(h.state_dir / "sessions-ask")
+    pipeline.implementer = CliImplementer(
+        host,
+        preset_for(shlex.join(agent) + " {prompt_file}"),
+        h.env,
+        timeout_s=30.0,
+        idle_s=0.3,
+        poll_s=0.05,
+    )
+    result: list[object] = []
+    runner = threading.Thread(target=lambda: result.append(pipeline.run()))
+    runner.start()
+    deadline = clock.monotonic() + 20
+    while clock.monotonic() < deadline:
+        if _activity(h.store, pipeline.project, ["T1"]).get("T1", "").startswith("waiting for"):
+            break
+        clock.sleep(0.05)
+    assert _activity(h.store, pipeline.project, ["T1"])["T1"] == (
+        "waiting for input: attach to answer"
+    )
+    host.send_keys(pipeline.session_name("T1"), "y")  # what a person types after `attach`
+    runner.join(timeout=30)
+    [item] = result[0].items  # type: ignore[attr-defined]
+    assert item.state == "pr_open"
+    states = [
+        e.payload.get("state")
+        for e in h.store.all_events(project=pipeline.project, item="T1")
+        if e.kind == "agent_state"
+    ]
+    assert "waiting_for_input" in states
