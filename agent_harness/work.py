@@ -42,8 +42,8 @@ _WORKING = {S.CLAIMED, S.CHECKS, S.REVIEW, S.PR_OPEN}
 _GIVE_BACK = {S.PENDING, S.WAITING, S.FAILED}
 
 TRANSITIONS: dict[ItemState, frozenset[ItemState]] = {
-    S.PENDING: frozenset({S.CLAIMED, S.SKIPPED, S.DONE}),
-    S.WAITING: frozenset({S.CLAIMED, S.SKIPPED, S.DONE}),
+    S.PENDING: frozenset({S.CLAIMED, S.SKIPPED, S.DONE, S.MERGED, S.CLOSED}),
+    S.WAITING: frozenset({S.CLAIMED, S.SKIPPED, S.DONE, S.MERGED, S.CLOSED}),
     S.CLAIMED: frozenset({S.CHECKS, S.REVIEW, S.PR_OPEN, S.MERGED, S.CLOSED} | _GIVE_BACK),
     S.CHECKS: frozenset({S.REVIEW, S.PR_OPEN, S.MERGED, S.CLOSED} | _GIVE_BACK),
     S.REVIEW: frozenset({S.CHECKS, S.PR_OPEN, S.MERGED, S.CLOSED} | _GIVE_BACK),
@@ -52,8 +52,10 @@ TRANSITIONS: dict[ItemState, frozenset[ItemState]] = {
     S.CLOSED: frozenset({S.PENDING}),  # retried by a person
     # Retried by a person or the reconciler; a revert of the revert brings it back to merged.
     S.REVERTED: frozenset({S.PENDING, S.MERGED}),
-    S.FAILED: frozenset({S.PENDING, S.DONE}),
-    S.SKIPPED: frozenset({S.PENDING, S.DONE}),
+    # The tracker has the last word: a PR merged or closed while its item was failed (its
+    # last attempt died after opening the PR) or given back still ends the item that way.
+    S.FAILED: frozenset({S.PENDING, S.DONE, S.MERGED, S.CLOSED}),
+    S.SKIPPED: frozenset({S.PENDING, S.DONE, S.MERGED, S.CLOSED}),
     S.DONE: frozenset(),
 }
 # A lapsed lease may be claimed again from any working stage.
@@ -812,7 +814,26 @@ def record_outcome(
         )
         if wanted == S.REVERTED:
             _skip_dependents(tx, project, item_id)
+        elif wanted == S.MERGED and current in (S.FAILED, S.SKIPPED):
+            _unskip_dependents(tx, project, item_id)
     return True
+
+
+def _unskip_dependents(tx: Tx, project: str, root: str) -> None:
+    """Items skipped because `root` failed can run after all: its work was merged."""
+    rows = tx.all(
+        "SELECT id FROM items WHERE project = ? AND state = 'skipped' AND blocked_by = ?",
+        (project, root),
+    )
+    for (dependent,) in rows:
+        tx.execute(
+            "UPDATE items SET state = 'pending', reason = NULL, blocked_by = NULL, "
+            "updated_at = ? WHERE project = ? AND id = ?",
+            (tx.clock(), project, dependent),
+        )
+        tx.append_event(
+            project, dependent, "unblocked", {"from": S.SKIPPED, "to": S.PENDING, "by": root}
+        )
 
 
 # --- reading ---------------------------------------------------------------------------------

@@ -217,8 +217,6 @@ def test_illegal_transitions_are_refused(store: Store) -> None:
     with pytest.raises(IllegalTransition):
         complete(store, lease, "failed")
     with pytest.raises(IllegalTransition):
-        record_outcome(store, P, "T1", "closed", {})  # pending work has no PR to close
-    with pytest.raises(IllegalTransition):
         record_outcome(store, P, "T1", "pending", {})
     advance(store, lease, "checks")
     advance(store, lease, "review")
@@ -282,3 +280,19 @@ def test_status_counts_states_and_tells_live_from_stale(store: Store, clock: Fak
     assert view.counts == {"claimed": 2, "pending": 1, "done": 1}
     assert [c.worker for c in view.live] == ["w2"]
     assert [c.worker for c in view.stale] == ["w1"]
+
+
+def test_the_trackers_outcome_ends_a_failed_or_requeued_item(store: Store) -> None:
+    # An attempt can open its PR and then fail (a crash after the PR, a lost answer): the
+    # merge or close that follows must still end the item, and unblock what depends on it.
+    enqueue(store, P, [item("T0"), item("T1", "T0")])
+    lease = claim_next(store, P, "w1", 60)
+    assert lease is not None and lease.item_id == "T0"
+    fail(store, lease, "died after opening its PR", permanent=True)
+    assert get_item(store, P, "T0").state == "failed"
+    assert get_item(store, P, "T1").state == "skipped"
+    assert record_outcome(store, P, "T0", "merged", {"pr": 7})
+    assert get_item(store, P, "T0").state == "merged"
+    assert get_item(store, P, "T1").state == "pending", "merged work unblocks its dependents"
+    assert record_outcome(store, P, "T1", "closed", {"pr": 8})
+    assert get_item(store, P, "T1").state == "closed"
