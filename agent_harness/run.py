@@ -181,12 +181,20 @@ class Pipeline:
                 continue
             if marker and marker.plan_key == self.plan_key:
                 self.issues.setdefault(marker.item_id, issue.number)
-        items = [item for item in self.plan.items if self._selected(item)]
-        work.enqueue(self.store, self.project, items, max_attempts=self.settings.max_attempts)
+        work.unhold(self.store, self.project)  # whatever an earlier --only run held back
+        work.enqueue(
+            self.store, self.project, self.plan.items, max_attempts=self.settings.max_attempts
+        )
+        in_plan = {item.id for item in self.plan.items}
+        queued = {record.id for record in work.list_items(self.store, self.project)}
+        for item_id in work.withdraw(
+            self.store, self.project, sorted(queued - in_plan), "no longer in the plan"
+        ):
+            self.observer("withdrawn", item_id, {"reason": "no longer in the plan"})
+        if self.settings.only is not None:
+            others = sorted(in_plan - self.settings.only)
+            work.hold(self.store, self.project, others)
         return report
-
-    def _selected(self, item: WorkItem) -> bool:
-        return self.settings.only is None or item.id in self.settings.only or item.done
 
     # -- the loop for one item ----------------------------------------------------------------
     def emit(self, item_id: str, kind: str, payload: dict[str, Any]) -> None:
@@ -664,6 +672,7 @@ class Pipeline:
             raise RunInterrupted() from None
         fleet.drain(self.project)
         fleet.join(self.project)
+        work.unhold(self.store, self.project)
         report = self.report(sync)
         report.reconciled = reconciled
         return report

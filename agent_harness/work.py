@@ -709,6 +709,65 @@ def _skip_dependents(tx: Tx, project: str, root: str) -> None:
 # --- people and the reconciler ---------------------------------------------------------------
 
 
+HOLD_REASON = "held: not selected for this run (--only)"
+_FAR = 4102444800.0  # 2100-01-01: never due by itself; `unhold` is what frees a held item
+
+
+def hold(store: Store, project: str, item_ids: Iterable[str]) -> tuple[str, ...]:
+    """Keep these items from being claimed by this run (pending or due ones only)."""
+    held: list[str] = []
+    with store.transaction() as tx:
+        for item_id in item_ids:
+            row = tx.one("SELECT state FROM items WHERE project = ? AND id = ?", (project, item_id))
+            if row is None or row[0] not in (S.PENDING, S.WAITING):
+                continue
+            tx.execute(
+                "UPDATE items SET state = 'waiting', not_before = ?, reason = ?, updated_at = ? "
+                "WHERE project = ? AND id = ?",
+                (_FAR, HOLD_REASON, store.clock(), project, item_id),
+            )
+            tx.append_event(project, item_id, "held", {"from": row[0], "reason": HOLD_REASON})
+            held.append(item_id)
+    return tuple(held)
+
+
+def unhold(store: Store, project: str) -> tuple[str, ...]:
+    """Free every item a run held back (also after that run was killed)."""
+    with store.transaction() as tx:
+        rows = tx.all(
+            "SELECT id FROM items WHERE project = ? AND state = 'waiting' AND reason = ?",
+            (project, HOLD_REASON),
+        )
+        for (item_id,) in rows:
+            tx.execute(
+                "UPDATE items SET state = 'pending', not_before = NULL, reason = NULL, "
+                "updated_at = ? WHERE project = ? AND id = ?",
+                (store.clock(), project, item_id),
+            )
+            tx.append_event(project, item_id, "unheld", {"to": S.PENDING})
+    return tuple(str(row[0]) for row in rows)
+
+
+def withdraw(store: Store, project: str, item_ids: Iterable[str], reason: str) -> tuple[str, ...]:
+    """Items gone from the plan: skipped (never run), with the reason, if not yet started."""
+    gone: list[str] = []
+    with store.transaction() as tx:
+        for item_id in item_ids:
+            row = tx.one("SELECT state FROM items WHERE project = ? AND id = ?", (project, item_id))
+            if row is None or row[0] not in (S.PENDING, S.WAITING):
+                continue
+            tx.execute(
+                "UPDATE items SET state = 'skipped', reason = ?, not_before = NULL, "
+                "updated_at = ? WHERE project = ? AND id = ?",
+                (reason, store.clock(), project, item_id),
+            )
+            tx.append_event(
+                project, item_id, "skipped", {"from": row[0], "to": S.SKIPPED, "reason": reason}
+            )
+            gone.append(item_id)
+    return tuple(gone)
+
+
 def reclaim_own(
     store: Store, project: str, worker: str, *, prefix: bool = False
 ) -> tuple[str, ...]:

@@ -362,3 +362,24 @@ def test_an_agent_waiting_for_input_shows_it_and_can_be_answered(h: Harness) -> 
         if e.kind == "agent_state"
     ]
     assert "waiting_for_input" in states
+
+
+def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Harness) -> None:
+    agent = write_scripted_agent(h.tmp / "agents", "done")
+    command = shlex.join(agent) + " {prompt_file}"
+    three = "### T1: One\n\n### T2: Two\n\n### T3: Three\n"
+    first = h.pipeline(three, agent=command, settings=settings(checks=[], only={"T2"}))
+    states = {i.id: (i.state, i.attempts) for i in first.run().items}
+    assert states == {"T1": ("pending", 0), "T2": ("pr_open", 1), "T3": ("pending", 0)}
+    # T3 is deleted from the plan: its queued item is withdrawn, never handed to an agent.
+    second = h.pipeline("### T1: One\n\n### T2: Two\n", agent=command, settings=settings(checks=[]))
+    second.run()
+    from agent_harness.work import get_item
+
+    withdrawn = get_item(h.store, second.project, "T3")
+    assert (withdrawn.state, withdrawn.reason, withdrawn.attempts) == (
+        "skipped",
+        "no longer in the plan",
+        0,
+    )
+    assert get_item(h.store, second.project, "T1").state == "pr_open"
