@@ -398,7 +398,10 @@ def run_agent(
                     f"{preset.name} is waiting for input: {question!r} "
                     f"(attach: {shlex.join(host.attach_command(name))})",
                 )
-        sleep(poll_s)
+        # Look often at first (quick agents are done in tens of milliseconds), then settle
+        # at poll_s: the first second costs a few extra looks, a long run costs nothing more.
+        elapsed = now - watch.started
+        sleep(min(poll_s, max(0.005, elapsed / 4)))
 
 
 def _output_or_empty(host: SessionHost, name: str) -> str:
