@@ -167,12 +167,23 @@ class WorkRepo:
         """The item's worktree: reused when healthy, rebuilt when broken, new otherwise."""
         # An item keeps the branch it started on, even if its title is edited later: a new
         # name would orphan pushed work and open a second pull request.
-        branch = self._existing_branch(item_id) or branch_name(item_id, title)
-        path = self.worktrees_dir / re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
         default = self.default_branch()
         self.fetch(self.fetch_max_age_s)
-        base = self.remote_sha(default) or _git(self.path, "rev-parse", default)
-        existing = self.local_sha(branch) or self.remote_sha(branch)
+        # One look at every ref that matters here, instead of a git call per question.
+        safe_id = re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
+        refs = self._refs(
+            f"refs/heads/{BRANCH_PREFIX}{safe_id}-*",
+            f"refs/remotes/{self.remote}/{BRANCH_PREFIX}{safe_id}-*",
+            f"refs/heads/{default}",
+            f"refs/remotes/{self.remote}/{default}",
+        )
+        branch = self._branch_from(refs, safe_id) or branch_name(item_id, title)
+        path = self.worktrees_dir / safe_id
+        base = refs.get(f"refs/remotes/{self.remote}/{default}") or _git(
+            self.path, "rev-parse", default
+        )
+        local = refs.get(f"refs/heads/{branch}")
+        existing = local or refs.get(f"refs/remotes/{self.remote}/{branch}")
         if path.exists() and self._healthy(path, branch):
             merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
             return Worktree(item_id, path, branch, merge_base, reused=True)
@@ -181,7 +192,7 @@ class WorkRepo:
             shutil.rmtree(path, ignore_errors=True)
             _git(self.path, "worktree", "prune")
         path.parent.mkdir(parents=True, exist_ok=True)
-        if self.local_sha(branch):
+        if local:
             _git(self.path, "worktree", "add", "--quiet", str(path), branch)
         elif existing:  # pushed earlier from a clone we no longer have: continue from the remote
             _git(
@@ -199,26 +210,27 @@ class WorkRepo:
         merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
         return Worktree(item_id, path, branch, merge_base, reused=existing is not None)
 
-    def _existing_branch(self, item_id: str) -> str | None:
-        safe_id = re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
+    def _refs(self, *patterns: str) -> dict[str, str]:
+        """Full ref name -> sha for the refs matching `patterns` (for-each-ref globs)."""
+        listing = _git(self.path, "for-each-ref", "--format=%(objectname) %(refname)", *patterns)
+        refs: dict[str, str] = {}
+        for line in listing.splitlines():
+            sha, _, name = line.partition(" ")
+            if name:
+                refs[name] = sha
+        return refs
+
+    def _branch_from(self, refs: dict[str, str], safe_id: str) -> str | None:
         prefix = f"{BRANCH_PREFIX}{safe_id}-"
-        listing = _git(
-            self.path,
-            "for-each-ref",
-            "--format=%(refname)",
-            f"refs/heads/{prefix}*",
-            f"refs/remotes/{self.remote}/{prefix}*",
+        local = sorted(
+            n.removeprefix("refs/heads/") for n in refs if n.startswith("refs/heads/" + prefix)
         )
-        local = [
-            r.removeprefix("refs/heads/") for r in listing.split() if r.startswith("refs/heads/")
-        ]
-        remote = [
-            r.removeprefix(f"refs/remotes/{self.remote}/")
-            for r in listing.split()
-            if r.startswith("refs/remotes/")
-        ]
+        remote_prefix = f"refs/remotes/{self.remote}/"
+        remote = sorted(
+            n.removeprefix(remote_prefix) for n in refs if n.startswith(remote_prefix + prefix)
+        )
         found = local or remote
-        return sorted(found)[0] if found else None
+        return found[0] if found else None
 
     def _healthy(self, path: Path, branch: str) -> bool:
         current = _safe(lambda: _git(path, "symbolic-ref", "--short", "HEAD"))
@@ -240,8 +252,9 @@ class WorkRepo:
                 f"{tree.branch}; its work is refused"
             )
         default = self.default_branch()
-        local_default = self.local_sha(default)
-        remote_default = self.remote_sha(default)
+        refs = self._refs(f"refs/heads/{default}", f"refs/remotes/{self.remote}/{default}")
+        local_default = refs.get(f"refs/heads/{default}")
+        remote_default = refs.get(f"refs/remotes/{self.remote}/{default}")
         if local_default and remote_default and local_default != remote_default:
             ahead = _git(self.path, "rev-list", "--count", f"{remote_default}..{local_default}")
             if ahead.strip() != "0":
