@@ -10,8 +10,8 @@ import click
 @click.command(
     epilog="""\b
 Examples:
-  agent-harness steps .agent-harness/T1/plan.json
-  agent-harness steps .agent-harness/T1/plan.json --json | jq '.steps[].status'
+  agent-harness steps .agent-harness/items/T1/plan.json
+  agent-harness steps .agent-harness/items/T1/plan.json --json | jq '.steps[].status'
 """
 )
 @click.argument("plan_file", type=click.Path(path_type=Path, dir_okay=False))
