@@ -215,7 +215,7 @@ class Pipeline:
 
     def _attempt(self, item: WorkItem, lease: Lease) -> None:
         with self._git_lock:
-            tree = self.repo.prepare(item.id, item.title)
+            tree = self.repo.prepare(item.id, item.title, self.namespace)
         self.emit(
             item.id,
             "worktree",
@@ -321,12 +321,18 @@ class Pipeline:
             return
         self._deliver(item, lease, tree, run, verdict_payload)
 
+    @property
+    def namespace(self) -> str:
+        """Branches and worktrees of the main plan (key PLAN) need none; any other plan's do."""
+        return "" if self.plan_key == "PLAN" else self.plan_key
+
     def session_name(self, item_id: str) -> str:
         """Stable across restarts (so a live agent is found again), distinct per state dir
         (so two clones of one repository on a machine never share a session)."""
         where = hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:6]
         repo = self.tracker.repo.split("/")[-1][:30]  # short enough that the hash survives
-        return re.sub(r"[^A-Za-z0-9_-]+", "-", f"ah-{repo}-{item_id[:40]}-{where}")
+        space = f"{self.namespace[:20]}-" if self.namespace else ""
+        return re.sub(r"[^A-Za-z0-9_-]+", "-", f"ah-{repo}-{space}{item_id[:40]}-{where}")
 
     # -- stages --------------------------------------------------------------------------------
     def _agent_failed(self, lease: Lease, result: ImplementResult) -> None:

@@ -42,9 +42,15 @@ def slugify(title: str, limit: int = 40) -> str:
     return (slug[:limit].rstrip("-")) or "item"
 
 
-def branch_name(item_id: str, title: str) -> str:
-    safe_id = re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
-    return f"{BRANCH_PREFIX}{safe_id}-{slugify(title)}"
+def _clean(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text)
+
+
+def branch_name(item_id: str, title: str, namespace: str = "") -> str:
+    """`agent-harness/<id>-<slug>`; with a namespace (a second plan in the same repository),
+    `agent-harness/<namespace>/<id>-<slug>`, so two plans' T1 never share a branch."""
+    space = f"{_clean(namespace)}/" if namespace else ""
+    return f"{BRANCH_PREFIX}{space}{_clean(item_id)}-{slugify(title)}"
 
 
 GIT_TIMEOUT_S = 600.0
@@ -163,22 +169,28 @@ class WorkRepo:
                 )
 
     # -- worktrees -----------------------------------------------------------------------------
-    def prepare(self, item_id: str, title: str) -> Worktree:
-        """The item's worktree: reused when healthy, rebuilt when broken, new otherwise."""
+    def prepare(self, item_id: str, title: str, namespace: str = "") -> Worktree:
+        """The item's worktree: reused when healthy, rebuilt when broken, new otherwise.
+
+        `namespace` (the plan key of a plan that is not the repository's main one) keeps two
+        plans' items with the same id in separate worktrees and branches."""
         # An item keeps the branch it started on, even if its title is edited later: a new
         # name would orphan pushed work and open a second pull request.
         default = self.default_branch()
         self.fetch(self.fetch_max_age_s)
         # One look at every ref that matters here, instead of a git call per question.
-        safe_id = re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
+        space = f"{_clean(namespace)}/" if namespace else ""
+        safe_id = f"{space}{_clean(item_id)}"
         refs = self._refs(
             f"refs/heads/{BRANCH_PREFIX}{safe_id}-*",
             f"refs/remotes/{self.remote}/{BRANCH_PREFIX}{safe_id}-*",
             f"refs/heads/{default}",
             f"refs/remotes/{self.remote}/{default}",
         )
-        branch = self._branch_from(refs, safe_id) or branch_name(item_id, title)
-        path = self.worktrees_dir / safe_id
+        branch = self._branch_from(refs, safe_id) or branch_name(item_id, title, namespace)
+        path = self.worktrees_dir / (
+            f"{_clean(namespace)}--{_clean(item_id)}" if namespace else _clean(item_id)
+        )
         base = refs.get(f"refs/remotes/{self.remote}/{default}") or _git(
             self.path, "rev-parse", default
         )

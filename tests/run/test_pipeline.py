@@ -383,3 +383,22 @@ def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Har
         0,
     )
     assert get_item(h.store, second.project, "T1").state == "pr_open"
+
+
+def test_two_plans_with_the_same_ids_never_share_a_branch_or_worktree(h: Harness) -> None:
+    from agent_harness.run import Pipeline
+
+    agent = write_scripted_agent(h.tmp / "agents", "done")
+    command = shlex.join(agent) + " {prompt_file}"
+    main = h.pipeline("### T1: Main plan item\n", agent=command, settings=settings(checks=[]))
+    main.run()
+    other = h.pipeline("### T1: Other plan item\n", agent=command, settings=settings(checks=[]))
+    other.plan_key = "docs"
+    other.project = f"{other.tracker.repo}:docs"
+    assert isinstance(other, Pipeline)
+    [item] = other.run().items
+    assert item.state == "pr_open"
+    heads = sorted(p.head.ref for p in h.pulls())
+    assert heads == ["agent-harness/T1-main-plan-item", "agent-harness/docs/T1-other-plan-item"]
+    assert (h.state_dir / "worktrees" / "T1").is_dir()
+    assert (h.state_dir / "worktrees" / "docs--T1").is_dir()
