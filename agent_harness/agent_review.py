@@ -13,9 +13,9 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_harness.review import ReviewReply
 
@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from agent_harness.session_host import SessionHost
 
 
-def final_texts(output: str) -> list[str]:
-    """The agent's final words from JSONL output (Claude Code stream-json, Codex --json)."""
-    texts: list[str] = []
+def json_events(output: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects among an agent CLI's output lines (stream-json, --json); the rest of
+    the output (progress, stderr) is skipped."""
     for line in output.splitlines():
         line = line.strip()
         if not line.startswith("{"):
@@ -35,8 +35,14 @@ def final_texts(output: str) -> list[str]:
             event = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if not isinstance(event, dict):
-            continue
+        if isinstance(event, dict):
+            yield event
+
+
+def final_texts(output: str) -> list[str]:
+    """The agent's final words from JSONL output (Claude Code stream-json, Codex --json)."""
+    texts: list[str] = []
+    for event in json_events(output):
         if event.get("type") == "result" and isinstance(event.get("result"), str):
             texts.append(event["result"])
         item = event.get("item")
@@ -48,30 +54,23 @@ def final_texts(output: str) -> list[str]:
 
 
 def usage_of(output: str) -> tuple[int | None, int | None, float | None]:
-    """Tokens in/out and cost the CLI reported about itself; None where it did not say."""
+    """Tokens in/out and cost the CLI reported about itself; None where it did not say.
+
+    Claude Code's final `result` event carries the run's totals; Codex reports usage per
+    turn, which adds up."""
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
-    for line in output.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(event, dict):
-            continue
+    for event in json_events(output):
         usage = event.get("usage")
+        total = event.get("type") == "result"
         if isinstance(usage, dict):
             got_in = usage.get("input_tokens")
             got_out = usage.get("output_tokens")
             if isinstance(got_in, int):
-                tokens_in = (tokens_in or 0) + got_in if event.get("type") != "result" else got_in
+                tokens_in = got_in if total else (tokens_in or 0) + got_in
             if isinstance(got_out, int):
-                tokens_out = (
-                    (tokens_out or 0) + got_out if event.get("type") != "result" else got_out
-                )
+                tokens_out = got_out if total else (tokens_out or 0) + got_out
         if isinstance(event.get("total_cost_usd"), int | float):
             cost = float(event["total_cost_usd"])
     return tokens_in, tokens_out, cost
