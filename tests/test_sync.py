@@ -288,3 +288,35 @@ def test_killed_sync_then_rerun_converges_without_duplicates(
     # A create in flight at the kill may land after we counted; it is found, not redone.
     assert len(report["created"]) + len(report["unchanged"]) == 30
     assert len(report["unchanged"]) >= made_before
+
+
+def test_tokens_are_found_the_way_gh_finds_them() -> None:
+    from agent_harness.github import resolve_token
+
+    assert resolve_token({"GH_TOKEN": "a", "GITHUB_TOKEN": "b"}, lambda: "c") == "a"
+    assert resolve_token({"GITHUB_TOKEN": "b"}, lambda: "c") == "b"
+    assert resolve_token({"GH_TOKEN": "  "}, lambda: "c") == "c"  # `gh auth token`
+    with pytest.raises(AuthError, match="set GH_TOKEN or GITHUB_TOKEN"):
+        resolve_token({}, lambda: None)
+
+
+def test_a_missing_token_is_one_line_from_the_cli(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GH_TOKEN", "GITHUB_TOKEN")}
+    env["PATH"] = str(Path(sys.executable).parent)  # no `gh` to ask
+    (tmp_path / "PLAN.md").write_text("### T1: a\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_harness", "plan", "PLAN.md", "--repo", "o/r"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: no GitHub token: set GH_TOKEN or GITHUB_TOKEN, or log in with `gh auth login`"
+    ]
