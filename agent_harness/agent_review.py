@@ -107,8 +107,8 @@ class CliReviewer:
         return self.preset.vendor
 
     def ask(self, prompt: str, system: str) -> ReviewReply:
-        from agent_harness.implementer import agent_setup
-        from agent_harness.session_executor import AgentState, run_agent
+        from agent_harness.implementer import run_cli_agent
+        from agent_harness.session_executor import AgentState
 
         # Several workers review at once: every review gets its own session and scratch dir.
         review_id = uuid.uuid4().hex[:12]
@@ -118,32 +118,22 @@ class CliReviewer:
         # Codex runs only inside a git repository (or with a flag other CLIs lack).
         subprocess.run(["git", "init", "-q", str(workspace)], capture_output=True, check=False)
         text = f"{system}\n\n{prompt}\n\nAnswer with the JSON verdict only."
-        setup = agent_setup(
-            self.preset,
-            self.state_dir / "reviews" / "agent-home" / self.preset.name,
-            self.env_source,
-            model=self.model,
-            own_login=self.own_login,
-        )
-        outcome = run_agent(
+        ran = run_cli_agent(
             self.host,
-            setup.preset or self.preset,
+            self.preset,
             session=f"ah-review-{self.preset.name}-{review_id}",
-            worktree=workspace,
+            workdir=workspace,
             prompt=text,
             state_dir=scratch,
-            env_source=setup.env,
+            home=self.state_dir / "reviews" / "agent-home" / self.preset.name,
+            env_source=self.env_source,
             timeout_s=self.timeout_s,
             idle_s=self.timeout_s,
             poll_s=self.poll_s,
             model=self.model,
-            extra_env_allow=setup.allow,
+            own_login=self.own_login,
         )
-        if AgentState(outcome.state) is not AgentState.WAITING_FOR_INPUT:
-            self.host.kill(outcome.session or f"ah-review-{self.preset.name}-{review_id}")
-        output = outcome.output_tail
-        if outcome.log_path is not None and outcome.log_path.is_file():
-            output = outcome.log_path.read_text(encoding="utf-8", errors="replace")
+        outcome, output = ran.outcome, ran.output
         answers = final_texts(output)
         tokens_in, tokens_out, cost = usage_of(output)
         shutil.rmtree(workspace, ignore_errors=True)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from agent_harness.plan import WorkItem
     from agent_harness.providers import Failure
-    from agent_harness.session_executor import AgentPreset
+    from agent_harness.session_executor import AgentOutcome, AgentPreset
     from agent_harness.session_host import SessionHost
     from agent_harness.worktrees import Worktree
 
@@ -215,6 +215,59 @@ class Implementer(Protocol):
     ) -> ImplementResult: ...
 
 
+@dataclass(frozen=True)
+class SessionRun:
+    """One CLI agent run in a session: how it ended, and everything it printed."""
+
+    outcome: AgentOutcome
+    output: str
+
+
+def run_cli_agent(
+    host: SessionHost,
+    preset: AgentPreset,
+    *,
+    session: str,
+    workdir: Path,
+    prompt: str,
+    state_dir: Path,
+    home: Path,
+    env_source: Mapping[str, str],
+    timeout_s: float,
+    idle_s: float,
+    poll_s: float,
+    model: str | None = None,
+    own_login: bool = False,
+    on_state: Callable[[Any, str], None] | None = None,
+) -> SessionRun:
+    """Run a CLI agent (as implementer or reviewer) in its own home, then close the session
+    once the program has ended: its screen lives on in the log, which is read back whole."""
+    from agent_harness.session_executor import AgentState, run_agent
+
+    setup = agent_setup(preset, home, env_source, model=model, own_login=own_login)
+    outcome = run_agent(
+        host,
+        setup.preset or preset,
+        session=session,
+        worktree=workdir,
+        prompt=prompt,
+        state_dir=state_dir,
+        env_source=setup.env,
+        timeout_s=timeout_s,
+        idle_s=idle_s,
+        poll_s=poll_s,
+        model=model,
+        extra_env_allow=setup.allow,
+        on_state=on_state or (lambda _state, _detail: None),
+    )
+    if AgentState(outcome.state) is not AgentState.WAITING_FOR_INPUT:
+        host.kill(outcome.session or session)
+    output = outcome.output_tail
+    if outcome.log_path is not None and outcome.log_path.is_file():
+        output = outcome.log_path.read_text(encoding="utf-8", errors="replace")
+    return SessionRun(outcome, output)
+
+
 class CliImplementer:
     """A CLI agent (Claude Code, Codex, ... or any command template) in a terminal session."""
 
@@ -254,38 +307,27 @@ class CliImplementer:
         on_state: StateCallback,
     ) -> ImplementResult:
         from agent_harness.providers import FailureKind
-        from agent_harness.session_executor import AgentState, run_agent
+        from agent_harness.session_executor import AgentState
 
-        setup = agent_setup(
-            self.preset,
-            Path(state_dir) / "agent-home" / self.preset.name,
-            self.env_source,
-            model=self.model,
-            own_login=self.own_login,
-        )
-        outcome = run_agent(
+        ran = run_cli_agent(
             self.host,
-            setup.preset or self.preset,
+            self.preset,
             session=session,
-            worktree=tree.path,
+            workdir=tree.path,
             prompt=prompt,
             state_dir=state_dir,
-            env_source=setup.env,
+            home=Path(state_dir) / "agent-home" / self.preset.name,
+            env_source=self.env_source,
             timeout_s=self.timeout_s,
             idle_s=self.idle_s,
             poll_s=self.poll_s,
             model=self.model,
-            extra_env_allow=setup.allow,
+            own_login=self.own_login,
             on_state=lambda state, detail: on_state(str(state), detail),
         )
+        outcome, output = ran.outcome, ran.output
         state = AgentState(outcome.state)
         failure = outcome.failure
-        if state is not AgentState.WAITING_FOR_INPUT:
-            # The program has ended; its screen lives on in the log, the session need not.
-            self.host.kill(session)
-        output = outcome.output_tail
-        if outcome.log_path is not None and outcome.log_path.is_file():
-            output = outcome.log_path.read_text(encoding="utf-8", errors="replace")
         report = read_cli_report(output)
         reason = outcome.reason
         if state is not AgentState.DONE:
