@@ -146,31 +146,62 @@ class GitHubTracker:
         body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
     ) -> tuple[dict[str, Any], Any]:
+        from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+
         write = verb != "GET"
         idempotent = verb in ("GET", "PATCH", "PUT", "DELETE")
-        for attempt in range(1, self._attempts + 1):
+
+        def wait(state: RetryCallState) -> float:
+            # Full jitter, and never sooner than the server asked (retry-after, a reset).
+            failure = state.outcome.exception() if state.outcome else None
+            asked = failure.wait if isinstance(failure, _Transient) and failure.wait else 0.0
+            backoff = self._rng.uniform(0, min(60.0, 2.0**state.attempt_number))
+            return max(asked, backoff)
+
+        retrying = Retrying(
+            stop=stop_after_attempt(self._attempts),
+            wait=wait,
+            sleep=self._sleep,
+            retry=retry_if_exception_type(_Transient),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self._once(verb, path, kind, write, idempotent, params, body, headers)
+        except _Transient as failure:
+            raise TrackerError(
+                f"{verb} {path} failed {self._attempts} times; last: {failure}"
+            ) from None
+        raise AssertionError("unreachable")  # tenacity either returns or raises
+
+    def _once(
+        self,
+        verb: str,
+        path: str,
+        kind: str,
+        write: bool,
+        idempotent: bool,
+        params: dict[str, Any] | None,
+        body: dict[str, Any] | None,
+        headers: dict[str, str] | None,
+    ) -> tuple[dict[str, Any], Any]:
+        """One request, counted and (for a write) spaced from the last one."""
+        if write:
+            self._space_write()
+        try:
+            self.tally.count(kind, write)
+            return self._send(verb, path, params, body, headers)
+        except _Transient as failure:
+            # A write that may have landed is never resent blindly: the caller must look first.
+            if failure.may_have_landed and not idempotent:
+                raise WriteUncertain(
+                    f"{verb} {path} may or may not have been applied ({failure})"
+                ) from None
+            raise
+        finally:
             if write:
-                self._space_write()
-            try:
-                self.tally.count(kind, write)
-                return self._send(verb, path, params, body, headers)
-            except _Transient as failure:
-                if write:
-                    self._last_write = self._clock()
-                if failure.may_have_landed and not idempotent:
-                    raise WriteUncertain(
-                        f"{verb} {path} may or may not have been applied ({failure})"
-                    ) from None
-                if attempt == self._attempts:
-                    raise TrackerError(
-                        f"{verb} {path} failed {attempt} times; last: {failure}"
-                    ) from None
-                backoff = self._rng.uniform(0, min(60.0, 1.0 * 2**attempt))
-                self._sleep(max(failure.wait or 0.0, backoff))
-            finally:
-                if write:
-                    self._last_write = self._clock()
-        raise AssertionError("unreachable")
+                self._last_write = self._clock()
 
     def _space_write(self) -> None:
         if self._last_write is None or self._write_spacing <= 0:
