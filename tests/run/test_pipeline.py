@@ -402,3 +402,56 @@ def test_two_plans_with_the_same_ids_never_share_a_branch_or_worktree(h: Harness
     assert heads == ["agent-harness/T1-main-plan-item", "agent-harness/docs/T1-other-plan-item"]
     assert (h.state_dir / "worktrees" / "T1").is_dir()
     assert (h.state_dir / "worktrees" / "docs--T1").is_dir()
+
+
+def test_the_direct_api_executor_implements_through_the_same_pipeline(h: Harness) -> None:
+    """`--implementer vendor:model`: a planner and an implementer model edit the worktree."""
+    import json as jsonlib
+
+    from agent_harness.implementer import ApiImplementer
+    from agent_harness.model_client import ModelClient, Route
+    from agent_harness.testing.model_server import (
+        ModelServer,
+        ScriptedCompletion,
+        ScriptedResponder,
+    )
+
+    files = ["notes/one.txt", "notes/two.txt", "notes/three.txt"]
+
+    def brain(body: object) -> ScriptedCompletion:
+        text = jsonlib.dumps(body)
+        if "You plan one work item" in text:
+            steps = [
+                {
+                    "id": str(n),
+                    "description": f"write {path}",
+                    "check": {"kind": "file_exists", "path": path},
+                }
+                for n, path in enumerate(files, start=1)
+            ]
+            return ScriptedCompletion(text=jsonlib.dumps({"steps": steps}))
+        wanted = text.split("Your step (", 1)[1]  # the step being asked for, not the whole plan
+        target = next(path for path in files if wanted.split("\\n", 1)[0].endswith(path))
+        return ScriptedCompletion(text=f"{target}\n```\nwritten by the executor\n```\n")
+
+    with ModelServer([ScriptedResponder(brain)]) as models:
+        route = Route(
+            "gpt-exec", f"{models.url}/v1", "anthropic-compatible", "openai", "TEST_EXEC_KEY"
+        )
+        env = dict(h.env, TEST_EXEC_KEY="sk-exec")
+        client = ModelClient({"planner": route, "implementer": route}, env=env, parking=h.store)
+        pipeline = h.pipeline("### T1: Three notes\n", settings=settings(checks=[]))
+        pipeline.implementer = ApiImplementer(client, vendor="anthropic", name="executor:gpt-exec")
+        [item] = pipeline.run().items
+    assert item.state == "pr_open", item.reason
+    [pull] = h.pulls()
+    changed = {
+        f.filename
+        for f in h.forge.github.get_repo("octo/tally").compare("main", pull.head.sha).files
+    }
+    assert changed == set(files)
+    planner_calls = [
+        r for r in models.requests if "You plan one work item" in jsonlib.dumps(r.body)
+    ]
+    assert len(planner_calls) == 1
+    assert not any("sk-exec" in jsonlib.dumps(r.body) for r in models.requests)
