@@ -270,7 +270,10 @@ class Pipeline:
         if self._over_item_budget(item, lease):
             return
         self.repo.verify_branch(tree)
-        if not self.repo.has_changes(tree):
+        # What the agent left is committed now, so the checks, the review and the push all
+        # see one commit, and a resumed run can tell a checked commit by its sha.
+        sha = self.repo.commit_all(tree, f"{item.id}: {item.title}") or self.repo.head(tree)
+        if sha == tree.base_sha:
             reason = f"the agent finished but changed nothing ({result.reason})"
             self._remember(item.id, Feedback("agent", reason, result.output_tail))
             self._fail(lease, reason, permanent=False)
@@ -286,7 +289,6 @@ class Pipeline:
             self._remember(item.id, Feedback("checks", summary, failed.output_tail))
             self._fail(lease, summary, permanent=False)
             return
-        sha = self.repo.commit_all(tree, f"{item.id}: {item.title}") or self.repo.head(tree)
         self.emit(item.id, "checks_passed", {"sha": sha})
         self._review_and_deliver(item, lease, tree, run, sha)
 

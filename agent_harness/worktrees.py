@@ -278,20 +278,23 @@ class WorkRepo:
     def commit_all(self, tree: Worktree, message: str) -> str | None:
         """Commit whatever the agent left uncommitted; the sha, or None when nothing changed."""
         _git(tree.path, "add", "--all")
-        if not _git(tree.path, "status", "--porcelain").strip():
-            return None
-        _git(
-            tree.path,
-            "-c",
-            "user.name=agent-harness",
-            "-c",
-            "user.email=agent-harness@localhost",
-            "commit",
-            "--quiet",
-            "--no-verify",
-            "-m",
-            message,
-        )
+        try:
+            _git(
+                tree.path,
+                "-c",
+                "user.name=agent-harness",
+                "-c",
+                "user.email=agent-harness@localhost",
+                "commit",
+                "--quiet",
+                "--no-verify",
+                "-m",
+                message,
+            )
+        except WorktreeError as exc:
+            if "nothing to commit" in str(exc) or "nothing added to commit" in str(exc):
+                return None  # asking git to commit is cheaper than asking first whether to
+            raise
         return _git(tree.path, "rev-parse", "HEAD")
 
     def has_uncommitted(self, tree: Worktree) -> bool:
@@ -304,8 +307,10 @@ class WorkRepo:
 
     def diff(self, tree: Worktree) -> str:
         """Committed and uncommitted changes against the base, as one unified diff."""
-        _git(tree.path, "add", "--all", "--intent-to-add")
-        return _git(tree.path, "diff", "--no-color", "--no-ext-diff", tree.base_sha)
+        if self.has_uncommitted(tree):
+            _git(tree.path, "add", "--all", "--intent-to-add")
+            return _git(tree.path, "diff", "--no-color", "--no-ext-diff", tree.base_sha)
+        return _git(tree.path, "diff", "--no-color", "--no-ext-diff", tree.base_sha, "HEAD")
 
     def head(self, tree: Worktree) -> str:
         return _git(tree.path, "rev-parse", "HEAD")
