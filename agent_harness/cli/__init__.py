@@ -84,9 +84,13 @@ class LazyGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="""\b
 Examples:
-  agent-harness plan examples/PLAN.md            # what items does this plan hold?
-  agent-harness plan examples/PLAN.md --json     # the same, for scripts
-  agent-harness config                           # effective settings and their sources
+  agent-harness demo                             # the whole loop offline, in seconds
+  agent-harness plan PLAN.md                     # what items does this plan hold?
+  agent-harness plan PLAN.md --repo owner/name   # mirror them to issues (--dry-run first)
+  agent-harness run --repo owner/name --work ./clone --plan PLAN.md \\
+      --check 'pytest -q' --agent claude --reviewer openai:gpt-4.1
+  agent-harness work                             # the queue, live claims, failures
+  agent-harness reconcile --repo owner/name      # merged / closed / reverted
 """,
 )
 @click.version_option(package_name="agent-harness", prog_name="agent-harness")
