@@ -16,9 +16,11 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import MappingProxyType
 from typing import Any, Protocol
+
+from agent_harness.testing.loopback import LoopbackServer
 
 SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"})
 REDACTED = "<redacted>"
@@ -537,7 +539,7 @@ class _Script:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class ModelServer:
+class ModelServer(LoopbackServer):
     """A loopback HTTP server playing a queue of scripted turns.
 
     Use as a context manager. `url` is the base (`http://127.0.0.1:<port>`); OpenAI-style
@@ -554,49 +556,18 @@ class ModelServer:
         formats: Mapping[str, WireFormat] = DEFAULT_FORMATS,
         port: int = 0,
     ) -> None:
-        self._port = port
+        super().__init__(port)
         self._script = _Script(turns=deque(turns))
         self._api_key = api_key
         self._formats = dict(formats)
-        self._closing = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def start(self) -> ModelServer:
-        handler = _make_handler(self)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
-        self._httpd.daemon_threads = True
-        # A short poll keeps close() quick; the default half second adds up over a test suite.
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.02,), name="model-server", daemon=True
-        )
-        self._thread.start()
-        return self
+    thread_name = "model-server"
+    what = "the model server"
 
-    def close(self) -> None:
-        self._closing.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> ModelServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("the model server is not running; use it as a context manager")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return _make_handler(self)
 
     # -- script --------------------------------------------------------------------------------
 

@@ -18,10 +18,11 @@ import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import PurePosixPath
 from typing import Any
 
+from agent_harness.testing.loopback import LoopbackServer
 from agent_harness.testing.model_server import (
     REDACTED,
     SECRET_HEADERS,
@@ -420,7 +421,7 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class ScriptedProvider:
+class ScriptedProvider(LoopbackServer):
     """A loopback provider answering Anthropic Messages and OpenAI Responses from a scenario.
 
     Use as a context manager. `url` is the base for Anthropic clients (`ANTHROPIC_BASE_URL`);
@@ -437,42 +438,14 @@ class ScriptedProvider:
     ) -> None:
         self.scenario = scenario
         self.usage = dict(usage or {"input_tokens": 120, "output_tokens": 30})
+        super().__init__()
         self._state = _State()
-        self._closing = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> ScriptedProvider:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.02,), name="scripted-provider", daemon=True
-        )
-        self._thread.start()
-        return self
+    thread_name = "scripted-provider"
+    what = "the provider"
 
-    def close(self) -> None:
-        self._closing.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> ScriptedProvider:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("the provider is not running; use it as a context manager")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return _provider_handler(self)
 
     @property
     def requests(self) -> list[Recorded]:
@@ -513,7 +486,7 @@ _ANTHROPIC = AnthropicMessages()
 _API_PATHS = {"/v1/messages": "anthropic", "/v1/responses": "openai"}
 
 
-def _handler(provider: ScriptedProvider) -> type[BaseHTTPRequestHandler]:
+def _provider_handler(provider: ScriptedProvider) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"
 
