@@ -644,12 +644,11 @@ class Pipeline:
             self.store, self.project, self.worker_prefix + "/", prefix=True
         ):
             self.observer("reclaimed", item_id, {"workers": self.worker_prefix})
-        ready_when = frozenset({"merged", "done"})
         fleet = (fleet_factory or Fleet)(
             self.store,
             sleep=self.sleep,
             idle_poll_s=self.settings.idle_poll_s,
-            ready_when=ready_when,
+            ready_when=work.DEFAULT_READY_WHEN,
         )
         fleet.add_project(
             self.project,
@@ -660,7 +659,7 @@ class Pipeline:
         )
         fleet.start(self.project)
         try:
-            stalled = 0
+            stalled, last_mark = 0, -1
             while not self._budget_hit.is_set():
                 # Idle can be declared just as another worker puts an item back: look again,
                 # but never for ever: ten idle looks with nothing new recorded end the run.
@@ -670,8 +669,8 @@ class Pipeline:
                 if not self._claimable():
                     break
                 mark = self._last_event_id()
-                stalled = stalled + 1 if mark == getattr(self, "_mark", None) else 0
-                self._mark = mark
+                stalled = stalled + 1 if mark == last_mark else 0
+                last_mark = mark
                 if stalled >= 10:
                     break
         except KeyboardInterrupt:
@@ -710,6 +709,15 @@ class Pipeline:
             row = tx.one("SELECT MAX(id) FROM events WHERE project = ?", (self.project,))
         return int(row[0] or 0) if row else 0
 
+    @staticmethod
+    def _unfinished_deps(deps: Sequence[str], records: Mapping[str, Any]) -> list[str]:
+        """Dependencies not yet in a state the queue counts as ready (merged, done)."""
+        return [
+            dep
+            for dep in deps
+            if dep not in records or records[dep].state not in work.DEFAULT_READY_WHEN
+        ]
+
     def _claimable(self) -> bool:
         """Is any item ready to be claimed right now (so the run is not done yet)?"""
         records = {r.id: r for r in work.list_items(self.store, self.project)}
@@ -721,8 +729,7 @@ class Pipeline:
             if record.not_before and record.not_before > now:
                 continue
             # list_items leaves dependencies out; the plan has them.
-            deps = self._depends.get(record.id, ())
-            if all(dep in records and records[dep].state in ("merged", "done") for dep in deps):
+            if not self._unfinished_deps(self._depends.get(record.id, ()), records):
                 return True
         return False
 
@@ -773,8 +780,8 @@ class Pipeline:
             if record.state in (ItemState.PENDING, ItemState.WAITING) and not reason:
                 waiting_on = [
                     f"{dep} ({records[dep].state})"
-                    for dep in item.depends_on
-                    if dep in records and records[dep].state not in ("merged", "done")
+                    for dep in self._unfinished_deps(item.depends_on, records)
+                    if dep in records
                 ]
                 if waiting_on:
                     reason = "waits for " + ", ".join(waiting_on) + " to be merged"
@@ -817,7 +824,3 @@ def _result_payload(result: ImplementResult) -> dict[str, Any]:
         "cost_usd": result.cost_usd,
         "tail": result.output_tail[-1500:],
     }
-
-
-def item_ids(values: Sequence[str] | None) -> set[str] | None:
-    return {value.strip() for value in values} if values else None

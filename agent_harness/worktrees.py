@@ -155,9 +155,6 @@ class WorkRepo:
             )
         )
 
-    def local_sha(self, branch: str) -> str | None:
-        return _safe(lambda: _git(self.path, "rev-parse", "--verify", "-q", f"refs/heads/{branch}"))
-
     def check_clean_default(self) -> None:
         """A dirty checkout of the default branch is the user's work in progress: refuse."""
         current = _safe(lambda: _git(self.path, "symbolic-ref", "--short", "HEAD"))
@@ -299,11 +296,6 @@ class WorkRepo:
 
     def has_uncommitted(self, tree: Worktree) -> bool:
         return bool(_git(tree.path, "status", "--porcelain").strip())
-
-    def has_changes(self, tree: Worktree) -> bool:
-        if _git(tree.path, "status", "--porcelain").strip():
-            return True
-        return _git(tree.path, "rev-list", "--count", f"{tree.base_sha}..HEAD").strip() != "0"
 
     def diff(self, tree: Worktree) -> str:
         """Committed and uncommitted changes against the base, as one unified diff."""
