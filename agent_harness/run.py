@@ -17,7 +17,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from agent_harness.checks import CheckRun
     from agent_harness.implementer import Implementer, ImplementResult
     from agent_harness.review import Reviewer
-    from agent_harness.store import Store
+    from agent_harness.store import Event, Store
     from agent_harness.tracker import Tracker
     from agent_harness.worktrees import WorkRepo, Worktree
 
@@ -471,16 +471,9 @@ class Pipeline:
         return True
 
     def item_spent_usd(self, item_id: str) -> float | None:
-        total, known = 0.0, False
-        for event in self.store.all_events(project=self.project, item=item_id):
-            cost = (
-                event.payload.get("cost_usd")
-                if event.kind in ("agent_finished", "review")
-                else None
-            )
-            if isinstance(cost, int | float) and event.external_id is None:
-                total, known = total + float(cost), True
-        return total if known else None
+        # Only the harness's own events: an ingested file cannot spend an item's budget.
+        events = self.store.all_events(project=self.project, item=item_id)
+        return _known_cost(event for event in events if event.external_id is None)
 
     def _over_item_budget(self, item: WorkItem, lease: Lease) -> bool:
         limit = self.settings.item_cost_usd
@@ -753,15 +746,7 @@ class Pipeline:
             self._budget_hit.set()
 
     def spent_usd(self) -> float | None:
-        total = 0.0
-        known = False
-        for event in self.store.all_events(project=self.project):
-            if event.kind in ("agent_finished", "review"):
-                cost = event.payload.get("cost_usd")
-                if isinstance(cost, int | float):
-                    total += float(cost)
-                    known = True
-        return total if known else None
+        return _known_cost(self.store.all_events(project=self.project))
 
     def report(self, sync: SyncReport | None) -> RunReport:
         out = RunReport(
@@ -799,6 +784,17 @@ class Pipeline:
             )
         out.events = len(self.store.all_events(project=self.project))
         return out
+
+
+def _known_cost(events: Iterable[Event]) -> float | None:
+    """The cost the agents and reviewers reported; None when none was known (never 0)."""
+    costs = [
+        float(event.payload["cost_usd"])
+        for event in events
+        if event.kind in ("agent_finished", "review")
+        and isinstance(event.payload.get("cost_usd"), int | float)
+    ]
+    return sum(costs) if costs else None
 
 
 def _cost_row(role: str, payload: Mapping[str, Any]) -> str:
