@@ -8,16 +8,16 @@ layer, so `agent-harness config` can say why a setting is what it is.
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from agent_harness.errors import ConfigError
+from agent_harness.secrets.process import process_env
 
 ENV_PREFIX = "AGENT_HARNESS_"
 CONFIG_FILE = "agent-harness.toml"
@@ -79,6 +79,26 @@ class CheckSettings(_Section):
     """Check commands run in the worktree, cheapest first."""
     timeout_s: float = Field(default=600.0, gt=0)
     """Timeout of one check command."""
+    env_pass: list[str] = Field(default_factory=list)
+    """Variables checks get even though they look secret (names or PREFIX* patterns), e.g. the
+    DATABASE_URL your tests need. Everything else secret by name, by shape (a URL with a
+    password, a vendor key) or by value is withheld from checks."""
+
+
+class SessionSettings(_Section):
+    """Where agents run."""
+
+    host: Literal["auto", "tmux", "headless"] = "auto"
+    """tmux sessions you can attach to, or plain background processes; auto picks tmux when it
+    is installed."""
+
+
+class SecretSettings(_Section):
+    """What the harness refuses to let out."""
+
+    shapes_ignored_in: list[str] = Field(default_factory=list)
+    """Globs of files where key-shaped text is expected (test fixtures). The exact value of a
+    secret the harness knows is refused in every file."""
 
 
 class ReconcileSettings(_Section):
@@ -103,6 +123,10 @@ class Settings(_Section):
     """Checks."""
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)
     """Reconcile."""
+    sessions: SessionSettings = Field(default_factory=SessionSettings)
+    """Sessions."""
+    secrets: SecretSettings = Field(default_factory=SecretSettings)
+    """Secrets."""
     protected_paths: list[str] = Field(default_factory=lambda: [".github/**", CONFIG_FILE])
     """Globs an agent's change may never touch; such an item stops before review."""
     state_dir: str = ".agent-harness"
@@ -246,7 +270,7 @@ def load_settings(
 ) -> LoadedSettings:
     """Build Settings from the four layers, refusing unknown keys and wrong types."""
     cwd = cwd or Path.cwd()
-    env = os.environ if env is None else env
+    env = process_env() if env is None else env
     layered: dict[str, Any] = {}
     sources: dict[str, str] = {}
     found: tuple[Path, dict[str, Any]] | None

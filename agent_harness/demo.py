@@ -22,6 +22,7 @@ from typing import Any
 from agent_harness.backlog import load_plan
 from agent_harness.errors import HarnessError
 from agent_harness.run import Observer, RunReport
+from agent_harness.secrets.process import process_env
 from agent_harness.sync import SyncReport, sync_plan
 
 DEMO_REPO = "demo/tally"
@@ -178,7 +179,7 @@ def run_demo(
             step("syncing again: an unchanged plan writes nothing")
             report.syncs.append(sync_plan(plan, tracker, PLAN_KEY))
 
-            env = dict(os.environ)
+            env = process_env()
             # The checks say `python`; make it this interpreter, whatever the machine calls it.
             env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
             env[REVIEWER_KEY_ENV] = "demo-key"

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agent_harness.environment import without_secrets
 from agent_harness.errors import ConfigError, HarnessError, InputError
 from agent_harness.model_client import EndpointParked, ModelCallFailed
 from agent_harness.patching import apply_edit
 from agent_harness.providers import FailureKind
+from agent_harness.secrets.environment import without_secrets
+from agent_harness.secrets.process import process_env
 
 if TYPE_CHECKING:
     from agent_harness.model_client import Completion
@@ -478,7 +479,7 @@ def verify(
     timeout_s: float = 300.0,
 ) -> Verdict:
     """Decide a step mechanically from its check; no model is asked."""
-    environment = dict(os.environ) if env is None else env
+    environment = process_env() if env is None else env
     if check.kind == "command":
         return run_command(check.command or "", worktree, environment, timeout_s)
     if check.kind == "item_checks":
@@ -671,7 +672,7 @@ class Executor:
 
     def _environment(self) -> dict[str, str]:
         # Steps run commands a model wrote: never with the tracker token or any other secret.
-        env = without_secrets(os.environ if self._check_env is None else self._check_env)
+        env = without_secrets(process_env() if self._check_env is None else self._check_env)
         routes = getattr(self._client, "routes", None)
         if isinstance(routes, Mapping):
             for route in routes.values():

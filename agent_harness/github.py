@@ -122,6 +122,7 @@ class GitHubTracker:
             seconds_between_writes=None,
             per_page=100,
         )
+        self._token = token
         self._requester: Requester = self._gh.requester
         self._write_spacing = write_spacing_s
         self._max_rate_wait = max_rate_wait_s
@@ -134,6 +135,11 @@ class GitHubTracker:
 
     def close(self) -> None:
         self._gh.close()
+
+    def secret_values(self) -> tuple[str, ...]:
+        """The credential this client holds, for scanning what the harness sends elsewhere
+        (check environments, pushed diffs). Never log or show it."""
+        return (self._token,)
 
     # -- the one door every request goes through -------------------------------------------
     def _call(

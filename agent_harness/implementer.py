@@ -411,6 +411,11 @@ class ApiImplementer:
         self.check_env = check_env
         self.budgets = budgets
 
+    def secret_values(self) -> tuple[str, ...]:
+        """The keys the planner and implementer calls carry; see `ModelClient.secret_values`."""
+        held = getattr(self.client, "secret_values", None)
+        return tuple(held()) if callable(held) else ()
+
     def implement(
         self,
         item: WorkItem,

@@ -8,7 +8,6 @@ unknown model vendor, a `--work` that is not a usable git repository.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -100,8 +99,8 @@ def build_implementer(
         parking=store,
         events=model_events(store, project),
     )
-    from agent_harness.environment import without_secrets
     from agent_harness.executor import Budgets
+    from agent_harness.secrets.environment import without_secrets
 
     return ApiImplementer(
         client,
@@ -187,11 +186,12 @@ def pipeline_for(
     from agent_harness.cli.tracker_opts import open_tracker
     from agent_harness.plan import check_command
     from agent_harness.run import Pipeline, RunSettings
+    from agent_harness.secrets.process import process_env
     from agent_harness.session_host import default_host
     from agent_harness.store import open_store
     from agent_harness.worktrees import WorkRepo
 
-    env = dict(os.environ if env is None else env)
+    env = process_env() if env is None else dict(env)
     plan = load_plan(request.plan_path)
     unknown = sorted(set(request.only) - {item.id for item in plan.items})
     if unknown:
@@ -207,7 +207,7 @@ def pipeline_for(
         tracker = stack.enter_context(
             open_tracker(request.repo, request.forge, request.github_url, settings, create=False)
         )
-        host = default_host(state_dir)
+        host = default_host(state_dir, settings.sessions.host)
 
         def item_checks(item: WorkItem) -> list[str]:
             own = check_command(item.success_check)
@@ -229,6 +229,8 @@ def pipeline_for(
             only=set(request.only) or None,
             requeue_reverted=settings.reconcile.requeue_reverted,
             revert_window_days=settings.reconcile.revert_window_days,
+            check_env_pass=list(settings.checks.env_pass),
+            secret_shapes_ignored_in=list(settings.secrets.shapes_ignored_in),
         )
         pipeline = Pipeline(
             plan=plan,
@@ -242,5 +244,6 @@ def pipeline_for(
             state_dir=state_dir,
             env=env,
             observer=observer,
+            known_secrets=tracker.secret_values(),
         )
         yield pipeline, plan

@@ -403,6 +403,12 @@ class ModelClient:
     def routes(self) -> Mapping[str, Route]:
         return self._routes
 
+    def secret_values(self) -> tuple[str, ...]:
+        """The API keys this client sends, whatever variables hold them, so the harness can
+        keep them out of check environments and diffs. Never log or show them."""
+        keys = (self._env.get(route.api_key_env, "") for route in self._routes.values())
+        return tuple(key for key in keys if key)
+
     def reload(self, routes: RoleMap) -> None:
         """Swap the whole route map at once; calls already running keep the map they started
         with, new calls see only the new one."""

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_harness import work
-from agent_harness.environment import without_secrets
 from agent_harness.errors import HarnessError
 from agent_harness.plan import Plan, WorkItem, check_command
 from agent_harness.prompt import Feedback, build_prompt, read_agents_md
+from agent_harness.secrets.environment import without_secrets
+from agent_harness.secrets.process import process_env
 from agent_harness.sync import PullMarker, SyncReport, read_marker, sync_plan
 from agent_harness.work import ItemState, Lease, LeaseLost
 
@@ -73,6 +74,8 @@ class RunSettings:
     revert_window_days: int = 30
     worker_prefix: str | None = None  # default: this host and state dir, stable across restarts
     idle_poll_s: float = 0.2
+    check_env_pass: list[str] = field(default_factory=list)  # secret-looking names checks get
+    secret_shapes_ignored_in: list[str] = field(default_factory=list)  # globs: fixtures
 
 
 @dataclass
@@ -128,6 +131,7 @@ class Pipeline:
         observer: Observer | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        known_secrets: Sequence[str] = (),
     ) -> None:
         self.plan = plan
         self.plan_key = plan_key
@@ -139,7 +143,14 @@ class Pipeline:
         self.reviewer = reviewer
         self.settings = settings
         self.state_dir = state_dir
-        self.env = dict(os.environ if env is None else env)
+        self.env = process_env() if env is None else dict(env)
+        # Secret values held outside `env` (a token from a config file or `gh auth token`):
+        # withheld from checks under any name, and refused in any diff.
+        self._known_secrets = (
+            *known_secrets,
+            *_secrets_held_by(implementer),
+            *_secrets_held_by(reviewer),
+        )
         self.observer = observer or (lambda _kind, _item, _payload: None)
         self.clock = clock
         self.sleep = sleep
@@ -278,7 +289,7 @@ class Pipeline:
             self._remember(item.id, Feedback("agent", reason, result.output_tail))
             self._fail(lease, reason, permanent=False)
             return
-        if self._protected(item, lease, tree):
+        if self._protected(item, lease, tree) or self._leaks_secret(item, lease, tree):
             return
         work.advance(self.store, lease, ItemState.CHECKS)
         run = self._checks(item, tree)
@@ -361,6 +372,27 @@ class Pipeline:
         self._fail(lease, "; ".join(violations), permanent=True)
         return True
 
+    def _leaks_secret(self, item: WorkItem, lease: Lease, tree: Worktree) -> bool:
+        """A secret in the change stops the item before anything is sent on: the reviewer (of
+        another vendor) would read it in the diff, and a push would publish it."""
+        from agent_harness.secrets.scan import scan_diff
+        from agent_harness.secrets.shapes import known_values
+
+        findings = scan_diff(
+            self.repo.committed_diff(tree),
+            known_values(self.env, self._known_secrets),
+            shapes_ignored_in=self.settings.secret_shapes_ignored_in,
+        )
+        if not findings:
+            return False
+        where = [finding.describe() for finding in findings]
+        self.emit(item.id, "secret_found", {"findings": where, "sha": self.repo.head(tree)})
+        shown = "; ".join(where[:3]) + (f" (and {len(where) - 3} more)" if len(where) > 3 else "")
+        self._fail(
+            lease, f"a secret is in the change, so it was not sent on: {shown}", permanent=True
+        )
+        return True
+
     def _checks(self, item: WorkItem, tree: Worktree) -> CheckRun:
         from agent_harness.checks import order_checks, run_checks
 
@@ -375,7 +407,9 @@ class Pipeline:
             ordered,
             tree.path,
             timeout_s=self.settings.check_timeout_s,
-            env=without_secrets(self.env),
+            env=without_secrets(
+                self.env, allow=self.settings.check_env_pass, known=self._known_secrets
+            ),
         )
         for result in run.results:
             self.emit(
@@ -436,6 +470,8 @@ class Pipeline:
         # Fencing before the first outside write: a worker whose lease lapsed while it worked
         # (a long agent, a suspended laptop) stops here instead of racing the new holder.
         work.heartbeat(self.store, lease)
+        if self._leaks_secret(item, lease, tree):  # a resumed delivery skipped the first scan
+            return
         with self._git_lock:  # a push and another worker's fetch both rewrite remote refs
             self.repo.push(tree)
         self.emit(item.id, "pushed", {"branch": tree.branch, "sha": self.repo.head(tree)})
@@ -784,6 +820,12 @@ class Pipeline:
             )
         out.events = len(self.store.all_events(project=self.project))
         return out
+
+
+def _secrets_held_by(part: object) -> tuple[str, ...]:
+    """The credentials an implementer or reviewer sends (its model API keys), when it says."""
+    held = getattr(part, "secret_values", None)
+    return tuple(held()) if callable(held) else ()
 
 
 def _known_cost(events: Iterable[Event]) -> float | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_harness.errors import HarnessError, InputError, UsageError
+from agent_harness.event_chain import seal_pending
 
 Clock = Callable[[], float]
 Row = tuple[Any, ...]
@@ -68,6 +70,50 @@ class Event(BaseModel):
     kind: str = Field(description="What happened, e.g. claimed or failed.")
     payload: dict[str, Any] = Field(default_factory=dict, description="Details of the event.")
     external_id: str | None = Field(default=None, description="Id given by an outside source.")
+
+
+class EventsUnprotected(StoreError):
+    """The database no longer refuses changes to its event history (a trigger is missing,
+    disabled or altered), so that history cannot be trusted as it stands."""
+
+    exit_code = 2
+
+    def __init__(self, where: str, missing: Sequence[str], repair: str) -> None:
+        self.missing = tuple(missing)
+        self.repair = repair
+        super().__init__(
+            where,
+            f"the event log is not protected: {', '.join(self.missing)}; its history may have "
+            f"been changed. Check it and restore the protection with: {repair}",
+        )
+
+
+# The triggers that make the event log append-only, by name, as each engine is given them.
+# Released migrations create them; `restore_protection` re-creates the same texts.
+SQLITE_GUARDS: dict[str, str] = {
+    "events_no_update": """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE refused'); END""",
+    "events_no_delete": """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only: DELETE refused'); END""",
+    "event_chain_no_update": """CREATE TRIGGER event_chain_no_update BEFORE UPDATE ON event_chain
+               BEGIN SELECT RAISE(ABORT, 'event seals are append-only: UPDATE refused'); END""",
+    "event_chain_no_delete": """CREATE TRIGGER event_chain_no_delete BEFORE DELETE ON event_chain
+               BEGIN SELECT RAISE(ABORT, 'event seals are append-only: DELETE refused'); END""",
+}
+PG_REFUSE_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "BEGIN RAISE EXCEPTION 'events are append-only: % refused', TG_OP; END $$"
+)
+PG_GUARDS: dict[str, str] = {
+    "events_no_change": """CREATE TRIGGER events_no_change BEFORE UPDATE OR DELETE ON events
+               FOR EACH ROW EXECUTE FUNCTION events_refuse_change()""",
+    "events_no_truncate": """CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
+               FOR EACH STATEMENT EXECUTE FUNCTION events_refuse_change()""",
+    "event_chain_no_change": """CREATE TRIGGER event_chain_no_change BEFORE UPDATE OR DELETE
+               ON event_chain FOR EACH ROW EXECUTE FUNCTION events_refuse_change()""",
+    "event_chain_no_truncate": """CREATE TRIGGER event_chain_no_truncate BEFORE TRUNCATE
+               ON event_chain FOR EACH STATEMENT EXECUTE FUNCTION events_refuse_change()""",
+}
 
 
 @dataclass(frozen=True)
@@ -201,6 +247,26 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         ),
     ),
+    Migration(
+        4,
+        "event seals (hash chain)",
+        sqlite=(
+            """CREATE TABLE event_chain (
+                event_id INTEGER PRIMARY KEY,
+                prev_hash TEXT NOT NULL,
+                hash TEXT NOT NULL)""",
+            SQLITE_GUARDS["event_chain_no_update"],
+            SQLITE_GUARDS["event_chain_no_delete"],
+        ),
+        postgres=(
+            """CREATE TABLE event_chain (
+                event_id BIGINT PRIMARY KEY,
+                prev_hash TEXT NOT NULL,
+                hash TEXT NOT NULL)""",
+            PG_GUARDS["event_chain_no_change"],
+            PG_GUARDS["event_chain_no_truncate"],
+        ),
+    ),
 )
 
 
@@ -250,7 +316,7 @@ _INSERT_EVENT_PLAIN = "INSERT INTO events (ts, project, item, kind, payload) VAL
 class Tx:
     """One open transaction. Statements use `?` placeholders on both engines."""
 
-    __slots__ = ("_events", "_sql", "clock", "conn", "dialect")
+    __slots__ = ("_events", "_sql", "clock", "conn", "dialect", "seal")
 
     def __init__(self, conn: Any, dialect: Dialect, clock: Clock) -> None:
         self.conn = conn
@@ -258,6 +324,9 @@ class Tx:
         self.clock = clock
         self._events: list[_PendingEvent] = []
         self._sql: Callable[[str], str] = dialect.sql
+        # Whether this commit also seals the events not yet sealed (see event_chain). The claim
+        # path turns it off: its one event is sealed by the next write, at a third less cost.
+        self.seal = True
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         cursor = self.conn.execute(self._sql(sql), tuple(params))
@@ -330,6 +399,8 @@ class Tx:
             ).fetchone()
             added += row is not None
         self._events.clear()
+        if added and self.seal:
+            seal_pending(self)
         return added
 
 
@@ -491,6 +562,56 @@ class Store:
                 applied += 1
         return applied
 
+    # --- protection of the event log ---------------------------------------------------------
+
+    def unprotected(self) -> list[str]:
+        """What is missing from the append-only protection: each trigger (or the function they
+        call) that is gone, disabled or no longer says what it said; empty when intact."""
+        with self.transaction(write=False) as tx:
+            if self.dialect.name == "postgresql":
+                return _pg_unprotected(tx)
+            rows = tx.all(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+                "AND tbl_name IN ('events', 'event_chain')"
+            )
+        found = {str(name): _squash(str(sql)) for name, sql in rows}
+        return [
+            _guard_problem(name, found.get(name))
+            for name, text in SQLITE_GUARDS.items()
+            if found.get(name) != _squash(text)
+        ]
+
+    def check_protection(self) -> None:
+        """Refuse to go on with an event log whose append-only triggers were tampered with."""
+        missing = self.unprotected()
+        if missing:
+            raise EventsUnprotected(self.where, missing, self.repair_command())
+
+    def repair_command(self) -> str:
+        target = self.where if self.dialect.name == "sqlite" else "<this database URL>"
+        return f"agent-harness work verify --restore --db {target}"
+
+    def restore_protection(self) -> list[str]:
+        """Re-create whatever `unprotected()` names; returns what was restored. The history
+        itself cannot be repaired, only checked: run `event_chain.verify_chain` after this."""
+        problems = self.unprotected()
+        if not problems:
+            return []
+        with self.transaction() as tx:
+            if self.dialect.name == "postgresql":
+                tx.execute(
+                    PG_REFUSE_FUNCTION.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+                )
+                guards = PG_GUARDS
+            else:
+                guards = SQLITE_GUARDS
+            for name, text in guards.items():
+                table = "event_chain" if name.startswith("event_chain") else "events"
+                on = f" ON {table}" if self.dialect.name == "postgresql" else ""
+                tx.execute(f"DROP TRIGGER IF EXISTS {name}{on}")
+                tx.execute(text)
+        return problems
+
     # --- events -----------------------------------------------------------------------------
 
     def append_event(
@@ -584,6 +705,57 @@ class Store:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _guard_problem(name: str, found: str | None) -> str:
+    return f"trigger {name} is missing" if found is None else f"trigger {name} was altered"
+
+
+# What each PostgreSQL guard must say: the table, the operations and the level it fires at.
+_PG_EXPECTED = {
+    "events_no_change": ("events", "DELETE OR UPDATE", "ROW"),
+    "events_no_truncate": ("events", "TRUNCATE", "STATEMENT"),
+    "event_chain_no_change": ("event_chain", "DELETE OR UPDATE", "ROW"),
+    "event_chain_no_truncate": ("event_chain", "TRUNCATE", "STATEMENT"),
+}
+
+
+def _pg_unprotected(tx: Tx) -> list[str]:
+    rows = tx.all(
+        "SELECT t.tgname, t.tgenabled, pg_get_triggerdef(t.oid) FROM pg_trigger t "
+        "JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = "
+        "current_schema()::regnamespace AND c.relname IN ('events', 'event_chain') "
+        "AND NOT t.tgisinternal"
+    )
+    found = {str(name): (str(enabled), _squash(str(text))) for name, enabled, text in rows}
+    problems: list[str] = []
+    for name, (table, operations, level) in _PG_EXPECTED.items():
+        if name not in found:
+            problems.append(f"trigger {name} is missing")
+            continue
+        enabled, text = found[name]
+        pattern = (
+            rf"CREATE TRIGGER {name} BEFORE {operations} ON (?:\S+\.)?{table} FOR EACH {level} "
+            r"EXECUTE FUNCTION (?:\S+\.)?events_refuse_change\(\)"
+        )
+        if enabled == "D":
+            problems.append(f"trigger {name} is disabled")
+        elif not re.fullmatch(pattern, text):
+            problems.append(f"trigger {name} was altered")
+    body = tx.one(
+        "SELECT prosrc FROM pg_proc WHERE proname = 'events_refuse_change' "
+        "AND pronamespace = current_schema()::regnamespace"
+    )
+    expected = _squash(PG_REFUSE_FUNCTION.split("$$")[1])
+    if body is None:
+        problems.append("function events_refuse_change is missing")
+    elif _squash(str(body[0])) != expected:
+        problems.append("function events_refuse_change was altered")
+    return problems
 
 
 class SqliteStore(Store):
@@ -736,12 +908,16 @@ def open_store(
     clock: Clock = time.time,
     schema: str | None = None,
     migrate: bool = True,
+    check_protection: bool = True,
 ) -> Store:
     """Open (and migrate) the database at `url`.
 
     None means `.agent-harness/harness.sqlite` under the current directory; `sqlite:///path` or
     a bare path is a SQLite file; `postgresql://...` is PostgreSQL, where `schema` (created if
     missing) keeps several harnesses or test runs apart in one database.
+
+    An event log whose append-only triggers were dropped, disabled or altered is refused
+    (`EventsUnprotected`) unless `check_protection` is False, which only the repair uses.
     """
     store: Store
     if url is None or url == "":
@@ -756,12 +932,14 @@ def open_store(
         )
     else:
         store = SqliteStore(Path(url), clock=clock)
-    if migrate:
-        try:
+    try:
+        if migrate:
             store.migrate()
-        except BaseException:
-            store.close()
-            raise
+        if check_protection:
+            store.check_protection()
+    except BaseException:
+        store.close()
+        raise
     return store
 
 

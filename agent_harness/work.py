@@ -386,6 +386,7 @@ def claim_next(
             return None
     while True:
         with store.transaction() as tx:
+            tx.seal = False  # the hot path: the next write of any kind seals this claim
             now = store.clock()
             expires = now + lease_s
             taken = tx.one(

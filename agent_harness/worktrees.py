@@ -304,6 +304,12 @@ class WorkRepo:
             return _git(tree.path, "diff", "--no-color", "--no-ext-diff", tree.base_sha)
         return _git(tree.path, "diff", "--no-color", "--no-ext-diff", tree.base_sha, "HEAD")
 
+    def committed_diff(self, tree: Worktree) -> str:
+        """What the item's commits add since the base, binary files as text, for a scan."""
+        return _git(
+            tree.path, "diff", "--no-color", "--no-ext-diff", "--text", "-U0", tree.base_sha, "HEAD"
+        )
+
     def head(self, tree: Worktree) -> str:
         return _git(tree.path, "rev-parse", "HEAD")
 

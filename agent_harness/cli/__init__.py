@@ -9,9 +9,6 @@ traceback).
 from __future__ import annotations
 
 import importlib
-import os
-import sys
-from typing import Any
 
 import click
 
@@ -106,6 +103,7 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and map every error to one line and an exit code."""
     from agent_harness.errors import HarnessError
+    from agent_harness.secrets.process import process_env
 
     try:
         result = cli.main(args=argv, prog_name="agent-harness", standalone_mode=False)
@@ -126,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 141
     except Exception as exc:  # a traceback reaching the user is a bug: say so in one line
-        if os.environ.get("AGENT_HARNESS_DEBUG"):
+        if process_env().get("AGENT_HARNESS_DEBUG"):
             raise
         click.echo(
             f"internal error: {type(exc).__name__}: {exc} "
@@ -135,7 +133,3 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 70
     return result if isinstance(result, int) else 0
-
-
-def run() -> Any:  # pragma: no cover - console-script shim
-    sys.exit(main())

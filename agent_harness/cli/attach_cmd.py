@@ -6,6 +6,8 @@ import os
 
 import click
 
+from agent_harness.cli.output import from_env
+
 
 @click.command(
     epilog="""\b
@@ -16,7 +18,12 @@ Examples:
 )
 @click.argument("item_id", metavar="ITEM")
 @click.option("--project", metavar="OWNER/NAME:KEY", help="Project (needed when several).")
-@click.option("--db", metavar="URL", envvar="AGENT_HARNESS_DB", help="Database URL.")
+@click.option(
+    "--db",
+    metavar="URL",
+    callback=from_env("AGENT_HARNESS_DB"),
+    help="Database URL (env AGENT_HARNESS_DB).",
+)
 @click.option(
     "--print", "print_only", is_flag=True, help="Print the command instead of running it."
 )

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from agent_harness.cli.output import from_env
+
 
 @click.group(
     epilog="""\b
@@ -39,8 +41,8 @@ Examples:
     "--token",
     default="forge-token",
     show_default=True,
-    envvar="FORGE_TOKEN",
-    help="Token clients must send (Authorization: token ...).",
+    callback=from_env("FORGE_TOKEN"),
+    help="Token clients must send (Authorization: token ...); env FORGE_TOKEN.",
 )
 @click.option("--read-only-token", default=None, help="An extra token that may only read.")
 @click.option("--rate-limit", default=5000, show_default=True, help="Requests per token per hour.")
@@ -58,8 +60,10 @@ def serve(
     server = ForgeServer(hub, host=host, port=port)
     server.bind()
     click.echo(f"forge serving {server.api_url} (data: {data_dir.resolve()})")
-    click.echo(f"  export GITHUB_API_URL={server.api_url} GITHUB_TOKEN={token}")
-    click.echo(f"  PyGithub: Github(auth=Auth.Token({token!r}), base_url={server.api_url!r})")
+    # Only the well-known default is repeated; a token of the user's own is never printed.
+    shown = token if token == "forge-token" else "<your token>"
+    click.echo(f"  export GITHUB_API_URL={server.api_url} GITHUB_TOKEN={shown}")
+    click.echo(f"  PyGithub: Github(auth=Auth.Token({shown!r}), base_url={server.api_url!r})")
     click.echo("  Ctrl-C to stop")
     sys.stdout.flush()
     try:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agent_harness.cli.output import console, print_json
+from agent_harness.cli.output import console, from_env, print_json
 
 if TYPE_CHECKING:
     from agent_harness import store as db_store_types
@@ -44,7 +44,7 @@ Each line is one JSON object:
 @click.option(
     "--db",
     metavar="URL",
-    envvar="AGENT_HARNESS_DB",
+    callback=from_env("AGENT_HARNESS_DB"),
     help="Database URL or path (default .agent-harness/harness.sqlite).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

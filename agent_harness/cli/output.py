@@ -18,11 +18,32 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
+def from_env(name: str) -> Any:
+    """A click callback filling an option the command line left unset from variable `name`.
+
+    Used instead of click's `envvar`, which reads only os.environ: credentials are sealed out
+    of that at start-up (`agent_harness.secrets.process`) and are found here all the same.
+    """
+    import click
+    from click.core import ParameterSource
+
+    from agent_harness.secrets.process import process_env
+
+    def fill(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        given = ctx.get_parameter_source(param.name or "")
+        found = process_env().get(name)
+        if found and given in (None, ParameterSource.DEFAULT):
+            return param.type_cast_value(ctx, found)
+        return value
+
+    return fill
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def open_database(flag: str | None, *, must_exist: bool) -> Store:
+def open_database(flag: str | None, *, must_exist: bool, check_protection: bool = True) -> Store:
     """Open the configured database; a read-only command never creates an empty one."""
     from pathlib import Path
 
@@ -39,4 +60,4 @@ def open_database(flag: str | None, *, must_exist: bool) -> Store:
                 f"no database at {path}: nothing has run here yet "
                 "(pass --db URL or set AGENT_HARNESS_DB to read another)"
             )
-    return open_store(url)
+    return open_store(url, check_protection=check_protection)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from agent_harness.cli.output import console, print_json
+from agent_harness.cli.output import console, from_env, print_json
 from agent_harness.cli.tracker_opts import tracker_options
 
 
@@ -75,7 +75,12 @@ Examples:
     help="Let CLI agents use your own HOME and login (default: a throwaway home per "
     "item, with only the vendor's API key passed in).",
 )
-@click.option("--db", metavar="URL", envvar="AGENT_HARNESS_DB", help="Database URL.")
+@click.option(
+    "--db",
+    metavar="URL",
+    callback=from_env("AGENT_HARNESS_DB"),
+    help="Database URL (env AGENT_HARNESS_DB).",
+)
 @click.option("--approve", is_flag=True, help="Show the items that would run and ask first.")
 @click.option("--yes", is_flag=True, help="With --approve: do not ask (unattended runs).")
 @click.option("--json", "as_json", is_flag=True, help="Emit events as JSON lines.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +37,7 @@ def open_tracker(
 ) -> Iterator[GitHubTracker]:
     """A tracker for `repo`: the local forge (created on first use) or GitHub with a token."""
     from agent_harness.github import GitHubTracker, resolve_api_url, resolve_token
+    from agent_harness.secrets.process import process_env
 
     tracker_cfg = settings.tracker
     options: dict[str, Any] = {
@@ -58,8 +58,9 @@ def open_tracker(
                 tracker.close()
         return
     secret = tracker_cfg.token.get_secret_value() if tracker_cfg.token else None
-    token = secret or resolve_token(os.environ)
-    api_url = resolve_api_url(github_url or tracker_cfg.api_url, os.environ)
+    env = process_env()
+    token = secret or resolve_token(env)
+    api_url = resolve_api_url(github_url or tracker_cfg.api_url, env)
     tracker = GitHubTracker(repo, token, api_url, **options)
     try:
         tracker.ensure_repo(create=create)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from agent_harness.cli.output import console, print_json
+from agent_harness.cli.output import console, from_env, print_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,7 +24,7 @@ def _common(func: F) -> F:
     return click.option(
         "--db",
         metavar="URL",
-        envvar="AGENT_HARNESS_DB",
+        callback=from_env("AGENT_HARNESS_DB"),
         help="Database: a path, sqlite:///path or postgresql://... "
         "(default .agent-harness/harness.sqlite; env AGENT_HARNESS_DB).",
     )(func)
@@ -48,6 +48,7 @@ Examples:
   agent-harness work --project me/app:PLAN --json   # the same for one project, as JSON
   agent-harness work show T4                        # every event of item T4
   agent-harness work retry T4                       # re-queue T4 and the items it blocked
+  agent-harness work verify                         # is every event as it was written?
   agent-harness work enqueue PLAN.md --project me/app:PLAN
 """,
 )
@@ -119,13 +120,28 @@ def show(
     """Show one item as it stands and its full event history, oldest first."""
     from agent_harness import work as queue
     from agent_harness.cli.output import open_database
+    from agent_harness.event_chain import verify_chain
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     with open_database(db, must_exist=True) as store:
         record, events = queue.history(store, queue.resolve_project(store, project), item_id)
+        ids = [event.id for event in events]
+        chain = verify_chain(store, first_id=min(ids), last_id=max(ids)) if ids else None
     if as_json:
-        print_json({"item": _record_json(record), "events": [e.model_dump() for e in events]})
-        return 0
+        data: dict[str, Any] = {
+            "item": _record_json(record),
+            "events": [e.model_dump() for e in events],
+        }
+        data["integrity"] = _chain_json(chain) if chain else None
+        print_json(data)
+        return 0 if chain is None or chain.intact else 1
+    if chain is not None and not chain.intact:
+        console(stderr=True).print(
+            f"warning: this history does not hold: {chain.breaks[0].describe()} "
+            "(agent-harness work verify checks the whole log)",
+            markup=False,
+            soft_wrap=True,
+        )
     out = console()
     out.print(
         f"[bold]{record.id}[/] {record.title} — {record.state.value}, attempt "
@@ -135,7 +151,75 @@ def show(
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.ts))
         details = " ".join(f"{k}={v}" for k, v in sorted(event.payload.items()))
         out.print(f"{event.id:>6}  {stamp}  {event.kind:<14} {details}", markup=False)
-    return 0
+    return 0 if chain is None or chain.intact else 1
+
+
+@work.command(
+    epilog="""\b
+Examples:
+  agent-harness work verify                   # is the event history as it was written?
+  agent-harness work verify --json
+  agent-harness work verify --restore         # re-create dropped append-only triggers first
+"""
+)
+@click.option(
+    "--restore",
+    is_flag=True,
+    help="Re-create the append-only triggers if they were dropped, disabled or altered, then "
+    "check the history.",
+)
+@_common
+@click.pass_context
+def verify(
+    ctx: click.Context, restore: bool, db: str | None, project: str | None, as_json: bool
+) -> int:
+    """Check that every event is as it was written: each one is sealed by a hash chained to the
+    one before, so an edited, deleted or slipped-in event is named here.
+
+    Exits 0 when the history holds, 1 when it does not. The history itself cannot be
+    repaired; --restore only puts back the triggers that refuse changes from now on.
+    """
+    from agent_harness.cli.output import open_database
+    from agent_harness.event_chain import verify_chain
+
+    db, _project, as_json = _merged(ctx, db, project, as_json)
+    with open_database(db, must_exist=True, check_protection=False) as store:
+        restored = store.restore_protection() if restore else []
+        unprotected = store.unprotected()
+        chain = verify_chain(store)
+    data = _chain_json(chain)
+    data["restored"] = restored
+    data["unprotected"] = unprotected
+    if as_json:
+        print_json(data)
+    else:
+        out = console()
+        for problem in restored:
+            out.print(f"restored: {problem}", markup=False, soft_wrap=True)
+        for problem in unprotected:
+            out.print(
+                f"not protected: {problem} (run with --restore)", markup=False, soft_wrap=True
+            )
+        for found in chain.breaks:
+            out.print(f"broken: {found.describe()}", markup=False, soft_wrap=True)
+        verdict = "holds" if chain.intact else "does NOT hold"
+        out.print(
+            f"{chain.checked} sealed events checked, {chain.unsealed} written since the last "
+            f"seal; the history {verdict}",
+            markup=False,
+            soft_wrap=True,
+        )
+    return 0 if chain.intact and not unprotected else 1
+
+
+def _chain_json(chain: Any) -> dict[str, Any]:
+    return {
+        "intact": chain.intact,
+        "checked": chain.checked,
+        "unsealed": chain.unsealed,
+        "breaks": [{"event": b.event_id, "problem": b.problem} for b in chain.breaks],
+        "head": chain.head,
+    }
 
 
 @work.command(

@@ -47,6 +47,7 @@ def resolve(path):
 
 def write(path, text):
     path = resolve(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
@@ -55,6 +56,43 @@ def write(path, text):
 def say(line):
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+def secret_scan(arg):
+    # Look for secret values everywhere this agent can read: every process's environment and
+    # command line, and the files under the given directories. Reports where each was found.
+    with open(arg["needles"], encoding="utf-8") as fh:
+        spec = json.load(fh)
+    needles = [value.encode() for value in spec["secrets"]]
+    canary = spec["canary"].encode()
+    hits, canary_pids, read = [], [], 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        for part in ("environ", "cmdline"):
+            try:
+                with open("/proc/%s/%s" % (pid, part), "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            read += 1
+            if part == "environ" and canary in data:
+                canary_pids.append(int(pid))
+            hits += [{"where": "/proc/%s/%s" % (pid, part), "secret": i}
+                     for i, needle in enumerate(needles) if needle in data]
+    for top in arg.get("dirs", []):
+        for folder, _, names in os.walk(top):
+            for name in names:
+                path = os.path.join(folder, name)
+                if not os.path.isfile(path) or os.path.islink(path):
+                    continue  # a named pipe (a headless session's input) would block the read
+                try:
+                    with open(path, "rb") as fh:
+                        data = fh.read(8 << 20)
+                except OSError:
+                    continue
+                hits += [{"where": path, "secret": i}
+                         for i, needle in enumerate(needles) if needle in data]
+    return {"hits": hits, "canary_pids": canary_pids, "read": read, "pid": os.getpid()}
 
 def main(plan_path):
     with open(plan_path, encoding="utf-8") as fh:
@@ -73,6 +111,8 @@ def main(plan_path):
                 raw = fh.read().split(b"\0")
             pairs = [item.decode("utf-8", "replace").partition("=") for item in raw if item]
             write(arg, json.dumps({key: value for key, _, value in pairs}, sort_keys=True))
+        elif kind == "secret_scan":
+            write(arg["out"], json.dumps(secret_scan(arg)))
         elif kind == "argv_dump":
             write(arg, json.dumps(sys.argv[2:]))
         elif kind == "ask":
@@ -115,10 +155,13 @@ def write_scripted_agent(directory: Path, behaviour: dict[str, Any] | str) -> li
     steps are one-key dicts: `print` (a line or lines), `write_file` ({path, content}),
     `env_dump` (path: the environment as JSON), `parent_env_dump` (the same for the process
     that started the agent, read from /proc), `argv_dump` (path: the arguments after the
-    plan file as JSON, e.g. the prompt a preset passed), `ask` (a question; the answer line
-    is printed and written to answer.txt), `sleep` (seconds), `hang` (seconds, or None for ever),
-    `claude_rate_limit` / `codex_usage_limit` ({reset_in_s}). Relative paths are taken from
-    the agent's working directory.
+    plan file as JSON, e.g. the prompt a preset passed), `secret_scan` ({needles, out, dirs}:
+    look for the values listed in the JSON file `needles` (`{"secrets": [...], "canary": ...}`)
+    in every readable /proc/<pid>/environ and cmdline and every file under `dirs`; write the
+    hits, and the pids whose environment holds the canary, to `out`), `ask` (a question; the
+    answer line is printed and written to answer.txt), `sleep` (seconds), `hang` (seconds, or
+    None for ever), `claude_rate_limit` / `codex_usage_limit` ({reset_in_s}). Relative paths
+    are taken from the agent's working directory.
     """
     if isinstance(behaviour, str):
         if behaviour not in BEHAVIOURS:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hmac
 import json
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -219,3 +220,38 @@ def _handler_for(server: SessionServer) -> type[BaseHTTPRequestHandler]:
             self._handle("DELETE")
 
     return Handler
+
+
+def serve_main(argv: list[str] | None = None) -> int:
+    """`python -m agent_harness.testing.session_server --state DIR [--host tmux|headless]`:
+    serve a session host on a loopback port until killed, as a remote machine would.
+
+    The bearer token is read from the variable named by `--token-env` (default
+    AGENT_HARNESS_SESSION_TOKEN) and, like every credential, sealed out of this process's
+    environment first, so the agents it starts cannot read it from /proc.
+    """
+    import argparse
+    import time
+
+    from agent_harness.secrets.process import process_env, seal_process
+    from agent_harness.session_host import default_host
+
+    seal_process()
+    parser = argparse.ArgumentParser(prog="session_server")
+    parser.add_argument("--state", type=Path, required=True, help="sessions, logs and records")
+    parser.add_argument("--host", default="headless", choices=["tmux", "headless"])
+    parser.add_argument("--token-env", default="AGENT_HARNESS_SESSION_TOKEN")
+    args = parser.parse_args(argv)
+    token = process_env().get(args.token_env, "")
+    if not token:
+        parser.error(f"set {args.token_env} to the bearer token clients must send")
+    host = default_host(args.state, args.host)
+    with running_session_server(host, token) as server:
+        sys.stdout.write(f"serving {server.url}\n")
+        sys.stdout.flush()
+        while True:
+            time.sleep(3600)
+
+
+if __name__ == "__main__":
+    sys.exit(serve_main())

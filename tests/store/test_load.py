@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from agent_harness.event_chain import verify_chain
 from agent_harness.store import open_store
 from agent_harness.work import Lease, LeaseLost, claim_next, complete, enqueue, get_item
 
@@ -56,6 +57,10 @@ def test_eight_processes_complete_two_thousand_items_exactly_once(engine: Engine
         assert len(workers) > 1  # the work really was shared
         ids = [e.id for e in events]
         assert ids == sorted(ids)
+        # Eight writers sealed their events concurrently: one unforked chain covers them all.
+        store.append_event(P, None, "note")  # seals whatever the fast claim path left unsealed
+        chain = verify_chain(store)
+        assert chain.intact and chain.unsealed == 0 and chain.checked == len(events) + 1
     finally:
         store.close()
 
