@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from agent_harness.patching import RUNGS, apply_edit
+from agent_harness.implement.patching import RUNGS, apply_edit
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "patching" / "corpus"
 

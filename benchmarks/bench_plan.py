@@ -14,7 +14,7 @@ import tracemalloc
 
 from markdown_it import MarkdownIt
 
-from agent_harness.plan import parse_plan
+from agent_harness.plan.markdown import parse_plan
 
 
 def make_plan(n: int) -> str:

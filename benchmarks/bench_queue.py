@@ -17,9 +17,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agent_harness.plan import WorkItem
-from agent_harness.store import Store, open_store
-from agent_harness.work import claim_next, enqueue
+from agent_harness.plan.model import WorkItem
+from agent_harness.queue.work import claim_next, enqueue
+from agent_harness.store.database import Store, open_store
 
 PROJECT = "bench/queue:plan"
 CTX = multiprocessing.get_context("fork")

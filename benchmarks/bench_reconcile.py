@@ -18,12 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent_harness.github import GitHubTracker
-from agent_harness.reconcile import reconcile
-from agent_harness.store import open_store
-from agent_harness.sync import Marker, PullMarker
+from agent_harness.store.database import open_store
 from agent_harness.testing.forge import TOKEN, running_forge
-from agent_harness.tracker import IssueDraft
+from agent_harness.tracker.github import GitHubTracker
+from agent_harness.tracker.protocol import IssueDraft
+from agent_harness.tracker.reconcile import reconcile
+from agent_harness.tracker.sync import Marker, PullMarker
 
 TRACKED = 500
 CHANGES = (0, 5, 50)

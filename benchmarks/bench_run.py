@@ -21,19 +21,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent_harness.github import GitHubTracker
-from agent_harness.implementer import CliImplementer
-from agent_harness.model_client import ModelClient, Route
-from agent_harness.plan import parse_plan
-from agent_harness.review import ModelReviewer
-from agent_harness.run import Pipeline, RunSettings
-from agent_harness.session_executor import preset_for
-from agent_harness.session_host import HeadlessHost, default_host
-from agent_harness.store import open_store
-from agent_harness.sync import sync_plan
+from agent_harness.agents.presets import preset_for
+from agent_harness.git.worktrees import WorkRepo
+from agent_harness.implement.cli_agent import CliImplementer
+from agent_harness.models.client import ModelClient, Route
+from agent_harness.pipeline.run import Pipeline, RunSettings
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.review.model import ModelReviewer
+from agent_harness.sessions.default import default_host
+from agent_harness.sessions.headless import HeadlessHost
+from agent_harness.store.database import open_store
 from agent_harness.testing.forge import TOKEN, running_forge
 from agent_harness.testing.model_server import ModelServer, ScriptedCompletion
-from agent_harness.worktrees import WorkRepo
+from agent_harness.tracker.github import GitHubTracker
+from agent_harness.tracker.sync import sync_plan
 
 APPROVE = '{"approved": true, "reasons": ["fine"], "permanent": false}'
 

@@ -16,10 +16,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agent_harness.github import GitHubTracker
-from agent_harness.plan import Plan, parse_plan
-from agent_harness.sync import sync_plan
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.plan.model import Plan
 from agent_harness.testing.forge import TOKEN, running_forge
+from agent_harness.tracker.github import GitHubTracker
+from agent_harness.tracker.sync import sync_plan
 
 
 def make_plan(n: int, edited: frozenset[int] = frozenset()) -> Plan:

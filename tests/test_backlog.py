@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness import backlog
 from agent_harness.errors import InputError
-from agent_harness.plan import parse_plan_file
+from agent_harness.plan import backlog
+from agent_harness.plan.markdown import parse_plan_file
 
 ROOT = Path(__file__).resolve().parents[1]
 

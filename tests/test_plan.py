@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from agent_harness.errors import InputError, PlanRefused
-from agent_harness.plan import check_command, parse_plan, parse_plan_file
+from agent_harness.plan.markdown import parse_plan, parse_plan_file
+from agent_harness.plan.model import check_command
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "PLAN.md"
 

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_harness.errors import HarnessError
-from agent_harness.plan import parse_plan
+from agent_harness.plan.markdown import parse_plan
 
 FRAGMENTS = [
     "### T1: a",

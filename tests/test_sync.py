@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from agent_harness.forge import FaultKind
-from agent_harness.github import GitHubTracker
-from agent_harness.plan import Plan, parse_plan
-from agent_harness.sync import read_marker, sync_plan
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.plan.model import Plan
 from agent_harness.testing.forge import READ_ONLY_TOKEN, TOKEN, RunningForge, running_forge
-from agent_harness.tracker import AuthError, RateLimited, RepoNotFound
+from agent_harness.tracker.github import GitHubTracker
+from agent_harness.tracker.protocol import AuthError, RateLimited, RepoNotFound
+from agent_harness.tracker.sync import read_marker, sync_plan
 
 REPO = "octo/app"
 
@@ -291,7 +292,7 @@ def test_killed_sync_then_rerun_converges_without_duplicates(
 
 
 def test_tokens_are_found_the_way_gh_finds_them() -> None:
-    from agent_harness.github import resolve_token
+    from agent_harness.tracker.github import resolve_token
 
     assert resolve_token({"GH_TOKEN": "a", "GITHUB_TOKEN": "b"}, lambda: "c") == "a"
     assert resolve_token({"GITHUB_TOKEN": "b"}, lambda: "c") == "b"

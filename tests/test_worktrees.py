@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.worktrees import DefaultBranchGuard, WorkRepo, WorktreeError, branch_name
+from agent_harness.git.worktrees import DefaultBranchGuard, WorkRepo, WorktreeError, branch_name
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -22,8 +22,8 @@ def agents(as_json: bool) -> int:
 
     from rich.table import Table
 
+    from agent_harness.agents.presets import describe_presets
     from agent_harness.cli.output import console, print_json
-    from agent_harness.session_executor import describe_presets
 
     rows = describe_presets(os.environ.get("PATH"))
     if as_json:

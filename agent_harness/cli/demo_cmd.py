@@ -35,7 +35,7 @@ def demo(workdir: Path, as_json: bool) -> int:
     merging each approved pull request as a person would, until every item is merged.
     """
     from agent_harness.cli.demo_view import render_demo
-    from agent_harness.demo import run_demo
+    from agent_harness.demo.run import run_demo
 
     err = console(stderr=True)
     started = time.monotonic()

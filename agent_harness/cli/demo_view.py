@@ -12,7 +12,7 @@ from agent_harness.cli.plan_view import render_sync
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from agent_harness.demo import DemoReport
+    from agent_harness.demo.run import DemoReport
 
 
 def render_demo(out: Console, report: DemoReport, seconds: float) -> None:
@@ -43,8 +43,10 @@ def render_demo(out: Console, report: DemoReport, seconds: float) -> None:
     )
     data = report.workdir / "forge"
     out.print(
-        "Browse the pull requests again: agent-harness forge serve "
-        f"--data {data} --token $(cat {data / 'token'})"
+        # The token goes through the environment, never the command line, which any user's
+        # `ps` shows.
+        f'Browse the pull requests again: FORGE_TOKEN="$(cat {data / "token"})" '
+        f"agent-harness forge serve --data {data}"
     )
     out.print(
         f"See the history of an item: agent-harness work show T2 --db "

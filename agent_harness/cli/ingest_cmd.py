@@ -11,7 +11,7 @@ import click
 from agent_harness.cli.output import console, from_env, print_json
 
 if TYPE_CHECKING:
-    from agent_harness import store as db_store_types
+    from agent_harness.store import ingest as db_store_types
 
 
 @click.command(
@@ -56,7 +56,7 @@ def ingest(
     A line that cannot be read is reported with its line number; the others are still
     ingested, and the exit code is 1 so a script notices.
     """
-    from agent_harness import store as db_store
+    from agent_harness.store import ingest as db_store
 
     stopped = False
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from agent_harness.store import Store
+    from agent_harness.store.database import Store
 
 
 def console(stderr: bool = False) -> Console:
@@ -49,7 +49,7 @@ def open_database(flag: str | None, *, must_exist: bool, check_protection: bool 
 
     from agent_harness.config import database_url, load_settings
     from agent_harness.errors import UsageError
-    from agent_harness.store import open_store
+    from agent_harness.store.database import open_store
 
     url = database_url(load_settings().settings, flag)
     is_file = "://" not in url or url.startswith("sqlite:///")

@@ -57,7 +57,7 @@ def plan(
     re-running updates changed items, touches nothing else, and never closes or reopens an
     issue. Problems with single items are listed and give exit code 4; the rest is kept.
     """
-    from agent_harness import backlog
+    from agent_harness.plan import backlog
 
     parsed = backlog.load_plan(plan_file)
     if backlog_out is not None and str(backlog_out) == "-":
@@ -91,8 +91,8 @@ def _sync(
 ) -> int:
     from agent_harness.cli.plan_view import render_sync
     from agent_harness.config import load_settings
-    from agent_harness.plan import Plan
-    from agent_harness.sync import sync_plan
+    from agent_harness.plan.model import Plan
+    from agent_harness.tracker.sync import sync_plan
 
     assert isinstance(parsed, Plan)
     settings = load_settings().settings

@@ -10,8 +10,8 @@ from rich.table import Table
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from agent_harness.plan import Plan
-    from agent_harness.sync import SyncReport
+    from agent_harness.plan.model import Plan
+    from agent_harness.tracker.sync import SyncReport
 
 
 def render_plan(out: Console, plan: Plan) -> None:

@@ -11,7 +11,7 @@ from agent_harness.cli.output import console, print_json
 from agent_harness.cli.tracker_opts import open_tracker, tracker_options
 
 if TYPE_CHECKING:
-    from agent_harness.reconcile import ReconcileReport
+    from agent_harness.tracker.reconcile import ReconcileReport
 
 
 @click.command(
@@ -48,8 +48,8 @@ def reconcile(
     """
     from agent_harness.cli.output import open_database
     from agent_harness.config import load_settings
-    from agent_harness.reconcile import reconcile as run
-    from agent_harness.reconcile import work_repo
+    from agent_harness.tracker.reconcile import reconcile as run
+    from agent_harness.tracker.reconcile import work_repo
 
     settings = load_settings(flags={"store.db": db}).settings
     tree = work_repo(work, Path(settings.state_dir))

@@ -13,15 +13,15 @@ from rich.table import Table
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from agent_harness.plan import Plan
-    from agent_harness.run import RunReport
+    from agent_harness.pipeline.run import RunReport
+    from agent_harness.plan.model import Plan
 
 
 def execute_run(
     options: dict[str, Any], out: Console, err: Console, print_json: Callable[[Any], None]
 ) -> int:
     from agent_harness.config import load_settings
-    from agent_harness.launch import RunRequest, pipeline_for
+    from agent_harness.pipeline.launch import RunRequest, pipeline_for
 
     request = RunRequest(
         repo=str(options["repo"]),
@@ -53,7 +53,12 @@ def execute_run(
         from agent_harness.cli.live import LiveView
 
         observer = LiveView(err)
-    with pipeline_for(request, settings, observer=observer) as (pipeline, plan):
+    from agent_harness.cli.tracker_opts import open_tracker
+
+    def tracker() -> Any:
+        return open_tracker(request.repo, request.forge, request.github_url, settings, False)
+
+    with pipeline_for(request, settings, tracker, observer=observer) as (pipeline, plan):
         pipeline.check_setup()  # refusals come before the live view draws anything
         if options["approve"] and not options["yes"]:
             render_approval(out, plan, set(request.only), settings.protected_paths)

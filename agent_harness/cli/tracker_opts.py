@@ -11,7 +11,7 @@ import click
 
 if TYPE_CHECKING:
     from agent_harness.config import Settings
-    from agent_harness.github import GitHubTracker
+    from agent_harness.tracker.github import GitHubTracker
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,8 +36,8 @@ def open_tracker(
     repo: str, forge: str | None, github_url: str | None, settings: Settings, create: bool
 ) -> Iterator[GitHubTracker]:
     """A tracker for `repo`: the local forge (created on first use) or GitHub with a token."""
-    from agent_harness.github import GitHubTracker, resolve_api_url, resolve_token
     from agent_harness.secrets.process import process_env
+    from agent_harness.tracker.github import GitHubTracker, resolve_api_url, resolve_token
 
     tracker_cfg = settings.tracker
     options: dict[str, Any] = {
@@ -46,7 +46,7 @@ def open_tracker(
         "timeout_s": tracker_cfg.request_timeout_s,
     }
     if forge == "local":
-        from agent_harness.local_forge import local_forge
+        from agent_harness.forge.local import local_forge
 
         with local_forge(Path(settings.state_dir)) as local:
             options["write_spacing_s"] = 0.0  # loopback: GitHub's pacing protects nothing here

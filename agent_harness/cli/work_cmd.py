@@ -63,8 +63,8 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
     ctx.obj = {"db": db, "project": project, "json": as_json}
     if ctx.invoked_subcommand is not None:
         return 0
-    from agent_harness import work as queue
     from agent_harness.cli.output import open_database
+    from agent_harness.queue import work as queue
 
     with open_database(db, must_exist=True) as store:
         name = queue.resolve_project(store, project)
@@ -118,9 +118,9 @@ def show(
     ctx: click.Context, item_id: str, db: str | None, project: str | None, as_json: bool
 ) -> int:
     """Show one item as it stands and its full event history, oldest first."""
-    from agent_harness import work as queue
     from agent_harness.cli.output import open_database
-    from agent_harness.event_chain import verify_chain
+    from agent_harness.queue import work as queue
+    from agent_harness.store.chain import verify_chain
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     with open_database(db, must_exist=True) as store:
@@ -180,7 +180,7 @@ def verify(
     repaired; --restore only puts back the triggers that refuse changes from now on.
     """
     from agent_harness.cli.output import open_database
-    from agent_harness.event_chain import verify_chain
+    from agent_harness.store.chain import verify_chain
 
     db, _project, as_json = _merged(ctx, db, project, as_json)
     with open_database(db, must_exist=True, check_protection=False) as store:
@@ -239,8 +239,8 @@ def retry(
 
     Refused while a live lease holds the item: a worker is still on it.
     """
-    from agent_harness import work as queue
     from agent_harness.cli.output import open_database
+    from agent_harness.queue import work as queue
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     with open_database(db, must_exist=True) as store:
@@ -282,9 +282,9 @@ def enqueue(
 
     Unchanged items are left alone; edited ones are updated, or flagged if a worker holds them.
     """
-    from agent_harness import backlog
-    from agent_harness import work as queue
     from agent_harness.cli.output import open_database
+    from agent_harness.plan import backlog
+    from agent_harness.queue import work as queue
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     if not project:

@@ -11,7 +11,7 @@ import click
 from agent_harness.cli.output import console, print_json
 
 if TYPE_CHECKING:
-    from agent_harness.cleanup import WorktreeInfo
+    from agent_harness.git.cleanup import WorktreeInfo
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,8 +70,8 @@ Examples:
 @click.option("--dry-run", is_flag=True, help="Show what would be removed; remove nothing.")
 def prune(work: Path, db: str | None, project: str | None, as_json: bool, dry_run: bool) -> int:
     """Remove the worktrees (and local branches) that are safe to remove; keep and list the rest."""
-    from agent_harness.cleanup import prune as run
-    from agent_harness.reconcile import work_repo
+    from agent_harness.git.cleanup import prune as run
+    from agent_harness.tracker.reconcile import work_repo
 
     repo = work_repo(work, _state_dir())
     assert repo is not None
@@ -98,11 +98,11 @@ def _state_dir() -> Path:
 
 
 def _inspect(work: Path, db: str | None, project: str | None) -> list[WorktreeInfo]:
-    from agent_harness import work as queue
-    from agent_harness.cleanup import list_worktrees
     from agent_harness.cli.output import open_database
     from agent_harness.config import load_settings
-    from agent_harness.reconcile import work_repo
+    from agent_harness.git.cleanup import list_worktrees
+    from agent_harness.queue import work as queue
+    from agent_harness.tracker.reconcile import work_repo
 
     settings = load_settings(flags={"store.db": db}).settings
     repo = work_repo(work, Path(settings.state_dir))

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agent_harness.protect import glob_matches
+from agent_harness.git.protect import glob_matches
 from agent_harness.secrets.shapes import key_shape
 
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")

@@ -711,9 +711,9 @@ def approve_everything(_body: Any) -> ScriptedCompletion:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve a scripted reviewer on loopback until interrupted (see --help)."""
+    """Serve a reviewer that approves everything on loopback until interrupted (see --help).
+    The demo's reviewer is `python -m agent_harness.demo.rules`."""
     import argparse
-    import time
 
     parser = argparse.ArgumentParser(
         prog="python -m agent_harness.testing.model_server",
@@ -721,26 +721,23 @@ def main(argv: list[str] | None = None) -> int:
         "formats. Point a route at it, e.g. OPENAI_BASE_URL=http://127.0.0.1:PORT/v1.",
     )
     parser.add_argument("--port", type=int, default=0, help="port (default: any free one)")
-    parser.add_argument(
-        "--rules",
-        choices=["approve", "demo"],
-        default="approve",
-        help="approve: approve every change; demo: the demo's reviewer for the tally example",
-    )
     args = parser.parse_args(argv)
-    if args.rules == "demo":
-        from agent_harness.demo import review_rules
+    serve(ScriptedResponder(approve_everything), args.port)
+    return 0
 
-        responder = ScriptedResponder(review_rules)
-    else:
-        responder = ScriptedResponder(approve_everything)
-    with ModelServer([responder], port=args.port) as server:
+
+def serve(responder: ScriptedResponder, port: int = 0) -> None:
+    """Serve `responder` on loopback until Ctrl-C, printing where (for the command lines that
+    run a scripted reviewer beside a real run: this module's and the demo's)."""
+    import time
+
+    with ModelServer([responder], port=port) as server:
         print(f"scripted model server at {server.url} (OpenAI: {server.url}/v1)", flush=True)
         try:
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:
-            return 0
+            return
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from agent_harness.session_host import (
+from agent_harness.sessions.protocol import (
     SessionError,
     SessionExists,
     SessionHost,
@@ -234,7 +234,7 @@ def serve_main(argv: list[str] | None = None) -> int:
     import time
 
     from agent_harness.secrets.process import process_env, seal_process
-    from agent_harness.session_host import default_host
+    from agent_harness.sessions.default import default_host
 
     seal_process()
     parser = argparse.ArgumentParser(prog="session_server")

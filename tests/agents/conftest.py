@@ -11,19 +11,19 @@ from typing import Any
 
 import pytest
 
-from agent_harness.agent_review import CliReviewer
-from agent_harness.demo import seed_repository
-from agent_harness.github import GitHubTracker
-from agent_harness.implementer import CliImplementer
-from agent_harness.plan import parse_plan
-from agent_harness.run import Pipeline, RunSettings
-from agent_harness.session_executor import PRESETS
-from agent_harness.session_host import HeadlessHost
-from agent_harness.store import Store, open_store
+from agent_harness.agents.presets import PRESETS
+from agent_harness.demo.run import seed_repository
+from agent_harness.git.worktrees import WorkRepo
+from agent_harness.implement.cli_agent import CliImplementer
+from agent_harness.pipeline.run import Pipeline, RunSettings
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.review.agent import CliReviewer
+from agent_harness.sessions.headless import HeadlessHost
+from agent_harness.store.database import Store, open_store
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.testing.npm_agents import NpmUnavailable, install_pinned
 from agent_harness.testing.provider import Say, ScriptedProvider
-from agent_harness.worktrees import WorkRepo
+from agent_harness.tracker.github import GitHubTracker
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "octo/tally"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.store import open_store
+from agent_harness.queue.work import get_item
+from agent_harness.store.database import open_store
 from agent_harness.testing.forge import TOKEN
 from agent_harness.testing.provider import Exchange, Hang, Say, Step, WriteFile, verdict
-from agent_harness.work import get_item
 
 from .conftest import REPO, Rig
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from agent_harness.implementer import codex_config, read_cli_report
+from agent_harness.agents.output import read_cli_report
+from agent_harness.agents.setup import codex_config
 from agent_harness.testing.model_server import ScriptedFailure
 from agent_harness.testing.npm_agents import (
     PINNED,

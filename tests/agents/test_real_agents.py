@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from agent_harness.session_executor import PRESETS
+from agent_harness.agents.presets import PRESETS
 from agent_harness.testing.model_server import ScriptedFailure
 from agent_harness.testing.provider import (
     EditFile,

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from agent_harness.implementer import agent_setup
-from agent_harness.session_executor import PRESETS, AgentState, run_agent
-from agent_harness.session_host import HeadlessHost
+from agent_harness.agents.presets import PRESETS
+from agent_harness.agents.runner import AgentState, run_agent
+from agent_harness.agents.setup import agent_setup
+from agent_harness.sessions.headless import HeadlessHost
 
 PROMPT = '# Work item A1: Shout helper\n\nIt\'s "quoted" and has $DOLLARS; no shell sees it.\n'
 RECORDER = """\

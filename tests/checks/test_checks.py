@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.checks import TAIL_BYTES, CheckResult, CheckRun, order_checks, run_checks
+from agent_harness.pipeline.checks import (
+    TAIL_BYTES,
+    CheckResult,
+    CheckRun,
+    order_checks,
+    run_checks,
+)
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness.errors import HarnessError
-from agent_harness.protect import (
+from agent_harness.git.protect import (
     ChangedPathsUnknown,
     changed_paths,
     glob_matches,

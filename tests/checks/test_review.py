@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 
-from agent_harness.checks import CheckResult, CheckRun, run_checks
 from agent_harness.errors import HarnessError
-from agent_harness.model_client import (
+from agent_harness.models.client import (
     MemoryParking,
     ModelCallFailed,
     ModelClient,
@@ -25,11 +24,12 @@ from agent_harness.model_client import (
     Route,
     UnknownRole,
 )
-from agent_harness.review import (
+from agent_harness.pipeline.checks import CheckResult, CheckRun, run_checks
+from agent_harness.review.model import ModelReviewer, route_vendor
+from agent_harness.review.verdict import (
     NO_REASON,
     NO_VERDICT,
     SAME_VENDOR_FLAG,
-    ModelReviewer,
     ReviewRequest,
     SameVendorRefused,
     Verdict,
@@ -37,7 +37,6 @@ from agent_harness.review import (
     check_vendors,
     parse_verdict,
     review,
-    route_vendor,
 )
 from agent_harness.testing.model_server import ModelServer, ScriptedCompletion, ScriptedFailure
 

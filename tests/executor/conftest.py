@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from agent_harness.executor import Budgets, ExecutionResult, Executor
-from agent_harness.model_client import MemoryParking, ModelClient, RetryPolicy, Route
-from agent_harness.plan import WorkItem
+from agent_harness.implement.executor import Budgets, ExecutionResult, Executor
+from agent_harness.models.client import MemoryParking, ModelClient, RetryPolicy, Route
+from agent_harness.plan.model import WorkItem
 from agent_harness.testing.model_server import (
     ModelServer,
     RecordedRequest,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent_harness.executor import Executor, StepPlan, StepStatus, load_plan
+from agent_harness.implement.executor import Executor, StepPlan, StepStatus, load_plan
 from agent_harness.testing.model_server import ScriptedCompletion, ScriptedFailure
 
 from .conftest import (

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness.errors import ConfigError
-from agent_harness.executor import (
+from agent_harness.implement.executor import (
     Budgets,
     Check,
     PlanAnswerInvalid,

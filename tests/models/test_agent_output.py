@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent_harness.providers import FailureKind, classify_agent_output
+from agent_harness.models.providers import FailureKind, classify_agent_output
 
 NOW = datetime(2026, 1, 1, 10, 0, tzinfo=UTC).timestamp()
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from agent_harness.errors import ConfigError
-from agent_harness.model_client import (
+from agent_harness.models.client import (
     EndpointParked,
     MemoryParking,
     MissingApiKey,
@@ -27,7 +27,7 @@ from agent_harness.model_client import (
     UnknownRole,
     load_routes_from_file,
 )
-from agent_harness.providers import FailureKind
+from agent_harness.models.providers import FailureKind
 from agent_harness.testing.model_server import (
     ModelServer,
     ScriptedCompletion,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_harness.providers import (
+from agent_harness.models.providers import (
     Failure,
     FailureKind,
     classify_response,

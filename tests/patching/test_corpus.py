@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.patching import RUNGS, apply_edit
+from agent_harness.implement.patching import RUNGS, apply_edit
 
 CORPUS = Path(__file__).parent / "corpus"
 CASES = sorted(p.parent.name for p in CORPUS.glob("*/case.json"))

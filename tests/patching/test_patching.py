@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.patching import (
+from agent_harness.implement.patching import (
     RUNG_FUZZY,
     RUNG_GIT_STRICT,
     RUNG_GIT_TOLERANT,

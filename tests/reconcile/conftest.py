@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from agent_harness.github import GitHubTracker
-from agent_harness.store import Store, open_store
-from agent_harness.sync import Marker, PullMarker
+from agent_harness.git.worktrees import branch_name
+from agent_harness.store.database import Store, open_store
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
-from agent_harness.worktrees import branch_name
+from agent_harness.tracker.github import GitHubTracker
+from agent_harness.tracker.sync import Marker, PullMarker
 
 REPO = "octo/app"
 PLAN = "PLAN"

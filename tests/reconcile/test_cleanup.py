@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent_harness.cleanup import list_worktrees, prune
-from agent_harness.reconcile import reconcile
-from agent_harness.sync import PullMarker
-from agent_harness.worktrees import WorkRepo, Worktree
+from agent_harness.git.cleanup import list_worktrees, prune
+from agent_harness.git.worktrees import WorkRepo, Worktree
+from agent_harness.tracker.reconcile import reconcile
+from agent_harness.tracker.sync import PullMarker
 
 from .conftest import PLAN, Scene, git
 

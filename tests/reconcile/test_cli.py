@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from agent_harness.cli import cli, main
 from agent_harness.cli.reconcile_cmd import reconcile as reconcile_command
+from agent_harness.git.worktrees import WorkRepo
 from agent_harness.testing.forge import READ_ONLY_TOKEN, TOKEN
-from agent_harness.worktrees import WorkRepo
 
 from .conftest import REPO, Scene
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-from agent_harness import work
-from agent_harness.plan import parse_plan
-from agent_harness.reconcile import ReconcileReport, reconcile
-from agent_harness.store import Store
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.queue import work
+from agent_harness.store.database import Store
 from agent_harness.testing.forge import READ_ONLY_TOKEN
+from agent_harness.tracker.reconcile import ReconcileReport, reconcile
 
 from .conftest import PROJECT, Scene, git
 

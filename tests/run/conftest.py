@@ -13,19 +13,22 @@ from typing import Any
 
 import pytest
 
-from agent_harness.demo import review_rules, seed_repository
-from agent_harness.github import GitHubTracker
-from agent_harness.implementer import CliImplementer
-from agent_harness.model_client import ModelClient, Route
-from agent_harness.plan import Plan, parse_plan, parse_plan_file
-from agent_harness.review import ModelReviewer
-from agent_harness.run import Pipeline, RunSettings
-from agent_harness.session_executor import preset_for
-from agent_harness.session_host import HeadlessHost, SessionHost
-from agent_harness.store import Store, open_store
+from agent_harness.agents.presets import preset_for
+from agent_harness.demo.rules import review_rules
+from agent_harness.demo.run import seed_repository
+from agent_harness.git.worktrees import WorkRepo
+from agent_harness.implement.cli_agent import CliImplementer
+from agent_harness.models.client import ModelClient, Route
+from agent_harness.pipeline.run import Pipeline, RunSettings
+from agent_harness.plan.markdown import parse_plan, parse_plan_file
+from agent_harness.plan.model import Plan
+from agent_harness.review.model import ModelReviewer
+from agent_harness.sessions.headless import HeadlessHost
+from agent_harness.sessions.protocol import SessionHost
+from agent_harness.store.database import Store, open_store
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.testing.model_server import ModelServer, ScriptedResponder
-from agent_harness.worktrees import WorkRepo
+from agent_harness.tracker.github import GitHubTracker
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -10,11 +10,11 @@ import sys
 import pytest
 
 from agent_harness.forge import FaultKind
-from agent_harness.run import RunSettings
-from agent_harness.sync import read_pull_marker
+from agent_harness.git.worktrees import DefaultBranchGuard, guard_refspec
+from agent_harness.pipeline.run import RunSettings
+from agent_harness.queue.work import ItemState, get_item, record_outcome
 from agent_harness.testing.agents import write_scripted_agent
-from agent_harness.work import ItemState, get_item, record_outcome
-from agent_harness.worktrees import DefaultBranchGuard, guard_refspec
+from agent_harness.tracker.sync import read_pull_marker
 
 from .conftest import KEY_ENV, Harness
 
@@ -281,7 +281,7 @@ def test_a_second_run_of_the_same_project_and_state_is_refused(h: Harness) -> No
     import fcntl
     import hashlib
 
-    from agent_harness.run import RunRefused
+    from agent_harness.pipeline.run import RunRefused
 
     pipeline = h.pipeline(ONE_ITEM)
     locks = h.state_dir / "locks"
@@ -321,10 +321,10 @@ def test_an_agent_waiting_for_input_shows_it_and_can_be_answered(h: Harness) -> 
     import threading
     import time as clock
 
+    from agent_harness.agents.presets import preset_for
     from agent_harness.cli.work_cmd import _activity
-    from agent_harness.implementer import CliImplementer
-    from agent_harness.session_executor import preset_for
-    from agent_harness.session_host import HeadlessHost
+    from agent_harness.implement.cli_agent import CliImplementer
+    from agent_harness.sessions.headless import HeadlessHost
 
     agent = write_scripted_agent(h.tmp / "agents", "ask")
     pipeline = h.pipeline(
@@ -374,7 +374,7 @@ def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Har
     # T3 is deleted from the plan: its queued item is withdrawn, never handed to an agent.
     second = h.pipeline("### T1: One\n\n### T2: Two\n", agent=command, settings=settings(checks=[]))
     second.run()
-    from agent_harness.work import get_item
+    from agent_harness.queue.work import get_item
 
     withdrawn = get_item(h.store, second.project, "T3")
     assert (withdrawn.state, withdrawn.reason, withdrawn.attempts) == (
@@ -386,7 +386,7 @@ def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Har
 
 
 def test_two_plans_with_the_same_ids_never_share_a_branch_or_worktree(h: Harness) -> None:
-    from agent_harness.run import Pipeline
+    from agent_harness.pipeline.run import Pipeline
 
     agent = write_scripted_agent(h.tmp / "agents", "done")
     command = shlex.join(agent) + " {prompt_file}"
@@ -408,8 +408,8 @@ def test_the_direct_api_executor_implements_through_the_same_pipeline(h: Harness
     """`--implementer vendor:model`: a planner and an implementer model edit the worktree."""
     import json as jsonlib
 
-    from agent_harness.implementer import ApiImplementer
-    from agent_harness.model_client import ModelClient, Route
+    from agent_harness.implement.api import ApiImplementer
+    from agent_harness.models.client import ModelClient, Route
     from agent_harness.testing.model_server import (
         ModelServer,
         ScriptedCompletion,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness.forge import FaultKind
-from agent_harness.store import open_store
+from agent_harness.store.database import open_store
 from agent_harness.testing.forge import TOKEN
 
 from .conftest import REPO, Harness

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from agent_harness.run import RunSettings
-from agent_harness.session_host import RemoteSessionHost
+from agent_harness.pipeline.run import RunSettings
+from agent_harness.sessions.remote import RemoteSessionHost
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.forge import TOKEN
 

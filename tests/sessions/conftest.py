@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.session_host import HeadlessHost, RemoteSessionHost, SessionHost, TmuxHost
+from agent_harness.sessions.headless import HeadlessHost
+from agent_harness.sessions.protocol import SessionHost
+from agent_harness.sessions.remote import RemoteSessionHost
+from agent_harness.sessions.tmux import TmuxHost
 from agent_harness.testing.session_server import running_session_server
 
 HOST_KINDS = ["tmux", "headless", "remote"]

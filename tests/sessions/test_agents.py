@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.providers import FailureKind, classify_agent_output
+from agent_harness.models.providers import FailureKind, classify_agent_output
 from agent_harness.testing.agents import write_scripted_agent
 
 

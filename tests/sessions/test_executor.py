@@ -9,14 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent_harness.providers import FailureKind
-from agent_harness.session_executor import (
-    PRESETS,
-    AgentPreset,
-    AgentState,
-    run_agent,
-)
-from agent_harness.session_host import SessionHost, SessionSpec
+from agent_harness.agents.presets import PRESETS, AgentPreset
+from agent_harness.agents.runner import AgentState, run_agent
+from agent_harness.models.providers import FailureKind
+from agent_harness.sessions.protocol import SessionHost, SessionSpec
 from agent_harness.testing.agents import write_scripted_agent
 
 from .conftest import base_env, wait_for

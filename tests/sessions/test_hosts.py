@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.session_host import (
-    HeadlessHost,
-    RemoteSessionHost,
+from agent_harness.sessions.default import default_host
+from agent_harness.sessions.headless import HeadlessHost
+from agent_harness.sessions.protocol import (
     SessionExists,
     SessionHost,
     SessionHostFailed,
     SessionNotFound,
     SessionNotRunning,
     SessionSpec,
-    TmuxHost,
-    default_host,
     safe_session_name,
 )
+from agent_harness.sessions.remote import RemoteSessionHost
+from agent_harness.sessions.tmux import TmuxHost
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.session_server import running_session_server
 
@@ -288,7 +288,7 @@ def test_default_host_is_tmux_when_installed(
 
 
 def test_spec_refuses_an_empty_command(work: Path, tmp_path: Path) -> None:
-    from agent_harness.session_host import SessionError
+    from agent_harness.sessions.protocol import SessionError
 
     with pytest.raises(SessionError):
         spec_for("x", [], work, tmp_path)

@@ -6,14 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_harness.agents.presets import PRESETS, preset_for, scrub_env
+from agent_harness.agents.runner import looks_like_prompt, strip_terminal_codes
 from agent_harness.errors import UsageError
-from agent_harness.session_executor import (
-    PRESETS,
-    looks_like_prompt,
-    preset_for,
-    scrub_env,
-    strip_terminal_codes,
-)
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.plan import WorkItem
-from agent_harness.store import Store, open_store
+from agent_harness.plan.model import WorkItem
+from agent_harness.store.database import Store, open_store
 
 PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 

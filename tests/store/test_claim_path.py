@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from agent_harness.store import Store, StoreError
-from agent_harness.work import ItemState, _claimed_json, claim_next, enqueue
+from agent_harness.queue.work import ItemState, _claimed_json, claim_next, enqueue
+from agent_harness.store.database import Store, StoreError
 
 from .conftest import FakeClock, item
 

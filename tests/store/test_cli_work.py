@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agent_harness.cli import main
-from agent_harness.store import open_store
-from agent_harness.work import claim_next, enqueue, fail
+from agent_harness.queue.work import claim_next, enqueue, fail
+from agent_harness.store.database import open_store
 
 from .conftest import item
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent_harness.errors import InputError
-from agent_harness.store import IngestResult, Store, ingest, watch
+from agent_harness.store.database import Store
+from agent_harness.store.ingest import IngestResult, ingest, watch
 
 P = "me/app:PLAN"
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from agent_harness.event_chain import verify_chain
-from agent_harness.store import open_store
-from agent_harness.work import Lease, LeaseLost, claim_next, complete, enqueue, get_item
+from agent_harness.queue.work import Lease, LeaseLost, claim_next, complete, enqueue, get_item
+from agent_harness.store.chain import verify_chain
+from agent_harness.store.database import open_store
 
 from .conftest import Engine, item
 

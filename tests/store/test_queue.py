@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_harness.plan import Plan
-from agent_harness.store import Store
-from agent_harness.work import (
+from agent_harness.plan.model import Plan
+from agent_harness.queue.work import (
     IllegalTransition,
     ItemBusy,
     ItemState,
@@ -27,6 +26,7 @@ from agent_harness.work import (
     retry,
     status,
 )
+from agent_harness.store.database import Store
 
 from .conftest import FakeClock, item
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from agent_harness.errors import HarnessError, UsageError
-from agent_harness.store import MIGRATIONS, SchemaTooNew, Store, StoreError, open_store
-from agent_harness.work import enqueue, list_items
+from agent_harness.queue.work import enqueue, list_items
+from agent_harness.store.database import SchemaTooNew, Store, StoreError, open_store
+from agent_harness.store.migrations import MIGRATIONS
 
 from .conftest import Engine, FakeClock, item
 

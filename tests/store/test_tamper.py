@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from agent_harness.cli import main
-from agent_harness.event_chain import verify_chain
-from agent_harness.store import MIGRATIONS, EventsUnprotected, Store, open_store
+from agent_harness.store.chain import verify_chain
+from agent_harness.store.database import EventsUnprotected, Store, open_store
+from agent_harness.store.migrations import MIGRATIONS
 
 from .conftest import Engine
 
@@ -178,8 +179,8 @@ def test_a_history_from_before_the_chain_is_sealed_on_the_next_write(db_dir: Pat
 def test_work_verify_and_show_tell_the_truth_from_the_cli(
     sqlite_engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agent_harness.plan import WorkItem
-    from agent_harness.work import enqueue
+    from agent_harness.plan.model import WorkItem
+    from agent_harness.queue.work import enqueue
 
     store = sqlite_engine.open()
     enqueue(store, "octo/app:PLAN", [WorkItem(id="T1", title="t", line=1, form="heading")])

@@ -1,0 +1,120 @@
+"""Reading what CLI agents print about their own run: JSON lines, usage, errors, refusals."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def json_events(output: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects among an agent CLI's output lines (stream-json, --json); the rest of
+    the output (progress, stderr) is skipped."""
+    for line in output.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            yield event
+
+
+def final_texts(output: str) -> list[str]:
+    """The agent's final words from JSONL output (Claude Code stream-json, Codex --json)."""
+    texts: list[str] = []
+    for event in json_events(output):
+        if event.get("type") == "result" and isinstance(event.get("result"), str):
+            texts.append(event["result"])
+        item = event.get("item")
+        if isinstance(item, dict) and item.get("type") == "agent_message":
+            text = item.get("text")
+            if isinstance(text, str):
+                texts.append(text)
+    return texts
+
+
+def usage_of(output: str) -> tuple[int | None, int | None, float | None]:
+    """Tokens in/out and cost the CLI reported about itself; None where it did not say.
+
+    Claude Code's final `result` event carries the run's totals; Codex reports usage per
+    turn, which adds up."""
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    for event in json_events(output):
+        usage = event.get("usage")
+        total = event.get("type") == "result"
+        if isinstance(usage, dict):
+            got_in = usage.get("input_tokens")
+            got_out = usage.get("output_tokens")
+            if isinstance(got_in, int):
+                tokens_in = got_in if total else (tokens_in or 0) + got_in
+            if isinstance(got_out, int):
+                tokens_out = got_out if total else (tokens_out or 0) + got_out
+        if isinstance(event.get("total_cost_usd"), int | float):
+            cost = float(event["total_cost_usd"])
+    return tokens_in, tokens_out, cost
+
+
+@dataclass(frozen=True)
+class CliReport:
+    """What an agent CLI said about its own run in its structured output."""
+
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    error: str | None = None  # the CLI's own error text, when it reported one
+    error_status: int | None = None  # the HTTP status behind that error, when given
+    denials: tuple[str, ...] = field(default=())  # tool calls it was not allowed to make
+
+
+def read_cli_report(output: str) -> CliReport:
+    """Read Claude Code's `result` event and Codex's JSONL (`turn.*`, `error`, rejections)."""
+
+    tokens_in, tokens_out, cost = usage_of(output)
+    error: str | None = None
+    status: int | None = None
+    denials: list[str] = []
+    for line in output.splitlines():
+        line = line.strip()
+        if "patch rejected" in line or "blocked by read-only sandbox" in line:
+            # Codex logs a refused patch on stderr only, and still exits 0.
+            denials.append(line.split("error=", 1)[-1])
+            continue
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("type")
+        if kind == "result":
+            if event.get("is_error"):
+                error = str(event.get("result") or event.get("subtype") or "error")
+                got = event.get("api_error_status")
+                status = got if isinstance(got, int) else status
+            for denial in event.get("permission_denials") or []:
+                if isinstance(denial, dict):
+                    denials.append(_describe_denial(denial))
+        elif kind == "turn.failed":
+            failed = event.get("error")
+            message = failed.get("message") if isinstance(failed, dict) else None
+            error = str(message or "turn failed")
+        elif kind == "error" and isinstance(event.get("message"), str):
+            error = error or event["message"]
+    return CliReport(tokens_in, tokens_out, cost, error, status, tuple(denials))
+
+
+def _describe_denial(denial: Mapping[str, object]) -> str:
+    tool = str(denial.get("tool_name") or "a tool")
+    args = denial.get("tool_input")
+    target = ""
+    if isinstance(args, dict):
+        target = str(args.get("file_path") or args.get("command") or "")
+    return f"{tool} {target}".strip()

@@ -1,0 +1,317 @@
+"""Running one CLI agent in one session and watching it to its end.
+
+The runner reports how the agent ended (done, crashed, rate limited, timed out, waiting for
+input) from its exit code, its screen and its output, never from the agent's own story.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from agent_harness.agents.presets import AgentPreset, scrub_env
+from agent_harness.agents.setup import agent_setup
+from agent_harness.models import providers
+from agent_harness.sessions.protocol import (
+    SessionExists,
+    SessionHost,
+    SessionNotFound,
+    SessionSpec,
+    safe_session_name,
+)
+
+
+class AgentState(StrEnum):
+    DONE = "done"
+    WAITING_FOR_INPUT = "waiting_for_input"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    RATE_LIMITED = "rate_limited"
+    MISSING_BINARY = "missing_binary"
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    state: AgentState
+    exit_code: int | None
+    duration_s: float
+    output_tail: str  # the last ~4 KB of what the agent wrote
+    failure: providers.Failure | None
+    reason: str  # one line a person understands
+    session: str = ""
+    log_path: Path | None = None
+    adopted: bool = False  # True when a live session from an earlier run was picked up
+
+
+def _ignore_state(state: AgentState, reason: str) -> None:
+    return None
+
+
+# A question left on screen: "...?", "...>", "...:", "[y/N]", "(y/n)", "Continue? (yes/no)".
+_PROMPT_END = re.compile(
+    r"(\?|>|:|\[[yYnN]/[yYnN]\]|\([yYnN]/[yYnN]\)|\((?:yes|no)/(?:yes|no)\)|›|❯)\s*$",
+    re.IGNORECASE,
+)
+
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]")
+
+
+# Limits that park an agent for a long time (killed early when it sits waiting for a reset) ...
+_LIMIT_KINDS = frozenset({providers.FailureKind.WINDOW, providers.FailureKind.CAP})
+
+
+# ... and everything that makes an ended run RATE_LIMITED rather than CRASHED.
+_RATE_KINDS = _LIMIT_KINDS | {providers.FailureKind.BURST}
+
+
+TAIL_BYTES = 4096
+
+
+def strip_terminal_codes(text: str) -> str:
+    """Terminal colour and cursor codes removed, so output reads as plain lines."""
+    return _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def looks_like_prompt(screen: str) -> bool:
+    """Whether the last non-blank line of a screen ends as a question to the user does."""
+    lines = [line for line in strip_terminal_codes(screen).split("\n") if line.strip()]
+    return bool(lines) and bool(_PROMPT_END.search(lines[-1].rstrip()))
+
+
+def _tail(text: str) -> str:
+    data = text.encode("utf-8")
+    return data[-TAIL_BYTES:].decode("utf-8", errors="ignore")
+
+
+@dataclass
+class _Watch:
+    """What the poll loop has seen so far."""
+
+    started: float
+    last_change: float
+    last_size: int = -1
+    idle_examined: bool = False  # the current quiet spell has been looked at already
+    failure: providers.Failure | None = field(default=None)
+
+
+def run_agent(
+    host: SessionHost,
+    preset: AgentPreset,
+    *,
+    session: str,
+    worktree: Path,
+    prompt: str,
+    state_dir: Path,
+    env_source: Mapping[str, str],
+    timeout_s: float,
+    idle_s: float = 120.0,
+    poll_s: float = 0.5,
+    model: str | None = None,
+    extra_env_allow: Iterable[str] = (),
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    wall_clock: Callable[[], float] = time.time,
+    on_state: Callable[[AgentState, str], None] = _ignore_state,
+) -> AgentOutcome:
+    """Run `preset` on `prompt` in `worktree` inside session `session`, and watch it end.
+
+    If a live session of that name already exists (a restarted harness), it is adopted: no
+    second agent is started, and the existing one is watched to its end. The prompt is written
+    to `<state_dir>/prompts/<session>.md`; the agent's output goes to
+    `<state_dir>/logs/<session>.log`. `on_state` hears WAITING_FOR_INPUT each time the agent
+    settles at a question (it keeps running until `timeout_s`, so a person can attach and
+    answer), and then the final state. A rate limit reported in the output wins over the exit
+    code; a failure the agent reported but exited 0 after stays DONE (with `failure` set).
+    """
+    name = safe_session_name(session)
+    state_dir = Path(state_dir)
+    log_path = state_dir / "logs" / f"{name}.log"
+    adopted = host.exists(name) and host.status(name).alive
+    if not adopted:
+        env = scrub_env(env_source, preset, extra_env_allow)
+        if host.kind != "remote" and not _binary_found(preset.binary, env):
+            reason = f"{preset.binary} not found on PATH; install it with: {preset.install_hint}"
+            on_state(AgentState.MISSING_BINARY, reason)
+            return AgentOutcome(
+                AgentState.MISSING_BINARY, None, 0.0, "", None, reason, name, None, False
+            )
+        prompt_file = state_dir / "prompts" / f"{name}.md"
+        prompt_file.parent.mkdir(parents=True, exist_ok=True)
+        prompt_file.write_text(prompt, encoding="utf-8")
+        command = preset.command(prompt_file, Path(worktree), model)
+        spec = SessionSpec(
+            name=name,
+            command=command,
+            cwd=Path(worktree),
+            env=env,
+            log_path=log_path,
+            stdin_devnull=preset.stdin_devnull,
+        )
+        try:
+            host.start(spec)
+        except SessionExists:
+            adopted = True  # another process started it between our look and our start
+    now = clock()
+    watch = _Watch(started=now, last_change=now)
+
+    def outcome(state: AgentState, code: int | None, output: str, reason: str) -> AgentOutcome:
+        return AgentOutcome(
+            state,
+            code,
+            clock() - watch.started,
+            _tail(output),
+            watch.failure,
+            reason,
+            name,
+            log_path if not adopted or log_path.exists() else None,
+            adopted,
+        )
+
+    while True:
+        status = host.status(name)
+        if not status.alive:
+            output = strip_terminal_codes(_output_or_empty(host, name))
+            watch.failure = providers.classify_agent_output(preset.name, output, now=wall_clock())
+            state, reason = _ended(preset.name, status.exit_code, watch.failure)
+            on_state(state, reason)
+            return outcome(state, status.exit_code, output, reason)
+        now = clock()
+        output = _output_or_empty(host, name)
+        if len(output) != watch.last_size:
+            watch.last_size = len(output)
+            watch.last_change = now
+            watch.idle_examined = False
+        if now - watch.started >= timeout_s:
+            host.kill(name)
+            plain = strip_terminal_codes(output)
+            # Only what it said last: a limit it hit and got past earlier is not why it hangs.
+            watch.failure = providers.classify_agent_output(
+                preset.name, _tail(plain), now=wall_clock()
+            )
+            if watch.failure is not None and watch.failure.kind in _LIMIT_KINDS:
+                reason = f"{preset.name} stopped at a usage limit: {watch.failure.describe()}"
+                state = AgentState.RATE_LIMITED
+            else:
+                reason = f"{preset.name} still running after {timeout_s:g}s; session killed"
+                state = AgentState.TIMEOUT
+            on_state(state, reason)
+            return outcome(state, None, plain, reason)
+        if now - watch.last_change >= idle_s and not watch.idle_examined:
+            # Once per quiet spell: the screen is made from the same output, so looking again
+            # before the agent writes something new would find the same thing.
+            watch.idle_examined = True
+            plain = strip_terminal_codes(output)
+            limit = providers.classify_agent_output(preset.name, _tail(plain), now=wall_clock())
+            if limit is not None and limit.kind in _LIMIT_KINDS:
+                # An interactive agent that hit its window waits for the reset by itself;
+                # the item is better parked than left holding a worker for hours.
+                host.kill(name)
+                watch.failure = limit
+                reason = f"{preset.name} stopped at a usage limit: {limit.describe()}"
+                on_state(AgentState.RATE_LIMITED, reason)
+                return outcome(AgentState.RATE_LIMITED, None, plain, reason)
+            screen = host.screen(name, 50)
+            if looks_like_prompt(screen):
+                question = _last_line(screen)
+                on_state(
+                    AgentState.WAITING_FOR_INPUT,
+                    f"{preset.name} is waiting for input: {question!r} "
+                    f"(attach: {shlex.join(host.attach_command(name))})",
+                )
+        # Look often at first (quick agents are done in tens of milliseconds), then settle
+        # at poll_s: the first second costs a few extra looks, a long run costs nothing more.
+        elapsed = now - watch.started
+        sleep(min(poll_s, max(0.005, elapsed / 4)))
+
+
+def _output_or_empty(host: SessionHost, name: str) -> str:
+    try:
+        return host.output(name)
+    except SessionNotFound:
+        return ""
+
+
+def _last_line(screen: str) -> str:
+    lines = [line.strip() for line in strip_terminal_codes(screen).split("\n") if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def _binary_found(binary: str, env: Mapping[str, str]) -> bool:
+    return shutil.which(binary, path=env.get("PATH")) is not None
+
+
+def _ended(
+    agent: str, code: int | None, failure: providers.Failure | None
+) -> tuple[AgentState, str]:
+    if failure is not None and failure.kind in _RATE_KINDS:
+        return AgentState.RATE_LIMITED, f"{agent} hit a rate limit: {failure.describe()}"
+    if code is None:
+        return AgentState.CRASHED, f"{agent}'s session ended without an exit status (killed?)"
+    if code == 0:
+        # A failure the agent recovered from (an overload it retried) does not undo a clean
+        # exit; it is still returned in the outcome for the record.
+        return AgentState.DONE, f"{agent} finished (exit 0)"
+    if failure is not None:
+        return AgentState.CRASHED, f"{agent} exited with status {code}: {failure.describe()}"
+    return AgentState.CRASHED, f"{agent} exited with status {code}"
+
+
+@dataclass(frozen=True)
+class SessionRun:
+    """One CLI agent run in a session: how it ended, and everything it printed."""
+
+    outcome: AgentOutcome
+    output: str
+
+
+def run_cli_agent(
+    host: SessionHost,
+    preset: AgentPreset,
+    *,
+    session: str,
+    workdir: Path,
+    prompt: str,
+    state_dir: Path,
+    home: Path,
+    env_source: Mapping[str, str],
+    timeout_s: float,
+    idle_s: float,
+    poll_s: float,
+    model: str | None = None,
+    own_login: bool = False,
+    on_state: Callable[[Any, str], None] | None = None,
+) -> SessionRun:
+    """Run a CLI agent (as implementer or reviewer) in its own home, then close the session
+    once the program has ended: its screen lives on in the log, which is read back whole."""
+    from agent_harness.agents.runner import AgentState, run_agent
+
+    setup = agent_setup(preset, home, env_source, model=model, own_login=own_login)
+    outcome = run_agent(
+        host,
+        setup.preset or preset,
+        session=session,
+        worktree=workdir,
+        prompt=prompt,
+        state_dir=state_dir,
+        env_source=setup.env,
+        timeout_s=timeout_s,
+        idle_s=idle_s,
+        poll_s=poll_s,
+        model=model,
+        extra_env_allow=setup.allow,
+        on_state=on_state or (lambda _state, _detail: None),
+    )
+    if AgentState(outcome.state) is not AgentState.WAITING_FOR_INPUT:
+        host.kill(outcome.session or session)
+    output = outcome.output_tail
+    if outcome.log_path is not None and outcome.log_path.is_file():
+        output = outcome.log_path.read_text(encoding="utf-8", errors="replace")
+    return SessionRun(outcome, output)

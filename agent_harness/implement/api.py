@@ -1,0 +1,106 @@
+"""The direct-API implementer: a planner and an implementer model editing the worktree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_harness.implement.protocol import ImplementResult, StateCallback
+
+if TYPE_CHECKING:
+    from agent_harness.git.worktrees import Worktree
+    from agent_harness.plan.model import WorkItem
+
+
+class ApiImplementer:
+    """The direct-API executor: a planner and an implementer model editing the worktree."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        vendor: str,
+        name: str = "executor",
+        item_checks: Callable[[WorkItem], list[str]] = lambda _item: [],
+        check_env: Mapping[str, str] | None = None,
+        budgets: Any = None,
+    ) -> None:
+        self.client = client
+        self.vendor = vendor
+        self.name = name
+        self.item_checks = item_checks
+        self.check_env = check_env
+        self.budgets = budgets
+
+    def secret_values(self) -> tuple[str, ...]:
+        """The keys the planner and implementer calls carry; see `ModelClient.secret_values`."""
+        held = getattr(self.client, "secret_values", None)
+        return tuple(held()) if callable(held) else ()
+
+    def implement(
+        self,
+        item: WorkItem,
+        tree: Worktree,
+        prompt: str,
+        *,
+        session: str,
+        state_dir: Path,
+        on_state: StateCallback,
+    ) -> ImplementResult:
+        from agent_harness.implement.executor import Executor
+        from agent_harness.models.client import EndpointParked, ModelCallFailed
+        from agent_harness.models.providers import FailureKind
+
+        state_dir.mkdir(parents=True, exist_ok=True)
+        executor = Executor(
+            self.client,
+            budgets=self.budgets,
+            events=lambda kind, payload: on_state(kind, str(payload.get("step", ""))),
+            worker=session,
+            item_checks=self.item_checks(item),
+            check_env=self.check_env,
+        )
+        try:
+            result = executor.execute(item, tree.path, state_dir / "plan.json", resume=True)
+        except EndpointParked as exc:
+            return ImplementResult(False, "rate_limited", str(exc), wait_until=exc.until)
+        except ModelCallFailed as exc:
+            kind = exc.failure.kind
+            if kind is FailureKind.WINDOW:
+                return ImplementResult(
+                    False,
+                    "rate_limited",
+                    exc.message,
+                    failure=exc.failure,
+                    wait_until=exc.failure.reset_at,
+                )
+            never_retry = kind in (
+                FailureKind.CAP,
+                FailureKind.REFUSAL,
+                FailureKind.AUTH,
+                FailureKind.CONTEXT_TOO_LONG,
+                FailureKind.BAD_REQUEST,
+            )
+            return ImplementResult(
+                False,
+                "refused" if never_retry else "crashed",
+                exc.message,
+                failure=exc.failure,
+                permanent=never_retry,
+            )
+        if result.status == "done":
+            return ImplementResult(
+                True,
+                "done",
+                f"plan done in {result.calls} model calls",
+                tokens_in=result.tokens_in,
+                tokens_out=result.tokens_out,
+            )
+        return ImplementResult(
+            False,
+            "blocked",
+            f"executor blocked at step {result.blocking_step}: {result.blocker}",
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+        )

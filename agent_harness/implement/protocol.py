@@ -1,0 +1,50 @@
+"""The Implementer protocol: what the pipeline asks of whatever does an item's work."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from agent_harness.git.worktrees import Worktree
+    from agent_harness.models.providers import Failure
+    from agent_harness.plan.model import WorkItem
+
+
+StateCallback = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class ImplementResult:
+    """How one implementation attempt ended."""
+
+    ok: bool  # the implementer finished normally; whether it changed anything is checked later
+    state: str  # done | crashed | timeout | rate_limited | missing_binary | refused | blocked
+    reason: str
+    failure: Failure | None = None
+    wait_until: float | None = None  # epoch seconds; set when a spent window should be waited out
+    permanent: bool = False  # retrying will not help (a spent cap, a missing binary, ...)
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    output_tail: str = ""
+
+
+class Implementer(Protocol):
+    """Anything that can try to do a work item in a worktree."""
+
+    name: str
+    vendor: str
+
+    def implement(
+        self,
+        item: WorkItem,
+        tree: Worktree,
+        prompt: str,
+        *,
+        session: str,
+        state_dir: Path,
+        on_state: StateCallback,
+    ) -> ImplementResult: ...

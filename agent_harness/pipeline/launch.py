@@ -1,0 +1,251 @@
+"""Build a run from what a person asked for: the plan, repo, agent, reviewer and budgets.
+
+The CLI only parses flags into a `RunRequest`; this module turns it into the parts of a
+`run.Pipeline` (store, tracker, work repo, implementer, reviewer) and refuses, before any work
+starts, what would fail every item: a missing agent binary, a reviewer of the same vendor, an
+unknown model vendor, a `--work` that is not a usable git repository.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_harness.errors import UsageError
+
+if TYPE_CHECKING:
+    from agent_harness.agents.presets import AgentPreset
+    from agent_harness.config import Settings
+    from agent_harness.implement.protocol import Implementer
+    from agent_harness.pipeline.run import Observer, Pipeline
+    from agent_harness.plan.model import Plan, WorkItem
+    from agent_harness.review.verdict import Reviewer
+    from agent_harness.sessions.protocol import SessionHost
+    from agent_harness.store.database import Store
+    from agent_harness.tracker.github import GitHubTracker
+
+
+@dataclass
+class RunRequest:
+    """Everything `agent-harness run` was asked to do."""
+
+    repo: str
+    work: Path
+    plan_path: Path
+    checks: list[str] = field(default_factory=list)
+    agent: str | None = None  # preset name or command template
+    implementer: str | None = None  # vendor:model for the direct-API executor
+    reviewer: str = ""  # vendor:model, or a CLI agent preset name
+    workers: int = 1
+    plan_key: str | None = None
+    only: list[str] = field(default_factory=list)
+    allow_same_vendor: bool = False
+    forge: str | None = None
+    github_url: str | None = None
+    db: str | None = None
+    model: str | None = None
+    max_attempts: int | None = None
+    agent_timeout_s: float | None = None
+    own_login: bool = False  # agents use the user's own HOME and logins, not a throwaway one
+
+
+def model_events(store: Store, project: str) -> Any:
+    """Every model call becomes an event of the run's project (tokens, latency, failure class);
+    pricing and audits read them later. Keys never appear in them."""
+
+    def sink(kind: str, payload: dict[str, Any]) -> None:
+        store.append_event(project, None, kind, payload)
+
+    return sink
+
+
+def build_implementer(
+    project: str,
+    request: RunRequest,
+    host: SessionHost,
+    env: Mapping[str, str],
+    settings: Settings,
+    store: Store,
+    item_checks: Any,
+) -> Implementer:
+    from agent_harness.agents.presets import preset_for
+    from agent_harness.implement.api import ApiImplementer
+    from agent_harness.implement.cli_agent import CliImplementer
+
+    if bool(request.agent) == bool(request.implementer):
+        raise UsageError("give exactly one of --agent (a CLI agent) or --implementer vendor:model")
+    timeout = request.agent_timeout_s or settings.budgets.agent_timeout_s
+    if request.agent:
+        preset = anchored(preset_for(request.agent), Path.cwd())
+        if shutil.which(preset.binary, path=env.get("PATH")) is None:
+            raise UsageError(
+                f"agent '{preset.name}': {preset.binary} not found on PATH; "
+                f"install it with: {preset.install_hint}"
+            )
+        return CliImplementer(
+            host, preset, env, timeout_s=timeout, model=request.model, own_login=request.own_login
+        )
+    from agent_harness.models.client import ModelClient, route_from_spec
+
+    assert request.implementer is not None
+    route = route_from_spec(request.implementer, env)
+    if not env.get(route.api_key_env):
+        raise UsageError(f"implementer {request.implementer} needs {route.api_key_env} set")
+    client = ModelClient(
+        {"planner": route, "implementer": route},
+        env=env,
+        parking=store,
+        events=model_events(store, project),
+    )
+    from agent_harness.implement.executor import Budgets
+    from agent_harness.secrets.environment import without_secrets
+
+    return ApiImplementer(
+        client,
+        vendor=route.vendor,
+        name=f"executor:{route.model}",
+        item_checks=item_checks,
+        check_env=without_secrets(env),
+        budgets=Budgets(max_replans=settings.budgets.max_replans),
+    )
+
+
+def build_reviewer(
+    project: str,
+    request: RunRequest,
+    host: SessionHost,
+    env: Mapping[str, str],
+    state_dir: Path,
+    store: Store,
+    worker: str,
+) -> Reviewer:
+    from agent_harness.agents.presets import PRESETS, preset_for
+
+    spec = request.reviewer.strip()
+    if not spec:
+        raise UsageError(
+            "--reviewer is required: vendor:model (e.g. openai:gpt-4.1) or an "
+            "agent preset (e.g. codex)"
+        )
+    if ":" not in spec and spec in PRESETS:
+        from agent_harness.review.agent import CliReviewer
+
+        preset = preset_for(spec)
+        if shutil.which(preset.binary, path=env.get("PATH")) is None:
+            raise UsageError(
+                f"reviewer '{preset.name}': {preset.binary} not found on PATH; "
+                f"install it with: {preset.install_hint}"
+            )
+        return CliReviewer(host, preset, env, state_dir, own_login=request.own_login)
+    from agent_harness.models.client import ModelClient, route_from_spec
+    from agent_harness.review.model import ModelReviewer
+
+    route = route_from_spec(spec, env)
+    if not env.get(route.api_key_env):
+        raise UsageError(
+            f"reviewer {spec} needs its API key: set {route.api_key_env} "
+            "(it is never passed to agents)"
+        )
+    client = ModelClient(
+        {"reviewer": route}, env=env, parking=store, events=model_events(store, project)
+    )
+    return ModelReviewer(client, worker=worker)
+
+
+def anchored(preset: AgentPreset, cwd: Path) -> AgentPreset:
+    """A command template whose relative file paths are made absolute.
+
+    Agents run inside the item's worktree, so `python agent/run.py` typed in your checkout
+    would point nowhere there; a relative argument naming a file that exists here is meant
+    to be that file.
+    """
+    from dataclasses import replace
+
+    if not preset.template:
+        return preset
+    parts = []
+    for part in preset.template:
+        candidate = cwd / part
+        is_path = "{" not in part and not part.startswith("-") and ("/" in part or "." in part)
+        parts.append(str(candidate.resolve()) if is_path and candidate.is_file() else part)
+    binary = parts[0] if parts[0] != preset.template[0] else preset.binary
+    return replace(preset, template=tuple(parts), binary=binary)
+
+
+@contextmanager
+def pipeline_for(
+    request: RunRequest,
+    settings: Settings,
+    open_tracker: Callable[[], AbstractContextManager[GitHubTracker]],
+    observer: Observer | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[tuple[Pipeline, Plan]]:
+    """Everything a run needs, opened in order and closed in reverse. `open_tracker` opens the
+    tracker the person chose (GitHub, or the embedded forge): the caller decides, so this
+    module never reaches for the command line or the forge."""
+    from agent_harness.git.worktrees import WorkRepo
+    from agent_harness.pipeline.run import Pipeline, RunSettings
+    from agent_harness.plan.backlog import load_plan
+    from agent_harness.plan.model import check_command
+    from agent_harness.secrets.process import process_env
+    from agent_harness.sessions.default import default_host
+    from agent_harness.store.database import open_store
+
+    env = process_env() if env is None else dict(env)
+    plan = load_plan(request.plan_path)
+    unknown = sorted(set(request.only) - {item.id for item in plan.items})
+    if unknown:
+        raise UsageError(f"--only names items not in the plan: {', '.join(unknown)}")
+    state_dir = Path(settings.state_dir).resolve()
+    repo = WorkRepo(request.work, state_dir)
+    key = request.plan_key or settings.tracker.plan_key or request.plan_path.stem
+    with ExitStack() as stack:
+        from agent_harness.config import database_url
+
+        store = open_store(database_url(settings, request.db))
+        stack.callback(store.close)
+        tracker = stack.enter_context(open_tracker())
+        host = default_host(state_dir, settings.sessions.host)
+
+        def item_checks(item: WorkItem) -> list[str]:
+            own = check_command(item.success_check)
+            return [*request.checks, *([own] if own else [])]
+
+        project = f"{tracker.repo}:{key}"
+        implementer = build_implementer(project, request, host, env, settings, store, item_checks)
+        reviewer = build_reviewer(project, request, host, env, state_dir, store, worker="reviewer")
+        run_settings = RunSettings(
+            checks=list(request.checks) or list(settings.checks.commands),
+            check_timeout_s=settings.checks.timeout_s,
+            max_attempts=request.max_attempts or settings.budgets.max_attempts,
+            lease_s=settings.budgets.lease_s,
+            workers=request.workers,
+            protected=list(settings.protected_paths),
+            allow_same_vendor=request.allow_same_vendor,
+            item_cost_usd=settings.budgets.item_cost_usd,
+            run_cost_usd=settings.budgets.run_cost_usd,
+            only=set(request.only) or None,
+            requeue_reverted=settings.reconcile.requeue_reverted,
+            revert_window_days=settings.reconcile.revert_window_days,
+            check_env_pass=list(settings.checks.env_pass),
+            secret_shapes_ignored_in=list(settings.secrets.shapes_ignored_in),
+        )
+        pipeline = Pipeline(
+            plan=plan,
+            plan_key=key,
+            tracker=tracker,
+            store=store,
+            repo=repo,
+            implementer=implementer,
+            reviewer=reviewer,
+            settings=run_settings,
+            state_dir=state_dir,
+            env=env,
+            observer=observer,
+            known_secrets=tracker.secret_values(),
+        )
+        yield pipeline, plan

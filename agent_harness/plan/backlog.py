@@ -1,0 +1,102 @@
+"""backlog.json: the versioned JSON form of a parsed plan, and the one door every plan enters by.
+
+A backlog holds the items, the report of unread lines and where the plan came from, so the
+round trip plan -> backlog -> items loses nothing. `load_plan` accepts either form, which is
+why every command that takes a plan also takes a backlog.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent_harness.errors import InputError
+from agent_harness.plan.markdown import parse_plan, read_plan_text
+from agent_harness.plan.model import Notice, Plan, WorkItem
+
+BACKLOG_FORMAT = "agent-harness/backlog"
+BACKLOG_VERSION = 1
+
+
+class BacklogItem(WorkItem):
+    """A work item as stored in backlog.json: the item plus its content hash, for readers."""
+
+    hash: str = Field(description="content_hash of the item when the backlog was written.")
+
+
+class Backlog(BaseModel):
+    """The document written to backlog.json (format version 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["agent-harness/backlog"] = "agent-harness/backlog"
+    version: int = Field(default=BACKLOG_VERSION, description="Bumped on any incompatible change.")
+    source: str = Field(description="The plan file the backlog was made from.")
+    items: list[BacklogItem]
+    unread: list[Notice] = Field(default_factory=list)
+
+
+def to_backlog(plan: Plan) -> Backlog:
+    items = [BacklogItem(**item.model_dump(), hash=item.content_hash) for item in plan.items]
+    return Backlog(source=plan.source, items=items, unread=list(plan.unread))
+
+
+def dumps(plan: Plan) -> str:
+    """The backlog.json text for a plan: stable key order, one trailing newline."""
+    data = to_backlog(plan).model_dump(mode="json")
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def from_backlog(doc: Backlog) -> Plan:
+    items = tuple(WorkItem(**item.model_dump(exclude={"hash"})) for item in doc.items)
+    return Plan(source=doc.source, items=items, unread=tuple(doc.unread))
+
+
+def loads(text: str, source: str = "backlog.json") -> Plan:
+    try:
+        raw: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(raw, dict) or raw.get("format") != BACKLOG_FORMAT:
+        raise InputError(
+            f'{source} is not an agent-harness backlog (no "format": "{BACKLOG_FORMAT}")'
+        )
+    version = raw.get("version")
+    if not isinstance(version, int) or version > BACKLOG_VERSION:
+        raise InputError(
+            f"{source} is backlog version {version}; this agent-harness reads up to "
+            f"{BACKLOG_VERSION} (upgrade agent-harness)"
+        )
+    try:
+        doc = Backlog.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InputError(f"{source}: {where}: {first['msg']}") from None
+    return from_backlog(doc)
+
+
+def load_plan(path: Path | str) -> Plan:
+    """Load a markdown plan or a backlog.json, whichever `path` holds."""
+    path = Path(path)
+    text = read_plan_text(path)
+    if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        return loads(text, source=str(path))
+    return parse_plan(text, source=str(path))
+
+
+def write_backlog(plan: Plan, target: Path) -> None:
+    """Write backlog.json atomically: a crash leaves the old file or the new one, never half."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(dumps(plan), encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None

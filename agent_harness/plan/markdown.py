@@ -1,0 +1,609 @@
+"""Markdown plan -> typed work items, plus a report of every line that could not be read.
+
+The parser walks markdown-it-py's token stream (never regexes over raw lines), so code fences,
+HTML blocks and nesting are understood the way a markdown renderer understands them. Items are
+headings, checkboxes or table rows whose text starts with an id such as `T1` or `AUTH-3`.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent_harness.errors import InputError, PlanRefused
+from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
+
+MAX_PLAN_BYTES = 20 * 1024 * 1024
+
+
+"""Plans larger than this are refused before parsing: no hand-written plan is that big."""
+
+
+_ID = r"[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)*"
+
+
+_ID_RE = re.compile(rf"^{_ID}$")
+
+
+_ID_ANYWHERE = re.compile(rf"(?<![A-Za-z0-9_-])({_ID})(?![A-Za-z0-9_-])")
+
+
+_SEP = r"(?::|\.|\)|—|–|-{1,2})"
+
+
+# A heading item needs a separator after its id, so "## Q3 goals" stays a plain heading.
+_HEADING_ITEM = re.compile(rf"^\[?({_ID})\]?\s*{_SEP}\s*(.*)$|^\[({_ID})\]\s*(.*)$")
+
+
+_LOOSE_ID = re.compile(rf"^({_ID})\s+\S")
+
+
+_CHECKBOX = re.compile(r"^\[( |x|X)\]\s*(.*)$", re.DOTALL)
+
+
+_CHECKBOX_ITEM = re.compile(rf"^\[?({_ID})\]?(?:\s*{_SEP}\s*|\s+|$)(.*)$")
+
+
+_META = re.compile(r"^\s*([A-Za-z][A-Za-z _-]{0,30}?)\s*:\s*(.*?)\s*$")
+
+
+_MILESTONE_HEADING = re.compile(r"^milestone\s*(?::|—|–|-)\s*(.+)$", re.IGNORECASE)
+
+
+_KEYS: dict[str, str] = {
+    "labels": "labels",
+    "label": "labels",
+    "tags": "labels",
+    "milestone": "milestone",
+    "depends on": "depends_on",
+    "depends": "depends_on",
+    "deps": "depends_on",
+    "dependencies": "depends_on",
+    "blocked by": "depends_on",
+    "after": "depends_on",
+    "requires": "depends_on",
+    "check": "success_check",
+    "success": "success_check",
+    "success check": "success_check",
+    "acceptance": "success_check",
+    "acceptance criteria": "success_check",
+    "done when": "success_check",
+    "verify": "success_check",
+    "files": "files",
+    "status": "status",
+}
+
+
+_TABLE_COLUMNS: dict[str, str] = {
+    **_KEYS,
+    "id": "id",
+    "task id": "id",
+    "title": "title",
+    "task": "title",
+    "name": "title",
+    "summary": "title",
+    "body": "body",
+    "description": "body",
+    "details": "body",
+    "notes": "body",
+    "done": "status",
+    "state": "status",
+}
+
+
+_DONE_WORDS = {"x", "[x]", "yes", "y", "true", "done", "complete", "completed", "merged", "✅", "✓"}
+
+
+_NO_DEPS = {"", "none", "-", "—", "n/a", "na", "nothing"}
+
+
+def _norm_key(key: str) -> str:
+    return " ".join(re.split(r"[\s_-]+", key.strip().lower()))
+
+
+def _plain(token: Token) -> str:
+    """The visible text of an inline token: markup dropped, line breaks kept."""
+    children = token.children
+    if not children:
+        return token.content
+    parts: list[str] = []
+    for child in children:
+        kind = child.type
+        if kind == "text" or kind == "code_inline":
+            parts.append(child.content)
+        elif kind == "softbreak" or kind == "hardbreak":
+            parts.append("\n")
+        elif kind == "image":
+            parts.append(_plain(child))
+    return "".join(parts)
+
+
+@dataclass
+class _Draft:
+    id: str
+    title: str
+    line0: int  # 0-based line of the item itself
+    body_from: int  # first body line (0-based)
+    scope_end: int  # one past the last line the item can own
+    form: ItemForm
+    done: bool = False
+    level: int = 0
+    fields: dict[str, tuple[int, str]] = field(default_factory=dict)
+    body: str | None = None
+
+
+@dataclass
+class _Meta:
+    line0: int
+    key: str  # normalised field name, or "" when unknown
+    raw_key: str
+    value: str
+    text: str
+    drop_lines: tuple[int, int]  # source lines to drop from the body, [start, end)
+    raw_value: str = ""  # the value as written, markdown kept (a check keeps its `code`)
+
+
+_MD: MarkdownIt | None = None
+
+
+def _markdown() -> MarkdownIt:
+    global _MD  # a cached, immutable-after-build parser; building it costs more than a parse
+    if _MD is None:
+        from markdown_it import MarkdownIt
+
+        _MD = MarkdownIt("commonmark").enable("table")
+    return _MD
+
+
+def read_plan_text(path: Path) -> str:
+    """Read a plan file, turning every way it can be unreadable into one clear line."""
+    if str(path) == "-":
+        import sys
+
+        data = sys.stdin.buffer.read()
+    else:
+        if not path.exists():
+            raise InputError(f"plan file not found: {path}")
+        if path.is_dir():
+            raise InputError(f"{path} is a directory, not a plan file")
+        try:
+            size = path.stat().st_size
+            if size > MAX_PLAN_BYTES:
+                raise InputError(
+                    f"{path} is {size / 1024 / 1024:.1f} MB; plans over "
+                    f"{MAX_PLAN_BYTES // 1024 // 1024} MB are refused"
+                )
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_PLAN_BYTES:
+        raise InputError(f"{path} is over {MAX_PLAN_BYTES // 1024 // 1024} MB; refused")
+    if b"\x00" in data[:8192]:
+        raise InputError(f"{path} looks like a binary file, not a markdown plan")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+    return text
+
+
+def parse_plan_file(path: Path | str) -> Plan:
+    """Parse the plan at `path` (or '-' for stdin)."""
+    path = Path(path)
+    return parse_plan(read_plan_text(path), source=str(path))
+
+
+def parse_plan(text: str, source: str = "<string>") -> Plan:
+    """Parse markdown text into a Plan; refuse duplicate ids and dependency cycles."""
+    text = _normalise(text)
+    lines = text.split("\n")
+    tokens = _markdown().parse(text)
+    walker = _Walker(lines)
+    walker.walk(tokens)
+    return walker.finish(source)
+
+
+def _normalise(text: str) -> str:
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if text.startswith("---\n"):
+        # Front matter is blanked, not cut, so every line number stays true to the file.
+        end = text.find("\n---\n", 3)
+        alt = text.find("\n...\n", 3)
+        if end == -1 or (alt != -1 and alt < end):
+            end = alt
+        if end != -1:
+            head_lines = text[: end + 5].count("\n")
+            text = "\n" * head_lines + text[end + 5 :]
+    return text
+
+
+class _Walker:
+    """One pass over the token stream, collecting item drafts and metadata lines."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.drafts: list[_Draft] = []
+        self.metas: list[_Meta] = []
+        self.unread: list[Notice] = []
+        self.loose_checkboxes: list[tuple[int, str]] = []
+        self.open_headings: list[_Draft] = []
+        self.sections: list[tuple[int, str | None]] = []  # (level, milestone) of plain headings
+        self.section_milestone: dict[int, str] = {}  # draft index -> milestone from a heading
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _text(self, line0: int) -> str:
+        return self.lines[line0].strip() if 0 <= line0 < len(self.lines) else ""
+
+    def _note(self, line0: int, reason: str) -> None:
+        self.unread.append(Notice(line=line0 + 1, reason=reason, text=self._text(line0)))
+
+    def _current_milestone(self) -> str | None:
+        for _level, milestone in reversed(self.sections):
+            if milestone is not None:
+                return milestone
+        return None
+
+    # -- the walk -----------------------------------------------------------------------------
+    def walk(self, tokens: list[Token]) -> None:
+        index = 0
+        count = len(tokens)
+        list_stack: list[list[_Meta]] = []
+        while index < count:
+            token = tokens[index]
+            kind = token.type
+            if kind == "heading_open":
+                self._heading(token, tokens[index + 1])
+                index += 3
+                continue
+            if kind == "bullet_list_open" or kind == "ordered_list_open":
+                list_stack.append([])
+            elif kind == "bullet_list_close" or kind == "ordered_list_close":
+                group = list_stack.pop()
+                if any(meta.key for meta in group):
+                    self.metas.extend(group)
+            elif kind == "list_item_open":
+                index = self._list_item(tokens, index, list_stack)
+                continue
+            elif kind == "paragraph_open":
+                inline = tokens[index + 1]
+                self._paragraph(inline, token)
+                index += 3
+                continue
+            elif kind == "table_open":
+                index = self._table(tokens, index)
+                continue
+            index += 1
+        end = len(self.lines)
+        for draft in self.open_headings:
+            draft.scope_end = end
+
+    def _heading(self, token: Token, inline: Token) -> None:
+        level = int(token.tag[1])
+        start, end = token.map or (0, 1)
+        for draft in self.open_headings:
+            if draft.level >= level:
+                draft.scope_end = start
+        self.open_headings = [d for d in self.open_headings if d.level < level]
+        self.sections = [(lv, ms) for lv, ms in self.sections if lv < level]
+        text = _plain(inline).strip()
+        match = _HEADING_ITEM.match(text)
+        if match:
+            item_id = match.group(1) or match.group(3)
+            title = (match.group(2) if match.group(1) else match.group(4)) or ""
+            if item_id[-1].isdigit():
+                draft = _Draft(item_id, title.strip(), start, end, len(self.lines), "heading")
+                draft.level = level
+                self._add_draft(draft)
+                self.open_headings.append(draft)
+                self.sections.append((level, None))
+                return
+        milestone = _MILESTONE_HEADING.match(text)
+        self.sections.append((level, milestone.group(1).strip() if milestone else None))
+        loose = _LOOSE_ID.match(text)
+        if loose and loose.group(1)[-1].isdigit() and any(c.isalpha() for c in loose.group(1)):
+            self._note(
+                start,
+                f"heading starts with '{loose.group(1)}' but has no ':', '.' or '—' after it; "
+                "not read as an item",
+            )
+
+    def _add_draft(self, draft: _Draft) -> None:
+        milestone = self._current_milestone()
+        if milestone is not None:
+            self.section_milestone[len(self.drafts)] = milestone
+        self.drafts.append(draft)
+
+    def _list_item(self, tokens: list[Token], index: int, list_stack: list[list[_Meta]]) -> int:
+        item_token = tokens[index]
+        start, end = item_token.map or (0, 1)
+        if index + 2 < len(tokens) and tokens[index + 1].type == "paragraph_open":
+            inline = tokens[index + 2]
+            raw = inline.content
+            if raw.startswith("["):
+                box = _CHECKBOX.match(_plain(inline))
+                if box:
+                    self._checkbox(box, start, end)
+                    return index + 4  # the paragraph is consumed; nested lists are walked
+            para_start = (tokens[index + 1].map or (start, start + 1))[0]
+            para_end = (tokens[index + 1].map or (start, start + 1))[1]
+            if ":" in raw and para_end - para_start == 1 and list_stack:
+                match = _META.match(_plain(inline))
+                if match:
+                    key = _KEYS.get(_norm_key(match.group(1)), "")
+                    list_stack[-1].append(
+                        _Meta(
+                            para_start,
+                            key,
+                            match.group(1),
+                            match.group(2),
+                            raw,
+                            (start, end),
+                            _raw_value(raw),
+                        )
+                    )
+                    return index + 4
+        return index + 1
+
+    def _checkbox(self, box: re.Match[str], start: int, end: int) -> None:
+        done = box.group(1) != " "
+        first_line, _, _rest = box.group(2).partition("\n")
+        match = _CHECKBOX_ITEM.match(first_line.strip())
+        if match and match.group(1)[-1].isdigit():
+            draft = _Draft(
+                match.group(1), match.group(2).strip(), start, start + 1, end, "checkbox"
+            )
+            draft.done = done
+            self._add_draft(draft)
+        else:
+            self.loose_checkboxes.append((start, first_line.strip()))
+
+    def _paragraph(self, inline: Token, para: Token) -> None:
+        raw = inline.content
+        if ":" not in raw:
+            return
+        start = (para.map or (0, 1))[0]
+        group: list[_Meta] = []
+        plain_lines = _plain(inline).split("\n")
+        raw_lines = raw.split("\n")
+        aligned = len(raw_lines) == len(plain_lines)
+        for offset, line in enumerate(plain_lines):
+            match = _META.match(line)
+            if match:
+                key = _KEYS.get(_norm_key(match.group(1)), "")
+                line0 = start + offset
+                raw_value = _raw_value(raw_lines[offset]) if aligned else match.group(2)
+                group.append(
+                    _Meta(
+                        line0,
+                        key,
+                        match.group(1),
+                        match.group(2),
+                        line,
+                        (line0, line0 + 1),
+                        raw_value,
+                    )
+                )
+        if any(meta.key for meta in group):
+            self.metas.extend(group)
+
+    def _table(self, tokens: list[Token], index: int) -> int:
+        columns: list[str] = []
+        header_line = (tokens[index].map or (0, 1))[0]
+        index += 1
+        row: list[str] = []
+        raw_row: list[str] = []
+        row_line = 0
+        in_head = True
+        unknown: list[str] = []
+        while tokens[index].type != "table_close":
+            token = tokens[index]
+            kind = token.type
+            if kind == "tbody_open":
+                in_head = False
+            elif kind == "tr_open":
+                row = []
+                raw_row = []
+                row_line = (token.map or (0, 1))[0]
+            elif kind == "inline":
+                row.append(_plain(token).strip())
+                raw_row.append(token.content.strip())
+            elif kind == "tr_close":
+                if in_head:
+                    for name in row:
+                        column = _TABLE_COLUMNS.get(_norm_key(name), "")
+                        columns.append(column)
+                        if not column and name:
+                            unknown.append(name)
+                    if "id" not in columns:
+                        columns = []
+                elif columns:
+                    self._table_row(columns, row, raw_row, row_line)
+            index += 1
+        if columns and unknown:
+            self._note(header_line, f"unknown table column(s) ignored: {', '.join(unknown)}")
+        return index + 1
+
+    def _table_row(
+        self, columns: list[str], cells: list[str], raw_cells: list[str], line0: int
+    ) -> None:
+        values: dict[str, str] = {}
+        for column, cell, raw_cell in zip(columns, cells, raw_cells, strict=False):
+            if column and column not in values:
+                values[column] = raw_cell if column in ("success_check", "body") else cell
+        item_id = values.get("id", "").strip("*` ")
+        if not item_id:
+            self._note(line0, "table row has an empty id cell")
+            return
+        if not _ID_RE.match(item_id) or not item_id[-1].isdigit():
+            self._note(line0, f"'{item_id}' is not an item id (expected something like T1)")
+            return
+        title = values.get("title", "") or item_id
+        draft = _Draft(item_id, title, line0, line0 + 1, line0 + 1, "table")
+        for name in ("labels", "milestone", "depends_on", "success_check", "files", "status"):
+            if values.get(name):
+                draft.fields[name] = (line0, values[name])
+        draft.body = values.get("body", "")
+        self._add_draft(draft)
+
+    # -- assembling ---------------------------------------------------------------------------
+    def finish(self, source: str) -> Plan:
+        drafts = self.drafts
+        order = sorted(range(len(drafts)), key=lambda i: drafts[i].line0)
+        starts = [drafts[i].line0 for i in order]
+        body_end: dict[int, int] = {}
+        for position, draft_index in enumerate(order):
+            draft = drafts[draft_index]
+            next_start = starts[position + 1] if position + 1 < len(order) else len(self.lines)
+            body_end[draft_index] = min(draft.scope_end, next_start)
+
+        dropped: set[int] = set()
+        for meta in self.metas:
+            position = bisect_right(starts, meta.line0) - 1
+            owner = order[position] if position >= 0 else None
+            if owner is None or not (
+                drafts[owner].body_from <= meta.line0 < body_end[owner]
+                and drafts[owner].form != "table"
+            ):
+                if meta.key:
+                    self._note(meta.line0, f"'{meta.raw_key}:' line is outside any item")
+                continue
+            if not meta.key:
+                self._note(meta.line0, f"unknown metadata key '{meta.raw_key}'")
+                continue
+            draft = drafts[owner]
+            if meta.key in draft.fields:
+                self._note(meta.line0, f"second '{meta.raw_key}:' line for {draft.id} ignored")
+                continue
+            value = meta.raw_value if meta.key == "success_check" else meta.value
+            draft.fields[meta.key] = (meta.line0, value)
+            dropped.update(range(*meta.drop_lines))
+
+        for line0, text in self.loose_checkboxes:
+            position = bisect_right(starts, line0) - 1
+            owner = order[position] if position >= 0 else None
+            if owner is None or not line0 < body_end[owner] or drafts[owner].form == "table":
+                self.unread.append(
+                    Notice(line=line0 + 1, reason="checkbox has no item id", text=text)
+                )
+
+        seen: dict[str, int] = {}
+        for draft in drafts:
+            if draft.id in seen:
+                first, second = sorted((seen[draft.id], draft.line0 + 1))
+                raise PlanRefused(
+                    f"{source}: item id {draft.id} is used twice (lines {first} and {second})"
+                )
+            seen[draft.id] = draft.line0 + 1
+
+        items: list[WorkItem] = []
+        for index, draft in enumerate(drafts):
+            items.append(self._build(index, draft, body_end[index], dropped, seen))
+        _refuse_cycles(items, source)
+        self.unread.sort(key=lambda notice: notice.line)
+        return Plan(source=source, items=tuple(items), unread=tuple(self.unread))
+
+    def _build(
+        self, index: int, draft: _Draft, end: int, dropped: set[int], known: dict[str, int]
+    ) -> WorkItem:
+        if draft.body is None:
+            kept = [self.lines[n] for n in range(draft.body_from, end) if n not in dropped]
+            body = textwrap.dedent("\n".join(kept)).strip("\n")
+            body = "\n".join(line.rstrip() for line in body.split("\n")).strip()
+        else:
+            body = draft.body
+        fields = draft.fields
+        labels: list[str] = []
+        if "labels" in fields:
+            for label in fields["labels"][1].split(","):
+                label = label.strip().strip("`'\"").strip()
+                if label and label not in labels:
+                    labels.append(label)
+        milestone = fields["milestone"][1].strip() if "milestone" in fields else None
+        if not milestone:
+            milestone = self.section_milestone.get(index)
+        depends: list[str] = []
+        if "depends_on" in fields:
+            line0, value = fields["depends_on"]
+            depends = self._dependencies(draft.id, line0, value, known)
+        check = fields["success_check"][1].strip() if "success_check" in fields else None
+        files: list[str] = []
+        if "files" in fields:
+            files = [f.strip().strip("`") for f in fields["files"][1].split(",") if f.strip()]
+        done = draft.done
+        if "status" in fields and fields["status"][1].strip().lower() in _DONE_WORDS:
+            done = True
+        if not draft.title:
+            self._note(draft.line0, f"item {draft.id} has no title; its id is used instead")
+        return WorkItem(
+            id=draft.id,
+            title=draft.title or draft.id,
+            body=body,
+            labels=tuple(labels),
+            milestone=milestone or None,
+            depends_on=tuple(depends),
+            success_check=check or None,
+            files=tuple(files),
+            done=done,
+            line=draft.line0 + 1,
+            form=draft.form,
+        )
+
+    def _dependencies(
+        self, item_id: str, line0: int, value: str, known: dict[str, int]
+    ) -> list[str]:
+        if value.strip().lower() in _NO_DEPS:
+            return []
+        found: list[str] = []
+        leftover = _ID_ANYWHERE.sub(" ", value)
+        for dep in _ID_ANYWHERE.findall(value):
+            if not dep[-1].isdigit():
+                continue
+            if dep not in known:
+                self._note(line0, f"{item_id} depends on unknown item {dep}; dependency ignored")
+            elif dep not in found:
+                found.append(dep)
+        leftover = re.sub(r"[,;#()\[\]`*&+]|\band\b", " ", leftover, flags=re.IGNORECASE)
+        rest = " ".join(word for word in leftover.split() if word.lower() not in _NO_DEPS)
+        if rest:
+            self._note(line0, f"could not read dependency '{rest}' of {item_id}")
+        return found
+
+
+def _refuse_cycles(items: list[WorkItem], source: str) -> None:
+    graph = {item.id: item.depends_on for item in items}
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = finished
+    for root in graph:
+        if state.get(root):
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        path: list[str] = []
+        while stack:
+            node, child = stack.pop()
+            if child == 0:
+                state[node] = 1
+                path.append(node)
+            deps = graph.get(node, ())
+            if child < len(deps):
+                stack.append((node, child + 1))
+                nxt = deps[child]
+                if state.get(nxt) == 1:
+                    cycle = [*path[path.index(nxt) :], nxt]
+                    raise PlanRefused(f"{source}: dependency cycle {' -> '.join(cycle)}")
+                if not state.get(nxt):
+                    stack.append((nxt, 0))
+            else:
+                state[node] = 2
+                path.pop()

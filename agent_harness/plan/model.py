@@ -1,0 +1,102 @@
+"""The plan as data: work items with stable ids, content hashes and dependencies.
+
+Every other part reads plans through these models; this module imports nothing else of ours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ItemForm = Literal["heading", "checkbox", "table"]
+
+
+class WorkItem(BaseModel):
+    """One unit of work from a plan: what to do and how to tell it is done."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(description="Stable id written in the plan, e.g. T1 or AUTH-3.")
+    title: str = Field(description="One-line title.")
+    body: str = Field(default="", description="Markdown under the item, metadata lines removed.")
+    labels: tuple[str, ...] = Field(default=(), description="Tracker labels.")
+    milestone: str | None = Field(default=None, description="Tracker milestone title.")
+    depends_on: tuple[str, ...] = Field(default=(), description="Ids that must be done first.")
+    success_check: str | None = Field(
+        default=None, description="An observable check that says the item is done."
+    )
+    files: tuple[str, ...] = Field(
+        default=(), description="Paths (globs) the item may change; empty means anywhere."
+    )
+    done: bool = Field(default=False, description="Checked off in the plan: never run.")
+    line: int = Field(description="1-based line of the item in the source file.")
+    form: ItemForm = Field(description="How the item was written: heading, checkbox or table.")
+
+    @property
+    def content_hash(self) -> str:
+        """Hash of everything that shapes the item's issue; moving the item does not change it."""
+        return content_hash(self)
+
+
+def content_hash(item: WorkItem) -> str:
+    payload = {
+        "title": item.title,
+        "body": item.body,
+        "labels": sorted(item.labels),
+        "milestone": item.milestone,
+        "depends_on": sorted(item.depends_on),
+        "success_check": item.success_check,
+        "files": sorted(item.files),
+    }
+    raw = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+class Notice(BaseModel):
+    """A line the parser could not read, or read with a caveat, and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    line: int = Field(description="1-based line in the source file.")
+    reason: str = Field(description="What is wrong, in one sentence.")
+    text: str = Field(default="", description="The line as written (trimmed).")
+
+
+class Plan(BaseModel):
+    """A parsed plan: its items, and what could not be read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str = Field(description="Where the plan came from (a path, or '-').")
+    items: tuple[WorkItem, ...] = ()
+    unread: tuple[Notice, ...] = ()
+
+    def item(self, item_id: str) -> WorkItem:
+        for candidate in self.items:
+            if candidate.id == item_id:
+                return candidate
+        raise KeyError(item_id)
+
+    @property
+    def without_check(self) -> tuple[WorkItem, ...]:
+        """Open items with no observable success check: allowed, and visibly flagged."""
+        return tuple(item for item in self.items if not item.success_check and not item.done)
+
+
+def _raw_value(raw_line: str) -> str:
+    """The markdown after a metadata key: '**Check:** `make`' gives '`make`'."""
+    _, _, value = raw_line.partition(":")
+    return value.strip().lstrip("*_").strip()
+
+
+def check_command(success_check: str | None) -> str | None:
+    """The shell command a success check names, when it is exactly one `code span`."""
+    if not success_check:
+        return None
+    text = success_check.strip()
+    match = re.fullmatch(r"(`+)\s*([^`]+?)\s*\1", text)
+    return match.group(2) if match else None

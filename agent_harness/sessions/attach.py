@@ -1,0 +1,53 @@
+"""Find where an item's agent is (or was) running, so a person can watch or answer it.
+
+The run records each agent session's name, host and log in the item's events. A live tmux
+session is attached read-write (a person can type an answer); an ended one, or one on the
+headless host, is shown from its log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_harness.errors import HarnessError
+from agent_harness.store.database import Store
+
+
+class NothingToAttach(HarnessError):
+    """The item has no agent session on record."""
+
+
+@dataclass(frozen=True)
+class AttachTarget:
+    command: list[str]
+    live: bool
+    session: str
+    note: str
+
+
+def attach_target(store: Store, project: str, item_id: str, follow: bool = True) -> AttachTarget:
+    started = None
+    for event in store.all_events(project=project, item=item_id):
+        if event.kind == "agent_started":
+            started = event.payload
+    if started is None:
+        raise NothingToAttach(f"{item_id} has no agent session on record in {project}")
+    session = str(started.get("session"))
+    host_kind = started.get("host")
+    log = Path(str(started.get("log") or ""))
+    if host_kind == "tmux":
+        from agent_harness.sessions.tmux import TmuxHost
+
+        host = TmuxHost(socket_name="agent-harness")
+        if host.exists(session) and host.status(session).alive:
+            return AttachTarget(
+                host.attach_command(session),
+                True,
+                session,
+                "attached to the live session (detach: Ctrl-b d)",
+            )
+    if log.is_file():
+        command = ["tail", "-n", "+1", "-f", str(log)] if follow else ["cat", str(log)]
+        return AttachTarget(command, False, session, f"the session has ended; its log: {log}")
+    raise NothingToAttach(f"{item_id}: session {session} has ended and its log {log} is gone")

@@ -1,0 +1,194 @@
+"""Sessions as plain background processes with no terminal, known again from a record file."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from agent_harness.sessions.protocol import (
+    SessionExists,
+    SessionNotFound,
+    SessionNotRunning,
+    SessionSpec,
+    SessionStatus,
+    safe_session_name,
+)
+from agent_harness.sessions.wrapper import (
+    _exit_path,
+    _prepare_log,
+    _read_exit,
+    _read_text,
+    _tail_lines,
+    _write_spec,
+    _write_wrapper,
+)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # An exited child nobody has reaped yet (a zombie) still answers signals; it is not alive.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+class HeadlessHost:
+    """Background processes with their output in a log file, and no terminal.
+
+    Each session leaves a record (`<state_dir>/sessions/<name>.json`: wrapper pid, log, exit
+    file, input pipe), so a later process can still answer `status`, `output` and `kill` for a
+    session an earlier one started. Keys are written to a named pipe the agent reads as stdin.
+    """
+
+    kind = "headless"
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = Path(state_dir)
+        self._records = self.state_dir / "sessions"
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def _record_path(self, name: str) -> Path:
+        return self._records / f"{name}.json"
+
+    def _record(self, name: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self._record_path(name).read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _wrapper_alive(self, name: str, record: dict[str, Any]) -> bool:
+        child = self._children.get(name)
+        if child is not None and child.pid == record.get("pid"):
+            return child.poll() is None  # reaps it, so a finished child is never a zombie
+        return _pid_alive(int(record["pid"]))
+
+    def start(self, spec: SessionSpec) -> None:
+        name = spec.name
+        record = self._record(name)
+        if record is not None and self.status(name).alive:
+            raise SessionExists(name)
+        self._records.mkdir(parents=True, exist_ok=True)
+        _prepare_log(spec)
+        fifo: Path | None = None
+        if not spec.stdin_devnull:
+            fifo = self._records / f"{name}.stdin"
+            fifo.unlink(missing_ok=True)
+            os.mkfifo(fifo, 0o600)
+        wrapper = _write_wrapper(spec.log_path.parent)
+        spec_file = _write_spec(spec, "plain", fifo)
+        with open(os.devnull, "rb") as devnull:
+            child = subprocess.Popen(
+                [sys.executable, "-I", str(wrapper), str(spec_file)],
+                env={},
+                cwd=spec.cwd,
+                stdin=devnull,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # its own process group, so kill reaches the agent too
+            )
+        self._children[name] = child
+        payload = {
+            "pid": child.pid,
+            "log": str(spec.log_path),
+            "exit": str(_exit_path(spec.log_path)),
+            "fifo": str(fifo) if fifo else None,
+            "started_at": time.time(),
+        }
+        self._record_path(name).write_text(json.dumps(payload), encoding="utf-8")
+
+    def exists(self, name: str) -> bool:
+        return self._record(safe_session_name(name)) is not None
+
+    def status(self, name: str) -> SessionStatus:
+        name = safe_session_name(name)
+        record = self._record(name)
+        if record is None:
+            return SessionStatus(False, None)
+        code = _read_exit(Path(record["exit"]))
+        if code is not None:
+            return SessionStatus(False, code)
+        if self._wrapper_alive(name, record):
+            return SessionStatus(True, None)
+        # The wrapper may have finished between the two reads.
+        return SessionStatus(False, _read_exit(Path(record["exit"])))
+
+    def _require(self, name: str) -> dict[str, Any]:
+        record = self._record(name)
+        if record is None:
+            raise SessionNotFound(name)
+        return record
+
+    def screen(self, name: str, lines: int = 50) -> str:
+        name = safe_session_name(name)
+        return _tail_lines(_read_text(Path(self._require(name)["log"])), lines)
+
+    def output(self, name: str) -> str:
+        name = safe_session_name(name)
+        return _read_text(Path(self._require(name)["log"]))
+
+    def send_keys(self, name: str, text: str, enter: bool = True) -> None:
+        name = safe_session_name(name)
+        record = self._require(name)
+        if not record.get("fifo"):
+            raise SessionNotRunning(name, "its input is /dev/null")
+        if not self.status(name).alive:
+            raise SessionNotRunning(name)
+        data = (text + ("\n" if enter else "")).encode("utf-8")
+        try:
+            fd = os.open(record["fifo"], os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno in (errno.ENXIO, errno.ENOENT):
+                raise SessionNotRunning(name) from exc
+            raise
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def kill(self, name: str, grace_s: float = 3.0) -> None:
+        name = safe_session_name(name)
+        record = self._record(name)
+        if record is None:
+            return
+        pid = int(record["pid"])
+        finished = _read_exit(Path(record["exit"])) is not None
+        if not finished and self._wrapper_alive(name, record):
+            # The wrapper forwards SIGTERM to the agent and records the exit; SIGKILL the whole
+            # group only if that does not end it within the grace period.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while self._wrapper_alive(name, record) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if self._wrapper_alive(name, record):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                child = self._children.get(name)
+                if child is not None:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        child.wait(timeout=grace_s)
+        self._children.pop(name, None)
+        # A killed session is gone, as with tmux: its record and input pipe go; the log stays.
+        if record.get("fifo"):
+            Path(record["fifo"]).unlink(missing_ok=True)
+        self._record_path(name).unlink(missing_ok=True)
+
+    def attach_command(self, name: str) -> list[str]:
+        name = safe_session_name(name)
+        return ["tail", "-n", "+1", "-f", str(self._require(name)["log"])]

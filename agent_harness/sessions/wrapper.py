@@ -1,0 +1,209 @@
+"""The small wrapper every session runs, and the files it leaves beside the session's log.
+
+It starts the agent with exactly the environment it was given, copies everything the agent
+writes to the log and records the exit code, so status and output never depend on the
+multiplexer or on the process that started the session still being alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from agent_harness.sessions.protocol import SessionSpec
+
+WRAPPER_SOURCE = r'''
+import fcntl, json, os, select, signal, subprocess, sys, termios, time, tty
+
+def main(spec_path):
+    with open(spec_path, encoding="utf-8") as fh:
+        spec = json.load(fh)
+    os.unlink(spec_path)  # it holds the agent's key: gone before the agent starts
+    argv, env, cwd = spec["command"], spec["env"], spec["cwd"]
+    log = open(spec["log"], "ab", buffering=0)
+    stop = []
+
+    def forward(signum, frame):
+        stop.append(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, forward)
+    code = run_pty(spec, argv, env, cwd, log, stop) if spec["mode"] == "pty" else run_plain(
+        spec, argv, env, cwd, log, stop)
+    tmp = spec["exit"] + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(str(code))
+    os.replace(tmp, spec["exit"])
+
+def stdin_fd(spec):
+    if spec["stdin_devnull"]:
+        return os.open(os.devnull, os.O_RDONLY)
+    if spec.get("fifo"):
+        # Read-write, so the agent never sees end-of-file when no writer is connected.
+        return os.open(spec["fifo"], os.O_RDWR)
+    return None
+
+def code_of(status):
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+def signal_child(pid, stop, deadline):
+    """Forward a pending stop signal; past the deadline, SIGKILL. Returns the deadline."""
+    sig = None
+    if stop:
+        sig = stop.pop()
+        deadline = deadline or time.monotonic() + 3.0
+    if deadline is not None and time.monotonic() > deadline:
+        sig = signal.SIGKILL
+    if sig is not None:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    return deadline
+
+def wait_child(pid, stop, deadline=None):
+    while True:
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            return code_of(status)
+        deadline = signal_child(pid, stop, deadline)
+        time.sleep(0.02)
+
+def run_plain(spec, argv, env, cwd, log, stop):
+    fd = stdin_fd(spec)
+    try:
+        child = subprocess.Popen(argv, env=env, cwd=cwd, stdin=fd if fd is not None else
+                                 subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    except OSError as exc:
+        log.write(("cannot start %s: %s\n" % (argv[0], exc)).encode())
+        return 127
+    return wait_child(child.pid, stop)
+
+def copy_winsize(dst):
+    try:
+        size = fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8)
+        fcntl.ioctl(dst, termios.TIOCSWINSZ, size)
+    except OSError:
+        pass
+
+def run_pty(spec, argv, env, cwd, log, stop):
+    devnull = spec["stdin_devnull"]
+    pid, master = os.forkpty()
+    if pid == 0:
+        try:
+            os.chdir(cwd)
+            if devnull:
+                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            os.execvpe(argv[0], argv, env)
+        except OSError as exc:
+            os.write(2, ("cannot start %s: %s\r\n" % (argv[0], exc)).encode())
+        os._exit(127)
+    copy_winsize(master)
+    signal.signal(signal.SIGWINCH, lambda s, f: copy_winsize(master))
+    saved = None
+    if os.isatty(0):
+        saved = termios.tcgetattr(0)
+        tty.setraw(0)
+    sources = [master, 0]
+    deadline = None
+    try:
+        while True:
+            # Keep copying output after a stop signal, so the agent's last words reach the log.
+            deadline = signal_child(pid, stop, deadline)
+            try:
+                ready, _, _ = select.select(sources, [], [], 0.2)
+            except InterruptedError:
+                continue
+            if master in ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    break
+                log.write(data)
+                try:
+                    os.write(1, data)
+                except OSError:
+                    pass
+            if 0 in ready:
+                try:
+                    data = os.read(0, 4096)
+                except OSError:
+                    data = b""
+                if data:
+                    os.write(master, data)
+                else:
+                    sources.remove(0)
+    finally:
+        if saved is not None:
+            try:
+                termios.tcsetattr(0, termios.TCSADRAIN, saved)
+            except termios.error:
+                pass
+    return wait_child(pid, stop, deadline)
+
+main(sys.argv[1])
+'''
+
+
+def _write_wrapper(directory: Path) -> Path:
+    path = directory / ".agent-harness-session-wrapper.py"
+    if not path.exists() or path.read_text(encoding="utf-8") != WRAPPER_SOURCE:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(WRAPPER_SOURCE, encoding="utf-8")
+        tmp.replace(path)
+    return path
+
+
+def _exit_path(log_path: Path) -> Path:
+    return log_path.with_name(log_path.name + ".exit")
+
+
+def _read_exit(exit_path: Path) -> int | None:
+    try:
+        return int(exit_path.read_text(encoding="utf-8").strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _write_spec(spec: SessionSpec, mode: str, fifo: Path | None) -> Path:
+    """The wrapper's instructions, readable only by us; the wrapper deletes it on start."""
+    path = spec.log_path.parent / f".{spec.name}.spec.json"
+    payload = {
+        "command": spec.command,
+        "env": spec.env,
+        "cwd": str(spec.cwd),
+        "log": str(spec.log_path),
+        "exit": str(_exit_path(spec.log_path)),
+        "stdin_devnull": spec.stdin_devnull,
+        "mode": mode,
+        "fifo": str(fifo) if fifo else None,
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(payload, fh)
+    return path
+
+
+def _prepare_log(spec: SessionSpec) -> None:
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    spec.log_path.write_bytes(b"")  # a new session starts a new log
+    _exit_path(spec.log_path).unlink(missing_ok=True)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _tail_lines(text: str, lines: int) -> str:
+    # Trailing spaces dropped, as tmux's capture-pane does, so screens compare alike.
+    rows = [row.rstrip() for row in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    while rows and not rows[-1]:
+        rows.pop()
+    return "\n".join(rows[-lines:]) if lines > 0 else ""

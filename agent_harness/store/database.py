@@ -1,0 +1,684 @@
+"""The harness database: migrations, an append-only event log (and its JSONL ingest), parking.
+
+One small `Store` speaks to SQLite (the default, one file) or PostgreSQL (fleets across hosts);
+other modules write SQL with `?` placeholders through a `Tx` and never see the driver. Events
+are written last in their transaction, under a lock on PostgreSQL, so row ids are handed out
+in commit order and a reader paging by id can never skip a row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from agent_harness.errors import HarnessError, UsageError
+from agent_harness.store import protection
+from agent_harness.store.chain import seal_pending
+from agent_harness.store.events import Event
+from agent_harness.store.migrations import MIGRATIONS
+
+Clock = Callable[[], float]
+
+
+Row = tuple[Any, ...]
+
+
+DEFAULT_SQLITE_PATH = Path(".agent-harness") / "harness.sqlite"
+
+
+# Any constant works; it only has to be the same in every process that writes events.
+EVENT_LOCK_KEY = 0x6A68_6576
+
+
+_MIGRATION_LOCK_KEY = 0x6A68_6D67
+
+
+class StoreError(HarnessError):
+    """The database could not be used."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        self.detail = detail
+        super().__init__(f"database {where}: {detail}")
+
+
+class SchemaTooNew(StoreError):
+    """The database was written by a newer agent-harness."""
+
+    def __init__(self, where: str, found: int, known: int) -> None:
+        self.found = found
+        self.known = known
+        super().__init__(
+            where,
+            f"schema version {found} is newer than this agent-harness knows ({known}); "
+            "upgrade agent-harness, it will not downgrade the database",
+        )
+
+
+class EventsUnprotected(StoreError):
+    """The database no longer refuses changes to its event history (a trigger is missing,
+    disabled or altered), so that history cannot be trusted as it stands."""
+
+    exit_code = 2
+
+    def __init__(self, where: str, missing: Sequence[str], repair: str) -> None:
+        self.missing = tuple(missing)
+        self.repair = repair
+        super().__init__(
+            where,
+            f"the event log is not protected: {', '.join(self.missing)}; its history may have "
+            f"been changed. Check it and restore the protection with: {repair}",
+        )
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The few places where the SQL of the two engines differs."""
+
+    name: str
+    lock_rows: str  # appended to a SELECT that reads rows it will change
+    skip_locked: str  # appended to a SELECT that picks one free row among many
+
+    def sql(self, text: str) -> str:
+        if self.name != "postgresql":
+            return text
+        return _pyformat(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pyformat(text: str) -> str:
+    """`?` placeholders as psycopg wants them; cached, as the same few texts come back."""
+    return text.replace("%", "%%").replace("?", "%s")
+
+
+SQLITE = Dialect("sqlite", lock_rows="", skip_locked="")
+
+
+POSTGRES = Dialect("postgresql", lock_rows=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED")
+
+
+@dataclass(slots=True)
+class _PendingEvent:
+    ts: float
+    project: str
+    item: str | None
+    kind: str
+    payload: dict[str, Any] | str  # a str is the payload already written as JSON
+    external_id: str | None
+
+
+# Constant texts, so each connection's statement cache keeps them prepared.
+_INSERT_EVENT = (
+    "INSERT INTO events (ts, project, item, kind, payload, external_id) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id"
+)
+
+
+# Without an external id nothing can conflict: every row is new, nothing to read back.
+_INSERT_EVENT_PLAIN = "INSERT INTO events (ts, project, item, kind, payload) VALUES (?, ?, ?, ?, ?)"
+
+
+class Tx:
+    """One open transaction. Statements use `?` placeholders on both engines."""
+
+    __slots__ = ("_events", "_sql", "clock", "conn", "dialect", "seal")
+
+    def __init__(self, conn: Any, dialect: Dialect, clock: Clock) -> None:
+        self.conn = conn
+        self.dialect = dialect
+        self.clock = clock
+        self._events: list[_PendingEvent] = []
+        self._sql: Callable[[str], str] = dialect.sql
+        # Whether this commit also seals the events not yet sealed (see event_chain). The claim
+        # path turns it off: its one event is sealed by the next write, at a third less cost.
+        self.seal = True
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        cursor = self.conn.execute(self._sql(sql), tuple(params))
+        return int(cursor.rowcount)
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        row = self.conn.execute(self._sql(sql), tuple(params)).fetchone()
+        return None if row is None else tuple(row)
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return [tuple(r) for r in self.conn.execute(self._sql(sql), tuple(params))]
+
+    def append_event(
+        self,
+        project: str,
+        item: str | None,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        external_id: str | None = None,
+        ts: float | None = None,
+    ) -> None:
+        """Queue an event; it is written when the transaction commits, or not at all."""
+        self._events.append(
+            _PendingEvent(
+                ts=self.clock() if ts is None else ts,
+                project=project,
+                item=item,
+                kind=kind,
+                payload=dict(payload or {}),
+                external_id=external_id,
+            )
+        )
+
+    def append_event_json(
+        self, project: str, item: str | None, kind: str, payload_json: str, *, ts: float
+    ) -> None:
+        """`append_event` for a payload the caller has already written as a JSON object."""
+        self._events.append(_PendingEvent(ts, project, item, kind, payload_json, None))
+
+    def add_events(self, events: Sequence[_PendingEvent]) -> None:
+        self._events.extend(events)
+
+    def flush_events(self) -> int:
+        """Write the queued events now; returns how many were new (not seen external ids)."""
+        if not self._events:
+            return 0
+        if self.dialect.name == "postgresql":
+            # Held to commit: ids are drawn in the order transactions become visible.
+            self.one("SELECT pg_advisory_xact_lock(?)", (EVENT_LOCK_KEY,))
+        added = 0
+        execute = self.conn.execute
+        for event in self._events:
+            payload = event.payload
+            text = (
+                payload
+                if isinstance(payload, str)
+                else json.dumps(payload, sort_keys=True, default=str)
+            )
+            if event.external_id is None:
+                execute(
+                    self._sql(_INSERT_EVENT_PLAIN),
+                    (event.ts, event.project, event.item, event.kind, text),
+                )
+                added += 1
+                continue
+            row = execute(
+                self._sql(_INSERT_EVENT),
+                (event.ts, event.project, event.item, event.kind, text, event.external_id),
+            ).fetchone()
+            added += row is not None
+        self._events.clear()
+        if added and self.seal:
+            seal_pending(self)
+        return added
+
+
+class Store:
+    """A database opened by URL. Safe to share between threads: each thread has a connection."""
+
+    def __init__(self, url: str, dialect: Dialect, *, clock: Clock, where: str) -> None:
+        self.url = url
+        self.dialect = dialect
+        self.clock = clock
+        self.where = where
+        self._local = threading.local()
+        self._all: list[tuple[Any, threading.Lock]] = []
+        self._guard = threading.Lock()
+        self._closed = False
+
+    # --- engine specifics -------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _begin(self, conn: Any, write: bool) -> None:
+        conn.execute("BEGIN")
+
+    def _driver_errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
+    def _describe(self, exc: BaseException) -> str:
+        return " ".join(str(exc).split()) or type(exc).__name__
+
+    def _is_broken(self, conn: Any) -> bool:
+        return False
+
+    def _lock_migrations(self, tx: Tx) -> None:
+        """Taken inside the migration transaction so two processes never migrate at once."""
+
+    # --- connections and transactions -------------------------------------------------------
+
+    def _conn(self) -> tuple[Any, threading.Lock]:
+        """This thread's connection and the lock `close()` takes before closing it."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StoreError(self.where, "the store is closed")
+            try:
+                conn = self._connect()
+            except self._driver_errors() as exc:
+                raise StoreError(self.where, f"cannot open: {self._describe(exc)}") from exc
+            self._local.conn = conn
+            self._local.lock = threading.Lock()
+            with self._guard:
+                self._all.append((conn, self._local.lock))
+        lock: threading.Lock = self._local.lock
+        return conn, lock
+
+    @contextmanager
+    def _using(self) -> Iterator[Any]:
+        """Hold this thread's connection so that `close()` elsewhere waits instead of pulling it
+        away mid-statement (for SQLite that would be a crash, not an error)."""
+        if getattr(self._local, "in_tx", False):
+            raise RuntimeError("nested transactions are not supported")
+        conn, lock = self._conn()
+        with lock:
+            if self._closed:
+                raise StoreError(self.where, "the store is closed")
+            self._local.in_tx = True
+            try:
+                yield conn
+            finally:
+                self._local.in_tx = False
+
+    def transaction(self, *, write: bool = True) -> AbstractContextManager[Tx]:
+        """Run a block atomically: on any error nothing of it is written."""
+        return _Transaction(self, write)
+
+    def _discard(self, conn: Any) -> None:
+        """Forget and close this thread's connection (the caller holds or owns its lock)."""
+        self._local.conn = None
+        with self._guard:
+            self._all = [(c, lock) for c, lock in self._all if c is not conn]
+        try:
+            conn.close()
+        except self._driver_errors():
+            pass  # it is already unusable; a fresh connection is opened on next use
+
+    def forget_thread(self) -> None:
+        """Close this thread's connection; call it before a short-lived thread ends."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            with self._local.lock:
+                self._discard(conn)
+
+    def statement(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """Run one statement as a transaction of its own; returns its first row, if any.
+
+        Cheaper than `transaction()` by two round trips; for writes that fit in one statement.
+        """
+        with self._using() as conn:
+            try:
+                row = conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
+            except self._driver_errors() as exc:
+                if self._is_broken(conn):
+                    self._discard(conn)
+                raise StoreError(self.where, self._describe(exc)) from exc
+        return None if row is None else tuple(row)
+
+    def close(self) -> None:
+        """Close every thread's connection, each once no statement is running on it."""
+        with self._guard:
+            self._closed = True
+            conns, self._all = self._all, []
+        for conn, lock in conns:
+            with lock:
+                try:
+                    conn.close()
+                except self._driver_errors():
+                    pass  # closing a broken connection has nothing left to save
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- migrations -------------------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> int:
+        with self.transaction(write=False) as tx:
+            row = tx.one("SELECT MAX(version) FROM schema_migrations")
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def migrate(self) -> int:
+        """Apply the migrations this database lacks; returns how many were applied."""
+        known = MIGRATIONS[-1].version
+        with self.transaction() as tx:
+            self._lock_migrations(tx)
+            tx.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+            )
+            row = tx.one("SELECT MAX(version) FROM schema_migrations")
+            current = int(row[0]) if row and row[0] is not None else 0
+            if current > known:
+                raise SchemaTooNew(self.where, current, known)
+            applied = 0
+            for migration in MIGRATIONS:
+                if migration.version <= current:
+                    continue
+                statements = (
+                    migration.postgres if self.dialect.name == "postgresql" else migration.sqlite
+                )
+                for statement in statements:
+                    tx.execute(statement)
+                tx.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.name, self.clock()),
+                )
+                applied += 1
+        return applied
+
+    # --- protection of the event log ---------------------------------------------------------
+
+    def unprotected(self) -> list[str]:
+        """What is missing from the append-only protection: each trigger (or the function they
+        call) that is gone, disabled or no longer says what it said; empty when intact."""
+        with self.transaction(write=False) as tx:
+            return protection.problems(tx)
+
+    def check_protection(self) -> None:
+        """Refuse to go on with an event log whose append-only triggers were tampered with."""
+        missing = self.unprotected()
+        if missing:
+            raise EventsUnprotected(self.where, missing, self.repair_command())
+
+    def repair_command(self) -> str:
+        target = self.where if self.dialect.name == "sqlite" else "<this database URL>"
+        return f"agent-harness work verify --restore --db {target}"
+
+    def restore_protection(self) -> list[str]:
+        """Re-create whatever `unprotected()` names; returns what was restored. The history
+        itself cannot be repaired, only checked: run `store.chain.verify_chain` after this."""
+        problems = self.unprotected()
+        if problems:
+            with self.transaction() as tx:
+                protection.restore(tx)
+        return problems
+
+    # --- events -----------------------------------------------------------------------------
+
+    def append_event(
+        self,
+        project: str,
+        item: str | None,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        external_id: str | None = None,
+        ts: float | None = None,
+    ) -> bool:
+        """Append one event; False when its external id was already recorded."""
+        with self.transaction() as tx:
+            tx.append_event(project, item, kind, payload, external_id=external_id, ts=ts)
+            return tx.flush_events() == 1
+
+    def events(
+        self,
+        after_id: int = 0,
+        limit: int = 500,
+        *,
+        project: str | None = None,
+        item: str | None = None,
+    ) -> list[Event]:
+        """Events with id > after_id, oldest first: page by passing the last id back in."""
+        sql = "SELECT id, ts, project, item, kind, payload, external_id FROM events WHERE id > ?"
+        params: list[Any] = [after_id]
+        if project is not None:
+            sql += " AND project = ?"
+            params.append(project)
+        if item is not None:
+            sql += " AND item = ?"
+            params.append(item)
+        sql += " ORDER BY id LIMIT ?"
+        params.append(limit)
+        with self.transaction(write=False) as tx:
+            rows = tx.all(sql, params)
+        return [
+            Event(
+                id=r[0],
+                ts=r[1],
+                project=r[2],
+                item=r[3],
+                kind=r[4],
+                payload=json.loads(r[5]),
+                external_id=r[6],
+            )
+            for r in rows
+        ]
+
+    def all_events(self, *, project: str | None = None, item: str | None = None) -> list[Event]:
+        """Every matching event, read page by page."""
+        out: list[Event] = []
+        after = 0
+        while True:
+            page = self.events(after, 1000, project=project, item=item)
+            out.extend(page)
+            if len(page) < 1000:
+                return out
+            after = page[-1].id
+
+    # --- parking and meta -------------------------------------------------------------------
+
+    def park(self, key: str, until: float, reason: str) -> None:
+        """Record that `key` (e.g. a model endpoint) should not be used before `until`."""
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO parked (key, until, reason) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET until = excluded.until, reason = excluded.reason",
+                (key, until, reason),
+            )
+
+    def parked(self, key: str) -> tuple[float, str] | None:
+        """(until, reason) while `key` is parked; None once the clock has passed `until`."""
+        with self.transaction(write=False) as tx:
+            row = tx.one("SELECT until, reason FROM parked WHERE key = ?", (key,))
+        if row is None or float(row[0]) <= self.clock():
+            return None
+        return float(row[0]), str(row[1])
+
+    def get_meta(self, key: str) -> str | None:
+        with self.transaction(write=False) as tx:
+            row = tx.one("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+
+class SqliteStore(Store):
+    def __init__(self, path: Path, *, clock: Clock, busy_timeout_s: float = 60.0) -> None:
+        super().__init__(f"sqlite:///{path}", SQLITE, clock=clock, where=str(path))
+        self.path = path
+        self.busy_timeout_s = busy_timeout_s
+
+    def _connect(self) -> Any:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(self.where, f"cannot create its directory: {exc}") from exc
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout_s,
+            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+            check_same_thread=False,  # closed from the owning Store, used by one thread only
+        )
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return conn
+
+    def _begin(self, conn: Any, write: bool) -> None:
+        # IMMEDIATE takes the write lock up front, so two writers never both read-then-write.
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def _driver_errors(self) -> tuple[type[BaseException], ...]:
+        return (sqlite3.Error,)
+
+
+class PostgresStore(Store):
+    def __init__(self, url: str, *, clock: Clock, schema: str | None = None) -> None:
+        super().__init__(url, POSTGRES, clock=clock, where=_redact(url))
+        self.schema = schema
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        if self.schema is not None:
+            from psycopg import sql
+
+            # Two first opens can race past IF NOT EXISTS; the loser's schema exists all the same.
+            with contextlib.suppress(psycopg.errors.UniqueViolation):
+                conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+                )
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        return conn
+
+    def _driver_errors(self) -> tuple[type[BaseException], ...]:
+        import psycopg
+
+        return (psycopg.Error,)
+
+    def _describe(self, exc: BaseException) -> str:
+        text = " ".join(str(exc).split())
+        return text.replace(self.url, self.where) or type(exc).__name__
+
+    def _is_broken(self, conn: Any) -> bool:
+        return bool(conn.broken)
+
+    def _lock_migrations(self, tx: Tx) -> None:
+        tx.one(
+            "SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))", (_MIGRATION_LOCK_KEY,)
+        )
+
+
+class _Transaction:
+    """`Store.transaction()`: the steps of `_using` and BEGIN .. COMMIT as one plain object, as
+    a claim is short enough that generator-based context managers showed in its profile."""
+
+    __slots__ = ("_conn", "_lock", "_store", "_tx", "_write")
+
+    def __init__(self, store: Store, write: bool) -> None:
+        self._store = store
+        self._write = write
+
+    def __enter__(self) -> Tx:
+        store = self._store
+        local = store._local
+        if getattr(local, "in_tx", False):
+            raise RuntimeError("nested transactions are not supported")
+        conn, lock = store._conn()
+        lock.acquire()
+        if store._closed:
+            lock.release()
+            raise StoreError(store.where, "the store is closed")
+        local.in_tx = True
+        self._conn = conn
+        self._lock = lock
+        try:
+            store._begin(conn, self._write)
+        except BaseException as exc:
+            self._end(exc)
+            raise
+        self._tx = Tx(conn, store.dialect, store.clock)
+        return self._tx
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            try:
+                self._tx.flush_events()
+                self._conn.execute("COMMIT")
+            except BaseException as failed:
+                self._end(failed)
+                raise
+            self._release()
+            return
+        self._end(exc)
+
+    def _release(self) -> None:
+        self._store._local.in_tx = False
+        self._lock.release()
+
+    def _end(self, exc: BaseException) -> None:
+        """Roll back after `exc`; a driver error comes out as a StoreError, others as they are."""
+        store, conn = self._store, self._conn
+        errors = store._driver_errors()
+        try:
+            # The engine may have rolled back already; the first error is the one that matters.
+            with contextlib.suppress(*errors):
+                conn.execute("ROLLBACK")
+            if isinstance(exc, errors):
+                if store._is_broken(conn):
+                    store._discard(conn)
+                raise StoreError(store.where, store._describe(exc)) from exc
+        finally:
+            self._release()
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def open_store(
+    url: str | None = None,
+    *,
+    clock: Clock = time.time,
+    schema: str | None = None,
+    migrate: bool = True,
+    check_protection: bool = True,
+) -> Store:
+    """Open (and migrate) the database at `url`.
+
+    None means `.agent-harness/harness.sqlite` under the current directory; `sqlite:///path` or
+    a bare path is a SQLite file; `postgresql://...` is PostgreSQL, where `schema` (created if
+    missing) keeps several harnesses or test runs apart in one database.
+
+    An event log whose append-only triggers were dropped, disabled or altered is refused
+    (`EventsUnprotected`) unless `check_protection` is False, which only the repair uses.
+    """
+    store: Store
+    if url is None or url == "":
+        store = SqliteStore(Path.cwd() / DEFAULT_SQLITE_PATH, clock=clock)
+    elif url.startswith(("postgresql://", "postgres://")):
+        store = PostgresStore(url, clock=clock, schema=schema)
+    elif url.startswith("sqlite:///"):
+        store = SqliteStore(Path(url[len("sqlite:///") :]), clock=clock)
+    elif "://" in url:
+        raise UsageError(
+            f"unknown database URL {_redact(url)!r}: use a path, sqlite:///path or postgresql://..."
+        )
+    else:
+        store = SqliteStore(Path(url), clock=clock)
+    try:
+        if migrate:
+            store.migrate()
+        if check_protection:
+            store.check_protection()
+    except BaseException:
+        store.close()
+        raise
+    return store

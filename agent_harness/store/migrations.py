@@ -1,0 +1,193 @@
+"""The numbered schema migrations, per engine, and the triggers that keep events append-only.
+
+Released migrations are never edited: a change is a new, higher-numbered migration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The triggers that make the event log append-only, by name, as each engine is given them.
+# Released migrations create them; `restore_protection` re-creates the same texts.
+SQLITE_GUARDS: dict[str, str] = {
+    "events_no_update": """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE refused'); END""",
+    "events_no_delete": """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only: DELETE refused'); END""",
+    "event_chain_no_update": """CREATE TRIGGER event_chain_no_update BEFORE UPDATE ON event_chain
+               BEGIN SELECT RAISE(ABORT, 'event seals are append-only: UPDATE refused'); END""",
+    "event_chain_no_delete": """CREATE TRIGGER event_chain_no_delete BEFORE DELETE ON event_chain
+               BEGIN SELECT RAISE(ABORT, 'event seals are append-only: DELETE refused'); END""",
+}
+
+
+PG_REFUSE_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "BEGIN RAISE EXCEPTION 'events are append-only: % refused', TG_OP; END $$"
+)
+
+
+PG_GUARDS: dict[str, str] = {
+    "events_no_change": """CREATE TRIGGER events_no_change BEFORE UPDATE OR DELETE ON events
+               FOR EACH ROW EXECUTE FUNCTION events_refuse_change()""",
+    "events_no_truncate": """CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
+               FOR EACH STATEMENT EXECUTE FUNCTION events_refuse_change()""",
+    "event_chain_no_change": """CREATE TRIGGER event_chain_no_change BEFORE UPDATE OR DELETE
+               ON event_chain FOR EACH ROW EXECUTE FUNCTION events_refuse_change()""",
+    "event_chain_no_truncate": """CREATE TRIGGER event_chain_no_truncate BEFORE TRUNCATE
+               ON event_chain FOR EACH STATEMENT EXECUTE FUNCTION events_refuse_change()""",
+}
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...]
+
+
+# Released migrations are never edited: add a new one instead.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "append-only event log",
+        sqlite=(
+            """CREATE TABLE events (
+                id INTEGER PRIMARY KEY,
+                ts REAL NOT NULL,
+                project TEXT NOT NULL,
+                item TEXT,
+                kind TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                external_id TEXT)""",
+            """CREATE UNIQUE INDEX events_external_id ON events (external_id)
+               WHERE external_id IS NOT NULL""",
+            "CREATE INDEX events_project_item ON events (project, item, id)",
+            """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE refused'); END""",
+            """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only: DELETE refused'); END""",
+        ),
+        postgres=(
+            """CREATE TABLE events (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                ts DOUBLE PRECISION NOT NULL,
+                project TEXT NOT NULL,
+                item TEXT,
+                kind TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                external_id TEXT)""",
+            """CREATE UNIQUE INDEX events_external_id ON events (external_id)
+               WHERE external_id IS NOT NULL""",
+            "CREATE INDEX events_project_item ON events (project, item, id)",
+            """CREATE FUNCTION events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN
+                 RAISE EXCEPTION 'events are append-only: % refused', TG_OP;
+               END $$""",
+            """CREATE TRIGGER events_no_change BEFORE UPDATE OR DELETE ON events
+               FOR EACH ROW EXECUTE FUNCTION events_refuse_change()""",
+            """CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
+               FOR EACH STATEMENT EXECUTE FUNCTION events_refuse_change()""",
+        ),
+    ),
+    Migration(
+        2,
+        "work queue",
+        sqlite=(
+            """CREATE TABLE items (
+                project TEXT NOT NULL,
+                id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                title TEXT NOT NULL,
+                content_hash TEXT NOT NULL,
+                item_json TEXT NOT NULL,
+                state TEXT NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                max_attempts INTEGER NOT NULL,
+                fence INTEGER NOT NULL DEFAULT 0,
+                lease_worker TEXT,
+                lease_expires REAL,
+                not_before REAL,
+                reason TEXT,
+                blocked_by TEXT,
+                flagged_json TEXT,
+                updated_at REAL NOT NULL,
+                PRIMARY KEY (project, id))""",
+            "CREATE INDEX items_ready ON items (project, seq, id) WHERE state = 'pending'",
+            "CREATE INDEX items_due ON items (project, not_before) WHERE state = 'waiting'",
+            """CREATE INDEX items_leased ON items (project, lease_expires)
+               WHERE lease_expires IS NOT NULL""",
+            """CREATE TABLE deps (
+                project TEXT NOT NULL,
+                item TEXT NOT NULL,
+                dep TEXT NOT NULL,
+                PRIMARY KEY (project, item, dep))""",
+            "CREATE INDEX deps_reverse ON deps (project, dep)",
+        ),
+        postgres=(
+            """CREATE TABLE items (
+                project TEXT NOT NULL,
+                id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                title TEXT NOT NULL,
+                content_hash TEXT NOT NULL,
+                item_json TEXT NOT NULL,
+                state TEXT NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                max_attempts INTEGER NOT NULL,
+                fence BIGINT NOT NULL DEFAULT 0,
+                lease_worker TEXT,
+                lease_expires DOUBLE PRECISION,
+                not_before DOUBLE PRECISION,
+                reason TEXT,
+                blocked_by TEXT,
+                flagged_json TEXT,
+                updated_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (project, id))""",
+            "CREATE INDEX items_ready ON items (project, seq, id) WHERE state = 'pending'",
+            "CREATE INDEX items_due ON items (project, not_before) WHERE state = 'waiting'",
+            """CREATE INDEX items_leased ON items (project, lease_expires)
+               WHERE lease_expires IS NOT NULL""",
+            """CREATE TABLE deps (
+                project TEXT NOT NULL,
+                item TEXT NOT NULL,
+                dep TEXT NOT NULL,
+                PRIMARY KEY (project, item, dep))""",
+            "CREATE INDEX deps_reverse ON deps (project, dep)",
+        ),
+    ),
+    Migration(
+        3,
+        "parking and meta",
+        sqlite=(
+            "CREATE TABLE parked (key TEXT PRIMARY KEY, until REAL NOT NULL, reason TEXT NOT NULL)",
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ),
+        postgres=(
+            """CREATE TABLE parked (key TEXT PRIMARY KEY, until DOUBLE PRECISION NOT NULL,
+               reason TEXT NOT NULL)""",
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ),
+    ),
+    Migration(
+        4,
+        "event seals (hash chain)",
+        sqlite=(
+            """CREATE TABLE event_chain (
+                event_id INTEGER PRIMARY KEY,
+                prev_hash TEXT NOT NULL,
+                hash TEXT NOT NULL)""",
+            SQLITE_GUARDS["event_chain_no_update"],
+            SQLITE_GUARDS["event_chain_no_delete"],
+        ),
+        postgres=(
+            """CREATE TABLE event_chain (
+                event_id BIGINT PRIMARY KEY,
+                prev_hash TEXT NOT NULL,
+                hash TEXT NOT NULL)""",
+            PG_GUARDS["event_chain_no_change"],
+            PG_GUARDS["event_chain_no_truncate"],
+        ),
+    ),
+)

@@ -1,0 +1,93 @@
+"""Checking that the append-only triggers are still in place and still say what they said.
+
+A dropped, disabled or rewritten trigger would let history be edited without a trace; a store
+that finds one refuses to open (see `Store.check_protection`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from agent_harness.store.migrations import PG_GUARDS, PG_REFUSE_FUNCTION, SQLITE_GUARDS
+
+if TYPE_CHECKING:
+    from agent_harness.store.database import Tx
+
+
+def problems(tx: Tx) -> list[str]:
+    """Each append-only guard that is missing, disabled or altered, in words."""
+    if tx.dialect.name == "postgresql":
+        return _pg_unprotected(tx)
+    rows = tx.all(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+        "AND tbl_name IN ('events', 'event_chain')"
+    )
+    found = {str(name): _squash(str(sql)) for name, sql in rows}
+    return [
+        _guard_problem(name, found.get(name))
+        for name, text in SQLITE_GUARDS.items()
+        if found.get(name) != _squash(text)
+    ]
+
+
+def restore(tx: Tx) -> None:
+    """Re-create every guard as the migrations made it (a guard that is fine is made again)."""
+    postgres = tx.dialect.name == "postgresql"
+    if postgres:
+        tx.execute(PG_REFUSE_FUNCTION)
+    for name, text in (PG_GUARDS if postgres else SQLITE_GUARDS).items():
+        table = "event_chain" if name.startswith("event_chain") else "events"
+        tx.execute(f"DROP TRIGGER IF EXISTS {name}" + (f" ON {table}" if postgres else ""))
+        tx.execute(text)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _guard_problem(name: str, found: str | None) -> str:
+    return f"trigger {name} is missing" if found is None else f"trigger {name} was altered"
+
+
+# What each PostgreSQL guard must say: the table, the operations and the level it fires at.
+_PG_EXPECTED = {
+    "events_no_change": ("events", "DELETE OR UPDATE", "ROW"),
+    "events_no_truncate": ("events", "TRUNCATE", "STATEMENT"),
+    "event_chain_no_change": ("event_chain", "DELETE OR UPDATE", "ROW"),
+    "event_chain_no_truncate": ("event_chain", "TRUNCATE", "STATEMENT"),
+}
+
+
+def _pg_unprotected(tx: Tx) -> list[str]:
+    rows = tx.all(
+        "SELECT t.tgname, t.tgenabled, pg_get_triggerdef(t.oid) FROM pg_trigger t "
+        "JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = "
+        "current_schema()::regnamespace AND c.relname IN ('events', 'event_chain') "
+        "AND NOT t.tgisinternal"
+    )
+    found = {str(name): (str(enabled), _squash(str(text))) for name, enabled, text in rows}
+    problems: list[str] = []
+    for name, (table, operations, level) in _PG_EXPECTED.items():
+        if name not in found:
+            problems.append(f"trigger {name} is missing")
+            continue
+        enabled, text = found[name]
+        pattern = (
+            rf"CREATE TRIGGER {name} BEFORE {operations} ON (?:\S+\.)?{table} FOR EACH {level} "
+            r"EXECUTE FUNCTION (?:\S+\.)?events_refuse_change\(\)"
+        )
+        if enabled == "D":
+            problems.append(f"trigger {name} is disabled")
+        elif not re.fullmatch(pattern, text):
+            problems.append(f"trigger {name} was altered")
+    body = tx.one(
+        "SELECT prosrc FROM pg_proc WHERE proname = 'events_refuse_change' "
+        "AND pronamespace = current_schema()::regnamespace"
+    )
+    expected = _squash(PG_REFUSE_FUNCTION.split("$$")[1])
+    if body is None:
+        problems.append("function events_refuse_change is missing")
+    elif _squash(str(body[0])) != expected:
+        problems.append("function events_refuse_change was altered")
+    return problems

@@ -1,0 +1,413 @@
+"""Mirror a plan into tracker issues, idempotently: create what is new, rewrite what changed.
+
+An issue belongs to an item through a hidden marker in its body carrying the item id, the plan
+key and a hash of what the issue should say. Titles never identify issues. One listing pass finds
+every marker; unchanged items cost no request; sync never closes, reopens or deletes an issue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_harness.errors import HarnessError
+from agent_harness.plan.model import Plan, WorkItem
+from agent_harness.tracker.protocol import (
+    IssueDraft,
+    IssueRecord,
+    RateLimited,
+    RepoNotFound,
+    Tracker,
+    TrackerError,
+    ValidationFailed,
+    WriteUncertain,
+)
+
+MARKER_RE = re.compile(r"<!--\s*agent-harness\s+(.*?)\s*-->", re.DOTALL)
+MARKER_HINT = re.compile(r"<!--\s*agent-harness", re.IGNORECASE)
+MAX_BODY = 65_536
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class Marker:
+    """The hidden note tying an issue to one plan item."""
+
+    item_id: str
+    plan_key: str
+    hash: str
+    labels: tuple[str, ...] = ()
+
+    def render(self) -> str:
+        data = {
+            "id": self.item_id,
+            "plan": self.plan_key,
+            "hash": self.hash,
+            "labels": list(self.labels),
+        }
+        return f"<!-- agent-harness {json.dumps(data, ensure_ascii=False)} -->"
+
+
+class DamagedMarker(ValueError):
+    """An issue carries something like our marker that cannot be read."""
+
+
+def read_marker(body: str) -> Marker | None:
+    """The marker in an issue body; None when there is none; DamagedMarker when unreadable."""
+    match = MARKER_RE.search(body)
+    if match is None:
+        if MARKER_HINT.search(body):
+            raise DamagedMarker("an agent-harness comment is opened but never closed")
+        return None
+    try:
+        data = json.loads(match.group(1))
+    except json.JSONDecodeError:
+        raise DamagedMarker("the agent-harness marker is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise DamagedMarker("the agent-harness marker is not an object")
+    missing = [key for key in ("id", "plan", "hash") if not isinstance(data.get(key), str)]
+    if missing:
+        raise DamagedMarker(f"the agent-harness marker lacks {', '.join(missing)}")
+    labels = data.get("labels") or []
+    return Marker(data["id"], data["plan"], data["hash"], tuple(str(x) for x in labels))
+
+
+@dataclass
+class ItemChange:
+    id: str
+    number: int | None
+    changes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SyncReport:
+    """What a sync did (or, with dry_run, would do)."""
+
+    repo: str
+    plan_key: str
+    dry_run: bool
+    created: list[ItemChange] = field(default_factory=list)
+    updated: list[ItemChange] = field(default_factory=list)
+    unchanged: list[ItemChange] = field(default_factory=list)
+    orphaned: list[ItemChange] = field(default_factory=list)
+    skipped_done: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    labels_created: list[str] = field(default_factory=list)
+    milestones_created: list[str] = field(default_factory=list)
+    requests: int = 0
+    writes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_json(self) -> dict[str, Any]:
+        def rows(changes: list[ItemChange]) -> list[dict[str, Any]]:
+            return [{"id": c.id, "issue": c.number, "changes": c.changes} for c in changes]
+
+        return {
+            "repo": self.repo,
+            "plan_key": self.plan_key,
+            "dry_run": self.dry_run,
+            "created": rows(self.created),
+            "updated": rows(self.updated),
+            "unchanged": rows(self.unchanged),
+            "orphaned": rows(self.orphaned),
+            "skipped_done": self.skipped_done,
+            "labels_created": self.labels_created,
+            "milestones_created": self.milestones_created,
+            "problems": self.problems,
+            "requests": self.requests,
+            "writes": self.writes,
+        }
+
+
+class SyncIncomplete(HarnessError):
+    """The sync finished with problems; what succeeded was kept."""
+
+    exit_code = 4
+
+    def __init__(self, report: SyncReport) -> None:
+        super().__init__(f"{len(report.problems)} problem(s): {report.problems[0]}")
+        self.report = report
+
+
+def _order(items: tuple[WorkItem, ...]) -> list[WorkItem]:
+    """Dependencies first, so a dependency's issue number exists before it is linked."""
+    by_id = {item.id: item for item in items}
+    seen: set[str] = set()
+    out: list[WorkItem] = []
+
+    def visit(item: WorkItem) -> None:
+        stack = [(item, iter(item.depends_on))]
+        seen.add(item.id)
+        while stack:
+            node, deps = stack[-1]
+            for dep in deps:
+                if dep in by_id and dep not in seen:
+                    seen.add(dep)
+                    stack.append((by_id[dep], iter(by_id[dep].depends_on)))
+                    break
+            else:
+                stack.pop()
+                out.append(node)
+
+    for item in items:
+        if item.id not in seen:
+            visit(item)
+    return out
+
+
+def render_issue(
+    item: WorkItem, plan_key: str, source: str, numbers: dict[str, int | None]
+) -> tuple[IssueDraft, Marker]:
+    """The issue an item should be, and the marker that will identify it."""
+    parts = [item.body.strip()] if item.body.strip() else []
+    facts = [
+        f"**Success check:** {item.success_check}"
+        if item.success_check
+        else "**Success check:** none given (this item has no observable check)"
+    ]
+    if item.depends_on:
+        links = []
+        for dep in item.depends_on:
+            number = numbers.get(dep)
+            links.append(f"#{number} ({dep})" if number else dep)
+        facts.append("**Depends on:** " + ", ".join(links))
+    if item.files:
+        facts.append("**Files:** " + ", ".join(f"`{path}`" for path in item.files))
+    parts.append("\n".join(f"- {fact}" for fact in facts))
+    parts.append(
+        f"<sub>Mirrored from `{source}` (plan `{plan_key}`, item {item.id}) by agent-harness. "
+        "Edit the plan, not this issue: the next sync rewrites it.</sub>"
+    )
+    text = "\n\n".join(parts)
+    title = f"{item.id}: {item.title}"
+    digest = hashlib.sha256(
+        json.dumps([title, text, sorted(item.labels), item.milestone]).encode()
+    ).hexdigest()[:16]
+    marker = Marker(item.id, plan_key, digest, tuple(item.labels))
+    body = f"{text}\n\n{marker.render()}"
+    return IssueDraft(title, body, tuple(item.labels), item.milestone), marker
+
+
+def _changes(old: IssueRecord, new: IssueDraft) -> list[str]:
+    out: list[str] = []
+    if old.title != new.title:
+        out.append(f"title: {old.title!r} -> {new.title!r}")
+    old_body = MARKER_RE.sub("", old.body).strip().splitlines()
+    new_body = MARKER_RE.sub("", new.body).strip().splitlines()
+    if old_body != new_body:
+        added = len(set(new_body) - set(old_body))
+        removed = len(set(old_body) - set(new_body))
+        out.append(f"body: +{added} -{removed} lines")
+    plus = sorted(set(new.labels) - set(old.labels))
+    minus = sorted(set(old.labels) - set(new.labels))
+    if plus or minus:
+        out.append("labels: " + " ".join([f"+{x}" for x in plus] + [f"-{x}" for x in minus]))
+    if old.milestone != new.milestone:
+        out.append(f"milestone: {old.milestone or '-'} -> {new.milestone or '-'}")
+    return out
+
+
+def sync_plan(
+    plan: Plan,
+    tracker: Tracker,
+    plan_key: str,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> SyncReport:
+    """Make the tracker's issues say what the plan says. Returns the report; never raises
+    for a per-item problem (it is recorded and the rest carries on)."""
+    report = SyncReport(repo=tracker.repo, plan_key=plan_key, dry_run=dry_run)
+    start_requests, start_writes = tracker.tally.requests, tracker.tally.writes
+    step = progress or (lambda _stage, _done, _total: None)
+    try:
+        _sync(plan, tracker, plan_key, dry_run, report, step)
+    finally:
+        report.requests = tracker.tally.requests - start_requests
+        report.writes = tracker.tally.writes - start_writes
+    return report
+
+
+def _sync(
+    plan: Plan,
+    tracker: Tracker,
+    plan_key: str,
+    dry_run: bool,
+    report: SyncReport,
+    step: Progress,
+) -> None:
+    step("listing issues", 0, len(plan.items))
+    existing: dict[str, list[IssueRecord]] = {}
+    markers: dict[int, Marker] = {}
+    seen_labels: set[str] = set()
+    seen_milestones: set[str] = set()
+    for issue in tracker.list_issues():
+        seen_labels.update(issue.labels)
+        if issue.milestone:
+            seen_milestones.add(issue.milestone)
+        try:
+            marker = read_marker(issue.body)
+        except DamagedMarker as exc:
+            report.problems.append(f"issue #{issue.number}: {exc}; left alone, fix it by hand")
+            continue
+        if marker is None or marker.plan_key != plan_key:
+            continue
+        existing.setdefault(marker.item_id, []).append(issue)
+        markers[issue.number] = marker
+
+    plan_ids = {item.id for item in plan.items}
+    for item_id, issues in sorted(existing.items()):
+        if item_id not in plan_ids:
+            report.orphaned.extend(ItemChange(item_id, issue.number) for issue in issues)
+        if len(issues) > 1:
+            listed = ", ".join(f"#{issue.number}" for issue in issues)
+            report.problems.append(
+                f"{item_id}: issues {listed} carry the same marker; none is written"
+            )
+
+    numbers: dict[str, int | None] = {
+        item_id: issues[0].number for item_id, issues in existing.items() if len(issues) == 1
+    }
+    active = [item for item in plan.items if not (item.done and item.id not in existing)]
+    report.skipped_done = [item.id for item in plan.items if item not in active]
+
+    # Labels and milestones already on some issue exist: listing them again would cost requests.
+    seen_lower = {label.lower() for label in seen_labels}
+    wanted_labels = sorted(
+        {label for item in active for label in item.labels if label.lower() not in seen_lower}
+    )
+    if wanted_labels:
+        # GitHub compares label names without regard to case.
+        have = {name.lower() for name in tracker.list_labels()}
+        for label in wanted_labels:
+            if label.lower() in have:
+                continue
+            try:
+                if not dry_run:
+                    tracker.create_label(label, _label_colour(label))
+                report.labels_created.append(label)
+            except TrackerError as exc:
+                report.problems.append(f"label '{label}': {exc.message}")
+    wanted_milestones = sorted(
+        {item.milestone for item in active if item.milestone} - seen_milestones
+    )
+    if wanted_milestones:
+        have_ms = tracker.list_milestones()
+        for title in wanted_milestones:
+            if title in have_ms:
+                continue
+            try:
+                if not dry_run:
+                    tracker.create_milestone(title)
+                report.milestones_created.append(title)
+            except TrackerError as exc:
+                report.problems.append(f"milestone '{title}': {exc.message}")
+
+    ordered = _order(tuple(active))
+    for index, item in enumerate(ordered, start=1):
+        step("syncing", index, len(ordered))
+        issues = existing.get(item.id, [])
+        if len(issues) > 1:
+            continue
+        draft, marker = render_issue(item, plan_key, plan.source, numbers)
+        if len(draft.body) > MAX_BODY:
+            report.problems.append(
+                f"{item.id}: issue body would be {len(draft.body)} characters, over GitHub's "
+                f"{MAX_BODY}; shorten the item (line {item.line})"
+            )
+            continue
+        try:
+            if not issues:
+                if dry_run:
+                    report.created.append(ItemChange(item.id, None, ["new issue"]))
+                    numbers.setdefault(item.id, None)
+                    continue
+                record = _create_once(tracker, draft, marker, plan_key)
+                numbers[item.id] = record.number
+                report.created.append(ItemChange(item.id, record.number))
+                continue
+            issue = issues[0]
+            old = markers[issue.number]
+            if old.hash == marker.hash:
+                report.unchanged.append(ItemChange(item.id, issue.number))
+                continue
+            # Labels a person added stay; labels the plan dropped go.
+            keep = [x for x in issue.labels if x not in old.labels and x not in draft.labels]
+            draft = IssueDraft(draft.title, draft.body, (*draft.labels, *keep), draft.milestone)
+            change = ItemChange(item.id, issue.number, _changes(issue, draft))
+            if not dry_run:
+                tracker.update_issue(issue.number, draft)
+            report.updated.append(change)
+        except ValidationFailed as exc:
+            field_note = f" (field '{exc.field}')" if exc.field else ""
+            report.problems.append(f"{item.id}: {exc.message}{field_note}")
+        except TrackerError as exc:
+            if exc.exit_code == 2 or isinstance(exc, RepoNotFound | RateLimited):
+                raise
+            report.problems.append(f"{item.id}: {exc.message}")
+
+
+def _create_once(
+    tracker: Tracker,
+    draft: IssueDraft,
+    marker: Marker,
+    plan_key: str,
+) -> IssueRecord:
+    """Create an issue; if the write may have landed, look before writing again."""
+    for _ in range(3):
+        try:
+            return tracker.create_issue(draft)
+        except WriteUncertain:
+            for issue in tracker.recent_issues():
+                try:
+                    found = read_marker(issue.body)
+                except DamagedMarker:
+                    continue
+                if found and found.plan_key == plan_key and found.item_id == marker.item_id:
+                    return issue
+    return tracker.create_issue(draft)
+
+
+def _label_colour(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:6]
+
+
+PR_MARKER_RE = re.compile(r"<!--\s*agent-harness-pr\s+(\{.*?\})\s*-->", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class PullMarker:
+    """The hidden note tying a pull request to its item, so reconcile needs no local state."""
+
+    item_id: str
+    plan_key: str
+    issue: int | None
+
+    def render(self) -> str:
+        data = {"id": self.item_id, "plan": self.plan_key, "issue": self.issue}
+        return f"<!-- agent-harness-pr {json.dumps(data)} -->"
+
+
+def read_pull_marker(body: str) -> PullMarker | None:
+    """The item a pull request belongs to, or None (also for a marker damaged by hand)."""
+    match = PR_MARKER_RE.search(body or "")
+    if match is None:
+        return None
+    try:
+        data = json.loads(match.group(1))
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+        return None
+    issue = data.get("issue")
+    return PullMarker(
+        data["id"], str(data.get("plan") or ""), issue if isinstance(issue, int) else None
+    )
