@@ -1,0 +1,135 @@
+"""The one way harness code runs git: a checked result, a timeout, and never a prompt.
+
+Every git call in the harness goes through `run_git`. A failure raises `GitError` naming the
+command, the directory and git's own explanation (its `fatal:` line); a call that outlives its
+timeout is killed with everything it started; and git is told never to ask for credentials,
+because a prompt nobody answers would hold a worker for ever. (A plain subprocess call: the
+GitPython layer could neither feed `git apply` its patch on stdin nor give git's own words.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_harness.errors import HarnessError
+
+GIT_TIMEOUT_S = 600.0
+# A credential prompt would hang a worker for ever: git (and ssh under it) must fail instead.
+NO_PROMPT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
+
+
+class GitError(HarnessError):
+    """A git command failed, timed out, or git could not be run at all."""
+
+    def __init__(self, message: str, *, args: tuple[str, ...] = (), returncode: int | None = None):
+        self.git_args = args
+        self.returncode = returncode
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class GitResult:
+    """What one git command did. `stdout` keeps its bytes when asked for as bytes."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def run_git(
+    cwd: Path | str,
+    *args: str,
+    check: bool = True,
+    timeout_s: float = GIT_TIMEOUT_S,
+    input: str | bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    errors: str = "replace",
+) -> GitResult:
+    """Run `git <args>` in `cwd` and return what it printed.
+
+    With `check` (the default) a non-zero exit raises `GitError`; without it the caller reads
+    `returncode`. A timeout always raises: half a git command is never an answer. `env` adds to
+    (and may override) the process environment, which holds no credentials (see
+    `agent_harness.secrets.process`). Output is decoded as UTF-8 with `errors`.
+    """
+    command = ("git", *args)
+    full_env = {**os.environ, **NO_PROMPT, **(env or {})}
+    data = input.encode("utf-8") if isinstance(input, str) else input
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=full_env,
+            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # a timeout kills git and whatever it started (ssh, hooks)
+        )
+    except FileNotFoundError as exc:
+        if not Path(cwd).is_dir():
+            raise GitError(f"cannot run git in {cwd}: no such directory", args=args) from exc
+        raise GitError("git is not installed (or not on PATH)", args=args) from exc
+    except OSError as exc:
+        raise GitError(f"cannot run git in {cwd}: {exc.strerror or exc}", args=args) from exc
+    try:
+        out, err = process.communicate(data, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise GitError(
+            f"git {_short(args)} timed out after {timeout_s:g} s in {cwd}", args=args
+        ) from None
+    result = GitResult(process.returncode, out.decode("utf-8", errors), err.decode("utf-8", errors))
+    if check and not result.ok:
+        raise GitError(
+            f"git {_short(args)} failed in {cwd}: {explain(result)}",
+            args=args,
+            returncode=result.returncode,
+        )
+    return result
+
+
+def git(cwd: Path | str, *args: str, **options: object) -> str:
+    """`run_git(...)`'s output with the trailing newline removed; raises on any failure."""
+    result = run_git(cwd, *args, **options)  # type: ignore[arg-type]
+    return result.stdout.rstrip("\n")
+
+
+def explain(result: GitResult) -> str:
+    """git's own words for a failure: its `fatal:` (or `error:`) line, else its last line."""
+    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    for prefix in ("fatal:", "error:"):
+        found = [line.removeprefix(prefix).strip() for line in lines if line.startswith(prefix)]
+        if found:
+            return found[0]
+    if lines:
+        return lines[-1]
+    return f"exit status {result.returncode}"
+
+
+def _short(args: tuple[str, ...]) -> str:
+    """The subcommand and its first argument, skipping `-c key=value` settings."""
+    words: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg == "-c":
+            skip = True
+            continue
+        words.append(arg)
+        if len(words) == 2:
+            break
+    return " ".join(words)

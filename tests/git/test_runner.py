@@ -1,0 +1,96 @@
+"""The one git runner: checked results in git's own words, timeouts, never a prompt."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agent_harness.git.runner import GitError, git, run_git
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(
+        path,
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    )
+    return path
+
+
+def test_output_comes_back_without_the_trailing_newline(repo: Path) -> None:
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+
+
+def test_a_failure_says_which_command_where_and_git_s_own_reason(repo: Path) -> None:
+    with pytest.raises(GitError) as failed:
+        git(repo, "-c", "core.quotePath=false", "rev-parse", "no-such-ref^{commit}")
+    message = failed.value.message
+    assert message.startswith(f"git rev-parse no-such-ref^{{commit}} failed in {repo}: ")
+    assert failed.value.returncode == 128
+
+
+def test_without_check_the_caller_reads_the_exit_status(repo: Path) -> None:
+    result = run_git(repo, "diff", "--quiet", "HEAD", check=False)
+    assert result.ok and result.returncode == 0
+    (repo / "x.txt").write_text("x")
+    git(repo, "add", "x.txt")
+    assert run_git(repo, "diff", "--cached", "--quiet", check=False).returncode == 1
+
+
+def test_input_is_fed_on_stdin(repo: Path) -> None:
+    sha = git(repo, "hash-object", "--stdin", input=b"hello\n")
+    assert sha == "ce013625030ba8dba906f756967f9e9ca394464a"
+
+
+def test_a_hung_command_is_killed_at_its_timeout(repo: Path) -> None:
+    # A credential helper that never answers stands in for a hung remote.
+    hang = "!f() { sleep 30; }; f"
+    with pytest.raises(GitError, match=r"timed out after 0\.5 s"):
+        run_git(
+            repo,
+            "-c",
+            f"credential.helper={hang}",
+            "credential",
+            "fill",
+            input="protocol=https\nhost=example.invalid\n\n",
+            timeout_s=0.5,
+        )
+
+
+def test_git_never_prompts_for_credentials(repo: Path) -> None:
+    # No credential helper: git would ask at the terminal, and a worker would wait for ever.
+    result = run_git(
+        repo,
+        "-c",
+        "credential.helper=",
+        "credential",
+        "fill",
+        input="protocol=https\nhost=example.invalid\n\n",
+        check=False,
+        timeout_s=30,
+    )
+    assert not result.ok
+    assert "terminal prompts disabled" in result.stderr
+
+
+def test_a_missing_directory_and_a_missing_git_are_told_apart(tmp_path: Path) -> None:
+    with pytest.raises(GitError, match="no such directory"):
+        git(tmp_path / "nowhere", "status")
+    with pytest.raises(GitError, match="git is not installed"):
+        git(tmp_path, "status", env={"PATH": str(tmp_path)})
+    assert os.environ.get("PATH")  # the caller's environment is untouched
