@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.plan.model import WorkItem
-from agent_harness.queue.work import claim_next, enqueue
+from agent_harness.queue.items import enqueue
+from agent_harness.queue.leases import claim_next
 from agent_harness.store.database import Store, open_store
 
 PROJECT = "bench/queue:plan"

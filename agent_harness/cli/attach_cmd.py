@@ -36,7 +36,7 @@ def attach(item_id: str, project: str | None, db: str | None, print_only: bool) 
     import shlex
 
     from agent_harness.cli.output import open_database
-    from agent_harness.queue.work import resolve_project
+    from agent_harness.queue.items import resolve_project
     from agent_harness.sessions.attach import attach_target
 
     store = open_database(db, must_exist=True)

@@ -11,6 +11,16 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
+from agent_harness.store.events import (
+    AgentStateChanged,
+    AttemptStarted,
+    FailedNote,
+    Payload,
+    PullOpened,
+    RetryNote,
+    Waiting,
+)
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.live import Live
@@ -40,7 +50,7 @@ class LiveView:
         self.lock = threading.Lock()
         self.live: Live | None = None
 
-    def __call__(self, kind: str, item: str, payload: dict[str, Any]) -> None:
+    def __call__(self, kind: str, item: str, payload: Payload) -> None:
         if kind not in STAGE_OF and kind != "agent_state":
             return  # run-level notes (reconciled, reclaimed) are not a worker's progress
         with self.lock:
@@ -48,26 +58,9 @@ class LiveView:
                 item,
                 {"started": time.monotonic(), "attempt": 1, "worker": "", "stage": "", "note": ""},
             )
-            if kind == "attempt":
-                row.update(
-                    started=time.monotonic(),
-                    attempt=payload.get("attempt", 1),
-                    worker=payload.get("worker", ""),
-                    note="",
-                )
             if kind in STAGE_OF:
                 row["stage"] = STAGE_OF[kind]
-            if kind == "agent_state":
-                row["stage"] = f"agent: {payload.get('state')}"
-            if kind in ("failed", "retry"):
-                row["note"] = str(payload.get("reason", ""))[:60]
-            if kind == "pr_opened":
-                row["note"] = str(payload.get("url", ""))
-            if kind == "waiting":
-                until = payload.get("until")
-                row["note"] = (
-                    f"until {time.strftime('%H:%M', time.localtime(until))}" if until else ""
-                )
+            _follow(row, payload)
         if self.live is not None:
             self.live.update(self.table())
 
@@ -89,15 +82,32 @@ class LiveView:
         return table
 
 
+def _follow(row: dict[str, Any], payload: Payload) -> None:
+    """Update an item's row from what the event says."""
+    if isinstance(payload, AttemptStarted):
+        row.update(
+            started=time.monotonic(), attempt=payload.attempt, worker=payload.worker, note=""
+        )
+    elif isinstance(payload, AgentStateChanged):
+        row["stage"] = f"agent: {payload.state}"
+    elif isinstance(payload, FailedNote | RetryNote):
+        row["note"] = payload.reason[:60]
+    elif isinstance(payload, PullOpened):
+        row["note"] = payload.url
+    elif isinstance(payload, Waiting):
+        until = payload.until
+        row["note"] = f"until {time.strftime('%H:%M', time.localtime(until))}" if until else ""
+
+
 class JsonLines:
     """Events as JSON lines on stdout, for scripts."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
 
-    def __call__(self, kind: str, item: str, payload: dict[str, Any]) -> None:
+    def __call__(self, kind: str, item: str, payload: Payload) -> None:
         # The event's own name goes under "event": payloads may carry a "kind" of their own.
-        record = {**payload, "ts": time.time(), "event": kind, "item": item}
+        record = {**payload.as_dict(), "ts": time.time(), "event": kind, "item": item}
         line = json.dumps(record, default=str)
         with self.lock:
             sys.stdout.write(line + "\n")

@@ -13,7 +13,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from agent_harness.pipeline.run import RunReport
+    from agent_harness.pipeline.report import RunReport
     from agent_harness.plan.model import Plan
 
 

@@ -64,7 +64,7 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
     if ctx.invoked_subcommand is not None:
         return 0
     from agent_harness.cli.output import open_database
-    from agent_harness.queue import work as queue
+    from agent_harness.queue import items as queue
 
     with open_database(db, must_exist=True) as store:
         name = queue.resolve_project(store, project)
@@ -83,25 +83,9 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
 
 def _activity(store: Any, project: str, items: list[str]) -> dict[str, str]:
     """What each claimed item is doing now, from its latest events (e.g. waiting for input)."""
-    out: dict[str, str] = {}
-    for item in items:
-        note = ""
-        for event in store.all_events(project=project, item=item):
-            if event.kind == "claimed":
-                note = "claimed"
-            elif event.kind == "agent_started":
-                note = "agent running"
-            elif event.kind == "agent_state":
-                state = str(event.payload.get("state"))
-                note = (
-                    "waiting for input: attach to answer"
-                    if state == "waiting_for_input"
-                    else (f"agent {state}")
-                )
-            elif event.kind in ("check", "review", "pushed"):
-                note = {"check": "checks", "review": "review", "pushed": "opening PR"}[event.kind]
-        out[item] = note
-    return out
+    from agent_harness.pipeline.history import ItemHistory
+
+    return {item: ItemHistory.read(store, project, item).activity() for item in items}
 
 
 @work.command(
@@ -119,7 +103,7 @@ def show(
 ) -> int:
     """Show one item as it stands and its full event history, oldest first."""
     from agent_harness.cli.output import open_database
-    from agent_harness.queue import work as queue
+    from agent_harness.queue import items as queue
     from agent_harness.store.chain import verify_chain
 
     db, project, as_json = _merged(ctx, db, project, as_json)
@@ -130,7 +114,7 @@ def show(
     if as_json:
         data: dict[str, Any] = {
             "item": _record_json(record),
-            "events": [e.model_dump() for e in events],
+            "events": [e.as_json() for e in events],
         }
         data["integrity"] = _chain_json(chain) if chain else None
         print_json(data)
@@ -149,7 +133,7 @@ def show(
     )
     for event in events:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.ts))
-        details = " ".join(f"{k}={v}" for k, v in sorted(event.payload.items()))
+        details = " ".join(f"{k}={v}" for k, v in sorted(event.payload.as_dict().items()))
         out.print(f"{event.id:>6}  {stamp}  {event.kind:<14} {details}", markup=False)
     return 0 if chain is None or chain.intact else 1
 
@@ -240,7 +224,7 @@ def retry(
     Refused while a live lease holds the item: a worker is still on it.
     """
     from agent_harness.cli.output import open_database
-    from agent_harness.queue import work as queue
+    from agent_harness.queue import items as queue
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     with open_database(db, must_exist=True) as store:
@@ -284,7 +268,7 @@ def enqueue(
     """
     from agent_harness.cli.output import open_database
     from agent_harness.plan import backlog
-    from agent_harness.queue import work as queue
+    from agent_harness.queue import items as queue
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     if not project:

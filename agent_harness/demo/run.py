@@ -20,7 +20,8 @@ from typing import Any
 
 from agent_harness.demo.rules import review_rules
 from agent_harness.errors import HarnessError
-from agent_harness.pipeline.run import Observer, RunReport
+from agent_harness.pipeline.report import RunReport
+from agent_harness.pipeline.settings import Observer
 from agent_harness.plan.backlog import load_plan
 from agent_harness.secrets.process import process_env
 from agent_harness.tracker.sync import SyncReport, sync_plan
@@ -127,7 +128,8 @@ def run_demo(
     from agent_harness.git.worktrees import WorkRepo
     from agent_harness.implement.cli_agent import CliImplementer
     from agent_harness.models.client import ModelClient, Route
-    from agent_harness.pipeline.run import Pipeline, RunSettings
+    from agent_harness.pipeline.run import Pipeline
+    from agent_harness.pipeline.settings import RunSettings
     from agent_harness.review.model import ModelReviewer
     from agent_harness.sessions.default import default_host
     from agent_harness.store.database import open_store

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_harness.errors import HarnessError
+from agent_harness.git.protect import changed_paths
 
 BRANCH_PREFIX = "agent-harness/"
 
@@ -309,6 +310,10 @@ class WorkRepo:
         return _git(
             tree.path, "diff", "--no-color", "--no-ext-diff", "--text", "-U0", tree.base_sha, "HEAD"
         )
+
+    def changed_paths(self, tree: Worktree) -> list[str]:
+        """Every path that differs from the base (see `protect.changed_paths`)."""
+        return changed_paths(tree.path, tree.base_sha)
 
     def head(self, tree: Worktree) -> str:
         return _git(tree.path, "rev-parse", "HEAD")

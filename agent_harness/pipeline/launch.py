@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UsageError
+from agent_harness.store.events import payload_of
 
 if TYPE_CHECKING:
     from agent_harness.agents.presets import AgentPreset
     from agent_harness.config import Settings
     from agent_harness.implement.protocol import Implementer
-    from agent_harness.pipeline.run import Observer, Pipeline
+    from agent_harness.pipeline.run import Pipeline
+    from agent_harness.pipeline.settings import Observer
     from agent_harness.plan.model import Plan, WorkItem
     from agent_harness.review.verdict import Reviewer
     from agent_harness.sessions.protocol import SessionHost
@@ -58,7 +60,7 @@ def model_events(store: Store, project: str) -> Any:
     pricing and audits read them later. Keys never appear in them."""
 
     def sink(kind: str, payload: dict[str, Any]) -> None:
-        store.append_event(project, None, kind, payload)
+        store.append_event(project, None, payload_of(kind, payload))
 
     return sink
 
@@ -188,7 +190,8 @@ def pipeline_for(
     tracker the person chose (GitHub, or the embedded forge): the caller decides, so this
     module never reaches for the command line or the forge."""
     from agent_harness.git.worktrees import WorkRepo
-    from agent_harness.pipeline.run import Pipeline, RunSettings
+    from agent_harness.pipeline.run import Pipeline
+    from agent_harness.pipeline.settings import RunSettings
     from agent_harness.plan.backlog import load_plan
     from agent_harness.plan.model import check_command
     from agent_harness.secrets.process import process_env

@@ -17,15 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from agent_harness.errors import HarnessError, UsageError
-from agent_harness.queue.work import (
-    DEFAULT_READY_WHEN,
-    Lease,
-    LeaseLost,
-    claim_next,
-    fail,
-    heartbeat,
-    reclaim_own,
-)
+from agent_harness.queue.items import DEFAULT_READY_WHEN
+from agent_harness.queue.leases import Lease, LeaseLost, claim_next, fail, heartbeat, reclaim_own
 from agent_harness.store.database import Store
 
 Handler = Callable[[Lease], None]

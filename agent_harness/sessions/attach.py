@@ -12,6 +12,7 @@ from pathlib import Path
 
 from agent_harness.errors import HarnessError
 from agent_harness.store.database import Store
+from agent_harness.store.events import AgentStarted, last_of
 
 
 class NothingToAttach(HarnessError):
@@ -27,15 +28,12 @@ class AttachTarget:
 
 
 def attach_target(store: Store, project: str, item_id: str, follow: bool = True) -> AttachTarget:
-    started = None
-    for event in store.all_events(project=project, item=item_id):
-        if event.kind == "agent_started":
-            started = event.payload
+    started = last_of(store.all_events(project=project, item=item_id), AgentStarted)
     if started is None:
         raise NothingToAttach(f"{item_id} has no agent session on record in {project}")
-    session = str(started.get("session"))
-    host_kind = started.get("host")
-    log = Path(str(started.get("log") or ""))
+    session = started.session
+    host_kind = started.host
+    log = Path(started.log or "")
     if host_kind == "tmux":
         from agent_harness.sessions.tmux import TmuxHost
 

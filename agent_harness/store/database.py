@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.store import protection
 from agent_harness.store.chain import seal_pending
-from agent_harness.store.events import Event
+from agent_harness.store.events import Event, Payload, read_payload
 from agent_harness.store.migrations import MIGRATIONS
 
 Clock = Callable[[], float]
@@ -155,23 +155,40 @@ class Tx:
         return [tuple(r) for r in self.conn.execute(self._sql(sql), tuple(params))]
 
     def append_event(
+        self, project: str, item: str | None, payload: Payload, *, ts: float | None = None
+    ) -> None:
+        """Queue an event of the harness's own; it is written when the transaction commits, or
+        not at all. Its kind is the payload's."""
+        self._events.append(
+            _PendingEvent(
+                ts=self.clock() if ts is None else ts,
+                project=project,
+                item=item,
+                kind=payload.kind,
+                payload=payload.as_dict(),
+                external_id=None,
+            )
+        )
+
+    def record_outside_event(
         self,
         project: str,
         item: str | None,
         kind: str,
-        payload: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
         *,
         external_id: str | None = None,
         ts: float | None = None,
     ) -> None:
-        """Queue an event; it is written when the transaction commits, or not at all."""
+        """Queue an event from outside the harness (an ingested line, a CI system), of any kind
+        and shape; it is read back typed when its kind is known and its fields fit."""
         self._events.append(
             _PendingEvent(
                 ts=self.clock() if ts is None else ts,
                 project=project,
                 item=item,
                 kind=kind,
-                payload=dict(payload or {}),
+                payload=dict(data or {}),
                 external_id=external_id,
             )
         )
@@ -179,7 +196,8 @@ class Tx:
     def append_event_json(
         self, project: str, item: str | None, kind: str, payload_json: str, *, ts: float
     ) -> None:
-        """`append_event` for a payload the caller has already written as a JSON object."""
+        """`append_event` for a payload the caller has already written as a JSON object (the
+        claim path, where json.dumps costs more than the SQL)."""
         self._events.append(_PendingEvent(ts, project, item, kind, payload_json, None))
 
     def add_events(self, events: Sequence[_PendingEvent]) -> None:
@@ -407,18 +425,26 @@ class Store:
     # --- events -----------------------------------------------------------------------------
 
     def append_event(
+        self, project: str, item: str | None, payload: Payload, *, ts: float | None = None
+    ) -> None:
+        """Append one event of the harness's own, in a transaction of its own."""
+        with self.transaction() as tx:
+            tx.append_event(project, item, payload, ts=ts)
+
+    def record_outside_event(
         self,
         project: str,
         item: str | None,
         kind: str,
-        payload: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
         *,
         external_id: str | None = None,
         ts: float | None = None,
     ) -> bool:
-        """Append one event; False when its external id was already recorded."""
+        """Append one event from outside the harness; False when its external id was already
+        recorded (see `Tx.record_outside_event`)."""
         with self.transaction() as tx:
-            tx.append_event(project, item, kind, payload, external_id=external_id, ts=ts)
+            tx.record_outside_event(project, item, kind, data, external_id=external_id, ts=ts)
             return tx.flush_events() == 1
 
     def events(
@@ -449,7 +475,7 @@ class Store:
                 project=r[2],
                 item=r[3],
                 kind=r[4],
-                payload=json.loads(r[5]),
+                payload=read_payload(r[4], json.loads(r[5])),
                 external_id=r[6],
             )
             for r in rows

@@ -1,21 +1,672 @@
-"""One row of the append-only event log, as every reader sees it."""
+"""The event log's schema: every kind of event the harness writes, and the typed payload of each.
+
+Writers build a payload model and the kind follows from its class; readers get the payload back
+as that model, so no code outside this module reads a payload by a string key. An event of a
+kind this version does not know (one ingested from a file, or written by a newer harness) is
+kept whole as `RawPayload`. docs/EVENTS.md is generated from these models
+(`python -m agent_harness.store.events`), and a test fails when the two drift apart.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Iterable
+from enum import StrEnum
+from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class EventKind(StrEnum):
+    """Every kind of event the harness writes (stored) or tells its observers (notes)."""
+
+    # the queue
+    ENQUEUED = "enqueued"
+    UPDATED = "updated"
+    FLAGGED = "flagged"
+    CLAIMED = "claimed"
+    LEASE_EXPIRED = "lease_expired"
+    LEASE_RECLAIMED = "lease_reclaimed"
+    ADVANCED = "advanced"
+    COMPLETED = "completed"
+    REQUEUED = "requeued"
+    RELEASED = "released"
+    DEFERRED = "deferred"
+    ATTEMPT_FAILED = "attempt_failed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    HELD = "held"
+    UNHELD = "unheld"
+    RETRIED = "retried"
+    OUTCOME = "outcome"
+    UNBLOCKED = "unblocked"
+    # one attempt of the pipeline
+    WORKTREE = "worktree"
+    AGENT_STARTED = "agent_started"
+    AGENT_STATE = "agent_state"
+    AGENT_FINISHED = "agent_finished"
+    PROTECTED_PATHS = "protected_paths"
+    SECRET_FOUND = "secret_found"
+    CHECK = "check"
+    CHECKS_PASSED = "checks_passed"
+    REVIEW = "review"
+    FEEDBACK = "feedback"
+    WAITING = "waiting"
+    PUSHED = "pushed"
+    PR_OPENED = "pr_opened"
+    RESUMED = "resumed"
+    LEASE_LOST = "lease_lost"
+    # model calls (of the reviewer and the direct-API executor)
+    MODEL_CALL = "model.call"
+    MODEL_RETRY = "model.retry"
+    MODEL_PARKED = "model.parked"
+    # notes to observers (the live view, --json lines); never stored
+    ATTEMPT = "attempt"
+    RETRY = "retry"
+    WITHDRAWN = "withdrawn"
+    RECLAIMED = "reclaimed"
+    RECONCILED = "reconciled"
+
+
+class Payload(BaseModel):
+    """What an event says. Subclasses name their kind; fields unknown to this version are kept."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="allow", populate_by_name=True, serialize_by_alias=True
+    )
+    KIND: ClassVar[EventKind]
+    STORED: ClassVar[bool] = True  # False for notes that only observers hear
+
+    @property
+    def kind(self) -> str:
+        return self.KIND.value
+
+    def as_dict(self) -> dict[str, Any]:
+        """The payload as stored: field names as written (`from`, not `from_`), JSON types."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class RawPayload(BaseModel):
+    """A payload of a kind this version does not know, kept exactly as it was read."""
+
+    model_config = ConfigDict(frozen=True)
+    raw_kind: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    problem: str | None = None  # why a known kind could not be read as its model
+
+    @property
+    def kind(self) -> str:
+        return self.raw_kind
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+# --- the queue -------------------------------------------------------------------------------
+
+
+class Transition(Payload):
+    """A state change of an item (from, to)."""
+
+    KIND: ClassVar[EventKind]
+    from_: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("from", "from_"),
+        serialization_alias="from",
+        description="State before.",
+    )
+    to: str | None = Field(default=None, description="State after.")
+
+
+class Enqueued(Transition):
+    """The item entered the queue (pending, or done when the plan checks it off)."""
+
+    KIND = EventKind.ENQUEUED
+    hash: str = Field(description="Content hash of the item as enqueued.")
+
+
+class Updated(Transition):
+    """The plan's text of a queued item changed; the queue took the edit."""
+
+    KIND = EventKind.UPDATED
+    hash: str = Field(description="New content hash.")
+    was: str | None = Field(default=None, description="Content hash before the edit.")
+
+
+class Flagged(Payload):
+    """The plan changed an item while a worker held it: the edit waits, recorded."""
+
+    KIND = EventKind.FLAGGED
+    hash: str = Field(description="Content hash of the edit that arrived while in flight.")
+    was: str | None = Field(default=None, description="Content hash being worked on.")
+
+
+class Claimed(Transition):
+    """A worker took the item under a lease; one claim is one attempt."""
+
+    KIND = EventKind.CLAIMED
+    worker: str = Field(description="Worker that holds the lease.")
+    attempt: int = Field(description="Attempt number this claim starts.")
+    token: int = Field(description="Fencing token of the lease.")
+    expires_at: float = Field(description="Epoch seconds when the lease lapses unless renewed.")
+
+
+class LeaseExpired(Payload):
+    """A lease ran out with no heartbeat: its worker died or stalled."""
+
+    KIND = EventKind.LEASE_EXPIRED
+    worker: str | None = Field(default=None, description="Worker whose lease lapsed.")
+    attempt: int | None = Field(default=None, description="Attempt that lease belonged to.")
+    expired_at: float | None = Field(default=None, description="Epoch seconds it lapsed.")
+
+
+class LeaseReclaimed(Payload):
+    """A restarted worker ended its own earlier lease at once, instead of waiting."""
+
+    KIND = EventKind.LEASE_RECLAIMED
+    worker: str = Field(description="Worker name the lease was held under.")
+    by: str = Field(description="The restarted worker (or pool prefix) that ended it.")
+
+
+class LeaseMove(Transition):
+    """A lease holder moved its item: progress, delivery, giving it back."""
+
+    KIND: ClassVar[EventKind]
+    worker: str | None = Field(default=None, description="Worker that held the lease.")
+    attempt: int | None = Field(default=None, description="Attempt number.")
+    reason: str | None = Field(default=None, description="Why, in words.")
+    until: float | None = Field(default=None, description="Epoch seconds it may run again.")
+
+
+class Advanced(LeaseMove):
+    """The lease holder reached a stage (checks, review)."""
+
+    KIND = EventKind.ADVANCED
+
+
+class Completed(LeaseMove):
+    """The lease ended with the work delivered (a pull request open, or merged)."""
+
+    KIND = EventKind.COMPLETED
+
+
+class Requeued(LeaseMove):
+    """The attempt failed and the item went back for another."""
+
+    KIND = EventKind.REQUEUED
+
+
+class Released(LeaseMove):
+    """The lease holder gave the item back untouched."""
+
+    KIND = EventKind.RELEASED
+
+
+class Deferred(LeaseMove):
+    """The item was parked until a time (a spent window, a parked reviewer); its attempt was
+    refunded."""
+
+    KIND = EventKind.DEFERRED
+
+
+class AttemptFailed(Payload):
+    """One attempt failed, with why; `final` says the item failed with it."""
+
+    KIND = EventKind.ATTEMPT_FAILED
+    worker: str = Field(description="Worker whose attempt failed.")
+    attempt: int = Field(description="Attempt number.")
+    reason: str = Field(description="What went wrong.")
+    permanent: bool = Field(default=False, description="Another attempt cannot help.")
+    final: bool = Field(default=False, description="The item failed with this attempt.")
+
+
+class Failed(Transition):
+    """The item failed for good: out of attempts, or a failure another attempt cannot fix."""
+
+    KIND = EventKind.FAILED
+    reason: str = Field(description="Why the item failed.")
+    attempt: int | None = Field(default=None, description="Attempts spent.")
+
+
+class Skipped(Transition):
+    """The item will not run: something it depends on failed, or it left the plan."""
+
+    KIND = EventKind.SKIPPED
+    reason: str = Field(description="Why it will not run.")
+    blocked_by: str | None = Field(default=None, description="The failed item it depends on.")
+
+
+class Held(Payload):
+    """Kept back from this run (`--only` named other items)."""
+
+    KIND = EventKind.HELD
+    from_: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("from", "from_"),
+        serialization_alias="from",
+        description="State before.",
+    )
+    reason: str = Field(description="Why it is held back.")
+
+
+class Unheld(Transition):
+    """Released from a hold by the next run."""
+
+    KIND = EventKind.UNHELD
+
+
+class Retried(Transition):
+    """A person (or the reconciler) put the item back in the queue with fresh attempts."""
+
+    KIND = EventKind.RETRIED
+    via: str | None = Field(default=None, description="The item whose retry freed this one.")
+
+
+class Outcome(Transition):
+    """What the tracker says became of the work: merged, closed, reverted."""
+
+    KIND = EventKind.OUTCOME
+    evidence: dict[str, Any] = Field(
+        default_factory=dict, description="What the tracker showed (PR, merge or revert commit)."
+    )
+
+
+class Unblocked(Transition):
+    """A skipped item can run after all: what it waited on was merged."""
+
+    KIND = EventKind.UNBLOCKED
+    by: str = Field(description="The item whose merge unblocked this one.")
+
+
+# --- one attempt -----------------------------------------------------------------------------
+
+
+class WorktreeReady(Payload):
+    """The item's worktree and branch are ready (made, or reused with its commits)."""
+
+    KIND = EventKind.WORKTREE
+    path: str = Field(description="The item's worktree.")
+    branch: str = Field(description="Its branch.")
+    base: str = Field(description="Default-branch commit the work starts from.")
+    reused: bool = Field(default=False, description="An existing worktree was kept.")
+
+
+class AgentStarted(Payload):
+    """The implementer started, in a session a person can attach to."""
+
+    KIND = EventKind.AGENT_STARTED
+    implementer: str = Field(description="Preset or executor name.")
+    session: str = Field(description="Session name (attach to it).")
+    attempt: int = Field(description="Attempt number.")
+    host: str | None = Field(default=None, description="tmux, headless or remote.")
+    log: str | None = Field(default=None, description="Path of the session's log.")
+    worktree: str | None = Field(default=None, description="Where the agent works.")
+
+
+class AgentStateChanged(Payload):
+    """The agent is waiting for input, or the direct-API executor moved a step."""
+
+    KIND = EventKind.AGENT_STATE
+    state: str = Field(description="e.g. waiting_for_input, or an executor step event.")
+    detail: str = Field(default="", description="The question shown, or the step.")
+
+
+class AgentFinished(Payload):
+    """The implementer ended, with how, and what it reported of tokens and cost."""
+
+    KIND = EventKind.AGENT_FINISHED
+    ok: bool = Field(description="The implementer finished normally.")
+    state: str = Field(description="done, crashed, timeout, rate_limited, ...")
+    reason: str = Field(default="", description="How it ended, in words.")
+    failure: str | None = Field(default=None, description="Failure class, when one applies.")
+    wait_until: float | None = Field(default=None, description="Epoch seconds a window resets.")
+    permanent: bool = Field(default=False, description="Retrying cannot help.")
+    tokens_in: int | None = Field(default=None, description="Input tokens, when reported.")
+    tokens_out: int | None = Field(default=None, description="Output tokens, when reported.")
+    cost_usd: float | None = Field(default=None, description="Cost reported; null if unknown.")
+    tail: str = Field(default="", description="The last of what the agent printed.")
+
+
+class ProtectedPaths(Payload):
+    """The change touched a protected path or left the item's files: stopped before review."""
+
+    KIND = EventKind.PROTECTED_PATHS
+    violations: list[str] = Field(description="One reason per offending path.")
+
+
+class SecretFound(Payload):
+    """The change holds a secret: stopped before the reviewer or a push could see it."""
+
+    KIND = EventKind.SECRET_FOUND
+    findings: list[str] = Field(description="file:line and which secret, never its value.")
+    sha: str | None = Field(default=None, description="The commit that holds them.")
+
+
+class CheckRan(Payload):
+    """One check command ran in the worktree."""
+
+    KIND = EventKind.CHECK
+    command: str = Field(description="The check command.")
+    exit_code: int | None = Field(default=None, description="Null when it timed out or never ran.")
+    duration_s: float = Field(default=0.0, description="Seconds it took.")
+    timed_out: bool = Field(default=False, description="Killed at its timeout.")
+    missing: bool = Field(default=False, description="Its program was not found.")
+    tail: str = Field(default="", description="The end of its output.")
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.missing
+
+
+class ChecksPassed(Payload):
+    """Every check passed on this commit (a resumed run reviews it without the agent)."""
+
+    KIND = EventKind.CHECKS_PASSED
+    sha: str = Field(description="The commit every check passed on.")
+
+
+class Reviewed(Payload):
+    """The reviewer's verdict on a commit, with what it cost."""
+
+    KIND = EventKind.REVIEW
+    approved: bool = Field(description="The reviewer's verdict.")
+    reasons: list[str] = Field(default_factory=list, description="Why, in the reviewer's words.")
+    permanent: bool = Field(default=False, description="A no that another attempt cannot fix.")
+    malformed: bool = Field(default=False, description="No structured verdict could be read.")
+    attempts: int | None = Field(default=None, description="Calls it took to get a verdict.")
+    vendor: str | None = Field(default=None, description="The reviewer's vendor.")
+    model: str | None = Field(default=None, description="The reviewer's model.")
+    tokens_in: int | None = Field(default=None, description="Input tokens, when reported.")
+    tokens_out: int | None = Field(default=None, description="Output tokens, when reported.")
+    cost_usd: float | None = Field(default=None, description="Cost reported; null if unknown.")
+    sha: str | None = Field(default=None, description="The commit reviewed.")
+
+
+class FeedbackGiven(Payload):
+    """What went wrong, kept for the next attempt's prompt."""
+
+    KIND = EventKind.FEEDBACK
+    source: str = Field(
+        validation_alias=AliasChoices("kind", "source"),
+        serialization_alias="kind",
+        description="agent, checks or review.",
+    )
+    summary: str = Field(description="One line for the next attempt's prompt.")
+    detail: str = Field(default="", description="Output that explains it (clipped).")
+
+
+class Waiting(Payload):
+    """The item waits (a spent window, a parked reviewer) with its attempt refunded."""
+
+    KIND = EventKind.WAITING
+    until: float | None = Field(default=None, description="Epoch seconds it may run again.")
+    reason: str = Field(default="", description="What it waits for.")
+
+
+class Pushed(Payload):
+    """The item branch was pushed."""
+
+    KIND = EventKind.PUSHED
+    branch: str = Field(description="The item branch pushed.")
+    sha: str = Field(description="Its head.")
+
+
+class PullOpened(Payload):
+    """The pull request that closes the item's issue is open (or was updated)."""
+
+    KIND = EventKind.PR_OPENED
+    number: int = Field(description="Pull request number.")
+    url: str = Field(description="Its web address.")
+    reused: bool = Field(default=False, description="An open PR of the branch was updated.")
+    branch: str | None = Field(default=None, description="Its head branch.")
+
+
+class Resumed(Payload):
+    """A finished step was not redone after a restart."""
+
+    KIND = EventKind.RESUMED
+    sha: str = Field(description="The commit work resumed from.")
+    why: str = Field(description="Which finished step was not redone.")
+
+
+class LeaseLostNote(Payload):
+    """The worker lost its lease mid-attempt (it lapsed, or another took over): it stopped."""
+
+    KIND = EventKind.LEASE_LOST
+    worker: str | None = Field(default=None, description="Worker that lost it.")
+    attempt: int | None = Field(default=None, description="Attempt number.")
+
+
+# --- model calls -----------------------------------------------------------------------------
+
+
+class ModelEvent(Payload):
+    """A call to a model endpoint; never carries the key."""
+
+    KIND: ClassVar[EventKind]
+    role: str | None = Field(default=None, description="reviewer, planner, implementer, ...")
+    worker: str | None = Field(default=None, description="Worker that made the call.")
+    vendor: str | None = Field(default=None, description="Vendor of the route.")
+    model: str | None = Field(default=None, description="Model of the route.")
+    endpoint: str | None = Field(default=None, description="Endpoint called.")
+    attempt: int | None = Field(default=None, description="Try number within this call.")
+    latency_s: float | None = Field(default=None, description="Seconds the try took.")
+    failure: str | None = Field(default=None, description="Failure class; null on success.")
+    failure_message: str | None = Field(default=None, description="The provider's words.")
+
+
+class ModelCall(ModelEvent):
+    """A call to a model endpoint ended (answered, failed, or refused because parked)."""
+
+    KIND = EventKind.MODEL_CALL
+    tokens_in: int | None = Field(default=None, description="Input tokens, when reported.")
+    tokens_out: int | None = Field(default=None, description="Output tokens, when reported.")
+    tokens_cached: int | None = Field(default=None, description="Cached input tokens.")
+    stop_reason: str | None = Field(default=None, description="Why the model stopped.")
+    parked: bool = Field(default=False, description="Refused locally: the endpoint is parked.")
+    parked_until: float | None = Field(default=None, description="Epoch seconds it reopens.")
+
+
+class ModelRetry(ModelEvent):
+    """A model call failed in a way worth another try, after a wait."""
+
+    KIND = EventKind.MODEL_RETRY
+    wait_s: float | None = Field(default=None, description="Seconds waited before the next try.")
+
+
+class ModelParked(ModelEvent):
+    """A model endpoint's window is spent: it is parked until it resets."""
+
+    KIND = EventKind.MODEL_PARKED
+    parked_until: float | None = Field(default=None, description="Epoch seconds it reopens.")
+
+
+# --- notes to observers ----------------------------------------------------------------------
+
+
+class Note(Payload):
+    KIND: ClassVar[EventKind]
+    STORED = False
+
+
+class AttemptStarted(Note):
+    """A worker starts an attempt at the item."""
+
+    KIND = EventKind.ATTEMPT
+    attempt: int = Field(description="Attempt number.")
+    worker: str = Field(description="Worker on it.")
+
+
+class RetryNote(Note):
+    """An attempt failed; the item goes back in the queue."""
+
+    KIND = EventKind.RETRY
+    reason: str = Field(description="Why the attempt failed; the item goes back in the queue.")
+
+
+class FailedNote(Note):
+    """The observers' "failed": an item failed, or its handler crashed."""
+
+    KIND = EventKind.FAILED
+    reason: str = Field(description="Why.")
+
+
+class Withdrawn(Note):
+    """The item left the plan and will not run."""
+
+    KIND = EventKind.WITHDRAWN
+    reason: str = Field(description="Why it will not run (e.g. no longer in the plan).")
+
+
+class ReclaimedNote(Note):
+    """A restarted run took its own leases back."""
+
+    KIND = EventKind.RECLAIMED
+    workers: str = Field(description="Worker-name prefix of this host's pool.")
+
+
+class ReconciledNote(Note):
+    """The tracker moved the item (merged, closed, reverted)."""
+
+    KIND = EventKind.RECONCILED
+    state: str = Field(description="The state the tracker moved the item to.")
+    pr: int | None = Field(default=None, description="The pull request behind it.")
+
+
+AnyPayload = Payload | RawPayload
+PayloadT = TypeVar("PayloadT", bound=Payload)
+
+# The stored kinds and the model each is read back as (notes are never read back).
+STORED_MODELS: dict[str, type[Payload]] = {}
+NOTE_MODELS: dict[str, type[Payload]] = {}
+
+
+def _register() -> None:
+    pending: list[type[Payload]] = list(Payload.__subclasses__())
+    while pending:
+        model = pending.pop()
+        pending.extend(model.__subclasses__())
+        kind = model.__dict__.get("KIND")
+        if kind is None:
+            continue  # an abstract base (Transition, LeaseMove, ModelEvent, Note)
+        table = STORED_MODELS if model.STORED else NOTE_MODELS
+        assert kind.value not in table, f"two models for {kind.value}"
+        table[kind.value] = model
+
+
+_register()
+
+
+def read_payload(kind: str, data: dict[str, Any]) -> AnyPayload:
+    """A stored payload as its model; kept whole as `RawPayload` when the kind is unknown to
+    this version or its fields do not fit the model (say why in `problem`)."""
+    model = STORED_MODELS.get(kind)
+    if model is None:
+        return RawPayload(raw_kind=kind, data=data)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "payload"
+        return RawPayload(raw_kind=kind, data=data, problem=f"{where}: {first['msg']}")
+
+
+def payload_of(kind: str, fields: dict[str, Any]) -> Payload:
+    """The payload model of a kind the harness writes, from its fields (for parts that report
+    events as a kind and fields, like the model client); an unknown kind is a bug."""
+    model = STORED_MODELS.get(kind)
+    if model is None:
+        raise ValueError(f"no event kind {kind!r} in the schema (agent_harness.store.events)")
+    return model.model_validate(fields)
 
 
 class Event(BaseModel):
-    """One row of the append-only log."""
+    """One row of the append-only log, its payload typed by its kind."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     id: int = Field(description="Row id; increases in commit order, page by it.")
     ts: float = Field(description="Epoch seconds when the event happened.")
     project: str = Field(description="Project the event belongs to.")
     item: str | None = Field(default=None, description="Work item id, if any.")
-    kind: str = Field(description="What happened, e.g. claimed or failed.")
-    payload: dict[str, Any] = Field(default_factory=dict, description="Details of the event.")
+    kind: str = Field(description="What happened, e.g. claimed or failed (see EventKind).")
+    payload: AnyPayload = Field(description="Details of the event, typed by its kind.")
     external_id: str | None = Field(default=None, description="Id given by an outside source.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_payload(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("payload"), dict | str):
+            raw = data["payload"]
+            fields = json.loads(raw) if isinstance(raw, str) else raw
+            data = {**data, "payload": read_payload(str(data.get("kind")), fields)}
+        return data
+
+    @property
+    def written_by_harness(self) -> bool:
+        """Written by this harness, not ingested from a file (which cannot plant an approval)."""
+        return self.external_id is None
+
+    def as_json(self) -> dict[str, Any]:
+        """The event for `--json` output, its payload as stored."""
+        return {
+            "id": self.id,
+            "ts": self.ts,
+            "project": self.project,
+            "item": self.item,
+            "kind": self.kind,
+            "payload": self.payload.as_dict(),
+            "external_id": self.external_id,
+        }
+
+
+def last_of(
+    events: Iterable[Event], *models: type[PayloadT], harness_only: bool = True
+) -> PayloadT | None:
+    """The payload of the latest of `events` that is one of `models` (written by the harness
+    itself unless `harness_only` is False: an ingested file cannot plant an approval)."""
+    found: PayloadT | None = None
+    for event in events:
+        if isinstance(event.payload, models) and (event.written_by_harness or not harness_only):
+            found = event.payload
+    return found
+
+
+def reference_markdown() -> str:
+    """docs/EVENTS.md: every kind, what it means and its fields, generated from the models."""
+    lines = [
+        "# Events",
+        "",
+        "Generated from `agent_harness/store/events.py` by "
+        "`python -m agent_harness.store.events > docs/EVENTS.md`; a test fails when they differ.",
+        "",
+        "Every state change and every step of an attempt is an event in the append-only log",
+        "(`agent-harness work show ID` lists an item's). Unknown cost is `null`, never 0. Kinds a",
+        "version does not know are kept whole. Notes are told to observers (the live view,",
+        "`run --json`) and never stored.",
+        "",
+    ]
+    for title, table in (("Stored events", STORED_MODELS), ("Notes to observers", NOTE_MODELS)):
+        lines += [f"## {title}", ""]
+        for kind in [k.value for k in EventKind if k.value in table]:
+            model = table[kind]
+            doc = " ".join((model.__doc__ or "").split())
+            lines += [f"### `{kind}`", ""]
+            if model.__doc__ is not None and "__doc__" in model.__dict__:
+                lines += [doc, ""]
+            lines += ["| field | type | meaning |", "|---|---|---|"]
+            for name, info in model.model_fields.items():
+                shown = info.serialization_alias or info.alias or name
+                kind_text = _type_text(info.annotation)
+                lines.append(f"| `{shown}` | {kind_text} | {info.description or ''} |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _type_text(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) or str(annotation)
+    return text.replace("typing.", "").replace("NoneType", "null").replace(" | None", " or null")
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

@@ -77,8 +77,15 @@ def secret_scan(arg):
             read += 1
             if part == "environ" and canary in data:
                 canary_pids.append(int(pid))
-            hits += [{"where": "/proc/%s/%s" % (pid, part), "secret": i}
-                     for i, needle in enumerate(needles) if needle in data]
+            found = [i for i, needle in enumerate(needles) if needle in data]
+            if found:
+                try:
+                    with open("/proc/%s/cmdline" % pid, "rb") as fh:
+                        cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
+                except OSError:
+                    cmd = "?"
+                hits += [{"where": "/proc/%s/%s" % (pid, part), "secret": i, "cmd": cmd}
+                         for i in found]
     for top in arg.get("dirs", []):
         for folder, _, names in os.walk(top):
             for name in names:

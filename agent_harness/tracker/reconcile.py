@@ -466,7 +466,7 @@ class Reconciler:
         # No memory: the status label on the issue says what was recorded last, but only for
         # the issue. A queue we were given must itself be in that state, or it still has to move.
         if self.store is not None and pull.item and pull.plan:
-            from agent_harness.queue import work
+            from agent_harness.queue import items as work
 
             try:
                 record = work.get_item(self.store, f"{self.tracker.repo}:{pull.plan}", pull.item)
@@ -554,7 +554,7 @@ class Reconciler:
     def _record(self, transition: Transition) -> None:
         if self.store is None:
             return
-        from agent_harness.queue import work
+        from agent_harness.queue import items as work
 
         # The run pipeline queues a plan's items under the project "owner/repo:plankey".
         project = f"{self.tracker.repo}:{transition.plan}"

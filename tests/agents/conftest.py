@@ -15,7 +15,8 @@ from agent_harness.agents.presets import PRESETS
 from agent_harness.demo.run import seed_repository
 from agent_harness.git.worktrees import WorkRepo
 from agent_harness.implement.cli_agent import CliImplementer
-from agent_harness.pipeline.run import Pipeline, RunSettings
+from agent_harness.pipeline.run import Pipeline
+from agent_harness.pipeline.settings import RunSettings
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.review.agent import CliReviewer
 from agent_harness.sessions.headless import HeadlessHost
@@ -96,7 +97,7 @@ class Rig:
 
     def events(self, pipeline: Pipeline, item: str, kind: str) -> list[dict[str, Any]]:
         return [
-            dict(e.payload)
+            e.payload.as_dict()
             for e in self.store.all_events(project=pipeline.project, item=item)
             if e.kind == kind
         ]

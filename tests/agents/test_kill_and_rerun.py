@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.queue.work import get_item
+from agent_harness.queue.items import get_item
 from agent_harness.store.database import open_store
 from agent_harness.testing.forge import TOKEN
 from agent_harness.testing.provider import Exchange, Hang, Say, Step, WriteFile, verdict
@@ -57,7 +57,7 @@ def lease_expires(cwd: Path) -> float | None:
 def events(cwd: Path, kind: str) -> list[dict[str, object]]:
     store = open_store(str(cwd / ".agent-harness" / "harness.sqlite"))
     try:
-        return [dict(e.payload) for e in store.all_events() if e.kind == kind]
+        return [e.payload.as_dict() for e in store.all_events() if e.kind == kind]
     finally:
         store.close()
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from agent_harness.plan.markdown import parse_plan
-from agent_harness.queue import work
+from agent_harness.queue import items as queue_items
+from agent_harness.queue import leases
 from agent_harness.store.database import Store
 from agent_harness.testing.forge import READ_ONLY_TOKEN
 from agent_harness.tracker.reconcile import ReconcileReport, reconcile
@@ -16,11 +17,11 @@ from .conftest import PROJECT, Scene, git
 def queue(store: Store, *items: str) -> None:
     """Put items in the queue and carry each to pr_open, as the run pipeline would."""
     plan = parse_plan("\n".join(f"### {item}: work\n" for item in items))
-    work.enqueue(store, PROJECT, plan)
+    queue_items.enqueue(store, PROJECT, plan)
     for _ in items:
-        lease = work.claim_next(store, PROJECT, "w1", 60.0)
+        lease = leases.claim_next(store, PROJECT, "w1", 60.0)
         assert lease is not None
-        work.complete(store, lease)
+        leases.complete(store, lease)
 
 
 def states(report: ReconcileReport) -> dict[str, str]:
@@ -49,9 +50,9 @@ def test_merge_is_recorded_once_label_comment_queue_event(scene: Scene, store: S
     assert labels(scene, issue) == ["agent-harness:merged", "feature"]
     [said] = comments(scene, issue)
     assert f"#{pr} was merged" in said and "agent-harness-reconcile" in said
-    assert work.get_item(store, PROJECT, "T1").state == "merged"
+    assert queue_items.get_item(store, PROJECT, "T1").state == "merged"
     events = [e for e in store.all_events(project=PROJECT, item="T1") if e.kind == "outcome"]
-    assert [e.payload["evidence"]["sha"] for e in events] == [sha]
+    assert [e.payload.as_dict()["evidence"]["sha"] for e in events] == [sha]
 
     mark = scene.rf.forge.mark()
     again = reconcile(scene.tracker(), store=store)
@@ -67,7 +68,7 @@ def test_closed_unmerged_is_marked_closed(scene: Scene, store: Store) -> None:
     scene.close(pr)
     report = reconcile(scene.tracker(), store=store)
     assert states(report) == {"T1": "closed"}
-    assert work.get_item(store, PROJECT, "T1").state == "closed"
+    assert queue_items.get_item(store, PROJECT, "T1").state == "closed"
     assert "agent-harness:closed" in labels(scene, 1)
 
 
@@ -90,7 +91,7 @@ def test_revert_button_then_revert_of_the_revert(scene: Scene, store: Store) -> 
     assert states(report) == {"T1": "reverted"}
     assert report.transitions[0].evidence["revert_pr"] == revert
     assert labels(scene, issue) == ["agent-harness:reverted", "feature"]
-    assert work.get_item(store, PROJECT, "T1").state == "reverted"
+    assert queue_items.get_item(store, PROJECT, "T1").state == "reverted"
     assert "flagged for a person" in comments(scene, issue)[-1]
 
     scene.revert_pr(revert)  # "Revert "Revert ..."": the change is back
@@ -98,7 +99,7 @@ def test_revert_button_then_revert_of_the_revert(scene: Scene, store: Store) -> 
     assert states(back) == {"T1": "merged"}
     assert labels(scene, issue) == ["agent-harness:merged", "feature"]
     assert len(comments(scene, issue)) == 3
-    assert work.get_item(store, PROJECT, "T1").state == "merged"  # reapplied: merged again
+    assert queue_items.get_item(store, PROJECT, "T1").state == "merged"  # reapplied: merged again
 
 
 def test_git_revert_on_main_and_reapply(scene: Scene, store: Store) -> None:
@@ -156,7 +157,7 @@ def test_dry_run_reports_and_writes_nothing(scene: Scene, store: Store) -> None:
     report = reconcile(scene.tracker(), store=store, dry_run=True)
     assert states(report) == {"T1": "merged"}
     assert scene.writes(mark) == {}
-    assert work.get_item(store, PROJECT, "T1").state == "pr_open"
+    assert queue_items.get_item(store, PROJECT, "T1").state == "pr_open"
     assert store.get_meta("reconcile:octo/app") is None
     assert states(reconcile(scene.tracker(), store=store)) == {"T1": "merged"}
 
@@ -257,7 +258,7 @@ def test_requeue_of_a_reverted_item_is_reported_when_the_queue_refuses(
     assert states(report) == {"T1": "reverted"}
     said = comments(scene, 1)[-1]
     if "requeued" in report.transitions[0].done:
-        assert "re-queued" in said and work.get_item(store, PROJECT, "T1").state == "pending"
+        assert "re-queued" in said and queue_items.get_item(store, PROJECT, "T1").state == "pending"
     else:  # the queue does not allow reverted -> pending: say so, and never claim it happened
         assert any("not re-queued" in p for p in report.problems)
         assert "flagged for a person" in said
@@ -273,6 +274,6 @@ def test_a_local_queue_catches_up_after_ci_labelled_the_merge(scene: Scene, stor
     ci = reconcile(scene.tracker())
     assert states(ci) == {"T1": "merged"}
     local = reconcile(scene.tracker(), store=store)
-    assert work.get_item(store, PROJECT, "T1").state == "merged"
+    assert queue_items.get_item(store, PROJECT, "T1").state == "merged"
     assert states(local) == {"T1": "merged"}
     assert len(comments(scene, issue)) == 1

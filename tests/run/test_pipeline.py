@@ -11,8 +11,8 @@ import pytest
 
 from agent_harness.forge import FaultKind
 from agent_harness.git.worktrees import DefaultBranchGuard, guard_refspec
-from agent_harness.pipeline.run import RunSettings
-from agent_harness.queue.work import ItemState, get_item, record_outcome
+from agent_harness.pipeline.settings import RunSettings
+from agent_harness.queue.items import ItemState, get_item, record_outcome
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.tracker.sync import read_pull_marker
 
@@ -88,7 +88,7 @@ def test_a_failed_check_goes_back_to_the_agent_and_the_reviewer_waits(h: Harness
     report = pipeline.run()
     assert [(i.id, i.state, i.attempts) for i in report.items] == [("T2", "pr_open", 2)]
     events = h.store.all_events(project=pipeline.project, item="T2")
-    feedback = [e.payload for e in events if e.kind == "feedback"]
+    feedback = [e.payload.as_dict() for e in events if e.kind == "feedback"]
     assert feedback[0]["kind"] == "checks" and "FAIL" in feedback[0]["detail"]
     reviews_of_t2 = [e for e in events if e.kind == "review"]
     assert len(reviews_of_t2) == 1, "no review while a check fails"
@@ -281,7 +281,7 @@ def test_a_second_run_of_the_same_project_and_state_is_refused(h: Harness) -> No
     import fcntl
     import hashlib
 
-    from agent_harness.pipeline.run import RunRefused
+    from agent_harness.pipeline.settings import RunRefused
 
     pipeline = h.pipeline(ONE_ITEM)
     locks = h.state_dir / "locks"
@@ -357,7 +357,7 @@ def test_an_agent_waiting_for_input_shows_it_and_can_be_answered(h: Harness) -> 
     [item] = result[0].items  # type: ignore[attr-defined]
     assert item.state == "pr_open"
     states = [
-        e.payload.get("state")
+        e.payload.as_dict().get("state")
         for e in h.store.all_events(project=pipeline.project, item="T1")
         if e.kind == "agent_state"
     ]
@@ -374,7 +374,7 @@ def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Har
     # T3 is deleted from the plan: its queued item is withdrawn, never handed to an agent.
     second = h.pipeline("### T1: One\n\n### T2: Two\n", agent=command, settings=settings(checks=[]))
     second.run()
-    from agent_harness.queue.work import get_item
+    from agent_harness.queue.items import get_item
 
     withdrawn = get_item(h.store, second.project, "T3")
     assert (withdrawn.state, withdrawn.reason, withdrawn.attempts) == (

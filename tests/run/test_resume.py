@@ -72,7 +72,7 @@ def events(cwd: Path, kind: str) -> list[dict[str, object]]:
         return []
     store = open_store(str(db))
     try:
-        return [e.payload for e in store.all_events() if e.kind == kind]
+        return [e.payload.as_dict() for e in store.all_events() if e.kind == kind]
     finally:
         store.close()
 

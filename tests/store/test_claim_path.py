@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from agent_harness.queue.work import ItemState, _claimed_json, claim_next, enqueue
+from agent_harness.queue.items import ItemState, enqueue
+from agent_harness.queue.leases import _claimed_json, claim_next
 from agent_harness.store.database import Store, StoreError
 
 from .conftest import FakeClock, item
@@ -40,7 +41,7 @@ def test_a_claim_records_its_lease_in_the_event(store: Store, clock: FakeClock) 
     assert lease is not None
     event = store.all_events(project=P, item="T0")[-1]
     assert event.kind == "claimed" and event.ts == clock.now
-    assert event.payload == {
+    assert event.payload.as_dict() == {
         "from": "pending",
         "to": "claimed",
         "worker": "wörker",
@@ -53,7 +54,7 @@ def test_a_claim_records_its_lease_in_the_event(store: Store, clock: FakeClock) 
 def test_an_error_in_a_transaction_writes_nothing_and_frees_the_connection(store: Store) -> None:
     with pytest.raises(ValueError), store.transaction() as tx:
         tx.execute("INSERT INTO meta (key, value) VALUES ('a', '1')")
-        tx.append_event(P, None, "never")
+        tx.record_outside_event(P, None, "never")
         raise ValueError("boom")
     assert store.get_meta("a") is None and store.events() == []
     with pytest.raises(StoreError), store.transaction() as tx:
@@ -68,7 +69,7 @@ def test_a_failing_commit_rolls_back_and_is_a_store_error(store: Store) -> None:
     with pytest.raises(StoreError), store.transaction() as tx:
         tx.execute("INSERT INTO meta (key, value) VALUES ('b', '1')")
         # The event is written at commit; an external id of the wrong type cannot be bound.
-        tx.append_event(P, None, "bad", external_id=object())  # type: ignore[arg-type]
+        tx.record_outside_event(P, None, "bad", external_id=object())  # type: ignore[arg-type]
     assert store.get_meta("b") is None
     store.set_meta("b", "ok")
     assert store.get_meta("b") == "ok"

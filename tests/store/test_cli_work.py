@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from agent_harness.cli import main
-from agent_harness.queue.work import claim_next, enqueue, fail
+from agent_harness.queue.items import enqueue
+from agent_harness.queue.leases import claim_next, fail
 from agent_harness.store.database import open_store
 
 from .conftest import item

@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from agent_harness.queue.fleet import Backoff, Fleet, PoolState
-from agent_harness.queue.work import Lease, complete, enqueue, get_item, list_items
+from agent_harness.queue.items import enqueue, get_item, list_items
+from agent_harness.queue.leases import Lease, complete
 from agent_harness.store.database import Store
 
 from .conftest import Engine, FakeClock, item

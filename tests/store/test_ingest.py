@@ -30,7 +30,7 @@ def test_ingest_is_idempotent_over_the_same_and_overlapping_files(
     assert (result.added, result.duplicates) == (3, 2)
     events = store.events()
     assert [e.external_id for e in events] == [f"e{n}" for n in range(8)]
-    assert events[0].payload == {"n": 0} and events[0].item == "T1"
+    assert events[0].payload.as_dict() == {"n": 0} and events[0].item == "T1"
 
 
 def test_malformed_lines_are_reported_by_number_and_the_rest_ingested(
@@ -55,7 +55,7 @@ def test_malformed_lines_are_reported_by_number_and_the_rest_ingested(
         (5, "needs a 'project' (in the line or given with --project)"),
     ]
     last = store.events()[-1]
-    assert (last.ts, last.payload) == (1234.5, {"sha": "abc"})
+    assert (last.ts, last.payload.as_dict()) == (1234.5, {"sha": "abc"})
     assert ingest(store, path, project="other").added == 1  # line 5 now has a project
 
 

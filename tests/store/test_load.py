@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from agent_harness.queue.work import Lease, LeaseLost, claim_next, complete, enqueue, get_item
+from agent_harness.queue.items import enqueue, get_item
+from agent_harness.queue.leases import Lease, LeaseLost, claim_next, complete
 from agent_harness.store.chain import verify_chain
 from agent_harness.store.database import open_store
 
@@ -53,12 +54,14 @@ def test_eight_processes_complete_two_thousand_items_exactly_once(engine: Engine
         completions = collections.Counter(e.item for e in events if e.kind == "completed")
         assert len(completions) == 2000 and set(completions.values()) == {1}
         assert len(claims) == 2000 and set(claims.values()) == {1}  # no double claims
-        workers = {e.payload["worker"] for e in events if e.kind == "completed"}
+        workers = {e.payload.as_dict()["worker"] for e in events if e.kind == "completed"}
         assert len(workers) > 1  # the work really was shared
         ids = [e.id for e in events]
         assert ids == sorted(ids)
         # Eight writers sealed their events concurrently: one unforked chain covers them all.
-        store.append_event(P, None, "note")  # seals whatever the fast claim path left unsealed
+        store.record_outside_event(
+            P, None, "note"
+        )  # seals whatever the fast claim path left unsealed
         chain = verify_chain(store)
         assert chain.intact and chain.unsealed == 0 and chain.checked == len(events) + 1
     finally:

@@ -5,26 +5,28 @@ from __future__ import annotations
 import pytest
 
 from agent_harness.plan.model import Plan
-from agent_harness.queue.work import (
+from agent_harness.queue.items import (
     IllegalTransition,
     ItemBusy,
     ItemState,
-    LeaseLost,
     UnknownItem,
+    enqueue,
+    flagged_item,
+    get_item,
+    history,
+    record_outcome,
+    retry,
+    status,
+)
+from agent_harness.queue.leases import (
+    LeaseLost,
     advance,
     claim_next,
     complete,
     defer,
-    enqueue,
     fail,
-    flagged_item,
-    get_item,
     heartbeat,
-    history,
-    record_outcome,
     release,
-    retry,
-    status,
 )
 from agent_harness.store.database import Store
 
@@ -264,9 +266,14 @@ def test_every_state_change_is_an_event(store: Store, clock: FakeClock) -> None:
         "completed",
         "outcome",
     ]
-    assert events[4].payload["worker"] == "w2" and events[4].payload["attempt"] == 2
-    assert events[3].payload["reason"] == "flaky network"
-    assert [e.payload.get("to") for e in events if "to" in e.payload][-1] == "merged"
+    assert (
+        events[4].payload.as_dict()["worker"] == "w2"
+        and events[4].payload.as_dict()["attempt"] == 2
+    )
+    assert events[3].payload.as_dict()["reason"] == "flaky network"
+    assert [e.payload.as_dict().get("to") for e in events if "to" in e.payload.as_dict()][
+        -1
+    ] == "merged"
 
 
 def test_status_counts_states_and_tells_live_from_stale(store: Store, clock: FakeClock) -> None:

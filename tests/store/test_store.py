@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness.errors import HarnessError, UsageError
-from agent_harness.queue.work import enqueue, list_items
+from agent_harness.queue.items import enqueue, list_items
 from agent_harness.store.database import SchemaTooNew, Store, StoreError, open_store
 from agent_harness.store.migrations import MIGRATIONS
 
@@ -54,7 +54,7 @@ def test_concurrent_first_opens_migrate_exactly_once(engine: Engine) -> None:
 
 
 def test_a_newer_schema_is_refused_and_left_alone(engine: Engine, store: Store) -> None:
-    store.append_event("p", "T1", "note", {"keep": True})
+    store.record_outside_event("p", "T1", "note", {"keep": True})
     with store.transaction() as tx:
         tx.execute(
             "INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', 0)"
@@ -65,36 +65,36 @@ def test_a_newer_schema_is_refused_and_left_alone(engine: Engine, store: Store) 
     assert caught.value.known == MIGRATIONS[-1].version
     assert "\n" not in str(caught.value) and "newer" in str(caught.value)
     assert _versions(store)[-1] == 99
-    assert [e.payload for e in store.events()] == [{"keep": True}]
+    assert [e.payload.as_dict() for e in store.events()] == [{"keep": True}]
 
 
 def test_events_refuse_update_and_delete(store: Store) -> None:
-    store.append_event("p", "T1", "claimed", {"worker": "w1"})
+    store.record_outside_event("p", "T1", "claimed", {"worker": "w1"})
     with pytest.raises(StoreError, match="append-only"), store.transaction() as tx:
         tx.execute("UPDATE events SET kind = 'forged'")
     with pytest.raises(StoreError, match="append-only"), store.transaction() as tx:
         tx.execute("DELETE FROM events")
     [event] = store.events()
-    assert (event.kind, event.payload) == ("claimed", {"worker": "w1"})
+    assert (event.kind, event.payload.as_dict()) == ("claimed", {"worker": "w1"})
 
 
 def test_events_page_by_row_id_with_filters(store: Store, clock: FakeClock) -> None:
     for n in range(25):
         clock.advance(-1)  # timestamps run backwards: paging must not care
-        store.append_event("p" if n % 5 else "q", f"T{n % 3}", "note", {"n": n})
+        store.record_outside_event("p" if n % 5 else "q", f"T{n % 3}", "note", {"n": n})
     seen: list[int] = []
     after = 0
     while page := store.events(after, 10):
-        seen.extend(e.payload["n"] for e in page)
+        seen.extend(e.payload.as_dict()["n"] for e in page)
         after = page[-1].id
     assert seen == list(range(25))
     only = store.events(0, 100, project="q", item="T0")
-    assert [e.payload["n"] for e in only] == [0, 15]
+    assert [e.payload.as_dict()["n"] for e in only] == [0, 15]
 
 
 def test_external_ids_are_recorded_once(store: Store) -> None:
-    assert store.append_event("p", None, "ci", {"run": 1}, external_id="gh-1")
-    assert not store.append_event("p", None, "ci", {"run": 1}, external_id="gh-1")
+    assert store.record_outside_event("p", None, "ci", {"run": 1}, external_id="gh-1")
+    assert not store.record_outside_event("p", None, "ci", {"run": 1}, external_id="gh-1")
     assert len(store.events()) == 1
 
 

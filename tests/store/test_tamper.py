@@ -39,7 +39,7 @@ def raw(engine: Engine) -> Iterator[Any]:
 
 def history(store: Store, n: int = 6) -> None:
     for index in range(n):
-        store.append_event("octo/app:PLAN", "T1", "note", {"n": index})
+        store.record_outside_event("octo/app:PLAN", "T1", "note", {"n": index})
 
 
 def drop_update_guard(engine: Engine, conn: Any) -> None:
@@ -169,7 +169,7 @@ def test_a_history_from_before_the_chain_is_sealed_on_the_next_write(db_dir: Pat
     store = open_store(str(path))
     try:
         assert verify_chain(store).unsealed == 3
-        store.append_event("p", "T1", "note", {"n": 3})
+        store.record_outside_event("p", "T1", "note", {"n": 3})
         report = verify_chain(store)
         assert report.intact and report.checked == 4 and report.unsealed == 0
     finally:
@@ -180,7 +180,7 @@ def test_work_verify_and_show_tell_the_truth_from_the_cli(
     sqlite_engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from agent_harness.plan.model import WorkItem
-    from agent_harness.queue.work import enqueue
+    from agent_harness.queue.items import enqueue
 
     store = sqlite_engine.open()
     enqueue(store, "octo/app:PLAN", [WorkItem(id="T1", title="t", line=1, form="heading")])

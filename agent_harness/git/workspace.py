@@ -1,0 +1,49 @@
+"""What the run pipeline needs of git: a worktree per item, its commits, and a guarded push.
+
+`worktrees.WorkRepo` is the real one (the user's clone and worktrees beside it);
+`agent_harness.testing.workspace.MemoryWorkspace` keeps commits in memory for tests that must
+not start a process.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from agent_harness.git.worktrees import Worktree
+
+
+class Workspace(Protocol):
+    """One repository's item worktrees, as the pipeline uses them."""
+
+    def default_branch(self) -> str: ...
+
+    def set_default_branch(self, name: str) -> None:
+        """Say which branch is the default (the tracker knows); it is never written to."""
+
+    def check_clean_default(self) -> None:
+        """Refuse a clone whose default branch has local commits or changes."""
+
+    def prepare(self, item_id: str, title: str, namespace: str = "") -> Worktree:
+        """The item's worktree on its own branch, reused when healthy, made when not."""
+
+    def verify_branch(self, tree: Worktree) -> None:
+        """Refuse a worktree whose branch was changed under it (the agent switched branches)."""
+
+    def commit_all(self, tree: Worktree, message: str) -> str | None:
+        """Commit whatever the agent left; the new head, or None when there was nothing."""
+
+    def head(self, tree: Worktree) -> str: ...
+
+    def has_uncommitted(self, tree: Worktree) -> bool: ...
+
+    def diff(self, tree: Worktree) -> str:
+        """Committed and uncommitted changes against the base, as one unified diff."""
+
+    def committed_diff(self, tree: Worktree) -> str:
+        """What the item's commits add since the base, with no context lines, for a scan."""
+
+    def changed_paths(self, tree: Worktree) -> list[str]:
+        """Every path that differs from the base: committed, staged, unstaged, untracked."""
+
+    def push(self, tree: Worktree) -> None:
+        """Push the item branch, and only it; the default branch is refused."""

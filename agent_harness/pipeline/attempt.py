@@ -1,0 +1,293 @@
+"""One attempt at one item, under one lease: worktree, agent, gates, checks, review, delivery.
+
+The attempt is a straight line of stages, each of which either hands on to the next or ends the
+lease (failed with evidence for the next prompt, parked with its attempt refunded, or delivered).
+Before the agent starts, the item's history says whether a finished stage can be skipped: an
+approved commit goes straight to delivery, a checked one straight to review.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent_harness.errors import HarnessError
+from agent_harness.git.worktrees import Worktree
+from agent_harness.models.client import EndpointParked, ModelCallFailed
+from agent_harness.models.providers import FailureKind
+from agent_harness.pipeline.budgets import item_over_budget
+from agent_harness.pipeline.checks import order_checks
+from agent_harness.pipeline.delivery import deliver
+from agent_harness.pipeline.gates import leaks_secret, touches_protected
+from agent_harness.pipeline.history import ItemHistory
+from agent_harness.pipeline.parts import RunParts
+from agent_harness.pipeline.prompt import Feedback, build_prompt, read_agents_md
+from agent_harness.plan.model import WorkItem, check_command
+from agent_harness.queue import leases
+from agent_harness.queue.items import ItemState
+from agent_harness.queue.leases import Lease, LeaseLost
+from agent_harness.review.verdict import ReviewRequest, review
+from agent_harness.secrets.environment import without_secrets
+from agent_harness.store.events import (
+    AgentFinished,
+    AgentStarted,
+    AgentStateChanged,
+    AttemptStarted,
+    CheckRan,
+    ChecksPassed,
+    LeaseLostNote,
+    Payload,
+    Resumed,
+    Reviewed,
+    WorktreeReady,
+)
+
+if TYPE_CHECKING:
+    from agent_harness.implement.protocol import ImplementResult
+    from agent_harness.pipeline.checks import CheckRun
+
+
+class Attempt:
+    """The stages of one attempt. `run` never raises for the item's own troubles: every way it
+    can end is recorded and ends the lease."""
+
+    def __init__(self, parts: RunParts, item: WorkItem, lease: Lease) -> None:
+        self.parts = parts
+        self.item = item
+        self.lease = lease
+        self.history = ItemHistory.read(parts.store, parts.project, item.id)
+
+    def run(self) -> None:
+        parts, item, lease = self.parts, self.item, self.lease
+        parts.note(item.id, AttemptStarted(attempt=lease.attempt, worker=lease.worker))
+        try:
+            self._stages()
+        except LeaseLost:
+            parts.emit(item.id, LeaseLostNote(worker=lease.worker, attempt=lease.attempt))
+        except HarnessError as exc:
+            # Classified errors of our own (git, tracker, sessions) fail this attempt visibly.
+            parts.fail(lease, f"{type(exc).__name__}: {exc.message}", permanent=False)
+
+    def _stages(self) -> None:
+        tree = self._worktree()
+        if self._resume_approved(tree) or self._resume_checked(tree):
+            return
+        result = self._implement(tree)
+        if not result.ok:
+            self._agent_failed(result)
+            return
+        if self._over_budget():
+            return
+        sha = self._commit(tree, result)
+        if sha is None:
+            return
+        guards = (touches_protected, leaks_secret)
+        if any(guard(self.parts, self.item, self.lease, tree, self.history) for guard in guards):
+            return
+        leases.advance(self.parts.store, self.lease, ItemState.CHECKS)
+        checks = self._checks(tree)
+        if checks.passed:
+            self._emit(ChecksPassed(sha=sha))
+            self._review_and_deliver(tree, checks, sha)
+            return
+        failed = checks.first_failure
+        assert failed is not None
+        summary = f"check `{failed.command}` {failed.status}"
+        feedback = Feedback("checks", summary, failed.output_tail)
+        self.parts.remember(self.item.id, feedback, self.history)
+        self.parts.fail(self.lease, summary, permanent=False)
+
+    def _emit(self, payload: Payload) -> None:
+        self.parts.emit(self.item.id, payload, self.history)
+
+    # -- stages --------------------------------------------------------------------------------
+    def _worktree(self) -> Worktree:
+        with self.parts.git_lock:
+            tree = self.parts.repo.prepare(self.item.id, self.item.title, self.parts.namespace)
+        self._emit(
+            WorktreeReady(
+                path=str(tree.path), branch=tree.branch, base=tree.base_sha, reused=tree.reused
+            )
+        )
+        return tree
+
+    def _resume_approved(self, tree: Worktree) -> bool:
+        """Work approved and pushed before a crash is delivered again, never re-reviewed."""
+        approval = self.history.approval()
+        if approval is None or approval.sha is None:
+            return False
+        head = self.parts.repo.head(tree)
+        if head != approval.sha:
+            return False
+        self._emit(Resumed(sha=head, why="this commit was already approved"))
+        deliver(self.parts, self.item, self.lease, tree, None, approval, self.history)
+        return True
+
+    def _resume_checked(self, tree: Worktree) -> bool:
+        """A commit that passed its checks but never got a verdict (the reviewer was down, or
+        the run died) goes straight back to review: the agent is not paid to redo it."""
+        sha = self.history.checked_sha()
+        repo = self.parts.repo
+        if sha is None or repo.head(tree) != sha or repo.has_uncommitted(tree):
+            return False
+        self._emit(Resumed(sha=sha, why="checked, not yet reviewed"))
+        self._review_and_deliver(tree, None, sha)
+        return True
+
+    def _implement(self, tree: Worktree) -> ImplementResult:
+        parts, item = self.parts, self.item
+        prompt = build_prompt(
+            item,
+            checks=parts.settings.checks,
+            agents_md=read_agents_md(tree.path),
+            feedback=self.history.feedback(),
+            attempt=self.lease.attempt,
+        )
+        session = parts.session_name(item.id)
+        item_dir = parts.item_dir(item.id)
+        host = getattr(parts.implementer, "host", None)
+        self._emit(
+            AgentStarted(
+                implementer=parts.implementer.name,
+                session=session,
+                attempt=self.lease.attempt,
+                host=getattr(host, "kind", None),
+                log=str(item_dir / "logs" / f"{session}.log"),
+                worktree=str(tree.path),
+            )
+        )
+        result = parts.implementer.implement(
+            item,
+            tree,
+            prompt,
+            session=session,
+            state_dir=item_dir,
+            on_state=lambda state, detail: self._emit(
+                AgentStateChanged(state=state, detail=detail)
+            ),
+        )
+        self._emit(_finished(result))
+        return result
+
+    def _agent_failed(self, result: ImplementResult) -> None:
+        parts, lease = self.parts, self.lease
+        if result.wait_until is not None:
+            # A spent window: wait for its reset without burning an attempt.
+            parts.store.park(f"agent:{parts.implementer.name}", result.wait_until, result.reason)
+            parts.defer(lease, result.wait_until, result.reason, self.history)
+            return
+        feedback = Feedback("agent", result.reason, result.output_tail)
+        parts.remember(lease.item_id, feedback, self.history)
+        parts.fail(lease, f"agent {result.state}: {result.reason}", permanent=result.permanent)
+
+    def _over_budget(self) -> bool:
+        reason = item_over_budget(self.history, self.parts.settings.item_cost_usd)
+        if reason is not None:
+            self.parts.fail(self.lease, reason, permanent=True)
+        return reason is not None
+
+    def _commit(self, tree: Worktree, result: ImplementResult) -> str | None:
+        """Commit what the agent left, so the checks, the review and the push all see one
+        commit and a resumed run can tell a checked commit by its sha; None when the agent
+        changed nothing (the attempt has failed)."""
+        repo = self.parts.repo
+        repo.verify_branch(tree)
+        sha = repo.commit_all(tree, f"{self.item.id}: {self.item.title}") or repo.head(tree)
+        if sha != tree.base_sha:
+            return sha
+        reason = f"the agent finished but changed nothing ({result.reason})"
+        feedback = Feedback("agent", reason, result.output_tail)
+        self.parts.remember(self.item.id, feedback, self.history)
+        self.parts.fail(self.lease, reason, permanent=False)
+        return None
+
+    def _checks(self, tree: Worktree) -> CheckRun:
+        parts = self.parts
+        commands = list(parts.settings.checks)
+        own = check_command(self.item.success_check)
+        if own and own not in commands:
+            commands.append(own)
+        ordered = order_checks(commands, parts.check_durations())
+        env = without_secrets(
+            parts.env, allow=parts.settings.check_env_pass, known=parts.known_secrets
+        )
+        run = parts.check_runner(
+            ordered, tree.path, timeout_s=parts.settings.check_timeout_s, env=env
+        )
+        for result in run.results:
+            self._emit(
+                CheckRan(
+                    command=result.command,
+                    exit_code=result.exit_code,
+                    duration_s=round(result.duration_s, 3),
+                    timed_out=result.timed_out,
+                    missing=result.missing,
+                    tail=result.output_tail[-1500:],
+                )
+            )
+        parts.add_check_durations(run.durations())
+        return run
+
+    def _review_and_deliver(self, tree: Worktree, checks: CheckRun | None, sha: str) -> None:
+        parts, lease = self.parts, self.lease
+        leases.advance(parts.store, lease, ItemState.REVIEW)
+        try:
+            verdict = self._review(tree, checks, sha)
+        except EndpointParked as exc:
+            # The reviewer's window is spent: keep the checked commit and wait, attempt refunded.
+            parts.defer(lease, exc.until, f"reviewer: {exc.message}", self.history)
+            return
+        except ModelCallFailed as exc:
+            if exc.failure.kind is FailureKind.WINDOW and exc.failure.reset_at:
+                parts.defer(lease, exc.failure.reset_at, f"reviewer: {exc.message}", self.history)
+                return
+            permanent = not exc.failure.retryable
+            parts.fail(lease, f"reviewer failed: {exc.message}", permanent=permanent)
+            return
+        if not verdict.approved:
+            reasons = "; ".join(verdict.reasons) or "no reason given"
+            feedback = Feedback("review", f"the reviewer said no: {reasons}")
+            parts.remember(self.item.id, feedback, self.history)
+            parts.fail(lease, f"review: {reasons}", permanent=verdict.permanent)
+            return
+        deliver(parts, self.item, lease, tree, checks, verdict, self.history)
+
+    def _review(self, tree: Worktree, checks: CheckRun | None, sha: str) -> Reviewed:
+        item = self.item
+        request = ReviewRequest(
+            item_id=item.id,
+            title=item.title,
+            success_check=item.success_check,
+            diff=self.parts.repo.diff(tree),
+            checks=checks,
+        )
+        outcome = review(self.parts.reviewer, request)
+        verdict = Reviewed(
+            approved=outcome.verdict.approved,
+            reasons=list(outcome.verdict.reasons),
+            permanent=outcome.verdict.permanent,
+            malformed=outcome.malformed,
+            attempts=outcome.attempts,
+            vendor=outcome.vendor,
+            model=outcome.model,
+            tokens_in=outcome.tokens_in,
+            tokens_out=outcome.tokens_out,
+            cost_usd=outcome.cost_usd,
+            sha=sha,
+        )
+        self._emit(verdict)
+        return verdict
+
+
+def _finished(result: ImplementResult) -> AgentFinished:
+    return AgentFinished(
+        ok=result.ok,
+        state=result.state,
+        reason=result.reason,
+        failure=result.failure.kind.value if result.failure else None,
+        wait_until=result.wait_until,
+        permanent=result.permanent,
+        tokens_in=result.tokens_in,
+        tokens_out=result.tokens_out,
+        cost_usd=result.cost_usd,
+        tail=result.output_tail[-1500:],
+    )

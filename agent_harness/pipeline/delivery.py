@@ -1,0 +1,114 @@
+"""Delivering approved work: push the item branch, then open (or update) its pull request.
+
+The lease is checked before the first outside write, so a worker whose lease lapsed stops here
+instead of racing the new holder; an open pull request of the branch is updated, never opened
+twice; and the body tells the truth about checks, review and cost (unknown is shown as unknown).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent_harness.git.worktrees import Worktree
+from agent_harness.pipeline.gates import leaks_secret
+from agent_harness.pipeline.history import ItemHistory
+from agent_harness.pipeline.parts import RunParts
+from agent_harness.plan.model import WorkItem
+from agent_harness.queue import leases
+from agent_harness.queue.items import ItemState
+from agent_harness.queue.leases import Lease
+from agent_harness.store.events import AgentFinished, PullOpened, Pushed, Reviewed
+from agent_harness.tracker.sync import PullMarker
+
+if TYPE_CHECKING:
+    from agent_harness.pipeline.checks import CheckRun
+
+
+def deliver(
+    parts: RunParts,
+    item: WorkItem,
+    lease: Lease,
+    tree: Worktree,
+    checks: CheckRun | None,
+    verdict: Reviewed,
+    history: ItemHistory,
+) -> None:
+    """Push and open the pull request that closes the item's issue; the lease ends pr_open."""
+    # Fencing before the first outside write: a worker whose lease lapsed while it worked
+    # (a long agent, a suspended laptop) stops here instead of racing the new holder.
+    leases.heartbeat(parts.store, lease)
+    if leaks_secret(parts, item, lease, tree, history):  # a resumed delivery skipped the scan
+        return
+    with parts.git_lock:  # a push and another worker's fetch both rewrite remote refs
+        parts.repo.push(tree)
+    parts.emit(item.id, Pushed(branch=tree.branch, sha=parts.repo.head(tree)), history)
+    body = pull_body(parts, item, checks, verdict, lease.attempt, history.implementer_run())
+    title = f"{item.id}: {item.title}"
+    with parts.tracker_lock:
+        pull = parts.tracker.find_pull(tree.branch)
+        if pull is not None and pull.state == "open":
+            pull = parts.tracker.update_pull(pull.number, title, body)
+            reused = True
+        else:
+            base = parts.repo.default_branch()
+            pull = parts.tracker.create_pull(title, body, tree.branch, base)
+            reused = False
+    opened = PullOpened(number=pull.number, url=pull.url, reused=reused, branch=tree.branch)
+    parts.emit(item.id, opened, history)
+    leases.complete(parts.store, lease, ItemState.PR_OPEN)
+
+
+def pull_body(
+    parts: RunParts,
+    item: WorkItem,
+    checks: CheckRun | None,
+    verdict: Reviewed,
+    attempt: int,
+    implementer_run: AgentFinished | None,
+) -> str:
+    """What the pull request says: the issue it closes, the checks, the review, the cost."""
+    issue = parts.issues.get(item.id)
+    lines = [f"Closes #{issue}", ""] if issue else []
+    lines += [f"**{item.id}: {item.title}** (plan `{parts.plan_key}`, attempt {attempt})", ""]
+    if item.success_check:
+        lines += [f"Success check: {item.success_check}", ""]
+    lines += ["### Checks", "", *_checks_section(checks), "", "### Review", ""]
+    who = verdict.vendor or parts.reviewer.vendor
+    mark = "approved" if verdict.approved else "not approved"
+    lines.append(f"{mark} by {who}" + (f" ({verdict.model})" if verdict.model else ""))
+    lines += [f"- {reason}" for reason in verdict.reasons]
+    if parts.same_vendor_note:
+        lines += ["", f"**Note:** {parts.same_vendor_note}"]
+    lines += [
+        "",
+        "### Tokens and cost",
+        "",
+        "| role | tokens in | tokens out | cost (USD) |",
+        "|---|---|---|---|",
+        _cost_row(f"implementer ({parts.implementer.name})", implementer_run),
+        _cost_row(f"reviewer ({who})", verdict),
+        "",
+        "Unknown figures are shown as unknown, never as zero.",
+        "",
+        PullMarker(item.id, parts.plan_key, issue).render(),
+    ]
+    return "\n".join(lines)
+
+
+def _checks_section(checks: CheckRun | None) -> list[str]:
+    if checks is None:
+        return ["Checks passed on an earlier attempt of this same commit."]
+    if checks.results:
+        return [checks.table_markdown()]
+    return ["No checks were configured."]
+
+
+def _cost_row(role: str, usage: AgentFinished | Reviewed | None) -> str:
+    def show(value: object) -> str:
+        return "unknown" if value is None else str(value)
+
+    if usage is None:
+        return f"| {role} | unknown | unknown | unknown |"
+    return (
+        f"| {role} | {show(usage.tokens_in)} | {show(usage.tokens_out)} | {show(usage.cost_usd)} |"
+    )

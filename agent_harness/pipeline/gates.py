@@ -1,0 +1,51 @@
+"""The gates a change passes before anything is sent on: paths it may not touch, secrets it holds.
+
+Both are decided from git alone, before any check runs or any reviewer is paid, and both stop
+the item for good: another attempt cannot undo a protected file touched or a key written down.
+"""
+
+from __future__ import annotations
+
+from agent_harness.git.protect import protection_violations
+from agent_harness.git.worktrees import Worktree
+from agent_harness.pipeline.history import ItemHistory
+from agent_harness.pipeline.parts import RunParts
+from agent_harness.plan.model import WorkItem
+from agent_harness.queue.leases import Lease
+from agent_harness.secrets.scan import scan_diff
+from agent_harness.secrets.shapes import known_values
+from agent_harness.store.events import ProtectedPaths, SecretFound
+
+
+def touches_protected(
+    parts: RunParts, item: WorkItem, lease: Lease, tree: Worktree, history: ItemHistory
+) -> bool:
+    """Fail the item when its change touches a protected path or leaves its declared files."""
+    violations = protection_violations(
+        parts.repo.changed_paths(tree), parts.settings.protected, item.files
+    )
+    if not violations:
+        return False
+    parts.emit(item.id, ProtectedPaths(violations=violations), history)
+    parts.fail(lease, "; ".join(violations), permanent=True)
+    return True
+
+
+def leaks_secret(
+    parts: RunParts, item: WorkItem, lease: Lease, tree: Worktree, history: ItemHistory
+) -> bool:
+    """Fail the item when its change holds a secret: the reviewer (of another vendor) would read
+    it in the diff, and a push would publish it. Names file and line, never the value."""
+    findings = scan_diff(
+        parts.repo.committed_diff(tree),
+        known_values(parts.env, parts.known_secrets),
+        shapes_ignored_in=parts.settings.secret_shapes_ignored_in,
+    )
+    if not findings:
+        return False
+    where = [finding.describe() for finding in findings]
+    parts.emit(item.id, SecretFound(findings=where, sha=parts.repo.head(tree)), history)
+    shown = "; ".join(where[:3]) + (f" (and {len(where) - 3} more)" if len(where) > 3 else "")
+    reason = f"a secret is in the change, so it was not sent on: {shown}"
+    parts.fail(lease, reason, permanent=True)
+    return True

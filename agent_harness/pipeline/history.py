@@ -1,0 +1,117 @@
+"""Where an item got to, read from its events: what a resumed attempt may skip, and what it cost.
+
+A run killed at any point is started again; this is how it knows not to redo finished work. A
+finished step counts until something newer speaks about the item (a later verdict, feedback,
+or the tracker's outcome). Only events the harness wrote itself are trusted: an ingested file
+can neither plant an approval nor spend an item's budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TypeVar
+
+from agent_harness.pipeline.prompt import Feedback
+from agent_harness.store.database import Store
+from agent_harness.store.events import (
+    AgentFinished,
+    AgentStarted,
+    AgentStateChanged,
+    CheckRan,
+    ChecksPassed,
+    Claimed,
+    Event,
+    FeedbackGiven,
+    Outcome,
+    Payload,
+    PullOpened,
+    Pushed,
+    Retried,
+    Reviewed,
+)
+
+P = TypeVar("P", bound=Payload)
+# What an item is doing after each of these events (see `ItemHistory.activity`).
+_DOING: dict[type[Payload], str] = {
+    Claimed: "claimed",
+    AgentStarted: "agent running",
+    CheckRan: "checks",
+    Reviewed: "review",
+    Pushed: "opening PR",
+}
+
+
+class ItemHistory:
+    """The harness's own events about one item, oldest first, kept current as the attempt adds
+    more (`record`), so every question is answered from one read."""
+
+    def __init__(self, events: Iterable[Event | Payload] = ()) -> None:
+        self._payloads: list[Payload] = []
+        for entry in events:
+            if isinstance(entry, Event):
+                if entry.written_by_harness and isinstance(entry.payload, Payload):
+                    self._payloads.append(entry.payload)
+            else:
+                self._payloads.append(entry)
+
+    @classmethod
+    def read(cls, store: Store, project: str, item_id: str) -> ItemHistory:
+        return cls(store.all_events(project=project, item=item_id))
+
+    def record(self, payload: Payload) -> None:
+        self._payloads.append(payload)
+
+    def last(self, *models: type[P]) -> P | None:
+        """The latest event of one of `models`."""
+        for payload in reversed(self._payloads):
+            if isinstance(payload, models):
+                return payload
+        return None
+
+    def approval(self) -> Reviewed | None:
+        """The approving verdict that still stands, if any (its `sha` is the approved commit)."""
+        said = self.last(Reviewed, FeedbackGiven, Outcome, Retried)
+        return said if isinstance(said, Reviewed) and said.approved else None
+
+    def checked_sha(self) -> str | None:
+        """A commit that passed its checks and has had no verdict since."""
+        said = self.last(ChecksPassed, FeedbackGiven, Reviewed, Outcome)
+        return said.sha if isinstance(said, ChecksPassed) else None
+
+    def feedback(self) -> Feedback | None:
+        """What the previous attempt ran into, for the next prompt."""
+        given = self.last(FeedbackGiven)
+        return None if given is None else Feedback(given.source, given.summary, given.detail)
+
+    def implementer_run(self) -> AgentFinished | None:
+        return self.last(AgentFinished)
+
+    def pull(self) -> PullOpened | None:
+        return self.last(PullOpened)
+
+    def activity(self) -> str:
+        """What a claimed item is doing now, in a few words, from its latest events."""
+        note = ""
+        for payload in self._payloads:
+            if isinstance(payload, AgentStateChanged):
+                waiting = payload.state == "waiting_for_input"
+                note = (
+                    "waiting for input: attach to answer" if waiting else f"agent {payload.state}"
+                )
+            else:
+                note = _DOING.get(type(payload), note)
+        return note
+
+    def spent_usd(self) -> float | None:
+        """What the item's agent runs and reviews reported; None when nothing was known."""
+        return known_cost(self._payloads)
+
+
+def known_cost(payloads: Iterable[Payload | object]) -> float | None:
+    """The cost the agents and reviewers reported; None when none was known (never 0)."""
+    costs = [
+        payload.cost_usd
+        for payload in payloads
+        if isinstance(payload, AgentFinished | Reviewed) and payload.cost_usd is not None
+    ]
+    return sum(costs) if costs else None

@@ -1,0 +1,138 @@
+"""The parts one run works with, shared by its stages: where to record, what to call, what to hold.
+
+Every stage (an attempt, delivery, the whole run) gets the same `RunParts`, so each can be built
+and tested alone with fakes in place of the tracker, git, the agent, the reviewer and the
+checks. Recording goes through `emit`, so the store and the observers always hear the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_harness.pipeline.history import ItemHistory
+from agent_harness.pipeline.prompt import Feedback
+from agent_harness.pipeline.settings import Observer, RunSettings
+from agent_harness.queue import leases
+from agent_harness.queue.items import ItemState
+from agent_harness.queue.leases import Lease, LeaseLost
+from agent_harness.store.events import (
+    FailedNote,
+    FeedbackGiven,
+    LeaseLostNote,
+    Payload,
+    RetryNote,
+    Waiting,
+)
+
+if TYPE_CHECKING:
+    from agent_harness.git.workspace import Workspace
+    from agent_harness.implement.protocol import Implementer
+    from agent_harness.pipeline.checks import CheckRun
+    from agent_harness.review.verdict import Reviewer
+    from agent_harness.store.database import Store
+    from agent_harness.tracker.protocol import Tracker
+
+# (commands, cwd, timeout_s, env) -> the run of those checks; `pipeline.checks.run_checks` by
+# default, a scripted one in tests.
+CheckRunner = Callable[..., "CheckRun"]
+
+
+@dataclass
+class RunParts:
+    """The collaborators of one run of one plan on one repository."""
+
+    plan_key: str
+    tracker: Tracker
+    store: Store
+    repo: Workspace
+    implementer: Implementer
+    reviewer: Reviewer
+    settings: RunSettings
+    state_dir: Path
+    env: Mapping[str, str]
+    observer: Observer
+    check_runner: CheckRunner
+    known_secrets: Sequence[str] = ()
+    clock: Callable[[], float] = field(default=lambda: 0.0)
+    issues: dict[str, int] = field(default_factory=dict)  # item id -> issue number
+    same_vendor_note: str | None = None
+    # One tracker client is shared by every worker; worktree add/prune and pushes share the
+    # repository's index and refs; check durations are read and written by every worker.
+    tracker_lock: threading.Lock = field(default_factory=threading.Lock)
+    git_lock: threading.Lock = field(default_factory=threading.Lock)
+    durations_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def project(self) -> str:
+        return f"{self.tracker.repo}:{self.plan_key}"
+
+    @property
+    def namespace(self) -> str:
+        """Branches and worktrees of the main plan (key PLAN) need none; any other plan's do."""
+        return "" if self.plan_key == "PLAN" else self.plan_key
+
+    def session_name(self, item_id: str) -> str:
+        """Stable across restarts (so a live agent is found again), distinct per state dir
+        (so two clones of one repository on a machine never share a session)."""
+        where = hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:6]
+        repo = self.tracker.repo.split("/")[-1][:30]  # short enough that the hash survives
+        space = f"{self.namespace[:20]}-" if self.namespace else ""
+        return re.sub(r"[^A-Za-z0-9_-]+", "-", f"ah-{repo}-{space}{item_id[:40]}-{where}")
+
+    def item_dir(self, item_id: str) -> Path:
+        return self.state_dir / "items" / re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
+
+    def emit(self, item_id: str, payload: Payload, history: ItemHistory | None = None) -> None:
+        """Record an event of the item and tell the observers (and the attempt's history)."""
+        self.store.append_event(self.project, item_id, payload)
+        if history is not None:
+            history.record(payload)
+        self.observer(payload.kind, item_id, payload)
+
+    def note(self, item_id: str, payload: Payload) -> None:
+        """Tell the observers something that is not stored (a note)."""
+        self.observer(payload.kind, item_id, payload)
+
+    def remember(self, item_id: str, feedback: Feedback, history: ItemHistory) -> None:
+        """Keep what went wrong for the next attempt's prompt."""
+        given = FeedbackGiven(
+            source=feedback.kind, summary=feedback.summary, detail=feedback.detail[-6000:]
+        )
+        self.emit(item_id, given, history)
+
+    def fail(self, lease: Lease, reason: str, *, permanent: bool) -> None:
+        """End the attempt as failed: the item goes back (or fails, when permanent or out of
+        attempts); a lease already lost is said so instead."""
+        try:
+            state = leases.fail(self.store, lease, reason, permanent=permanent)
+        except LeaseLost:
+            self.emit(lease.item_id, LeaseLostNote(worker=lease.worker))
+            return
+        note: Any = FailedNote if state == ItemState.FAILED else RetryNote
+        self.note(lease.item_id, note(reason=reason))
+
+    def defer(self, lease: Lease, until: float, reason: str, history: ItemHistory) -> None:
+        """Park the item until `until` with its attempt given back (a spent window, input)."""
+        leases.defer(self.store, lease, until, reason)
+        self.emit(lease.item_id, Waiting(until=until, reason=reason), history)
+
+    def check_durations(self) -> dict[str, float]:
+        with self.durations_lock:
+            return dict(json.loads(self.store.get_meta(self._durations_key) or "{}"))
+
+    def add_check_durations(self, measured: Mapping[str, float]) -> None:
+        with self.durations_lock:  # workers measure in parallel; keep every measurement
+            latest = json.loads(self.store.get_meta(self._durations_key) or "{}")
+            latest.update(measured)
+            self.store.set_meta(self._durations_key, json.dumps(latest))
+
+    @property
+    def _durations_key(self) -> str:
+        return f"check_durations:{self.project}"

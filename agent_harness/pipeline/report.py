@@ -1,0 +1,94 @@
+"""What a run tells at its end: each item's state, attempts, pull request and, for an item that
+did not run, why (it waits for a dependency, a window, a person)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_harness.pipeline.history import ItemHistory
+from agent_harness.plan.model import Plan
+from agent_harness.queue import items
+from agent_harness.queue.items import ItemRecord, ItemState
+from agent_harness.store.database import Store
+from agent_harness.tracker.sync import SyncReport
+
+
+@dataclass
+class ItemOutcome:
+    id: str
+    title: str
+    state: str
+    attempts: int
+    reason: str | None = None
+    pr_number: int | None = None
+    pr_url: str | None = None
+    not_before: float | None = None
+
+
+@dataclass
+class RunReport:
+    project: str
+    sync: SyncReport | None
+    items: list[ItemOutcome] = field(default_factory=list)
+    events: int = 0
+    cost_usd: float | None = None
+    stopped_by_budget: bool = False
+    reconciled: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "items": [vars(item) for item in self.items],
+            "events": self.events,
+            "cost_usd": self.cost_usd,
+            "stopped_by_budget": self.stopped_by_budget,
+            "reconciled": self.reconciled,
+            "sync": self.sync.as_json() if self.sync else None,
+        }
+
+
+def unfinished_deps(deps: Sequence[str], records: Mapping[str, ItemRecord]) -> list[str]:
+    """Dependencies not yet in a state the queue counts as ready (merged, done)."""
+    return [
+        dep
+        for dep in deps
+        if dep not in records or records[dep].state not in items.DEFAULT_READY_WHEN
+    ]
+
+
+def build_report(
+    store: Store, project: str, plan: Plan, sync: SyncReport | None, **totals: Any
+) -> RunReport:
+    """The report of `plan`'s items as the queue holds them now."""
+    out = RunReport(project=project, sync=sync, **totals)
+    records = {record.id: record for record in items.list_items(store, project)}
+    for item in plan.items:
+        record = records.get(item.id)
+        if record is None:
+            continue
+        opened = ItemHistory.read(store, project, item.id).pull()
+        reason = record.reason
+        if record.state in (ItemState.PENDING, ItemState.WAITING) and not reason:
+            waiting_on = [
+                f"{dep} ({records[dep].state})"
+                for dep in unfinished_deps(item.depends_on, records)
+                if dep in records
+            ]
+            if waiting_on:
+                reason = "waits for " + ", ".join(waiting_on) + " to be merged"
+        out.items.append(
+            ItemOutcome(
+                id=item.id,
+                title=item.title,
+                state=str(record.state),
+                attempts=record.attempts,
+                reason=reason,
+                pr_number=opened.number if opened else None,
+                pr_url=opened.url if opened else None,
+                not_before=record.not_before,
+            )
+        )
+    out.events = len(store.all_events(project=project))
+    return out

@@ -1,0 +1,52 @@
+"""What a run is told (budgets, switches) and how it refuses or stops, shared by every stage.
+
+`RunSettings` is filled by the CLI from config and flags; the stages only read it. An observer
+hears every event as it is recorded (and a few notes that are never stored), typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent_harness.errors import HarnessError
+from agent_harness.store.events import Payload
+
+# (kind, item id, payload): the live view and --json lines listen here.
+Observer = Callable[[str, str, Payload], None]
+
+
+class RunInterrupted(HarnessError):
+    """interrupted: items in flight keep their leases, and agents keep running in their
+    sessions; run the same command again to take them back"""
+
+    exit_code = 130
+
+
+class RunRefused(HarnessError):
+    """The run cannot start as configured."""
+
+    exit_code = 2
+
+
+@dataclass
+class RunSettings:
+    """Budgets and switches of one run (the CLI fills it from config and flags)."""
+
+    checks: list[str] = field(default_factory=list)
+    check_timeout_s: float = 600.0
+    max_attempts: int = 3
+    lease_s: float = 300.0
+    workers: int = 1
+    protected: list[str] = field(default_factory=lambda: [".github/**", "agent-harness.toml"])
+    allow_same_vendor: bool = False
+    item_cost_usd: float | None = None
+    run_cost_usd: float | None = None
+    only: set[str] | None = None
+    reconcile: bool = True  # pull merged / closed / reverted back before claiming anything
+    requeue_reverted: bool = False
+    revert_window_days: int = 30
+    worker_prefix: str | None = None  # default: this host and state dir, stable across restarts
+    idle_poll_s: float = 0.2
+    check_env_pass: list[str] = field(default_factory=list)  # secret-looking names checks get
+    secret_shapes_ignored_in: list[str] = field(default_factory=list)  # globs: fixtures

@@ -1,0 +1,549 @@
+"""The items of the work queue: their states, what a person or the tracker does to them, reading.
+
+Every state change is checked against `TRANSITIONS` and appends its event in the same
+transaction, so the queue and its history never disagree. Claims and leases are `leases`'.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from agent_harness.errors import HarnessError, UsageError
+from agent_harness.plan.model import Plan, WorkItem
+from agent_harness.store.database import Store, Tx
+from agent_harness.store.events import (
+    Enqueued,
+    Event,
+    Failed,
+    Flagged,
+    Held,
+    Outcome,
+    Retried,
+    Skipped,
+    Unblocked,
+    Unheld,
+    Updated,
+)
+
+
+class ItemState(StrEnum):
+    PENDING = "pending"
+    WAITING = "waiting"  # parked until `not_before`; the claim that parked it is not counted
+    CLAIMED = "claimed"
+    CHECKS = "checks"
+    REVIEW = "review"
+    PR_OPEN = "pr_open"
+    MERGED = "merged"
+    CLOSED = "closed"
+    REVERTED = "reverted"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    DONE = "done"  # checked off in the plan: never run
+
+
+S = ItemState
+
+
+_WORKING = {S.CLAIMED, S.CHECKS, S.REVIEW, S.PR_OPEN}
+
+
+_GIVE_BACK = {S.PENDING, S.WAITING, S.FAILED}
+
+
+TRANSITIONS: dict[ItemState, frozenset[ItemState]] = {
+    S.PENDING: frozenset({S.CLAIMED, S.SKIPPED, S.DONE, S.MERGED, S.CLOSED}),
+    S.WAITING: frozenset({S.CLAIMED, S.SKIPPED, S.DONE, S.MERGED, S.CLOSED}),
+    S.CLAIMED: frozenset({S.CHECKS, S.REVIEW, S.PR_OPEN, S.MERGED, S.CLOSED} | _GIVE_BACK),
+    S.CHECKS: frozenset({S.REVIEW, S.PR_OPEN, S.MERGED, S.CLOSED} | _GIVE_BACK),
+    S.REVIEW: frozenset({S.CHECKS, S.PR_OPEN, S.MERGED, S.CLOSED} | _GIVE_BACK),
+    S.PR_OPEN: frozenset({S.CHECKS, S.REVIEW, S.MERGED, S.CLOSED} | _GIVE_BACK),
+    S.MERGED: frozenset({S.REVERTED}),
+    S.CLOSED: frozenset({S.PENDING}),  # retried by a person
+    # Retried by a person or the reconciler; a revert of the revert brings it back to merged.
+    S.REVERTED: frozenset({S.PENDING, S.MERGED}),
+    # The tracker has the last word: a PR merged or closed while its item was failed (its
+    # last attempt died after opening the PR) or given back still ends the item that way.
+    S.FAILED: frozenset({S.PENDING, S.DONE, S.MERGED, S.CLOSED}),
+    S.SKIPPED: frozenset({S.PENDING, S.DONE, S.MERGED, S.CLOSED}),
+    S.DONE: frozenset(),
+}
+
+
+# A lapsed lease may be claimed again from any working stage.
+for _stage in _WORKING:
+    TRANSITIONS[_stage] = TRANSITIONS[_stage] | {S.CLAIMED}
+
+
+STAGES = frozenset({S.CHECKS, S.REVIEW, S.PR_OPEN})
+
+
+WORKER_OUTCOMES = frozenset({S.PR_OPEN, S.MERGED, S.CLOSED})
+
+
+TRACKER_OUTCOMES = frozenset({S.MERGED, S.CLOSED, S.REVERTED})
+
+
+# What a dependency must reach before its dependents may run. The run pipeline may add pr_open.
+DEFAULT_READY_WHEN = frozenset({"merged", "done"})
+
+
+class IllegalTransition(HarnessError):
+    """That state change is not allowed."""
+
+    def __init__(self, item_id: str, current: str, wanted: str) -> None:
+        self.item_id = item_id
+        self.current = current
+        self.wanted = wanted
+        super().__init__(f"{item_id} cannot go from {current} to {wanted}")
+
+
+class UnknownItem(HarnessError):
+    """No such item in the queue."""
+
+    exit_code = 2
+
+    def __init__(self, project: str, item_id: str) -> None:
+        self.project = project
+        self.item_id = item_id
+        super().__init__(f"no item {item_id} in project {project}")
+
+
+class ItemBusy(HarnessError):
+    """The item is held by a live lease."""
+
+    def __init__(self, item_id: str, worker: str, expires_at: float) -> None:
+        self.item_id = item_id
+        self.worker = worker
+        self.expires_at = expires_at
+        super().__init__(f"{item_id} is held by {worker} (lease live until {expires_at:.0f})")
+
+
+class AmbiguousProject(UsageError):
+    """Several projects share this database; name one."""
+
+    def __init__(self, projects: Sequence[str]) -> None:
+        self.projects = tuple(projects)
+        if projects:
+            listed = ", ".join(projects)
+            message = f"several projects in this database, pick one with --project: {listed}"
+        else:
+            message = "no projects in this database yet"
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    flagged: tuple[str, ...] = ()  # edited while in flight: the edit is recorded, not applied
+
+
+@dataclass(frozen=True)
+class ItemRecord:
+    project: str
+    id: str
+    title: str
+    state: ItemState
+    attempts: int
+    max_attempts: int
+    worker: str | None
+    lease_expires: float | None
+    not_before: float | None
+    reason: str | None
+    blocked_by: str | None
+    flagged: bool
+    depends_on: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Claim:
+    item_id: str
+    state: ItemState
+    worker: str
+    attempt: int
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    project: str
+    counts: dict[str, int]
+    live: tuple[Claim, ...]
+    stale: tuple[Claim, ...]  # lease expired, not yet claimed again
+
+
+_ITEM_COLUMNS = (
+    "project, id, title, state, attempts, max_attempts, lease_worker, lease_expires, "
+    "not_before, reason, blocked_by, flagged_json, fence"
+)
+
+
+def _record(row: Sequence[Any], deps: tuple[str, ...] = ()) -> ItemRecord:
+    return ItemRecord(
+        project=row[0],
+        id=row[1],
+        title=row[2],
+        state=ItemState(row[3]),
+        attempts=int(row[4]),
+        max_attempts=int(row[5]),
+        worker=row[6],
+        lease_expires=row[7],
+        not_before=row[8],
+        reason=row[9],
+        blocked_by=row[10],
+        flagged=row[11] is not None,
+        depends_on=deps,
+    )
+
+
+def _check(item_id: str, current: ItemState, wanted: ItemState) -> None:
+    if wanted not in TRANSITIONS[current]:
+        raise IllegalTransition(item_id, current.value, wanted.value)
+
+
+def enqueue(
+    store: Store,
+    project: str,
+    items: Plan | Iterable[WorkItem],
+    *,
+    max_attempts: int = 3,
+) -> EnqueueResult:
+    """Put plan items in the queue; re-enqueueing an unchanged plan changes nothing."""
+    work_items = list(items.items if isinstance(items, Plan) else items)
+    added: list[str] = []
+    updated: list[str] = []
+    unchanged: list[str] = []
+    flagged: list[str] = []
+    with store.transaction() as tx:
+        now = store.clock()
+        existing = {
+            r[0]: r[1:]
+            for r in tx.all(
+                "SELECT id, content_hash, state, lease_expires, flagged_json FROM items "
+                f"WHERE project = ?{store.dialect.lock_rows}",
+                (project,),
+            )
+        }
+        for seq, item in enumerate(work_items):
+            raw = item.model_dump_json()
+            digest = item.content_hash
+            old = existing.get(item.id)
+            if old is None:
+                state = S.DONE if item.done else S.PENDING
+                tx.execute(
+                    "INSERT INTO items (project, id, seq, title, content_hash, item_json, state, "
+                    "max_attempts, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (project, item.id, seq, item.title, digest, raw, state, max_attempts, now),
+                )
+                _set_deps(tx, project, item)
+                tx.append_event(project, item.id, Enqueued(to=state, hash=digest))
+                added.append(item.id)
+                continue
+            old_hash, old_state, lease_expires, flagged_json = old
+            current = ItemState(old_state)
+            wants_done = item.done and current in {S.PENDING, S.WAITING, S.FAILED, S.SKIPPED}
+            if old_hash == digest and not wants_done:
+                unchanged.append(item.id)
+                continue
+            if lease_expires is not None:
+                if flagged_json != raw:
+                    tx.execute(
+                        "UPDATE items SET flagged_json = ? WHERE project = ? AND id = ?",
+                        (raw, project, item.id),
+                    )
+                    tx.append_event(project, item.id, Flagged(hash=digest, was=old_hash))
+                flagged.append(item.id)
+                continue
+            new_state = S.DONE if wants_done else current
+            tx.execute(
+                "UPDATE items SET seq = ?, title = ?, content_hash = ?, item_json = ?, state = ?, "
+                "flagged_json = NULL, updated_at = ? WHERE project = ? AND id = ?",
+                (seq, item.title, digest, raw, new_state, now, project, item.id),
+            )
+            _set_deps(tx, project, item)
+            tx.append_event(
+                project,
+                item.id,
+                Updated(from_=current, to=new_state, hash=digest, was=old_hash),
+            )
+            updated.append(item.id)
+    return EnqueueResult(tuple(added), tuple(updated), tuple(unchanged), tuple(flagged))
+
+
+def _set_deps(tx: Tx, project: str, item: WorkItem) -> None:
+    tx.execute("DELETE FROM deps WHERE project = ? AND item = ?", (project, item.id))
+    for dep in sorted(set(item.depends_on)):
+        tx.execute(
+            "INSERT INTO deps (project, item, dep) VALUES (?, ?, ?)", (project, item.id, dep)
+        )
+
+
+def _finish_failed(
+    tx: Tx, project: str, item_id: str, current: ItemState, attempts: int, reason: str
+) -> None:
+    _check(item_id, current, S.FAILED)
+    now = tx.clock()
+    tx.execute(
+        "UPDATE items SET state = 'failed', reason = ?, lease_worker = NULL, "
+        "lease_expires = NULL, updated_at = ? WHERE project = ? AND id = ?",
+        (reason, now, project, item_id),
+    )
+    tx.append_event(
+        project, item_id, Failed(from_=current, to=S.FAILED, reason=reason, attempt=attempts)
+    )
+    _skip_dependents(tx, project, item_id)
+
+
+def _skip_dependents(tx: Tx, project: str, root: str) -> None:
+    """Mark everything that (transitively) waits on `root` skipped, so none of it ever runs."""
+    frontier = [root]
+    seen = {root}
+    now = tx.clock()
+    while frontier:
+        current = frontier.pop()
+        rows = tx.all(
+            "SELECT i.id, i.state FROM deps d JOIN items i ON i.project = d.project "
+            "AND i.id = d.item WHERE d.project = ? AND d.dep = ?",
+            (project, current),
+        )
+        for dependent, state in rows:
+            if dependent in seen:
+                continue
+            seen.add(dependent)
+            if state not in (S.PENDING, S.WAITING):
+                continue
+            reason = f"blocked by {root}"
+            tx.execute(
+                "UPDATE items SET state = 'skipped', reason = ?, blocked_by = ?, "
+                "not_before = NULL, updated_at = ? WHERE project = ? AND id = ?",
+                (reason, root, now, project, dependent),
+            )
+            tx.append_event(
+                project,
+                dependent,
+                Skipped(from_=state, to=S.SKIPPED, reason=reason, blocked_by=root),
+            )
+            frontier.append(dependent)
+
+
+HOLD_REASON = "held: not selected for this run (--only)"
+
+
+_FAR = 4102444800.0  # 2100-01-01: never due by itself; `unhold` is what frees a held item
+
+
+def hold(store: Store, project: str, item_ids: Iterable[str]) -> tuple[str, ...]:
+    """Keep these items from being claimed by this run (pending or due ones only)."""
+    held: list[str] = []
+    with store.transaction() as tx:
+        for item_id in item_ids:
+            row = tx.one("SELECT state FROM items WHERE project = ? AND id = ?", (project, item_id))
+            if row is None or row[0] not in (S.PENDING, S.WAITING):
+                continue
+            tx.execute(
+                "UPDATE items SET state = 'waiting', not_before = ?, reason = ?, updated_at = ? "
+                "WHERE project = ? AND id = ?",
+                (_FAR, HOLD_REASON, store.clock(), project, item_id),
+            )
+            tx.append_event(project, item_id, Held(from_=row[0], reason=HOLD_REASON))
+            held.append(item_id)
+    return tuple(held)
+
+
+def unhold(store: Store, project: str) -> tuple[str, ...]:
+    """Free every item a run held back (also after that run was killed)."""
+    with store.transaction() as tx:
+        rows = tx.all(
+            "SELECT id FROM items WHERE project = ? AND state = 'waiting' AND reason = ?",
+            (project, HOLD_REASON),
+        )
+        for (item_id,) in rows:
+            tx.execute(
+                "UPDATE items SET state = 'pending', not_before = NULL, reason = NULL, "
+                "updated_at = ? WHERE project = ? AND id = ?",
+                (store.clock(), project, item_id),
+            )
+            tx.append_event(project, item_id, Unheld(to=S.PENDING))
+    return tuple(str(row[0]) for row in rows)
+
+
+def withdraw(store: Store, project: str, item_ids: Iterable[str], reason: str) -> tuple[str, ...]:
+    """Items gone from the plan: skipped (never run), with the reason, if not yet started."""
+    gone: list[str] = []
+    with store.transaction() as tx:
+        for item_id in item_ids:
+            row = tx.one("SELECT state FROM items WHERE project = ? AND id = ?", (project, item_id))
+            if row is None or row[0] not in (S.PENDING, S.WAITING):
+                continue
+            tx.execute(
+                "UPDATE items SET state = 'skipped', reason = ?, not_before = NULL, "
+                "updated_at = ? WHERE project = ? AND id = ?",
+                (reason, store.clock(), project, item_id),
+            )
+            tx.append_event(project, item_id, Skipped(from_=row[0], to=S.SKIPPED, reason=reason))
+            gone.append(item_id)
+    return tuple(gone)
+
+
+def retry(store: Store, project: str, item_id: str) -> tuple[str, ...]:
+    """Re-queue a failed, skipped, closed or reverted item and the items it skipped.
+
+    Returns the re-queued ids. Refused while a live lease holds the item.
+    """
+    with store.transaction() as tx:
+        row = tx.one(
+            f"SELECT state, lease_worker, lease_expires FROM items "
+            f"WHERE project = ? AND id = ?{store.dialect.lock_rows}",
+            (project, item_id),
+        )
+        if row is None:
+            raise UnknownItem(project, item_id)
+        state, worker, expires = ItemState(row[0]), row[1], row[2]
+        if expires is not None and expires >= store.clock():
+            raise ItemBusy(item_id, worker or "?", expires)
+        _check(item_id, state, S.PENDING)
+        now = store.clock()
+        requeued = [item_id]
+        tx.execute(
+            "UPDATE items SET state = 'pending', attempts = 0, reason = NULL, blocked_by = NULL, "
+            "not_before = NULL, updated_at = ? WHERE project = ? AND id = ?",
+            (now, project, item_id),
+        )
+        tx.append_event(project, item_id, Retried(from_=state, to=S.PENDING))
+        for (dependent,) in tx.all(
+            "SELECT id FROM items WHERE project = ? AND blocked_by = ? AND state = 'skipped'",
+            (project, item_id),
+        ):
+            tx.execute(
+                "UPDATE items SET state = 'pending', reason = NULL, blocked_by = NULL, "
+                "updated_at = ? WHERE project = ? AND id = ?",
+                (now, project, dependent),
+            )
+            tx.append_event(project, dependent, Retried(from_=S.SKIPPED, to=S.PENDING, via=item_id))
+            requeued.append(dependent)
+    return tuple(requeued)
+
+
+def record_outcome(
+    store: Store, project: str, item_id: str, state: ItemState | str, evidence: dict[str, Any]
+) -> bool:
+    """Record what the tracker says became of the work; False when it was already recorded."""
+    wanted = ItemState(state)
+    if wanted not in TRACKER_OUTCOMES:
+        raise IllegalTransition(item_id, "the tracker", wanted.value)
+    with store.transaction() as tx:
+        row = tx.one(
+            f"SELECT state FROM items WHERE project = ? AND id = ?{store.dialect.lock_rows}",
+            (project, item_id),
+        )
+        if row is None:
+            raise UnknownItem(project, item_id)
+        current = ItemState(row[0])
+        if current == wanted:
+            return False
+        _check(item_id, current, wanted)
+        # Ending the lease here makes a still-running worker's next call fail with LeaseLost.
+        tx.execute(
+            "UPDATE items SET state = ?, lease_worker = NULL, lease_expires = NULL, "
+            "updated_at = ? WHERE project = ? AND id = ?",
+            (wanted, store.clock(), project, item_id),
+        )
+        tx.append_event(project, item_id, Outcome(from_=current, to=wanted, evidence=evidence))
+        if wanted == S.REVERTED:
+            _skip_dependents(tx, project, item_id)
+        elif wanted == S.MERGED and current in (S.FAILED, S.SKIPPED):
+            _unskip_dependents(tx, project, item_id)
+    return True
+
+
+def _unskip_dependents(tx: Tx, project: str, root: str) -> None:
+    """Items skipped because `root` failed can run after all: its work was merged."""
+    rows = tx.all(
+        "SELECT id FROM items WHERE project = ? AND state = 'skipped' AND blocked_by = ?",
+        (project, root),
+    )
+    for (dependent,) in rows:
+        tx.execute(
+            "UPDATE items SET state = 'pending', reason = NULL, blocked_by = NULL, "
+            "updated_at = ? WHERE project = ? AND id = ?",
+            (tx.clock(), project, dependent),
+        )
+        tx.append_event(project, dependent, Unblocked(from_=S.SKIPPED, to=S.PENDING, by=root))
+
+
+def projects(store: Store) -> list[str]:
+    with store.transaction(write=False) as tx:
+        return [r[0] for r in tx.all("SELECT DISTINCT project FROM items ORDER BY project")]
+
+
+def resolve_project(store: Store, project: str | None) -> str:
+    """The project to act on: the one given, or the only one in the database."""
+    if project is not None:
+        return project
+    known = projects(store)
+    if len(known) == 1:
+        return known[0]
+    raise AmbiguousProject(known)
+
+
+def get_item(store: Store, project: str, item_id: str) -> ItemRecord:
+    with store.transaction(write=False) as tx:
+        row = tx.one(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE project = ? AND id = ?", (project, item_id)
+        )
+        if row is None:
+            raise UnknownItem(project, item_id)
+        deps = tuple(
+            r[0]
+            for r in tx.all(
+                "SELECT dep FROM deps WHERE project = ? AND item = ? ORDER BY dep",
+                (project, item_id),
+            )
+        )
+    return _record(row, deps)
+
+
+def list_items(store: Store, project: str) -> list[ItemRecord]:
+    with store.transaction(write=False) as tx:
+        rows = tx.all(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE project = ? ORDER BY seq, id", (project,)
+        )
+    return [_record(r) for r in rows]
+
+
+def history(store: Store, project: str, item_id: str) -> tuple[ItemRecord, list[Event]]:
+    """The item as it stands and every event about it, oldest first."""
+    record = get_item(store, project, item_id)
+    return record, store.all_events(project=project, item=item_id)
+
+
+def status(store: Store, project: str) -> QueueStatus:
+    """Counts by state, live claims, and stale claims (expired, not yet taken again)."""
+    now = store.clock()
+    counts: dict[str, int] = {}
+    live: list[Claim] = []
+    stale: list[Claim] = []
+    for record in list_items(store, project):
+        counts[record.state.value] = counts.get(record.state.value, 0) + 1
+        if record.lease_expires is not None:
+            claim = Claim(
+                record.id, record.state, record.worker or "?", record.attempts, record.lease_expires
+            )
+            (live if record.lease_expires >= now else stale).append(claim)
+    return QueueStatus(project, counts, tuple(live), tuple(stale))
+
+
+def flagged_item(store: Store, project: str, item_id: str) -> WorkItem | None:
+    """The edit that arrived while the item was in flight, if any."""
+    with store.transaction(write=False) as tx:
+        row = tx.one(
+            "SELECT flagged_json FROM items WHERE project = ? AND id = ?", (project, item_id)
+        )
+    if row is None or row[0] is None:
+        return None
+    return WorkItem.model_validate(json.loads(row[0]))

@@ -1,0 +1,458 @@
+"""Claims as leases: handing out a ready item, heartbeats, and ending a lease one way or another.
+
+A claim is a lease with a fencing token (a counter bumped on every claim): every later call
+names the token, so a worker whose lease lapsed or was taken over gets `LeaseLost` and can
+never overwrite the new holder.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from agent_harness.errors import HarnessError
+from agent_harness.queue.items import (
+    DEFAULT_READY_WHEN,
+    STAGES,
+    WORKER_OUTCOMES,
+    IllegalTransition,
+    ItemState,
+    S,
+    _check,
+    _finish_failed,
+)
+from agent_harness.store.database import EVENT_LOCK_KEY as _EVENT_LOCK_KEY
+from agent_harness.store.database import Store, Tx
+from agent_harness.store.events import (
+    Advanced,
+    AttemptFailed,
+    Completed,
+    Deferred,
+    LeaseExpired,
+    LeaseMove,
+    LeaseReclaimed,
+    Released,
+    Requeued,
+)
+
+
+class LeaseLost(HarnessError):
+    """The lease is no longer held."""
+
+    def __init__(self, lease: Lease, why: str) -> None:
+        self.lease = lease
+        self.why = why
+        super().__init__(
+            f"lease on {lease.item_id} (token {lease.token}, worker {lease.worker}) lost: {why}"
+        )
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A time-limited right to work one item. `token` fences out every earlier holder."""
+
+    project: str
+    item_id: str
+    worker: str
+    token: int
+    attempt: int
+    expires_at: float
+    lease_s: float
+
+
+@dataclass(frozen=True)
+class _ClaimSql:
+    recover: str  # a lapsed lease or a parked item that is due, with the columns to judge it
+    take: str  # claim the first ready pending item: one UPDATE .. RETURNING
+    take_unless_recovery: str  # the same, doing nothing when recovery work exists
+    pg_fast: str  # PostgreSQL: take_unless_recovery plus its event, as one statement
+
+
+@functools.cache
+def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
+    marks = ", ".join("?" for _ in range(n_ready))
+    deps_ready = (
+        "AND NOT EXISTS (SELECT 1 FROM deps d LEFT JOIN items x "
+        "ON x.project = d.project AND x.id = d.dep WHERE d.project = i.project AND d.item = i.id "
+        f"AND (x.state IS NULL OR x.state NOT IN ({marks}))) "
+    )
+    lock = " FOR UPDATE SKIP LOCKED" if dialect == "postgresql" else ""
+    columns = (
+        "SELECT i.id, i.state, i.attempts, i.max_attempts, i.fence, i.lease_worker, "
+        "i.lease_expires, i.reason FROM items i WHERE i.project = ? "
+    )
+    # Separate index-backed searches, not one OR, so each reads only rows it may hand out.
+    recover = (
+        f"SELECT * FROM ({columns}AND i.lease_expires IS NOT NULL AND i.lease_expires < ? "
+        f"ORDER BY i.lease_expires LIMIT 1{lock}) lapsed UNION ALL "
+        f"SELECT * FROM ({columns}AND i.state = 'waiting' AND i.not_before <= ? "
+        f"{deps_ready}ORDER BY i.not_before LIMIT 1{lock}) due LIMIT 1"
+    )
+    # Cheap and deliberately loose (ignores dependencies): a hit only sends the claim down the
+    # slower path that judges recovery work properly.
+    probe = (
+        "(EXISTS (SELECT 1 FROM items r WHERE r.project = ? AND r.lease_expires IS NOT NULL "
+        "AND r.lease_expires < ?) OR EXISTS (SELECT 1 FROM items r WHERE r.project = ? "
+        "AND r.state = 'waiting' AND r.not_before <= ?))"
+    )
+    # Pending items always have attempts left: every path back to pending checks the budget.
+    pick = (
+        "SELECT i.id FROM items i WHERE i.project = ? AND i.state = 'pending' "
+        "AND (i.not_before IS NULL OR i.not_before <= ?) AND i.attempts < i.max_attempts "
+        f"{deps_ready}ORDER BY i.seq, i.id LIMIT 1{lock}"
+    )
+    update = (
+        "UPDATE items SET state = 'claimed', attempts = attempts + 1, fence = fence + 1, "
+        "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
+        "WHERE project = ? "
+    )
+    returning = "RETURNING id, attempts, fence"
+    take = f"{update}AND id = ({pick}) {returning}"
+    take_unless_recovery = f"{update}AND NOT {probe} AND id = ({pick}) {returning}"
+    # One round trip for the common claim. The event row is fed by the row that took the
+    # advisory lock, so its id is drawn under the lock, as Tx.flush_events does it.
+    pg_fast = (
+        f"WITH taken AS ({take_unless_recovery}), "
+        "locked AS (SELECT t.id, t.attempts, t.fence, pg_advisory_xact_lock(?) FROM taken t), "
+        "logged AS (INSERT INTO events (ts, project, item, kind, payload) "
+        "SELECT ?, ?, l.id, 'claimed', json_build_object('attempt', l.attempts, "
+        "'expires_at', ?::float8, 'from', 'pending', 'to', 'claimed', 'token', l.fence, "
+        "'worker', ?::text)::text FROM locked l RETURNING item) "
+        f"SELECT g.item, t.attempts, t.fence, {probe} FROM (SELECT 1) one "
+        "LEFT JOIN taken t ON true LEFT JOIN logged g ON g.item = t.id"
+    )
+    return _ClaimSql(recover, take, take_unless_recovery, pg_fast)
+
+
+def claim_next(
+    store: Store,
+    project: str,
+    worker: str,
+    lease_s: float,
+    *,
+    ready_when: Iterable[str] = DEFAULT_READY_WHEN,
+) -> Lease | None:
+    """Hand out one ready item under a new lease, or None when nothing is ready.
+
+    Ready means: pending (or waiting past its time, or held by an expired lease) and every
+    dependency in a state named by `ready_when`. Each claim counts as an attempt. Recovery
+    work (lapsed leases, parked items now due) goes first, so a backlog never starves it.
+    """
+    ready = tuple(sorted(set(ready_when)))
+    sql = _claim_sql(store.dialect.name, len(ready))
+    if store.dialect.name == "postgresql":
+        now = store.clock()
+        expires = now + lease_s
+        probe = (project, now, project, now)
+        take_params = (worker, expires, now, project, *probe, project, now, *ready)
+        event_params = (_EVENT_LOCK_KEY, now, project, expires, worker)
+        row = store.statement(sql.pg_fast, (*take_params, *event_params, *probe))
+        assert row is not None
+        if row[0] is not None:
+            return Lease(project, row[0], worker, int(row[2]), int(row[1]), expires, lease_s)
+        if not row[3]:
+            return None
+    while True:
+        with store.transaction() as tx:
+            tx.seal = False  # the hot path: the next write of any kind seals this claim
+            now = store.clock()
+            expires = now + lease_s
+            taken = tx.one(
+                sql.take_unless_recovery,
+                (worker, expires, now, project, project, now, project, now, project, now, *ready),
+            )
+            if taken is None:
+                row = tx.one(sql.recover, (project, now, project, now, *ready))
+                if row is None:
+                    taken = tx.one(sql.take, (worker, expires, now, project, project, now, *ready))
+                    if taken is None:
+                        return None
+            if taken is not None:
+                item_id, attempt, token = taken[0], int(taken[1]), int(taken[2])
+                _claimed_event(
+                    tx, project, item_id, S.PENDING, worker, attempt, token, expires, now
+                )
+                return Lease(project, item_id, worker, token, attempt, expires, lease_s)
+            assert row is not None
+            item_id, state, attempts, max_attempts, fence, old_worker, old_expiry, reason = row
+            current = ItemState(state)
+            if old_expiry is not None:
+                reason = f"lease of {old_worker} expired (attempt {attempts})"
+                tx.append_event(
+                    project,
+                    item_id,
+                    LeaseExpired(worker=old_worker, attempt=attempts, expired_at=old_expiry),
+                )
+            if attempts >= max_attempts:
+                _finish_failed(tx, project, item_id, current, attempts, reason or "out of attempts")
+                continue  # the transaction commits the failure; look for another item
+            _check(item_id, current, S.CLAIMED)
+            token = int(fence) + 1
+            tx.execute(
+                "UPDATE items SET state = 'claimed', attempts = attempts + 1, fence = ?, "
+                "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
+                "WHERE project = ? AND id = ?",
+                (token, worker, expires, now, project, item_id),
+            )
+            _claimed_event(tx, project, item_id, current, worker, attempts + 1, token, expires, now)
+            return Lease(project, item_id, worker, token, attempts + 1, expires, lease_s)
+
+
+def _claimed_event(
+    tx: Tx,
+    project: str,
+    item_id: str,
+    was: ItemState,
+    worker: str,
+    attempt: int,
+    token: int,
+    expires: float,
+    now: float,
+) -> None:
+    tx.append_event_json(
+        project, item_id, "claimed", _claimed_json(was, worker, attempt, token, expires), ts=now
+    )
+
+
+_json_str = json.encoder.encode_basestring_ascii  # what json.dumps uses for strings
+
+
+def _claimed_json(was: str, worker: str, attempt: int, token: int, expires: float) -> str:
+    """The claimed event's payload, exactly as `json.dumps(..., sort_keys=True)` writes it.
+
+    Written by hand because json.dumps costs a claim more than its own SQL statement does;
+    anything but plain ints, finite floats and strings goes through json.dumps after all.
+    """
+    if (
+        type(attempt) is int
+        and type(token) is int
+        and isinstance(was, str)
+        and isinstance(worker, str)
+        and (type(expires) is int or (type(expires) is float and math.isfinite(expires)))
+    ):
+        return (
+            f'{{"attempt": {attempt}, "expires_at": {expires!r}, "from": {_json_str(was)}, '
+            f'"to": "claimed", "token": {token}, "worker": {_json_str(worker)}}}'
+        )
+    payload = {
+        "from": was,
+        "to": S.CLAIMED,
+        "worker": worker,
+        "attempt": attempt,
+        "token": token,
+        "expires_at": expires,
+    }
+    return json.dumps(payload, sort_keys=True, default=str)
+
+
+def _held(tx: Tx, store: Store, lease: Lease) -> ItemState:
+    """The item's state if `lease` still holds it; otherwise LeaseLost."""
+    row = tx.one(
+        "SELECT state, fence, lease_worker, lease_expires FROM items "
+        f"WHERE project = ? AND id = ?{store.dialect.lock_rows}",
+        (lease.project, lease.item_id),
+    )
+    if row is None:
+        raise LeaseLost(lease, "the item is no longer in the queue")
+    state, fence, worker, expires = row
+    if int(fence) != lease.token:
+        raise LeaseLost(lease, f"taken over by {worker or 'another claim'} (token {fence})")
+    if expires is None:
+        raise LeaseLost(lease, f"the lease already ended (item is {state})")
+    if expires < store.clock():
+        raise LeaseLost(lease, "the lease expired")
+    return ItemState(state)
+
+
+def heartbeat(store: Store, lease: Lease, lease_s: float | None = None) -> Lease:
+    """Extend the lease from now; returns the lease with its new expiry."""
+    span = lease.lease_s if lease_s is None else lease_s
+    with store.transaction() as tx:
+        _held(tx, store, lease)
+        expires = store.clock() + span
+        tx.execute(
+            "UPDATE items SET lease_expires = ? WHERE project = ? AND id = ?",
+            (expires, lease.project, lease.item_id),
+        )
+    return Lease(
+        lease.project, lease.item_id, lease.worker, lease.token, lease.attempt, expires, span
+    )
+
+
+def advance(store: Store, lease: Lease, stage: ItemState | str) -> None:
+    """Report progress to an intermediate stage (checks, review, pr_open); the lease stays."""
+    wanted = ItemState(stage)
+    if wanted not in STAGES:
+        raise IllegalTransition(lease.item_id, "a lease", wanted.value)
+    with store.transaction() as tx:
+        current = _held(tx, store, lease)
+        _check(lease.item_id, current, wanted)
+        _move(tx, store, lease, current, wanted, Advanced, keep_lease=True)
+
+
+def complete(store: Store, lease: Lease, state: ItemState | str = S.PR_OPEN) -> None:
+    """End the lease with the work delivered: pr_open (usual), merged or closed."""
+    wanted = ItemState(state)
+    if wanted not in WORKER_OUTCOMES:
+        raise IllegalTransition(lease.item_id, "a lease", wanted.value)
+    with store.transaction() as tx:
+        current = _held(tx, store, lease)
+        _check(lease.item_id, current, wanted)
+        _move(tx, store, lease, current, wanted, Completed)
+
+
+def fail(
+    store: Store,
+    lease: Lease,
+    reason: str,
+    *,
+    permanent: bool = False,
+    retry_after_s: float = 0.0,
+) -> ItemState:
+    """End the lease with a failure; returns the item's new state.
+
+    A transient failure puts the item back (after `retry_after_s`) until its attempt budget is
+    spent; then, or when `permanent`, it is failed and everything depending on it is skipped.
+    """
+    with store.transaction() as tx:
+        current = _held(tx, store, lease)
+        row = tx.one(
+            "SELECT attempts, max_attempts FROM items WHERE project = ? AND id = ?",
+            (lease.project, lease.item_id),
+        )
+        assert row is not None
+        attempts, max_attempts = int(row[0]), int(row[1])
+        final = permanent or attempts >= max_attempts
+        tx.append_event(
+            lease.project,
+            lease.item_id,
+            AttemptFailed(
+                worker=lease.worker,
+                attempt=lease.attempt,
+                reason=reason,
+                permanent=permanent,
+                final=final,
+            ),
+        )
+        if final:
+            why = reason if permanent else f"{reason} (attempt budget {max_attempts} spent)"
+            _finish_failed(tx, lease.project, lease.item_id, current, attempts, why)
+            return S.FAILED
+        _check(lease.item_id, current, S.PENDING)
+        _move(
+            tx,
+            store,
+            lease,
+            current,
+            S.PENDING,
+            Requeued,
+            reason=reason,
+            not_before=store.clock() + retry_after_s if retry_after_s > 0 else None,
+        )
+        return S.PENDING
+
+
+def release(store: Store, lease: Lease, reason: str = "released") -> None:
+    """Give the item back untouched; the claim still counts, so the last one fails it."""
+    with store.transaction() as tx:
+        current = _held(tx, store, lease)
+        budget = tx.one(
+            "SELECT attempts, max_attempts FROM items WHERE project = ? AND id = ?",
+            (lease.project, lease.item_id),
+        )
+        assert budget is not None
+        if int(budget[0]) >= int(budget[1]):
+            why = f"{reason} (attempt budget {budget[1]} spent)"
+            _finish_failed(tx, lease.project, lease.item_id, current, int(budget[0]), why)
+            return
+        _check(lease.item_id, current, S.PENDING)
+        _move(tx, store, lease, current, S.PENDING, Released, reason=reason)
+
+
+def defer(store: Store, lease: Lease, until_epoch: float, reason: str) -> None:
+    """Park the item until `until_epoch` (input needed, rate limit); the attempt is refunded."""
+    with store.transaction() as tx:
+        current = _held(tx, store, lease)
+        _check(lease.item_id, current, S.WAITING)
+        _move(
+            tx,
+            store,
+            lease,
+            current,
+            S.WAITING,
+            Deferred,
+            reason=reason,
+            not_before=until_epoch,
+            refund=True,
+        )
+
+
+def _move(
+    tx: Tx,
+    store: Store,
+    lease: Lease,
+    current: ItemState,
+    wanted: ItemState,
+    kind: type[LeaseMove],
+    *,
+    keep_lease: bool = False,
+    reason: str | None = None,
+    not_before: float | None = None,
+    refund: bool = False,
+) -> None:
+    now = store.clock()
+    lease_sql = "" if keep_lease else ", lease_worker = NULL, lease_expires = NULL"
+    refund_sql = ", attempts = attempts - 1" if refund else ""
+    tx.execute(
+        f"UPDATE items SET state = ?, reason = ?, not_before = ?, updated_at = ?{lease_sql}"
+        f"{refund_sql} WHERE project = ? AND id = ?",
+        (wanted, reason, not_before, now, lease.project, lease.item_id),
+    )
+    tx.append_event(
+        lease.project,
+        lease.item_id,
+        kind(
+            from_=current,
+            to=wanted,
+            worker=lease.worker,
+            attempt=lease.attempt,
+            reason=reason,
+            until=not_before,
+        ),
+    )
+
+
+def reclaim_own(
+    store: Store, project: str, worker: str, *, prefix: bool = False
+) -> tuple[str, ...]:
+    """End, at once, the leases a worker of this name still holds from a previous life.
+
+    A worker id is stable across restarts of the same host, so a restarted worker can take
+    its interrupted item back now instead of waiting for the lease to lapse. With `prefix`,
+    every worker whose name starts with `worker` is meant (a whole restarted pool). Its old process
+    is gone; if it is not (two live processes sharing worker names), the old one hears
+    `LeaseLost` on its next call and stops, which is the fencing the token exists for.
+    """
+    now = store.clock()
+    match = "lease_worker LIKE ?" if prefix else "lease_worker = ?"
+    name = worker + "%" if prefix else worker
+    with store.transaction() as tx:
+        rows = tx.all(
+            f"SELECT id, lease_worker FROM items WHERE project = ? AND {match} "
+            "AND lease_expires IS NOT NULL AND lease_expires >= ?",
+            (project, name, now),
+        )
+        if prefix:  # LIKE is only a coarse filter: keep exact prefix matches
+            rows = [row for row in rows if str(row[1]).startswith(worker)]
+        ids = tuple(str(row[0]) for row in rows)
+        holders = {str(row[0]): str(row[1]) for row in rows}
+        for item_id in ids:
+            tx.execute(
+                "UPDATE items SET lease_expires = ? WHERE project = ? AND id = ?",
+                (now - 0.001, project, item_id),
+            )
+            tx.append_event(project, item_id, LeaseReclaimed(worker=holders[item_id], by=worker))
+    return ids

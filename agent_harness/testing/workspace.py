@@ -1,0 +1,147 @@
+"""An in-memory git for tests that must not start a process: real directories, remembered commits.
+
+`MemoryWorkspace` implements the pipeline's `Workspace` protocol. Each item's worktree is a real
+directory (so an implementer can write files into it), but a commit is a snapshot of its files
+kept in memory under a made-up sha, and a push only records the branch and its head. The same
+guard as the real one refuses the default branch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent_harness.git.worktrees import (
+    DefaultBranchGuard,
+    Worktree,
+    WorktreeError,
+    branch_name,
+    guard_refspec,
+)
+
+Snapshot = dict[str, bytes]
+
+
+@dataclass
+class _Branch:
+    base: str
+    commits: list[str] = field(default_factory=list)
+
+    @property
+    def head(self) -> str:
+        return self.commits[-1] if self.commits else self.base
+
+
+class MemoryWorkspace:
+    """A repository whose default branch holds `files`, with item worktrees under `root`."""
+
+    def __init__(self, root: Path, files: Snapshot | None = None, default: str = "main") -> None:
+        self.root = Path(root)
+        self._default = default
+        self._snapshots: dict[str, Snapshot] = {}
+        self.main_sha = self._store(dict(files or {"README.md": b"a project\n"}))
+        self._branches: dict[str, _Branch] = {}
+        self.pushed: dict[str, str] = {}  # branch -> the head it was pushed at
+        self.dirty_default = False  # set by a test to make check_clean_default refuse
+
+    def _store(self, snapshot: Snapshot) -> str:
+        digest = hashlib.sha1(repr(sorted(snapshot.items())).encode()).hexdigest()
+        self._snapshots[digest] = dict(snapshot)
+        return digest
+
+    def default_branch(self) -> str:
+        return self._default
+
+    def set_default_branch(self, name: str) -> None:
+        self._default = name
+
+    def check_clean_default(self) -> None:
+        if self.dirty_default:
+            raise WorktreeError(f"the default branch {self._default} has uncommitted changes")
+
+    def prepare(self, item_id: str, title: str, namespace: str = "") -> Worktree:
+        branch = branch_name(item_id, title, namespace)
+        path = self.root / "worktrees" / (f"{namespace}--{item_id}" if namespace else item_id)
+        reused = branch in self._branches and path.is_dir()
+        state = self._branches.setdefault(branch, _Branch(self.main_sha))
+        if not reused:
+            self._checkout(path, self._snapshots[state.head])
+        return Worktree(item_id, path, branch, state.base, reused)
+
+    def _checkout(self, path: Path, snapshot: Snapshot) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        for old in self._files(path):
+            (path / old).unlink()
+        for name, data in snapshot.items():
+            target = path / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+
+    @staticmethod
+    def _files(path: Path) -> list[str]:
+        return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+
+    def _read(self, tree: Worktree) -> Snapshot:
+        return {name: (tree.path / name).read_bytes() for name in self._files(tree.path)}
+
+    def verify_branch(self, tree: Worktree) -> None:
+        if not tree.path.is_dir():
+            raise WorktreeError(f"the agent deleted its worktree {tree.path}")
+        if tree.branch == self._default:
+            raise DefaultBranchGuard(f"refusing to work on the default branch {tree.branch}")
+
+    def commit_all(self, tree: Worktree, message: str) -> str | None:
+        state = self._branches[tree.branch]
+        snapshot = self._read(tree)
+        if snapshot == self._snapshots[state.head]:
+            return None
+        sha = self._store(snapshot)
+        state.commits.append(sha)
+        return sha
+
+    def head(self, tree: Worktree) -> str:
+        return self._branches[tree.branch].head
+
+    def has_uncommitted(self, tree: Worktree) -> bool:
+        return self._read(tree) != self._snapshots[self.head(tree)]
+
+    def diff(self, tree: Worktree) -> str:
+        return _unified(self._snapshots[tree.base_sha], self._read(tree), context=3)
+
+    def committed_diff(self, tree: Worktree) -> str:
+        head = self._snapshots[self.head(tree)]
+        return _unified(self._snapshots[tree.base_sha], head, context=0)
+
+    def changed_paths(self, tree: Worktree) -> list[str]:
+        base, now = self._snapshots[tree.base_sha], self._read(tree)
+        return sorted(name for name in set(base) | set(now) if base.get(name) != now.get(name))
+
+    def push(self, tree: Worktree) -> None:
+        refspec = f"refs/heads/{tree.branch}:refs/heads/{tree.branch}"
+        guard_refspec(refspec, self._default)
+        self.pushed[tree.branch] = self.head(tree)
+
+    def files_at(self, sha: str) -> Snapshot:
+        """What a commit holds (for assertions)."""
+        return dict(self._snapshots[sha])
+
+
+def _unified(before: Snapshot, after: Snapshot, *, context: int) -> str:
+    out: list[str] = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        if old == new:
+            continue
+        a = (old or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        b = (new or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        out.append(f"diff --git a/{name} b/{name}\n")
+        out += difflib.unified_diff(
+            a,
+            b,
+            fromfile=f"a/{name}" if old is not None else "/dev/null",
+            tofile=f"b/{name}" if new is not None else "/dev/null",
+            n=context,
+        )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in out)

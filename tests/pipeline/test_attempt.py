@@ -1,0 +1,165 @@
+"""One attempt, stage by stage, over fakes: each way it can end, and what it skips on resume."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_harness.implement.protocol import ImplementResult
+from agent_harness.models.client import EndpointParked
+from agent_harness.pipeline.attempt import Attempt
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.queue import leases
+from agent_harness.store.events import ChecksPassed, PullOpened, Reviewed
+from agent_harness.testing.scripted import (
+    ScriptedImplementer,
+    ScriptedReviewer,
+    Step,
+    failed,
+    verdict,
+)
+
+from .conftest import PLAN, Rig
+
+pytestmark = pytest.mark.unit
+
+
+def attempt(rig: Rig) -> Attempt:
+    plan, lease = rig.claim()
+    return Attempt(rig.parts(), plan.item("T1"), lease)
+
+
+def test_a_good_change_goes_from_agent_to_pull_request(rig: Rig) -> None:
+    attempt(rig).run()
+    assert rig.state().state == "pr_open"
+    assert rig.kinds() == [
+        "enqueued", "claimed", "worktree", "agent_started", "agent_finished",
+        "advanced", "check", "check", "checks_passed", "advanced", "review", "pushed",
+        "pr_opened", "completed",
+    ]  # fmt: skip
+    assert rig.checks.runs == [["pytest -q", "python -m unittest"]]  # the item's own check too
+    [pull] = rig.tracker.pulls.values()
+    assert pull.head_ref == "agent-harness/T1-count-words" and pull.base_ref == "main"
+    assert "approved by other" in pull.body and "| `pytest -q` | passed |" in pull.body
+    assert rig.workspace is not None and rig.workspace.pushed == {
+        pull.head_ref: pull.head_sha or rig.workspace.pushed[pull.head_ref]
+    }
+    assert [kind for kind, _item, _payload in rig.heard][:1] == ["attempt"]
+
+
+def test_a_failing_check_goes_back_with_its_output_and_no_review(rig: Rig) -> None:
+    rig.checks.outcomes["pytest -q"] = [failed("pytest -q", "E   assert 1 == 2")]
+    attempt(rig).run()
+    record = rig.state()
+    assert (record.state, record.attempts) == ("pending", 1)
+    assert record.reason == "check `pytest -q` failed (exit 1)"
+    assert rig.reviewer.prompts == []
+    feedback = rig.store.all_events(project="octo/app:PLAN", item="T1")[-3].payload
+    assert feedback.as_dict()["detail"] == "E   assert 1 == 2"
+
+
+@pytest.mark.parametrize(("permanent", "state"), [(False, "pending"), (True, "failed")])
+def test_a_reviewer_s_no_is_feedback_and_permanent_means_failed(
+    rig: Rig, permanent: bool, state: str
+) -> None:
+    rig.reviewer = ScriptedReviewer([verdict(False, "words.py has no tests", permanent=permanent)])
+    attempt(rig).run()
+    assert rig.state().state == state
+    assert rig.state().reason == "review: words.py has no tests"
+    assert rig.tracker.pulls == {}
+
+
+def test_an_agent_that_changes_nothing_fails_the_attempt(rig: Rig) -> None:
+    rig.implementer = ScriptedImplementer([Step()])
+    attempt(rig).run()
+    assert rig.state().state == "pending"
+    assert rig.state().reason == "the agent finished but changed nothing (exited 0)"
+    assert rig.checks.runs == []
+
+
+def test_a_spent_window_waits_with_the_attempt_refunded(rig: Rig) -> None:
+    limited = ImplementResult(
+        ok=False, state="rate_limited", reason="usage limit", wait_until=rig.clock() + 3600
+    )
+    rig.implementer = ScriptedImplementer([Step(result=limited)])
+    attempt(rig).run()
+    record = rig.state()
+    assert (record.state, record.attempts, record.not_before) == (
+        "waiting",
+        0,
+        rig.clock() + 3600,
+    )
+    assert rig.store.parked("agent:scripted") is not None
+
+
+def test_a_protected_path_stops_the_item_before_any_check(rig: Rig) -> None:
+    rig.implementer = ScriptedImplementer([Step(files={".github/workflows/ci.yml": "on: push\n"})])
+    attempt(rig).run()
+    assert rig.state().state == "failed"
+    assert "touches protected path .github/workflows/ci.yml" in (rig.state().reason or "")
+    assert rig.checks.runs == [] and rig.reviewer.prompts == []
+
+
+def test_a_secret_in_the_change_stops_it_before_the_reviewer_sees_it(rig: Rig) -> None:
+    rig.env["ANTHROPIC_API_KEY"] = "sk-ant-api03-" + "z" * 40
+    rig.implementer = ScriptedImplementer(
+        [Step(files={"conf.py": f"KEY = '{rig.env['ANTHROPIC_API_KEY']}'\n"})]
+    )
+    attempt(rig).run()
+    assert rig.state().state == "failed"
+    assert "conf.py:1 holds the value of ANTHROPIC_API_KEY" in (rig.state().reason or "")
+    assert rig.reviewer.prompts == [] and rig.workspace is not None and rig.workspace.pushed == {}
+
+
+def test_an_item_over_its_budget_fails_before_its_change_is_used(rig: Rig) -> None:
+    rig.settings.item_cost_usd = 1.0
+    costly = ImplementResult(ok=True, state="done", reason="exited 0", cost_usd=1.5)
+    rig.implementer = ScriptedImplementer([Step(files={"x.py": "x\n"}, result=costly)])
+    attempt(rig).run()
+    assert rig.state().state == "failed"
+    assert rig.state().reason == ("item cost budget spent: $1.50 of $1.00 (budgets.item_cost_usd)")
+
+
+def test_a_parked_reviewer_keeps_the_checked_commit_and_refunds_the_attempt(rig: Rig) -> None:
+    until = rig.clock() + 600
+    rig.reviewer = ScriptedReviewer([EndpointParked("https://api", until, "window spent")])
+    attempt(rig).run()
+    record = rig.state()
+    assert (record.state, record.attempts, record.not_before) == ("waiting", 0, until)
+    # The next attempt goes straight to review: the agent is not paid again.
+    rig.clock.advance(601)
+    rig.reviewer = ScriptedReviewer([verdict(True)])
+    rig.implementer.calls.clear()
+    lease = leases.claim_next(rig.store, "octo/app:PLAN", "w2", 60.0)
+    assert lease is not None
+    Attempt(rig.parts(), parse_plan(PLAN).item("T1"), lease).run()
+    assert rig.implementer.calls == []
+    assert rig.state().state == "pr_open"
+    assert "resumed" in rig.kinds()
+
+
+def test_an_approved_commit_is_delivered_again_without_agent_or_review(rig: Rig) -> None:
+    plan, lease = rig.claim()
+    parts = rig.parts()
+    assert rig.workspace is not None
+    tree = rig.workspace.prepare("T1", "Count words")
+    (tree.path / "words.py").write_text("N = 1\n")
+    sha = rig.workspace.commit_all(tree, "T1")
+    assert sha is not None
+    parts.emit("T1", ChecksPassed(sha=sha))
+    parts.emit("T1", Reviewed(approved=True, sha=sha, vendor="other"))
+    rig.reviewer = ScriptedReviewer([])
+    Attempt(rig.parts(), plan.item("T1"), lease).run()
+    assert rig.implementer.calls == [] and rig.checks.runs == []
+    assert rig.state().state == "pr_open"
+    events = rig.store.all_events(project="octo/app:PLAN", item="T1")
+    assert isinstance(events[-2].payload, PullOpened)
+    assert "resumed" in rig.kinds()
+
+
+def test_an_open_pull_request_of_the_branch_is_updated_not_opened_twice(rig: Rig) -> None:
+    first = rig.tracker.create_pull("old title", "old", "agent-harness/T1-count-words", "main")
+    attempt(rig).run()
+    assert list(rig.tracker.pulls) == [first.number]
+    assert rig.tracker.pulls[first.number].title == "T1: Count words"
+    opened = rig.store.all_events(project="octo/app:PLAN", item="T1")[-2].payload
+    assert isinstance(opened, PullOpened) and opened.reused

@@ -1,0 +1,95 @@
+"""Resume from events: what a killed run may skip, read from the item's history alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_harness.pipeline.budgets import RunBudget, item_over_budget
+from agent_harness.pipeline.history import ItemHistory, known_cost
+from agent_harness.store.events import (
+    AgentFinished,
+    AgentStarted,
+    AgentStateChanged,
+    ChecksPassed,
+    Claimed,
+    FeedbackGiven,
+    Outcome,
+    Reviewed,
+)
+
+from .conftest import Rig
+
+pytestmark = pytest.mark.unit
+
+
+def test_an_approval_stands_until_something_newer_speaks_about_the_item() -> None:
+    history = ItemHistory([ChecksPassed(sha="a1"), Reviewed(approved=True, sha="a1")])
+    approval = history.approval()
+    assert approval is not None and approval.sha == "a1"
+    history.record(FeedbackGiven(source="review", summary="a person asked for more"))
+    assert history.approval() is None
+    history.record(Reviewed(approved=True, sha="b2"))
+    history.record(Outcome(from_="pr_open", to="reverted"))
+    assert history.approval() is None  # a revert re-queues the item afresh
+
+
+def test_a_checked_commit_waits_for_review_until_a_verdict_or_feedback() -> None:
+    history = ItemHistory([ChecksPassed(sha="c3")])
+    assert history.checked_sha() == "c3"
+    history.record(Reviewed(approved=False, sha="c3"))
+    assert history.checked_sha() is None
+
+
+def test_an_ingested_approval_is_never_trusted(rig: Rig) -> None:
+    project = "octo/app:PLAN"
+    rig.store.record_outside_event(
+        project, "T1", "review", {"approved": True, "sha": "evil"}, external_id="file:1"
+    )
+    history = ItemHistory.read(rig.store, project, "T1")
+    assert history.approval() is None and history.spent_usd() is None
+    rig.store.append_event(project, "T1", Reviewed(approved=True, sha="good", cost_usd=0.25))
+    history = ItemHistory.read(rig.store, project, "T1")
+    approval = history.approval()
+    assert approval is not None and approval.sha == "good" and history.spent_usd() == 0.25
+
+
+def test_feedback_comes_back_for_the_next_prompt() -> None:
+    history = ItemHistory([FeedbackGiven(source="checks", summary="check failed", detail="E x")])
+    feedback = history.feedback()
+    assert feedback is not None
+    assert (feedback.kind, feedback.summary, feedback.detail) == ("checks", "check failed", "E x")
+
+
+def test_unknown_cost_is_none_never_zero_and_known_costs_add_up() -> None:
+    unknown = AgentFinished(ok=True, state="done")
+    assert known_cost([unknown, Reviewed(approved=True)]) is None
+    assert known_cost([unknown, AgentFinished(ok=True, state="done", cost_usd=0.5),
+                       Reviewed(approved=True, cost_usd=0.25)]) == 0.75  # fmt: skip
+    history = ItemHistory([AgentFinished(ok=True, state="done", cost_usd=2.0)])
+    assert item_over_budget(history, 1.0) == (
+        "item cost budget spent: $2.00 of $1.00 (budgets.item_cost_usd)"
+    )
+    assert item_over_budget(history, 5.0) is None and item_over_budget(history, None) is None
+    assert item_over_budget(ItemHistory([unknown]), 0.0) is None
+
+
+def test_what_a_claimed_item_is_doing_reads_from_its_latest_events() -> None:
+    history = ItemHistory([Claimed(worker="w", attempt=1, token=1, expires_at=1.0)])
+    assert history.activity() == "claimed"
+
+    history.record(AgentStarted(implementer="x", session="s", attempt=1))
+    assert history.activity() == "agent running"
+    history.record(AgentStateChanged(state="waiting_for_input", detail="Proceed? [y/N]"))
+    assert history.activity() == "waiting for input: attach to answer"
+
+
+def test_the_run_budget_trips_once_the_reported_spend_reaches_it(rig: Rig) -> None:
+    budget = RunBudget(rig.store, "octo/app:PLAN", 1.0)
+    assert not budget.check() and budget.spent_usd() is None
+    rig.store.append_event(
+        "octo/app:PLAN", "T1", AgentFinished(ok=True, state="done", cost_usd=0.6)
+    )
+    assert not budget.check()
+    rig.store.append_event("octo/app:PLAN", "T2", Reviewed(approved=True, cost_usd=0.4))
+    assert budget.check() and budget.spent
+    assert not RunBudget(rig.store, "octo/app:PLAN", None).check()

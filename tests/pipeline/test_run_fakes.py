@@ -1,0 +1,85 @@
+"""A whole run over fakes: setup refusals, the queue worked to its end, dependencies honoured."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_harness.pipeline.run import Pipeline
+from agent_harness.pipeline.settings import RunRefused
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.testing.scripted import ScriptedReviewer, verdict
+
+from .conftest import Rig
+
+pytestmark = pytest.mark.unit
+
+TWO = "### T1: Count words\n\n### T2: Count lines\ndepends on: T1\n"
+
+
+def pipeline(rig: Rig, plan: str = TWO) -> Pipeline:
+    parts = rig.parts()
+    rig.settings.reconcile = False
+    rig.settings.idle_poll_s = 0.01
+    rig.settings.worker_prefix = "test"
+    return Pipeline(
+        plan=parse_plan(plan),
+        plan_key="PLAN",
+        tracker=rig.tracker,
+        store=rig.store,
+        repo=parts.repo,
+        implementer=rig.implementer,
+        reviewer=rig.reviewer,
+        settings=rig.settings,
+        state_dir=rig.tmp / "state",
+        env=rig.env,
+        clock=rig.clock,
+        check_runner=rig.checks,
+    )
+
+
+def test_items_become_issues_then_pull_requests_and_a_dependent_waits(rig: Rig) -> None:
+    rig.reviewer = ScriptedReviewer([verdict(True), verdict(True)])
+    report = pipeline(rig).run()
+    by_id = {item.id: item for item in report.items}
+    assert by_id["T1"].state == "pr_open" and by_id["T1"].pr_number is not None
+    # T2 depends on T1, which is not merged yet: it waits, and the report says why.
+    assert by_id["T2"].state == "pending"
+    assert by_id["T2"].reason == "waits for T1 (pr_open) to be merged"
+    titles = sorted(issue.title for issue in rig.tracker.issues.values())
+    assert titles == ["T1: Count words", "T2: Count lines"]
+    pull = rig.tracker.pulls[by_id["T1"].pr_number]
+    assert (
+        f"Closes #{next(i.number for i in rig.tracker.issues.values() if i.title.startswith('T1'))}"
+        in pull.body
+    )
+
+
+def test_an_archived_repository_is_refused_before_any_work(rig: Rig) -> None:
+    rig.tracker.info = rig.tracker.info.__class__(
+        rig.tracker.repo, "main", rig.tracker.info.clone_url, archived=True
+    )
+    with pytest.raises(RunRefused, match="is archived"):
+        pipeline(rig).run()
+    assert rig.implementer.calls == []
+
+
+def test_a_reviewer_of_the_implementers_vendor_is_refused(rig: Rig) -> None:
+    from agent_harness.review.verdict import SameVendorRefused
+
+    rig.reviewer = ScriptedReviewer([], vendor=rig.implementer.vendor)
+    with pytest.raises(SameVendorRefused):
+        pipeline(rig).check_setup()
+
+
+def test_a_spent_run_budget_gives_the_next_items_back_unspent(rig: Rig) -> None:
+    from agent_harness.implement.protocol import ImplementResult
+    from agent_harness.testing.scripted import ScriptedImplementer, Step
+
+    done = ImplementResult(ok=True, state="done", reason="exited 0", cost_usd=5.0)
+    rig.implementer = ScriptedImplementer([Step(files={"a.py": "a\n"}, result=done)])
+    rig.settings.run_cost_usd = 1.0
+    report = pipeline(rig, "### T1: One\n\n### T2: Two\n").run()
+    by_id = {item.id: item for item in report.items}
+    assert report.stopped_by_budget and report.cost_usd == 5.0
+    assert by_id["T1"].state == "pr_open"
+    assert (by_id["T2"].state, by_id["T2"].attempts) in {("pending", 0), ("waiting", 0)}

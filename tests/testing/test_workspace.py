@@ -1,0 +1,94 @@
+"""The in-memory workspace behaves as the real one does, on the questions the pipeline asks.
+
+The same contract runs against `WorkRepo` on real git (integration) and `MemoryWorkspace`
+(unit), so the fake cannot drift from what it stands in for.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agent_harness.git.workspace import Workspace
+from agent_harness.git.worktrees import DefaultBranchGuard, WorkRepo, Worktree
+from agent_harness.testing.workspace import MemoryWorkspace
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+def real(tmp: Path) -> Workspace:
+    bare, seed, work = tmp / "origin.git", tmp / "seed", tmp / "work"
+    _git(tmp, "init", "-q", "--bare", "--initial-branch=main", str(bare))
+    _git(tmp, "init", "-q", "--initial-branch=main", str(seed))
+    (seed / "README.md").write_text("a project\n")
+    _git(seed, "add", "-A")
+    _git(seed, "commit", "-qm", "first")
+    _git(seed, "push", "-q", str(bare), "main")
+    _git(tmp, "clone", "-q", str(bare), str(work))
+    return WorkRepo(work, tmp / "state")
+
+
+def memory(tmp: Path) -> Workspace:
+    return MemoryWorkspace(tmp / "state", {"README.md": b"a project\n"})
+
+
+KINDS = [
+    pytest.param(real, marks=pytest.mark.integration, id="git"),
+    pytest.param(memory, marks=pytest.mark.unit, id="memory"),
+]
+
+
+@pytest.fixture(params=KINDS)
+def space(request: pytest.FixtureRequest, tmp_path: Path) -> Workspace:
+    make: Callable[[Path], Workspace] = request.param
+    workspace = make(tmp_path)
+    workspace.set_default_branch("main")
+    return workspace
+
+
+def test_a_worktree_starts_from_the_default_branch_on_its_own(space: Workspace) -> None:
+    tree = space.prepare("T1", "Count words")
+    assert tree.branch == "agent-harness/T1-count-words" and not tree.reused
+    assert (tree.path / "README.md").read_text() == "a project\n"
+    assert space.head(tree) == tree.base_sha and not space.has_uncommitted(tree)
+    assert space.commit_all(tree, "nothing") is None
+
+
+def test_a_change_is_committed_diffed_and_listed(space: Workspace) -> None:
+    tree = space.prepare("T1", "Count words")
+    (tree.path / "words.py").write_text("def count():\n    return 1\n")
+    assert space.has_uncommitted(tree)
+    assert space.changed_paths(tree) == ["words.py"]
+    assert "+def count():" in space.diff(tree)
+    sha = space.commit_all(tree, "T1: Count words")
+    assert sha is not None and sha != tree.base_sha and space.head(tree) == sha
+    added = [line for line in space.committed_diff(tree).splitlines() if line.startswith("+")]
+    assert added[-2:] == ["+def count():", "+    return 1"]
+    again = space.prepare("T1", "Count words")
+    assert again.reused and space.head(again) == sha  # the commit is never lost
+
+
+def test_the_push_guard_refuses_the_default_branch(space: Workspace) -> None:
+    tree = space.prepare("T1", "Count words")
+    (tree.path / "x.txt").write_text("x\n")
+    space.commit_all(tree, "x")
+    space.push(tree)
+    sneaky = Worktree("T1", tree.path, "main", tree.base_sha)
+    with pytest.raises(DefaultBranchGuard):
+        space.push(sneaky)
+
+
+def test_two_plans_get_separate_branches(space: Workspace) -> None:
+    first = space.prepare("T1", "Count words")
+    other = space.prepare("T1", "Count words", namespace="docs")
+    assert first.branch != other.branch and first.path != other.path
