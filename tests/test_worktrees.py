@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -147,38 +149,31 @@ def test_nothing_to_commit_is_none_in_any_locale(
     assert repo.commit_all(tree, "T1: something") == repo.head(tree)
 
 
-def test_a_commit_git_refuses_for_another_reason_is_an_error_in_git_s_words(
-    clone: Path,
+@pytest.mark.parametrize(
+    ("action", "words"),
+    [
+        # A commit refused for a reason other than "nothing to commit" is not swallowed.
+        ("commit", "git commit --quiet failed in {path}: Aborting commit due to empty commit"),
+        ("diff", "git diff --no-color failed in {path}: ambiguous argument 'no-such-commit'"),
+    ],
+)
+def test_a_git_failure_is_a_worktree_error_naming_command_place_and_reason(
+    clone: Path, action: str, words: str
 ) -> None:
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")
     (tree.path / "f.txt").write_text("x\n")
     with pytest.raises(WorktreeError) as failed:
-        repo.commit_all(tree, "")
-    assert failed.value.message == (
-        f"git commit --quiet failed in {tree.path}: Aborting commit due to empty commit message."
-    )
-
-
-def test_a_git_failure_is_a_worktree_error_naming_command_place_and_reason(
-    clone: Path,
-) -> None:
-    from dataclasses import replace
-
-    repo = WorkRepo(clone, clone.parent / "state")
-    tree = repo.prepare("T1", "x")
-    with pytest.raises(WorktreeError) as failed:
-        repo.committed_diff(replace(tree, base_sha="no-such-commit"))
-    assert failed.value.message.startswith(
-        f"git diff --no-color failed in {tree.path}: ambiguous argument 'no-such-commit'"
-    )
+        if action == "commit":
+            repo.commit_all(tree, "")
+        else:
+            repo.committed_diff(replace(tree, base_sha="no-such-commit"))
+    assert failed.value.message.startswith(words.format(path=tree.path))
 
 
 def test_a_deleted_worktree_is_an_error_not_a_question_put_to_another_repository(
     clone: Path,
 ) -> None:
-    import shutil
-
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")
     shutil.rmtree(tree.path)
