@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -132,3 +134,48 @@ def test_an_edited_title_keeps_the_items_branch(clone: Path) -> None:
     assert again.branch == first.branch == "agent-harness/T1-count-words"
     assert (again.path / "f.txt").exists()
     assert repo.prepare("T10", "Other").branch == "agent-harness/T10-other"
+
+
+def test_nothing_to_commit_is_none_in_any_locale(
+    clone: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # git translates "nothing to commit"; the harness must still recognise it.
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("LANGUAGE", "de")
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    assert repo.commit_all(tree, "T1: nothing") is None
+    (tree.path / "f.txt").write_text("x\n")
+    assert repo.commit_all(tree, "T1: something") == repo.head(tree)
+
+
+@pytest.mark.parametrize(
+    ("action", "words"),
+    [
+        # A commit refused for a reason other than "nothing to commit" is not swallowed.
+        ("commit", "git commit --quiet failed in {path}: Aborting commit due to empty commit"),
+        ("diff", "git diff --no-color failed in {path}: ambiguous argument 'no-such-commit'"),
+    ],
+)
+def test_a_git_failure_is_a_worktree_error_naming_command_place_and_reason(
+    clone: Path, action: str, words: str
+) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "f.txt").write_text("x\n")
+    with pytest.raises(WorktreeError) as failed:
+        if action == "commit":
+            repo.commit_all(tree, "")
+        else:
+            repo.committed_diff(replace(tree, base_sha="no-such-commit"))
+    assert failed.value.message.startswith(words.format(path=tree.path))
+
+
+def test_a_deleted_worktree_is_an_error_not_a_question_put_to_another_repository(
+    clone: Path,
+) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    shutil.rmtree(tree.path)
+    with pytest.raises(WorktreeError, match="no such directory"):
+        repo.has_uncommitted(tree)

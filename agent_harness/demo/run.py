@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 
 from agent_harness.demo.rules import review_rules
 from agent_harness.errors import HarnessError
+from agent_harness.git.runner import GitError, run_git
 from agent_harness.pipeline.report import RunReport
 from agent_harness.pipeline.settings import Observer
 from agent_harness.plan.backlog import load_plan
@@ -92,15 +92,10 @@ def prepare_workdir(workdir: Path) -> None:
 
 
 def _git(cwd: Path, *args: str) -> None:
-    done = subprocess.run(
-        ["git", "-c", "user.name=demo", "-c", "user.email=demo@localhost", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise HarnessError(f"demo: git {args[0]} failed: {last}")
+    try:
+        run_git(cwd, "-c", "user.name=demo", "-c", "user.email=demo@localhost", *args)
+    except GitError as exc:
+        raise HarnessError(f"demo: {exc.message}") from exc
 
 
 def seed_repository(project: Path, clone_url: str, work: Path) -> None:

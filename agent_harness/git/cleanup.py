@@ -8,12 +8,11 @@ a remote-tracking ref (or is exactly the head of the pull request the tracker sa
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_harness.git.worktrees import WorkRepo, WorktreeError
+from agent_harness.git.worktrees import WorkRepo, WorktreeError, repo_git
 
 FINISHED = frozenset({"merged", "closed"})
 
@@ -58,18 +57,8 @@ class PruneReport:
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> str:
-    try:
-        done = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=120
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise WorktreeError(f"git {args[0]} could not run in {cwd}: {exc}") from None
-    if check and done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()
-        raise WorktreeError(
-            f"git {' '.join(args[:2])} failed in {cwd}: {detail[-1] if detail else 'error'}"
-        )
-    return done.stdout.strip()
+    # A listing or a removal is quick: two minutes is already a hung git.
+    return repo_git(cwd, *args, check=check, timeout_s=120.0).stdout.strip()
 
 
 def disk_size(path: Path) -> int:

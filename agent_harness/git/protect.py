@@ -8,12 +8,12 @@ tree and untracked files included, so nothing the agent left uncommitted slips p
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
 from agent_harness.errors import HarnessError
+from agent_harness.git.runner import GitError, run_git
 
 
 class ChangedPathsUnknown(HarnessError):
@@ -41,21 +41,18 @@ def changed_paths(worktree: Path, base: str) -> list[str]:
 
 def _git(worktree: Path, base: str, args: list[str]) -> str:
     try:
-        done = subprocess.run(
-            ["git", "-c", "core.quotePath=false", *args],
-            cwd=worktree,
-            capture_output=True,
-            check=False,
+        done = run_git(
+            worktree, "-c", "core.quotePath=false", *args, check=False, errors="surrogateescape"
         )
-    except OSError as exc:
-        raise ChangedPathsUnknown(worktree, base, f"cannot run git: {exc.strerror}") from exc
-    if done.returncode != 0:
-        lines = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+    except GitError as exc:  # git could not run, or ran out of time
+        raise ChangedPathsUnknown(worktree, base, exc.message) from exc
+    if not done.ok:
+        lines = done.stderr.strip().splitlines()
         # git may warn before it fails; the "fatal:" line is the one that explains.
         fatal = [line.removeprefix("fatal: ") for line in lines if line.startswith("fatal:")]
         detail = (fatal or lines or [f"git exited {done.returncode}"])[0]
         raise ChangedPathsUnknown(worktree, base, detail)
-    return done.stdout.decode("utf-8", errors="surrogateescape")
+    return done.stdout
 
 
 def protection_violations(

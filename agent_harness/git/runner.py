@@ -1,10 +1,11 @@
 """The one way harness code runs git: a checked result, a timeout, and never a prompt.
 
 Every git call in the harness goes through `run_git`. A failure raises `GitError` naming the
-command, the directory and git's own explanation (its `fatal:` line); a call that outlives its
-timeout is killed with everything it started; and git is told never to ask for credentials,
-because a prompt nobody answers would hold a worker for ever. (A plain subprocess call: the
-GitPython layer could neither feed `git apply` its patch on stdin nor give git's own words.)
+command, the directory and git's own explanation (its `fatal:` line, in English whatever the
+user's locale, since callers read git's words); a call that outlives its timeout is killed with
+everything it started; and git is told never to ask for credentials, because a prompt nobody
+answers would hold a worker for ever. (A plain subprocess call: the GitPython layer could
+neither feed `git apply` its patch on stdin nor give git's own words.)
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from agent_harness.errors import HarnessError
 GIT_TIMEOUT_S = 600.0
 # A credential prompt would hang a worker for ever: git (and ssh under it) must fail instead.
 NO_PROMPT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
+# Callers match git's messages ("fatal:", "nothing to commit"): a translation would hide them.
+ENGLISH = {"LANGUAGE": "C", "LC_ALL": "C"}
 
 
 class GitError(HarnessError):
@@ -35,7 +38,7 @@ class GitError(HarnessError):
 
 @dataclass(frozen=True)
 class GitResult:
-    """What one git command did. `stdout` keeps its bytes when asked for as bytes."""
+    """What one git command did: its exit status, its output and its messages, decoded."""
 
     returncode: int
     stdout: str
@@ -60,10 +63,11 @@ def run_git(
     With `check` (the default) a non-zero exit raises `GitError`; without it the caller reads
     `returncode`. A timeout always raises: half a git command is never an answer. `env` adds to
     (and may override) the process environment, which holds no credentials (see
-    `agent_harness.secrets.process`). Output is decoded as UTF-8 with `errors`.
+    `agent_harness.secrets.process`). Output is decoded as UTF-8 with `errors`; git's messages
+    always with "replace", because they end up in an error that must print.
     """
     command = ("git", *args)
-    full_env = {**os.environ, **NO_PROMPT, **(env or {})}
+    full_env = {**os.environ, **ENGLISH, **NO_PROMPT, **(env or {})}
     data = input.encode("utf-8") if isinstance(input, str) else input
     try:
         process = subprocess.Popen(
@@ -90,13 +94,11 @@ def run_git(
         raise GitError(
             f"git {_short(args)} timed out after {timeout_s:g} s in {cwd}", args=args
         ) from None
-    result = GitResult(process.returncode, out.decode("utf-8", errors), err.decode("utf-8", errors))
+    result = GitResult(
+        process.returncode, out.decode("utf-8", errors), err.decode("utf-8", "replace")
+    )
     if check and not result.ok:
-        raise GitError(
-            f"git {_short(args)} failed in {cwd}: {explain(result)}",
-            args=args,
-            returncode=result.returncode,
-        )
+        raise failure(cwd, args, result)
     return result
 
 
@@ -104,6 +106,16 @@ def git(cwd: Path | str, *args: str, **options: object) -> str:
     """`run_git(...)`'s output with the trailing newline removed; raises on any failure."""
     result = run_git(cwd, *args, **options)  # type: ignore[arg-type]
     return result.stdout.rstrip("\n")
+
+
+def failure(cwd: Path | str, args: tuple[str, ...], result: GitResult) -> GitError:
+    """The `GitError` for a failed result, for a caller that ran with `check=False` and found
+    the failure was not one it expected (the same words `run_git` would have used)."""
+    return GitError(
+        f"git {_short(args)} failed in {cwd}: {explain(result)}",
+        args=args,
+        returncode=result.returncode,
+    )
 
 
 def explain(result: GitResult) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_harness.errors import HarnessError
+from agent_harness.git import runner
 from agent_harness.git.protect import changed_paths
 
 BRANCH_PREFIX = "agent-harness/"
@@ -54,26 +55,27 @@ def branch_name(item_id: str, title: str, namespace: str = "") -> str:
     return f"{BRANCH_PREFIX}{space}{_clean(item_id)}-{slugify(title)}"
 
 
-GIT_TIMEOUT_S = 600.0
-# A credential prompt would hang a worker for ever: git must fail instead of asking.
-_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
+GIT_TIMEOUT_S = runner.GIT_TIMEOUT_S  # the longest any one git command here may take
+
+
+def repo_git(
+    cwd: Path, *args: str, check: bool = True, timeout_s: float = GIT_TIMEOUT_S
+) -> runner.GitResult:
+    """`run_git` for work repositories and their worktrees: a failure is a `WorktreeError`.
+
+    Output is decoded with "surrogateescape", so a file name that is not UTF-8 survives the
+    round trip back to the file system."""
+    try:
+        return runner.run_git(
+            cwd, *args, check=check, timeout_s=timeout_s, errors="surrogateescape"
+        )
+    except runner.GitError as exc:
+        raise WorktreeError(exc.message) from exc
 
 
 def _git(repo_dir: Path, *args: str) -> str:
-    import git
-
-    try:
-        return str(
-            git.Git(str(repo_dir)).execute(
-                ["git", *args], env=_GIT_ENV, kill_after_timeout=GIT_TIMEOUT_S
-            )
-        )
-    except git.GitCommandError as exc:
-        detail = (exc.stderr or exc.stdout or "").strip().splitlines()
-        last = detail[-1].strip().removeprefix("stderr: ").strip("'") if detail else str(exc)
-        raise WorktreeError(f"git {' '.join(args[:2])} failed in {repo_dir}: {last}") from None
-    except git.GitCommandNotFound:
-        raise WorktreeError("git is not installed (or not on PATH)") from None
+    # Only the final newline goes: a diff whose last line is blank must keep that line.
+    return repo_git(repo_dir, *args).stdout.removesuffix("\n")
 
 
 class WorkRepo:
@@ -276,23 +278,25 @@ class WorkRepo:
     def commit_all(self, tree: Worktree, message: str) -> str | None:
         """Commit whatever the agent left uncommitted; the sha, or None when nothing changed."""
         _git(tree.path, "add", "--all")
-        try:
-            _git(
-                tree.path,
-                "-c",
-                "user.name=agent-harness",
-                "-c",
-                "user.email=agent-harness@localhost",
-                "commit",
-                "--quiet",
-                "--no-verify",
-                "-m",
-                message,
-            )
-        except WorktreeError as exc:
-            if "nothing to commit" in str(exc) or "nothing added to commit" in str(exc):
-                return None  # asking git to commit is cheaper than asking first whether to
-            raise
+        # Asking git to commit is cheaper than asking first whether to; "nothing to commit"
+        # comes back on stdout with exit status 1.
+        args = (
+            "-c",
+            "user.name=agent-harness",
+            "-c",
+            "user.email=agent-harness@localhost",
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "-m",
+            message,
+        )
+        done = repo_git(tree.path, *args, check=False)
+        if not done.ok:
+            said = done.stdout + done.stderr
+            if "nothing to commit" in said or "nothing added to commit" in said:
+                return None
+            raise WorktreeError(runner.failure(tree.path, args, done).message)
         return _git(tree.path, "rev-parse", "HEAD")
 
     def has_uncommitted(self, tree: Worktree) -> bool:

@@ -9,7 +9,6 @@ final `agent_message`), else from the plain output.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_harness.agents.output import final_texts, usage_of
+from agent_harness.git.runner import run_git
 from agent_harness.review.verdict import ReviewReply
 
 if TYPE_CHECKING:
@@ -62,8 +62,9 @@ class CliReviewer:
         scratch = self.state_dir / "reviews" / f"review-{review_id}"
         workspace = scratch / "workspace"
         workspace.mkdir(parents=True, exist_ok=True)
-        # Codex runs only inside a git repository (or with a flag other CLIs lack).
-        subprocess.run(["git", "init", "-q", str(workspace)], capture_output=True, check=False)
+        # Codex runs only inside a git repository (or with a flag other CLIs lack). A workspace
+        # git cannot set up fails the review with git's reason, before any agent is started.
+        run_git(workspace, "init", "-q")
         text = f"{system}\n\n{prompt}\n\nAnswer with the JSON verdict only."
         ran = run_cli_agent(
             self.host,

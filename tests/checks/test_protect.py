@@ -106,6 +106,12 @@ def test_a_directory_that_is_not_a_repository_is_a_harness_error(tmp_path: Path)
         changed_paths(tmp_path, "HEAD")
 
 
+def test_a_worktree_that_is_gone_is_a_harness_error_saying_so(tmp_path: Path) -> None:
+    with pytest.raises(ChangedPathsUnknown) as caught:
+        changed_paths(tmp_path / "gone", "HEAD")
+    assert caught.value.detail == f"cannot run git in {tmp_path / 'gone'}: no such directory"
+
+
 # ------------------------------------------------------------------------------ violations
 
 

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
+from agent_harness.agents.presets import PRESETS
 from agent_harness.errors import HarnessError
+from agent_harness.git.runner import GitError
 from agent_harness.models.client import (
     MemoryParking,
     ModelCallFailed,
@@ -25,6 +27,7 @@ from agent_harness.models.client import (
     UnknownRole,
 )
 from agent_harness.pipeline.checks import CheckResult, CheckRun, run_checks
+from agent_harness.review.agent import CliReviewer
 from agent_harness.review.model import ModelReviewer, route_vendor
 from agent_harness.review.verdict import (
     NO_REASON,
@@ -38,6 +41,7 @@ from agent_harness.review.verdict import (
     parse_verdict,
     review,
 )
+from agent_harness.sessions.headless import HeadlessHost
 from agent_harness.testing.model_server import ModelServer, ScriptedCompletion, ScriptedFailure
 
 KEY = "sk-test-review-0123456789"
@@ -388,3 +392,20 @@ def test_an_openrouter_reviewer_of_the_implementers_maker_is_refused(server: Mod
             check_vendors("anthropic", reviewer.vendor, allow_same_vendor=False)
     finally:
         client.close()
+
+
+def test_a_review_workspace_git_cannot_make_fails_before_any_agent_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A broken global git configuration makes `git init` fail, in git's own words.
+    broken = tmp_path / "gitconfig"
+    broken.write_text("[core\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(broken))
+    sessions = tmp_path / "sessions"
+    reviewer = CliReviewer(HeadlessHost(sessions), PRESETS["codex"], {}, tmp_path / "state")
+    with pytest.raises(GitError) as failed:
+        reviewer.ask("the diff", "review it")
+    assert isinstance(failed.value, HarnessError)  # the pipeline fails the attempt with it
+    assert failed.value.message.startswith("git init -q failed in ")
+    assert failed.value.message.endswith(f"bad config line 1 in file {broken}")
+    assert not sessions.exists()  # no reviewer agent was started

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.git.runner import GitError, git, run_git
+from agent_harness.git.runner import GitError, failure, git, run_git
 
 pytestmark = pytest.mark.integration
 
@@ -94,3 +94,35 @@ def test_a_missing_directory_and_a_missing_git_are_told_apart(tmp_path: Path) ->
     with pytest.raises(GitError, match="git is not installed"):
         git(tmp_path, "status", env={"PATH": str(tmp_path)})
     assert os.environ.get("PATH")  # the caller's environment is untouched
+
+
+def test_git_answers_in_english_whatever_the_callers_locale(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In German git says "Schwerwiegend:" for "fatal:"; callers match git's English words.
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("LANGUAGE", "de")
+    with pytest.raises(GitError) as failed:
+        git(repo, "rev-parse", "--verify", "no-such-ref")
+    assert failed.value.message.endswith(": Needed a single revision")
+    assert git(repo, "-c", "alias.locale=!echo $LC_ALL/$LANGUAGE", "locale") == "C/C"
+
+
+def test_git_s_complaint_is_printable_even_when_output_keeps_raw_bytes(repo: Path) -> None:
+    # A name that is not UTF-8 comes back inside git's complaint about it.
+    result = run_git(repo, "rev-parse", "bad\udcffname", check=False, errors="surrogateescape")
+    assert not result.ok and "bad\ufffdname" in result.stderr
+    result.stderr.encode("utf-8")  # no lone surrogate left to break a print
+
+
+def test_a_caller_expecting_some_failures_raises_the_others_in_the_same_words(
+    repo: Path,
+) -> None:
+    args = ("rev-parse", "--verify", "no-such-ref")
+    result = run_git(repo, *args, check=False)
+    with pytest.raises(GitError) as checked:
+        run_git(repo, *args)
+    raised = failure(repo, args, result)
+    assert raised.message == checked.value.message
+    assert raised.returncode == checked.value.returncode == 128
+    assert raised.git_args == args

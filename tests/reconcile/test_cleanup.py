@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent_harness.git.cleanup import list_worktrees, prune
-from agent_harness.git.worktrees import WorkRepo, Worktree
+import pytest
+
+from agent_harness.git.cleanup import WorktreeInfo, list_worktrees, prune, remove
+from agent_harness.git.worktrees import WorkRepo, Worktree, WorktreeError
 from agent_harness.tracker.reconcile import reconcile
 from agent_harness.tracker.sync import PullMarker
 
@@ -66,3 +68,21 @@ def test_listing_sizes_states_and_prune(scene: Scene) -> None:
     real = prune(repo, list(infos.values()))
     assert [i.item_id for i in real.removed] == ["T1"] and not done.path.exists()
     assert [i.item_id for i in real.kept] == ["T2"] and Path(busy.path).exists()
+
+
+def test_a_removal_git_refuses_is_an_error_in_git_s_words(tmp_path: Path) -> None:
+    bare = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "--initial-branch=main", str(bare))
+    git(tmp_path, "clone", "-q", str(bare), "work")
+    work = tmp_path / "work"
+    git(work, "commit", "-q", "--allow-empty", "-m", "first")
+    git(work, "push", "-q", "origin", "main")
+    repo = WorkRepo(work, tmp_path / "state")
+    gone = repo.worktrees_dir / "T9"
+    branch = "agent-harness/T9-gone"
+    info = WorktreeInfo("T9", gone, branch, 0, "merged", 0, False, True, "merged")
+    with pytest.raises(WorktreeError) as failed:
+        remove(repo, info)
+    assert failed.value.message == (
+        f"git branch -D failed in {repo.path}: branch '{branch}' not found."
+    )
