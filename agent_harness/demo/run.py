@@ -9,7 +9,6 @@ product promises: the second pass writes nothing.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -23,7 +22,6 @@ from agent_harness.git.runner import GitError, run_git
 from agent_harness.pipeline.report import RunReport
 from agent_harness.pipeline.settings import Observer
 from agent_harness.plan.backlog import load_plan
-from agent_harness.secrets.process import process_env
 from agent_harness.tracker.sync import SyncReport, sync_plan
 
 DEMO_REPO = "demo/tally"
@@ -33,9 +31,6 @@ PLAN_KEY = "PLAN"
 
 
 STAMP = ".agent-harness-demo"
-
-
-REVIEWER_KEY_ENV = "AGENT_HARNESS_DEMO_REVIEWER_KEY"
 
 
 @dataclass
@@ -118,14 +113,8 @@ def run_demo(
     max_passes: int = 6,
 ) -> DemoReport:
     """Sync the example plan twice, then run, merge and reconcile until nothing is left."""
-    from agent_harness.agents.presets import preset_for
+    from agent_harness.demo.assembly import demo_pipeline
     from agent_harness.forge.local import local_forge
-    from agent_harness.git.worktrees import WorkRepo
-    from agent_harness.implement.cli_agent import CliImplementer
-    from agent_harness.models.client import ModelClient, Route
-    from agent_harness.pipeline.run import Pipeline
-    from agent_harness.pipeline.settings import RunSettings
-    from agent_harness.review.model import ModelReviewer
     from agent_harness.sessions.default import default_host
     from agent_harness.store.database import open_store
     from agent_harness.testing.model_server import ModelServer, ScriptedResponder
@@ -136,7 +125,6 @@ def run_demo(
     prepare_workdir(workdir)
     workdir = workdir.resolve()
     report = DemoReport(workdir=workdir)
-    state_dir = workdir / "state"
     with local_forge(workdir) as forge, ModelServer([ScriptedResponder(review_rules)]) as model:
         report.api_url = forge.api_url
         tracker = GitHubTracker(DEMO_REPO, forge.token, forge.api_url, write_spacing_s=0.0)
@@ -149,67 +137,56 @@ def run_demo(
             report.syncs.append(sync_plan(plan, tracker, PLAN_KEY))
             step("syncing again: an unchanged plan writes nothing")
             report.syncs.append(sync_plan(plan, tracker, PLAN_KEY))
-
-            env = process_env()
-            # The checks say `python`; make it this interpreter, whatever the machine calls it.
-            env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-            env[REVIEWER_KEY_ENV] = "demo-key"
-            host = default_host(state_dir)
+            host = default_host(workdir / "state")
             report.host = host.kind
-            agent = preset_for(
-                f"{sys.executable} {examples / 'agent' / 'tally_agent.py'} "
-                "--prompt-file {prompt_file}"
-            )
-            implementer = CliImplementer(host, agent, env, timeout_s=60.0, idle_s=30.0, poll_s=0.05)
-            client = ModelClient(
-                {
-                    "reviewer": Route(
-                        "gpt-demo-reviewer", f"{model.url}/v1", "openai", "openai", REVIEWER_KEY_ENV
-                    )
-                },
-                env=env,
-                parking=store,
-            )
-            settings = RunSettings(
-                checks=["python -m unittest"],
-                check_timeout_s=60.0,
-                lease_s=60.0,
-                workers=2,
-                idle_poll_s=0.05,
-            )
-            pipeline = Pipeline(
+            pipeline = demo_pipeline(
                 plan=plan,
                 plan_key=PLAN_KEY,
                 tracker=tracker,
                 store=store,
-                repo=WorkRepo(workdir / "tally", state_dir),
-                implementer=implementer,
-                reviewer=ModelReviewer(client, worker="demo"),
-                settings=settings,
-                state_dir=state_dir,
-                env=env,
+                host=host,
+                workdir=workdir,
+                agent_command=f"{sys.executable} {examples / 'agent' / 'tally_agent.py'} "
+                "--prompt-file {prompt_file}",
+                reviewer_url=f"{model.url}/v1",
                 observer=observer,
             )
-            for number in range(1, max_passes + 1):
-                step(f"run pass {number}: working every ready item")
-                run = pipeline.run()
-                report.passes.append(run)
-                opened = [item for item in run.items if item.state == "pr_open"]
-                if not opened:
-                    break
-                for item in opened:
-                    assert item.pr_number is not None
-                    _merge_as_a_person(forge.api_url, forge.token, item.pr_number)
-                    report.merged.append((item.id, item.pr_number))
-                step(
-                    "merged the approved pull requests, as a person would; the next pass "
-                    "reconciles the merges and unblocks what depended on them"
-                )
+
+            def merge(number: int) -> None:
+                _merge_as_a_person(forge.api_url, forge.token, number)
+
+            _run_and_merge(pipeline.run, merge, report, step, max_passes)
             report.reviews = sum(1 for r in model.requests if r.path.endswith("completions"))
         finally:
             tracker.close()
             store.close()
     return report
+
+
+def _run_and_merge(
+    run_pass: Callable[[], RunReport],
+    merge: Callable[[int], None],
+    report: DemoReport,
+    step: Callable[[str], None],
+    max_passes: int,
+) -> None:
+    """Run passes until one opens no pull request, merging what each opened in between, so
+    the next pass reconciles the merges and takes up the items that waited on them."""
+    for number in range(1, max_passes + 1):
+        step(f"run pass {number}: working every ready item")
+        run = run_pass()
+        report.passes.append(run)
+        opened = [item for item in run.items if item.state == "pr_open"]
+        if not opened:
+            break
+        for item in opened:
+            assert item.pr_number is not None
+            merge(item.pr_number)
+            report.merged.append((item.id, item.pr_number))
+        step(
+            "merged the approved pull requests, as a person would; the next pass "
+            "reconciles the merges and unblocks what depended on them"
+        )
 
 
 def _merge_as_a_person(api_url: str, token: str, number: int) -> None:

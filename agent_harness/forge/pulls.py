@@ -16,6 +16,8 @@ from agent_harness.forge.issues import issue_row, update_issue_fields
 from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 from agent_harness.forge.shapes import node_id, noreply_email
 
+NOT_MERGEABLE = "Pull Request is not mergeable"
+
 
 def register(router: Router) -> None:
     router.add("GET", "/repos/{owner}/{repo}/pulls", list_pulls)
@@ -35,35 +37,34 @@ def _head_sha(ctx: RepoContext, pull: sqlite3.Row) -> str:
 def render_pull(
     call: Call, ctx: RepoContext, issue: sqlite3.Row, pull: sqlite3.Row, full: bool
 ) -> dict[str, Any]:
-    base = call.render.issue(issue, ctx.url, ctx.html, pull)
+    """A pull request as the list shows it, or with `full` as a single pull's page does (whether
+    it merged or can, and the size of its change)."""
+    as_issue = call.render.issue(issue, ctx.url, ctx.html, pull)
     n = issue["number"]
-    url = f"{ctx.url}/pulls/{n}"
-    repo_json = call.forge.render_repo(ctx.row, call.render)
-    owner = call.render.user(ctx.owner)
     head_sha = _head_sha(ctx, pull)
     base_sha = ctx.git.resolve(f"refs/heads/{pull['base_ref']}") or head_sha
-    login = ctx.owner["login"]
+    links = _pull_links(ctx, n, head_sha)
     out: dict[str, Any] = {
-        "url": url,
+        "url": links["self"],
         "id": pull["id"],
         "node_id": node_id("PullRequest", pull["id"]),
-        "html_url": f"{ctx.html}/pull/{n}",
+        "html_url": links["html"],
         "diff_url": f"{ctx.html}/pull/{n}.diff",
         "patch_url": f"{ctx.html}/pull/{n}.patch",
-        "issue_url": f"{ctx.url}/issues/{n}",
-        "commits_url": f"{url}/commits",
-        "review_comments_url": f"{url}/comments",
-        "review_comment_url": f"{ctx.url}/pulls/comments{{/number}}",
-        "comments_url": f"{ctx.url}/issues/{n}/comments",
-        "statuses_url": f"{ctx.url}/statuses/{head_sha}",
+        "issue_url": links["issue"],
+        "commits_url": links["commits"],
+        "review_comments_url": links["review_comments"],
+        "review_comment_url": links["review_comment"],
+        "comments_url": links["comments"],
+        "statuses_url": links["statuses"],
         "number": n,
         "state": issue["state"],
         "locked": bool(issue["locked"]),
         "title": issue["title"],
-        "user": base["user"],
+        "user": as_issue["user"],
         "body": issue["body"],
-        "labels": base["labels"],
-        "milestone": base["milestone"],
+        "labels": as_issue["labels"],
+        "milestone": as_issue["milestone"],
         "active_lock_reason": None,
         "created_at": issue["created_at"],
         "updated_at": issue["updated_at"],
@@ -74,63 +75,83 @@ def render_pull(
         "assignees": [],
         "requested_reviewers": [],
         "requested_teams": [],
-        "head": {
-            "label": f"{login}:{pull['head_ref']}",
-            "ref": pull["head_ref"],
-            "sha": head_sha,
-            "user": owner,
-            "repo": repo_json,
-        },
-        "base": {
-            "label": f"{login}:{pull['base_ref']}",
-            "ref": pull["base_ref"],
-            "sha": base_sha,
-            "user": owner,
-            "repo": repo_json,
-        },
-        "_links": {
-            name: {"href": href}
-            for name, href in {
-                "self": url,
-                "html": f"{ctx.html}/pull/{n}",
-                "issue": f"{ctx.url}/issues/{n}",
-                "comments": f"{ctx.url}/issues/{n}/comments",
-                "review_comments": f"{url}/comments",
-                "review_comment": f"{ctx.url}/pulls/comments{{/number}}",
-                "commits": f"{url}/commits",
-                "statuses": f"{ctx.url}/statuses/{head_sha}",
-            }.items()
-        },
+        **_head_and_base(call, ctx, pull, head_sha, base_sha),
+        "_links": {name: {"href": href} for name, href in links.items()},
         "author_association": "OWNER",
         "auto_merge": None,
         "draft": bool(pull["draft"]),
     }
     if full:
-        merged = bool(pull["merged_at"])
-        mergeable: bool | None = None
-        if not merged and issue["state"] == "open":
-            mergeable = ctx.git.merged_tree(base_sha, head_sha) is not None
-        merge_base = ctx.git.merge_base(base_sha, head_sha) or base_sha
-        files = ctx.git.changes(merge_base, head_sha) if not merged else []
-        out |= {
-            "merged": merged,
-            "mergeable": mergeable,
-            "rebaseable": mergeable,
-            "mergeable_state": "unknown"
-            if mergeable is None
-            else "clean"
-            if mergeable
-            else "dirty",
-            "merged_by": call.render.user_by_id(pull["merged_by_id"]),
-            "comments": base["comments"],
-            "review_comments": 0,
-            "maintainer_can_modify": bool(pull["maintainer_can_modify"]),
-            "commits": ctx.git.count(merge_base, head_sha),
-            "additions": sum(f.additions for f in files),
-            "deletions": sum(f.deletions for f in files),
-            "changed_files": len(files),
-        }
+        out["comments"] = as_issue["comments"]
+        out |= _merge_facts(call, ctx, issue, pull, base_sha, head_sha)
     return out
+
+
+def _pull_links(ctx: RepoContext, n: int, head_sha: str) -> dict[str, str]:
+    """The `_links` of pull `n`; the same addresses appear again as its `*_url` fields."""
+    url = f"{ctx.url}/pulls/{n}"
+    return {
+        "self": url,
+        "html": f"{ctx.html}/pull/{n}",
+        "issue": f"{ctx.url}/issues/{n}",
+        "comments": f"{ctx.url}/issues/{n}/comments",
+        "review_comments": f"{url}/comments",
+        "review_comment": f"{ctx.url}/pulls/comments{{/number}}",
+        "commits": f"{url}/commits",
+        "statuses": f"{ctx.url}/statuses/{head_sha}",
+    }
+
+
+def _head_and_base(
+    call: Call, ctx: RepoContext, pull: sqlite3.Row, head_sha: str, base_sha: str
+) -> dict[str, Any]:
+    """The `head` and `base` objects; both branches live in the pull's own repository."""
+    owner = call.render.user(ctx.owner)
+    repo_json = call.forge.render_repo(ctx.row, call.render)
+    login = ctx.owner["login"]
+    return {
+        end: {
+            "label": f"{login}:{pull[f'{end}_ref']}",
+            "ref": pull[f"{end}_ref"],
+            "sha": sha,
+            "user": owner,
+            "repo": repo_json,
+        }
+        for end, sha in (("head", head_sha), ("base", base_sha))
+    }
+
+
+_MERGEABLE_STATE: dict[bool | None, str] = {None: "unknown", True: "clean", False: "dirty"}
+
+
+def _merge_facts(
+    call: Call,
+    ctx: RepoContext,
+    issue: sqlite3.Row,
+    pull: sqlite3.Row,
+    base_sha: str,
+    head_sha: str,
+) -> dict[str, Any]:
+    merged = bool(pull["merged_at"])
+    # As on GitHub, mergeability is only worked out for an open pull that has not merged.
+    mergeable: bool | None = None
+    if not merged and issue["state"] == "open":
+        mergeable = ctx.git.merged_tree(base_sha, head_sha) is not None
+    merge_base = ctx.git.merge_base(base_sha, head_sha) or base_sha
+    files = ctx.git.changes(merge_base, head_sha) if not merged else []
+    return {
+        "merged": merged,
+        "mergeable": mergeable,
+        "rebaseable": mergeable,
+        "mergeable_state": _MERGEABLE_STATE[mergeable],
+        "merged_by": call.render.user_by_id(pull["merged_by_id"]),
+        "review_comments": 0,
+        "maintainer_can_modify": bool(pull["maintainer_can_modify"]),
+        "commits": ctx.git.count(merge_base, head_sha),
+        "additions": sum(f.additions for f in files),
+        "deletions": sum(f.deletions for f in files),
+        "changed_files": len(files),
+    }
 
 
 def _pull_rows(call: Call, ctx: RepoContext) -> tuple[sqlite3.Row, sqlite3.Row]:
@@ -196,6 +217,25 @@ def list_pulls(call: Call) -> Reply:
 def create_pull(call: Call) -> Reply:
     ctx = call.writable_repo()
     data = call.json()
+    head, base, branches = _requested_branches(ctx, data)
+    _refuse_duplicate_or_empty(call, ctx, head, base, branches)
+    body = data.get("body")
+    if isinstance(body, str) and len(body) > 65536:
+        raise validation_failed(
+            "PullRequest",
+            "body",
+            "custom",
+            message="body is too long (maximum is 65536 characters)",
+        )
+    issue_id = _insert_pull(call, ctx, data, head, base, branches[head])
+    issue = call.forge.db.one("SELECT * FROM issues WHERE id = ?", issue_id)
+    pull = call.forge.db.one("SELECT * FROM pulls WHERE issue_id = ?", issue_id)
+    assert issue is not None and pull is not None
+    return Reply(201, render_pull(call, ctx, issue, pull, full=True))
+
+
+def _requested_branches(ctx: RepoContext, data: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
+    """The head and base a new pull names, both existing branches, and every branch's sha."""
     for field in ("head", "base"):
         if not isinstance(data.get(field), str) or not data[field]:
             raise validation_failed("PullRequest", field, "missing_field")
@@ -208,6 +248,13 @@ def create_pull(call: Call) -> Reply:
         raise validation_failed("PullRequest", "head", "invalid")
     if base not in branches:
         raise validation_failed("PullRequest", "base", "invalid")
+    return head, base, branches
+
+
+def _refuse_duplicate_or_empty(
+    call: Call, ctx: RepoContext, head: str, base: str, branches: dict[str, str]
+) -> None:
+    """GitHub allows one open pull per head and base, and none without a commit to merge."""
     existing = call.forge.db.one(
         "SELECT 1 FROM pulls JOIN issues ON issues.id = pulls.issue_id WHERE issues.repo_id = ?"
         " AND issues.state = 'open' AND pulls.head_ref = ? AND pulls.base_ref = ?",
@@ -215,39 +262,23 @@ def create_pull(call: Call) -> Reply:
         head,
         base,
     )
-    login = ctx.owner["login"]
     if existing:
-        raise ApiError(
-            422,
-            "Validation Failed",
-            [
-                {
-                    "resource": "PullRequest",
-                    "code": "custom",
-                    "message": f"A pull request already exists for {login}:{head}.",
-                }
-            ],
-        )
+        login = ctx.owner["login"]
+        raise _refused(f"A pull request already exists for {login}:{head}.")
     if ctx.git.count(branches[base], branches[head]) == 0:
-        raise ApiError(
-            422,
-            "Validation Failed",
-            [
-                {
-                    "resource": "PullRequest",
-                    "code": "custom",
-                    "message": f"No commits between {base} and {head}",
-                }
-            ],
-        )
-    body = data.get("body")
-    if isinstance(body, str) and len(body) > 65536:
-        raise validation_failed(
-            "PullRequest",
-            "body",
-            "custom",
-            message="body is too long (maximum is 65536 characters)",
-        )
+        raise _refused(f"No commits between {base} and {head}")
+
+
+def _refused(message: str) -> ApiError:
+    """GitHub's 422 for a pull request refused as a whole rather than for one field."""
+    error = {"resource": "PullRequest", "code": "custom", "message": message}
+    return ApiError(422, "Validation Failed", [error])
+
+
+def _insert_pull(
+    call: Call, ctx: RepoContext, data: dict[str, Any], head: str, base: str, head_sha: str
+) -> int:
+    """Store a new pull (its issue row, numbered with the issues, and its pull row)."""
     now = call.forge.now()
     issue_id = call.forge.db.run(
         "INSERT INTO issues (repo_id, number, title, body, user_id, is_pull, created_at,"
@@ -255,7 +286,7 @@ def create_pull(call: Call) -> Reply:
         ctx.id,
         call.forge.next_number(ctx.id),
         str(data["title"]),
-        body,
+        data.get("body"),
         call.user["id"],
         now,
         now,
@@ -266,14 +297,11 @@ def create_pull(call: Call) -> Reply:
         issue_id,
         head,
         base,
-        branches[head],
+        head_sha,
         int(bool(data.get("draft", False))),
         int(bool(data.get("maintainer_can_modify", False))),
     )
-    issue = call.forge.db.one("SELECT * FROM issues WHERE id = ?", issue_id)
-    pull = call.forge.db.one("SELECT * FROM pulls WHERE issue_id = ?", issue_id)
-    assert issue is not None and pull is not None
-    return Reply(201, render_pull(call, ctx, issue, pull, full=True))
+    return issue_id
 
 
 def get_pull(call: Call) -> Reply:
@@ -319,46 +347,69 @@ def merge_pull(call: Call) -> Reply:
     if method not in ("merge", "squash", "rebase"):
         raise validation_failed("PullRequest", "merge_method", "invalid")
     if pull["merged_at"] or issue["state"] != "open":
-        raise ApiError(405, "Pull Request is not mergeable")
+        raise ApiError(405, NOT_MERGEABLE)
     head_sha = ctx.git.resolve(f"refs/heads/{pull['head_ref']}")
     base_ref = f"refs/heads/{pull['base_ref']}"
     base_sha = ctx.git.resolve(base_ref)
     if head_sha is None or base_sha is None:
-        raise ApiError(405, "Pull Request is not mergeable")
+        raise ApiError(405, NOT_MERGEABLE)
     if data.get("sha") and data["sha"] != head_sha:
         raise ApiError(409, "Head branch was modified. Review and try the merge again.")
     now = call.forge.now()
-    user = call.user
-    who = Identity(user["login"], noreply_email(user["id"], user["login"]), now)
+    who = Identity(call.user["login"], noreply_email(call.user["id"], call.user["login"]), now)
     web = Identity("GitHub", "noreply@github.com", now)
-    title = data.get("commit_title")
-    message = data.get("commit_message")
+    new_sha: str | None = None
     if method == "rebase":
         new_sha = ctx.git.rebase(base_sha, head_sha, web)
-    else:
-        tree = ctx.git.merged_tree(base_sha, head_sha)
-        new_sha = None
-        if tree is not None:
-            if method == "merge":
-                source = f"{ctx.owner['login']}/{pull['head_ref']}"
-                title = title or f"Merge pull request #{issue['number']} from {source}"
-                text = f"{title}\n\n{message if message is not None else issue['title']}"
-                new_sha = ctx.git.commit_tree(tree, [base_sha, head_sha], text, who, web)
-            else:
-                title = title or f"{issue['title']} (#{issue['number']})"
-                commits = ctx.git.log(head_sha, exclude=base_sha)
-                default = "\n\n".join(f"* {c.message}" for c in reversed(commits))
-                text = f"{title}\n\n{message if message is not None else default}".rstrip()
-                new_sha = ctx.git.commit_tree(tree, [base_sha], text, who, web)
+    elif (tree := ctx.git.merged_tree(base_sha, head_sha)) is not None:
+        if method == "merge":
+            text, parents = _merge_message(ctx, issue, pull, data), [base_sha, head_sha]
+        else:
+            text, parents = _squash_message(ctx, issue, data, base_sha, head_sha), [base_sha]
+        new_sha = ctx.git.commit_tree(tree, parents, text, who, web)
     if new_sha is None:
-        raise ApiError(405, "Pull Request is not mergeable")
+        raise ApiError(405, NOT_MERGEABLE)
     ctx.git.update_ref(base_ref, new_sha, base_sha)
+    _record_merge(call, issue, pull, new_sha, head_sha, now)
+    return Reply(
+        200, {"sha": new_sha, "merged": True, "message": "Pull Request successfully merged"}
+    )
+
+
+def _merge_message(
+    ctx: RepoContext, issue: sqlite3.Row, pull: sqlite3.Row, data: dict[str, Any]
+) -> str:
+    """A merge commit's message unless the request gives one: the pull's number and branch,
+    then its title."""
+    source = f"{ctx.owner['login']}/{pull['head_ref']}"
+    title = data.get("commit_title") or f"Merge pull request #{issue['number']} from {source}"
+    message = data.get("commit_message")
+    return f"{title}\n\n{message if message is not None else issue['title']}"
+
+
+def _squash_message(
+    ctx: RepoContext, issue: sqlite3.Row, data: dict[str, Any], base_sha: str, head_sha: str
+) -> str:
+    """A squash commit's message unless the request gives one: the pull's title and number,
+    then the message of every commit squashed, oldest first."""
+    title = data.get("commit_title") or f"{issue['title']} (#{issue['number']})"
+    message = data.get("commit_message")
+    if message is None:
+        commits = ctx.git.log(head_sha, exclude=base_sha)
+        message = "\n\n".join(f"* {c.message}" for c in reversed(commits))
+    return f"{title}\n\n{message}".rstrip()
+
+
+def _record_merge(
+    call: Call, issue: sqlite3.Row, pull: sqlite3.Row, new_sha: str, head_sha: str, now: str
+) -> None:
+    """Freeze the head the pull merged at and close its issue, as the merging user."""
     call.forge.db.run(
         "UPDATE pulls SET merged_at = ?, merge_commit_sha = ?, merged_by_id = ?, head_sha = ?"
         " WHERE id = ?",
         now,
         new_sha,
-        user["id"],
+        call.user["id"],
         head_sha,
         pull["id"],
     )
@@ -366,10 +417,7 @@ def merge_pull(call: Call) -> Reply:
         "UPDATE issues SET state = 'closed', closed_at = ?, closed_by_id = ?, updated_at = ?"
         " WHERE id = ?",
         now,
-        user["id"],
+        call.user["id"],
         now,
         issue["id"],
-    )
-    return Reply(
-        200, {"sha": new_sha, "merged": True, "message": "Pull Request successfully merged"}
     )

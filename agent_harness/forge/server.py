@@ -11,9 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
+import sqlite3
 import threading
 import urllib.parse
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -21,7 +24,8 @@ from typing import Any
 from agent_harness.forge.core import Forge
 from agent_harness.forge.errors import ApiError, ForgeAddressError
 from agent_harness.forge.faults import Fault, FaultKind
-from agent_harness.forge.routes import Call
+from agent_harness.forge.ratelimit import RateState
+from agent_harness.forge.routes import Call, Reply
 from agent_harness.forge.shapes import Renderer
 
 RATE_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
@@ -105,6 +109,18 @@ class ForgeServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What one request asks, read once: the path without a trailing slash, the query both raw
+    (for the `Link` header) and as the last value of each parameter, and the JSON body."""
+
+    method: str
+    path: str
+    raw_query: str
+    query: dict[str, str]
+    body: Any
 
 
 class _Server(ThreadingHTTPServer):
@@ -193,14 +209,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._route: tuple[str, str | None] | None = None
         self._drop_after = False
         parsed = urllib.parse.urlsplit(self.path)
-        path = parsed.path.rstrip("/") or "/"
-        query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query).items()}
         try:
-            body = self._read_body()
-            if path.startswith("/_forge/"):
-                self._control(method, path, query, body)
+            request = _Request(
+                method,
+                parsed.path.rstrip("/") or "/",
+                parsed.query,
+                {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query).items()},
+                self._read_body(),
+            )
+            if request.path.startswith("/_forge/"):
+                self._control(request)
             else:
-                self._api(method, path, parsed.query, query, body)
+                self._api(request)
         except ApiError as exc:
             self._send(exc.status, exc.body(), exc.headers)
         except (BrokenPipeError, ConnectionResetError):
@@ -210,33 +230,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, {"message": f"Server Error: {type(exc).__name__}: {exc}"})
 
     # -- the API ------------------------------------------------------------------------------
-    def _api(
-        self, method: str, path: str, raw_query: str, query: dict[str, str], body: Any
-    ) -> None:
+    def _api(self, request: _Request) -> None:
         forge = self.forge
+        method, path = request.method, request.path
         found = forge.router.match(method, path)
         template = found[0].template if found else forge.router.template_for(path)
         forge.requests.record(method, template)
         self._route = (method, template)
-        fault = forge.faults.take(method, path, template)
-        if fault is not None:
-            if fault.kind is FaultKind.DROP:
-                self._hang_up()
-                return
-            if fault.kind is FaultKind.DROP_AFTER:
-                self._drop_after = True
-            elif fault.kind is FaultKind.LATENCY:
-                forge.sleep(fault.delay_s)
-            else:
-                self._fault_reply(fault)
-                return
-        token = self._token()
-        if token is None:
-            raise ApiError(401, "Requires authentication")
-        auth = forge.authenticate(token)
-        if auth is None:
-            raise ApiError(401, "Bad credentials")
-        user, can_write = auth
+        if self._fault_ended(method, path, template):
+            return
+        token, user, can_write = self._caller()
         free = template == "/rate_limit"  # as on GitHub, asking costs nothing
         state = forge.limiter.peek(token)
         if state.remaining == 0 and not free:
@@ -248,14 +251,18 @@ class _Handler(BaseHTTPRequestHandler):
             )
         if found is None:
             raise ApiError(404, "Not Found", headers=forge.limiter.spend(token).headers())
+
+        def charge() -> RateState:
+            return state if free else forge.limiter.spend(token)
+
         route, params = found
         call = Call(
             forge=forge,
             method=method,
             path=path,
             params=params,
-            query=query,
-            body=body,
+            query=request.query,
+            body=request.body,
             user=user,
             can_write=can_write,
             render=Renderer(forge.db, forge.api_url),
@@ -264,18 +271,55 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             reply = forge.dispatch(call, route.handler)
         except ApiError as exc:
-            exc.headers |= (state if free else forge.limiter.spend(token)).headers()
+            exc.headers |= charge().headers()
             raise
+        self._answer(request, reply, state, charge)
+
+    def _fault_ended(self, method: str, path: str, template: str | None) -> bool:
+        """Apply the injected fault due for this request, if any; True when the fault is the
+        whole answer (latency and a drop after answering let the request go on)."""
+        fault = self.forge.faults.take(method, path, template)
+        if fault is None:
+            return False
+        if fault.kind is FaultKind.DROP:
+            self._hang_up()
+            return True
+        if fault.kind is FaultKind.DROP_AFTER:
+            self._drop_after = True
+        elif fault.kind is FaultKind.LATENCY:
+            self.forge.sleep(fault.delay_s)
+        else:
+            self._fault_reply(fault)
+            return True
+        return False
+
+    def _caller(self) -> tuple[str, sqlite3.Row, bool]:
+        """The caller's token, user and whether it may write; 401 without a known token."""
+        token = self._token()
+        if token is None:
+            raise ApiError(401, "Requires authentication")
+        auth = self.forge.authenticate(token)
+        if auth is None:
+            raise ApiError(401, "Bad credentials")
+        user, can_write = auth
+        return token, user, can_write
+
+    def _answer(
+        self, request: _Request, reply: Reply, state: RateState, charge: Callable[[], RateState]
+    ) -> None:
+        """Send a handler's reply: the requested page, rendered; for a GET its ETag, where a
+        match is a 304 that costs no rate limit; then the rate-limit headers once charged."""
         headers = dict(reply.headers)
         payload = reply.body
         if reply.paginate:
-            payload, link = _page(payload, query, raw_query, forge.api_url + path)
+            base = self.forge.api_url + request.path
+            payload, link = _page(payload, request.query, request.raw_query, base)
             if link:
                 headers["link"] = link
         if reply.render_item is not None:
-            with forge.db.transaction():
+            with self.forge.db.transaction():
                 payload = [reply.render_item(item) for item in payload]
-        if method == "GET" and reply.status == 200:
+        if request.method == "GET" and reply.status == 200:
             digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
             etag = f'W/"{digest[:40]}"'
             headers["etag"] = etag
@@ -284,8 +328,7 @@ class _Handler(BaseHTTPRequestHandler):
             if etag in [t.strip() for t in wanted.split(",")] or wanted.strip() == "*":
                 self._send(304, None, headers | state.headers())
                 return
-        spent = state if free else forge.limiter.spend(token)
-        self._send(reply.status, payload, headers | spent.headers())
+        self._send(reply.status, payload, headers | charge().headers())
 
     def _fault_reply(self, fault: Fault) -> None:
         forge = self.forge
@@ -315,9 +358,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(fault.status, {"message": reason})
 
     # -- control endpoints --------------------------------------------------------------------
-    def _control(self, method: str, path: str, query: dict[str, str], body: Any) -> None:
+    def _control(self, request: _Request) -> None:
         if self._token() != self.forge.token:
             raise ApiError(401, "Bad credentials")
+        method, path, query, body = request.method, request.path, request.query, request.body
         faults, forge = self.forge.faults, self.forge
         if path == "/_forge/faults" and method == "POST":
             if not isinstance(body, dict):

@@ -10,27 +10,24 @@ CLI's side requests and retries never shift the script, and every request is rec
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 import shlex
-import socket
-import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 
 from agent_harness.testing.loopback import LoopbackServer
-from agent_harness.testing.model_server import (
-    REDACTED,
-    SECRET_HEADERS,
-    AnthropicMessages,
+from agent_harness.testing.scripted_handler import ScriptedHandler, blank_secrets
+from agent_harness.testing.scripted_turns import (
     ScriptedCompletion,
     ScriptedFailure,
     ScriptedToolCall,
 )
+from agent_harness.testing.wire_formats import AnthropicMessages, split_in_two, sse_event
 
 # -- what a scenario can make the model do ------------------------------------------------------
 
@@ -343,8 +340,15 @@ def _function_call(number: int, call_id: str, name: str, args: Mapping[str, Any]
     }
 
 
-def _sse(data: Mapping[str, Any]) -> bytes:
-    return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode()
+class _ResponseEvents:
+    """Builds one Responses API stream: every event names its type and carries the next
+    sequence number, as the API's own streams do."""
+
+    def __init__(self) -> None:
+        self._numbers = itertools.count()
+
+    def __call__(self, kind: str, **fields: Any) -> bytes:
+        return sse_event({"type": kind, "sequence_number": next(self._numbers), **fields}, kind)
 
 
 def responses_events(
@@ -360,55 +364,52 @@ def responses_events(
         "output": [],
         "usage": None,
     }
-    seq = iter(range(1_000_000))
-
-    def event(kind: str, **fields: Any) -> bytes:
-        return _sse({"type": kind, "sequence_number": next(seq), **fields})
-
+    event = _ResponseEvents()
     events = [
         event("response.created", response=response),
         event("response.in_progress", response=response),
+        *_output_item_events(event, item),
     ]
+    done = dict(response, status="completed", output=[item], usage=_responses_usage(usage))
+    events.append(event("response.completed", response=done))
+    return events
+
+
+def _output_item_events(event: _ResponseEvents, item: Mapping[str, Any]) -> list[bytes]:
+    """The item announced empty, filled in (text in two deltas, or its arguments), then done."""
     start = dict(item, status="in_progress")
     if item["type"] == "message":
         start["content"] = []
     elif item["type"] == "function_call":
         start["arguments"] = ""
-    events.append(event("response.output_item.added", output_index=0, item=start))
+    events = [event("response.output_item.added", output_index=0, item=start)]
     if item["type"] == "message":
         text = item["content"][0]["text"]
         part = {"type": "output_text", "text": "", "annotations": []}
         ids = {"item_id": item["id"], "output_index": 0, "content_index": 0}
         events.append(event("response.content_part.added", **ids, part=part))
-        middle = len(text) // 2
-        for piece in (text[:middle], text[middle:]):
-            if piece:
-                events.append(event("response.output_text.delta", **ids, delta=piece))
+        events += [
+            event("response.output_text.delta", **ids, delta=piece) for piece in split_in_two(text)
+        ]
         events.append(event("response.output_text.done", **ids, text=text))
         events.append(event("response.content_part.done", **ids, part=dict(part, text=text)))
     elif item["type"] == "function_call":
         ids = {"item_id": item["id"], "output_index": 0}
-        events.append(
-            event("response.function_call_arguments.delta", **ids, delta=item["arguments"])
-        )
-        events.append(
-            event("response.function_call_arguments.done", **ids, arguments=item["arguments"])
-        )
+        arguments = item["arguments"]
+        events.append(event("response.function_call_arguments.delta", **ids, delta=arguments))
+        events.append(event("response.function_call_arguments.done", **ids, arguments=arguments))
     events.append(event("response.output_item.done", output_index=0, item=item))
-    done = dict(
-        response,
-        status="completed",
-        output=[item],
-        usage={
-            "input_tokens": usage["input_tokens"],
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": usage["output_tokens"],
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": usage["input_tokens"] + usage["output_tokens"],
-        },
-    )
-    events.append(event("response.completed", response=done))
     return events
+
+
+def _responses_usage(usage: Mapping[str, int]) -> dict[str, Any]:
+    return {
+        "input_tokens": usage["input_tokens"],
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": usage["output_tokens"],
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage["input_tokens"] + usage["output_tokens"],
+    }
 
 
 # -- the server ---------------------------------------------------------------------------------
@@ -444,8 +445,8 @@ class ScriptedProvider(LoopbackServer):
     thread_name = "scripted-provider"
     what = "the provider"
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        return _provider_handler(self)
+    def _handler(self) -> type[ScriptedHandler]:
+        return type("BoundProviderHandler", (_ProviderHandler,), {"provider": self})
 
     @property
     def requests(self) -> list[Recorded]:
@@ -459,7 +460,7 @@ class ScriptedProvider(LoopbackServer):
     def _record(
         self, method: str, path: str, headers: Mapping[str, str], body: Any, vendor: str | None
     ) -> int:
-        shown = {k: (REDACTED if k in SECRET_HEADERS else v) for k, v in headers.items()}
+        shown = blank_secrets(headers)
         with self._state.lock:
             self._state.requests.append(Recorded(method, path, shown, body, vendor))
             self._state.served += 1
@@ -486,96 +487,75 @@ _ANTHROPIC = AnthropicMessages()
 _API_PATHS = {"/v1/messages": "anthropic", "/v1/responses": "openai"}
 
 
-def _provider_handler(provider: ScriptedProvider) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"
+class _ProviderHandler(ScriptedHandler):
+    """Answers a model API from the provider's scenario; anything else is recorded and 404s."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return  # tests read `provider.requests`
+    provider: ClassVar[ScriptedProvider]
 
-        def _headers(self) -> dict[str, str]:
-            return {k.lower(): v for k, v in self.headers.items()}
+    def do_GET(self) -> None:
+        self.provider._record("GET", self.path, self.lower_headers(), None, None)
+        self._whole(404, "application/json", b'{"error": "not found"}')
 
-        def do_GET(self) -> None:
-            provider._record("GET", self.path, self._headers(), None, None)
-            self._whole(404, "application/json", b'{"error": "not found"}')
+    do_HEAD = do_GET
 
-        do_HEAD = do_GET
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = None
-            vendor = _API_PATHS.get(self.path.split("?", 1)[0].rstrip("/"))
-            number = provider._record("POST", self.path, self._headers(), body, vendor)
-            if vendor is None or not isinstance(body, dict):
-                self._whole(404, "application/json", b'{"error": "no such API here"}')
+    def do_POST(self) -> None:
+        body = self.read_json()
+        vendor = _API_PATHS.get(self.api_path())
+        number = self.provider._record("POST", self.path, self.lower_headers(), body, vendor)
+        if vendor is None or not isinstance(body, dict):
+            self._whole(404, "application/json", b'{"error": "no such API here"}')
+            return
+        step = self.provider.answer(vendor, body, number)
+        if isinstance(step, Hang):
+            if not self.provider._hold(step) or step.then is None:
+                self.reset_connection()
                 return
-            step = provider.answer(vendor, body, number)
-            if isinstance(step, Hang):
-                if not provider._hold(step) or step.then is None:
-                    self._reset()
-                    return
-                step = step.then
-            if isinstance(step, Fail):
-                headers = [("content-type", step.failure.content_type), *step.failure.headers]
-                self._send(step.failure.status, headers, [step.failure.body], whole=True)
-            elif vendor == "anthropic":
-                exchange = _anthropic_exchange(body)
-                completion = _anthropic_calls(step, exchange, number)
-                completion = ScriptedCompletion(
-                    text=completion.text,
-                    tool_calls=completion.tool_calls,
-                    input_tokens=provider.usage["input_tokens"],
-                    output_tokens=provider.usage["output_tokens"],
-                )
-                rendered = _ANTHROPIC.render(completion, body, number)
-                if rendered.events is None:
-                    self._send(rendered.status, list(rendered.headers), [rendered.body], True)
-                else:
-                    self._send(rendered.status, list(rendered.headers), list(rendered.events))
-            else:
-                item = _responses_item(step, _responses_exchange(body), number)
-                events = responses_events(item, body, number, provider.usage)
-                self._send(200, [("content-type", "text/event-stream")], events)
+            step = step.then
+        if isinstance(step, Fail):
+            failure = step.failure
+            headers = [("content-type", failure.content_type), *failure.headers]
+            self._send(failure.status, headers, [failure.body], whole=True)
+        elif vendor == "anthropic":
+            self._send_anthropic(step, body, number)
+        else:
+            item = _responses_item(step, _responses_exchange(body), number)
+            events = responses_events(item, body, number, self.provider.usage)
+            self._send(200, [("content-type", "text/event-stream")], events)
 
-        def _whole(self, status: int, content_type: str, body: bytes) -> None:
-            self._send(status, [("content-type", content_type)], [body], whole=True)
+    def _send_anthropic(self, step: Action, body: Mapping[str, Any], number: int) -> None:
+        calls = _anthropic_calls(step, _anthropic_exchange(body), number)
+        completion = ScriptedCompletion(
+            text=calls.text,
+            tool_calls=calls.tool_calls,
+            input_tokens=self.provider.usage["input_tokens"],
+            output_tokens=self.provider.usage["output_tokens"],
+        )
+        rendered = _ANTHROPIC.render(completion, body, number)
+        if rendered.events is None:
+            self._send(rendered.status, list(rendered.headers), [rendered.body], True)
+        else:
+            self._send(rendered.status, list(rendered.headers), list(rendered.events))
 
-        def _send(
-            self,
-            status: int,
-            headers: Iterable[tuple[str, str]],
-            chunks: list[bytes],
-            whole: bool = False,
-        ) -> None:
-            self.send_response(status)
-            for name, value in headers:
-                self.send_header(name, value)
-            if whole:
-                self.send_header("content-length", str(sum(len(c) for c in chunks)))
-            else:
-                self.send_header("cache-control", "no-cache")
-            self.end_headers()
-            with contextlib.suppress(OSError):
-                for chunk in chunks:
-                    self.wfile.write(chunk)
-                    self.wfile.flush()
+    def _whole(self, status: int, content_type: str, body: bytes) -> None:
+        self._send(status, [("content-type", content_type)], [body], whole=True)
 
-        def _reset(self) -> None:
-            # SO_LINGER 0: the client sees a reset, as from a dropped proxy, not a clean end.
-            with contextlib.suppress(OSError):
-                self.connection.setsockopt(
-                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                )
-                self.connection.close()
-            self.close_connection = True
-
-        def finish(self) -> None:
-            with contextlib.suppress(OSError, ValueError):
-                super().finish()
-
-    return Handler
+    def _send(
+        self,
+        status: int,
+        headers: Iterable[tuple[str, str]],
+        chunks: list[bytes],
+        whole: bool = False,
+    ) -> None:
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        if whole:
+            self.send_header("content-length", str(sum(len(c) for c in chunks)))
+        else:
+            self.send_header("cache-control", "no-cache")
+        self.end_headers()
+        # The CLI may hang up mid-answer; what it missed is its own concern.
+        with contextlib.suppress(OSError):
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()

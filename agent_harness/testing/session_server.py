@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from agent_harness.sessions.protocol import (
@@ -60,7 +60,8 @@ class SessionServer:
             raise ValueError("the session server needs a token")
         self.host = host
         self.token = token
-        server = ThreadingHTTPServer((bind, 0), _handler_for(self))
+        handler = type("BoundSessionHandler", (_SessionHandler,), {"sessions": self})
+        server = ThreadingHTTPServer((bind, 0), handler)
         server.daemon_threads = True
         self._server = server
         self._thread: threading.Thread | None = None
@@ -99,127 +100,135 @@ def running_session_server(host: SessionHost, token: str) -> Iterator[SessionSer
         yield server
 
 
-def _handler_for(server: SessionServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _SessionHandler(BaseHTTPRequestHandler):
+    """One connection to the session server; each request maps to one `SessionHost` call."""
 
-        def setup(self) -> None:
-            super().setup()
-            # Headers and body go out in separate writes; without this, Nagle's algorithm and
-            # delayed ACKs add ~40 ms to every poll.
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sessions: ClassVar[SessionServer]
+    protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # tests and users read state through the API, not the server's chatter
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes; without this, Nagle's algorithm and
+        # delayed ACKs add ~40 ms to every poll.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-        def _send(self, status: int, body: Any = None, text: str | None = None) -> None:
-            if text is not None:
-                payload, ctype = text.encode("utf-8"), "text/plain; charset=utf-8"
-            elif body is not None:
-                payload, ctype = json.dumps(body).encode("utf-8"), "application/json"
-            else:
-                payload, ctype = b"", "application/json"
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            if payload:
-                self.wfile.write(payload)
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # tests and users read state through the API, not the server's chatter
 
-        def _body(self) -> dict[str, Any]:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                data = json.loads(raw or b"{}")
-            except ValueError as exc:
-                raise _Reply(400, "bad_json", "the body is not JSON") from exc
-            if not isinstance(data, dict):
-                raise _Reply(400, "bad_json", "the body must be a JSON object")
-            return data
+    def do_GET(self) -> None:
+        self._handle("GET")
 
-        def _authorised(self) -> bool:
-            given = self.headers.get("Authorization", "")
-            expected = f"Bearer {server.token}"
-            return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+    def do_POST(self) -> None:
+        self._handle("POST")
 
-        def _dispatch(self, method: str) -> None:
-            # Every request body is read before replying, so keep-alive connections stay usable.
-            body = self._body() if method == "POST" else {}
-            if not self._authorised():
-                raise _Reply(401, "unauthorised", "a valid bearer token is required")
-            parts = urlsplit(self.path)
-            segments = [s for s in parts.path.split("/") if s]
-            query = parse_qs(parts.query)
-            if segments == ["sessions"] and method == "POST":
-                self._start(body)
-                return
-            if len(segments) < 2 or segments[0] != "sessions":
-                raise _Reply(404, "not_found", f"no route {method} {parts.path}")
-            name, rest = segments[1], segments[2:]
-            host = server.host
-            if method == "DELETE" and not rest:
-                host.kill(name)
-                self._send(204)
-                return
-            if not host.exists(name):
-                raise _Reply(404, "not_found", f"no session named {name}")
-            if method == "GET" and not rest:
-                status = host.status(name)
-                self._send(
-                    200, {"name": name, "alive": status.alive, "exit_code": status.exit_code}
-                )
-            elif method == "GET" and rest == ["screen"]:
-                lines = int(query.get("lines", ["50"])[0])
-                self._send(200, {"screen": host.screen(name, lines)})
-            elif method == "GET" and rest == ["output"]:
-                self._send(200, text=host.output(name))
-            elif method == "GET" and rest == ["attach"]:
-                self._send(200, host.attach_command(name))
-            elif method == "POST" and rest == ["keys"]:
-                host.send_keys(name, str(body.get("text", "")), bool(body.get("enter", True)))
-                self._send(204)
-            else:
-                raise _Reply(404, "not_found", f"no route {method} {parts.path}")
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
 
-        def _start(self, body: dict[str, Any]) -> None:
-            try:
-                spec = SessionSpec(
-                    name=str(body["name"]),
-                    command=[str(x) for x in body["command"]],
-                    cwd=Path(str(body["cwd"])),
-                    env={str(k): str(v) for k, v in dict(body["env"]).items()},
-                    log_path=Path(str(body["log_path"])),
-                    stdin_devnull=bool(body.get("stdin_devnull", False)),
-                )
-            except (KeyError, TypeError, ValueError) as exc:
-                raise _Reply(400, "bad_spec", f"invalid session spec: {exc}") from exc
-            server.host.start(spec)
-            self._send(201, {"name": spec.name})
+    def _handle(self, method: str) -> None:
+        """Answer one request, turning each refusal of the host into its status code."""
+        try:
+            self._dispatch(method)
+        except _Reply as reply:
+            self._send(reply.status, reply.body)
+        except SessionExists as exc:
+            self._send(409, {"error": "exists", "message": str(exc)})
+        except SessionNotRunning as exc:
+            self._send(409, {"error": "not_running", "message": str(exc)})
+        except SessionNotFound as exc:
+            self._send(404, {"error": "not_found", "message": str(exc)})
+        except (SessionError, ValueError) as exc:
+            self._send(500, {"error": "host_failed", "message": str(exc)})
 
-        def _handle(self, method: str) -> None:
-            try:
-                self._dispatch(method)
-            except _Reply as reply:
-                self._send(reply.status, reply.body)
-            except SessionExists as exc:
-                self._send(409, {"error": "exists", "message": str(exc)})
-            except SessionNotRunning as exc:
-                self._send(409, {"error": "not_running", "message": str(exc)})
-            except SessionNotFound as exc:
-                self._send(404, {"error": "not_found", "message": str(exc)})
-            except (SessionError, ValueError) as exc:
-                self._send(500, {"error": "host_failed", "message": str(exc)})
+    def _dispatch(self, method: str) -> None:
+        # Every request body is read before replying, so keep-alive connections stay usable.
+        body = self._body() if method == "POST" else {}
+        if not self._authorised():
+            raise _Reply(401, "unauthorised", "a valid bearer token is required")
+        parts = urlsplit(self.path)
+        segments = [s for s in parts.path.split("/") if s]
+        if segments == ["sessions"] and method == "POST":
+            self._start(body)
+        elif len(segments) >= 2 and segments[0] == "sessions":
+            self._session_request(method, segments[1], segments[2:], parse_qs(parts.query), body)
+        else:
+            raise _Reply(404, "not_found", f"no route {method} {parts.path}")
 
-        def do_GET(self) -> None:
-            self._handle("GET")
+    def _session_request(
+        self,
+        method: str,
+        name: str,
+        rest: list[str],
+        query: dict[str, list[str]],
+        body: dict[str, Any],
+    ) -> None:
+        """A request about the session `name`; `rest` is what follows its name in the path."""
+        host = self.sessions.host
+        if method == "DELETE" and not rest:
+            host.kill(name)  # also for an unknown session: deleting is idempotent
+            self._send(204)
+            return
+        if not host.exists(name):
+            raise _Reply(404, "not_found", f"no session named {name}")
+        if method == "GET" and not rest:
+            status = host.status(name)
+            self._send(200, {"name": name, "alive": status.alive, "exit_code": status.exit_code})
+        elif method == "GET" and rest == ["screen"]:
+            lines = int(query.get("lines", ["50"])[0])
+            self._send(200, {"screen": host.screen(name, lines)})
+        elif method == "GET" and rest == ["output"]:
+            self._send(200, text=host.output(name))
+        elif method == "GET" and rest == ["attach"]:
+            self._send(200, host.attach_command(name))
+        elif method == "POST" and rest == ["keys"]:
+            host.send_keys(name, str(body.get("text", "")), bool(body.get("enter", True)))
+            self._send(204)
+        else:
+            raise _Reply(404, "not_found", f"no route {method} {urlsplit(self.path).path}")
 
-        def do_POST(self) -> None:
-            self._handle("POST")
+    def _start(self, body: dict[str, Any]) -> None:
+        try:
+            spec = SessionSpec(
+                name=str(body["name"]),
+                command=[str(x) for x in body["command"]],
+                cwd=Path(str(body["cwd"])),
+                env={str(k): str(v) for k, v in dict(body["env"]).items()},
+                log_path=Path(str(body["log_path"])),
+                stdin_devnull=bool(body.get("stdin_devnull", False)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _Reply(400, "bad_spec", f"invalid session spec: {exc}") from exc
+        self.sessions.host.start(spec)
+        self._send(201, {"name": spec.name})
 
-        def do_DELETE(self) -> None:
-            self._handle("DELETE")
+    def _authorised(self) -> bool:
+        given = self.headers.get("Authorization", "")
+        expected = f"Bearer {self.sessions.token}"
+        return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
 
-    return Handler
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            data = json.loads(raw or b"{}")
+        except ValueError as exc:
+            raise _Reply(400, "bad_json", "the body is not JSON") from exc
+        if not isinstance(data, dict):
+            raise _Reply(400, "bad_json", "the body must be a JSON object")
+        return data
+
+    def _send(self, status: int, body: Any = None, text: str | None = None) -> None:
+        if text is not None:
+            payload, ctype = text.encode("utf-8"), "text/plain; charset=utf-8"
+        elif body is not None:
+            payload, ctype = json.dumps(body).encode("utf-8"), "application/json"
+        else:
+            payload, ctype = b"", "application/json"
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if payload:
+            self.wfile.write(payload)
 
 
 def serve_main(argv: list[str] | None = None) -> int:

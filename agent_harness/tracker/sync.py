@@ -229,30 +229,36 @@ def sync_plan(
     start_requests, start_writes = tracker.tally.requests, tracker.tally.writes
     step = progress or (lambda _stage, _done, _total: None)
     try:
-        _sync(plan, tracker, plan_key, dry_run, report, step)
+        _PlanSync(plan, tracker, plan_key, dry_run, report).run(step)
     finally:
         report.requests = tracker.tally.requests - start_requests
         report.writes = tracker.tally.writes - start_writes
     return report
 
 
-def _sync(
-    plan: Plan,
-    tracker: Tracker,
-    plan_key: str,
-    dry_run: bool,
-    report: SyncReport,
-    step: Progress,
-) -> None:
-    step("listing issues", 0, len(plan.items))
-    existing: dict[str, list[IssueRecord]] = {}
-    markers: dict[int, Marker] = {}
-    seen_labels: set[str] = set()
-    seen_milestones: set[str] = set()
+@dataclass
+class _Listing:
+    """What the one listing pass found: this plan's issues and what every issue already uses."""
+
+    by_item: dict[str, list[IssueRecord]] = field(default_factory=dict)
+    markers: dict[int, Marker] = field(default_factory=dict)  # by issue number
+    labels: set[str] = field(default_factory=set)
+    milestones: set[str] = field(default_factory=set)
+
+    def sole_issue_numbers(self) -> dict[str, int | None]:
+        """The issue of each item that exactly one issue claims; twins get no number."""
+        return {
+            item_id: found[0].number for item_id, found in self.by_item.items() if len(found) == 1
+        }
+
+
+def _list_plan_issues(tracker: Tracker, plan_key: str, report: SyncReport) -> _Listing:
+    """Read every issue once, keeping the ones this plan's markers claim."""
+    listing = _Listing()
     for issue in tracker.list_issues():
-        seen_labels.update(issue.labels)
+        listing.labels.update(issue.labels)
         if issue.milestone:
-            seen_milestones.add(issue.milestone)
+            listing.milestones.add(issue.milestone)
         try:
             marker = read_marker(issue.body)
         except DamagedMarker as exc:
@@ -260,11 +266,15 @@ def _sync(
             continue
         if marker is None or marker.plan_key != plan_key:
             continue
-        existing.setdefault(marker.item_id, []).append(issue)
-        markers[issue.number] = marker
+        listing.by_item.setdefault(marker.item_id, []).append(issue)
+        listing.markers[issue.number] = marker
+    return listing
 
+
+def _report_orphans_and_twins(listing: _Listing, plan: Plan, report: SyncReport) -> None:
+    """Issues whose item left the plan, and items claimed by more than one issue."""
     plan_ids = {item.id for item in plan.items}
-    for item_id, issues in sorted(existing.items()):
+    for item_id, issues in sorted(listing.by_item.items()):
         if item_id not in plan_ids:
             report.orphaned.extend(ItemChange(item_id, issue.number) for issue in issues)
         if len(issues) > 1:
@@ -273,86 +283,127 @@ def _sync(
                 f"{item_id}: issues {listed} carry the same marker; none is written"
             )
 
-    numbers: dict[str, int | None] = {
-        item_id: issues[0].number for item_id, issues in existing.items() if len(issues) == 1
-    }
-    active = [item for item in plan.items if not (item.done and item.id not in existing)]
-    report.skipped_done = [item.id for item in plan.items if item not in active]
 
-    # Labels and milestones already on some issue exist: listing them again would cost requests.
-    seen_lower = {label.lower() for label in seen_labels}
-    wanted_labels = sorted(
-        {label for item in active for label in item.labels if label.lower() not in seen_lower}
-    )
-    if wanted_labels:
+class _PlanSync:
+    """One sync of one plan: the tracker, the report it fills, and the issue numbers learned
+    so far (a dependency is created before its dependants, so they can link to it)."""
+
+    def __init__(
+        self, plan: Plan, tracker: Tracker, plan_key: str, dry_run: bool, report: SyncReport
+    ) -> None:
+        self.plan = plan
+        self.tracker = tracker
+        self.plan_key = plan_key
+        self.dry_run = dry_run
+        self.report = report
+        self.numbers: dict[str, int | None] = {}
+
+    def run(self, step: Progress) -> None:
+        step("listing issues", 0, len(self.plan.items))
+        listing = _list_plan_issues(self.tracker, self.plan_key, self.report)
+        _report_orphans_and_twins(listing, self.plan, self.report)
+        self.numbers = listing.sole_issue_numbers()
+        # A done item is mirrored only while it already has an issue to keep up to date.
+        active = [
+            item for item in self.plan.items if not (item.done and item.id not in listing.by_item)
+        ]
+        self.report.skipped_done = [item.id for item in self.plan.items if item not in active]
+        # Labels and milestones already on some issue exist: listing them again would cost requests.
+        self._create_missing_labels(active, listing.labels)
+        self._create_missing_milestones(active, listing.milestones)
+        ordered = _order(tuple(active))
+        for index, item in enumerate(ordered, start=1):
+            step("syncing", index, len(ordered))
+            issues = listing.by_item.get(item.id, [])
+            if len(issues) > 1:
+                continue  # already reported: writing either twin could be the wrong one
+            found = (issues[0], listing.markers[issues[0].number]) if issues else None
+            self._sync_item(item, found)
+
+    def _create_missing_labels(self, active: list[WorkItem], in_use: set[str]) -> None:
         # GitHub compares label names without regard to case.
-        have = {name.lower() for name in tracker.list_labels()}
-        for label in wanted_labels:
+        in_use_folded = {label.lower() for label in in_use}
+        wanted = sorted(
+            {
+                label
+                for item in active
+                for label in item.labels
+                if label.lower() not in in_use_folded
+            }
+        )
+        if not wanted:
+            return
+        have = {name.lower() for name in self.tracker.list_labels()}
+        for label in wanted:
             if label.lower() in have:
                 continue
             try:
-                if not dry_run:
-                    tracker.create_label(label, _label_colour(label))
-                report.labels_created.append(label)
+                if not self.dry_run:
+                    self.tracker.create_label(label, _label_colour(label))
+                self.report.labels_created.append(label)
             except TrackerError as exc:
-                report.problems.append(f"label '{label}': {exc.message}")
-    wanted_milestones = sorted(
-        {item.milestone for item in active if item.milestone} - seen_milestones
-    )
-    if wanted_milestones:
-        have_ms = tracker.list_milestones()
-        for title in wanted_milestones:
-            if title in have_ms:
+                self.report.problems.append(f"label '{label}': {exc.message}")
+
+    def _create_missing_milestones(self, active: list[WorkItem], in_use: set[str]) -> None:
+        wanted = sorted({item.milestone for item in active if item.milestone} - in_use)
+        if not wanted:
+            return
+        have = self.tracker.list_milestones()
+        for title in wanted:
+            if title in have:
                 continue
             try:
-                if not dry_run:
-                    tracker.create_milestone(title)
-                report.milestones_created.append(title)
+                if not self.dry_run:
+                    self.tracker.create_milestone(title)
+                self.report.milestones_created.append(title)
             except TrackerError as exc:
-                report.problems.append(f"milestone '{title}': {exc.message}")
+                self.report.problems.append(f"milestone '{title}': {exc.message}")
 
-    ordered = _order(tuple(active))
-    for index, item in enumerate(ordered, start=1):
-        step("syncing", index, len(ordered))
-        issues = existing.get(item.id, [])
-        if len(issues) > 1:
-            continue
-        draft, marker = render_issue(item, plan_key, plan.source, numbers)
+    def _sync_item(self, item: WorkItem, found: tuple[IssueRecord, Marker] | None) -> None:
+        """Create or rewrite one item's issue; a refusal for this item is recorded, while one
+        that would refuse every item (auth, a missing repository, the rate limit) stops the sync."""
+        draft, marker = render_issue(item, self.plan_key, self.plan.source, self.numbers)
         if len(draft.body) > MAX_BODY:
-            report.problems.append(
+            self.report.problems.append(
                 f"{item.id}: issue body would be {len(draft.body)} characters, over GitHub's "
                 f"{MAX_BODY}; shorten the item (line {item.line})"
             )
-            continue
+            return
         try:
-            if not issues:
-                if dry_run:
-                    report.created.append(ItemChange(item.id, None, ["new issue"]))
-                    numbers.setdefault(item.id, None)
-                    continue
-                record = _create_once(tracker, draft, marker, plan_key)
-                numbers[item.id] = record.number
-                report.created.append(ItemChange(item.id, record.number))
-                continue
-            issue = issues[0]
-            old = markers[issue.number]
-            if old.hash == marker.hash:
-                report.unchanged.append(ItemChange(item.id, issue.number))
-                continue
-            # Labels a person added stay; labels the plan dropped go.
-            keep = [x for x in issue.labels if x not in old.labels and x not in draft.labels]
-            draft = IssueDraft(draft.title, draft.body, (*draft.labels, *keep), draft.milestone)
-            change = ItemChange(item.id, issue.number, _changes(issue, draft))
-            if not dry_run:
-                tracker.update_issue(issue.number, draft)
-            report.updated.append(change)
+            if found is None:
+                self._create(item, draft, marker)
+            else:
+                self._update(item, *found, draft, marker)
         except ValidationFailed as exc:
             field_note = f" (field '{exc.field}')" if exc.field else ""
-            report.problems.append(f"{item.id}: {exc.message}{field_note}")
+            self.report.problems.append(f"{item.id}: {exc.message}{field_note}")
         except TrackerError as exc:
             if exc.exit_code == 2 or isinstance(exc, RepoNotFound | RateLimited):
                 raise
-            report.problems.append(f"{item.id}: {exc.message}")
+            self.report.problems.append(f"{item.id}: {exc.message}")
+
+    def _create(self, item: WorkItem, draft: IssueDraft, marker: Marker) -> None:
+        if self.dry_run:
+            self.report.created.append(ItemChange(item.id, None, ["new issue"]))
+            self.numbers.setdefault(item.id, None)
+            return
+        record = _create_once(self.tracker, draft, marker, self.plan_key)
+        self.numbers[item.id] = record.number
+        self.report.created.append(ItemChange(item.id, record.number))
+
+    def _update(
+        self, item: WorkItem, issue: IssueRecord, old: Marker, draft: IssueDraft, marker: Marker
+    ) -> None:
+        if old.hash == marker.hash:
+            self.report.unchanged.append(ItemChange(item.id, issue.number))
+            return
+        # Labels a person added stay; labels the plan dropped go.
+        keep = [x for x in issue.labels if x not in old.labels and x not in draft.labels]
+        draft = IssueDraft(draft.title, draft.body, (*draft.labels, *keep), draft.milestone)
+        change = ItemChange(item.id, issue.number, _changes(issue, draft))
+        if not self.dry_run:
+            self.tracker.update_issue(issue.number, draft)
+        self.report.updated.append(change)
 
 
 def _create_once(
