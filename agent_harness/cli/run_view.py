@@ -13,17 +13,16 @@ from rich.table import Table
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from agent_harness.pipeline.launch import RunRequest
     from agent_harness.pipeline.report import RunReport
     from agent_harness.plan.model import Plan
 
 
-def execute_run(
-    options: dict[str, Any], out: Console, err: Console, print_json: Callable[[Any], None]
-) -> int:
-    from agent_harness.config import load_settings
-    from agent_harness.pipeline.launch import RunRequest, pipeline_for
+def _request(options: dict[str, Any]) -> RunRequest:
+    """What the flags ask for, as the library's RunRequest."""
+    from agent_harness.pipeline.launch import RunRequest
 
-    request = RunRequest(
+    return RunRequest(
         repo=str(options["repo"]),
         work=Path(options["work"]),
         plan_path=Path(options["plan_path"]),
@@ -43,6 +42,15 @@ def execute_run(
         agent_timeout_s=options["agent_timeout"],
         own_login=bool(options["own_login"]),
     )
+
+
+def execute_run(
+    options: dict[str, Any], out: Console, err: Console, print_json: Callable[[Any], None]
+) -> int:
+    from agent_harness.config import load_settings
+    from agent_harness.pipeline.launch import pipeline_for
+
+    request = _request(options)
     settings = load_settings().settings
     as_json = bool(options["as_json"])
     if as_json:

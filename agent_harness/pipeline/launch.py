@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from agent_harness.config import Settings
     from agent_harness.implement.protocol import Implementer
     from agent_harness.pipeline.run import Pipeline
-    from agent_harness.pipeline.settings import Observer
+    from agent_harness.pipeline.settings import Observer, RunSettings
     from agent_harness.plan.model import Plan, WorkItem
     from agent_harness.review.verdict import Reviewer
     from agent_harness.sessions.protocol import SessionHost
@@ -178,6 +178,28 @@ def anchored(preset: AgentPreset, cwd: Path) -> AgentPreset:
     return replace(preset, template=tuple(parts), binary=binary)
 
 
+def run_settings_for(request: RunRequest, settings: Settings) -> RunSettings:
+    """The run's budgets and switches: flags first, then the layered configuration."""
+    from agent_harness.pipeline.settings import RunSettings
+
+    return RunSettings(
+        checks=list(request.checks) or list(settings.checks.commands),
+        check_timeout_s=settings.checks.timeout_s,
+        max_attempts=request.max_attempts or settings.budgets.max_attempts,
+        lease_s=settings.budgets.lease_s,
+        workers=request.workers,
+        protected=list(settings.protected_paths),
+        allow_same_vendor=request.allow_same_vendor,
+        item_cost_usd=settings.budgets.item_cost_usd,
+        run_cost_usd=settings.budgets.run_cost_usd,
+        only=set(request.only) or None,
+        requeue_reverted=settings.reconcile.requeue_reverted,
+        revert_window_days=settings.reconcile.revert_window_days,
+        check_env_pass=list(settings.checks.env_pass),
+        secret_shapes_ignored_in=list(settings.secrets.shapes_ignored_in),
+    )
+
+
 @contextmanager
 def pipeline_for(
     request: RunRequest,
@@ -191,7 +213,6 @@ def pipeline_for(
     module never reaches for the command line or the forge."""
     from agent_harness.git.worktrees import WorkRepo
     from agent_harness.pipeline.run import Pipeline
-    from agent_harness.pipeline.settings import RunSettings
     from agent_harness.plan.backlog import load_plan
     from agent_harness.plan.model import check_command
     from agent_harness.secrets.process import process_env
@@ -221,22 +242,7 @@ def pipeline_for(
         project = f"{tracker.repo}:{key}"
         implementer = build_implementer(project, request, host, env, settings, store, item_checks)
         reviewer = build_reviewer(project, request, host, env, state_dir, store, worker="reviewer")
-        run_settings = RunSettings(
-            checks=list(request.checks) or list(settings.checks.commands),
-            check_timeout_s=settings.checks.timeout_s,
-            max_attempts=request.max_attempts or settings.budgets.max_attempts,
-            lease_s=settings.budgets.lease_s,
-            workers=request.workers,
-            protected=list(settings.protected_paths),
-            allow_same_vendor=request.allow_same_vendor,
-            item_cost_usd=settings.budgets.item_cost_usd,
-            run_cost_usd=settings.budgets.run_cost_usd,
-            only=set(request.only) or None,
-            requeue_reverted=settings.reconcile.requeue_reverted,
-            revert_window_days=settings.reconcile.revert_window_days,
-            check_env_pass=list(settings.checks.env_pass),
-            secret_shapes_ignored_in=list(settings.secrets.shapes_ignored_in),
-        )
+        run_settings = run_settings_for(request, settings)
         pipeline = Pipeline(
             plan=plan,
             plan_key=key,

@@ -215,10 +215,7 @@ def enqueue(
 ) -> EnqueueResult:
     """Put plan items in the queue; re-enqueueing an unchanged plan changes nothing."""
     work_items = list(items.items if isinstance(items, Plan) else items)
-    added: list[str] = []
-    updated: list[str] = []
-    unchanged: list[str] = []
-    flagged: list[str] = []
+    sorted_into: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": [], "flagged": []}
     with store.transaction() as tx:
         now = store.clock()
         existing = {
@@ -230,49 +227,55 @@ def enqueue(
             )
         }
         for seq, item in enumerate(work_items):
-            raw = item.model_dump_json()
-            digest = item.content_hash
             old = existing.get(item.id)
             if old is None:
-                state = S.DONE if item.done else S.PENDING
-                tx.execute(
-                    "INSERT INTO items (project, id, seq, title, content_hash, item_json, state, "
-                    "max_attempts, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (project, item.id, seq, item.title, digest, raw, state, max_attempts, now),
-                )
-                _set_deps(tx, project, item)
-                tx.append_event(project, item.id, Enqueued(to=state, hash=digest))
-                added.append(item.id)
-                continue
-            old_hash, old_state, lease_expires, flagged_json = old
-            current = ItemState(old_state)
-            wants_done = item.done and current in {S.PENDING, S.WAITING, S.FAILED, S.SKIPPED}
-            if old_hash == digest and not wants_done:
-                unchanged.append(item.id)
-                continue
-            if lease_expires is not None:
-                if flagged_json != raw:
-                    tx.execute(
-                        "UPDATE items SET flagged_json = ? WHERE project = ? AND id = ?",
-                        (raw, project, item.id),
-                    )
-                    tx.append_event(project, item.id, Flagged(hash=digest, was=old_hash))
-                flagged.append(item.id)
-                continue
-            new_state = S.DONE if wants_done else current
+                _add(tx, project, seq, item, max_attempts, now)
+                outcome = "added"
+            else:
+                outcome = _refresh(tx, project, seq, item, old, now)
+            sorted_into[outcome].append(item.id)
+    return EnqueueResult(**{name: tuple(ids) for name, ids in sorted_into.items()})
+
+
+def _add(tx: Tx, project: str, seq: int, item: WorkItem, max_attempts: int, now: float) -> None:
+    state = S.DONE if item.done else S.PENDING
+    tx.execute(
+        "INSERT INTO items (project, id, seq, title, content_hash, item_json, state, "
+        "max_attempts, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (project, item.id, seq, item.title, item.content_hash, item.model_dump_json(), state,
+         max_attempts, now),
+    )  # fmt: skip
+    _set_deps(tx, project, item)
+    tx.append_event(project, item.id, Enqueued(to=state, hash=item.content_hash))
+
+
+def _refresh(tx: Tx, project: str, seq: int, item: WorkItem, old: Sequence[Any], now: float) -> str:
+    """Apply an edit to a queued item: "updated", "unchanged", or "flagged" when a worker holds
+    it (the edit is recorded, and waits)."""
+    raw, digest = item.model_dump_json(), item.content_hash
+    old_hash, old_state, lease_expires, flagged_json = old
+    current = ItemState(old_state)
+    wants_done = item.done and current in {S.PENDING, S.WAITING, S.FAILED, S.SKIPPED}
+    if old_hash == digest and not wants_done:
+        return "unchanged"
+    if lease_expires is not None:
+        if flagged_json != raw:
             tx.execute(
-                "UPDATE items SET seq = ?, title = ?, content_hash = ?, item_json = ?, state = ?, "
-                "flagged_json = NULL, updated_at = ? WHERE project = ? AND id = ?",
-                (seq, item.title, digest, raw, new_state, now, project, item.id),
+                "UPDATE items SET flagged_json = ? WHERE project = ? AND id = ?",
+                (raw, project, item.id),
             )
-            _set_deps(tx, project, item)
-            tx.append_event(
-                project,
-                item.id,
-                Updated(from_=current, to=new_state, hash=digest, was=old_hash),
-            )
-            updated.append(item.id)
-    return EnqueueResult(tuple(added), tuple(updated), tuple(unchanged), tuple(flagged))
+            tx.append_event(project, item.id, Flagged(hash=digest, was=old_hash))
+        return "flagged"
+    new_state = S.DONE if wants_done else current
+    tx.execute(
+        "UPDATE items SET seq = ?, title = ?, content_hash = ?, item_json = ?, state = ?, "
+        "flagged_json = NULL, updated_at = ? WHERE project = ? AND id = ?",
+        (seq, item.title, digest, raw, new_state, now, project, item.id),
+    )
+    _set_deps(tx, project, item)
+    updated = Updated(from_=current, to=new_state, hash=digest, was=old_hash)
+    tx.append_event(project, item.id, updated)
+    return "updated"
 
 
 def _set_deps(tx: Tx, project: str, item: WorkItem) -> None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agent_harness.errors import HarnessError
 from agent_harness.queue.items import (
@@ -144,17 +145,9 @@ def claim_next(
     ready = tuple(sorted(set(ready_when)))
     sql = _claim_sql(store.dialect.name, len(ready))
     if store.dialect.name == "postgresql":
-        now = store.clock()
-        expires = now + lease_s
-        probe = (project, now, project, now)
-        take_params = (worker, expires, now, project, *probe, project, now, *ready)
-        event_params = (_EVENT_LOCK_KEY, now, project, expires, worker)
-        row = store.statement(sql.pg_fast, (*take_params, *event_params, *probe))
-        assert row is not None
-        if row[0] is not None:
-            return Lease(project, row[0], worker, int(row[2]), int(row[1]), expires, lease_s)
-        if not row[3]:
-            return None
+        lease, recovery_waits = _claim_in_one_statement(store, sql, project, worker, lease_s, ready)
+        if lease is not None or not recovery_waits:
+            return lease
     while True:
         with store.transaction() as tx:
             tx.seal = False  # the hot path: the next write of any kind seals this claim
@@ -166,39 +159,61 @@ def claim_next(
             )
             if taken is None:
                 row = tx.one(sql.recover, (project, now, project, now, *ready))
-                if row is None:
-                    taken = tx.one(sql.take, (worker, expires, now, project, project, now, *ready))
-                    if taken is None:
-                        return None
-            if taken is not None:
-                item_id, attempt, token = taken[0], int(taken[1]), int(taken[2])
-                _claimed_event(
-                    tx, project, item_id, S.PENDING, worker, attempt, token, expires, now
-                )
-                return Lease(project, item_id, worker, token, attempt, expires, lease_s)
-            assert row is not None
-            item_id, state, attempts, max_attempts, fence, old_worker, old_expiry, reason = row
-            current = ItemState(state)
-            if old_expiry is not None:
-                reason = f"lease of {old_worker} expired (attempt {attempts})"
-                tx.append_event(
-                    project,
-                    item_id,
-                    LeaseExpired(worker=old_worker, attempt=attempts, expired_at=old_expiry),
-                )
-            if attempts >= max_attempts:
-                _finish_failed(tx, project, item_id, current, attempts, reason or "out of attempts")
-                continue  # the transaction commits the failure; look for another item
-            _check(item_id, current, S.CLAIMED)
-            token = int(fence) + 1
-            tx.execute(
-                "UPDATE items SET state = 'claimed', attempts = attempts + 1, fence = ?, "
-                "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
-                "WHERE project = ? AND id = ?",
-                (token, worker, expires, now, project, item_id),
-            )
-            _claimed_event(tx, project, item_id, current, worker, attempts + 1, token, expires, now)
-            return Lease(project, item_id, worker, token, attempts + 1, expires, lease_s)
+                if row is not None:
+                    recovered = _recover(tx, row, project, worker, now, lease_s)
+                    if recovered is None:
+                        continue  # the transaction commits a failure; look for another item
+                    return recovered
+                taken = tx.one(sql.take, (worker, expires, now, project, project, now, *ready))
+                if taken is None:
+                    return None
+            item_id, attempt, token = taken[0], int(taken[1]), int(taken[2])
+            _claimed_event(tx, project, item_id, S.PENDING, worker, attempt, token, expires, now)
+            return Lease(project, item_id, worker, token, attempt, expires, lease_s)
+
+
+def _claim_in_one_statement(
+    store: Store, sql: _ClaimSql, project: str, worker: str, lease_s: float, ready: tuple[str, ...]
+) -> tuple[Lease | None, bool]:
+    """PostgreSQL's common claim in one round trip: the lease taken, or whether recovery work
+    (a lapsed lease, a parked item now due) waits for the slower path."""
+    now = store.clock()
+    expires = now + lease_s
+    probe = (project, now, project, now)
+    take_params = (worker, expires, now, project, *probe, project, now, *ready)
+    event_params = (_EVENT_LOCK_KEY, now, project, expires, worker)
+    row = store.statement(sql.pg_fast, (*take_params, *event_params, *probe))
+    assert row is not None
+    if row[0] is not None:
+        return Lease(project, row[0], worker, int(row[2]), int(row[1]), expires, lease_s), False
+    return None, bool(row[3])
+
+
+def _recover(
+    tx: Tx, row: Sequence[Any], project: str, worker: str, now: float, lease_s: float
+) -> Lease | None:
+    """Claim a lapsed lease's item or a parked item now due; None when it has no attempts left
+    (it is failed instead, and its dependents skipped)."""
+    item_id, state, attempts, max_attempts, fence, old_worker, old_expiry, reason = row
+    current = ItemState(state)
+    if old_expiry is not None:
+        reason = f"lease of {old_worker} expired (attempt {attempts})"
+        expired = LeaseExpired(worker=old_worker, attempt=attempts, expired_at=old_expiry)
+        tx.append_event(project, item_id, expired)
+    if attempts >= max_attempts:
+        _finish_failed(tx, project, item_id, current, attempts, reason or "out of attempts")
+        return None
+    _check(item_id, current, S.CLAIMED)
+    token = int(fence) + 1
+    expires = now + lease_s
+    tx.execute(
+        "UPDATE items SET state = 'claimed', attempts = attempts + 1, fence = ?, "
+        "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
+        "WHERE project = ? AND id = ?",
+        (token, worker, expires, now, project, item_id),
+    )
+    _claimed_event(tx, project, item_id, current, worker, attempts + 1, token, expires, now)
+    return Lease(project, item_id, worker, token, attempts + 1, expires, lease_s)
 
 
 def _claimed_event(

@@ -9,7 +9,6 @@ in commit order and a reader paging by id can never skip a row.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import sqlite3
 import threading
@@ -19,11 +18,11 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.store import protection
 from agent_harness.store.chain import seal_pending
+from agent_harness.store.dialects import POSTGRES, SQLITE, Dialect, redact
 from agent_harness.store.events import Event, Payload, read_payload
 from agent_harness.store.migrations import MIGRATIONS
 
@@ -79,32 +78,6 @@ class EventsUnprotected(StoreError):
             f"the event log is not protected: {', '.join(self.missing)}; its history may have "
             f"been changed. Check it and restore the protection with: {repair}",
         )
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """The few places where the SQL of the two engines differs."""
-
-    name: str
-    lock_rows: str  # appended to a SELECT that reads rows it will change
-    skip_locked: str  # appended to a SELECT that picks one free row among many
-
-    def sql(self, text: str) -> str:
-        if self.name != "postgresql":
-            return text
-        return _pyformat(text)
-
-
-@functools.lru_cache(maxsize=4096)
-def _pyformat(text: str) -> str:
-    """`?` placeholders as psycopg wants them; cached, as the same few texts come back."""
-    return text.replace("%", "%%").replace("?", "%s")
-
-
-SQLITE = Dialect("sqlite", lock_rows="", skip_locked="")
-
-
-POSTGRES = Dialect("postgresql", lock_rows=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED")
 
 
 @dataclass(slots=True)
@@ -561,7 +534,7 @@ class SqliteStore(Store):
 
 class PostgresStore(Store):
     def __init__(self, url: str, *, clock: Clock, schema: str | None = None) -> None:
-        super().__init__(url, POSTGRES, clock=clock, where=_redact(url))
+        super().__init__(url, POSTGRES, clock=clock, where=redact(url))
         self.schema = schema
 
     def _connect(self) -> Any:
@@ -660,15 +633,6 @@ class _Transaction:
             self._release()
 
 
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 def open_store(
     url: str | None = None,
     *,
@@ -695,7 +659,7 @@ def open_store(
         store = SqliteStore(Path(url[len("sqlite:///") :]), clock=clock)
     elif "://" in url:
         raise UsageError(
-            f"unknown database URL {_redact(url)!r}: use a path, sqlite:///path or postgresql://..."
+            f"unknown database URL {redact(url)!r}: use a path, sqlite:///path or postgresql://..."
         )
     else:
         store = SqliteStore(Path(url), clock=clock)
