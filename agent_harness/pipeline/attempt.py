@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent_harness.errors import HarnessError
+from agent_harness.failures import FailureClass, ends_the_item
 from agent_harness.git.worktrees import Worktree
 from agent_harness.models.client import EndpointParked, ModelCallFailed
 from agent_harness.models.providers import FailureKind
@@ -65,7 +66,7 @@ class Attempt:
             parts.emit(item.id, LeaseLostNote(worker=lease.worker, attempt=lease.attempt))
         except HarnessError as exc:
             # Classified errors of our own (git, tracker, sessions) fail this attempt visibly.
-            parts.fail(lease, f"{type(exc).__name__}: {exc.message}", permanent=False)
+            parts.fail(lease, f"{type(exc).__name__}: {exc.message}", FailureClass.TRACKER)
 
     def _stages(self) -> None:
         tree = self._worktree()
@@ -94,7 +95,7 @@ class Attempt:
         summary = f"check `{failed.command}` {failed.status}"
         feedback = Feedback("checks", summary, failed.output_tail)
         self.parts.remember(self.item.id, feedback, self.history)
-        self.parts.fail(self.lease, summary, permanent=False)
+        self.parts.fail(self.lease, summary, FailureClass.CHECK_FAILED)
 
     def _emit(self, payload: Payload) -> None:
         self.parts.emit(self.item.id, payload, self.history)
@@ -177,12 +178,12 @@ class Attempt:
             return
         feedback = Feedback("agent", result.reason, result.output_tail)
         parts.remember(lease.item_id, feedback, self.history)
-        parts.fail(lease, f"agent {result.state}: {result.reason}", permanent=result.permanent)
+        parts.fail(lease, f"agent {result.state}: {result.reason}", result_class(result))
 
     def _over_budget(self) -> bool:
         reason = item_over_budget(self.history, self.parts.settings.item_cost_usd)
         if reason is not None:
-            self.parts.fail(self.lease, reason, permanent=True)
+            self.parts.fail(self.lease, reason, FailureClass.OVER_BUDGET)
         return reason is not None
 
     def _commit(self, tree: Worktree, result: ImplementResult) -> str | None:
@@ -197,7 +198,7 @@ class Attempt:
         reason = f"the agent finished but changed nothing ({result.reason})"
         feedback = Feedback("agent", reason, result.output_tail)
         self.parts.remember(self.item.id, feedback, self.history)
-        self.parts.fail(self.lease, reason, permanent=False)
+        self.parts.fail(self.lease, reason, FailureClass.NO_CHANGE)
         return None
 
     def _checks(self, tree: Worktree) -> CheckRun:
@@ -240,14 +241,18 @@ class Attempt:
             if exc.failure.kind is FailureKind.WINDOW and exc.failure.reset_at:
                 parts.defer(lease, exc.failure.reset_at, f"reviewer: {exc.message}", self.history)
                 return
-            permanent = not exc.failure.retryable
-            parts.fail(lease, f"reviewer failed: {exc.message}", permanent=permanent)
+            parts.fail(lease, f"reviewer failed: {exc.message}", FailureClass(exc.failure.kind))
             return
         if not verdict.approved:
             reasons = "; ".join(verdict.reasons) or "no reason given"
             feedback = Feedback("review", f"the reviewer said no: {reasons}")
             parts.remember(self.item.id, feedback, self.history)
-            parts.fail(lease, f"review: {reasons}", permanent=verdict.permanent)
+            refused = (
+                FailureClass.REVIEW_REFUSED_FOR_GOOD
+                if verdict.permanent
+                else FailureClass.REVIEW_REFUSED
+            )
+            parts.fail(lease, f"review: {reasons}", refused)
             return
         deliver(parts, self.item, lease, tree, checks, verdict, self.history)
 
@@ -276,6 +281,27 @@ class Attempt:
         )
         self._emit(verdict)
         return verdict
+
+
+# How an implementer's run ended, as a failure class (when no provider failure says more).
+_ENDED = {
+    "missing_binary": FailureClass.MISSING_PROGRAM,
+    "refused": FailureClass.PERMISSION_DENIED,
+    "timeout": FailureClass.AGENT_TIMEOUT,
+}
+
+
+def result_class(result: ImplementResult) -> FailureClass:
+    """The failure class of an implementer's unsuccessful run. A provider failure it reported
+    names the class (a spent cap, a bad key); otherwise how it ended does. An implementer that
+    judged its own failure final (`permanent`: a blocked step plan, say) is taken at its word."""
+    if result.failure is not None:
+        found = FailureClass(result.failure.kind)
+    else:
+        found = _ENDED.get(result.state, FailureClass.AGENT_CRASHED)
+    if result.permanent and not ends_the_item(found):
+        return FailureClass.AGENT_GAVE_UP
+    return found
 
 
 def _finished(result: ImplementResult) -> AgentFinished:

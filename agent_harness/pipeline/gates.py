@@ -6,6 +6,7 @@ the item for good: another attempt cannot undo a protected file touched or a key
 
 from __future__ import annotations
 
+from agent_harness.failures import FailureClass
 from agent_harness.git.protect import protection_violations
 from agent_harness.git.worktrees import Worktree
 from agent_harness.pipeline.history import ItemHistory
@@ -27,7 +28,7 @@ def touches_protected(
     if not violations:
         return False
     parts.emit(item.id, ProtectedPaths(violations=violations), history)
-    parts.fail(lease, "; ".join(violations), permanent=True)
+    parts.fail(lease, "; ".join(violations), FailureClass.PROTECTED_PATH)
     return True
 
 
@@ -47,5 +48,5 @@ def leaks_secret(
     parts.emit(item.id, SecretFound(findings=where, sha=parts.repo.head(tree)), history)
     shown = "; ".join(where[:3]) + (f" (and {len(where) - 3} more)" if len(where) > 3 else "")
     reason = f"a secret is in the change, so it was not sent on: {shown}"
-    parts.fail(lease, reason, permanent=True)
+    parts.fail(lease, reason, FailureClass.SECRET_IN_CHANGE)
     return True

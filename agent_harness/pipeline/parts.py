@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_harness.failures import FailureClass, ends_the_item
 from agent_harness.pipeline.history import ItemHistory
 from agent_harness.pipeline.prompt import Feedback
 from agent_harness.pipeline.settings import Observer, RunSettings
@@ -107,11 +108,12 @@ class RunParts:
         )
         self.emit(item_id, given, history)
 
-    def fail(self, lease: Lease, reason: str, *, permanent: bool) -> None:
-        """End the attempt as failed: the item goes back (or fails, when permanent or out of
-        attempts); a lease already lost is said so instead."""
+    def fail(self, lease: Lease, reason: str, failure: FailureClass) -> None:
+        """End the attempt as failed. The failure policy decides: the item goes back for
+        another attempt, or fails now (out of attempts, or a failure another attempt cannot
+        fix); a lease already lost is said so instead."""
         try:
-            state = leases.fail(self.store, lease, reason, permanent=permanent)
+            state = leases.fail(self.store, lease, reason, permanent=ends_the_item(failure))
         except LeaseLost:
             self.emit(lease.item_id, LeaseLostNote(worker=lease.worker))
             return

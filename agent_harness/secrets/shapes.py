@@ -10,8 +10,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+# A name part that says "credential". KEY and AUTH only as whole parts, so GIT_AUTHOR_NAME or
+# KEYBOARD_LAYOUT are not taken for secrets, while MY_REVIEWER_KEY and GITHUB_AUTH are.
 SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL)", re.IGNORECASE
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL|CREDS|COOKIE"
+    r"|(?:^|_)KEY(?:_|$)|(?:^|_)AUTH(?:_|$))",
+    re.IGNORECASE,
 )
 ALWAYS_SECRET = frozenset({"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN"})
 # A value this short is no secret worth the name, and matching it exactly would flag every

@@ -54,6 +54,26 @@ def test_known_values_come_from_credential_names_and_shapes_only() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("TEST_REVIEWER_KEY", True),  # a route's key variable may be named anything like this
+        ("KEY_FILE", True),
+        ("GITHUB_AUTH", True),
+        ("SESSION_COOKIE", True),
+        ("AWS_CREDS", True),
+        ("GIT_AUTHOR_NAME", False),  # checks that commit need it
+        ("KEYBOARD_LAYOUT", False),
+        ("MONKEY_PATCH", False),
+        ("PATH", False),
+    ],
+)
+def test_credential_names(name: str, secret: bool) -> None:
+    from agent_harness.secrets.shapes import is_secret_name
+
+    assert is_secret_name(name) is secret
+
+
 def test_what_the_entry_point_seals_away() -> None:
     assert should_seal("GH_TOKEN", "x")
     assert should_seal("ANTHROPIC_API_KEY", "x")
