@@ -18,7 +18,8 @@ from typing import Any
 
 from agent_harness.agents.presets import AgentPreset, scrub_env
 from agent_harness.agents.setup import agent_setup
-from agent_harness.models import providers
+from agent_harness.models.agent_output import classify_agent_output
+from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.sessions.protocol import (
     SessionExists,
     SessionHost,
@@ -43,7 +44,7 @@ class AgentOutcome:
     exit_code: int | None
     duration_s: float
     output_tail: str  # the last ~4 KB of what the agent wrote
-    failure: providers.Failure | None
+    failure: Failure | None
     reason: str  # one line a person understands
     session: str = ""
     log_path: Path | None = None
@@ -65,11 +66,11 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*(?:\x07|\x1b\\)|\x1b[
 
 
 # Limits that park an agent for a long time (killed early when it sits waiting for a reset) ...
-_LIMIT_KINDS = frozenset({providers.FailureKind.WINDOW, providers.FailureKind.CAP})
+_LIMIT_KINDS = frozenset({FailureKind.WINDOW, FailureKind.CAP})
 
 
 # ... and everything that makes an ended run RATE_LIMITED rather than CRASHED.
-_RATE_KINDS = _LIMIT_KINDS | {providers.FailureKind.BURST}
+_RATE_KINDS = _LIMIT_KINDS | {FailureKind.BURST}
 
 
 TAIL_BYTES = 4096
@@ -99,7 +100,7 @@ class _Watch:
     last_change: float
     last_size: int = -1
     idle_examined: bool = False  # the current quiet spell has been looked at already
-    failure: providers.Failure | None = field(default=None)
+    failure: Failure | None = field(default=None)
 
 
 def run_agent(
@@ -179,7 +180,7 @@ def run_agent(
         status = host.status(name)
         if not status.alive:
             output = strip_terminal_codes(_output_or_empty(host, name))
-            watch.failure = providers.classify_agent_output(preset.name, output, now=wall_clock())
+            watch.failure = classify_agent_output(preset.name, output, now=wall_clock())
             state, reason = _ended(preset.name, status.exit_code, watch.failure)
             on_state(state, reason)
             return outcome(state, status.exit_code, output, reason)
@@ -193,9 +194,7 @@ def run_agent(
             host.kill(name)
             plain = strip_terminal_codes(output)
             # Only what it said last: a limit it hit and got past earlier is not why it hangs.
-            watch.failure = providers.classify_agent_output(
-                preset.name, _tail(plain), now=wall_clock()
-            )
+            watch.failure = classify_agent_output(preset.name, _tail(plain), now=wall_clock())
             if watch.failure is not None and watch.failure.kind in _LIMIT_KINDS:
                 reason = f"{preset.name} stopped at a usage limit: {watch.failure.describe()}"
                 state = AgentState.RATE_LIMITED
@@ -209,7 +208,7 @@ def run_agent(
             # before the agent writes something new would find the same thing.
             watch.idle_examined = True
             plain = strip_terminal_codes(output)
-            limit = providers.classify_agent_output(preset.name, _tail(plain), now=wall_clock())
+            limit = classify_agent_output(preset.name, _tail(plain), now=wall_clock())
             if limit is not None and limit.kind in _LIMIT_KINDS:
                 # An interactive agent that hit its window waits for the reset by itself;
                 # the item is better parked than left holding a worker for hours.
@@ -248,9 +247,7 @@ def _binary_found(binary: str, env: Mapping[str, str]) -> bool:
     return shutil.which(binary, path=env.get("PATH")) is not None
 
 
-def _ended(
-    agent: str, code: int | None, failure: providers.Failure | None
-) -> tuple[AgentState, str]:
+def _ended(agent: str, code: int | None, failure: Failure | None) -> tuple[AgentState, str]:
     if failure is not None and failure.kind in _RATE_KINDS:
         return AgentState.RATE_LIMITED, f"{agent} hit a rate limit: {failure.describe()}"
     if code is None:

@@ -126,7 +126,8 @@ def run_demo(
     from agent_harness.forge.local import local_forge
     from agent_harness.git.worktrees import WorkRepo
     from agent_harness.implement.cli_agent import CliImplementer
-    from agent_harness.models.client import ModelClient, Route
+    from agent_harness.models.client import ModelClient
+    from agent_harness.models.routes import Route
     from agent_harness.pipeline.run import Pipeline, RunSettings
     from agent_harness.review.model import ModelReviewer
     from agent_harness.sessions.default import default_host

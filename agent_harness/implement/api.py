@@ -49,8 +49,9 @@ class ApiImplementer:
         on_state: StateCallback,
     ) -> ImplementResult:
         from agent_harness.implement.executor import Executor
-        from agent_harness.models.client import EndpointParked, ModelCallFailed
-        from agent_harness.models.providers import FailureKind
+        from agent_harness.models.client import ModelCallFailed
+        from agent_harness.models.failures import FailureKind
+        from agent_harness.models.parking import EndpointParked
 
         state_dir.mkdir(parents=True, exist_ok=True)
         executor = Executor(

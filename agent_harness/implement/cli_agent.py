@@ -74,7 +74,7 @@ class CliImplementer:
         on_state: StateCallback,
     ) -> ImplementResult:
         from agent_harness.agents.runner import AgentState
-        from agent_harness.models.providers import FailureKind
+        from agent_harness.models.failures import FailureKind
 
         ran = run_cli_agent(
             self.host,

@@ -27,13 +27,14 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agent_harness.errors import ConfigError, HarnessError, InputError
 from agent_harness.implement.patching import apply_edit
-from agent_harness.models.client import EndpointParked, ModelCallFailed
-from agent_harness.models.providers import FailureKind
+from agent_harness.models.client import ModelCallFailed
+from agent_harness.models.failures import FailureKind
+from agent_harness.models.parking import EndpointParked
 from agent_harness.secrets.environment import without_secrets
 from agent_harness.secrets.process import process_env
 
 if TYPE_CHECKING:
-    from agent_harness.models.client import Completion
+    from agent_harness.models.wire import Completion
     from agent_harness.plan.model import WorkItem
 
 EventSink = Callable[[str, dict[str, Any]], None]

@@ -307,8 +307,9 @@ class Pipeline:
     def _review_and_deliver(
         self, item: WorkItem, lease: Lease, tree: Worktree, run: CheckRun | None, sha: str
     ) -> None:
-        from agent_harness.models.client import EndpointParked, ModelCallFailed
-        from agent_harness.models.providers import FailureKind
+        from agent_harness.models.client import ModelCallFailed
+        from agent_harness.models.failures import FailureKind
+        from agent_harness.models.parking import EndpointParked
 
         work.advance(self.store, lease, ItemState.REVIEW)
         try:
