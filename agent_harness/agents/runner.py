@@ -11,14 +11,15 @@ import shlex
 import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from agent_harness.agents.presets import AgentPreset, scrub_env
 from agent_harness.agents.setup import agent_setup
-from agent_harness.models import providers
+from agent_harness.models.agent_output import classify_agent_output
+from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.sessions.protocol import (
     SessionExists,
     SessionHost,
@@ -43,7 +44,7 @@ class AgentOutcome:
     exit_code: int | None
     duration_s: float
     output_tail: str  # the last ~4 KB of what the agent wrote
-    failure: providers.Failure | None
+    failure: Failure | None
     reason: str  # one line a person understands
     session: str = ""
     log_path: Path | None = None
@@ -65,11 +66,11 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*(?:\x07|\x1b\\)|\x1b[
 
 
 # Limits that park an agent for a long time (killed early when it sits waiting for a reset) ...
-_LIMIT_KINDS = frozenset({providers.FailureKind.WINDOW, providers.FailureKind.CAP})
+_LIMIT_KINDS = frozenset({FailureKind.WINDOW, FailureKind.CAP})
 
 
 # ... and everything that makes an ended run RATE_LIMITED rather than CRASHED.
-_RATE_KINDS = _LIMIT_KINDS | {providers.FailureKind.BURST}
+_RATE_KINDS = _LIMIT_KINDS | {FailureKind.BURST}
 
 
 TAIL_BYTES = 4096
@@ -89,17 +90,6 @@ def looks_like_prompt(screen: str) -> bool:
 def _tail(text: str) -> str:
     data = text.encode("utf-8")
     return data[-TAIL_BYTES:].decode("utf-8", errors="ignore")
-
-
-@dataclass
-class _Watch:
-    """What the poll loop has seen so far."""
-
-    started: float
-    last_change: float
-    last_size: int = -1
-    idle_examined: bool = False  # the current quiet spell has been looked at already
-    failure: providers.Failure | None = field(default=None)
 
 
 def run_agent(
@@ -147,89 +137,150 @@ def run_agent(
         prompt_file.parent.mkdir(parents=True, exist_ok=True)
         prompt_file.write_text(prompt, encoding="utf-8")
         command = preset.command(prompt_file, Path(worktree), model)
-        spec = SessionSpec(
-            name=name,
-            command=command,
-            cwd=Path(worktree),
-            env=env,
-            log_path=log_path,
-            stdin_devnull=preset.stdin_devnull,
-        )
-        try:
-            host.start(spec)
-        except SessionExists:
-            adopted = True  # another process started it between our look and our start
-    now = clock()
-    watch = _Watch(started=now, last_change=now)
+        adopted = not _start_session(host, preset, name, command, Path(worktree), env, log_path)
+    watch = _Watch(host, preset.name, name, log_path, adopted, clock, wall_clock, on_state)
+    while True:
+        ended = watch.look(timeout_s, idle_s)
+        if ended is not None:
+            return ended
+        # Look often at first (quick agents are done in tens of milliseconds), then settle
+        # at poll_s: the first second costs a few extra looks, a long run costs nothing more.
+        sleep(min(poll_s, max(0.005, watch.elapsed / 4)))
 
-    def outcome(state: AgentState, code: int | None, output: str, reason: str) -> AgentOutcome:
+
+def _start_session(
+    host: SessionHost,
+    preset: AgentPreset,
+    name: str,
+    command: list[str],
+    worktree: Path,
+    env: dict[str, str],
+    log_path: Path,
+) -> bool:
+    """Start the agent's session; False when another process started it between our look
+    and our start, so the caller adopts that one instead."""
+    spec = SessionSpec(
+        name=name,
+        command=command,
+        cwd=worktree,
+        env=env,
+        log_path=log_path,
+        stdin_devnull=preset.stdin_devnull,
+    )
+    try:
+        host.start(spec)
+    except SessionExists:
+        return False
+    return True
+
+
+class _Watch:
+    """One session watched to its end, and what the poll loop has seen of it so far."""
+
+    def __init__(
+        self,
+        host: SessionHost,
+        agent: str,
+        name: str,
+        log_path: Path,
+        adopted: bool,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], float],
+        on_state: Callable[[AgentState, str], None],
+    ) -> None:
+        self.host = host
+        self.agent = agent
+        self.name = name
+        self.log_path = log_path
+        self.adopted = adopted
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.on_state = on_state
+        self.started = self.now = clock()
+        self.last_change = self.started
+        self.last_size = -1
+        self.idle_examined = False  # the current quiet spell has been looked at already
+        self.failure: Failure | None = None
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds from the start of the watch to the last look."""
+        return self.now - self.started
+
+    def look(self, timeout_s: float, idle_s: float) -> AgentOutcome | None:
+        """Look at the session once; how it ended, or None while it is still working."""
+        status = self.host.status(self.name)
+        if not status.alive:
+            return self._exited(status.exit_code)
+        self.now = self.clock()
+        output = _output_or_empty(self.host, self.name)
+        if len(output) != self.last_size:
+            self.last_size = len(output)
+            self.last_change = self.now
+            self.idle_examined = False
+        if self.now - self.started >= timeout_s:
+            return self._timed_out(output, timeout_s)
+        if self.now - self.last_change >= idle_s and not self.idle_examined:
+            # Once per quiet spell: the screen is made from the same output, so looking again
+            # before the agent writes something new would find the same thing.
+            self.idle_examined = True
+            return self._examine_quiet(output)
+        return None
+
+    def _exited(self, code: int | None) -> AgentOutcome:
+        output = strip_terminal_codes(_output_or_empty(self.host, self.name))
+        self.failure = classify_agent_output(self.agent, output, now=self.wall_clock())
+        state, reason = _ended(self.agent, code, self.failure)
+        return self._report(state, code, output, reason)
+
+    def _timed_out(self, output: str, timeout_s: float) -> AgentOutcome:
+        self.host.kill(self.name)
+        plain = strip_terminal_codes(output)
+        # Only what it said last: a limit it hit and got past earlier is not why it hangs.
+        self.failure = classify_agent_output(self.agent, _tail(plain), now=self.wall_clock())
+        if self.failure is not None and self.failure.kind in _LIMIT_KINDS:
+            reason = f"{self.agent} stopped at a usage limit: {self.failure.describe()}"
+            return self._report(AgentState.RATE_LIMITED, None, plain, reason)
+        reason = f"{self.agent} still running after {timeout_s:g}s; session killed"
+        return self._report(AgentState.TIMEOUT, None, plain, reason)
+
+    def _examine_quiet(self, output: str) -> AgentOutcome | None:
+        """A quiet agent has either stopped at a usage limit or is waiting for an answer."""
+        plain = strip_terminal_codes(output)
+        limit = classify_agent_output(self.agent, _tail(plain), now=self.wall_clock())
+        if limit is not None and limit.kind in _LIMIT_KINDS:
+            # An interactive agent that hit its window waits for the reset by itself;
+            # the item is better parked than left holding a worker for hours.
+            self.host.kill(self.name)
+            self.failure = limit
+            reason = f"{self.agent} stopped at a usage limit: {limit.describe()}"
+            return self._report(AgentState.RATE_LIMITED, None, plain, reason)
+        screen = self.host.screen(self.name, 50)
+        if looks_like_prompt(screen):
+            question = _last_line(screen)
+            self.on_state(
+                AgentState.WAITING_FOR_INPUT,
+                f"{self.agent} is waiting for input: {question!r} "
+                f"(attach: {shlex.join(self.host.attach_command(self.name))})",
+            )
+        return None
+
+    def _report(
+        self, state: AgentState, code: int | None, output: str, reason: str
+    ) -> AgentOutcome:
+        """Tell `on_state` how the run ended and return the outcome."""
+        self.on_state(state, reason)
         return AgentOutcome(
             state,
             code,
-            clock() - watch.started,
+            self.clock() - self.started,
             _tail(output),
-            watch.failure,
+            self.failure,
             reason,
-            name,
-            log_path if not adopted or log_path.exists() else None,
-            adopted,
+            self.name,
+            self.log_path if not self.adopted or self.log_path.exists() else None,
+            self.adopted,
         )
-
-    while True:
-        status = host.status(name)
-        if not status.alive:
-            output = strip_terminal_codes(_output_or_empty(host, name))
-            watch.failure = providers.classify_agent_output(preset.name, output, now=wall_clock())
-            state, reason = _ended(preset.name, status.exit_code, watch.failure)
-            on_state(state, reason)
-            return outcome(state, status.exit_code, output, reason)
-        now = clock()
-        output = _output_or_empty(host, name)
-        if len(output) != watch.last_size:
-            watch.last_size = len(output)
-            watch.last_change = now
-            watch.idle_examined = False
-        if now - watch.started >= timeout_s:
-            host.kill(name)
-            plain = strip_terminal_codes(output)
-            # Only what it said last: a limit it hit and got past earlier is not why it hangs.
-            watch.failure = providers.classify_agent_output(
-                preset.name, _tail(plain), now=wall_clock()
-            )
-            if watch.failure is not None and watch.failure.kind in _LIMIT_KINDS:
-                reason = f"{preset.name} stopped at a usage limit: {watch.failure.describe()}"
-                state = AgentState.RATE_LIMITED
-            else:
-                reason = f"{preset.name} still running after {timeout_s:g}s; session killed"
-                state = AgentState.TIMEOUT
-            on_state(state, reason)
-            return outcome(state, None, plain, reason)
-        if now - watch.last_change >= idle_s and not watch.idle_examined:
-            # Once per quiet spell: the screen is made from the same output, so looking again
-            # before the agent writes something new would find the same thing.
-            watch.idle_examined = True
-            plain = strip_terminal_codes(output)
-            limit = providers.classify_agent_output(preset.name, _tail(plain), now=wall_clock())
-            if limit is not None and limit.kind in _LIMIT_KINDS:
-                # An interactive agent that hit its window waits for the reset by itself;
-                # the item is better parked than left holding a worker for hours.
-                host.kill(name)
-                watch.failure = limit
-                reason = f"{preset.name} stopped at a usage limit: {limit.describe()}"
-                on_state(AgentState.RATE_LIMITED, reason)
-                return outcome(AgentState.RATE_LIMITED, None, plain, reason)
-            screen = host.screen(name, 50)
-            if looks_like_prompt(screen):
-                question = _last_line(screen)
-                on_state(
-                    AgentState.WAITING_FOR_INPUT,
-                    f"{preset.name} is waiting for input: {question!r} "
-                    f"(attach: {shlex.join(host.attach_command(name))})",
-                )
-        # Look often at first (quick agents are done in tens of milliseconds), then settle
-        # at poll_s: the first second costs a few extra looks, a long run costs nothing more.
-        elapsed = now - watch.started
-        sleep(min(poll_s, max(0.005, elapsed / 4)))
 
 
 def _output_or_empty(host: SessionHost, name: str) -> str:
@@ -248,9 +299,7 @@ def _binary_found(binary: str, env: Mapping[str, str]) -> bool:
     return shutil.which(binary, path=env.get("PATH")) is not None
 
 
-def _ended(
-    agent: str, code: int | None, failure: providers.Failure | None
-) -> tuple[AgentState, str]:
+def _ended(agent: str, code: int | None, failure: Failure | None) -> tuple[AgentState, str]:
     if failure is not None and failure.kind in _RATE_KINDS:
         return AgentState.RATE_LIMITED, f"{agent} hit a rate limit: {failure.describe()}"
     if code is None:

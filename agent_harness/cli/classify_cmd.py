@@ -28,7 +28,7 @@ def classify(log: TextIO, agent: str, as_json: bool) -> int:
     from datetime import UTC, datetime
 
     from agent_harness.cli.output import console, print_json
-    from agent_harness.models.providers import classify_agent_output
+    from agent_harness.models.agent_output import classify_agent_output
 
     now = time.time()
     failure = classify_agent_output(agent, log.read(), now=now)

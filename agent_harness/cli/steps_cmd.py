@@ -24,7 +24,7 @@ def steps(plan_file: Path, as_json: bool) -> int:
     from rich.table import Table
 
     from agent_harness.cli.output import console, print_json
-    from agent_harness.implement.executor import load_plan
+    from agent_harness.implement.steps import load_plan
 
     plan = load_plan(plan_file)
     if as_json:

@@ -14,7 +14,8 @@ from pathlib import Path
 from agent_harness.agents.presets import preset_for
 from agent_harness.git.worktrees import WorkRepo
 from agent_harness.implement.cli_agent import CliImplementer
-from agent_harness.models.client import ModelClient, Route
+from agent_harness.models.client import ModelClient
+from agent_harness.models.routes import Route
 from agent_harness.pipeline.run import Pipeline
 from agent_harness.pipeline.settings import Observer, RunSettings
 from agent_harness.plan.model import Plan

@@ -1,4 +1,8 @@
-"""The direct-API implementer: a planner and an implementer model editing the worktree."""
+"""The direct-API implementer: a planner and an implementer model editing the worktree.
+
+It wraps the executor and translates how a run ended (done, blocked, a spent window, a call
+that no retry can fix) into the same `ImplementResult` the pipeline reads from a CLI agent.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from agent_harness.implement.protocol import ImplementResult, StateCallback
 
 if TYPE_CHECKING:
     from agent_harness.git.worktrees import Worktree
+    from agent_harness.models.client import ModelCallFailed
     from agent_harness.plan.model import WorkItem
 
 
@@ -49,8 +54,8 @@ class ApiImplementer:
         on_state: StateCallback,
     ) -> ImplementResult:
         from agent_harness.implement.executor import Executor
-        from agent_harness.models.client import EndpointParked, ModelCallFailed
-        from agent_harness.models.providers import FailureKind
+        from agent_harness.models.client import ModelCallFailed
+        from agent_harness.models.parking import EndpointParked
 
         state_dir.mkdir(parents=True, exist_ok=True)
         executor = Executor(
@@ -66,29 +71,7 @@ class ApiImplementer:
         except EndpointParked as exc:
             return ImplementResult(False, "rate_limited", str(exc), wait_until=exc.until)
         except ModelCallFailed as exc:
-            kind = exc.failure.kind
-            if kind is FailureKind.WINDOW:
-                return ImplementResult(
-                    False,
-                    "rate_limited",
-                    exc.message,
-                    failure=exc.failure,
-                    wait_until=exc.failure.reset_at,
-                )
-            never_retry = kind in (
-                FailureKind.CAP,
-                FailureKind.REFUSAL,
-                FailureKind.AUTH,
-                FailureKind.CONTEXT_TOO_LONG,
-                FailureKind.BAD_REQUEST,
-            )
-            return ImplementResult(
-                False,
-                "refused" if never_retry else "crashed",
-                exc.message,
-                failure=exc.failure,
-                permanent=never_retry,
-            )
+            return _failed_call(exc)
         if result.status == "done":
             return ImplementResult(
                 True,
@@ -104,3 +87,33 @@ class ApiImplementer:
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
         )
+
+
+def _failed_call(exc: ModelCallFailed) -> ImplementResult:
+    """A model call that ended the run: a spent window waits for its reset, a failure no
+    retry can fix is refused for good, anything else counts as a crash worth retrying."""
+    from agent_harness.models.failures import FailureKind
+
+    kind = exc.failure.kind
+    if kind is FailureKind.WINDOW:
+        return ImplementResult(
+            False,
+            "rate_limited",
+            exc.message,
+            failure=exc.failure,
+            wait_until=exc.failure.reset_at,
+        )
+    never_retry = kind in (
+        FailureKind.CAP,
+        FailureKind.REFUSAL,
+        FailureKind.AUTH,
+        FailureKind.CONTEXT_TOO_LONG,
+        FailureKind.BAD_REQUEST,
+    )
+    return ImplementResult(
+        False,
+        "refused" if never_retry else "crashed",
+        exc.message,
+        failure=exc.failure,
+        permanent=never_retry,
+    )

@@ -7,15 +7,17 @@ the attempt ended (done, crashed, timed out, waiting on a rate-limit reset, refu
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent_harness.agents.output import read_cli_report
-from agent_harness.agents.runner import run_cli_agent
+from agent_harness.agents.output import CliReport, read_cli_report
+from agent_harness.agents.runner import AgentOutcome, AgentState, run_cli_agent
+from agent_harness.git.runner import GitError, git
 from agent_harness.implement.protocol import ImplementResult, StateCallback
+from agent_harness.models.failures import FailureKind
 
 if TYPE_CHECKING:
     from agent_harness.agents.presets import AgentPreset
@@ -24,15 +26,42 @@ if TYPE_CHECKING:
     from agent_harness.sessions.protocol import SessionHost
 
 
+# Listing changes in one worktree is quick; a git that takes longer than this is stuck.
+TREE_CHECK_TIMEOUT_S = 60.0
+
+
 def _tree_changed(tree: Worktree) -> bool:
-    """Whether the agent left any change in its worktree (files or commits)."""
-    status = subprocess.run(
-        ["git", "status", "--porcelain"], cwd=tree.path, capture_output=True, text=True
-    )
-    head = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=tree.path, capture_output=True, text=True
-    )
-    return bool(status.stdout.strip()) or head.stdout.strip() != tree.base_sha
+    """Whether the agent left any change in its worktree (files or commits).
+
+    Raises `GitError` when git cannot tell: a broken worktree is not evidence of work.
+    """
+    status = git(tree.path, "status", "--porcelain", timeout_s=TREE_CHECK_TIMEOUT_S)
+    head = git(tree.path, "rev-parse", "HEAD", timeout_s=TREE_CHECK_TIMEOUT_S)
+    return bool(status.strip()) or head.strip() != tree.base_sha
+
+
+def _with_last_words(reason: str, output_tail: str) -> str:
+    """A failure's reason with the agent's last line of prose, which usually says why."""
+    lines = (line.strip() for line in reversed(output_tail.splitlines()))
+    last = next((line for line in lines if line), "")
+    if last and not last.startswith("{") and last not in reason:
+        return f"{reason}: {last[:200]}"
+    return reason
+
+
+@dataclass(frozen=True)
+class _Ending:
+    """How an agent run is judged, before the usage figures are added."""
+
+    ok: bool
+    state: str
+    reason: str
+    wait_until: float | None = None
+    permanent: bool = False
+
+
+# What an agent reports that running it again unchanged cannot fix.
+_NEVER_AGAIN = frozenset({FailureKind.REFUSAL, FailureKind.AUTH, FailureKind.CONTEXT_TOO_LONG})
 
 
 class CliImplementer:
@@ -73,9 +102,6 @@ class CliImplementer:
         state_dir: Path,
         on_state: StateCallback,
     ) -> ImplementResult:
-        from agent_harness.agents.runner import AgentState
-        from agent_harness.models.providers import FailureKind
-
         ran = run_cli_agent(
             self.host,
             self.preset,
@@ -92,67 +118,58 @@ class CliImplementer:
             own_login=self.own_login,
             on_state=lambda state, detail: on_state(str(state), detail),
         )
-        outcome, output = ran.outcome, ran.output
+        outcome = ran.outcome
+        report = read_cli_report(ran.output)
+        try:
+            ending = self._judge(outcome, report, tree)
+        except GitError as exc:
+            reason = f"cannot tell whether {self.name} changed anything: {exc.message}"
+            ending = _Ending(False, "crashed", reason)
+        return ImplementResult(
+            ok=ending.ok,
+            state=ending.state,
+            reason=ending.reason,
+            failure=outcome.failure,
+            output_tail=outcome.output_tail,
+            wait_until=ending.wait_until,
+            permanent=ending.permanent,
+            tokens_in=report.tokens_in,
+            tokens_out=report.tokens_out,
+            cost_usd=report.cost_usd,
+        )
+
+    def _judge(self, outcome: AgentOutcome, report: CliReport, tree: Worktree) -> _Ending:
+        """Classify the run from its end state, the failure read from its output, and the
+        agent's own report; checking the worktree only where the report casts doubt."""
         state = AgentState(outcome.state)
         failure = outcome.failure
-        report = read_cli_report(output)
         reason = outcome.reason
         if state is not AgentState.DONE:
-            # A failure's reason carries the agent's last words: usually they say why.
-            last = next(
-                (
-                    line.strip()
-                    for line in reversed(outcome.output_tail.splitlines())
-                    if line.strip()
-                ),
-                "",
-            )
-            if last and not last.startswith("{") and last not in reason:
-                reason = f"{reason}: {last[:200]}"
-
-        def result(ok: bool, name: str, **extra: object) -> ImplementResult:
-            return ImplementResult(
-                ok=ok,
-                state=name,
-                reason=reason,
-                failure=failure,
-                output_tail=outcome.output_tail,
-                wait_until=extra.get("wait_until"),  # type: ignore[arg-type]
-                permanent=bool(extra.get("permanent", False)),
-                tokens_in=report.tokens_in,
-                tokens_out=report.tokens_out,
-                cost_usd=report.cost_usd,
-            )
-
+            reason = _with_last_words(reason, outcome.output_tail)
         if state is AgentState.DONE and report.denials and not _tree_changed(tree):
             # Exit 0 with nothing done: the CLI's permissions or sandbox stopped every edit,
             # and running it again as configured would stop them again.
             reason = f"{self.name} was not allowed to work: {'; '.join(report.denials[:5])}"
-            return result(False, "refused", permanent=True)
+            return _Ending(False, "refused", reason, permanent=True)
         if state is AgentState.DONE and report.error is not None and not _tree_changed(tree):
-            reason = f"{self.name} exited 0 but reported: {report.error}"
-            return result(False, "crashed")
+            return _Ending(False, "crashed", f"{self.name} exited 0 but reported: {report.error}")
         if state is AgentState.CRASHED and failure is None and report.error_status == 429:
             # An API-key login gets no reset time in the output, only the 429: wait a while.
             reason = f"{self.name} hit a rate limit: {report.error}"
-            return result(False, "rate_limited", wait_until=self.clock() + 60.0)
+            return _Ending(False, "rate_limited", reason, wait_until=self.clock() + 60.0)
         if state is AgentState.CRASHED and report.error is not None:
             reason = f"{outcome.reason}: {report.error}"
         if state is AgentState.DONE:
-            return result(True, "done")
+            return _Ending(True, "done", reason)
         if state is AgentState.MISSING_BINARY:
-            return result(False, "missing_binary", permanent=True)
+            return _Ending(False, "missing_binary", reason, permanent=True)
         if state is AgentState.RATE_LIMITED and failure is not None:
             if failure.kind is FailureKind.CAP:
-                return result(False, "rate_limited", permanent=True)
+                return _Ending(False, "rate_limited", reason, permanent=True)
             wait = failure.reset_at or (self.clock() + (failure.retry_after or 60.0))
-            return result(False, "rate_limited", wait_until=wait)
+            return _Ending(False, "rate_limited", reason, wait_until=wait)
         if state is AgentState.TIMEOUT:
-            return result(False, "timeout")
-        if failure is not None and failure.kind in (
-            FailureKind.REFUSAL,
-            FailureKind.AUTH,
-            FailureKind.CONTEXT_TOO_LONG,
-        ):
-            return result(False, "refused", permanent=True)
-        return result(False, "crashed")
+            return _Ending(False, "timeout", reason)
+        if failure is not None and failure.kind in _NEVER_AGAIN:
+            return _Ending(False, "refused", reason, permanent=True)
+        return _Ending(False, "crashed", reason)

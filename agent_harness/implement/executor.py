@@ -1,39 +1,48 @@
 """Plan and execute one work item over direct model calls, with every loop bounded.
 
-The planner writes the item's plan as data: a few steps, each with a check a machine can run.
-The implementer answers one step at a time with an edit for the diff-apply ladder, and the
-verifier is the check itself, never a model's opinion. Failures are told apart by what fixes
-them: a transient one retries the step, a permanent one buys a replan, a cap or bad key stops
-the run. The plan is saved after every change, so a killed run resumes where it stopped.
+The planner writes the item's plan as data (`steps`): a few steps, each with a check a machine
+can run. The implementer answers one step at a time with an edit for the patching ladder, and
+the verifier is the check itself, never a model's opinion. Failures are told apart by what
+fixes them: a transient one retries the step, a permanent one buys a replan, a cap or a bad
+key stops the run; the plan is saved after every change, so a killed run resumes where it was.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
-import json
-import os
-import re
-import signal
-import subprocess
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, Field, ValidationError
-
-from agent_harness.errors import ConfigError, HarnessError, InputError
+from agent_harness.errors import ConfigError, HarnessError
+from agent_harness.git.runner import GitError, git
 from agent_harness.implement.patching import apply_edit
-from agent_harness.models.client import EndpointParked, ModelCallFailed
-from agent_harness.models.providers import FailureKind
+from agent_harness.implement.plan_answer import PlanAnswerInvalid, parse_plan_answer, read_steps
+from agent_harness.implement.prompts import (
+    IMPLEMENTER_SYSTEM,
+    NO_CHANGES,
+    PLANNER_SYSTEM,
+    item_brief,
+)
+from agent_harness.implement.steps import (
+    Check,
+    Replan,
+    Step,
+    StepPlan,
+    StepStatus,
+    load_plan,
+    save_plan,
+)
+from agent_harness.implement.verifier import Verdict, verify
+from agent_harness.models.client import ModelCallFailed
+from agent_harness.models.failures import FailureKind
+from agent_harness.models.parking import EndpointParked
 from agent_harness.secrets.environment import without_secrets
 from agent_harness.secrets.process import process_env
 
 if TYPE_CHECKING:
-    from agent_harness.models.client import Completion
+    from agent_harness.models.wire import Completion
     from agent_harness.plan.model import WorkItem
 
 EventSink = Callable[[str, dict[str, Any]], None]
@@ -41,107 +50,8 @@ RunStatus = Literal["done", "blocked"]
 
 PLANNER = "planner"
 IMPLEMENTER = "implementer"
-NO_CHANGES = "NO CHANGES"
-# Output of a failed check handed back to the implementer; the tail is where the error is.
-FEEDBACK_CHARS = 2000
-
-
-# ---------------------------------------------------------------------------------------------
-# The plan as data
-
-
-class StepStatus(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-
-
-CheckKind = Literal["command", "file_exists", "regex", "item_checks"]
-
-
-class Check(BaseModel):
-    """How the verifier knows a step worked, without asking a model.
-
-    `command`: a shell command run in the worktree must exit 0. `file_exists`: `path` exists.
-    `regex`: `pattern` (Python syntax, multiline) matches the file at `path`. `item_checks`:
-    every check command configured for the item exits 0.
-    """
-
-    kind: CheckKind
-    command: str | None = None
-    path: str | None = None
-    pattern: str | None = None
-
-    def describe(self) -> str:
-        if self.kind == "command":
-            return f"`{self.command}` exits 0"
-        if self.kind == "file_exists":
-            return f"{self.path} exists"
-        if self.kind == "regex":
-            return f"/{self.pattern}/ matches in {self.path}"
-        return "the item's checks pass"
-
-
-class Step(BaseModel):
-    """One step of a plan. `attempts` counts verdicts (tries that ran to an outcome)."""
-
-    id: str
-    description: str
-    success_check: Check
-    status: StepStatus = StepStatus.PENDING
-    attempts: int = 0
-    result: str | None = Field(default=None, description="What it did, or why it failed.")
-    depends_on: list[str] = Field(default_factory=list)
-
-
-class Replan(BaseModel):
-    """Why a plan was revised: the step that failed and the reason it gave."""
-
-    revision: int
-    failed_step: str
-    reason: str
-
-
-class StepPlan(BaseModel):
-    """A work item's plan and where it got to; this is what `plan.json` holds."""
-
-    goal: str
-    steps: list[Step] = Field(default_factory=list)
-    revision: int = Field(default=0, description="Replans made so far.")
-    item_id: str = ""
-    item_hash: str = ""
-    status: Literal["running", "done", "blocked"] = "running"
-    blocker: str | None = None
-    blocking_step: str | None = None
-    calls: int = Field(default=0, description="Model calls made for this plan, all runs.")
-    tokens_in: int | None = Field(default=0, description="None once any answer left it unsaid.")
-    tokens_out: int | None = 0
-    replans: list[Replan] = Field(default_factory=list)
-
-    def step(self, step_id: str) -> Step:
-        for step in self.steps:
-            if step.id == step_id:
-                return step
-        raise KeyError(step_id)
-
-    def next_runnable(self) -> Step | None:
-        done = {s.id for s in self.steps if s.status is StepStatus.DONE}
-        for step in self.steps:
-            if step.status is StepStatus.PENDING and all(d in done for d in step.depends_on):
-                return step
-        return None
-
-    def dependents_of(self, step_id: str) -> list[Step]:
-        """Every step that needs `step_id`, directly or through another step."""
-        blocked = {step_id}
-        found: list[Step] = []
-        for step in self.steps:  # dependencies only point backwards, so one pass suffices
-            if step.id not in blocked and blocked.intersection(step.depends_on):
-                blocked.add(step.id)
-                found.append(step)
-        return found
+# Listing a worktree's files is quick; a git that takes longer than this is stuck.
+LIST_FILES_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -165,15 +75,6 @@ class Budgets:
             raise ConfigError("executor budget max_replans must not be negative")
         if self.min_steps > self.max_steps:
             raise ConfigError("executor budget min_steps is larger than max_steps")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The verifier's answer. `permanent` means retrying the same step cannot help."""
-
-    passed: bool
-    reason: str
-    permanent: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,26 +104,6 @@ class ModelCaller(Protocol):
     ) -> Completion: ...
 
 
-# ---------------------------------------------------------------------------------------------
-# Errors and stops
-
-
-class PlanFileUnreadable(InputError):
-    """A saved step plan could not be read."""
-
-    def __init__(self, path: Path, why: str) -> None:
-        self.path = path
-        super().__init__(f"cannot read the step plan {path}: {why}")
-
-
-class PlanAnswerInvalid(HarnessError):
-    """The planner's answer is not a plan the executor can run."""
-
-    def __init__(self, reasons: Sequence[str]) -> None:
-        self.reasons = tuple(reasons)
-        super().__init__("; ".join(self.reasons))
-
-
 class _RunBlocked(Exception):
     # Control flow only: caught in execute() and turned into a blocked ExecutionResult.
     def __init__(self, blocker: str, step: str | None) -> None:
@@ -239,356 +120,17 @@ class _ModelTrouble(Exception):
         self.permanent = permanent
 
 
-# ---------------------------------------------------------------------------------------------
-# Reading the planner's answer
+def _tracked_files(worktree: Path, step_id: str | None) -> list[str]:
+    """The worktree's files as git sees them (tracked, plus untracked but not ignored).
 
-
-_FENCED = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[^\n]*\n(.*?)```", re.DOTALL)
-
-
-def _json_candidates(text: str) -> list[Any]:
-    """JSON values in a model's answer: fenced blocks first, then any object or array in prose."""
-    found: list[Any] = []
-    for match in _FENCED.finditer(text):
-        with contextlib.suppress(ValueError):
-            found.append(json.loads(match.group(2)))
-    decoder = json.JSONDecoder()
-    index = 0
-    while index < len(text):
-        if text[index] in "{[":
-            try:
-                value, end = decoder.raw_decode(text, index)
-            except ValueError:
-                index += 1
-                continue
-            found.append(value)
-            index = end  # a value's insides are not candidates of their own
-        else:
-            index += 1
-    return found
-
-
-def parse_plan_answer(text: str) -> list[Mapping[str, Any]]:
-    """The raw steps of a planner answer: `{"steps": [...]}` or a bare list, fenced or amid
-    prose. Raises `PlanAnswerInvalid` when there is none."""
-    for value in _json_candidates(text):
-        # Some models wrap the plan once more, e.g. {"plan": {"steps": [...]}}.
-        wrapped = (
-            [v for v in value.values() if isinstance(v, dict)] if isinstance(value, dict) else []
-        )
-        for candidate in [value, *wrapped]:
-            steps = candidate.get("steps") if isinstance(candidate, dict) else candidate
-            if isinstance(steps, list) and steps and all(isinstance(s, dict) for s in steps):
-                return steps
-    if not text.strip():
-        raise PlanAnswerInvalid(["the answer was empty"])
-    raise PlanAnswerInvalid(
-        ['the answer holds no JSON object with a non-empty "steps" list of step objects']
-    )
-
-
-def _safe_relative(path: str, worktree: Path) -> str | None:
-    """Why `path` cannot be checked inside the worktree, or None when it can."""
-    if not path.strip():
-        return "names no path"
-    if Path(path).is_absolute():
-        return f"names the absolute path {path!r}; paths are relative to the repository root"
-    root = worktree.resolve()
-    target = (root / path).resolve()
-    if target != root and root not in target.parents:
-        return f"names {path!r}, which is outside the repository"
-    return None
-
-
-def read_check(raw: Any, worktree: Path, have_item_checks: bool) -> Check | str:
-    """A planner's check as a `Check`, or the reason it is not observable."""
-    if raw is None or raw == "" or raw == {}:
-        return "has no success check"
-    if isinstance(raw, str):
-        text = raw.strip()
-        if text.startswith("$ ") and text[2:].strip():
-            raw = {"kind": "command", "command": text[2:].strip()}
-        elif text.lower() in ("item_checks", "the item's checks pass"):
-            raw = {"kind": "item_checks"}
-        else:
-            return (
-                f"has the check {text[:80]!r}, which is prose, not something a machine can run "
-                "(use a command, file_exists, regex or item_checks object)"
-            )
-    if not isinstance(raw, dict):
-        return "has a check that is neither an object nor a string"
-    kind = raw.get("kind") or raw.get("type")
-    if kind is None:
-        if "command" in raw:
-            kind = "command"
-        elif "pattern" in raw:
-            kind = "regex"
-        elif "path" in raw:
-            kind = "file_exists"
-    if kind == "command":
-        command = raw.get("command")
-        if not isinstance(command, str) or not command.strip():
-            return "has a command check with no command"
-        return Check(kind="command", command=command.strip())
-    if kind in ("file_exists", "regex"):
-        path = raw.get("path")
-        if not isinstance(path, str):
-            return f"has a {kind} check with no path"
-        problem = _safe_relative(path, worktree)
-        if problem:
-            return f"has a {kind} check that {problem}"
-        if kind == "file_exists":
-            return Check(kind="file_exists", path=path)
-        pattern = raw.get("pattern")
-        if not isinstance(pattern, str) or not pattern:
-            return "has a regex check with no pattern"
-        try:
-            re.compile(pattern, re.MULTILINE)
-        except re.error as exc:
-            return f"has a regex check whose pattern does not compile ({exc})"
-        return Check(kind="regex", path=path, pattern=pattern)
-    if kind == "item_checks":
-        if not have_item_checks:
-            return "uses item_checks, but this item has no check commands configured"
-        return Check(kind="item_checks")
-    return f"has a check of unknown kind {kind!r}"
-
-
-def read_steps(
-    raw_steps: Sequence[Mapping[str, Any]],
-    worktree: Path,
-    *,
-    kept_ids: Sequence[str] = (),
-    first_number: int = 1,
-    min_steps: int = 3,
-    max_steps: int = 7,
-    have_item_checks: bool = False,
-) -> list[Step]:
-    """Turn a planner's raw steps into `Step`s numbered from `first_number`.
-
-    Every problem is collected, so the planner hears all of them at once; any problem raises
-    `PlanAnswerInvalid`. `depends_on` may name the answer's own ids or `kept_ids` (done steps);
-    left out, a step depends on the one before it, the cautious reading.
-    """
-    problems: list[str] = []
-    if not min_steps <= len(raw_steps) <= max_steps:
-        problems.append(f"the plan has {len(raw_steps)} steps; write {min_steps} to {max_steps}")
-    local: dict[str, str] = {}
-    for position, raw in enumerate(raw_steps):
-        label = str(raw.get("id", position + 1)).strip() or str(position + 1)
-        if label in local:
-            problems.append(f"step id {label!r} is used twice")
-        local[label] = str(first_number + position)
-    steps: list[Step] = []
-    for position, raw in enumerate(raw_steps):
-        new_id = str(first_number + position)
-        label = str(raw.get("id", position + 1)).strip() or str(position + 1)
-        description = raw.get("description") or raw.get("title") or raw.get("step")
-        if not isinstance(description, str) or not description.strip():
-            problems.append(f"step {label} has no description")
-            description = ""
-        check_raw = raw.get("success_check", raw.get("check"))
-        check = read_check(check_raw, worktree, have_item_checks)
-        if isinstance(check, str):
-            problems.append(f"step {label} {check}")
-        deps_raw = raw.get("depends_on")
-        earlier = {local[k] for k in list(local)[:position]} | set(kept_ids)
-        depends: list[str] = []
-        if deps_raw is None:
-            if position > 0:
-                depends = [str(first_number + position - 1)]
-        elif not isinstance(deps_raw, list):
-            problems.append(f"step {label} has depends_on that is not a list")
-        else:
-            for dep in deps_raw:
-                name = str(dep).strip()
-                resolved = local.get(name, name if name in kept_ids else None)
-                if resolved is None:
-                    problems.append(f"step {label} depends on unknown step {name!r}")
-                elif resolved not in earlier:
-                    problems.append(f"step {label} depends on {name!r}, which is not before it")
-                elif resolved not in depends:
-                    depends.append(resolved)
-        if not isinstance(check, str):
-            steps.append(
-                Step(
-                    id=new_id,
-                    description=description.strip(),
-                    success_check=check,
-                    depends_on=depends,
-                )
-            )
-    if problems:
-        raise PlanAnswerInvalid(problems)
-    return steps
-
-
-# ---------------------------------------------------------------------------------------------
-# The verifier
-
-
-def _tail(text: str, limit: int = FEEDBACK_CHARS) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "…" + text[-limit:]
-
-
-def run_command(command: str, worktree: Path, env: Mapping[str, str], timeout_s: float) -> Verdict:
-    """Run one check command through the shell; exit 0 passes.
-
-    The command gets its own process group so a timeout kills what it started too. Exit 126
-    and 127 (not executable, not found) are permanent: the check itself is broken.
+    A git that cannot answer blocks the run: planning or editing blind would only spend
+    model calls on a worktree that is broken.
     """
     try:
-        proc = subprocess.Popen(
-            ["/bin/sh", "-c", command],
-            cwd=worktree,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return Verdict(False, f"`{command}` could not start: {exc.strerror}", permanent=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        shown = _tail(out.decode("utf-8", "replace"))
-        return Verdict(False, f"`{command}` did not finish in {timeout_s:g}s. Output:\n{shown}")
-    output = _tail(out.decode("utf-8", "replace"))
-    if proc.returncode == 0:
-        return Verdict(True, f"`{command}` exited 0")
-    permanent = proc.returncode in (126, 127)
-    why = " (the command cannot run)" if permanent else ""
-    return Verdict(
-        False,
-        f"`{command}` exited {proc.returncode}{why}. Output:\n{output or '(none)'}",
-        permanent=permanent,
-    )
-
-
-def verify(
-    check: Check,
-    worktree: Path,
-    *,
-    item_checks: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    timeout_s: float = 300.0,
-) -> Verdict:
-    """Decide a step mechanically from its check; no model is asked."""
-    environment = process_env() if env is None else env
-    if check.kind == "command":
-        return run_command(check.command or "", worktree, environment, timeout_s)
-    if check.kind == "item_checks":
-        if not item_checks:
-            return Verdict(False, "the item has no check commands configured", permanent=True)
-        for command in item_checks:
-            verdict = run_command(command, worktree, environment, timeout_s)
-            if not verdict.passed:
-                return verdict
-        return Verdict(True, f"all {len(item_checks)} item check(s) passed")
-    path = check.path or ""
-    target = worktree / path
-    if check.kind == "file_exists":
-        if target.exists():
-            return Verdict(True, f"{path} exists")
-        return Verdict(False, f"{path} does not exist")
-    try:
-        text = target.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        return Verdict(False, f"{path} cannot be read ({exc.strerror or 'missing'})")
-    if re.search(check.pattern or "", text, re.MULTILINE):
-        return Verdict(True, f"/{check.pattern}/ matches in {path}")
-    return Verdict(False, f"/{check.pattern}/ does not match anywhere in {path}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Persistence
-
-
-def save_plan(plan: StepPlan, path: Path) -> None:
-    """Write the plan so a reader sees the old file or the new one, never half of either."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".plan-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(plan.model_dump_json(indent=2))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def load_plan(path: Path) -> StepPlan:
-    try:
-        return StepPlan.model_validate_json(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PlanFileUnreadable(path, exc.strerror or str(exc)) from exc
-    except ValidationError as exc:
-        raise PlanFileUnreadable(path, f"not a step plan ({exc.error_count()} problems)") from exc
-
-
-# ---------------------------------------------------------------------------------------------
-# Prompts
-
-
-PLANNER_SYSTEM = """\
-You plan one work item for a coding agent that edits a git repository. Answer with JSON only:
-{"steps": [{"id": "1", "description": "...", "check": {...}, "depends_on": []}, ...]}
-
-Write 3 to 7 steps. Each step is one change the implementer can make in a single edit, and
-each has a check that a machine runs in the repository root to know the step worked:
-  {"kind": "command", "command": "<shell command; exit 0 means done>"}
-  {"kind": "file_exists", "path": "<path relative to the repository root>"}
-  {"kind": "regex", "path": "<relative path>", "pattern": "<Python regex found in the file>"}
-  {"kind": "item_checks"}   (the item's own check commands pass; only if any are listed)
-A check in prose ("looks good", "code is clean") is refused. depends_on lists the ids of
-earlier steps this one needs; a step whose dependency fails is never run.
-"""
-
-IMPLEMENTER_SYSTEM = f"""\
-You carry out one step of a plan in a git repository. Answer with the edit only, as one of:
-a unified diff; SEARCH/REPLACE blocks, each after a line naming its file; or whole files, each
-as a line naming the path followed by a fenced block with the complete new content.
-Change only what the step needs. If the step needs no change, answer {NO_CHANGES}.
-"""
-
-
-def _item_brief(item: WorkItem, item_checks: Sequence[str]) -> str:
-    lines = [f"Work item {item.id}: {item.title}"]
-    if item.body.strip():
-        lines += ["", item.body.strip()]
-    if item.success_check:
-        lines += ["", f"The item is done when: {item.success_check}"]
-    if item.files:
-        lines += ["", "It may change only: " + ", ".join(item.files)]
-    if item_checks:
-        lines += ["", "Its check commands (item_checks): " + "; ".join(item_checks)]
-    return "\n".join(lines)
-
-
-def _tracked_files(worktree: Path) -> list[str]:
-    try:
-        out = subprocess.run(
-            ["git", "ls-files", "-co", "--exclude-standard"],
-            cwd=worktree,
-            capture_output=True,
-            check=True,
-            timeout=30,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line for line in out.decode("utf-8", "replace").splitlines() if line]
-
-
-# ---------------------------------------------------------------------------------------------
-# The loop
+        out = git(worktree, "ls-files", "-co", "--exclude-standard", timeout_s=LIST_FILES_TIMEOUT_S)
+    except GitError as exc:
+        raise _RunBlocked(f"cannot list the worktree's files: {exc.message}", step_id) from None
+    return [line for line in out.splitlines() if line]
 
 
 @dataclass
@@ -728,10 +270,10 @@ class Executor:
     # -- planning --------------------------------------------------------------------------
 
     def _make_plan(self, run: _Run) -> None:
-        files = _tracked_files(run.worktree)
+        files = _tracked_files(run.worktree, None)
         listing = "\n".join(files[:300]) + ("\n…" if len(files) > 300 else "")
         prompt = (
-            f"{_item_brief(run.item, self._item_checks)}\n\n"
+            f"{item_brief(run.item, self._item_checks)}\n\n"
             f"Files in the repository:\n{listing or '(none)'}\n\n"
             "Number the steps from 1."
         )
@@ -751,7 +293,7 @@ class Executor:
             for s in failed
         )
         prompt = (
-            f"{_item_brief(run.item, self._item_checks)}\n\n"
+            f"{item_brief(run.item, self._item_checks)}\n\n"
             f"Steps already done (keep them; depends_on may name their ids):\n"
             f"{done_text or '(none)'}\n\n"
             f"Steps that failed, and why:\n{failed_text}\n\n"
@@ -923,7 +465,7 @@ class Executor:
         plan = run.plan
         done = [f"- {s.id}: {s.description}" for s in plan.steps if s.status is StepStatus.DONE]
         parts = [
-            _item_brief(run.item, self._item_checks),
+            item_brief(run.item, self._item_checks),
             "Steps done so far:\n" + ("\n".join(done) or "(none)"),
             f"Your step ({step.id}): {step.description}\n"
             f"It is done when: {step.success_check.describe()}",
@@ -935,7 +477,7 @@ class Executor:
 
     def _file_context(self, run: _Run, step: Step) -> str:
         """The files the step most likely touches, within `context_chars`."""
-        files = _tracked_files(run.worktree)
+        files = _tracked_files(run.worktree, step.id)
         wanted: list[str] = []
         text = (
             f"{step.description} {step.success_check.path or ''} {step.success_check.command or ''}"
@@ -1033,22 +575,8 @@ def execute(
 
 __all__ = [
     "Budgets",
-    "Check",
     "ExecutionResult",
     "Executor",
     "ModelCaller",
-    "PlanAnswerInvalid",
-    "PlanFileUnreadable",
-    "Replan",
-    "Step",
-    "StepPlan",
-    "StepStatus",
-    "Verdict",
     "execute",
-    "load_plan",
-    "parse_plan_answer",
-    "read_check",
-    "read_steps",
-    "save_plan",
-    "verify",
 ]

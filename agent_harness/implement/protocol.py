@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from agent_harness.git.worktrees import Worktree
-    from agent_harness.models.providers import Failure
+    from agent_harness.models.failures import Failure
     from agent_harness.plan.model import WorkItem
 
 

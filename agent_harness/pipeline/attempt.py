@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 from agent_harness.errors import HarnessError
 from agent_harness.failures import FailureClass, ends_the_item
 from agent_harness.git.worktrees import Worktree
-from agent_harness.models.client import EndpointParked, ModelCallFailed
-from agent_harness.models.providers import FailureKind
+from agent_harness.models.client import ModelCallFailed
+from agent_harness.models.failures import FailureKind
+from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.budgets import item_over_budget
 from agent_harness.pipeline.checks import order_checks
 from agent_harness.pipeline.delivery import deliver

@@ -91,7 +91,8 @@ def build_implementer(
         return CliImplementer(
             host, preset, env, timeout_s=timeout, model=request.model, own_login=request.own_login
         )
-    from agent_harness.models.client import ModelClient, route_from_spec
+    from agent_harness.models.client import ModelClient
+    from agent_harness.models.routes import route_from_spec
 
     assert request.implementer is not None
     route = route_from_spec(request.implementer, env)
@@ -143,7 +144,8 @@ def build_reviewer(
                 f"install it with: {preset.install_hint}"
             )
         return CliReviewer(host, preset, env, state_dir, own_login=request.own_login)
-    from agent_harness.models.client import ModelClient, route_from_spec
+    from agent_harness.models.client import ModelClient
+    from agent_harness.models.routes import route_from_spec
     from agent_harness.review.model import ModelReviewer
 
     route = route_from_spec(spec, env)

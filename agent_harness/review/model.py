@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from agent_harness.review.verdict import ReviewReply
 
 if TYPE_CHECKING:
-    from agent_harness.models.client import ModelClient, Route
+    from agent_harness.models.client import ModelClient
+    from agent_harness.models.routes import Route
 
 # OpenRouter slugs name the model's maker; a few makers spell themselves differently there.
 OPENROUTER_MAKERS: Mapping[str, str] = MappingProxyType(
@@ -54,7 +55,7 @@ class ModelReviewer:
         return self._client.secret_values()
 
     def _route(self) -> Route:
-        from agent_harness.models.client import UnknownRole
+        from agent_harness.models.routes import UnknownRole
 
         route = self._client.routes.get(self._role)
         if route is None:

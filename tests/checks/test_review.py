@@ -18,14 +18,9 @@ import pytest
 from agent_harness.agents.presets import PRESETS
 from agent_harness.errors import HarnessError
 from agent_harness.git.runner import GitError
-from agent_harness.models.client import (
-    MemoryParking,
-    ModelCallFailed,
-    ModelClient,
-    RetryPolicy,
-    Route,
-    UnknownRole,
-)
+from agent_harness.models.client import ModelCallFailed, ModelClient, RetryPolicy
+from agent_harness.models.parking import MemoryParking
+from agent_harness.models.routes import Route, UnknownRole
 from agent_harness.pipeline.checks import CheckResult, CheckRun, run_checks
 from agent_harness.review.agent import CliReviewer
 from agent_harness.review.model import ModelReviewer, route_vendor

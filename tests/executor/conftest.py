@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from agent_harness.implement.executor import Budgets, ExecutionResult, Executor
-from agent_harness.models.client import MemoryParking, ModelClient, RetryPolicy, Route
+from agent_harness.models.client import ModelClient, RetryPolicy
+from agent_harness.models.parking import MemoryParking
+from agent_harness.models.routes import Route
 from agent_harness.plan.model import WorkItem
 from agent_harness.testing.model_server import (
     ModelServer,

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from agent_harness.implement.executor import Executor, StepPlan, StepStatus, load_plan
+from agent_harness.implement.executor import Executor
+from agent_harness.implement.steps import StepPlan, StepStatus, load_plan
 from agent_harness.testing.model_server import ScriptedCompletion, ScriptedFailure
 
 from .conftest import (
@@ -423,3 +424,39 @@ def test_checks_never_see_the_model_api_keys(rig: Rig) -> None:
     result = Executor(rig.client, check_env=leaky).execute(rig.item, rig.worktree, rig.plan_path)
 
     assert result.status == "done" and result.plan.step("1").attempts == 1
+
+
+BROKEN_GITDIR = "gitdir: /nonexistent/agent-harness/worktree\n"
+
+
+def test_a_worktree_git_cannot_list_blocks_the_run_before_any_model_call(rig: Rig) -> None:
+    # The worktree's link to its repository points nowhere: every git command in it fails.
+    (rig.worktree / ".git").write_text(BROKEN_GITDIR)
+    rig.server.enqueue(THREE_STEPS)
+
+    result = rig.run()
+
+    assert result.status == "blocked" and result.blocking_step is None
+    assert (result.blocker or "").startswith("cannot list the worktree's files: git ls-files")
+    assert "not a git repository" in (result.blocker or "")
+    assert rig.server.requests == [] and result.calls == 0
+    assert rig.kinds() == ["executor.blocked"]
+
+
+def test_a_worktree_that_breaks_mid_step_blocks_with_the_step_left_for_a_resume(
+    rig: Rig,
+) -> None:
+    rig.server.enqueue(THREE_STEPS, EDIT_1)
+
+    def break_git_when_step_1_starts(kind: str, payload: dict[str, Any]) -> None:
+        rig.events.append((kind, payload))
+        if kind == "executor.step_started" and payload["step"] == "1":
+            (rig.worktree / ".git").write_text(BROKEN_GITDIR)
+
+    executor = Executor(rig.client, events=break_git_when_step_1_starts, worker="w1")
+    result = executor.execute(rig.item, rig.worktree, rig.plan_path)
+
+    assert result.status == "blocked" and result.blocking_step == "1"
+    assert (result.blocker or "").startswith("cannot list the worktree's files: git ls-files")
+    assert len(rig.implementer_requests) == 0  # nobody was asked to edit blind
+    assert load_plan(rig.plan_path).step("1").status is StepStatus.PENDING

@@ -8,21 +8,23 @@ from pathlib import Path
 import pytest
 
 from agent_harness.errors import ConfigError
-from agent_harness.implement.executor import (
-    Budgets,
-    Check,
+from agent_harness.implement.executor import Budgets
+from agent_harness.implement.plan_answer import (
     PlanAnswerInvalid,
+    parse_plan_answer,
+    read_check,
+    read_steps,
+)
+from agent_harness.implement.steps import (
+    Check,
     PlanFileUnreadable,
     Step,
     StepPlan,
     StepStatus,
     load_plan,
-    parse_plan_answer,
-    read_check,
-    read_steps,
     save_plan,
-    verify,
 )
+from agent_harness.implement.verifier import verify
 
 
 def steps_of(n: int) -> list[dict[str, object]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness.cli import main
-from agent_harness.implement.executor import Check, Step, StepPlan, StepStatus, save_plan
+from agent_harness.implement.steps import Check, Step, StepPlan, StepStatus, save_plan
 
 
 def blocked_plan(path: Path) -> None:

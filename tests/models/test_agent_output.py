@@ -15,7 +15,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent_harness.models.providers import FailureKind, classify_agent_output
+from agent_harness.models.agent_output import classify_agent_output
+from agent_harness.models.failures import FailureKind
 
 NOW = datetime(2026, 1, 1, 10, 0, tzinfo=UTC).timestamp()
 

@@ -16,18 +16,10 @@ from typing import Any
 import pytest
 
 from agent_harness.errors import ConfigError
-from agent_harness.models.client import (
-    EndpointParked,
-    MemoryParking,
-    MissingApiKey,
-    ModelCallFailed,
-    ModelClient,
-    RetryPolicy,
-    Route,
-    UnknownRole,
-    load_routes_from_file,
-)
-from agent_harness.models.providers import FailureKind
+from agent_harness.models.client import ModelCallFailed, ModelClient, RetryPolicy
+from agent_harness.models.failures import FailureKind
+from agent_harness.models.parking import EndpointParked, MemoryParking
+from agent_harness.models.routes import MissingApiKey, Route, UnknownRole, load_routes_from_file
 from agent_harness.testing.model_server import (
     ModelServer,
     ScriptedCompletion,

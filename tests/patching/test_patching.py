@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from agent_harness.implement.edits import parse_unified_diff
 from agent_harness.implement.patching import (
     RUNG_FUZZY,
     RUNG_GIT_STRICT,
     RUNG_GIT_TOLERANT,
     RUNGS,
     apply_edit,
-    parse_unified_diff,
 )
 
 TWICE = (

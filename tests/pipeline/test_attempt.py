@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent_harness.implement.protocol import ImplementResult
-from agent_harness.models.client import EndpointParked
+from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.attempt import Attempt
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.queue import leases

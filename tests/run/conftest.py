@@ -18,7 +18,8 @@ from agent_harness.demo.rules import review_rules
 from agent_harness.demo.run import seed_repository
 from agent_harness.git.worktrees import WorkRepo
 from agent_harness.implement.cli_agent import CliImplementer
-from agent_harness.models.client import ModelClient, Route
+from agent_harness.models.client import ModelClient
+from agent_harness.models.routes import Route
 from agent_harness.pipeline.run import Pipeline
 from agent_harness.pipeline.settings import RunSettings
 from agent_harness.plan.markdown import parse_plan, parse_plan_file

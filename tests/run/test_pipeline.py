@@ -409,7 +409,8 @@ def test_the_direct_api_executor_implements_through_the_same_pipeline(h: Harness
     import json as jsonlib
 
     from agent_harness.implement.api import ApiImplementer
-    from agent_harness.models.client import ModelClient, Route
+    from agent_harness.models.client import ModelClient
+    from agent_harness.models.routes import Route
     from agent_harness.testing.model_server import (
         ModelServer,
         ScriptedCompletion,

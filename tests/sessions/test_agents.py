@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.models.providers import FailureKind, classify_agent_output
+from agent_harness.models.agent_output import classify_agent_output
+from agent_harness.models.failures import FailureKind
 from agent_harness.testing.agents import write_scripted_agent
 
 

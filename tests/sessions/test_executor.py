@@ -11,7 +11,7 @@ from typing import Any
 
 from agent_harness.agents.presets import PRESETS, AgentPreset
 from agent_harness.agents.runner import AgentState, run_agent
-from agent_harness.models.providers import FailureKind
+from agent_harness.models.failures import FailureKind
 from agent_harness.sessions.protocol import SessionHost, SessionSpec
 from agent_harness.testing.agents import write_scripted_agent
 

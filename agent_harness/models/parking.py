@@ -1,0 +1,61 @@
+"""Parked endpoints: an account's spent window, shared by every worker that calls it.
+
+A window that resets in hours is not something one worker should wait out in a sleep: the
+endpoint is parked until the reset, every worker sees it, and a call to a parked endpoint
+fails at once with `EndpointParked` instead of spending another request on a certain 429.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Protocol
+
+from agent_harness.errors import HarnessError
+from agent_harness.models.failures import Failure
+
+
+class EndpointParked(HarnessError):
+    """A model endpoint is parked until its usage window resets."""
+
+    exit_code = 75  # EX_TEMPFAIL: come back later
+
+    def __init__(
+        self, endpoint: str, until: float, reason: str, failure: Failure | None = None
+    ) -> None:
+        self.endpoint = endpoint
+        self.until = until
+        self.reason = reason
+        self.failure = failure
+        when = datetime.fromtimestamp(until, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        super().__init__(f"model endpoint {endpoint} is parked until {when}: {reason}")
+
+
+class ParkingStore(Protocol):
+    """Where parked endpoints are recorded; `agent_harness.store.database` implements it durably."""
+
+    def park(self, key: str, until: float, reason: str) -> None: ...
+
+    def parked(self, key: str) -> tuple[float, str] | None: ...
+
+
+class MemoryParking:
+    """Parking shared by the workers of one process, forgotten when it exits."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._parked: dict[str, tuple[float, str]] = {}
+
+    def park(self, key: str, until: float, reason: str) -> None:
+        with self._lock:
+            self._parked[key] = (until, reason)
+
+    def parked(self, key: str) -> tuple[float, str] | None:
+        with self._lock:
+            entry = self._parked.get(key)
+        if entry is None or entry[0] <= self._clock():
+            return None
+        return entry
