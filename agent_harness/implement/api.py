@@ -103,13 +103,7 @@ def _failed_call(exc: ModelCallFailed) -> ImplementResult:
             failure=exc.failure,
             wait_until=exc.failure.reset_at,
         )
-    never_retry = kind in (
-        FailureKind.CAP,
-        FailureKind.REFUSAL,
-        FailureKind.AUTH,
-        FailureKind.CONTEXT_TOO_LONG,
-        FailureKind.BAD_REQUEST,
-    )
+    never_retry = exc.failure.final
     return ImplementResult(
         False,
         "refused" if never_retry else "crashed",

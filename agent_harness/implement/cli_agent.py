@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from agent_harness.agents.output import CliReport, read_cli_report
 from agent_harness.agents.runner import AgentOutcome, AgentState, run_cli_agent
+from agent_harness.failures import FailureClass, ends_the_item
 from agent_harness.git.runner import GitError, git
 from agent_harness.implement.protocol import ImplementResult, StateCallback
-from agent_harness.models.failures import FailureKind
 
 if TYPE_CHECKING:
     from agent_harness.agents.presets import AgentPreset
@@ -61,7 +61,6 @@ class _Ending:
 
 
 # What an agent reports that running it again unchanged cannot fix.
-_NEVER_AGAIN = frozenset({FailureKind.REFUSAL, FailureKind.AUTH, FailureKind.CONTEXT_TOO_LONG})
 
 
 class CliImplementer:
@@ -150,7 +149,8 @@ class CliImplementer:
             # Exit 0 with nothing done: the CLI's permissions or sandbox stopped every edit,
             # and running it again as configured would stop them again.
             reason = f"{self.name} was not allowed to work: {'; '.join(report.denials[:5])}"
-            return _Ending(False, "refused", reason, permanent=True)
+            permanent = ends_the_item(FailureClass.PERMISSION_DENIED)
+            return _Ending(False, "refused", reason, permanent=permanent)
         if state is AgentState.DONE and report.error is not None and not _tree_changed(tree):
             return _Ending(False, "crashed", f"{self.name} exited 0 but reported: {report.error}")
         if state is AgentState.CRASHED and failure is None and report.error_status == 429:
@@ -162,14 +162,15 @@ class CliImplementer:
         if state is AgentState.DONE:
             return _Ending(True, "done", reason)
         if state is AgentState.MISSING_BINARY:
-            return _Ending(False, "missing_binary", reason, permanent=True)
+            permanent = ends_the_item(FailureClass.MISSING_PROGRAM)
+            return _Ending(False, "missing_binary", reason, permanent=permanent)
         if state is AgentState.RATE_LIMITED and failure is not None:
-            if failure.kind is FailureKind.CAP:
+            if failure.final:  # a spent cap: no window to wait out
                 return _Ending(False, "rate_limited", reason, permanent=True)
             wait = failure.reset_at or (self.clock() + (failure.retry_after or 60.0))
             return _Ending(False, "rate_limited", reason, wait_until=wait)
         if state is AgentState.TIMEOUT:
             return _Ending(False, "timeout", reason)
-        if failure is not None and failure.kind in _NEVER_AGAIN:
+        if failure is not None and failure.final:
             return _Ending(False, "refused", reason, permanent=True)
         return _Ending(False, "crashed", reason)

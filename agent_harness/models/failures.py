@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from agent_harness.failures import can_retry, ends_the_item
+
 
 class FailureKind(StrEnum):
     """What went wrong, named by what the caller should do about it."""
@@ -26,7 +28,8 @@ class FailureKind(StrEnum):
     BAD_REQUEST = "bad_request"  # our request is wrong; retrying sends the same mistake
 
 
-RETRYABLE_KINDS = frozenset({FailureKind.BURST, FailureKind.OVERLOAD, FailureKind.SERVER})
+# Which kinds may be retried in-process is the failure policy's to say, not this module's.
+RETRYABLE_KINDS = frozenset(kind for kind in FailureKind if can_retry(kind.value))
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,11 @@ class Failure:
     @property
     def retryable(self) -> bool:
         return self.kind in RETRYABLE_KINDS
+
+    @property
+    def final(self) -> bool:
+        """Another try cannot help (the policy fails or escalates this kind)."""
+        return ends_the_item(self.kind.value)
 
     def describe(self) -> str:
         """One line for a user: kind, vendor, status and the provider's own words."""
