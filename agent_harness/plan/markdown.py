@@ -7,12 +7,15 @@ headings, checkboxes or table rows whose text starts with an id such as `T1` or 
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 import textwrap
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from agent_harness.errors import InputError, PlanRefused
 from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value
@@ -44,6 +47,10 @@ _HEADING_ITEM = re.compile(rf"^\[?({_ID})\]?\s*{_SEP}\s*(.*)$|^\[({_ID})\]\s*(.*
 
 
 _LOOSE_ID = re.compile(rf"^({_ID})\s+\S")
+# A list line with something after its bullet (an empty `-` says nothing).
+_BULLET_TEXT = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S")
+# Like an id but with lower-case letters, followed by a separator: reported, never guessed.
+_ALMOST_ID = re.compile(rf"^\[?([A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*)\]?\s*{_SEP}\s")
 
 
 _CHECKBOX = re.compile(r"^\[( |x|X)\]\s*(.*)$", re.DOTALL)
@@ -164,28 +171,15 @@ def _markdown() -> MarkdownIt:
 
 
 def read_plan_text(path: Path) -> str:
-    """Read a plan file, turning every way it can be unreadable into one clear line."""
+    """Read a plan file (or stdin for '-'), turning every way it can be unreadable into one
+    clear line. Reads are bounded whatever the source says of its size: a pipe, stdin and
+    files that report a size of 0 (/proc, /dev/zero) are read up to the limit and no further."""
     if str(path) == "-":
         import sys
 
-        data = sys.stdin.buffer.read()
+        data = _read_bounded(sys.stdin.buffer, "standard input")
     else:
-        if not path.exists():
-            raise InputError(f"plan file not found: {path}")
-        if path.is_dir():
-            raise InputError(f"{path} is a directory, not a plan file")
-        try:
-            size = path.stat().st_size
-            if size > MAX_PLAN_BYTES:
-                raise InputError(
-                    f"{path} is {size / 1024 / 1024:.1f} MB; plans over "
-                    f"{MAX_PLAN_BYTES // 1024 // 1024} MB are refused"
-                )
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_PLAN_BYTES:
-        raise InputError(f"{path} is over {MAX_PLAN_BYTES // 1024 // 1024} MB; refused")
+        data = _read_bounded_file(path)
     if b"\x00" in data[:8192]:
         raise InputError(f"{path} looks like a binary file, not a markdown plan")
     try:
@@ -195,6 +189,42 @@ def read_plan_text(path: Path) -> str:
             f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
     return text
+
+
+def _read_bounded_file(path: Path) -> bytes:
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(f"plan file not found: {path}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{path} is a loop of symbolic links, not a plan file") from None
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{path} is a directory, not a plan file")
+    if not stat.S_ISREG(mode):
+        # A named pipe would block for ever waiting for a writer; a device never ends.
+        what = "a named pipe" if stat.S_ISFIFO(mode) else "not a regular file"
+        raise InputError(f"{path} is {what}; give a plan file, or '-' to read standard input")
+    try:
+        size = os.stat(path).st_size
+        if size > MAX_PLAN_BYTES:
+            raise InputError(
+                f"{path} is {size / 1024 / 1024:.1f} MB; plans over "
+                f"{MAX_PLAN_BYTES // 1024 // 1024} MB are refused"
+            )
+        with open(path, "rb") as handle:  # bounded too: /proc files say their size is 0
+            return _read_bounded(handle, str(path))
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _read_bounded(stream: BinaryIO, name: str) -> bytes:
+    data = stream.read(MAX_PLAN_BYTES + 1)
+    if len(data) > MAX_PLAN_BYTES:
+        limit = MAX_PLAN_BYTES // 1024 // 1024
+        raise InputError(f"{name} is over {limit} MB; plans that big are refused")
+    return bytes(data)
 
 
 def parse_plan_file(path: Path | str) -> Plan:
@@ -228,6 +258,16 @@ def _normalise(text: str) -> str:
             head_lines = text[: end + 5].count("\n")
             text = "\n" * head_lines + text[end + 5 :]
     return text
+
+
+def _checkbox_without_id(text: str) -> str:
+    """Why a checkbox is no item, naming a lower-case id when it starts with one."""
+    first = re.match(r"\[?([A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*)\]?", text)
+    word = first.group(1) if first else ""
+    if word and word[-1].isdigit() and not _ID_RE.match(word):
+        upper = word.upper()
+        return f"checkbox has no item id: '{word}' is not one (ids are upper case, like {upper})"
+    return "checkbox has no item id"
 
 
 class _Walker:
@@ -312,6 +352,8 @@ class _Walker:
                 return
         milestone = _MILESTONE_HEADING.match(text)
         self.sections.append((level, milestone.group(1).strip() if milestone else None))
+        if self._not_quite_an_id(start, text):
+            return
         loose = _LOOSE_ID.match(text)
         if loose and loose.group(1)[-1].isdigit() and any(c.isalpha() for c in loose.group(1)):
             self._note(
@@ -319,6 +361,33 @@ class _Walker:
                 f"heading starts with '{loose.group(1)}' but has no ':', '.' or '—' after it; "
                 "not read as an item",
             )
+
+    def _too_deep(self, tokens: list[Token], index: int, start: int, end: int) -> bool:
+        """markdown-it stops building tokens past its nesting limit: a list item there comes
+        out empty though its lines are not. Report those lines rather than lose them."""
+        limit = int(_markdown().options["maxNesting"])
+        following = tokens[index + 1].type if index + 1 < len(tokens) else ""
+        if tokens[index].level < limit - 2 or following != "list_item_close":
+            return False
+        readable = (limit - 2) // 2  # each level of list costs two: the list and its item
+        for line0 in range(start, end):
+            if _BULLET_TEXT.match(self.lines[line0] if line0 < len(self.lines) else ""):
+                self._note(line0, f"a list nested more than {readable} deep; not read")
+        return True
+
+    def _not_quite_an_id(self, line0: int, text: str) -> bool:
+        """Say so when a line starts like an item but its id has lower-case letters (`Ab1:`,
+        `Auth-1:`): ids are upper case, and a typo must never drop work silently."""
+        almost = _ALMOST_ID.match(text)
+        if almost is None or _ID_RE.match(almost.group(1)) or not almost.group(1)[-1].isdigit():
+            return False
+        word = almost.group(1)
+        self._note(
+            line0,
+            f"'{word}' is not an item id (ids are upper case, like {word.upper()}); "
+            "not read as an item",
+        )
+        return True
 
     def _add_draft(self, draft: _Draft) -> None:
         milestone = self._current_milestone()
@@ -329,6 +398,8 @@ class _Walker:
     def _list_item(self, tokens: list[Token], index: int, list_stack: list[list[_Meta]]) -> int:
         item_token = tokens[index]
         start, end = item_token.map or (0, 1)
+        if self._too_deep(tokens, index, start, end):
+            return index + 1
         if index + 2 < len(tokens) and tokens[index + 1].type == "paragraph_open":
             inline = tokens[index + 2]
             raw = inline.content
@@ -496,7 +567,7 @@ class _Walker:
             owner = order[position] if position >= 0 else None
             if owner is None or not line0 < body_end[owner] or drafts[owner].form == "table":
                 self.unread.append(
-                    Notice(line=line0 + 1, reason="checkbox has no item id", text=text)
+                    Notice(line=line0 + 1, reason=_checkbox_without_id(text), text=text)
                 )
 
         seen: dict[str, int] = {}

@@ -1,0 +1,97 @@
+"""Hostile and odd plan inputs: bounded reads, no blocking, and nothing dropped without a word."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_harness.errors import InputError
+from agent_harness.plan import markdown
+from agent_harness.plan.markdown import parse_plan, read_plan_text
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero on this system")
+def test_a_device_that_never_ends_is_refused_without_reading_it() -> None:
+    with pytest.raises(InputError, match="is not a regular file"):
+        read_plan_text(Path("/dev/zero"))
+
+
+def test_a_named_pipe_is_refused_instead_of_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="is a named pipe"):
+        read_plan_text(fifo)
+
+
+def test_a_symlink_loop_is_named_as_a_loop(tmp_path: Path) -> None:
+    (tmp_path / "a.md").symlink_to(tmp_path / "b.md")
+    (tmp_path / "b.md").symlink_to(tmp_path / "a.md")
+    with pytest.raises(InputError, match="loop of symbolic links"):
+        read_plan_text(tmp_path / "a.md")
+    with pytest.raises(InputError, match="not found"):
+        read_plan_text(tmp_path / "missing.md")
+
+
+def test_standard_input_is_read_up_to_the_limit_and_no_further(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(markdown, "MAX_PLAN_BYTES", 1000)
+
+    class Endless(io.RawIOBase):
+        """A pipe that never ends (like `yes |`); it counts what was asked of it."""
+
+        asked = 0
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+            Endless.asked += len(buffer)
+            buffer[:] = b"x" * len(buffer)
+            return len(buffer)
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Endless())))
+    with pytest.raises(InputError, match="standard input is over"):
+        read_plan_text(Path("-"))
+    assert Endless.asked < 100_000  # it stopped, rather than reading for ever
+
+
+def test_a_file_larger_than_the_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(markdown, "MAX_PLAN_BYTES", 100)
+    big = tmp_path / "big.md"
+    big.write_text("### T1: x\n" * 50)
+    with pytest.raises(InputError, match=r"MB; plans over 0 MB are refused"):
+        read_plan_text(big)
+
+
+def test_ids_with_lower_case_letters_are_reported_never_dropped_silently() -> None:
+    plan = parse_plan("### Ab1: lower\n\n### Auth-1: mixed\n\n- [ ] t2 a box\n\n### T3: ok\n")
+    assert [item.id for item in plan.items] == ["T3"]
+    reasons = {notice.line: notice.reason for notice in plan.unread}
+    assert (
+        reasons[1] == "'Ab1' is not an item id (ids are upper case, like AB1); not read as an item"
+    )
+    assert "'Auth-1' is not an item id" in reasons[3]
+    assert reasons[5] == ("checkbox has no item id: 't2' is not one (ids are upper case, like T2)")
+
+
+def test_headings_that_only_look_like_ids_stay_quiet() -> None:
+    plan = parse_plan("## Python: notes\n\n## Step 1: install\n\n### T1: work\n")
+    assert [item.id for item in plan.items] == ["T1"] and list(plan.unread) == []
+
+
+def test_checkboxes_nested_past_what_markdown_reads_are_reported() -> None:
+    text = "".join("  " * depth + f"- [ ] T{depth + 1} depth {depth}\n" for depth in range(12))
+    plan = parse_plan(text)
+    assert [item.id for item in plan.items] == [f"T{n}" for n in range(1, 10)]
+    assert [(notice.line, notice.reason) for notice in plan.unread] == [
+        (line, "a list nested more than 9 deep; not read") for line in (10, 11, 12)
+    ]
