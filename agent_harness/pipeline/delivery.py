@@ -18,7 +18,9 @@ from agent_harness.queue import leases
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
 from agent_harness.store.events import AgentFinished, PullOpened, Pushed, Reviewed
+from agent_harness.tracker.protocol import PullRecord
 from agent_harness.tracker.sync import PullMarker
+from agent_harness.tracker.writes import create_once
 
 if TYPE_CHECKING:
     from agent_harness.pipeline.checks import CheckRun
@@ -51,11 +53,21 @@ def deliver(
             reused = True
         else:
             base = parts.repo.default_branch()
-            pull = parts.tracker.create_pull(title, body, tree.branch, base)
+            pull = create_once(
+                lambda: parts.tracker.create_pull(title, body, tree.branch, base),
+                lambda: _open_pull(parts, tree.branch),
+                f"the pull request of {item.id}",
+                parts.tracker.write_pace,
+            )
             reused = False
     opened = PullOpened(number=pull.number, url=pull.url, reused=reused, branch=tree.branch)
     parts.emit(item.id, opened, history)
     leases.complete(parts.store, lease, ItemState.PR_OPEN)
+
+
+def _open_pull(parts: RunParts, branch: str) -> PullRecord | None:
+    found = parts.tracker.find_pull(branch)
+    return found if found is not None and found.state == "open" else None
 
 
 def pull_body(

@@ -23,6 +23,7 @@ from agent_harness.tracker.protocol import (
     RequestTally,
     TrackerError,
 )
+from agent_harness.tracker.writes import Pace
 
 
 class MemoryTracker:
@@ -33,6 +34,7 @@ class MemoryTracker:
     ) -> None:
         self.repo = repo
         self.tally = RequestTally()
+        self.write_pace = Pace(settle_s=0.0, sleep=lambda _seconds: None)
         self.info = RepoInfo(repo, default_branch, f"file:///{repo}.git", archived)
         self.exists = True
         self.issues: dict[int, IssueRecord] = {}

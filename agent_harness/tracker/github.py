@@ -34,6 +34,7 @@ from agent_harness.tracker.protocol import (
     ValidationFailed,
     WriteUncertain,
 )
+from agent_harness.tracker.writes import Pace
 
 if TYPE_CHECKING:
     from github.Requester import Requester
@@ -45,10 +46,13 @@ MAX_BODY = 65_536
 class _Transient(Exception):
     """Internal: a failure worth another try, with the wait the server asked for."""
 
-    def __init__(self, reason: str, wait: float | None, may_have_landed: bool) -> None:
+    def __init__(
+        self, reason: str, wait: float | None, may_have_landed: bool, answered: bool = False
+    ) -> None:
         super().__init__(reason)
         self.wait = wait
         self.may_have_landed = may_have_landed
+        self.answered = answered  # the server answered (a 5xx): nothing of it is still running
 
 
 def resolve_token(env: Mapping[str, str], run: Callable[[], str | None] | None = None) -> str:
@@ -112,6 +116,7 @@ class GitHubTracker:
 
         self.repo = repo
         self.api_url = api_url
+        self._rng = rng or random.Random()
         self.tally = RequestTally()
         self._gh = Github(
             auth=Auth.Token(token),
@@ -124,12 +129,14 @@ class GitHubTracker:
         )
         self._token = token
         self._requester: Requester = self._gh.requester
+        # A create whose answer was lost is looked for after the client's own timeout: by then
+        # the server has either done it or dropped it.
+        self.write_pace = Pace(settle_s=timeout_s, sleep=sleep, rng=self._rng)
         self._write_spacing = write_spacing_s
         self._max_rate_wait = max_rate_wait_s
         self._attempts = attempts
         self._sleep = sleep
         self._clock = clock
-        self._rng = rng or random.Random()
         self._last_write: float | None = None
         self._milestones: dict[str, int] | None = None
 
@@ -202,7 +209,8 @@ class GitHubTracker:
             # A write that may have landed is never resent blindly: the caller must look first.
             if failure.may_have_landed and not idempotent:
                 raise WriteUncertain(
-                    f"{verb} {path} may or may not have been applied ({failure})"
+                    f"{verb} {path} may or may not have been applied ({failure})",
+                    in_flight=not failure.answered,
                 ) from None
             raise
         finally:
@@ -274,7 +282,9 @@ class GitHubTracker:
             text = f"GitHub refused {verb} {path}: {message}" + (f" ({detail})" if detail else "")
             return ValidationFailed(text, first.get("field"), first.get("code"))
         if status >= 500:
-            return _Transient(f"HTTP {status} {message}".strip(), None, may_have_landed=True)
+            return _Transient(
+                f"HTTP {status} {message}".strip(), None, may_have_landed=True, answered=True
+            )
         return TrackerError(f"{verb} {path}: HTTP {status} {message}".strip(), status)
 
     def _rate_limit(self, headers: dict[str, str], message: str) -> Exception:

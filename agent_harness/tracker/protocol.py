@@ -8,9 +8,12 @@ Records are plain dataclasses built from GitHub's JSON, so nothing lazy hides a 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from agent_harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from agent_harness.tracker.writes import Pace
 
 
 class TrackerError(HarnessError):
@@ -55,7 +58,14 @@ class RateLimited(TrackerError):
 
 
 class WriteUncertain(TrackerError):
-    """A write failed in a way that may have reached the server; the caller must re-check."""
+    """A write failed in a way that may have reached the server; the caller must re-check.
+
+    `in_flight` is true when no answer came at all (a timeout, a dropped connection): the
+    server may still be working on the write, so a look right away can miss it."""
+
+    def __init__(self, message: str, *, in_flight: bool = True) -> None:
+        super().__init__(message)
+        self.in_flight = in_flight
 
 
 @dataclass(frozen=True)
@@ -222,6 +232,7 @@ class Tracker(Protocol):
 
     repo: str
     tally: RequestTally
+    write_pace: Pace  # how a create whose answer was lost is confirmed (see tracker.writes)
 
     def ensure_repo(self, create: bool = False, auto_init: bool = True) -> None:
         """Check the repository exists (creating it when `create` and it is missing; with

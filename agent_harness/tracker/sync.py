@@ -24,8 +24,8 @@ from agent_harness.tracker.protocol import (
     Tracker,
     TrackerError,
     ValidationFailed,
-    WriteUncertain,
 )
+from agent_harness.tracker.writes import create_once
 
 MARKER_RE = re.compile(r"<!--\s*agent-harness\s+(.*?)\s*-->", re.DOTALL)
 MARKER_HINT = re.compile(r"<!--\s*agent-harness", re.IGNORECASE)
@@ -412,19 +412,25 @@ def _create_once(
     marker: Marker,
     plan_key: str,
 ) -> IssueRecord:
-    """Create an issue; if the write may have landed, look before writing again."""
-    for _ in range(3):
-        try:
-            return tracker.create_issue(draft)
-        except WriteUncertain:
-            for issue in tracker.recent_issues():
-                try:
-                    found = read_marker(issue.body)
-                except DamagedMarker:
-                    continue
-                if found and found.plan_key == plan_key and found.item_id == marker.item_id:
-                    return issue
-    return tracker.create_issue(draft)
+    """Create an issue; if the write may have landed, look (after its in-flight window) before
+    writing again, and retry a burst of server errors with a growing, jittered backoff."""
+
+    def find() -> IssueRecord | None:
+        for issue in tracker.recent_issues():
+            try:
+                found = read_marker(issue.body)
+            except DamagedMarker:
+                continue
+            if found and found.plan_key == plan_key and found.item_id == marker.item_id:
+                return issue
+        return None
+
+    return create_once(
+        lambda: tracker.create_issue(draft),
+        find,
+        f"the issue of {marker.item_id}",
+        tracker.write_pace,
+    )
 
 
 def _label_colour(name: str) -> str:
