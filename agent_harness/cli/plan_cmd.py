@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -19,6 +20,7 @@ Examples:
   agent-harness plan PLAN.md --repo me/app --forge local            # offline tracker
   agent-harness plan PLAN.md --repo owner/name --dry-run            # what would change
   agent-harness plan PLAN.md --repo owner/name                      # mirror to GitHub
+  agent-harness plan PLAN.md --repo owner/name --adopt-duplicate    # repair twin issues
 """
 )
 @click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
@@ -32,6 +34,12 @@ Examples:
 @click.option("--repo", metavar="OWNER/NAME", help="Mirror the items to this repository's issues.")
 @click.option("--dry-run", is_flag=True, help="With --repo: show what would change, write nothing.")
 @click.option(
+    "--adopt-duplicate",
+    is_flag=True,
+    help="With --repo: where an item has several marked issues, keep the oldest and label "
+    "the others 'duplicate' (they stop claiming the item; none is closed), then sync.",
+)
+@click.option(
     "--plan-key",
     metavar="KEY",
     help="Scopes this plan's issues so several plans can share a repo (default: file stem).",
@@ -43,6 +51,7 @@ def plan(
     backlog_out: Path | None,
     repo: str | None,
     dry_run: bool,
+    adopt_duplicate: bool,
     plan_key: str | None,
     forge: str | None,
     github_url: str | None,
@@ -66,9 +75,12 @@ def plan(
     if backlog_out is not None:
         backlog.write_backlog(parsed, backlog_out)
     if repo:
-        return _sync(parsed, repo, dry_run, plan_key, forge, github_url, as_json)
-    if dry_run or forge or github_url or plan_key:
-        raise click.UsageError("--dry-run, --forge, --github-url and --plan-key need --repo")
+        options = _SyncOptions(dry_run, adopt_duplicate, plan_key, forge, github_url, as_json)
+        return _sync(parsed, repo, options)
+    if dry_run or adopt_duplicate or forge or github_url or plan_key:
+        raise click.UsageError(
+            "--dry-run, --adopt-duplicate, --forge, --github-url and --plan-key need --repo"
+        )
     if as_json:
         print_json(backlog.to_backlog(parsed).model_dump(mode="json"))
         return 0
@@ -80,40 +92,52 @@ def plan(
     return 0
 
 
-def _sync(
-    parsed: object,
-    repo: str,
-    dry_run: bool,
-    plan_key: str | None,
-    forge: str | None,
-    github_url: str | None,
-    as_json: bool,
-) -> int:
-    from agent_harness.cli.plan_view import render_sync
+@dataclass(frozen=True)
+class _SyncOptions:
+    dry_run: bool
+    adopt_duplicate: bool
+    plan_key: str | None
+    forge: str | None
+    github_url: str | None
+    as_json: bool
+
+
+def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
+    from agent_harness.cli.plan_view import render_adoptions, render_sync
     from agent_harness.config import load_settings
     from agent_harness.plan.model import Plan
+    from agent_harness.tracker.adopt import adopt_duplicates
     from agent_harness.tracker.sync import sync_plan
 
     assert isinstance(parsed, Plan)
     settings = load_settings().settings
-    key = plan_key or settings.tracker.plan_key or Path(parsed.source).stem
+    key = opts.plan_key or settings.tracker.plan_key or Path(parsed.source).stem
     err = console(stderr=True)
+    adoptions = []
     with (
-        open_tracker(repo, forge, github_url, settings, create=False) as tracker,
+        open_tracker(repo, opts.forge, opts.github_url, settings, create=False) as tracker,
         err.status("syncing…") as status,
     ):
+        if opts.adopt_duplicate:
+            adoptions = adopt_duplicates(tracker, key, dry_run=opts.dry_run)
         report = sync_plan(
             parsed,
             tracker,
             key,
-            dry_run=dry_run,
+            dry_run=opts.dry_run,
             progress=lambda stage, done, total: status.update(f"{stage} {done}/{total}"),
         )
-        clone_url = tracker.repo_info().clone_url if forge == "local" else None
+        clone_url = tracker.repo_info().clone_url if opts.forge == "local" else None
     if clone_url:
         err.print(f"local forge: {repo} clones from {clone_url}")
-    if as_json:
-        print_json(report.as_json())
+    if opts.as_json:
+        data = report.as_json()
+        data["adopted"] = [
+            {"id": a.item_id, "kept": a.kept, "labelled_duplicate": list(a.labelled)}
+            for a in adoptions
+        ]
+        print_json(data)
     else:
+        render_adoptions(console(), adoptions, opts.dry_run)
         render_sync(console(), report)
     return 0 if report.ok else 4

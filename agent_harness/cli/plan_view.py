@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -11,6 +12,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from agent_harness.plan.model import Plan
+    from agent_harness.tracker.adopt import Adoption
     from agent_harness.tracker.sync import SyncReport
 
 
@@ -98,3 +100,14 @@ def render_sync(out: Console, report: SyncReport) -> None:
         f"{' (dry run)' if report.dry_run else ''}; "
         f"{report.requests} requests, {report.writes} writes"
     )
+
+
+def render_adoptions(out: Console, adoptions: Sequence[Adoption], dry_run: bool) -> None:
+    """One line per item whose duplicate issues were (or would be) set aside."""
+    verb = "would keep" if dry_run else "kept"
+    for adoption in adoptions:
+        others = ", ".join(f"#{n}" for n in adoption.labelled)
+        out.print(
+            f"{adoption.item_id}: {verb} #{adoption.kept}; {others} labelled duplicate",
+            markup=False,
+        )

@@ -19,7 +19,7 @@ from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
 from agent_harness.store.events import AgentFinished, PullOpened, Pushed, Reviewed
 from agent_harness.tracker.protocol import PullRecord
-from agent_harness.tracker.sync import PullMarker
+from agent_harness.tracker.sync import PullMarker, defuse_markers
 from agent_harness.tracker.writes import create_once
 
 if TYPE_CHECKING:
@@ -102,9 +102,9 @@ def pull_body(
         "",
         "Unknown figures are shown as unknown, never as zero.",
         "",
-        PullMarker(item.id, parts.plan_key, issue).render(),
     ]
-    return "\n".join(lines)
+    # The item's own words (title, check) must not pass for the marker appended last.
+    return defuse_markers("\n".join(lines)) + PullMarker(item.id, parts.plan_key, issue).render()
 
 
 def _checks_section(checks: CheckRun | None) -> list[str]:

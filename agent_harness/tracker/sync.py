@@ -29,6 +29,7 @@ from agent_harness.tracker.writes import create_once
 
 MARKER_RE = re.compile(r"<!--\s*agent-harness\s+(.*?)\s*-->", re.DOTALL)
 MARKER_HINT = re.compile(r"<!--\s*agent-harness", re.IGNORECASE)
+_MARKER_START = re.compile(r"<!--\s*agent-harness", re.IGNORECASE)
 MAX_BODY = 65_536
 
 Progress = Callable[[str, int, int], None]
@@ -57,9 +58,18 @@ class DamagedMarker(ValueError):
     """An issue carries something like our marker that cannot be read."""
 
 
+def defuse_markers(text: str) -> str:
+    """Text (an item's body, a check) made unable to pass for a marker: a zero-width space
+    after `<!--` keeps what a person sees and stops the comment from reading as ours."""
+    return _MARKER_START.sub(lambda m: m.group(0)[:4] + "\u200b" + m.group(0)[4:], text)
+
+
 def read_marker(body: str) -> Marker | None:
-    """The marker in an issue body; None when there is none; DamagedMarker when unreadable."""
-    match = MARKER_RE.search(body)
+    """The marker the harness appended to an issue body (the last one: an item's own text, and
+    anything a person added above it, come first); None when there is none; DamagedMarker when
+    it cannot be read."""
+    matches = list(MARKER_RE.finditer(body))
+    match = matches[-1] if matches else None
     if match is None:
         if MARKER_HINT.search(body):
             raise DamagedMarker("an agent-harness comment is opened but never closed")
@@ -167,7 +177,7 @@ def render_issue(
     item: WorkItem, plan_key: str, source: str, numbers: dict[str, int | None]
 ) -> tuple[IssueDraft, Marker]:
     """The issue an item should be, and the marker that will identify it."""
-    parts = [item.body.strip()] if item.body.strip() else []
+    parts = [defuse_markers(item.body.strip())] if item.body.strip() else []
     facts = [
         f"**Success check:** {item.success_check}"
         if item.success_check
@@ -186,7 +196,7 @@ def render_issue(
         f"<sub>Mirrored from `{source}` (plan `{plan_key}`, item {item.id}) by agent-harness. "
         "Edit the plan, not this issue: the next sync rewrites it.</sub>"
     )
-    text = "\n\n".join(parts)
+    text = defuse_markers("\n\n".join(parts))
     title = f"{item.id}: {item.title}"
     digest = hashlib.sha256(
         json.dumps([title, text, sorted(item.labels), item.milestone]).encode()
@@ -280,7 +290,8 @@ def _report_orphans_and_twins(listing: _Listing, plan: Plan, report: SyncReport)
         if len(issues) > 1:
             listed = ", ".join(f"#{issue.number}" for issue in issues)
             report.problems.append(
-                f"{item_id}: issues {listed} carry the same marker; none is written"
+                f"{item_id}: issues {listed} carry the same marker; none is written "
+                "(`agent-harness plan PLAN --repo REPO --adopt-duplicate` keeps the oldest)"
             )
 
 
@@ -454,8 +465,10 @@ class PullMarker:
 
 
 def read_pull_marker(body: str) -> PullMarker | None:
-    """The item a pull request belongs to, or None (also for a marker damaged by hand)."""
-    match = PR_MARKER_RE.search(body or "")
+    """The item a pull request belongs to (by the last marker: the one the harness appended),
+    or None (also for a marker damaged by hand)."""
+    matches = list(PR_MARKER_RE.finditer(body or ""))
+    match = matches[-1] if matches else None
     if match is None:
         return None
     try:
