@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from agent_harness.errors import HarnessError
 from agent_harness.failures import FailureClass, ends_the_item
 from agent_harness.git.worktrees import Worktree
+from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.failures import FailureKind
 from agent_harness.models.parking import EndpointParked
@@ -44,7 +45,6 @@ from agent_harness.store.events import (
 )
 
 if TYPE_CHECKING:
-    from agent_harness.implement.protocol import ImplementResult
     from agent_harness.pipeline.checks import CheckRun
 
 
@@ -73,7 +73,7 @@ class Attempt:
         tree = self._worktree()
         if self._resume_approved(tree) or self._resume_checked(tree):
             return
-        result = self._implement(tree)
+        result = self._resume_finished_run(tree) or self._implement(tree)
         if not result.ok:
             self._agent_failed(result)
             return
@@ -134,6 +134,17 @@ class Attempt:
         self._emit(Resumed(sha=sha, why="checked, not yet reviewed"))
         self._review_and_deliver(tree, None, sha)
         return True
+
+    def _resume_finished_run(self, tree: Worktree) -> ImplementResult | None:
+        """An agent that finished before its worker died (during the commit or the checks) is
+        not run again: its work is in the worktree, and the attempt goes on from there."""
+        finished = self.history.finished_run()
+        if finished is None:
+            return None
+        self._emit(Resumed(sha=self.parts.repo.head(tree), why="the agent had finished"))
+        return ImplementResult(
+            ok=True, state=finished.state, reason=finished.reason, output_tail=finished.tail
+        )
 
     def _implement(self, tree: Worktree) -> ImplementResult:
         parts, item = self.parts, self.item

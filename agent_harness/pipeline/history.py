@@ -17,20 +17,38 @@ from agent_harness.store.events import (
     AgentFinished,
     AgentStarted,
     AgentStateChanged,
+    AttemptFailed,
     CheckRan,
     ChecksPassed,
     Claimed,
+    Deferred,
     Event,
     FeedbackGiven,
     Outcome,
     Payload,
     PullOpened,
     Pushed,
+    Released,
+    Requeued,
     Retried,
     Reviewed,
+    Waiting,
 )
 
 P = TypeVar("P", bound=Payload)
+# Events after which an attempt's agent run is spent: it was judged, or the attempt ended.
+_ENDS_AN_ATTEMPT = (
+    FeedbackGiven,
+    Reviewed,
+    ChecksPassed,
+    Outcome,
+    Retried,
+    AttemptFailed,
+    Deferred,
+    Requeued,
+    Released,
+    Waiting,
+)
 # What an item is doing after each of these events (see `ItemHistory.activity`).
 _DOING: dict[type[Payload], str] = {
     Claimed: "claimed",
@@ -77,6 +95,17 @@ class ItemHistory:
         """A commit that passed its checks and has had no verdict since."""
         said = self.last(ChecksPassed, FeedbackGiven, Reviewed, Outcome)
         return said.sha if isinstance(said, ChecksPassed) else None
+
+    def finished_run(self) -> AgentFinished | None:
+        """The implementer's successful run of an attempt that never got further because its
+        worker died (killed during the commit or the checks): its work is in the worktree, and
+        a resumed attempt goes on from there instead of paying the agent again."""
+        for payload in reversed(self._payloads):
+            if isinstance(payload, AgentFinished):
+                return payload if payload.ok else None
+            if isinstance(payload, _ENDS_AN_ATTEMPT):
+                return None
+        return None
 
     def feedback(self) -> Feedback | None:
         """What the previous attempt ran into, for the next prompt."""

@@ -64,6 +64,11 @@ class Lease:
     lease_s: float
 
 
+# Leases an item may lose to dead workers before it fails: generous, as dying is not the
+# item's fault, but finite, so a worker that dies on one item every time (a crash loop) ends.
+MAX_RECLAIMS = 5
+
+
 @dataclass(frozen=True)
 class _ClaimSql:
     recover: str  # a lapsed lease or a parked item that is due, with the columns to judge it
@@ -83,7 +88,7 @@ def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
     lock = " FOR UPDATE SKIP LOCKED" if dialect == "postgresql" else ""
     columns = (
         "SELECT i.id, i.state, i.attempts, i.max_attempts, i.fence, i.lease_worker, "
-        "i.lease_expires, i.reason FROM items i WHERE i.project = ? "
+        "i.lease_expires, i.reason, i.reclaims FROM items i WHERE i.project = ? "
     )
     # Separate index-backed searches, not one OR, so each reads only rows it may hand out.
     recover = (
@@ -192,28 +197,41 @@ def _claim_in_one_statement(
 def _recover(
     tx: Tx, row: Sequence[Any], project: str, worker: str, now: float, lease_s: float
 ) -> Lease | None:
-    """Claim a lapsed lease's item or a parked item now due; None when it has no attempts left
-    (it is failed instead, and its dependents skipped)."""
-    item_id, state, attempts, max_attempts, fence, old_worker, old_expiry, reason = row
+    """Claim a lapsed lease's item or a parked item now due; None when it may not run again
+    (it is failed instead, and its dependents skipped).
+
+    A lease lapses when its worker died (killed, suspended, the machine restarted), which is no
+    failure of the item's work: that attempt is given back and the claim reruns it. Reclaims
+    are counted apart, with a bound of their own, so a worker that dies on every try (a crash
+    loop) still ends."""
+    item_id, state, attempts, max_attempts, fence, old_worker, old_expiry, reason, reclaims = row
     current = ItemState(state)
+    attempt = int(attempts) + 1
     if old_expiry is not None:
-        reason = f"lease of {old_worker} expired (attempt {attempts})"
-        expired = LeaseExpired(worker=old_worker, attempt=attempts, expired_at=old_expiry)
+        reclaims = int(reclaims) + 1
+        expired = LeaseExpired(
+            worker=old_worker, attempt=attempts, expired_at=old_expiry, attempt_refunded=True
+        )
         tx.append_event(project, item_id, expired)
-    if attempts >= max_attempts:
+        if reclaims > MAX_RECLAIMS:
+            why = f"its worker died {reclaims} times on it (lease of {old_worker} expired)"
+            _finish_failed(tx, project, item_id, current, attempts, why)
+            return None
+        attempt = max(int(attempts), 1)  # the lapsed attempt is run again, not counted twice
+    elif attempts >= max_attempts:
         _finish_failed(tx, project, item_id, current, attempts, reason or "out of attempts")
         return None
     _check(item_id, current, S.CLAIMED)
     token = int(fence) + 1
     expires = now + lease_s
     tx.execute(
-        "UPDATE items SET state = 'claimed', attempts = attempts + 1, fence = ?, "
+        "UPDATE items SET state = 'claimed', attempts = ?, reclaims = ?, fence = ?, "
         "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
         "WHERE project = ? AND id = ?",
-        (token, worker, expires, now, project, item_id),
+        (attempt, reclaims, token, worker, expires, now, project, item_id),
     )
-    _claimed_event(tx, project, item_id, current, worker, attempts + 1, token, expires, now)
-    return Lease(project, item_id, worker, token, attempts + 1, expires, lease_s)
+    _claimed_event(tx, project, item_id, current, worker, attempt, token, expires, now)
+    return Lease(project, item_id, worker, token, attempt, expires, lease_s)
 
 
 def _claimed_event(

@@ -158,6 +158,9 @@ class LeaseExpired(Payload):
     worker: str | None = Field(default=None, description="Worker whose lease lapsed.")
     attempt: int | None = Field(default=None, description="Attempt that lease belonged to.")
     expired_at: float | None = Field(default=None, description="Epoch seconds it lapsed.")
+    attempt_refunded: bool = Field(
+        default=False, description="The attempt was given back: a dead worker is no failure."
+    )
 
 
 class LeaseReclaimed(Payload):

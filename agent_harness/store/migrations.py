@@ -190,4 +190,10 @@ MIGRATIONS: tuple[Migration, ...] = (
             PG_GUARDS["event_chain_no_truncate"],
         ),
     ),
+    Migration(
+        5,
+        "reclaims: leases taken back from dead workers, counted apart from attempts",
+        sqlite=("ALTER TABLE items ADD COLUMN reclaims INTEGER NOT NULL DEFAULT 0",),
+        postgres=("ALTER TABLE items ADD COLUMN reclaims INTEGER NOT NULL DEFAULT 0",),
+    ),
 )

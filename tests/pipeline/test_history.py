@@ -93,3 +93,15 @@ def test_the_run_budget_trips_once_the_reported_spend_reaches_it(rig: Rig) -> No
     rig.store.append_event("octo/app:PLAN", "T2", Reviewed(approved=True, cost_usd=0.4))
     assert budget.check() and budget.spent
     assert not RunBudget(rig.store, "octo/app:PLAN", None).check()
+
+
+def test_an_agent_run_whose_worker_died_after_it_is_resumed_not_repeated() -> None:
+    from agent_harness.store.events import CheckRan, LeaseExpired
+
+    finished = AgentFinished(ok=True, state="done", reason="exited 0")
+    died = ItemHistory([finished, CheckRan(command="pytest"), LeaseExpired(worker="w1")])
+    assert died.finished_run() == finished
+    judged = ItemHistory([finished, FeedbackGiven(source="checks", summary="red")])
+    assert judged.finished_run() is None  # its work was judged: the next attempt starts anew
+    crashed = ItemHistory([AgentFinished(ok=False, state="crashed")])
+    assert crashed.finished_run() is None

@@ -165,6 +165,10 @@ def test_killed_during_the_checks(harness: Harness, cwd: Path) -> None:
     assert item["state"] == "pr_open"
     assert_one_pull_with_the_work(harness)
     assert len(harness.reviews()) == 1
+    # The agent had finished: the rerun goes on from its work, and the kill spent no attempt.
+    assert len(events(cwd, "agent_started")) == 1
+    assert item["attempts"] == 1
+    assert any(e.get("why") == "the agent had finished" for e in events(cwd, "resumed"))
 
 
 @pytest.mark.slow

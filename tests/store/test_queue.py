@@ -19,6 +19,7 @@ from agent_harness.queue.items import (
     status,
 )
 from agent_harness.queue.leases import (
+    MAX_RECLAIMS,
     LeaseLost,
     advance,
     claim_next,
@@ -97,7 +98,8 @@ def test_an_expired_lease_is_reclaimed_and_the_zombie_is_fenced_out(
     assert zombie is not None
     clock.advance(11)
     heir = claim_next(store, P, "w2", 10)
-    assert heir is not None and heir.item_id == "T0" and heir.attempt == 2
+    # A dead worker is no failure of the item: the attempt is given back and run again.
+    assert heir is not None and heir.item_id == "T0" and heir.attempt == 1
     assert heir.token > zombie.token
     for late in (
         lambda: complete(store, zombie, "merged"),
@@ -153,15 +155,19 @@ def test_the_attempt_budget_ends_in_failed_with_the_last_reason(store: Store) ->
     assert claim_next(store, P, "w1", 60) is None
 
 
-def test_expired_leases_count_against_the_budget(store: Store, clock: FakeClock) -> None:
+def test_a_dead_worker_gives_its_attempt_back_but_a_crash_loop_still_ends(
+    store: Store, clock: FakeClock
+) -> None:
     enqueue(store, P, [item("T0"), item("T9")], max_attempts=1)
-    lease = claim_next(store, P, "w1", 10)
-    assert lease is not None and lease.item_id == "T0"
-    clock.advance(20)
+    for _ in range(MAX_RECLAIMS + 1):
+        lease = claim_next(store, P, "w1", 10)
+        assert lease is not None and (lease.item_id, lease.attempt) == ("T0", 1)
+        clock.advance(20)  # the worker dies: its lease lapses
     nxt = claim_next(store, P, "w2", 10)
     assert nxt is not None and nxt.item_id == "T9"
     record = get_item(store, P, "T0")
-    assert record.state == "failed" and record.reason == "lease of w1 expired (attempt 1)"
+    assert record.state == "failed" and record.attempts == 1
+    assert record.reason == f"its worker died {MAX_RECLAIMS + 1} times on it (lease of w1 expired)"
 
 
 def test_a_permanent_failure_skips_every_dependent_and_retry_requeues_them(
