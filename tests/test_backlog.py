@@ -11,6 +11,8 @@ from agent_harness.errors import InputError
 from agent_harness.plan import backlog
 from agent_harness.plan.markdown import parse_plan_file
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -28,6 +28,7 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
     )
 
 
+@pytest.mark.acceptance
 def test_plan_table_shows_items_and_report() -> None:
     result = run_cli("plan", EXAMPLE)
     assert result.returncode == 0, result.stderr
@@ -37,6 +38,7 @@ def test_plan_table_shows_items_and_report() -> None:
     assert "7 items (1 done), 1 line not read; no success check: T6" in result.stdout
 
 
+@pytest.mark.unit
 def test_plan_json_for_scripts(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", EXAMPLE, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -44,6 +46,7 @@ def test_plan_json_for_scripts(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["unread"][0]["line"] == 36
 
 
+@pytest.mark.unit
 def test_backlog_to_stdout_and_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", EXAMPLE, "--backlog", "-"]) == 0
     path = tmp_path / "backlog.json"
@@ -52,6 +55,7 @@ def test_backlog_to_stdout_and_back(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert len(json.loads(capsys.readouterr().out)["items"]) == 7
 
 
+@pytest.mark.acceptance
 @pytest.mark.parametrize(
     ("content", "code", "message"),
     [
@@ -73,6 +77,7 @@ def test_refusals_are_one_line_and_non_zero(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.acceptance
 def test_unwritable_backlog_target_is_a_clean_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -81,6 +86,7 @@ def test_unwritable_backlog_target_is_a_clean_error(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.acceptance
 def test_config_bad_file_is_one_line(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / "agent-harness.toml").write_text("[budgets]\nnope = 1\n")
@@ -89,6 +95,7 @@ def test_config_bad_file_is_one_line(tmp_path: Path) -> None:
     assert result.stderr.strip().endswith("unknown key 'budgets.nope'")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_has_help_with_an_example(
     name: str, capsys: pytest.CaptureFixture[str]
@@ -98,12 +105,14 @@ def test_every_command_has_help_with_an_example(
     assert "Usage:" in out and "Example" in out
 
 
+@pytest.mark.unit
 def test_top_level_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in COMMANDS)
 
 
+@pytest.mark.unit
 def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["nonsense"]) == 2
     assert "No such command" in capsys.readouterr().err

@@ -10,6 +10,8 @@ from agent_harness.errors import InputError, PlanRefused
 from agent_harness.plan.markdown import parse_plan, parse_plan_file
 from agent_harness.plan.model import check_command
 
+pytestmark = pytest.mark.unit
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "PLAN.md"
 
 

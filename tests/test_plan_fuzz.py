@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_harness.errors import HarnessError
 from agent_harness.plan.markdown import parse_plan
+
+pytestmark = pytest.mark.unit
 
 FRAGMENTS = [
     "### T1: a",

@@ -70,6 +70,7 @@ def requests_since(rf: RunningForge, mark: int) -> int:
     return sum(rf.forge.request_counts(mark).values())
 
 
+@pytest.mark.integration
 def test_first_sync_creates_then_resync_is_free(rf: RunningForge) -> None:
     plan = make_plan(120)
     report = sync_plan(plan, tracker(rf), "PLAN")
@@ -90,6 +91,7 @@ def test_first_sync_creates_then_resync_is_free(rf: RunningForge) -> None:
     assert again.requests == requests_since(rf, mark)
 
 
+@pytest.mark.integration
 def test_edits_update_only_what_changed_and_renames_keep_the_issue(rf: RunningForge) -> None:
     sync_plan(make_plan(10), tracker(rf), "PLAN")
     before = {str(i["title"]).split(":")[0]: i["number"] for i in issues(rf)}
@@ -102,6 +104,7 @@ def test_edits_update_only_what_changed_and_renames_keep_the_issue(rf: RunningFo
     assert any("title" in change for change in report.updated[0].changes)
 
 
+@pytest.mark.integration
 def test_dry_run_writes_nothing_and_describes_changes(rf: RunningForge) -> None:
     first = sync_plan(make_plan(3), tracker(rf), "PLAN", dry_run=True)
     assert [c.id for c in first.created] == ["T1", "T2", "T3"]
@@ -114,6 +117,7 @@ def test_dry_run_writes_nothing_and_describes_changes(rf: RunningForge) -> None:
     assert report.updated[0].changes[0] == "title: 'T2: Item 2' -> 'T2: Item 2 (edited)'"
 
 
+@pytest.mark.integration
 def test_sync_never_closes_or_reopens_and_reports_orphans(rf: RunningForge) -> None:
     sync_plan(make_plan(3), tracker(rf), "PLAN")
     repo = rf.github.get_repo(REPO)
@@ -126,6 +130,7 @@ def test_sync_never_closes_or_reopens_and_reports_orphans(rf: RunningForge) -> N
     assert [c.id for c in report.updated] == ["T2"]  # a closed issue is still kept current
 
 
+@pytest.mark.integration
 def test_labels_people_add_survive_updates(rf: RunningForge) -> None:
     sync_plan(make_plan(1), tracker(rf), "PLAN")
     repo = rf.github.get_repo(REPO)
@@ -135,6 +140,7 @@ def test_labels_people_add_survive_updates(rf: RunningForge) -> None:
     assert sorted(issues(rf)[0]["labels"]) == ["feature", "urgent"]  # type: ignore[arg-type]
 
 
+@pytest.mark.integration
 def test_two_plans_share_a_repo_without_colliding(rf: RunningForge) -> None:
     sync_plan(make_plan(2), tracker(rf), "alpha")
     report = sync_plan(make_plan(2), tracker(rf), "beta")
@@ -142,6 +148,7 @@ def test_two_plans_share_a_repo_without_colliding(rf: RunningForge) -> None:
     assert len(issues(rf)) == 4
 
 
+@pytest.mark.integration
 def test_damaged_and_duplicate_markers_are_reported_never_guessed(rf: RunningForge) -> None:
     sync_plan(make_plan(2), tracker(rf), "PLAN")
     repo = rf.github.get_repo(REPO)
@@ -162,6 +169,7 @@ def test_damaged_and_duplicate_markers_are_reported_never_guessed(rf: RunningFor
     )
 
 
+@pytest.mark.integration
 def test_oversized_body_is_refused_before_sending_and_others_proceed(rf: RunningForge) -> None:
     text = "### T1: Huge\n" + ("x" * 70_000) + "\n\n### T2: Small\nfine\n"
     report = sync_plan(parse_plan(text), tracker(rf), "PLAN")
@@ -169,6 +177,7 @@ def test_oversized_body_is_refused_before_sending_and_others_proceed(rf: Running
     assert any("T1: issue body would be" in p and "65536" in p for p in report.problems)
 
 
+@pytest.mark.integration
 def test_422_names_the_field_and_is_not_retried(rf: RunningForge) -> None:
     long_label = "l" * 60
     plan = parse_plan(f"### T1: a\nlabels: {long_label}\n\n### T2: b\n")
@@ -179,6 +188,7 @@ def test_422_names_the_field_and_is_not_retried(rf: RunningForge) -> None:
     assert [c.id for c in report.created] == ["T2"]
 
 
+@pytest.mark.integration
 def test_unknown_repo_bad_token_and_read_only_token(rf: RunningForge) -> None:
     with pytest.raises(RepoNotFound, match="octo/nope: not found"):
         GitHubTracker("octo/nope", TOKEN, rf.server.api_url).ensure_repo()
@@ -189,12 +199,14 @@ def test_unknown_repo_bad_token_and_read_only_token(rf: RunningForge) -> None:
     assert issues(rf) == []
 
 
+@pytest.mark.integration
 def test_archived_repo_refuses_writes_clearly(rf: RunningForge) -> None:
     rf.forge.set_archived("octo", "app")
     report = sync_plan(make_plan(1), tracker(rf), "PLAN")
     assert not report.created and any("archived" in p.lower() for p in report.problems)
 
 
+@pytest.mark.integration
 def test_secondary_rate_limit_is_waited_out_with_retry_after(rf: RunningForge) -> None:
     rf.forge.faults.inject(FaultKind.SECONDARY_RATE_LIMIT, "POST", "*/issues", retry_after=7)
     rf.forge.faults.inject(FaultKind.SECONDARY_RATE_LIMIT_429, "POST", "*/issues", retry_after=3)
@@ -205,6 +217,7 @@ def test_secondary_rate_limit_is_waited_out_with_retry_after(rf: RunningForge) -
     assert sleeps[0] >= 7 and sleeps[1] >= 3
 
 
+@pytest.mark.integration
 def test_server_errors_on_reads_are_retried_with_backoff(rf: RunningForge) -> None:
     rf.forge.faults.inject(FaultKind.STATUS, "GET", "*/issues", status=502, count=2)
     sleeps = Sleeps()
@@ -212,6 +225,7 @@ def test_server_errors_on_reads_are_retried_with_backoff(rf: RunningForge) -> No
     assert report.ok and len(sleeps) == 2
 
 
+@pytest.mark.integration
 def test_uncertain_create_is_checked_before_it_is_repeated(rf: RunningForge) -> None:
     # A 502 on POST may or may not have created the issue: look before writing again.
     rf.forge.faults.inject(FaultKind.STATUS, "POST", "*/issues", status=502, count=1)
@@ -220,18 +234,21 @@ def test_uncertain_create_is_checked_before_it_is_repeated(rf: RunningForge) -> 
     assert len(issues(rf)) == 2
 
 
+@pytest.mark.integration
 def test_dropped_connection_on_create_makes_no_duplicate(rf: RunningForge) -> None:
     rf.forge.faults.inject(FaultKind.DROP, "POST", "*/issues", count=1)
     report = sync_plan(make_plan(2), tracker(rf), "PLAN")
     assert report.ok and len(issues(rf)) == 2
 
 
+@pytest.mark.integration
 def test_primary_limit_beyond_the_allowed_wait_stops_clearly(rf: RunningForge) -> None:
     rf.forge.faults.inject(FaultKind.PRIMARY_RATE_LIMIT, "GET", "*/issues", reset_in_s=7200)
     with pytest.raises(RateLimited, match=r"resets at .* later than the 60 s"):
         sync_plan(make_plan(1), tracker(rf, max_rate_wait_s=60), "PLAN")
 
 
+@pytest.mark.integration
 def test_primary_limit_within_the_allowed_wait_is_waited_out(rf: RunningForge) -> None:
     rf.forge.faults.inject(FaultKind.PRIMARY_RATE_LIMIT, "GET", "*/issues", reset_in_s=30)
     sleeps = Sleeps()
@@ -239,6 +256,7 @@ def test_primary_limit_within_the_allowed_wait_is_waited_out(rf: RunningForge) -
     assert report.ok and 25 <= sleeps[0] <= 62
 
 
+@pytest.mark.acceptance
 def test_killed_sync_then_rerun_converges_without_duplicates(
     rf: RunningForge, tmp_path: Path
 ) -> None:
@@ -291,6 +309,7 @@ def test_killed_sync_then_rerun_converges_without_duplicates(
     assert len(report["unchanged"]) >= made_before
 
 
+@pytest.mark.unit
 def test_tokens_are_found_the_way_gh_finds_them() -> None:
     from agent_harness.tracker.github import resolve_token
 
@@ -301,6 +320,7 @@ def test_tokens_are_found_the_way_gh_finds_them() -> None:
         resolve_token({}, lambda: None)
 
 
+@pytest.mark.acceptance
 def test_a_missing_token_is_one_line_from_the_cli(tmp_path: Path) -> None:
     import os
     import subprocess

@@ -9,6 +9,8 @@ import pytest
 
 from agent_harness.git.worktrees import DefaultBranchGuard, WorkRepo, WorktreeError, branch_name
 
+pytestmark = pytest.mark.integration
+
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(

@@ -54,6 +54,7 @@ def sse(data: bytes) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.integration
 def test_a_write_for_claude_code_reads_then_writes_at_the_absolute_path() -> None:
     with ScriptedProvider(script(WriteFile("pkg/a.py", "x = 1\n"))) as provider:
         status, _, body = post(
@@ -77,6 +78,7 @@ def test_a_write_for_claude_code_reads_then_writes_at_the_absolute_path() -> Non
     assert seen.path == "/v1/messages?beta=true" and seen.headers["x-api-key"] == "<redacted>"
 
 
+@pytest.mark.integration
 def test_the_step_follows_the_conversation_and_streams_as_sse() -> None:
     steps = script(WriteFile("a", "1\n"), EditFile("a", "1", "2"), then=Say("finished"))
     history = [
@@ -111,6 +113,7 @@ def test_the_step_follows_the_conversation_and_streams_as_sse() -> None:
     assert json.loads(third)["content"] == [{"type": "text", "text": "finished"}]
 
 
+@pytest.mark.integration
 def test_codex_gets_apply_patch_as_a_custom_tool_call_in_a_responses_stream() -> None:
     tools = [
         {"type": "function", "name": "exec_command"},
@@ -136,6 +139,7 @@ def test_codex_gets_apply_patch_as_a_custom_tool_call_in_a_responses_stream() ->
     assert events[-1]["response"]["usage"]["input_tokens"] == 120
 
 
+@pytest.mark.integration
 def test_a_shell_step_uses_exec_command_and_the_next_turn_says_the_verdict() -> None:
     tools = [{"type": "function", "name": "exec_command"}]
     first = {
@@ -168,6 +172,7 @@ def test_a_shell_step_uses_exec_command_and_the_next_turn_says_the_verdict() -> 
     }
 
 
+@pytest.mark.integration
 def test_failures_keep_their_status_and_headers_and_probes_get_a_quick_404() -> None:
     failure = ScriptedFailure.anthropic_unified_window(1_900_000_000)
     with ScriptedProvider(lambda _: Fail(failure)) as provider:
@@ -183,6 +188,7 @@ def test_failures_keep_their_status_and_headers_and_probes_get_a_quick_404() -> 
     ]
 
 
+@pytest.mark.unit
 def test_claude_and_codex_reports_are_read_from_their_own_output() -> None:
     claude = json.dumps(
         {
@@ -212,6 +218,7 @@ def test_claude_and_codex_reports_are_read_from_their_own_output() -> None:
     assert (report.tokens_in, report.cost_usd, report.error) == (5, None, "stream disconnected")
 
 
+@pytest.mark.unit
 def test_codex_config_names_our_provider_with_retries_off() -> None:
     text = codex_config("http://127.0.0.1:5/v1", "gpt-5.5")
     assert 'model_provider = "agent_harness"' in text and 'model = "gpt-5.5"' in text
@@ -219,6 +226,7 @@ def test_codex_config_names_our_provider_with_retries_off() -> None:
     assert "request_max_retries = 0" in text and "stream_max_retries = 0" in text
 
 
+@pytest.mark.unit
 def test_npm_cache_location_and_a_missing_npm(tmp_path: Path) -> None:
     assert cache_root({"AGENT_HARNESS_NPM_AGENTS": str(tmp_path)}) == tmp_path
     assert cache_root({"XDG_CACHE_HOME": "/c"}) == Path("/c/agent-harness/npm-agents")

@@ -51,6 +51,7 @@ def _dies(pid: int) -> bool:
     return False
 
 
+@pytest.mark.integration
 def test_passing_and_failing_commands_report_exit_codes_and_combined_output(
     tmp_path: Path,
 ) -> None:
@@ -71,6 +72,7 @@ def test_passing_and_failing_commands_report_exit_codes_and_combined_output(
     assert run.first_failure == second
 
 
+@pytest.mark.integration
 def test_commands_run_in_cwd_with_exactly_the_env_given(tmp_path: Path) -> None:
     os.environ["AGENT_HARNESS_TEST_LEAK"] = "leaked"
     try:
@@ -87,11 +89,13 @@ def test_commands_run_in_cwd_with_exactly_the_env_given(tmp_path: Path) -> None:
     assert lines[1] == "leak=none mine=yes"
 
 
+@pytest.mark.integration
 def test_stdin_is_empty_so_a_prompting_check_cannot_wait_for_input(tmp_path: Path) -> None:
     run = run_checks(["read answer; echo got=$?"], tmp_path, timeout_s=10, env=ENV)
     assert run.results[0].output_tail.strip() == "got=1"
 
 
+@pytest.mark.integration
 def test_a_missing_program_is_reported_as_missing_with_the_path_searched(tmp_path: Path) -> None:
     [result] = run_checks(["no-such-linter-xyz --strict"], tmp_path, timeout_s=10, env=ENV).results
     assert result.missing and not result.passed
@@ -101,12 +105,14 @@ def test_a_missing_program_is_reported_as_missing_with_the_path_searched(tmp_pat
     assert result.status == "program not found"
 
 
+@pytest.mark.integration
 def test_a_missing_program_says_when_path_is_not_set(tmp_path: Path) -> None:
     [result] = run_checks(["no-such-linter-xyz"], tmp_path, timeout_s=10, env={}).results
     assert result.missing
     assert "PATH is not set" in result.output_tail
 
 
+@pytest.mark.integration
 def test_a_script_exiting_127_on_its_own_is_a_failure_not_a_missing_program(
     tmp_path: Path,
 ) -> None:
@@ -115,6 +121,7 @@ def test_a_script_exiting_127_on_its_own_is_a_failure_not_a_missing_program(
     assert result.exit_code == 127
 
 
+@pytest.mark.integration
 def test_a_missing_working_directory_means_the_check_could_not_start(tmp_path: Path) -> None:
     [result] = run_checks(["true"], tmp_path / "gone", timeout_s=10, env=ENV).results
     assert result.exit_code is None and not result.passed
@@ -122,6 +129,7 @@ def test_a_missing_working_directory_means_the_check_could_not_start(tmp_path: P
     assert "could not start" in result.output_tail
 
 
+@pytest.mark.integration
 def test_stop_on_failure_skips_the_rest_and_lists_them(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     run = run_checks(["true", "false", f"touch {marker}"], tmp_path, timeout_s=10, env=ENV)
@@ -131,6 +139,7 @@ def test_stop_on_failure_skips_the_rest_and_lists_them(tmp_path: Path) -> None:
     assert "| not run |" in run.table_markdown()
 
 
+@pytest.mark.integration
 def test_without_stop_on_failure_every_command_runs(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     run = run_checks(
@@ -140,6 +149,7 @@ def test_without_stop_on_failure_every_command_runs(tmp_path: Path) -> None:
     assert marker.exists()
 
 
+@pytest.mark.integration
 def test_a_hang_times_out_and_kills_the_child_it_spawned(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     # The shell starts a child that hangs and waits for it: both must die at the timeout.
@@ -152,6 +162,7 @@ def test_a_hang_times_out_and_kills_the_child_it_spawned(tmp_path: Path) -> None
     assert _dies(int(pid_file.read_text()))
 
 
+@pytest.mark.integration
 def test_a_child_that_ignores_sigterm_is_still_killed(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     command = f"sh -c 'trap \"\" TERM; sleep 30' & echo $! > {pid_file}; wait"
@@ -160,6 +171,7 @@ def test_a_child_that_ignores_sigterm_is_still_killed(tmp_path: Path) -> None:
     assert _dies(int(pid_file.read_text()))
 
 
+@pytest.mark.integration
 def test_a_background_job_left_behind_neither_hangs_the_check_nor_survives_it(
     tmp_path: Path,
 ) -> None:
@@ -171,6 +183,7 @@ def test_a_background_job_left_behind_neither_hangs_the_check_nor_survives_it(
     assert _dies(int(pid_file.read_text()))
 
 
+@pytest.mark.integration
 def test_long_output_keeps_only_a_tail_and_says_how_much_was_cut(tmp_path: Path) -> None:
     command = "i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done; echo LAST"
     [result] = run_checks([command], tmp_path, timeout_s=10, env=ENV).results
@@ -182,12 +195,14 @@ def test_long_output_keeps_only_a_tail_and_says_how_much_was_cut(tmp_path: Path)
     assert len(result.output_tail.encode()) <= TAIL_BYTES + 100
 
 
+@pytest.mark.integration
 def test_undecodable_output_is_decoded_leniently(tmp_path: Path) -> None:
     [result] = run_checks([r"printf 'caf\351 ok\n'"], tmp_path, timeout_s=10, env=ENV).results
     assert result.passed
     assert result.output_tail == "caf\ufffd ok\n"
 
 
+@pytest.mark.integration
 def test_a_signal_death_is_a_failure_named_after_the_signal(tmp_path: Path) -> None:
     [result] = run_checks(["kill -TERM $$"], tmp_path, timeout_s=10, env=ENV).results
     assert not result.passed
@@ -197,6 +212,7 @@ def test_a_signal_death_is_a_failure_named_after_the_signal(tmp_path: Path) -> N
 # ------------------------------------------------------------------------------------- order
 
 
+@pytest.mark.unit
 def test_order_puts_measured_commands_cheapest_first() -> None:
     durations = {"pytest": 40.0, "ruff check .": 0.5, "mypy .": 12.0}
     assert order_checks(["pytest", "mypy .", "ruff check ."], durations) == [
@@ -206,21 +222,25 @@ def test_order_puts_measured_commands_cheapest_first() -> None:
     ]
 
 
+@pytest.mark.unit
 def test_order_leaves_unmeasured_commands_in_their_given_positions() -> None:
     commands = ["slow", "new-a", "mid", "new-b", "fast"]
     durations = {"slow": 9.0, "mid": 3.0, "fast": 1.0}
     assert order_checks(commands, durations) == ["fast", "new-a", "mid", "new-b", "slow"]
 
 
+@pytest.mark.unit
 def test_order_without_measurements_is_the_given_order() -> None:
     assert order_checks(["b", "a", "c"], {}) == ["b", "a", "c"]
 
 
+@pytest.mark.unit
 def test_order_keeps_ties_and_ignores_unusable_measurements() -> None:
     durations = {"a": 2.0, "b": 2.0, "c": 1.0, "d": float("nan"), "e": -1.0}
     assert order_checks(["d", "a", "b", "e", "c"], durations) == ["d", "c", "a", "e", "b"]
 
 
+@pytest.mark.integration
 def test_a_run_feeds_its_durations_to_the_next_ordering(tmp_path: Path) -> None:
     clock = iter([0.0, 5.0, 10.0, 10.5]).__next__
     run = run_checks(["echo slow", "echo quick"], tmp_path, timeout_s=10, env=ENV, clock=clock)
@@ -234,6 +254,7 @@ def test_a_run_feeds_its_durations_to_the_next_ordering(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------- table
 
 
+@pytest.mark.unit
 def test_table_markdown_lists_command_result_and_seconds() -> None:
     run = CheckRun(
         (
@@ -255,11 +276,13 @@ def test_table_markdown_lists_command_result_and_seconds() -> None:
     ]
 
 
+@pytest.mark.unit
 def test_an_empty_run_passes_and_has_no_failure() -> None:
     run = CheckRun(())
     assert run.passed and run.first_failure is None
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("result", "passed"),
     [

@@ -47,10 +47,12 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.integration
 def test_no_change_means_no_paths(repo: Path) -> None:
     assert changed_paths(repo, "HEAD") == []
 
 
+@pytest.mark.integration
 def test_committed_staged_unstaged_and_untracked_changes_all_count(repo: Path) -> None:
     base = git(repo, "rev-parse", "HEAD")
     (repo / "README.md").write_text("committed\n")
@@ -71,11 +73,13 @@ def test_committed_staged_unstaged_and_untracked_changes_all_count(repo: Path) -
     ]
 
 
+@pytest.mark.integration
 def test_a_deleted_file_counts_as_touched(repo: Path) -> None:
     (repo / ".github/workflows/ci.yml").unlink()
     assert changed_paths(repo, "HEAD") == [".github/workflows/ci.yml"]
 
 
+@pytest.mark.integration
 def test_a_rename_gives_both_paths_committed_or_not(repo: Path) -> None:
     base = git(repo, "rev-parse", "HEAD")
     git(repo, "mv", "src/old_name.py", "src/new_name.py")
@@ -87,12 +91,14 @@ def test_a_rename_gives_both_paths_committed_or_not(repo: Path) -> None:
     assert ".github/workflows/ci.yml" in changed_paths(repo, base)
 
 
+@pytest.mark.integration
 def test_unusual_file_names_come_back_verbatim(repo: Path) -> None:
     (repo / "naïve résumé.txt").write_text("x\n")
     (repo / 'quote"tab\there.txt').write_text("x\n")
     assert changed_paths(repo, "HEAD") == ["naïve résumé.txt", 'quote"tab\there.txt']
 
 
+@pytest.mark.integration
 def test_an_unknown_base_is_a_harness_error_naming_it(repo: Path) -> None:
     with pytest.raises(ChangedPathsUnknown) as caught:
         changed_paths(repo, "no-such-branch")
@@ -101,6 +107,7 @@ def test_an_unknown_base_is_a_harness_error_naming_it(repo: Path) -> None:
     assert caught.value.base == "no-such-branch"
 
 
+@pytest.mark.integration
 def test_a_directory_that_is_not_a_repository_is_a_harness_error(tmp_path: Path) -> None:
     with pytest.raises(ChangedPathsUnknown, match="not a git repository"):
         changed_paths(tmp_path, "HEAD")
@@ -109,6 +116,7 @@ def test_a_directory_that_is_not_a_repository_is_a_harness_error(tmp_path: Path)
 # ------------------------------------------------------------------------------ violations
 
 
+@pytest.mark.unit
 def test_protected_paths_are_reported_one_reason_each() -> None:
     paths = ["src/app.py", ".github/workflows/ci.yml", "agent-harness.toml"]
     assert protection_violations(paths, PROTECTED) == [
@@ -117,6 +125,7 @@ def test_protected_paths_are_reported_one_reason_each() -> None:
     ]
 
 
+@pytest.mark.unit
 def test_paths_outside_the_declared_files_are_violations() -> None:
     paths = ["src/app.py", "src/util/helpers.py", "docs/notes.md"]
     assert protection_violations(paths, PROTECTED, allowed=["src/**"]) == [
@@ -124,21 +133,25 @@ def test_paths_outside_the_declared_files_are_violations() -> None:
     ]
 
 
+@pytest.mark.unit
 def test_declaring_a_protected_path_does_not_unprotect_it() -> None:
     assert protection_violations(
         [".github/workflows/ci.yml"], PROTECTED, allowed=[".github/**"]
     ) == ["touches protected path .github/workflows/ci.yml"]
 
 
+@pytest.mark.unit
 def test_no_declared_files_means_anything_unprotected_is_fine() -> None:
     assert protection_violations(["anything/at/all.py", "x"], PROTECTED) == []
 
 
+@pytest.mark.unit
 def test_each_path_is_reported_once_and_leading_dot_slash_is_ignored() -> None:
     paths = ["./agent-harness.toml", "agent-harness.toml"]
     assert protection_violations(paths, PROTECTED) == ["touches protected path agent-harness.toml"]
 
 
+@pytest.mark.integration
 def test_violations_from_a_real_change(repo: Path) -> None:
     (repo / ".github/workflows/ci.yml").write_text("on: never\n")
     (repo / "src/app.py").write_text("changed\n")
@@ -153,6 +166,7 @@ def test_violations_from_a_real_change(repo: Path) -> None:
 # ------------------------------------------------------------------------------------ globs
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("pattern", "path", "matches"),
     [

@@ -93,11 +93,13 @@ def git(repo: Path, *args: str) -> str:
 # ------------------------------------------------------------------------ what it sees
 
 
+@pytest.mark.unit
 def test_the_request_type_has_no_place_for_the_implementers_story() -> None:
     names = {field.name for field in dataclasses.fields(ReviewRequest)}
     assert names == {"item_id", "title", "success_check", "diff", "checks"}
 
 
+@pytest.mark.integration
 def test_reviewer_sees_diff_checks_and_success_check_but_nothing_else_of_the_worktree(
     tmp_path: Path, server: ModelServer, client: ModelClient
 ) -> None:
@@ -133,6 +135,7 @@ def test_reviewer_sees_diff_checks_and_success_check_but_nothing_else_of_the_wor
     assert PLANTED not in json.dumps(sent.body)
 
 
+@pytest.mark.integration
 def test_a_failing_checks_output_tail_is_shown_to_the_reviewer(
     server: ModelServer, client: ModelClient
 ) -> None:
@@ -149,6 +152,7 @@ def test_a_failing_checks_output_tail_is_shown_to_the_reviewer(
     assert "All checks passed!" not in seen  # passing output is noise
 
 
+@pytest.mark.unit
 def test_prompt_says_when_there_are_no_checks_and_no_success_check() -> None:
     request = ReviewRequest("i", "t", None, "diff --git a/x b/x\n", None)
     _, user = build_review_prompt(request)
@@ -156,6 +160,7 @@ def test_prompt_says_when_there_are_no_checks_and_no_success_check() -> None:
     assert "None was given" in user
 
 
+@pytest.mark.integration
 def test_a_huge_diff_is_truncated_with_a_note_saying_so(
     server: ModelServer, client: ModelClient
 ) -> None:
@@ -173,11 +178,13 @@ def test_a_huge_diff_is_truncated_with_a_note_saying_so(
     assert all(len(line) == len("+line 00000") for line in shown)
 
 
+@pytest.mark.unit
 def test_a_diff_that_fits_carries_no_truncation_note() -> None:
     _, user = build_review_prompt(simple_request())
     assert "truncated" not in user
 
 
+@pytest.mark.unit
 def test_a_diff_of_a_markdown_file_cannot_close_the_fence_early() -> None:
     diff = "diff --git a/README.md b/README.md\n+```python\n+print(1)\n+```\n"
     _, user = build_review_prompt(simple_request(diff))
@@ -187,6 +194,7 @@ def test_a_diff_of_a_markdown_file_cannot_close_the_fence_early() -> None:
 # ---------------------------------------------------------------------- the verdict loop
 
 
+@pytest.mark.integration
 def test_a_valid_first_answer_takes_one_call_and_reports_usage(
     server: ModelServer, client: ModelClient
 ) -> None:
@@ -200,6 +208,7 @@ def test_a_valid_first_answer_takes_one_call_and_reports_usage(
     assert len(server.requests) == 1
 
 
+@pytest.mark.integration
 def test_malformed_then_valid_asks_again_saying_what_was_wrong(
     server: ModelServer, client: ModelClient
 ) -> None:
@@ -219,6 +228,7 @@ def test_malformed_then_valid_asks_again_saying_what_was_wrong(
     assert outcome.problems == ("the answer contained no JSON object",)
 
 
+@pytest.mark.integration
 def test_malformed_twice_fails_closed_after_exactly_two_requests(
     server: ModelServer, client: ModelClient
 ) -> None:
@@ -238,6 +248,7 @@ def test_malformed_twice_fails_closed_after_exactly_two_requests(
     assert 'had an "approved" field' in user_text(server.requests[1].body)
 
 
+@pytest.mark.integration
 def test_unknown_usage_on_any_attempt_makes_the_total_unknown(
     server: ModelServer, client: ModelClient
 ) -> None:
@@ -250,6 +261,7 @@ def test_unknown_usage_on_any_attempt_makes_the_total_unknown(
     assert (outcome.tokens_in, outcome.tokens_out) == (None, None)
 
 
+@pytest.mark.integration
 def test_the_openai_wire_format_serves_a_reviewer_too(
     server: ModelServer, client: ModelClient
 ) -> None:
@@ -263,6 +275,7 @@ def test_the_openai_wire_format_serves_a_reviewer_too(
     assert "+hello" in user_text(sent.body)
 
 
+@pytest.mark.integration
 def test_a_failed_model_call_is_an_error_not_a_verdict(
     server: ModelServer, client: ModelClient
 ) -> None:
@@ -271,6 +284,7 @@ def test_a_failed_model_call_is_an_error_not_a_verdict(
         review(ModelReviewer(client, "w1"), simple_request())
 
 
+@pytest.mark.integration
 def test_an_unknown_reviewer_role_is_refused_at_construction(client: ModelClient) -> None:
     with pytest.raises(UnknownRole, match="critic"):
         ModelReviewer(client, "w1", role="critic")
@@ -279,6 +293,7 @@ def test_an_unknown_reviewer_role_is_refused_at_construction(client: ModelClient
 # ----------------------------------------------------------------------------- parsing
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("text", "verdict"),
     [
@@ -317,6 +332,7 @@ def test_parse_verdict_tolerates_what_models_write(text: str, verdict: Verdict) 
     assert parse_verdict(text) == verdict
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "text",
     [
@@ -337,6 +353,7 @@ def test_parse_verdict_returns_none_when_there_is_no_usable_verdict(text: str) -
 # ----------------------------------------------------------------------------- vendors
 
 
+@pytest.mark.integration
 def test_same_vendor_is_refused_with_a_harness_error(client: ModelClient) -> None:
     reviewer = ModelReviewer(client, "w1")
     with pytest.raises(SameVendorRefused) as caught:
@@ -346,14 +363,17 @@ def test_same_vendor_is_refused_with_a_harness_error(client: ModelClient) -> Non
     assert "--allow-same-vendor" in str(caught.value)
 
 
+@pytest.mark.unit
 def test_same_vendor_when_allowed_returns_the_flag_for_the_pr_body() -> None:
     assert check_vendors("openai", "openai", allow_same_vendor=True) == SAME_VENDOR_FLAG
 
 
+@pytest.mark.unit
 def test_different_vendors_need_no_flag() -> None:
     assert check_vendors("openai", "anthropic", allow_same_vendor=False) is None
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("vendor", "model", "expected"),
     [
@@ -374,6 +394,7 @@ def test_route_vendor_names_the_maker_behind_openrouter(
     assert route_vendor(route) == expected
 
 
+@pytest.mark.integration
 def test_an_openrouter_reviewer_of_the_implementers_maker_is_refused(server: ModelServer) -> None:
     routes = {
         "reviewer": Route(

@@ -24,6 +24,8 @@ from .conftest import (
     whole_file,
 )
 
+pytestmark = pytest.mark.integration
+
 FAREWELL = "def greet():\n    return 'hi'\n\n\ndef farewell():\n    return 'bye'\n"
 
 THREE_STEPS = plan_answer(

@@ -32,6 +32,7 @@ def steps_of(n: int) -> list[dict[str, object]]:
     ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "answer",
     [
@@ -46,12 +47,14 @@ def test_a_plan_is_found_bare_fenced_or_amid_prose(answer: str) -> None:
     assert raw["description"] == "d"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("answer", ["", "no plan here", '{"steps": []}', '{"steps": "three"}'])
 def test_an_answer_without_steps_is_refused(answer: str) -> None:
     with pytest.raises(PlanAnswerInvalid):
         parse_plan_answer(answer)
 
 
+@pytest.mark.unit
 def test_check_forms_are_read_and_prose_is_not(tmp_path: Path) -> None:
     assert read_check("$ pytest -q", tmp_path, False) == Check(kind="command", command="pytest -q")
     assert read_check({"path": "a.txt"}, tmp_path, False) == Check(kind="file_exists", path="a.txt")
@@ -68,6 +71,7 @@ def test_check_forms_are_read_and_prose_is_not(tmp_path: Path) -> None:
     assert "unknown kind" in str(read_check({"kind": "vibes"}, tmp_path, False))
 
 
+@pytest.mark.unit
 def test_steps_are_numbered_and_depend_on_the_previous_one_by_default(tmp_path: Path) -> None:
     raw = steps_of(3)
     raw[2]["depends_on"] = []
@@ -75,6 +79,7 @@ def test_steps_are_numbered_and_depend_on_the_previous_one_by_default(tmp_path: 
     assert [(s.id, s.depends_on) for s in steps] == [("4", []), ("5", ["4"]), ("6", [])]
 
 
+@pytest.mark.unit
 def test_every_problem_of_a_plan_is_reported_at_once(tmp_path: Path) -> None:
     raw = steps_of(8)
     raw[1]["depends_on"] = ["7"]
@@ -90,6 +95,7 @@ def test_every_problem_of_a_plan_is_reported_at_once(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.unit
 def test_a_replan_may_depend_on_steps_already_done(tmp_path: Path) -> None:
     raw = steps_of(1)
     raw[0]["depends_on"] = ["2"]
@@ -97,6 +103,7 @@ def test_a_replan_may_depend_on_steps_already_done(tmp_path: Path) -> None:
     assert (new.id, new.depends_on) == ("5", ["2"])
 
 
+@pytest.mark.unit
 def test_dependents_are_found_through_other_steps() -> None:
     check = Check(kind="file_exists", path="a")
     plan = StepPlan(
@@ -112,6 +119,7 @@ def test_dependents_are_found_through_other_steps() -> None:
     assert plan.dependents_of("4") == []
 
 
+@pytest.mark.integration
 def test_the_verifier_decides_from_the_worktree(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("alpha\nbeta\n")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
@@ -129,6 +137,7 @@ def test_the_verifier_decides_from_the_worktree(tmp_path: Path) -> None:
     assert not gated.passed and "grep -q gamma" in gated.reason
 
 
+@pytest.mark.integration
 def test_a_check_that_hangs_is_killed_at_its_timeout(tmp_path: Path) -> None:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     # The grandchild sleep must die with the shell, or the pipe would hold the verifier open.
@@ -138,6 +147,7 @@ def test_a_check_that_hangs_is_killed_at_its_timeout(tmp_path: Path) -> None:
     assert not verdict.passed and "did not finish in 0.2s" in verdict.reason
 
 
+@pytest.mark.unit
 def test_the_plan_file_round_trips_and_a_broken_one_is_named(tmp_path: Path) -> None:
     path = tmp_path / "state" / "plan.json"
     plan = StepPlan(
@@ -153,6 +163,7 @@ def test_the_plan_file_round_trips_and_a_broken_one_is_named(tmp_path: Path) -> 
         load_plan(path)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "bad", [{"max_attempts": 0}, {"max_replans": -1}, {"min_steps": 5, "max_steps": 4}]
 )

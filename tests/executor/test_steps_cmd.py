@@ -10,6 +10,8 @@ import pytest
 from agent_harness.cli import main
 from agent_harness.implement.executor import Check, Step, StepPlan, StepStatus, save_plan
 
+pytestmark = pytest.mark.unit
+
 
 def blocked_plan(path: Path) -> None:
     plan = StepPlan(

@@ -15,6 +15,7 @@ import pytest
 from agent_harness.cli import main
 
 
+@pytest.mark.acceptance
 def test_serve_prints_the_url_answers_requests_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [
@@ -52,6 +53,7 @@ def test_serve_prints_the_url_answers_requests_and_stops_on_ctrl_c(tmp_path: Pat
     assert (tmp_path / "forge.sqlite3").exists()
 
 
+@pytest.mark.integration
 def test_port_in_use_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -63,6 +65,7 @@ def test_port_in_use_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert err.strip() == f"error: forge cannot listen on 127.0.0.1:{port}: Address already in use"
 
 
+@pytest.mark.unit
 def test_unusable_data_dir_is_one_line_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -75,6 +78,7 @@ def test_unusable_data_dir_is_one_line_error(
     assert err.count("\n") == 1
 
 
+@pytest.mark.unit
 def test_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["forge", "serve", "--help"]) == 0
     assert "agent-harness forge serve --data .forge --port 8080" in capsys.readouterr().out

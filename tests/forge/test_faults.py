@@ -13,6 +13,8 @@ from urllib3.util import Retry
 
 from agent_harness.testing.forge import TOKEN, FakeClock, RecordingSleep, RunningForge, make_client
 
+pytestmark = pytest.mark.integration
+
 
 def test_secondary_rate_limit_403_is_pygithubs_rate_limit_exception(
     hub: RunningForge, repo: Any

@@ -20,6 +20,8 @@ from agent_harness.testing.forge import (
     running_forge,
 )
 
+pytestmark = pytest.mark.integration
+
 
 def request(
     url: str, method: str = "GET", token: str | None = TOKEN, body: Any = None, **headers: str

@@ -12,6 +12,8 @@ from github import GithubException, UnknownObjectException
 
 from agent_harness.testing.forge import TOKEN, FakeClock, RunningForge
 
+pytestmark = pytest.mark.integration
+
 
 def raw_get(url: str, **headers: str) -> tuple[int, dict[str, str], Any]:
     request = urllib.request.Request(url, headers={"Authorization": f"token {TOKEN}", **headers})

@@ -17,6 +17,8 @@ import pytest
 
 from agent_harness.models.providers import FailureKind, classify_agent_output
 
+pytestmark = pytest.mark.unit
+
 NOW = datetime(2026, 1, 1, 10, 0, tzinfo=UTC).timestamp()
 
 

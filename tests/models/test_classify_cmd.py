@@ -10,6 +10,8 @@ import pytest
 
 from agent_harness.cli import main
 
+pytestmark = pytest.mark.unit
+
 
 def test_classify_reports_a_rejected_window_as_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

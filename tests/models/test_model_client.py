@@ -99,6 +99,7 @@ def h(server: ModelServer) -> Harness:
 # ------------------------------------------------------------------------------ success paths
 
 
+@pytest.mark.integration
 def test_anthropic_call_sends_the_messages_api_and_reports_usage(h: Harness) -> None:
     h.server.enqueue(
         ScriptedCompletion(text="Hi there", input_tokens=20, output_tokens=4, cached_tokens=15)
@@ -121,6 +122,7 @@ def test_anthropic_call_sends_the_messages_api_and_reports_usage(h: Harness) -> 
     assert event["tokens_in"] == 35 and event["failure"] is None
 
 
+@pytest.mark.integration
 def test_openai_call_prepends_the_system_message(h: Harness) -> None:
     h.server.enqueue(ScriptedCompletion(text="ok", input_tokens=9, output_tokens=1))
     done = h.client.complete("implementer", USER, worker="w1", system="sys")
@@ -132,6 +134,7 @@ def test_openai_call_prepends_the_system_message(h: Harness) -> None:
     assert request.body["messages"][0] == {"role": "system", "content": "sys"}
 
 
+@pytest.mark.integration
 def test_unknown_usage_is_none_in_the_event_never_zero(h: Harness) -> None:
     h.server.enqueue(ScriptedCompletion(text="x", input_tokens=None, output_tokens=None))
     h.client.complete("implementer", USER, worker="w1")
@@ -139,6 +142,7 @@ def test_unknown_usage_is_none_in_the_event_never_zero(h: Harness) -> None:
     assert event["tokens_in"] is None and event["tokens_out"] is None
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("role", ["reviewer", "implementer"])
 def test_streaming_assembles_text_tool_calls_and_usage(h: Harness, role: str) -> None:
     h.server.enqueue(
@@ -158,6 +162,7 @@ def test_streaming_assembles_text_tool_calls_and_usage(h: Harness, role: str) ->
     assert h.server.requests[0].body["stream"] is True
 
 
+@pytest.mark.integration
 def test_no_key_reaches_events_or_error_lines(h: Harness) -> None:
     echo = ScriptedFailure.openai(
         401, f"Incorrect API key provided: {KEY}.", "invalid_request_error", "invalid_api_key"
@@ -174,6 +179,7 @@ def test_no_key_reaches_events_or_error_lines(h: Harness) -> None:
 # ------------------------------------------------------------------------------ retries
 
 
+@pytest.mark.integration
 def test_burst_waits_at_least_retry_after_then_succeeds(h: Harness) -> None:
     h.server.enqueue(
         ScriptedFailure.anthropic_rate_limit(retry_after=7),
@@ -189,6 +195,7 @@ def test_burst_waits_at_least_retry_after_then_succeeds(h: Harness) -> None:
     assert retry["failure"] == "burst" and retry["worker"] == "w1"
 
 
+@pytest.mark.integration
 def test_backoff_is_full_jitter_under_an_exponential_ceiling(server: ModelServer) -> None:
     h = Harness(server, base_s=2.0, cap_s=5.0, max_attempts=5)
     server.enqueue(*[ScriptedFailure.openai_server_error()] * 4, ScriptedCompletion(text="ok"))
@@ -200,6 +207,7 @@ def test_backoff_is_full_jitter_under_an_exponential_ceiling(server: ModelServer
     assert len(set(waits)) == 4  # jittered, not a fixed schedule
 
 
+@pytest.mark.integration
 def test_retries_are_bounded(server: ModelServer) -> None:
     h = Harness(server, max_attempts=3)
     server.enqueue(*[ScriptedFailure.anthropic_overloaded()] * 3, ScriptedCompletion(text="late"))
@@ -211,6 +219,7 @@ def test_retries_are_bounded(server: ModelServer) -> None:
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.integration
 def test_one_workers_429_never_pauses_another(h: Harness) -> None:
     """Worker A is mid-backoff (its sleep blocks) while worker B's call completes."""
     b_done = threading.Event()
@@ -249,6 +258,7 @@ def test_one_workers_429_never_pauses_another(h: Harness) -> None:
 # ------------------------------------------------------------------------------ never retried
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("role", "turn", "kind"),
     [
@@ -280,6 +290,7 @@ def test_final_failures_make_exactly_one_request(
 # ------------------------------------------------------------------------------ windows
 
 
+@pytest.mark.integration
 def test_a_five_hour_window_parks_the_endpoint_for_every_worker(h: Harness) -> None:
     reset = NOW + 5 * 3600
     h.server.enqueue(ScriptedFailure.anthropic_unified_window(reset=reset, windows=("5h",)))
@@ -305,6 +316,7 @@ def test_a_five_hour_window_parks_the_endpoint_for_every_worker(h: Harness) -> N
     assert h.kinds("model.parked")[0]["parked_until"] == reset
 
 
+@pytest.mark.integration
 def test_a_retry_after_longer_than_the_park_threshold_parks_instead_of_sleeping(
     server: ModelServer,
 ) -> None:
@@ -319,6 +331,7 @@ def test_a_retry_after_longer_than_the_park_threshold_parks_instead_of_sleeping(
 # ------------------------------------------------------------------------------ bad input
 
 
+@pytest.mark.integration
 def test_unknown_role_names_the_role_and_the_known_ones(h: Harness) -> None:
     with pytest.raises(UnknownRole) as caught:
         h.client.complete("planner", USER, worker="w1")
@@ -326,6 +339,7 @@ def test_unknown_role_names_the_role_and_the_known_ones(h: Harness) -> None:
     assert h.server.requests == []
 
 
+@pytest.mark.integration
 def test_missing_key_names_the_variable(server: ModelServer) -> None:
     client = ModelClient(
         {"reviewer": Route("m", server.url, "anthropic", "anthropic", "NOT_SET_KEY")},
@@ -338,6 +352,7 @@ def test_missing_key_names_the_variable(server: ModelServer) -> None:
     assert server.requests == []
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("turn", "raw_code", "status", "text"),
     [
@@ -367,6 +382,7 @@ def test_broken_answers_are_classified_as_server_faults(
     assert "<html" not in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.integration
 def test_a_hung_server_times_out(server: ModelServer) -> None:
     h = Harness(server, max_attempts=1)
     server.enqueue(ScriptedHang(max_s=5))
@@ -375,6 +391,7 @@ def test_a_hung_server_times_out(server: ModelServer) -> None:
     assert caught.value.failure.raw_code == "timeout"
 
 
+@pytest.mark.integration
 def test_an_html_502_is_retried_like_any_server_fault(h: Harness) -> None:
     h.server.enqueue(ScriptedFailure.html_bad_gateway(), ScriptedCompletion(text="through"))
     assert h.client.complete("implementer", USER, worker="w1").text == "through"
@@ -383,6 +400,7 @@ def test_an_html_502_is_retried_like_any_server_fault(h: Harness) -> None:
 # ------------------------------------------------------------------------------ routes
 
 
+@pytest.mark.integration
 def test_reload_swaps_routes_without_a_restart(h: Harness) -> None:
     h.server.enqueue(ScriptedCompletion(text="one"), ScriptedCompletion(text="two"))
     h.client.complete("reviewer", USER, worker="w1")
@@ -396,6 +414,7 @@ def test_reload_swaps_routes_without_a_restart(h: Harness) -> None:
     assert [r.path for r in h.server.requests] == ["/v1/messages", "/v1/chat/completions"]
 
 
+@pytest.mark.integration
 def test_routes_load_from_toml_and_reload_from_file(h: Harness, tmp_path: Path) -> None:
     path = tmp_path / "routes.toml"
     path.write_text(
@@ -412,6 +431,7 @@ def test_routes_load_from_toml_and_reload_from_file(h: Harness, tmp_path: Path) 
         h.client.complete("implementer", USER, worker="w1")
 
 
+@pytest.mark.unit
 def test_a_routes_file_missing_a_field_says_which(tmp_path: Path) -> None:
     path = tmp_path / "routes.toml"
     path.write_text('[roles.reviewer]\nmodel = "m"\nvendor = "openai"\n', encoding="utf-8")
@@ -420,6 +440,7 @@ def test_a_routes_file_missing_a_field_says_which(tmp_path: Path) -> None:
     assert "roles.reviewer lacks endpoint, api_key_env" in str(caught.value)
 
 
+@pytest.mark.unit
 def test_memory_parking_forgets_an_entry_once_its_time_has_passed() -> None:
     time = FakeTime()
     parking = MemoryParking(time.clock)

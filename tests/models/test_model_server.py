@@ -16,6 +16,8 @@ from agent_harness.testing.model_server import (
     ScriptedToolCall,
 )
 
+pytestmark = pytest.mark.integration
+
 KEY = "sk-test-server-key"
 
 

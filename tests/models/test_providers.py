@@ -22,6 +22,8 @@ from agent_harness.models.providers import (
     parse_retry_after,
 )
 
+pytestmark = pytest.mark.unit
+
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 ANTHROPIC_ERRORS = "https://docs.anthropic.com/en/api/errors"

@@ -64,6 +64,7 @@ def make_worktree(case_dir: Path, tmp_path: Path) -> Path:
     return work
 
 
+@pytest.mark.unit
 def test_corpus_is_big_enough() -> None:
     refused = [
         c
@@ -74,6 +75,7 @@ def test_corpus_is_big_enough() -> None:
     assert len(refused) >= 3
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", CASES)
 def test_corpus_case(name: str, tmp_path: Path) -> None:
     case_dir = CORPUS / name

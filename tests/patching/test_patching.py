@@ -39,6 +39,7 @@ def repo(tmp_path: Path) -> Path:
     return work
 
 
+@pytest.mark.integration
 def test_a_symlink_out_of_the_worktree_is_refused(repo: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -52,6 +53,7 @@ def test_a_symlink_out_of_the_worktree_is_refused(repo: Path, tmp_path: Path) ->
     assert list(outside.iterdir()) == []
 
 
+@pytest.mark.integration
 def test_stated_line_settles_repeated_context_for_git(repo: Path) -> None:
     # Both functions share the hunk's lines; the header points at the second one, and git is
     # allowed to take it because the stated line is one of the matches.
@@ -69,6 +71,7 @@ def test_stated_line_settles_repeated_context_for_git(repo: Path) -> None:
     )
 
 
+@pytest.mark.integration
 def test_uncommitted_work_is_the_base_of_the_edit(repo: Path) -> None:
     # An agent's worktree is dirty mid-task: the edit is made against what is on disk.
     (repo / "twice.py").write_text(TWICE.replace("load()", "fetch()", 1))
@@ -83,6 +86,7 @@ def test_uncommitted_work_is_the_base_of_the_edit(repo: Path) -> None:
     assert "value = fetch(fresh=True)\n" in (repo / "twice.py").read_text()
 
 
+@pytest.mark.integration
 def test_attempts_record_each_rung_tried_up_to_the_one_that_took_it(repo: Path) -> None:
     edit = (
         "--- a/twice.py\n+++ b/twice.py\n@@ -90,2 +90,2 @@\ndef second():\n"
@@ -98,6 +102,7 @@ def test_attempts_record_each_rung_tried_up_to_the_one_that_took_it(repo: Path) 
     assert "    value = load(strict=True)\n" in (repo / "twice.py").read_text()
 
 
+@pytest.mark.integration
 def test_refusal_reports_nearest_line_and_similarity(repo: Path) -> None:
     edit = (
         "--- a/twice.py\n+++ b/twice.py\n@@ -1,2 +1,2 @@\n def second_one():\n"
@@ -113,6 +118,7 @@ def test_refusal_reports_nearest_line_and_similarity(repo: Path) -> None:
     assert (repo / "twice.py").read_text() == TWICE
 
 
+@pytest.mark.unit
 def test_a_plain_directory_without_git_still_gets_the_tolerant_rungs(tmp_path: Path) -> None:
     (tmp_path / "twice.py").write_text(TWICE)
     edit = "twice.py\n<<<<<<< SEARCH\ndef first():\n=======\ndef first_one():\n>>>>>>> REPLACE\n"
@@ -123,6 +129,7 @@ def test_a_plain_directory_without_git_still_gets_the_tolerant_rungs(tmp_path: P
     assert (tmp_path / "twice.py").read_text().startswith("def first_one():\n")
 
 
+@pytest.mark.integration
 def test_text_that_is_no_edit_at_all_is_refused_with_a_reason(repo: Path) -> None:
     result = apply_edit(repo, "I could not find the bug, sorry.\n")
 
@@ -130,6 +137,7 @@ def test_text_that_is_no_edit_at_all_is_refused_with_a_reason(repo: Path) -> Non
     assert result.reason is not None and "no unified diff" in result.reason
 
 
+@pytest.mark.unit
 def test_parser_drops_a_b_prefixes_only_when_they_are_prefixes(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.txt").write_text("1\n")
@@ -139,6 +147,7 @@ def test_parser_drops_a_b_prefixes_only_when_they_are_prefixes(tmp_path: Path) -
     assert [(e.old_path, e.new_path) for e in edits] == [("a/x.txt", "a/x.txt")]
 
 
+@pytest.mark.integration
 def test_a_failed_diff_after_a_path_line_never_becomes_the_files_content(repo: Path) -> None:
     edit = (
         "twice.py\n```diff\n--- a/twice.py\n+++ b/twice.py\n@@ -1,2 +1,2 @@\n"
@@ -152,6 +161,7 @@ def test_a_failed_diff_after_a_path_line_never_becomes_the_files_content(repo: P
     assert (repo / "twice.py").read_text() == TWICE
 
 
+@pytest.mark.integration
 def test_blank_context_line_written_with_its_space_is_kept(repo: Path) -> None:
     # The trailing " " line is real context: without it git pins the hunk to the file's end.
     # CRLF endings send the edit to the rung that re-renders the parsed diff.
@@ -165,6 +175,7 @@ def test_blank_context_line_written_with_its_space_is_kept(repo: Path) -> None:
     assert result.applied and result.rung == RUNG_GIT_TOLERANT
 
 
+@pytest.mark.integration
 def test_a_nested_dot_git_is_refused_too(repo: Path) -> None:
     edit = "*** Begin Patch\n*** Add File: vendor/lib/.git/hooks/post-checkout\n+#!/bin/sh\n"
 
@@ -175,6 +186,7 @@ def test_a_nested_dot_git_is_refused_too(repo: Path) -> None:
     assert not (repo / "vendor").exists()
 
 
+@pytest.mark.integration
 def test_git_quoted_non_ascii_path_is_read_and_reported(repo: Path) -> None:
     edit = (
         'diff --git "a/caf\\303\\251.txt" "b/caf\\303\\251.txt"\nnew file mode 100644\n'

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agent_harness.git.cleanup import list_worktrees, prune
 from agent_harness.git.worktrees import WorkRepo, Worktree
 from agent_harness.tracker.reconcile import reconcile
 from agent_harness.tracker.sync import PullMarker
 
 from .conftest import PLAN, Scene, git
+
+pytestmark = pytest.mark.integration
 
 
 def delivered(scene: Scene, repo: WorkRepo, item: str) -> tuple[Worktree, int]:

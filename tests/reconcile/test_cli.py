@@ -34,6 +34,7 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.integration
 def test_reconcile_command_json_and_exit_codes(
     env: Scene, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -53,6 +54,7 @@ def test_reconcile_command_json_and_exit_codes(
     assert code == 4 and "not updated" in refused["problems"][0]
 
 
+@pytest.mark.integration
 def test_reconcile_command_renders_a_table(env: Scene, capsys: pytest.CaptureFixture[str]) -> None:
     env.merge(env.open_pr("T1"))
     code = main(["reconcile", "--repo", REPO, "--github-url", env.rf.server.api_url])
@@ -60,6 +62,7 @@ def test_reconcile_command_renders_a_table(env: Scene, capsys: pytest.CaptureFix
     assert code == 0 and "T1" in out and "merged" in out and "stateless" in out
 
 
+@pytest.mark.integration
 def test_worktrees_command_lists_total_and_prunes(
     env: Scene, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -78,6 +81,7 @@ def test_worktrees_command_lists_total_and_prunes(
     assert tree.path.exists()
 
 
+@pytest.mark.unit
 def test_help_explains_with_examples() -> None:
     for args in (
         ["reconcile", "--help"],
@@ -88,6 +92,7 @@ def test_help_explains_with_examples() -> None:
         assert result.exit_code == 0 and "Examples:" in result.output
 
 
+@pytest.mark.unit
 def test_shipped_workflow_runs_a_real_reconcile_command_least_privilege() -> None:
     flow = yaml.safe_load(WORKFLOW.read_text())
     triggers = flow[True] if True in flow else flow["on"]  # YAML 1.1 reads `on` as a boolean

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.queue import work
 from agent_harness.store.database import Store
@@ -11,6 +13,8 @@ from agent_harness.testing.forge import READ_ONLY_TOKEN
 from agent_harness.tracker.reconcile import ReconcileReport, reconcile
 
 from .conftest import PROJECT, Scene, git
+
+pytestmark = pytest.mark.integration
 
 
 def queue(store: Store, *items: str) -> None:

@@ -44,6 +44,7 @@ def remote_main(h: Harness) -> str:
     ).stdout.strip()
 
 
+@pytest.mark.integration
 def test_an_item_becomes_a_pull_request_that_closes_its_issue(h: Harness) -> None:
     before = remote_main(h)
     pipeline = h.pipeline(ONE_ITEM)
@@ -75,6 +76,7 @@ def test_an_item_becomes_a_pull_request_that_closes_its_issue(h: Harness) -> Non
     assert positions == sorted(positions)
 
 
+@pytest.mark.integration
 def test_a_failed_check_goes_back_to_the_agent_and_the_reviewer_waits(h: Harness) -> None:
     plan = (
         "### T2: Count lines\nA trailing newline does not start a line.\n\n"
@@ -96,6 +98,7 @@ def test_a_failed_check_goes_back_to_the_agent_and_the_reviewer_waits(h: Harness
     assert "(again, with feedback)" in logs[0].read_text()
 
 
+@pytest.mark.integration
 def test_a_reviewer_no_goes_back_and_the_reviewer_never_sees_the_transcript(
     h: Harness,
 ) -> None:
@@ -118,6 +121,7 @@ def test_a_reviewer_no_goes_back_and_the_reviewer_never_sees_the_transcript(
     assert any("again, with feedback" in p.read_text() for p in second_prompt.glob("*.log"))
 
 
+@pytest.mark.integration
 def test_checks_failing_every_time_end_in_failed_without_any_review(h: Harness) -> None:
     agent = write_scripted_agent(h.tmp / "agents", "done")
     plan = '### T1: Anything\n\ncheck: `python -c "raise SystemExit(1)"`\n'
@@ -133,6 +137,7 @@ def test_checks_failing_every_time_end_in_failed_without_any_review(h: Harness) 
     assert h.reviews() == [] and h.pulls() == []
 
 
+@pytest.mark.integration
 def test_a_protected_path_stops_the_item_before_review(h: Harness) -> None:
     script = (
         "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/evil.yml; "
@@ -149,6 +154,7 @@ def test_a_protected_path_stops_the_item_before_review(h: Harness) -> None:
     assert h.reviews() == []
 
 
+@pytest.mark.integration
 def test_the_agent_never_sees_the_tracker_token_or_other_keys(h: Harness) -> None:
     agent = write_scripted_agent(h.tmp / "agents", "dump_env")
     pipeline = h.pipeline(
@@ -163,6 +169,7 @@ def test_the_agent_never_sees_the_tracker_token_or_other_keys(h: Harness) -> Non
     assert "PATH" in seen
 
 
+@pytest.mark.integration
 def test_an_agent_that_commits_to_the_default_branch_is_refused(h: Harness) -> None:
     script = (
         "git checkout -q --detach && echo sneaky > sneaky.txt && git add sneaky.txt && "
@@ -180,6 +187,7 @@ def test_an_agent_that_commits_to_the_default_branch_is_refused(h: Harness) -> N
     assert h.pulls() == []
 
 
+@pytest.mark.unit
 def test_the_push_guard_refuses_any_refspec_touching_the_default_branch() -> None:
     for refspec in (
         "main",
@@ -194,6 +202,7 @@ def test_the_push_guard_refuses_any_refspec_touching_the_default_branch() -> Non
     guard_refspec("refs/heads/agent-harness/T1-x:refs/heads/agent-harness/T1-x", "main")
 
 
+@pytest.mark.integration
 def test_missing_and_hanging_checks_fail_the_item_with_the_reason(h: Harness) -> None:
     agent = write_scripted_agent(h.tmp / "agents", "done")
     command = shlex.join(agent) + " {prompt_file}"
@@ -214,6 +223,7 @@ def test_missing_and_hanging_checks_fail_the_item_with_the_reason(h: Harness) ->
     assert item2.id == "T2" and item2.state == "failed" and "timed out" in (item2.reason or "")
 
 
+@pytest.mark.integration
 def test_an_agent_that_deletes_its_worktree_fails_the_item_clearly(h: Harness) -> None:
     script = 'rm -rf "$PWD"; : {prompt_file}'
     pipeline = h.pipeline(
@@ -225,6 +235,7 @@ def test_an_agent_that_deletes_its_worktree_fails_the_item_clearly(h: Harness) -
     assert item.state == "failed" and "deleted its worktree" in (item.reason or "")
 
 
+@pytest.mark.integration
 def test_a_lost_answer_to_the_pull_request_opens_no_second_one(h: Harness) -> None:
     # The forge creates the PR but the answer never arrives: the retry must find it, not
     # open another, and must not pay the reviewer again for the same commit.
@@ -236,6 +247,7 @@ def test_a_lost_answer_to_the_pull_request_opens_no_second_one(h: Harness) -> No
     assert len(h.reviews()) == 1
 
 
+@pytest.mark.integration
 def test_rerunning_a_finished_plan_does_nothing_again(h: Harness) -> None:
     h.pipeline(ONE_ITEM).run()
     mark = h.forge.forge.mark()
@@ -246,6 +258,7 @@ def test_rerunning_a_finished_plan_does_nothing_again(h: Harness) -> None:
     assert len(h.reviews()) == 1
 
 
+@pytest.mark.integration
 def test_dependencies_wait_for_a_merge(h: Harness) -> None:
     plan = (
         ONE_ITEM
@@ -265,6 +278,7 @@ def h(harness: Harness) -> Harness:
     return harness
 
 
+@pytest.mark.integration
 def test_python_is_the_interpreter_the_checks_use(h: Harness) -> None:
     # The example's checks say `python`; the harness's PATH puts this interpreter first.
     out = subprocess.run(
@@ -277,6 +291,7 @@ def test_python_is_the_interpreter_the_checks_use(h: Harness) -> None:
     assert out == sys.prefix
 
 
+@pytest.mark.integration
 def test_a_second_run_of_the_same_project_and_state_is_refused(h: Harness) -> None:
     import fcntl
     import hashlib
@@ -296,6 +311,7 @@ def test_a_second_run_of_the_same_project_and_state_is_refused(h: Harness) -> No
     assert h.pulls() == []
 
 
+@pytest.mark.integration
 def test_a_parked_reviewer_waits_without_burning_an_attempt_then_reviews_the_same_commit(
     h: Harness,
 ) -> None:
@@ -317,6 +333,7 @@ def test_a_parked_reviewer_waits_without_burning_an_attempt_then_reviews_the_sam
     assert len(h.pulls()) == 1
 
 
+@pytest.mark.integration
 def test_an_agent_waiting_for_input_shows_it_and_can_be_answered(h: Harness) -> None:
     import threading
     import time as clock
@@ -364,6 +381,7 @@ def test_an_agent_waiting_for_input_shows_it_and_can_be_answered(h: Harness) -> 
     assert "waiting_for_input" in states
 
 
+@pytest.mark.integration
 def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Harness) -> None:
     agent = write_scripted_agent(h.tmp / "agents", "done")
     command = shlex.join(agent) + " {prompt_file}"
@@ -385,6 +403,7 @@ def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Har
     assert get_item(h.store, second.project, "T1").state == "pr_open"
 
 
+@pytest.mark.integration
 def test_two_plans_with_the_same_ids_never_share_a_branch_or_worktree(h: Harness) -> None:
     from agent_harness.pipeline.run import Pipeline
 
@@ -404,6 +423,7 @@ def test_two_plans_with_the_same_ids_never_share_a_branch_or_worktree(h: Harness
     assert (h.state_dir / "worktrees" / "docs--T1").is_dir()
 
 
+@pytest.mark.integration
 def test_the_direct_api_executor_implements_through_the_same_pipeline(h: Harness) -> None:
     """`--implementer vendor:model`: a planner and an implementer model edit the worktree."""
     import json as jsonlib

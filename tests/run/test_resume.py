@@ -25,6 +25,8 @@ from agent_harness.testing.forge import TOKEN
 
 from .conftest import REPO, Harness
 
+pytestmark = pytest.mark.acceptance
+
 PLAN = "### T1: Count words\nMake it.\n\ncheck: `python -m unittest tests.test_words`\n"
 AGENT = Path(__file__).resolve().parents[2] / "examples" / "agent" / "tally_agent.py"
 

@@ -13,6 +13,8 @@ from agent_harness.testing.forge import TOKEN
 
 from .conftest import REPO, Harness
 
+pytestmark = pytest.mark.integration
+
 PLAN = "### T1: Count words\n\ncheck: `python -m unittest`\n"
 
 

@@ -189,6 +189,7 @@ def writing_agent(h: Harness, path: str, text: str) -> str:
     return shlex.join(write_scripted_agent(h.tmp / "agents", steps)) + " {prompt_file}"
 
 
+@pytest.mark.integration
 def test_a_secret_the_agent_writes_stops_the_item_before_review_and_push(harness: Harness) -> None:
     h = harness
     h.env["ANTHROPIC_API_KEY"] = ANTHROPIC  # the agent's own key, handed to it by its preset
@@ -208,6 +209,7 @@ def test_a_secret_the_agent_writes_stops_the_item_before_review_and_push(harness
     assert "agent-harness/" not in remote_branches(h) and h.pulls() == []
 
 
+@pytest.mark.integration
 def test_key_shapes_are_refused_unless_a_person_allowed_them_in_fixtures(harness: Harness) -> None:
     h = harness
     fake = "ghp_" + "F1x7" * 9  # shaped like a GitHub token, known to nobody
@@ -218,6 +220,7 @@ def test_key_shapes_are_refused_unless_a_person_allowed_them_in_fixtures(harness
     assert "tests/fixtures/tokens.txt:1 holds a GitHub token" in (item.reason or "")
 
 
+@pytest.mark.integration
 def test_key_shapes_in_allowed_fixtures_pass(harness: Harness) -> None:
     h = harness
     fake = "ghp_" + "F1x7" * 9
@@ -229,6 +232,7 @@ def test_key_shapes_in_allowed_fixtures_pass(harness: Harness) -> None:
     assert item.state == "pr_open", item.reason
 
 
+@pytest.mark.integration
 def test_checks_get_a_password_url_only_when_a_person_passes_it(harness: Harness) -> None:
     h = harness
     h.env["DATABASE_URL"] = DATABASE_URL

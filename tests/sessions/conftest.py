@@ -16,7 +16,12 @@ from agent_harness.sessions.remote import RemoteSessionHost
 from agent_harness.sessions.tmux import TmuxHost
 from agent_harness.testing.session_server import running_session_server
 
-HOST_KINDS = ["tmux", "headless", "remote"]
+# A test taking `host` or `local_host` gets its tier from the parameter: driving tmux is
+# acceptance, a headless process or the session server on loopback is integration.
+TMUX = pytest.param("tmux", marks=pytest.mark.acceptance)
+HEADLESS = pytest.param("headless", marks=pytest.mark.integration)
+REMOTE = pytest.param("remote", marks=pytest.mark.integration)
+HOST_KINDS = [TMUX, HEADLESS, REMOTE]
 TOKEN = "test-session-token"
 
 
@@ -87,7 +92,7 @@ def host(request: pytest.FixtureRequest, state_dir: Path) -> Iterator[SessionHos
     yield from _make_host(request.param, request, state_dir)
 
 
-@pytest.fixture(params=["tmux", "headless"])
+@pytest.fixture(params=[TMUX, HEADLESS])
 def local_host(request: pytest.FixtureRequest, state_dir: Path) -> Iterator[SessionHost]:
     yield from _make_host(request.param, request, state_dir)
 

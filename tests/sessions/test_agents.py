@@ -11,6 +11,8 @@ import pytest
 from agent_harness.models.providers import FailureKind, classify_agent_output
 from agent_harness.testing.agents import write_scripted_agent
 
+pytestmark = pytest.mark.integration
+
 
 def run_in(work: Path, argv: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(

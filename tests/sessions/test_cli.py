@@ -9,6 +9,8 @@ import pytest
 
 from agent_harness.cli import main
 
+pytestmark = pytest.mark.unit
+
 
 def test_agents_lists_presets_and_sees_which_are_installed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -10,6 +10,8 @@ from agent_harness.agents.presets import PRESETS, preset_for, scrub_env
 from agent_harness.agents.runner import looks_like_prompt, strip_terminal_codes
 from agent_harness.errors import UsageError
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def prompt_file(tmp_path: Path) -> Path:

@@ -15,6 +15,7 @@ from .conftest import FakeClock, item
 P = "owner/repo:plan"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("worker", ["w1", "host-1/état", 'quote" back\\slash', "tab\tnl\n", "💥"])
 @pytest.mark.parametrize(
     "expires", [1_800_000_060.0, 0.1, 1e300, 1712345678.1234567, 5, -0.0, math.inf, math.nan]
@@ -33,6 +34,7 @@ def test_the_claimed_payload_is_what_json_dumps_writes(worker: str, expires: flo
         assert written == json.dumps(expected, sort_keys=True, default=str)
 
 
+@pytest.mark.integration
 def test_a_claim_records_its_lease_in_the_event(store: Store, clock: FakeClock) -> None:
     clock.advance(0.123456789)
     enqueue(store, P, [item("T0")])
@@ -50,6 +52,7 @@ def test_a_claim_records_its_lease_in_the_event(store: Store, clock: FakeClock) 
     }
 
 
+@pytest.mark.integration
 def test_an_error_in_a_transaction_writes_nothing_and_frees_the_connection(store: Store) -> None:
     with pytest.raises(ValueError), store.transaction() as tx:
         tx.execute("INSERT INTO meta (key, value) VALUES ('a', '1')")
@@ -64,6 +67,7 @@ def test_an_error_in_a_transaction_writes_nothing_and_frees_the_connection(store
     assert store.get_meta("a") == "2"
 
 
+@pytest.mark.integration
 def test_a_failing_commit_rolls_back_and_is_a_store_error(store: Store) -> None:
     with pytest.raises(StoreError), store.transaction() as tx:
         tx.execute("INSERT INTO meta (key, value) VALUES ('b', '1')")
@@ -74,6 +78,7 @@ def test_a_failing_commit_rolls_back_and_is_a_store_error(store: Store) -> None:
     assert store.get_meta("b") == "ok"
 
 
+@pytest.mark.integration
 def test_a_closed_store_refuses_transactions(store: Store) -> None:
     store.close()
     with pytest.raises(StoreError, match="closed"), store.transaction():

@@ -29,6 +29,7 @@ def _json(capsys: pytest.CaptureFixture[str], *args: str) -> object:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.integration
 def test_work_shows_counts_live_and_stale_claims(
     db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -47,6 +48,7 @@ def test_work_shows_counts_live_and_stale_claims(
     assert "w-live" in out and "w-stale" in out and "expired" in out
 
 
+@pytest.mark.integration
 def test_an_ambiguous_project_is_named_with_the_choices(
     db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -59,6 +61,7 @@ def test_an_ambiguous_project_is_named_with_the_choices(
     assert _json(capsys, "work", "--project", B)["counts"] == {"pending": 1}  # type: ignore[index]
 
 
+@pytest.mark.integration
 def test_show_and_retry_an_item(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     with open_store(db) as store:
         enqueue(store, A, [item("T1"), item("T2", "T1")])
@@ -83,6 +86,7 @@ def test_show_and_retry_an_item(db: str, capsys: pytest.CaptureFixture[str]) -> 
     assert "no item T9" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_ingest_reports_bad_lines_and_adds_nothing_twice(
     db: str, db_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -96,6 +100,7 @@ def test_ingest_reports_bad_lines_and_adds_nothing_twice(
     assert json.loads(capsys.readouterr().out)["duplicates"] == 2
 
 
+@pytest.mark.unit
 def test_help_explains_with_examples() -> None:
     for args in (["work"], ["work", "show"], ["work", "retry"], ["ingest"]):
         assert main([*args, "--help"]) == 0

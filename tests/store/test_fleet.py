@@ -35,6 +35,7 @@ def _make(store: Store, **kwargs: object) -> tuple[Fleet, list[float]]:
     return fleet, naps
 
 
+@pytest.mark.integration
 def test_a_project_starts_stopped(fleet_store: Store) -> None:
     enqueue(fleet_store, BIG, [item("T0")])
     fleet, _ = _make(fleet_store)
@@ -50,6 +51,7 @@ def test_a_project_starts_stopped(fleet_store: Store) -> None:
     assert fleet.status()[0].state == PoolState.STOPPED
 
 
+@pytest.mark.integration
 def test_a_shared_limit_is_round_robin_so_a_small_project_is_not_starved(
     fleet_store: Store,
 ) -> None:
@@ -69,6 +71,7 @@ def test_a_shared_limit_is_round_robin_so_a_small_project_is_not_starved(
     assert small_last < big_done[19], "the small project waited for half the big one"
 
 
+@pytest.mark.integration
 def test_pause_claims_nothing_new_and_resume_carries_on(fleet_store: Store) -> None:
     enqueue(fleet_store, BIG, [item(f"T{n}") for n in range(3)])
     entered, leave = threading.Event(), threading.Event()
@@ -100,6 +103,7 @@ def test_pause_claims_nothing_new_and_resume_carries_on(fleet_store: Store) -> N
     assert fleet.join(timeout=20)
 
 
+@pytest.mark.integration
 def test_drain_finishes_work_in_flight_then_stops(fleet_store: Store) -> None:
     enqueue(fleet_store, BIG, [item(f"T{n}") for n in range(5)])
     started = threading.Semaphore(0)
@@ -125,6 +129,7 @@ def test_drain_finishes_work_in_flight_then_stops(fleet_store: Store) -> None:
     assert fleet.status()[0].state == PoolState.STOPPED
 
 
+@pytest.mark.integration
 def test_a_crashing_handler_fails_its_item_and_backs_off_alone(fleet_store: Store) -> None:
     enqueue(fleet_store, BIG, [item("BAD"), *(item(f"T{n}") for n in range(6))])
     enqueue(fleet_store, SMALL, [item(f"S{n}") for n in range(3)])
@@ -151,6 +156,7 @@ def test_a_crashing_handler_fails_its_item_and_backs_off_alone(fleet_store: Stor
     assert big.crashes == 3
 
 
+@pytest.mark.integration
 def test_a_handler_that_forgets_to_finish_does_not_hold_the_item(fleet_store: Store) -> None:
     enqueue(fleet_store, BIG, [item("T0")], max_attempts=2)
     fleet, _ = _make(fleet_store)
@@ -164,10 +170,12 @@ def test_a_handler_that_forgets_to_finish_does_not_hold_the_item(fleet_store: St
     assert record.reason is not None and "without completing" in record.reason
 
 
+@pytest.mark.unit
 def test_backoff_doubles_up_to_its_cap() -> None:
     assert [Backoff(base_s=2.0, cap_s=5.0).delay(n) for n in (1, 2, 3, 4)] == [2, 4, 5, 5]
 
 
+@pytest.mark.integration
 def test_the_fleet_heartbeats_a_lease_while_the_handler_works(sqlite_engine: Engine) -> None:
     clock = FakeClock()
     store = sqlite_engine.open(clock=clock)

@@ -20,6 +20,8 @@ from agent_harness.store.database import open_store
 
 from .conftest import Engine, item
 
+pytestmark = pytest.mark.integration
+
 P = "load/test:plan"
 CTX = multiprocessing.get_context("fork")
 

@@ -30,6 +30,8 @@ from agent_harness.store.database import Store
 
 from .conftest import FakeClock, item
 
+pytestmark = pytest.mark.integration
+
 P = "owner/repo:plan"
 
 

@@ -15,6 +15,8 @@ from agent_harness.store.migrations import MIGRATIONS
 
 from .conftest import Engine, FakeClock, item
 
+pytestmark = pytest.mark.integration
+
 
 def _versions(store: Store) -> list[int]:
     with store.transaction(write=False) as tx:

@@ -19,6 +19,8 @@ from agent_harness.store.migrations import MIGRATIONS
 
 from .conftest import Engine
 
+pytestmark = pytest.mark.integration
+
 
 @contextmanager
 def raw(engine: Engine) -> Iterator[Any]:
