@@ -16,19 +16,20 @@ from agent_harness.pipeline.checks import (
     order_checks,
     run_checks,
 )
+from agent_harness.testing.clock import FakeClock
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 
 
-class Ticks:
-    """A clock that moves one second per reading, so durations are exact and real time is
-    never measured."""
+class Ticks(FakeClock):
+    """The shared fake clock, moved one second by each reading, so durations are exact and
+    real time is never measured."""
 
     def __init__(self) -> None:
-        self.now = 100.0
+        super().__init__(start=100.0)
 
     def __call__(self) -> float:
-        self.now += 1.0
+        self.advance(1.0)
         return self.now
 
 

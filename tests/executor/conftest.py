@@ -19,6 +19,7 @@ import pytest
 from agent_harness.implement.executor import Budgets, ExecutionResult, Executor
 from agent_harness.models.client import MemoryParking, ModelClient, RetryPolicy, Route
 from agent_harness.plan.model import WorkItem
+from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.model_server import (
     ModelServer,
     RecordedRequest,
@@ -33,17 +34,6 @@ IMPLEMENTER_MODEL = "implementer-model"
 def git(cwd: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
     return done.stdout
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 1_767_225_600.0
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def step(
@@ -135,7 +125,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         line=1,
         form="heading",
     )
-    fake = FakeTime()
+    fake = FakeClock(start=1_767_225_600.0)
     with ModelServer(api_key=KEY) as server:
         routes = {
             "planner": Route(PLANNER_MODEL, server.url, "anthropic", "anthropic", "ANTH_KEY"),
@@ -146,8 +136,8 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         client = ModelClient(
             routes,
             env={"ANTH_KEY": KEY, "OAI_KEY": KEY},
-            parking=MemoryParking(fake.clock),
-            clock=fake.clock,
+            parking=MemoryParking(fake),
+            clock=fake,
             sleep=fake.sleep,
             rng=random.Random(3),
             policy=RetryPolicy(max_attempts=2),

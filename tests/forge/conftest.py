@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from agent_harness.testing.forge import FakeClock, RecordingSleep, RunningForge, running_forge
+from agent_harness.testing.clock import FakeClock
+from agent_harness.testing.forge import RecordingSleep, RunningForge, running_forge
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from agent_harness.models.client import (
     load_routes_from_file,
 )
 from agent_harness.models.providers import FailureKind
+from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.model_server import (
     ModelServer,
     ScriptedCompletion,
@@ -42,30 +43,24 @@ NOW = 1_767_225_600.0
 USER = [{"role": "user", "content": "Say hi"}]
 
 
-class FakeTime:
-    """A clock and a sleep that advances it, recording which thread slept how long."""
+class ThreadedClock(FakeClock):
+    """The shared fake clock, also noting which thread slept how long."""
 
     def __init__(self) -> None:
-        self.now = NOW
+        super().__init__(start=NOW)
         self.sleeps: list[tuple[str, float]] = []
-        self._lock = threading.Lock()
-
-    def clock(self) -> float:
-        with self._lock:
-            return self.now
 
     def sleep(self, seconds: float) -> None:
-        with self._lock:
-            self.sleeps.append((threading.current_thread().name, seconds))
-            self.now += seconds
+        self.sleeps.append((threading.current_thread().name, seconds))
+        super().sleep(seconds)
 
 
 class Harness:
     def __init__(self, server: ModelServer, **policy: Any) -> None:
         self.server = server
-        self.time = FakeTime()
+        self.time = ThreadedClock()
         self.events: list[tuple[str, dict[str, Any]]] = []
-        self.parking = MemoryParking(self.time.clock)
+        self.parking = MemoryParking(self.time)
         self.routes = {
             "reviewer": Route("claude-test", server.url, "anthropic", "anthropic", "ANTH_KEY"),
             "implementer": Route("gpt-test", server.url + "/v1", "openai", "openai", "OAI_KEY"),
@@ -75,7 +70,7 @@ class Harness:
             env={"ANTH_KEY": KEY, "OAI_KEY": KEY},
             parking=self.parking,
             events=lambda kind, payload: self.events.append((kind, payload)),
-            clock=self.time.clock,
+            clock=self.time,
             sleep=self.time.sleep,
             rng=random.Random(7),
             policy=RetryPolicy(**policy),
@@ -442,8 +437,8 @@ def test_a_routes_file_missing_a_field_says_which(tmp_path: Path) -> None:
 
 @pytest.mark.unit
 def test_memory_parking_forgets_an_entry_once_its_time_has_passed() -> None:
-    time = FakeTime()
-    parking = MemoryParking(time.clock)
+    time = FakeClock(start=NOW)
+    parking = MemoryParking(time)
     parking.park("https://api.example#KEY", NOW + 10, "window")
     assert parking.parked("https://api.example#KEY") == (NOW + 10, "window")
     time.now = NOW + 10

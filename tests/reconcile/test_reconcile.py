@@ -9,6 +9,7 @@ import pytest
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.queue import work
 from agent_harness.store.database import Store
+from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.forge import READ_ONLY_TOKEN
 from agent_harness.tracker.reconcile import ReconcileReport, reconcile
 
@@ -242,9 +243,8 @@ def test_plan_key_scopes_the_run_and_old_merges_leave_the_revert_window(scene: S
     only_other = reconcile(scene.tracker(), plan_key="OTHER", dry_run=True)
     assert states(only_other) == {"T2": "closed"}
     # Forty days on, a 30-day window no longer reads commits: the revert goes unseen.
-    later = reconcile(
-        scene.tracker(), plan_key="PLAN", dry_run=True, clock=lambda: time.time() + 40 * 86400
-    )
+    forty_days_on = FakeClock(start=time.time() + 40 * 86400)
+    later = reconcile(scene.tracker(), plan_key="PLAN", dry_run=True, clock=forty_days_on)
     assert states(later) == {"T1": "merged"} and later.commits_read == 0
     now = reconcile(scene.tracker(), plan_key="PLAN", dry_run=True)
     assert states(now) == {"T1": "reverted"} and now.commits_read >= 2

@@ -26,6 +26,7 @@ from agent_harness.review.model import ModelReviewer
 from agent_harness.sessions.headless import HeadlessHost
 from agent_harness.sessions.protocol import SessionHost
 from agent_harness.store.database import Store, open_store
+from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.testing.model_server import ModelServer, ScriptedResponder
 from agent_harness.tracker.github import GitHubTracker
@@ -45,10 +46,10 @@ class Harness:
     work: Path
     env: dict[str, str]
     pipelines: list[Pipeline] = field(default_factory=list)
-    offset: float = 0.0  # tests move the harness's clock forward instead of sleeping
-
-    def clock(self) -> float:
-        return time.time() + self.offset
+    # Tests move the harness's clock forward instead of sleeping. It starts at the time of
+    # the run, not at a fixed instant, because the CLI and the forge read the same database
+    # and repositories on the real clock: leases and events must not look a year ahead.
+    clock: FakeClock = field(default_factory=lambda: FakeClock(start=time.time()))
 
     @property
     def state_dir(self) -> Path:

@@ -324,7 +324,7 @@ def test_a_parked_reviewer_waits_without_burning_an_attempt_then_reviews_the_sam
     assert item.state == "waiting" and item.attempts == 0
     assert item.not_before is not None and item.not_before > h.clock() + 7000
     agent_runs = kinds(h, pipeline.project, "T1").count("agent_started")
-    h.offset = 7300  # two hours later
+    h.clock.advance(7300)  # two hours later
     [item] = h.pipeline(ONE_ITEM).run().items
     assert item.state == "pr_open"
     assert kinds(h, pipeline.project, "T1").count("agent_started") == agent_runs, (

@@ -14,31 +14,27 @@ from agent_harness.agents.runner import AgentState, run_agent
 from agent_harness.models.providers import FailureKind
 from agent_harness.sessions.protocol import SessionHost, SessionSpec
 from agent_harness.testing.agents import write_scripted_agent
+from agent_harness.testing.clock import FakeClock
 
 from .conftest import base_env, wait_for
 
 
-class FakeTime:
-    """A clock that moves only when the code under test sleeps.
+class AgentPacedClock(FakeClock):
+    """The shared fake clock, held still until a real agent process has got somewhere.
 
-    With `ready`, time stands still (the sleep yields briefly for real) until a real agent
-    process has got somewhere, so a slow machine cannot make an idle or a timeout come early.
+    Until `ready` says so, a sleep waits briefly for real instead of moving the clock, so a
+    slow machine cannot make an idle or a timeout come early.
     """
 
-    def __init__(self, ready: Callable[[], bool] | None = None) -> None:
-        self.now = 1000.0
-        self.slept = 0.0
+    def __init__(self, ready: Callable[[], bool]) -> None:
+        super().__init__(start=1000.0)
         self.ready = ready
 
-    def clock(self) -> float:
-        return self.now
-
     def sleep(self, seconds: float) -> None:
-        if self.ready is not None and not self.ready():
+        if not self.ready():
             time.sleep(0.01)
             return
-        self.now += seconds
-        self.slept += seconds
+        super().sleep(seconds)
 
 
 def log_shows(state_dir: Path, name: str, text: str) -> Callable[[], bool]:
@@ -60,7 +56,7 @@ def run(
     work: Path,
     state_dir: Path,
     name: str,
-    fake: FakeTime | None = None,
+    fake: FakeClock | None = None,
     **kwargs: Any,
 ) -> Any:
     options: dict[str, Any] = {
@@ -75,7 +71,7 @@ def run(
     }
     if fake is not None:
         # Fake seconds cost nothing, but every poll of a real session costs real work.
-        options.update(clock=fake.clock, sleep=fake.sleep, poll_s=1.0)
+        options.update(clock=fake, sleep=fake.sleep, poll_s=1.0)
     options.update(kwargs)
     return run_agent(host, preset, **options)
 
@@ -108,7 +104,7 @@ def test_a_failing_agent_is_crashed_with_its_exit_code(
 def test_an_agent_at_a_question_is_reported_waiting_and_can_be_answered(
     host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
 ) -> None:
-    fake = FakeTime(log_shows(state_dir, name, "[y/N]"))
+    fake = AgentPacedClock(log_shows(state_dir, name, "[y/N]"))
     heard: list[tuple[AgentState, str]] = []
 
     def on_state(state: AgentState, reason: str) -> None:
@@ -126,7 +122,7 @@ def test_an_agent_at_a_question_is_reported_waiting_and_can_be_answered(
 def test_an_agent_still_running_at_the_timeout_is_killed(
     local_host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
 ) -> None:
-    fake = FakeTime(log_shows(state_dir, name, "thinking"))
+    fake = AgentPacedClock(log_shows(state_dir, name, "thinking"))
     outcome = run(
         local_host,
         scripted(agents_dir, "hang"),
@@ -145,7 +141,7 @@ def test_an_agent_still_running_at_the_timeout_is_killed(
 def test_a_question_without_an_answer_ends_in_timeout_not_a_hang(
     local_host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
 ) -> None:
-    fake = FakeTime(log_shows(state_dir, name, "[y/N]"))
+    fake = AgentPacedClock(log_shows(state_dir, name, "[y/N]"))
     heard: list[AgentState] = []
     outcome = run(
         local_host,
@@ -183,7 +179,7 @@ def test_a_codex_usage_limit_resets_relative_to_the_wall_clock(
         work,
         state_dir,
         name,
-        wall_clock=lambda: 1_700_000_000.0,
+        wall_clock=FakeClock(start=1_700_000_000.0),
     )
     assert outcome.state is AgentState.RATE_LIMITED
     assert outcome.failure is not None
@@ -193,7 +189,7 @@ def test_a_codex_usage_limit_resets_relative_to_the_wall_clock(
 def test_an_agent_idling_at_a_usage_limit_is_stopped_as_rate_limited(
     local_host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
 ) -> None:
-    fake = FakeTime(log_shows(state_dir, name, "resets"))
+    fake = AgentPacedClock(log_shows(state_dir, name, "resets"))
     behaviour = {
         "steps": [
             {"print": "You've hit your session limit · resets 8:37am (UTC)"},
@@ -279,7 +275,7 @@ def test_a_live_session_of_the_same_name_is_adopted_not_doubled(
     )
     wait_for(lambda: host.screen(name).endswith("[y/N]"))
 
-    fake = FakeTime(log_shows(state_dir, name, "[y/N]"))
+    fake = AgentPacedClock(log_shows(state_dir, name, "[y/N]"))
 
     def answer(state: AgentState, reason: str) -> None:
         if state is AgentState.WAITING_FOR_INPUT:
@@ -295,7 +291,7 @@ def test_a_live_session_of_the_same_name_is_adopted_not_doubled(
 def test_a_limit_the_agent_got_past_does_not_stop_it_later(
     local_host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
 ) -> None:
-    fake = FakeTime(log_shows(state_dir, name, "still going"))
+    fake = AgentPacedClock(log_shows(state_dir, name, "still going"))
     behaviour = {
         "steps": [
             {"print": "You've hit your session limit · resets 8:37am (UTC)"},

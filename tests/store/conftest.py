@@ -14,6 +14,7 @@ import pytest
 
 from agent_harness.plan.model import WorkItem
 from agent_harness.store.database import Store, open_store
+from agent_harness.testing.clock import FakeClock
 
 PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -31,19 +32,6 @@ def pg_problem(url: str) -> str | None:
     except psycopg.Error:
         return f"PostgreSQL not reachable at {url} (set AGENT_HARNESS_TEST_PG)"
     return None
-
-
-class FakeClock:
-    """Epoch seconds that move only when a test says so."""
-
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ import pytest
 
 from agent_harness.queue.work import ItemState, _claimed_json, claim_next, enqueue
 from agent_harness.store.database import Store, StoreError
+from agent_harness.testing.clock import FakeClock
 
-from .conftest import FakeClock, item
+from .conftest import item
 
 P = "owner/repo:plan"
 

@@ -11,6 +11,7 @@ import pytest
 from agent_harness.cli import main
 from agent_harness.queue.work import claim_next, enqueue, fail
 from agent_harness.store.database import open_store
+from agent_harness.testing.clock import FakeClock
 
 from .conftest import item
 
@@ -36,7 +37,7 @@ def test_work_shows_counts_live_and_stale_claims(
     with open_store(db) as store:
         enqueue(store, A, [item("T1"), item("T2"), item("T3"), item("T4", done=True)])
         assert claim_next(store, A, "w-live", 600) is not None
-    with open_store(db, clock=lambda: time.time() - 3600) as an_hour_ago:
+    with open_store(db, clock=FakeClock(start=time.time() - 3600)) as an_hour_ago:
         assert claim_next(an_hour_ago, A, "w-stale", 60) is not None  # lapsed long since
     view = _json(capsys, "work")
     assert isinstance(view, dict)

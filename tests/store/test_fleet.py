@@ -10,8 +10,9 @@ import pytest
 from agent_harness.queue.fleet import Backoff, Fleet, PoolState
 from agent_harness.queue.work import Lease, complete, enqueue, get_item, list_items
 from agent_harness.store.database import Store
+from agent_harness.testing.clock import FakeClock
 
-from .conftest import Engine, FakeClock, item
+from .conftest import Engine, item
 
 BIG, SMALL = "acme/big:plan", "acme/small:plan"
 

@@ -27,8 +27,9 @@ from agent_harness.queue.work import (
     status,
 )
 from agent_harness.store.database import Store
+from agent_harness.testing.clock import FakeClock
 
-from .conftest import FakeClock, item
+from .conftest import item
 
 pytestmark = pytest.mark.integration
 
