@@ -1,4 +1,5 @@
-"""Rules every test lives by: exactly one tier, and a unit tier that cannot reach outside.
+"""Rules every test lives by (exactly one tier, and a unit tier that cannot reach outside),
+and the fixtures tests in several packages share.
 
 The tiers (registered in pyproject.toml) say what a test is allowed to touch:
 
@@ -21,7 +22,18 @@ from typing import Any
 
 import pytest
 
+from agent_harness.testing.clock import FakeClock
+
+# Fixtures that tests in several packages share.
+pytest_plugins = ("tests.shared.stores", "tests.shared.sessions")
+
 TIERS = ("unit", "integration", "acceptance")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """The suite's fake clock: still until the test moves it."""
+    return FakeClock()
 
 
 def tiers_of(item: pytest.Item) -> list[str]:

@@ -23,8 +23,7 @@ from agent_harness.sessions.remote import RemoteSessionHost
 from agent_harness.sessions.tmux import TmuxHost
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.session_server import running_session_server
-
-from .conftest import TOKEN, base_env, wait_for
+from tests.shared.sessions import TOKEN, base_env, wait_for
 
 
 def spec_for(

@@ -17,8 +17,7 @@ import pytest
 from agent_harness.queue.work import Lease, LeaseLost, claim_next, complete, enqueue, get_item
 from agent_harness.store.chain import verify_chain
 from agent_harness.store.database import open_store
-
-from .conftest import Engine, item
+from tests.shared.stores import Engine, item
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,7 @@ from agent_harness.queue.work import enqueue, list_items
 from agent_harness.store.database import SchemaTooNew, Store, StoreError, open_store
 from agent_harness.store.migrations import MIGRATIONS
 from agent_harness.testing.clock import FakeClock
-
-from .conftest import Engine, item
+from tests.shared.stores import Engine, item
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,7 @@ from agent_harness.cli import main
 from agent_harness.store.chain import verify_chain
 from agent_harness.store.database import EventsUnprotected, Store, open_store
 from agent_harness.store.migrations import MIGRATIONS
-
-from .conftest import Engine
+from tests.shared.stores import Engine
 
 pytestmark = pytest.mark.integration
 

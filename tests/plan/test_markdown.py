@@ -12,7 +12,7 @@ from agent_harness.plan.model import check_command
 
 pytestmark = pytest.mark.unit
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "PLAN.md"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "PLAN.md"
 
 
 def ids(text: str) -> list[str]:

@@ -1,4 +1,8 @@
-"""Fixtures: every session host (tmux on a private socket, headless, remote over loopback)."""
+"""Every session host (tmux on a private socket, headless, remote over loopback) as fixtures.
+
+Registered for the whole suite by tests/conftest.py: the session tests and the agent-run
+tests both drive them.
+"""
 
 from __future__ import annotations
 

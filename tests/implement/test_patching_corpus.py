@@ -1,6 +1,6 @@
 """Every corpus case applied to a real git repository, compared byte for byte.
 
-Corpus format (tests/patching/corpus/<NN-name>/, data only):
+Corpus format (tests/implement/patching_corpus/<NN-name>/, data only):
 
     case.json   {"description": ...,
                  "expect": "applied" | "refused",
@@ -27,7 +27,7 @@ import pytest
 
 from agent_harness.implement.patching import RUNGS, apply_edit
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = Path(__file__).parent / "patching_corpus"
 CASES = sorted(p.parent.name for p in CORPUS.glob("*/case.json"))
 
 

@@ -28,8 +28,7 @@ from agent_harness.queue.work import (
 )
 from agent_harness.store.database import Store
 from agent_harness.testing.clock import FakeClock
-
-from .conftest import item
+from tests.shared.stores import item
 
 pytestmark = pytest.mark.integration
 

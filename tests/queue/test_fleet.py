@@ -11,8 +11,7 @@ from agent_harness.queue.fleet import Backoff, Fleet, PoolState
 from agent_harness.queue.work import Lease, complete, enqueue, get_item, list_items
 from agent_harness.store.database import Store
 from agent_harness.testing.clock import FakeClock
-
-from .conftest import Engine, item
+from tests.shared.stores import Engine, item
 
 BIG, SMALL = "acme/big:plan", "acme/small:plan"
 

@@ -31,7 +31,7 @@ from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.testing.model_server import ModelServer, ScriptedResponder
 from agent_harness.tracker.github import GitHubTracker
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
 REPO = "octo/tally"
 KEY_ENV = "TEST_REVIEWER_KEY"

@@ -10,8 +10,7 @@ import pytest
 from agent_harness.queue.work import ItemState, _claimed_json, claim_next, enqueue
 from agent_harness.store.database import Store, StoreError
 from agent_harness.testing.clock import FakeClock
-
-from .conftest import item
+from tests.shared.stores import item
 
 P = "owner/repo:plan"
 

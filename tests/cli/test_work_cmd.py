@@ -12,8 +12,7 @@ from agent_harness.cli import main
 from agent_harness.queue.work import claim_next, enqueue, fail
 from agent_harness.store.database import open_store
 from agent_harness.testing.clock import FakeClock
-
-from .conftest import item
+from tests.shared.stores import item
 
 A, B = "me/app:PLAN", "me/lib:PLAN"
 

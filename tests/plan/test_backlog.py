@@ -13,7 +13,7 @@ from agent_harness.plan.markdown import parse_plan_file
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_round_trip_is_lossless(tmp_path: Path) -> None:

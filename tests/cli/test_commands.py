@@ -12,7 +12,7 @@ import pytest
 
 from agent_harness.cli import COMMANDS, main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "PLAN.md")
 
 

@@ -1,4 +1,8 @@
-"""Fixtures for the store, queue and fleet tests: one `store` per engine, a movable clock."""
+"""Stores for the store, queue and CLI tests: one `store` per engine, and items to put in it.
+
+Registered for the whole suite by tests/conftest.py, since the tests that need a store live
+in several packages.
+"""
 
 from __future__ import annotations
 
@@ -82,11 +86,6 @@ def engine(request: pytest.FixtureRequest, db_dir: Path) -> Iterator[Engine]:
 @pytest.fixture
 def sqlite_engine(db_dir: Path) -> Engine:
     return Engine("sqlite", str(db_dir / "harness.sqlite"), None)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture

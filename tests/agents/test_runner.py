@@ -15,8 +15,7 @@ from agent_harness.models.providers import FailureKind
 from agent_harness.sessions.protocol import SessionHost, SessionSpec
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.clock import FakeClock
-
-from .conftest import base_env, wait_for
+from tests.shared.sessions import base_env, wait_for
 
 
 class AgentPacedClock(FakeClock):

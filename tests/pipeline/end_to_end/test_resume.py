@@ -28,7 +28,7 @@ from .conftest import REPO, Harness
 pytestmark = pytest.mark.acceptance
 
 PLAN = "### T1: Count words\nMake it.\n\ncheck: `python -m unittest tests.test_words`\n"
-AGENT = Path(__file__).resolve().parents[2] / "examples" / "agent" / "tally_agent.py"
+AGENT = Path(__file__).resolve().parents[3] / "examples" / "agent" / "tally_agent.py"
 
 
 def cli_env(h: Harness) -> dict[str, str]:
