@@ -2,9 +2,10 @@
 
 Run: .venv/bin/python benchmarks/bench_patching.py
 
-Each case of tests/patching/corpus is applied in a fresh git repository. The report counts the
-rung that first took each edit, the edits refused, whether the result matched the expected bytes,
-and compares with the baseline measured in the same run: plain `git apply` and nothing else.
+Each case of tests/implement/patching_corpus is applied in a fresh git repository. The report
+counts the rung that first took each edit, the edits refused, whether the result matched the
+expected bytes, and compares with the baseline measured in the same run: plain `git apply` and
+nothing else.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from agent_harness.implement.patching import RUNGS, apply_edit
 
-CORPUS = Path(__file__).resolve().parent.parent / "tests" / "patching" / "corpus"
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "implement" / "patching_corpus"
 
 
 def files_under(root: Path) -> dict[str, bytes]:

@@ -9,6 +9,8 @@ import pytest
 from agent_harness.config import load_settings
 from agent_harness.errors import ConfigError
 
+pytestmark = pytest.mark.unit
+
 
 def test_defaults_with_no_file(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()

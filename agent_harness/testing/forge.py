@@ -19,19 +19,6 @@ TOKEN = "forge-token"
 READ_ONLY_TOKEN = "forge-read-token"
 
 
-class FakeClock:
-    """A clock a test moves by hand (epoch seconds); pass it as the forge's `clock`."""
-
-    def __init__(self, start: float = 1_790_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class RecordingSleep:
     """A `sleep` that returns at once and remembers what it was asked to wait."""
 

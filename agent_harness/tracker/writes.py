@@ -24,7 +24,7 @@ class Pace:
     """How long to wait, and how to wait (injected in tests)."""
 
     settle_s: float = 30.0  # how long a request may still be in flight after the client gave up
-    looks: int = 3  # looks before a resend, at settle, 2 x settle, 3 x settle
+    looks: int = 3  # looks before a resend: at once, after settle, after 2 x settle more
     sends: int = 6  # sends of the create in all
     backoff_cap_s: float = 60.0
     sleep: Callable[[float], None] = time.sleep
@@ -58,10 +58,12 @@ def create_once(
 
 def _look(find: Callable[[], T | None], pace: Pace, *, in_flight: bool) -> T | None:
     """A write the server answered (a 5xx) is finished one way or the other: one look tells.
-    One that got no answer may still be running: wait it out, and look again later."""
-    if not in_flight:
-        return find()
-    for look in range(1, pace.looks + 1):
+    One that got no answer may still be running: look now (it may have finished as the answer
+    was lost), then again after waiting out the in-flight window, and once more after that."""
+    found = find()
+    if found is not None or not in_flight:
+        return found
+    for look in range(1, pace.looks):
         pace.sleep(pace.settle_s * look)
         found = find()
         if found is not None:

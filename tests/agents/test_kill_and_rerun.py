@@ -19,7 +19,7 @@ from agent_harness.testing.provider import Exchange, Hang, Say, Step, WriteFile,
 
 from .conftest import REPO, Rig
 
-pytestmark = pytest.mark.npm
+pytestmark = [pytest.mark.npm, pytest.mark.acceptance]
 
 PLAN = """\
 ### A1: Shout helper

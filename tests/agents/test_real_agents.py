@@ -26,7 +26,7 @@ from agent_harness.testing.provider import (
 
 from .conftest import Rig
 
-pytestmark = pytest.mark.npm
+pytestmark = [pytest.mark.npm, pytest.mark.acceptance]
 
 PLAN = """\
 ### A1: Shout helper

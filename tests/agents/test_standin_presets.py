@@ -78,6 +78,7 @@ def run_standin(tmp_path: Path, name: str, model: str) -> tuple[dict[str, Any], 
     return recorded, state
 
 
+@pytest.mark.integration
 def test_gemini_runs_headless_with_its_prompt_its_key_and_no_stdin(tmp_path: Path) -> None:
     recorded, _ = run_standin(tmp_path, "gemini", "gemini-2.5-pro")
     assert recorded["argv"] == [
@@ -88,6 +89,7 @@ def test_gemini_runs_headless_with_its_prompt_its_key_and_no_stdin(tmp_path: Pat
     assert "OPENAI_API_KEY" not in recorded["env"] and "ANTHROPIC_API_KEY" not in recorded["env"]
 
 
+@pytest.mark.integration
 def test_aider_reads_its_message_file_and_gets_no_stdin(tmp_path: Path) -> None:
     recorded, state = run_standin(tmp_path, "aider", "gpt-4.1")
     argv = recorded["argv"]
@@ -100,6 +102,7 @@ def test_aider_reads_its_message_file_and_gets_no_stdin(tmp_path: Path) -> None:
     assert recorded["env"]["OPENAI_API_KEY"] == "o-key"
 
 
+@pytest.mark.integration
 def test_opencode_run_gets_the_message_as_an_argument(tmp_path: Path) -> None:
     recorded, _ = run_standin(tmp_path, "opencode", "anthropic/claude-sonnet-4-5")
     assert recorded["argv"] == [
@@ -110,6 +113,7 @@ def test_opencode_run_gets_the_message_as_an_argument(tmp_path: Path) -> None:
     assert "GEMINI_API_KEY" not in recorded["env"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", ["gemini", "aider", "opencode"])
 def test_a_missing_binary_says_how_to_install_it(tmp_path: Path, name: str) -> None:
     outcome = run_agent(

@@ -1,4 +1,5 @@
-"""Fixtures: a forge on loopback in a tmp dir, a PyGithub client for it, a steerable clock."""
+"""Fixtures: a forge on loopback in a tmp dir and a PyGithub client for it, on the suite's fake
+`clock` (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,8 @@ from typing import Any
 
 import pytest
 
-from agent_harness.testing.forge import FakeClock, RecordingSleep, RunningForge, running_forge
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+from agent_harness.testing.clock import FakeClock
+from agent_harness.testing.forge import RecordingSleep, RunningForge, running_forge
 
 
 @pytest.fixture

@@ -11,7 +11,10 @@ import requests
 from github import GithubException, RateLimitExceededException
 from urllib3.util import Retry
 
-from agent_harness.testing.forge import TOKEN, FakeClock, RecordingSleep, RunningForge, make_client
+from agent_harness.testing.clock import FakeClock
+from agent_harness.testing.forge import TOKEN, RecordingSleep, RunningForge, make_client
+
+pytestmark = pytest.mark.integration
 
 
 def test_secondary_rate_limit_403_is_pygithubs_rate_limit_exception(

@@ -11,14 +11,16 @@ from typing import Any
 import pytest
 from github import BadCredentialsException, GithubException, RateLimitExceededException
 
+from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.forge import (
     READ_ONLY_TOKEN,
     TOKEN,
-    FakeClock,
     RunningForge,
     make_client,
     running_forge,
 )
+
+pytestmark = pytest.mark.integration
 
 
 def request(

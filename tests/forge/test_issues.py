@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 from github import GithubException, UnknownObjectException
 
-from agent_harness.testing.forge import TOKEN, FakeClock, RunningForge
+from agent_harness.testing.clock import FakeClock
+from agent_harness.testing.forge import TOKEN, RunningForge
+
+pytestmark = pytest.mark.integration
 
 
 def raw_get(url: str, **headers: str) -> tuple[int, dict[str, str], Any]:

@@ -10,6 +10,8 @@ from github import GithubException
 
 from agent_harness.testing.forge import RunningForge
 
+pytestmark = pytest.mark.integration
+
 
 def test_label_name_over_50_characters_is_refused_with_githubs_body(repo: Any) -> None:
     repo.create_label("x" * 50, "ededed")  # exactly at the limit is fine

@@ -21,7 +21,7 @@ from github import GithubException
 
 from agent_harness.testing.forge import READ_ONLY_TOKEN, RunningForge, make_client
 
-pytestmark = pytest.mark.npm
+pytestmark = [pytest.mark.npm, pytest.mark.integration]
 
 SPEC_URN = "urn:github-openapi"
 

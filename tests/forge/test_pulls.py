@@ -11,6 +11,8 @@ from github import GithubException
 
 from agent_harness.testing.forge import RunningForge
 
+pytestmark = pytest.mark.integration
+
 
 def git(cwd: Path, *args: str) -> str:
     env = {

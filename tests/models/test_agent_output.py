@@ -18,6 +18,8 @@ import pytest
 from agent_harness.models.agent_output import classify_agent_output
 from agent_harness.models.failures import FailureKind
 
+pytestmark = pytest.mark.unit
+
 NOW = datetime(2026, 1, 1, 10, 0, tzinfo=UTC).timestamp()
 
 

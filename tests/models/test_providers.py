@@ -17,6 +17,8 @@ from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.models.limits import next_midnight, parse_go_duration, parse_retry_after
 from agent_harness.models.providers import classify_response
 
+pytestmark = pytest.mark.unit
+
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 ANTHROPIC_ERRORS = "https://docs.anthropic.com/en/api/errors"

@@ -17,7 +17,7 @@ from agent_harness.queue import items, leases
 from agent_harness.queue.leases import Lease
 from agent_harness.store.database import Store, open_store
 from agent_harness.store.events import Payload
-from agent_harness.testing.forge import FakeClock
+from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.scripted import (
     ScriptedChecks,
     ScriptedImplementer,

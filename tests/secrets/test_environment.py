@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agent_harness.secrets.environment import filter_env, without_secrets
+
+pytestmark = pytest.mark.unit
 
 GH = "ghp_" + "a1B2" * 9  # the shape of a classic GitHub token, 36 characters after the prefix
 

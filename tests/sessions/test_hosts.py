@@ -23,8 +23,7 @@ from agent_harness.sessions.remote import RemoteSessionHost
 from agent_harness.sessions.tmux import TmuxHost
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.session_server import running_session_server
-
-from .conftest import TOKEN, base_env, wait_for
+from tests.shared.sessions import TOKEN, base_env, wait_for
 
 
 def spec_for(
@@ -192,6 +191,7 @@ def test_a_missing_program_ends_with_status_127(
 # What differs per host
 
 
+@pytest.mark.acceptance
 def test_tmux_attach_command_names_the_private_socket(tmux_host: TmuxHost) -> None:
     assert tmux_host.attach_command("ah-x") == [
         "tmux",
@@ -203,6 +203,7 @@ def test_tmux_attach_command_names_the_private_socket(tmux_host: TmuxHost) -> No
     ]
 
 
+@pytest.mark.acceptance
 def test_tmux_keeps_the_final_screen_after_the_program_ends(
     tmux_host: TmuxHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
 ) -> None:
@@ -214,6 +215,7 @@ def test_tmux_keeps_the_final_screen_after_the_program_ends(
     assert tmux_host.status(name).exit_code == 2
 
 
+@pytest.mark.integration
 def test_headless_status_survives_a_restart_of_the_harness(
     state_dir: Path, name: str, work: Path, agents_dir: Path, tmp_path: Path
 ) -> None:
@@ -239,6 +241,7 @@ def test_headless_status_survives_a_restart_of_the_harness(
         later.kill(name)
 
 
+@pytest.mark.integration
 def test_remote_attach_is_the_remote_hosts_command_optionally_over_ssh(
     state_dir: Path, name: str, work: Path, agents_dir: Path, tmp_path: Path
 ) -> None:
@@ -260,6 +263,7 @@ def test_remote_attach_is_the_remote_hosts_command_optionally_over_ssh(
         over_ssh.close()
 
 
+@pytest.mark.integration
 def test_remote_refuses_a_wrong_token(state_dir: Path, name: str) -> None:
     with running_session_server(HeadlessHost(state_dir), TOKEN) as server:
         client = RemoteSessionHost(server.url, "wrong-token")
@@ -268,6 +272,7 @@ def test_remote_refuses_a_wrong_token(state_dir: Path, name: str) -> None:
         client.close()
 
 
+@pytest.mark.unit
 def test_the_session_server_binds_only_to_loopback(state_dir: Path) -> None:
     from agent_harness.testing.session_server import SessionServer
 
@@ -275,6 +280,7 @@ def test_the_session_server_binds_only_to_loopback(state_dir: Path) -> None:
         SessionServer(HeadlessHost(state_dir), TOKEN, bind="0.0.0.0")
 
 
+@pytest.mark.unit
 def test_default_host_is_tmux_when_installed(
     tmux_socket: str, state_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -287,6 +293,7 @@ def test_default_host_is_tmux_when_installed(
     assert default_host(state_dir).kind == "headless"
 
 
+@pytest.mark.unit
 def test_spec_refuses_an_empty_command(work: Path, tmp_path: Path) -> None:
     from agent_harness.sessions.protocol import SessionError
 
@@ -311,6 +318,7 @@ def test_no_secret_of_the_harness_is_readable_from_the_agents_parent(
     assert json.loads((work / "parent.json").read_text()) == {}
 
 
+@pytest.mark.acceptance
 def test_a_tmux_server_we_start_does_not_hold_the_harness_secrets(
     monkeypatch: pytest.MonkeyPatch, tmux_socket: str, work: Path, agents_dir: Path
 ) -> None:

@@ -11,6 +11,8 @@ from agent_harness.errors import InputError
 from agent_harness.store.database import Store
 from agent_harness.store.ingest import IngestResult, ingest, watch
 
+pytestmark = pytest.mark.integration
+
 P = "me/app:PLAN"
 
 

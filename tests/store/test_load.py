@@ -18,8 +18,9 @@ from agent_harness.queue.items import enqueue, get_item
 from agent_harness.queue.leases import Lease, LeaseLost, claim_next, complete
 from agent_harness.store.chain import verify_chain
 from agent_harness.store.database import open_store
+from tests.shared.stores import Engine, item
 
-from .conftest import Engine, item
+pytestmark = pytest.mark.integration
 
 P = "load/test:plan"
 CTX = multiprocessing.get_context("fork")

@@ -12,8 +12,10 @@ from agent_harness.errors import HarnessError, UsageError
 from agent_harness.queue.items import enqueue, list_items
 from agent_harness.store.database import SchemaTooNew, Store, StoreError, open_store
 from agent_harness.store.migrations import MIGRATIONS
+from agent_harness.testing.clock import FakeClock
+from tests.shared.stores import Engine, item
 
-from .conftest import Engine, FakeClock, item
+pytestmark = pytest.mark.integration
 
 
 def _versions(store: Store) -> list[int]:

@@ -16,8 +16,9 @@ from agent_harness.cli import main
 from agent_harness.store.chain import verify_chain
 from agent_harness.store.database import EventsUnprotected, Store, open_store
 from agent_harness.store.migrations import MIGRATIONS
+from tests.shared.stores import Engine
 
-from .conftest import Engine
+pytestmark = pytest.mark.integration
 
 
 @contextmanager

@@ -1,0 +1,59 @@
+"""`agent-harness steps` through the real CLI entry point, on plans the executor saved."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_harness.cli import main
+from agent_harness.implement.steps import Check, Step, StepPlan, StepStatus, save_plan
+
+pytestmark = pytest.mark.unit
+
+
+def blocked_plan(path: Path) -> None:
+    plan = StepPlan(
+        goal="T1: Add a farewell",
+        steps=[
+            Step(id="1", description="notes", success_check=Check(kind="file_exists", path="n")),
+            Step(
+                id="2",
+                description="farewell",
+                success_check=Check(kind="regex", path="app.py", pattern="farewell"),
+                depends_on=["1"],
+            ),
+        ],
+        status="blocked",
+        blocker="step 2 (farewell) failed: no match; no replans left (2 allowed)",
+        blocking_step="2",
+    )
+    plan.steps[0].status = StepStatus.DONE
+    plan.steps[1].status, plan.steps[1].attempts = StepStatus.FAILED, 2
+    save_plan(plan, path)
+
+
+def test_steps_shows_where_a_blocked_plan_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocked_plan(tmp_path / "plan.json")
+    assert main(["steps", str(tmp_path / "plan.json")]) == 3
+    out = capsys.readouterr().out
+    assert "/farewell/ matches in app.py" in out
+    assert "blocked at step 2: step 2 (farewell) failed" in out
+
+
+def test_steps_json_is_the_saved_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocked_plan(tmp_path / "plan.json")
+    assert main(["steps", str(tmp_path / "plan.json"), "--json"]) == 3
+    data = json.loads(capsys.readouterr().out)
+    assert [s["status"] for s in data["steps"]] == ["done", "failed"]
+
+
+def test_steps_names_a_missing_plan_file_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["steps", str(tmp_path / "nope.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot read the step plan") and err.count("\n") == 1

@@ -1,0 +1,107 @@
+"""`agent-harness work` and `agent-harness ingest` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_harness.cli import main
+from agent_harness.queue.items import enqueue
+from agent_harness.queue.leases import claim_next, fail
+from agent_harness.store.database import open_store
+from agent_harness.testing.clock import FakeClock
+from tests.shared.stores import item
+
+A, B = "me/app:PLAN", "me/lib:PLAN"
+
+
+@pytest.fixture
+def db(db_dir: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = str(db_dir / "cli.sqlite")
+    monkeypatch.setenv("AGENT_HARNESS_DB", url)
+    return url
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> object:
+    assert main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.integration
+def test_work_shows_counts_live_and_stale_claims(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with open_store(db) as store:
+        enqueue(store, A, [item("T1"), item("T2"), item("T3"), item("T4", done=True)])
+        assert claim_next(store, A, "w-live", 600) is not None
+    with open_store(db, clock=FakeClock(start=time.time() - 3600)) as an_hour_ago:
+        assert claim_next(an_hour_ago, A, "w-stale", 60) is not None  # lapsed long since
+    view = _json(capsys, "work")
+    assert isinstance(view, dict)
+    assert view["counts"] == {"claimed": 2, "done": 1, "pending": 1}
+    assert [c["worker"] for c in view["live"]] == ["w-live"]
+    assert [c["worker"] for c in view["stale"]] == ["w-stale"]
+    assert main(["work"]) == 0
+    out = capsys.readouterr().out
+    assert "w-live" in out and "w-stale" in out and "expired" in out
+
+
+@pytest.mark.integration
+def test_an_ambiguous_project_is_named_with_the_choices(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with open_store(db) as store:
+        enqueue(store, A, [item("T1")])
+        enqueue(store, B, [item("T1")])
+    assert main(["work"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and A in err and B in err and "--project" in err
+    assert _json(capsys, "work", "--project", B)["counts"] == {"pending": 1}  # type: ignore[index]
+
+
+@pytest.mark.integration
+def test_show_and_retry_an_item(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with open_store(db) as store:
+        enqueue(store, A, [item("T1"), item("T2", "T1")])
+        lease = claim_next(store, A, "w1", 60)
+        assert lease is not None
+        fail(store, lease, "cannot be done", permanent=True)
+    shown = _json(capsys, "work", "show", "T1")
+    assert isinstance(shown, dict)
+    assert shown["item"]["state"] == "failed" and shown["item"]["reason"] == "cannot be done"
+    assert [e["kind"] for e in shown["events"]] == [
+        "enqueued",
+        "claimed",
+        "attempt_failed",
+        "failed",
+    ]
+    assert main(["work", "show", "T1"]) == 0
+    assert "attempt_failed" in capsys.readouterr().out
+    assert _json(capsys, "work", "retry", "T1") == {"requeued": ["T1", "T2"]}
+    assert main(["work", "retry", "T1"]) == 1  # pending now: nothing to retry
+    assert "cannot go from pending" in capsys.readouterr().err
+    assert main(["work", "show", "T9"]) == 2
+    assert "no item T9" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_ingest_reports_bad_lines_and_adds_nothing_twice(
+    db: str, db_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = db_dir / "events.jsonl"
+    path.write_text('{"id": 1, "kind": "ci"}\n[1, 2]\n{"id": 2, "kind": "ci"}\n')
+    assert main(["ingest", "--events", str(path), "--project", A]) == 1
+    captured = capsys.readouterr()
+    assert "2 added" in captured.out
+    assert f"{path}:2: not a JSON object" in captured.err
+    assert main(["ingest", "--events", str(path), "--project", A, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["duplicates"] == 2
+
+
+@pytest.mark.unit
+def test_help_explains_with_examples() -> None:
+    for args in (["work"], ["work", "show"], ["work", "retry"], ["ingest"]):
+        assert main([*args, "--help"]) == 0

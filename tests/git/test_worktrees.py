@@ -1,0 +1,183 @@
+"""Worktrees per item, with real git: made, reused, rebuilt without losing commits, guarded."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from agent_harness.git.worktrees import DefaultBranchGuard, WorkRepo, WorktreeError, branch_name
+
+pytestmark = pytest.mark.integration
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    bare = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "--initial-branch=main", str(bare))
+    seed = tmp_path / "seed"
+    git(tmp_path, "init", "-q", "--initial-branch=main", str(seed))
+    (seed / "README.md").write_text("hello\n")
+    git(seed, "add", "-A")
+    git(seed, "commit", "-qm", "first")
+    git(seed, "push", "-q", str(bare), "main")
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(bare), str(work))
+    return work
+
+
+def test_a_new_worktree_on_its_own_branch_from_the_default(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "Count words!")
+    assert tree.branch == "agent-harness/T1-count-words" == branch_name("T1", "Count words!")
+    assert git(tree.path, "symbolic-ref", "--short", "HEAD") == tree.branch
+    assert tree.base_sha == git(clone, "rev-parse", "origin/main") and not tree.reused
+
+
+def test_a_broken_worktree_is_rebuilt_and_keeps_its_commits(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "work.txt").write_text("done\n")
+    sha = repo.commit_all(tree, "T1: x")
+    assert sha and repo.unpushed(tree) == 1
+    (tree.path / ".git").unlink()  # broken: the worktree no longer knows its repository
+    again = repo.prepare("T1", "x")
+    assert again.path == tree.path and repo.head(again) == sha
+    assert (again.path / "work.txt").read_text() == "done\n"
+
+
+def test_a_healthy_worktree_is_reused_with_uncommitted_work(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "draft.txt").write_text("half done\n")
+    again = repo.prepare("T1", "x")
+    assert again.reused and (again.path / "draft.txt").exists()
+
+
+def test_push_goes_to_the_item_branch_only(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "f.txt").write_text("x\n")
+    repo.commit_all(tree, "T1")
+    before = git(clone, "ls-remote", "origin", "main")
+    repo.push(tree)
+    assert git(clone, "ls-remote", "origin", "main") == before
+    assert "refs/heads/agent-harness/T1-x" in git(clone, "ls-remote", "origin")
+    from dataclasses import replace
+
+    with pytest.raises(DefaultBranchGuard):
+        repo.push(replace(tree, branch="main"))
+
+
+def test_an_agent_that_moved_the_default_branch_is_refused(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "f.txt").write_text("x\n")
+    git(tree.path, "add", "-A")
+    git(tree.path, "commit", "-qm", "sneaky")
+    git(tree.path, "update-ref", "refs/heads/main", "HEAD")
+    with pytest.raises(DefaultBranchGuard, match="gained 1 commit"):
+        repo.verify_branch(tree)
+
+
+def test_a_state_dir_inside_the_clone_is_kept_out_of_git_status(clone: Path) -> None:
+    repo = WorkRepo(clone, clone / ".agent-harness")
+    repo.prepare("T1", "x")
+    assert git(clone, "status", "--porcelain") == ""
+    WorkRepo(clone, clone / ".agent-harness")  # a second open adds no second line
+    exclude = (clone / ".git" / "info" / "exclude").read_text().splitlines()
+    assert exclude.count("/.agent-harness/") == 1
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("missing", "is not a directory"),
+        ("plain", "is not a git repository"),
+        ("empty", "has no commits yet"),
+        ("no-remote", "has no remote 'origin'"),
+    ],
+)
+def test_unusable_work_directories_are_clear_errors(
+    tmp_path: Path, setup: str, message: str
+) -> None:
+    path = tmp_path / "w"
+    if setup != "missing":
+        path.mkdir()
+    if setup in ("empty", "no-remote"):
+        git(path, "init", "-q")
+    if setup == "no-remote":
+        (path / "a").write_text("a")
+        git(path, "add", "-A")
+        git(path, "commit", "-qm", "a")
+    with pytest.raises(WorktreeError, match=message):
+        WorkRepo(path, tmp_path / "state")
+
+
+def test_an_edited_title_keeps_the_items_branch(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    first = repo.prepare("T1", "Count words")
+    (first.path / "f.txt").write_text("x\n")
+    repo.commit_all(first, "T1")
+    again = repo.prepare("T1", "Count all the words")
+    assert again.branch == first.branch == "agent-harness/T1-count-words"
+    assert (again.path / "f.txt").exists()
+    assert repo.prepare("T10", "Other").branch == "agent-harness/T10-other"
+
+
+def test_nothing_to_commit_is_none_in_any_locale(
+    clone: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # git translates "nothing to commit"; the harness must still recognise it.
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("LANGUAGE", "de")
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    assert repo.commit_all(tree, "T1: nothing") is None
+    (tree.path / "f.txt").write_text("x\n")
+    assert repo.commit_all(tree, "T1: something") == repo.head(tree)
+
+
+@pytest.mark.parametrize(
+    ("action", "words"),
+    [
+        # A commit refused for a reason other than "nothing to commit" is not swallowed.
+        ("commit", "git commit --quiet failed in {path}: Aborting commit due to empty commit"),
+        ("diff", "git diff --no-color failed in {path}: ambiguous argument 'no-such-commit'"),
+    ],
+)
+def test_a_git_failure_is_a_worktree_error_naming_command_place_and_reason(
+    clone: Path, action: str, words: str
+) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "f.txt").write_text("x\n")
+    with pytest.raises(WorktreeError) as failed:
+        if action == "commit":
+            repo.commit_all(tree, "")
+        else:
+            repo.committed_diff(replace(tree, base_sha="no-such-commit"))
+    assert failed.value.message.startswith(words.format(path=tree.path))
+
+
+def test_a_deleted_worktree_is_an_error_not_a_question_put_to_another_repository(
+    clone: Path,
+) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    shutil.rmtree(tree.path)
+    with pytest.raises(WorktreeError, match="no such directory"):
+        repo.has_uncommitted(tree)

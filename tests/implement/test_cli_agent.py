@@ -1,0 +1,94 @@
+"""CliImplementer's judgement of a finished agent, with real git and a scripted agent.
+
+An agent that exits 0 but reports an error is taken at its word only if its worktree shows
+work; when git cannot read the worktree, that is said, never read as "it changed something".
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent_harness.agents.presets import preset_for
+from agent_harness.git.worktrees import Worktree
+from agent_harness.implement.cli_agent import CliImplementer
+from agent_harness.implement.protocol import ImplementResult
+from agent_harness.plan.model import WorkItem
+from agent_harness.sessions.headless import HeadlessHost
+from agent_harness.testing.agents import write_scripted_agent
+from tests.shared.sessions import base_env
+
+pytestmark = pytest.mark.integration
+
+# Exit 0 after reporting a failed turn, the way Claude Code's stream-json ends one.
+REPORTS_AN_ERROR = {
+    "steps": [{"print": json.dumps({"type": "result", "is_error": True, "result": "tool broke"})}],
+    "exit": 0,
+}
+ITEM = WorkItem(id="T1", title="Do a thing", body="", success_check="", line=1, form="heading")
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Worktree:
+    """A real worktree of a real repository, at the commit its work starts from."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git(origin, "init", "-q", "-b", "main")
+    git(origin, "config", "user.email", "test@example.invalid")
+    git(origin, "config", "user.name", "test")
+    (origin / "README.md").write_text("# demo\n")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", "start")
+    path = tmp_path / "wt"
+    git(origin, "worktree", "add", "-q", "-b", "item-T1", str(path))
+    return Worktree("T1", path, "item-T1", git(origin, "rev-parse", "HEAD"))
+
+
+def implement(tmp_path: Path, tree: Worktree) -> ImplementResult:
+    argv = write_scripted_agent(tmp_path / "agents", REPORTS_AN_ERROR)
+    implementer = CliImplementer(
+        HeadlessHost(tmp_path / "sessions"),
+        preset_for(shlex.join(argv) + " {prompt}"),
+        base_env(),
+        timeout_s=60.0,
+        poll_s=0.02,
+    )
+    return implementer.implement(
+        ITEM,
+        tree,
+        "Do a thing.",
+        session="t-cli-implementer",
+        state_dir=tmp_path / "state",
+        on_state=lambda _state, _detail: None,
+    )
+
+
+def test_an_agent_that_reports_an_error_and_changed_nothing_crashed(
+    tmp_path: Path, tree: Worktree
+) -> None:
+    result = implement(tmp_path, tree)
+
+    assert (result.ok, result.state) == (False, "crashed")
+    assert result.reason == "custom exited 0 but reported: tool broke"
+
+
+def test_a_worktree_git_cannot_read_is_reported_not_taken_for_work(
+    tmp_path: Path, tree: Worktree
+) -> None:
+    # The worktree's link to its repository points nowhere: every git command in it fails.
+    (tree.path / ".git").write_text("gitdir: /nonexistent/agent-harness/worktree\n")
+
+    result = implement(tmp_path, tree)
+
+    assert (result.ok, result.state, result.permanent) == (False, "crashed", False)
+    assert result.reason.startswith("cannot tell whether custom changed anything: git status")
+    assert "not a git repository" in result.reason

@@ -1,0 +1,478 @@
+"""The run pipeline end to end: real forge over HTTP, real git, real sessions, scripted models."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from agent_harness.forge import FaultKind
+from agent_harness.git.worktrees import DefaultBranchGuard, guard_refspec
+from agent_harness.pipeline.settings import RunSettings
+from agent_harness.queue.items import ItemState, get_item, record_outcome
+from agent_harness.testing.agents import write_scripted_agent
+from agent_harness.tracker.sync import read_pull_marker
+
+from .conftest import KEY_ENV, Harness
+
+ONE_ITEM = "### T1: Count words\nMake it.\n\ncheck: `python -m unittest tests.test_words`\n"
+
+
+def settings(**overrides: object) -> RunSettings:
+    base = RunSettings(
+        checks=["python -m unittest"],
+        check_timeout_s=30.0,
+        lease_s=30.0,
+        workers=1,
+        idle_poll_s=0.02,
+    )
+    for name, value in overrides.items():
+        setattr(base, name, value)
+    return base
+
+
+def kinds(h: Harness, project: str, item: str) -> list[str]:
+    return [e.kind for e in h.store.all_events(project=project, item=item)]
+
+
+def remote_main(h: Harness) -> str:
+    return subprocess.run(
+        ["git", "rev-parse", "origin/main"], cwd=h.work, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+@pytest.mark.integration
+def test_an_item_becomes_a_pull_request_that_closes_its_issue(h: Harness) -> None:
+    before = remote_main(h)
+    pipeline = h.pipeline(ONE_ITEM)
+    report = pipeline.run()
+    assert [(i.id, i.state, i.attempts) for i in report.items] == [("T1", "pr_open", 1)]
+    [pull] = h.pulls()
+    issue = pipeline.issues["T1"]
+    assert pull.title == "T1: Count words" and pull.base.ref == "main"
+    assert pull.head.ref == "agent-harness/T1-count-words"
+    assert f"Closes #{issue}" in pull.body
+    assert "| `python -m unittest tests.test_words` | passed |" in pull.body
+    assert "approved by openai (gpt-test)" in pull.body
+    marker = read_pull_marker(pull.body)
+    assert marker is not None and (marker.item_id, marker.issue) == ("T1", issue)
+    subprocess.run(["git", "fetch", "-q"], cwd=h.work, check=True)
+    assert remote_main(h) == before, "the default branch must never move"
+    events = kinds(h, pipeline.project, "T1")
+    order = [
+        "claimed",
+        "worktree",
+        "agent_started",
+        "agent_finished",
+        "check",
+        "review",
+        "pushed",
+        "pr_opened",
+    ]
+    positions = [events.index(kind) for kind in order]
+    assert positions == sorted(positions)
+
+
+@pytest.mark.integration
+def test_a_failed_check_goes_back_to_the_agent_and_the_reviewer_waits(h: Harness) -> None:
+    plan = (
+        "### T2: Count lines\nA trailing newline does not start a line.\n\n"
+        "check: `python -m unittest tests.test_lines`\n"
+    )
+    # T2 needs words.py from T1; give the repository T1's work first, as a merge would.
+    first = h.pipeline(ONE_ITEM)
+    first.run()
+    h.merge(h.pulls()[0].number)
+    pipeline = h.pipeline(plan)
+    report = pipeline.run()
+    assert [(i.id, i.state, i.attempts) for i in report.items] == [("T2", "pr_open", 2)]
+    events = h.store.all_events(project=pipeline.project, item="T2")
+    feedback = [e.payload.as_dict() for e in events if e.kind == "feedback"]
+    assert feedback[0]["kind"] == "checks" and "FAIL" in feedback[0]["detail"]
+    reviews_of_t2 = [e for e in events if e.kind == "review"]
+    assert len(reviews_of_t2) == 1, "no review while a check fails"
+    logs = sorted((h.state_dir / "items" / "T2" / "logs").glob("*.log"))
+    assert "(again, with feedback)" in logs[0].read_text()
+
+
+@pytest.mark.integration
+def test_a_reviewer_no_goes_back_and_the_reviewer_never_sees_the_transcript(
+    h: Harness,
+) -> None:
+    plan = (
+        "### T4: Most frequent words\n`top_words(text, n)`; ties broken alphabetically.\n\n"
+        "check: `python -m unittest tests.test_top`\n"
+    )
+    h.pipeline(ONE_ITEM).run()
+    h.merge(h.pulls()[0].number)
+    pipeline = h.pipeline(plan)
+    report = pipeline.run()
+    assert [(i.id, i.state, i.attempts) for i in report.items] == [("T4", "pr_open", 2)]
+    t4_reviews = [r for r in h.reviews() if "T4" in json.dumps(r.body)]
+    assert len(t4_reviews) == 2
+    for request in t4_reviews:
+        text = json.dumps(request.body)
+        assert "tally_agent:" not in text, "the agent's own output must not reach the reviewer"
+        assert "diff --git" in text
+    second_prompt = h.state_dir / "items" / "T4" / "logs"
+    assert any("again, with feedback" in p.read_text() for p in second_prompt.glob("*.log"))
+
+
+@pytest.mark.integration
+def test_checks_failing_every_time_end_in_failed_without_any_review(h: Harness) -> None:
+    agent = write_scripted_agent(h.tmp / "agents", "done")
+    plan = '### T1: Anything\n\ncheck: `python -c "raise SystemExit(1)"`\n'
+    pipeline = h.pipeline(
+        plan,
+        agent=shlex.join(agent) + " {prompt_file}",
+        settings=settings(checks=[], max_attempts=2),
+    )
+    report = pipeline.run()
+    [item] = report.items
+    assert item.state == "failed" and item.attempts == 2
+    assert "attempt budget 2 spent" in (item.reason or "")
+    assert h.reviews() == [] and h.pulls() == []
+
+
+@pytest.mark.integration
+def test_a_protected_path_stops_the_item_before_review(h: Harness) -> None:
+    script = (
+        "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/evil.yml; "
+        ": {prompt_file}"
+    )
+    pipeline = h.pipeline(
+        "### T1: Anything\n",
+        agent=f"sh -c {shlex.quote(script)}",
+        settings=settings(checks=[]),
+    )
+    [item] = pipeline.run().items
+    assert item.state == "failed" and item.attempts == 1
+    assert "touches protected path .github/workflows/evil.yml" in (item.reason or "")
+    assert h.reviews() == []
+
+
+@pytest.mark.integration
+def test_the_agent_never_sees_the_tracker_token_or_other_keys(h: Harness) -> None:
+    agent = write_scripted_agent(h.tmp / "agents", "dump_env")
+    pipeline = h.pipeline(
+        "### T1: Anything\n",
+        agent=shlex.join(agent) + " {prompt_file}",
+        settings=settings(checks=[]),
+    )
+    pipeline.run()
+    seen = json.loads((h.state_dir / "worktrees" / "T1" / "env.json").read_text())
+    assert "GH_TOKEN" not in seen and KEY_ENV not in seen
+    assert not any(name.startswith("AGENT_HARNESS_") for name in seen)
+    assert "PATH" in seen
+
+
+@pytest.mark.integration
+def test_an_agent_that_commits_to_the_default_branch_is_refused(h: Harness) -> None:
+    script = (
+        "git checkout -q --detach && echo sneaky > sneaky.txt && git add sneaky.txt && "
+        "git -c user.name=a -c user.email=a@b commit -qm sneaky && "
+        "git update-ref refs/heads/main HEAD; : {prompt_file}"
+    )
+    pipeline = h.pipeline(
+        "### T1: Anything\n",
+        agent=f"sh -c {shlex.quote(script)}",
+        settings=settings(checks=[], max_attempts=1),
+    )
+    [item] = pipeline.run().items
+    assert item.state == "failed"
+    assert "DefaultBranchGuard" in (item.reason or "") or "refused" in (item.reason or "")
+    assert h.pulls() == []
+
+
+@pytest.mark.unit
+def test_the_push_guard_refuses_any_refspec_touching_the_default_branch() -> None:
+    for refspec in (
+        "main",
+        "refs/heads/main",
+        "HEAD:main",
+        "agent-harness/x:refs/heads/main",
+        "+refs/heads/x:main",
+        ":main",
+    ):
+        with pytest.raises(DefaultBranchGuard):
+            guard_refspec(refspec, "main")
+    guard_refspec("refs/heads/agent-harness/T1-x:refs/heads/agent-harness/T1-x", "main")
+
+
+@pytest.mark.integration
+def test_missing_and_hanging_checks_fail_the_item_with_the_reason(h: Harness) -> None:
+    agent = write_scripted_agent(h.tmp / "agents", "done")
+    command = shlex.join(agent) + " {prompt_file}"
+    missing = h.pipeline(
+        "### T1: Anything\n",
+        agent=command,
+        settings=settings(checks=["no-such-tool-xyz --check"], max_attempts=1),
+    )
+    [item] = missing.run().items
+    assert item.state == "failed" and "no-such-tool-xyz" in (item.reason or "")
+    assert "not found" in (item.reason or "") or "missing" in (item.reason or "")
+    hanging = h.pipeline(
+        "### T2: Other\n",
+        agent=command,
+        settings=settings(checks=["sleep 30"], check_timeout_s=0.5, max_attempts=1),
+    )
+    [item2] = hanging.run().items
+    assert item2.id == "T2" and item2.state == "failed" and "timed out" in (item2.reason or "")
+
+
+@pytest.mark.integration
+def test_an_agent_that_deletes_its_worktree_fails_the_item_clearly(h: Harness) -> None:
+    script = 'rm -rf "$PWD"; : {prompt_file}'
+    pipeline = h.pipeline(
+        "### T1: Anything\n",
+        agent=f"sh -c {shlex.quote(script)}",
+        settings=settings(checks=[], max_attempts=1),
+    )
+    [item] = pipeline.run().items
+    assert item.state == "failed" and "deleted its worktree" in (item.reason or "")
+
+
+@pytest.mark.integration
+def test_a_lost_answer_to_the_pull_request_opens_no_second_one(h: Harness) -> None:
+    # The forge creates the PR but the answer never arrives: the retry must find it, not
+    # open another, and must not pay the reviewer again for the same commit.
+    h.forge.forge.faults.inject(FaultKind.DROP_AFTER, "POST", "*/pulls", count=1)
+    pipeline = h.pipeline(ONE_ITEM)
+    [item] = pipeline.run().items
+    assert item.state == "pr_open"
+    assert len(h.pulls()) == 1
+    assert len(h.reviews()) == 1
+
+
+@pytest.mark.integration
+def test_rerunning_a_finished_plan_does_nothing_again(h: Harness) -> None:
+    h.pipeline(ONE_ITEM).run()
+    mark = h.forge.forge.mark()
+    again = h.pipeline(ONE_ITEM).run()
+    assert [(i.id, i.state, i.attempts) for i in again.items] == [("T1", "pr_open", 1)]
+    counts = h.forge.forge.request_counts(mark)
+    assert not any(key.startswith(("POST", "PATCH")) for key in counts), counts
+    assert len(h.reviews()) == 1
+
+
+@pytest.mark.integration
+def test_dependencies_wait_for_a_merge(h: Harness) -> None:
+    plan = (
+        ONE_ITEM
+        + "\n### T2: Count lines\ndepends on: T1\n\ncheck: `python -m unittest tests.test_lines`\n"
+    )
+    pipeline = h.pipeline(plan)
+    report = pipeline.run()
+    states = {i.id: (i.state, i.reason) for i in report.items}
+    assert states["T1"][0] == "pr_open"
+    assert states["T2"] == ("pending", "waits for T1 (pr_open) to be merged")
+    record_outcome(h.store, pipeline.project, "T1", "merged", {"pr": 1})
+    assert get_item(h.store, pipeline.project, "T1").state == ItemState.MERGED
+
+
+@pytest.fixture
+def h(harness: Harness) -> Harness:
+    return harness
+
+
+@pytest.mark.integration
+def test_python_is_the_interpreter_the_checks_use(h: Harness) -> None:
+    # The example's checks say `python`; the harness's PATH puts this interpreter first.
+    out = subprocess.run(
+        ["python", "-c", "import sys; print(sys.prefix)"],
+        env=h.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert out == sys.prefix
+
+
+@pytest.mark.integration
+def test_a_second_run_of_the_same_project_and_state_is_refused(h: Harness) -> None:
+    import fcntl
+    import hashlib
+
+    from agent_harness.pipeline.settings import RunRefused
+
+    pipeline = h.pipeline(ONE_ITEM)
+    locks = h.state_dir / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(pipeline.project.encode()).hexdigest()[:12]
+    with open(locks / f"run-{name}.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("pid 4242\n")
+        held.flush()
+        with pytest.raises(RunRefused, match=r"another `agent-harness run` of .* \(pid 4242\)"):
+            pipeline.run()
+    assert h.pulls() == []
+
+
+@pytest.mark.integration
+def test_a_parked_reviewer_waits_without_burning_an_attempt_then_reviews_the_same_commit(
+    h: Harness,
+) -> None:
+    from agent_harness.testing.model_server import ScriptedFailure
+
+    # The reviewer's endpoint answers "come back in two hours": the checked work is kept.
+    h.model.enqueue_first(ScriptedFailure.openai_rate_limit(retry_after=7200))
+    pipeline = h.pipeline(ONE_ITEM)
+    [item] = pipeline.run().items
+    assert item.state == "waiting" and item.attempts == 0
+    assert item.not_before is not None and item.not_before > h.clock() + 7000
+    agent_runs = kinds(h, pipeline.project, "T1").count("agent_started")
+    h.clock.advance(7300)  # two hours later
+    [item] = h.pipeline(ONE_ITEM).run().items
+    assert item.state == "pr_open"
+    assert kinds(h, pipeline.project, "T1").count("agent_started") == agent_runs, (
+        "the agent is not paid again for a commit that only lacked its review"
+    )
+    assert len(h.pulls()) == 1
+
+
+@pytest.mark.integration
+def test_an_agent_waiting_for_input_shows_it_and_can_be_answered(h: Harness) -> None:
+    import threading
+    import time as clock
+
+    from agent_harness.agents.presets import preset_for
+    from agent_harness.cli.work_cmd import _activity
+    from agent_harness.implement.cli_agent import CliImplementer
+    from agent_harness.sessions.headless import HeadlessHost
+
+    agent = write_scripted_agent(h.tmp / "agents", "ask")
+    pipeline = h.pipeline(
+        "### T1: Anything\n",
+        agent=shlex.join(agent) + " {prompt_file}",
+        settings=settings(checks=[]),
+    )
+    host = HeadlessHost(h.state_dir / "sessions-ask")
+    pipeline.implementer = CliImplementer(
+        host,
+        preset_for(shlex.join(agent) + " {prompt_file}"),
+        h.env,
+        timeout_s=30.0,
+        idle_s=0.3,
+        poll_s=0.05,
+    )
+    result: list[object] = []
+    runner = threading.Thread(target=lambda: result.append(pipeline.run()))
+    runner.start()
+    deadline = clock.monotonic() + 20
+    while clock.monotonic() < deadline:
+        if _activity(h.store, pipeline.project, ["T1"]).get("T1", "").startswith("waiting for"):
+            break
+        clock.sleep(0.05)
+    assert _activity(h.store, pipeline.project, ["T1"])["T1"] == (
+        "waiting for input: attach to answer"
+    )
+    host.send_keys(pipeline.session_name("T1"), "y")  # what a person types after `attach`
+    runner.join(timeout=30)
+    [item] = result[0].items  # type: ignore[attr-defined]
+    assert item.state == "pr_open"
+    states = [
+        e.payload.as_dict().get("state")
+        for e in h.store.all_events(project=pipeline.project, item="T1")
+        if e.kind == "agent_state"
+    ]
+    assert "waiting_for_input" in states
+
+
+@pytest.mark.integration
+def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Harness) -> None:
+    agent = write_scripted_agent(h.tmp / "agents", "done")
+    command = shlex.join(agent) + " {prompt_file}"
+    three = "### T1: One\n\n### T2: Two\n\n### T3: Three\n"
+    first = h.pipeline(three, agent=command, settings=settings(checks=[], only={"T2"}))
+    states = {i.id: (i.state, i.attempts) for i in first.run().items}
+    assert states == {"T1": ("pending", 0), "T2": ("pr_open", 1), "T3": ("pending", 0)}
+    # T3 is deleted from the plan: its queued item is withdrawn, never handed to an agent.
+    second = h.pipeline("### T1: One\n\n### T2: Two\n", agent=command, settings=settings(checks=[]))
+    second.run()
+    from agent_harness.queue.items import get_item
+
+    withdrawn = get_item(h.store, second.project, "T3")
+    assert (withdrawn.state, withdrawn.reason, withdrawn.attempts) == (
+        "skipped",
+        "no longer in the plan",
+        0,
+    )
+    assert get_item(h.store, second.project, "T1").state == "pr_open"
+
+
+@pytest.mark.integration
+def test_two_plans_with_the_same_ids_never_share_a_branch_or_worktree(h: Harness) -> None:
+    from agent_harness.pipeline.run import Pipeline
+
+    agent = write_scripted_agent(h.tmp / "agents", "done")
+    command = shlex.join(agent) + " {prompt_file}"
+    main = h.pipeline("### T1: Main plan item\n", agent=command, settings=settings(checks=[]))
+    main.run()
+    other = h.pipeline("### T1: Other plan item\n", agent=command, settings=settings(checks=[]))
+    other.plan_key = "docs"
+    other.project = f"{other.tracker.repo}:docs"
+    assert isinstance(other, Pipeline)
+    [item] = other.run().items
+    assert item.state == "pr_open"
+    heads = sorted(p.head.ref for p in h.pulls())
+    assert heads == ["agent-harness/T1-main-plan-item", "agent-harness/docs/T1-other-plan-item"]
+    assert (h.state_dir / "worktrees" / "T1").is_dir()
+    assert (h.state_dir / "worktrees" / "docs--T1").is_dir()
+
+
+@pytest.mark.integration
+def test_the_direct_api_executor_implements_through_the_same_pipeline(h: Harness) -> None:
+    """`--implementer vendor:model`: a planner and an implementer model edit the worktree."""
+    import json as jsonlib
+
+    from agent_harness.implement.api import ApiImplementer
+    from agent_harness.models.client import ModelClient
+    from agent_harness.models.routes import Route
+    from agent_harness.testing.model_server import (
+        ModelServer,
+        ScriptedCompletion,
+        ScriptedResponder,
+    )
+
+    files = ["notes/one.txt", "notes/two.txt", "notes/three.txt"]
+
+    def brain(body: object) -> ScriptedCompletion:
+        text = jsonlib.dumps(body)
+        if "You plan one work item" in text:
+            steps = [
+                {
+                    "id": str(n),
+                    "description": f"write {path}",
+                    "check": {"kind": "file_exists", "path": path},
+                }
+                for n, path in enumerate(files, start=1)
+            ]
+            return ScriptedCompletion(text=jsonlib.dumps({"steps": steps}))
+        wanted = text.split("Your step (", 1)[1]  # the step being asked for, not the whole plan
+        target = next(path for path in files if wanted.split("\\n", 1)[0].endswith(path))
+        return ScriptedCompletion(text=f"{target}\n```\nwritten by the executor\n```\n")
+
+    with ModelServer([ScriptedResponder(brain)]) as models:
+        route = Route(
+            "gpt-exec", f"{models.url}/v1", "anthropic-compatible", "openai", "TEST_EXEC_KEY"
+        )
+        env = dict(h.env, TEST_EXEC_KEY="sk-exec")
+        client = ModelClient({"planner": route, "implementer": route}, env=env, parking=h.store)
+        pipeline = h.pipeline("### T1: Three notes\n", settings=settings(checks=[]))
+        pipeline.implementer = ApiImplementer(client, vendor="anthropic", name="executor:gpt-exec")
+        [item] = pipeline.run().items
+    assert item.state == "pr_open", item.reason
+    [pull] = h.pulls()
+    changed = {
+        f.filename
+        for f in h.forge.github.get_repo("octo/tally").compare("main", pull.head.sha).files
+    }
+    assert changed == set(files)
+    planner_calls = [
+        r for r in models.requests if "You plan one work item" in jsonlib.dumps(r.body)
+    ]
+    assert len(planner_calls) == 1
+    assert not any("sk-exec" in jsonlib.dumps(r.body) for r in models.requests)

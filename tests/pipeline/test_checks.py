@@ -1,0 +1,298 @@
+"""Check commands as real subprocesses: exit codes, missing programs, timeouts that kill the
+whole process tree, the exact environment, and the cheapest-first order."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_harness.pipeline.checks import (
+    TAIL_BYTES,
+    CheckResult,
+    CheckRun,
+    order_checks,
+    run_checks,
+)
+from agent_harness.testing.clock import FakeClock
+
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+
+
+class Ticks(FakeClock):
+    """The shared fake clock, moved one second by each reading, so durations are exact and
+    real time is never measured."""
+
+    def __init__(self) -> None:
+        super().__init__(start=100.0)
+
+    def __call__(self) -> float:
+        self.advance(1.0)
+        return self.now
+
+
+def _alive(pid: int) -> bool:
+    # A killed process whose parent never reaps it is a zombie: dead, but still in /proc.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _dies(pid: int) -> bool:
+    """Whether an orphan we SIGKILLed is gone within a second: the kernel takes a moment to
+    tear it down and nobody we can wait() on is its parent any more."""
+    for _ in range(200):
+        if not _alive(pid):
+            return True
+        time.sleep(0.005)
+    return False
+
+
+@pytest.mark.integration
+def test_passing_and_failing_commands_report_exit_codes_and_combined_output(
+    tmp_path: Path,
+) -> None:
+    run = run_checks(
+        ["echo to-out; echo to-err >&2", "echo broken >&2; exit 3"],
+        tmp_path,
+        timeout_s=10,
+        env=ENV,
+        clock=Ticks(),
+    )
+    first, second = run.results
+    assert first.passed and first.exit_code == 0
+    assert first.output_tail == "to-out\nto-err\n"
+    assert first.duration_s == 1.0
+    assert not second.passed and second.exit_code == 3
+    assert "broken" in second.output_tail
+    assert not run.passed
+    assert run.first_failure == second
+
+
+@pytest.mark.integration
+def test_commands_run_in_cwd_with_exactly_the_env_given(tmp_path: Path) -> None:
+    os.environ["AGENT_HARNESS_TEST_LEAK"] = "leaked"
+    try:
+        run = run_checks(
+            ['pwd; echo "leak=${AGENT_HARNESS_TEST_LEAK:-none} mine=$MINE"'],
+            tmp_path,
+            timeout_s=10,
+            env={**ENV, "MINE": "yes"},
+        )
+    finally:
+        del os.environ["AGENT_HARNESS_TEST_LEAK"]
+    lines = run.results[0].output_tail.splitlines()
+    assert Path(lines[0]).resolve() == tmp_path.resolve()
+    assert lines[1] == "leak=none mine=yes"
+
+
+@pytest.mark.integration
+def test_stdin_is_empty_so_a_prompting_check_cannot_wait_for_input(tmp_path: Path) -> None:
+    run = run_checks(["read answer; echo got=$?"], tmp_path, timeout_s=10, env=ENV)
+    assert run.results[0].output_tail.strip() == "got=1"
+
+
+@pytest.mark.integration
+def test_a_missing_program_is_reported_as_missing_with_the_path_searched(tmp_path: Path) -> None:
+    [result] = run_checks(["no-such-linter-xyz --strict"], tmp_path, timeout_s=10, env=ENV).results
+    assert result.missing and not result.passed
+    assert result.exit_code is None
+    assert "program not found: no-such-linter-xyz" in result.output_tail
+    assert f"PATH={ENV['PATH']}" in result.output_tail
+    assert result.status == "program not found"
+
+
+@pytest.mark.integration
+def test_a_missing_program_says_when_path_is_not_set(tmp_path: Path) -> None:
+    [result] = run_checks(["no-such-linter-xyz"], tmp_path, timeout_s=10, env={}).results
+    assert result.missing
+    assert "PATH is not set" in result.output_tail
+
+
+@pytest.mark.integration
+def test_a_script_exiting_127_on_its_own_is_a_failure_not_a_missing_program(
+    tmp_path: Path,
+) -> None:
+    [result] = run_checks(["echo all good; exit 127"], tmp_path, timeout_s=10, env=ENV).results
+    assert not result.missing
+    assert result.exit_code == 127
+
+
+@pytest.mark.integration
+def test_a_missing_working_directory_means_the_check_could_not_start(tmp_path: Path) -> None:
+    [result] = run_checks(["true"], tmp_path / "gone", timeout_s=10, env=ENV).results
+    assert result.exit_code is None and not result.passed
+    assert result.status == "could not start"
+    assert "could not start" in result.output_tail
+
+
+@pytest.mark.integration
+def test_stop_on_failure_skips_the_rest_and_lists_them(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    run = run_checks(["true", "false", f"touch {marker}"], tmp_path, timeout_s=10, env=ENV)
+    assert [r.command for r in run.results] == ["true", "false"]
+    assert run.skipped == (f"touch {marker}",)
+    assert not marker.exists()
+    assert "| not run |" in run.table_markdown()
+
+
+@pytest.mark.integration
+def test_without_stop_on_failure_every_command_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    run = run_checks(
+        ["false", f"touch {marker}"], tmp_path, timeout_s=10, env=ENV, stop_on_failure=False
+    )
+    assert len(run.results) == 2 and run.skipped == ()
+    assert marker.exists()
+
+
+@pytest.mark.integration
+def test_a_hang_times_out_and_kills_the_child_it_spawned(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    # The shell starts a child that hangs and waits for it: both must die at the timeout.
+    command = f"sleep 30 & echo $! > {pid_file}; echo started; wait"
+    [result] = run_checks([command], tmp_path, timeout_s=0.5, env=ENV, kill_grace_s=0.2).results
+    assert result.timed_out and not result.passed
+    assert result.exit_code is None
+    assert result.output_tail.startswith("started\n")
+    assert "timed out after 0.5 s" in result.output_tail
+    assert _dies(int(pid_file.read_text()))
+
+
+@pytest.mark.integration
+def test_a_child_that_ignores_sigterm_is_still_killed(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    command = f"sh -c 'trap \"\" TERM; sleep 30' & echo $! > {pid_file}; wait"
+    [result] = run_checks([command], tmp_path, timeout_s=0.5, env=ENV, kill_grace_s=0.2).results
+    assert result.timed_out
+    assert _dies(int(pid_file.read_text()))
+
+
+@pytest.mark.integration
+def test_a_background_job_left_behind_neither_hangs_the_check_nor_survives_it(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    # The leftover keeps the output open; with a pipe, reading to EOF would wait 30 s.
+    command = f"sleep 30 & echo $! > {pid_file}; echo done"
+    [result] = run_checks([command], tmp_path, timeout_s=10, env=ENV).results
+    assert result.passed and result.output_tail == "done\n"
+    assert _dies(int(pid_file.read_text()))
+
+
+@pytest.mark.integration
+def test_long_output_keeps_only_a_tail_and_says_how_much_was_cut(tmp_path: Path) -> None:
+    command = "i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done; echo LAST"
+    [result] = run_checks([command], tmp_path, timeout_s=10, env=ENV).results
+    assert result.output_tail.rstrip().endswith("LAST")
+    assert "line-0\n" not in result.output_tail
+    assert "earlier bytes not shown" in result.output_tail.splitlines()[0]
+    # The tail starts on a whole line, not in the middle of one.
+    assert result.output_tail.splitlines()[1].startswith("line-")
+    assert len(result.output_tail.encode()) <= TAIL_BYTES + 100
+
+
+@pytest.mark.integration
+def test_undecodable_output_is_decoded_leniently(tmp_path: Path) -> None:
+    [result] = run_checks([r"printf 'caf\351 ok\n'"], tmp_path, timeout_s=10, env=ENV).results
+    assert result.passed
+    assert result.output_tail == "caf\ufffd ok\n"
+
+
+@pytest.mark.integration
+def test_a_signal_death_is_a_failure_named_after_the_signal(tmp_path: Path) -> None:
+    [result] = run_checks(["kill -TERM $$"], tmp_path, timeout_s=10, env=ENV).results
+    assert not result.passed
+    assert result.status == "killed by signal 15"
+
+
+# ------------------------------------------------------------------------------------- order
+
+
+@pytest.mark.unit
+def test_order_puts_measured_commands_cheapest_first() -> None:
+    durations = {"pytest": 40.0, "ruff check .": 0.5, "mypy .": 12.0}
+    assert order_checks(["pytest", "mypy .", "ruff check ."], durations) == [
+        "ruff check .",
+        "mypy .",
+        "pytest",
+    ]
+
+
+@pytest.mark.unit
+def test_order_leaves_unmeasured_commands_in_their_given_positions() -> None:
+    commands = ["slow", "new-a", "mid", "new-b", "fast"]
+    durations = {"slow": 9.0, "mid": 3.0, "fast": 1.0}
+    assert order_checks(commands, durations) == ["fast", "new-a", "mid", "new-b", "slow"]
+
+
+@pytest.mark.unit
+def test_order_without_measurements_is_the_given_order() -> None:
+    assert order_checks(["b", "a", "c"], {}) == ["b", "a", "c"]
+
+
+@pytest.mark.unit
+def test_order_keeps_ties_and_ignores_unusable_measurements() -> None:
+    durations = {"a": 2.0, "b": 2.0, "c": 1.0, "d": float("nan"), "e": -1.0}
+    assert order_checks(["d", "a", "b", "e", "c"], durations) == ["d", "c", "a", "e", "b"]
+
+
+@pytest.mark.integration
+def test_a_run_feeds_its_durations_to_the_next_ordering(tmp_path: Path) -> None:
+    clock = iter([0.0, 5.0, 10.0, 10.5]).__next__
+    run = run_checks(["echo slow", "echo quick"], tmp_path, timeout_s=10, env=ENV, clock=clock)
+    assert run.durations() == {"echo slow": 5.0, "echo quick": 0.5}
+    assert order_checks(["echo slow", "echo quick"], run.durations()) == [
+        "echo quick",
+        "echo slow",
+    ]
+
+
+# ------------------------------------------------------------------------------------- table
+
+
+@pytest.mark.unit
+def test_table_markdown_lists_command_result_and_seconds() -> None:
+    run = CheckRun(
+        (
+            CheckResult("ruff check .", 0, 0.42, ""),
+            CheckResult("pytest -q | tee log", 1, 12.3, "FAILED"),
+            CheckResult("sleep 99", None, 60.0, "", timed_out=True),
+            CheckResult("mypyy", None, 0.01, "", missing=True),
+        ),
+        skipped=("echo `date`",),
+    )
+    assert run.table_markdown().splitlines() == [
+        "| command | result | seconds |",
+        "| --- | --- | ---: |",
+        "| `ruff check .` | passed | 0.4 |",
+        "| `pytest -q \\| tee log` | failed (exit 1) | 12.3 |",
+        "| `sleep 99` | timed out | 60.0 |",
+        "| `mypyy` | program not found | 0.0 |",
+        "| `` echo `date` `` | not run | – |",
+    ]
+
+
+@pytest.mark.unit
+def test_an_empty_run_passes_and_has_no_failure() -> None:
+    run = CheckRun(())
+    assert run.passed and run.first_failure is None
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("result", "passed"),
+    [
+        (CheckResult("x", 0, 0.0, ""), True),
+        (CheckResult("x", 1, 0.0, ""), False),
+        (CheckResult("x", None, 0.0, "", timed_out=True), False),
+        (CheckResult("x", None, 0.0, "", missing=True), False),
+        (CheckResult("x", None, 0.0, ""), False),
+    ],
+)
+def test_only_a_zero_exit_passes(result: CheckResult, passed: bool) -> None:
+    assert result.passed is passed

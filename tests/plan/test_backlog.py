@@ -1,0 +1,61 @@
+"""backlog.json: lossless round trip, refusal of foreign files, and the repo's own roadmap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_harness.errors import InputError
+from agent_harness.plan import backlog
+from agent_harness.plan.markdown import parse_plan_file
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_round_trip_is_lossless(tmp_path: Path) -> None:
+    plan = parse_plan_file(ROOT / "examples" / "PLAN.md")
+    target = tmp_path / "out" / "backlog.json"
+    backlog.write_backlog(plan, target)
+    again = backlog.load_plan(target)
+    assert again == plan
+    assert [i.content_hash for i in again.items] == [i.content_hash for i in plan.items]
+    data = json.loads(target.read_text())
+    assert data["format"] == "agent-harness/backlog" and data["version"] == 1
+    assert data["items"][0]["hash"] == plan.items[0].content_hash
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"items": []}', "not an agent-harness backlog"),
+        (
+            '{"format": "agent-harness/backlog", "version": 9, "source": "x", "items": []}',
+            "backlog version 9",
+        ),
+        (
+            '{"format": "agent-harness/backlog", "version": 1, "source": "x", '
+            '"items": [{"id": 1}]}',
+            "items.0",
+        ),
+    ],
+)
+def test_bad_backlogs_are_refused(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(content)
+    with pytest.raises(InputError, match=message):
+        backlog.load_plan(path)
+
+
+def test_roadmap_backlog_has_not_drifted() -> None:
+    """The top-level backlog.json is generated from docs/ROADMAP.md by the tool itself.
+
+    Regenerate with: agent-harness plan docs/ROADMAP.md --backlog backlog.json
+    """
+    roadmap = backlog.load_plan(ROOT / "docs" / "ROADMAP.md")
+    committed = (ROOT / "backlog.json").read_text(encoding="utf-8")
+    assert committed == backlog.dumps(roadmap.model_copy(update={"source": "docs/ROADMAP.md"}))

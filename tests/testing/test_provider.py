@@ -1,0 +1,240 @@
+"""The scripted provider and the npm installer on their own, without any agent CLI."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_harness.agents.output import read_cli_report
+from agent_harness.agents.setup import codex_config
+from agent_harness.testing.model_server import ScriptedFailure
+from agent_harness.testing.npm_agents import (
+    PINNED,
+    NpmUnavailable,
+    cache_root,
+    install,
+    installed_bin,
+)
+from agent_harness.testing.provider import (
+    EditFile,
+    Fail,
+    RunShell,
+    Say,
+    ScriptedProvider,
+    WriteFile,
+    script,
+    verdict,
+)
+
+CLAUDE_TOOLS = [{"name": n, "input_schema": {}} for n in ("Bash", "Edit", "Read", "Write")]
+SYSTEM = [{"type": "text", "text": "<env>\nWorking directory: /work/tree\n</env>"}]
+
+
+def post(
+    url: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"content-type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def sse(data: bytes) -> list[dict[str, Any]]:
+    return [
+        json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: ")
+    ]
+
+
+@pytest.mark.integration
+def test_a_write_for_claude_code_reads_then_writes_at_the_absolute_path() -> None:
+    with ScriptedProvider(script(WriteFile("pkg/a.py", "x = 1\n"))) as provider:
+        status, _, body = post(
+            f"{provider.url}/v1/messages?beta=true",
+            {
+                "model": "m",
+                "system": SYSTEM,
+                "tools": CLAUDE_TOOLS,
+                "messages": [{"role": "user", "content": "do it"}],
+            },
+            {"x-api-key": "sk-secret"},
+        )
+    message = json.loads(body)
+    assert status == 200 and message["stop_reason"] == "tool_use"
+    calls = [(b["name"], b["input"]) for b in message["content"]]
+    assert calls == [
+        ("Read", {"file_path": "/work/tree/pkg/a.py"}),
+        ("Write", {"file_path": "/work/tree/pkg/a.py", "content": "x = 1\n"}),
+    ]
+    [seen] = provider.requests
+    assert seen.path == "/v1/messages?beta=true" and seen.headers["x-api-key"] == "<redacted>"
+
+
+@pytest.mark.integration
+def test_the_step_follows_the_conversation_and_streams_as_sse() -> None:
+    steps = script(WriteFile("a", "1\n"), EditFile("a", "1", "2"), then=Say("finished"))
+    history = [
+        {"role": "user", "content": "do it"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "Write", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]},
+    ]
+    with ScriptedProvider(steps) as provider:
+        _, _, second = post(
+            f"{provider.url}/v1/messages",
+            {
+                "model": "m",
+                "stream": True,
+                "system": SYSTEM,
+                "tools": CLAUDE_TOOLS,
+                "messages": history,
+            },
+        )
+        _, _, third = post(
+            f"{provider.url}/v1/messages",
+            {"model": "m", "tools": CLAUDE_TOOLS, "messages": history + history[1:]},
+        )
+    events = sse(second)
+    assert events[0]["type"] == "message_start" and events[-1]["type"] == "message_stop"
+    partial = "".join(
+        e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta"
+    )
+    assert '"old_string": "1", "new_string": "2"' in partial
+    assert json.loads(third)["content"] == [{"type": "text", "text": "finished"}]
+
+
+@pytest.mark.integration
+def test_codex_gets_apply_patch_as_a_custom_tool_call_in_a_responses_stream() -> None:
+    tools = [
+        {"type": "function", "name": "exec_command"},
+        {"type": "custom", "name": "apply_patch"},
+    ]
+    body = {
+        "model": "gpt-5.5",
+        "stream": True,
+        "tools": tools,
+        "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+        ],
+    }
+    with ScriptedProvider(script(WriteFile("a.txt", "one\ntwo\n"))) as provider:
+        status, headers, data = post(f"{provider.url}/v1/responses", body)
+    events = sse(data)
+    kinds = [e["type"] for e in events]
+    assert status == 200 and headers["content-type"] == "text/event-stream"
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    [done] = [e["item"] for e in events if e["type"] == "response.output_item.done"]
+    assert done["type"] == "custom_tool_call" and done["name"] == "apply_patch"
+    assert done["input"] == "*** Begin Patch\n*** Add File: a.txt\n+one\n+two\n*** End Patch\n"
+    assert events[-1]["response"]["usage"]["input_tokens"] == 120
+
+
+@pytest.mark.integration
+def test_a_shell_step_uses_exec_command_and_the_next_turn_says_the_verdict() -> None:
+    tools = [{"type": "function", "name": "exec_command"}]
+    first = {
+        "model": "m",
+        "tools": tools,
+        "input": [{"type": "message", "role": "user", "content": "go"}],
+    }
+    later = dict(
+        first,
+        input=[
+            *first["input"],
+            {"type": "function_call", "call_id": "c", "name": "exec_command", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "ran"},
+        ],
+    )
+    with ScriptedProvider(script(RunShell("make test"), verdict(False, ["no tests"]))) as p:
+        call = [
+            e
+            for e in sse(post(f"{p.url}/v1/responses", first)[2])
+            if e["type"] == "response.output_item.done"
+        ]
+        answer = sse(post(f"{p.url}/v1/responses", later)[2])
+        text = [e for e in answer if e["type"] == "response.output_text.done"]
+    assert call[0]["item"]["name"] == "exec_command"
+    assert json.loads(call[0]["item"]["arguments"]) == {"cmd": "make test"}
+    assert json.loads(text[0]["text"]) == {
+        "approved": False,
+        "reasons": ["no tests"],
+        "permanent": False,
+    }
+
+
+@pytest.mark.integration
+def test_failures_keep_their_status_and_headers_and_probes_get_a_quick_404() -> None:
+    failure = ScriptedFailure.anthropic_unified_window(1_900_000_000)
+    with ScriptedProvider(lambda _: Fail(failure)) as provider:
+        status, headers, body = post(f"{provider.url}/v1/messages", {"model": "m", "messages": []})
+        with pytest.raises(urllib.error.HTTPError) as probe:
+            urllib.request.urlopen(f"{provider.url}/", timeout=5)
+    assert status == 429 and headers["anthropic-ratelimit-unified-status"] == "rejected"
+    assert json.loads(body)["error"]["type"] == "rate_limit_error"
+    assert probe.value.code == 404
+    assert [(r.method, r.path, r.vendor) for r in provider.requests] == [
+        ("POST", "/v1/messages", "anthropic"),
+        ("GET", "/", None),
+    ]
+
+
+@pytest.mark.unit
+def test_claude_and_codex_reports_are_read_from_their_own_output() -> None:
+    claude = json.dumps(
+        {
+            "type": "result",
+            "is_error": False,
+            "total_cost_usd": 0.0032,
+            "result": "done",
+            "usage": {"input_tokens": 360, "output_tokens": 90},
+            "permission_denials": [{"tool_name": "Write", "tool_input": {"file_path": "/w/a.py"}}],
+        }
+    )
+    report = read_cli_report(claude)
+    assert (report.tokens_in, report.tokens_out, report.cost_usd) == (360, 90, 0.0032)
+    assert report.denials == ("Write /w/a.py",)
+    codex = "\n".join(
+        [
+            "ERROR codex_core::tools::router: "
+            "error=patch rejected: writing is blocked by read-only sandbox",
+            json.dumps(
+                {"type": "turn.completed", "usage": {"input_tokens": 5, "output_tokens": 2}}
+            ),
+            json.dumps({"type": "turn.failed", "error": {"message": "stream disconnected"}}),
+        ]
+    )
+    report = read_cli_report(codex)
+    assert report.denials == ("patch rejected: writing is blocked by read-only sandbox",)
+    assert (report.tokens_in, report.cost_usd, report.error) == (5, None, "stream disconnected")
+
+
+@pytest.mark.unit
+def test_codex_config_names_our_provider_with_retries_off() -> None:
+    text = codex_config("http://127.0.0.1:5/v1", "gpt-5.5")
+    assert 'model_provider = "agent_harness"' in text and 'model = "gpt-5.5"' in text
+    assert 'base_url = "http://127.0.0.1:5/v1"' in text and 'wire_api = "responses"' in text
+    assert "request_max_retries = 0" in text and "stream_max_retries = 0" in text
+
+
+@pytest.mark.unit
+def test_npm_cache_location_and_a_missing_npm(tmp_path: Path) -> None:
+    assert cache_root({"AGENT_HARNESS_NPM_AGENTS": str(tmp_path)}) == tmp_path
+    assert cache_root({"XDG_CACHE_HOME": "/c"}) == Path("/c/agent-harness/npm-agents")
+    agent = PINNED["codex"]
+    assert installed_bin(agent, tmp_path) is None
+    with pytest.raises(NpmUnavailable, match="npm is not on PATH"):
+        install(agent, tmp_path, env={"PATH": str(tmp_path / "nothing")})
+    bin_dir = tmp_path / "@openai__codex@0.171.0" / "node_modules" / ".bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "codex").touch()
+    assert install(agent, tmp_path, env={"PATH": ""}) == bin_dir  # cached: npm not needed

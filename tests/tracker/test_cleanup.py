@@ -1,0 +1,90 @@
+"""Worktree cleanup over real git: finished and fully pushed goes, anything unpushed stays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_harness.git.cleanup import WorktreeInfo, list_worktrees, prune, remove
+from agent_harness.git.worktrees import WorkRepo, Worktree, WorktreeError
+from agent_harness.tracker.reconcile import reconcile
+from agent_harness.tracker.sync import PullMarker
+
+from .conftest import PLAN, Scene, git
+
+pytestmark = pytest.mark.integration
+
+
+def delivered(scene: Scene, repo: WorkRepo, item: str) -> tuple[Worktree, int]:
+    """A worktree with one commit, pushed, and its marked PR (as the run pipeline leaves it)."""
+    tree = repo.prepare(item, f"{item} work")
+    (tree.path / f"{item}.txt").write_text(f"{item}\n")
+    repo.commit_all(tree, f"{item}: work")
+    repo.push(tree)
+    issue = scene.issue(item)
+    body = f"Closes #{issue}\n\n{PullMarker(item, PLAN, issue).render()}"
+    pull = scene.repo.create_pull(base="main", head=tree.branch, title=f"{item}: work", body=body)
+    return tree, int(pull.number)
+
+
+def test_reconcile_removes_finished_pushed_worktrees_and_keeps_unpushed(scene: Scene) -> None:
+    repo = WorkRepo(scene.clone, scene.tmp / "state")
+    t1, pr1 = delivered(scene, repo, "T1")
+    t2, pr2 = delivered(scene, repo, "T2")
+    t3, pr3 = delivered(scene, repo, "T3")
+    (t2.path / "later.txt").write_text("never pushed\n")
+    repo.commit_all(t2, "T2: more, not pushed")
+    scene.merge(pr1)
+    scene.merge(pr3, method="squash")
+    scene.repo.get_git_ref(f"heads/{t3.branch}").delete()  # squash merged, branch deleted
+    scene.close(pr2)
+    report = reconcile(scene.tracker(), work=repo)
+    assert {t.item: t.state for t in report.transitions} == {
+        "T1": "merged",
+        "T2": "closed",
+        "T3": "merged",
+    }
+    assert sorted(report.cleaned) == ["T1", "T3"]
+    assert report.kept == ["T2"]
+    assert any("T2" in n and "1 commit(s) not on the remote" in n for n in report.notes)
+    assert not t1.path.exists() and not t3.path.exists() and t2.path.exists()
+    branches = git(scene.clone, "branch", "--format=%(refname:short)").split()
+    assert t1.branch not in branches and t3.branch not in branches and t2.branch in branches
+
+
+def test_listing_sizes_states_and_prune(scene: Scene) -> None:
+    repo = WorkRepo(scene.clone, scene.tmp / "state")
+    done, _ = delivered(scene, repo, "T1")
+    busy = repo.prepare("T2", "T2 work")
+    (busy.path / "wip.txt").write_text("x" * 5000)
+    infos = {i.item_id: i for i in list_worktrees(repo, {"T1": "merged", "T2": "merged"})}
+    assert infos["T1"].safe and infos["T1"].size_bytes > 0
+    assert not infos["T2"].safe and infos["T2"].reason == "uncommitted changes in the worktree"
+    assert infos["T2"].size_bytes >= 5000
+    unknown = list_worktrees(repo, {})
+    assert not any(i.safe for i in unknown)
+    assert {i.reason for i in unknown} == {"item state unknown (not in the queue)"}
+    dry = prune(repo, list(infos.values()), dry_run=True)
+    assert [i.item_id for i in dry.removed] == ["T1"] and done.path.exists()
+    real = prune(repo, list(infos.values()))
+    assert [i.item_id for i in real.removed] == ["T1"] and not done.path.exists()
+    assert [i.item_id for i in real.kept] == ["T2"] and Path(busy.path).exists()
+
+
+def test_a_removal_git_refuses_is_an_error_in_git_s_words(tmp_path: Path) -> None:
+    bare = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "--initial-branch=main", str(bare))
+    git(tmp_path, "clone", "-q", str(bare), "work")
+    work = tmp_path / "work"
+    git(work, "commit", "-q", "--allow-empty", "-m", "first")
+    git(work, "push", "-q", "origin", "main")
+    repo = WorkRepo(work, tmp_path / "state")
+    gone = repo.worktrees_dir / "T9"
+    branch = "agent-harness/T9-gone"
+    info = WorktreeInfo("T9", gone, branch, 0, "merged", 0, False, True, "merged")
+    with pytest.raises(WorktreeError) as failed:
+        remove(repo, info)
+    assert failed.value.message == (
+        f"git branch -D failed in {repo.path}: branch '{branch}' not found."
+    )

@@ -1,0 +1,119 @@
+"""The reconcile and worktrees commands, and the shipped CI workflow checked against the CLI."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from agent_harness.cli import cli, main
+from agent_harness.cli.reconcile_cmd import reconcile as reconcile_command
+from agent_harness.git.worktrees import WorkRepo
+from agent_harness.testing.forge import READ_ONLY_TOKEN, TOKEN
+
+from .conftest import REPO, Scene
+
+WORKFLOW = Path(__file__).parents[2] / "examples" / "github-actions" / "reconcile.yml"
+
+
+@pytest.fixture
+def env(scene: Scene, monkeypatch: pytest.MonkeyPatch) -> Scene:
+    monkeypatch.chdir(scene.tmp)
+    monkeypatch.setenv("GH_TOKEN", TOKEN)
+    monkeypatch.setenv("AGENT_HARNESS_TRACKER__WRITE_SPACING_S", "0")
+    return scene
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
+    code = main(list(args))
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.integration
+def test_reconcile_command_json_and_exit_codes(
+    env: Scene, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env.merge(env.open_pr("T1"))
+    url = env.rf.server.api_url
+    db = str(env.tmp / "ci.sqlite")
+    args = ("reconcile", "--repo", REPO, "--github-url", url, "--db", db, "--json")
+    code, dry = run_json(capsys, *args, "--dry-run")
+    assert code == 0 and [t["state"] for t in dry["transitions"]] == ["merged"]
+    code, done = run_json(capsys, *args)
+    assert code == 0 and done["transitions"][0]["done"] == ["comment", "label"]
+    code, again = run_json(capsys, *args)
+    assert code == 0 and again["transitions"] == [] and again["writes"] == 0
+    env.close(env.open_pr("T2"))
+    monkeypatch.setenv("GH_TOKEN", READ_ONLY_TOKEN)
+    code, refused = run_json(capsys, *args)
+    assert code == 4 and "not updated" in refused["problems"][0]
+
+
+@pytest.mark.integration
+def test_reconcile_command_renders_a_table(env: Scene, capsys: pytest.CaptureFixture[str]) -> None:
+    env.merge(env.open_pr("T1"))
+    code = main(["reconcile", "--repo", REPO, "--github-url", env.rf.server.api_url])
+    out = capsys.readouterr().out
+    assert code == 0 and "T1" in out and "merged" in out and "stateless" in out
+
+
+@pytest.mark.integration
+def test_worktrees_command_lists_total_and_prunes(
+    env: Scene, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = WorkRepo(env.clone, env.tmp / ".agent-harness")
+    tree = repo.prepare("T1", "T1 work")
+    (tree.path / "wip.txt").write_text("work in progress\n")
+    code, listed = run_json(capsys, "worktrees", "--work", str(env.clone), "--json")
+    assert code == 0
+    [info] = listed["worktrees"]
+    assert info["item"] == "T1" and not info["safe"] and info["state"] is None
+    assert listed["total_bytes"] == info["size_bytes"] > 0
+    assert main(["worktrees", "--work", str(env.clone)]) == 0
+    assert "TOTAL" in capsys.readouterr().out
+    code, pruned = run_json(capsys, "worktrees", "prune", "--work", str(env.clone), "--json")
+    assert code == 0 and pruned["removed"] == [] and [k["item"] for k in pruned["kept"]] == ["T1"]
+    assert tree.path.exists()
+
+
+@pytest.mark.unit
+def test_help_explains_with_examples() -> None:
+    for args in (
+        ["reconcile", "--help"],
+        ["worktrees", "--help"],
+        ["worktrees", "prune", "--help"],
+    ):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0 and "Examples:" in result.output
+
+
+@pytest.mark.unit
+def test_shipped_workflow_runs_a_real_reconcile_command_least_privilege() -> None:
+    flow = yaml.safe_load(WORKFLOW.read_text())
+    triggers = flow[True] if True in flow else flow["on"]  # YAML 1.1 reads `on` as a boolean
+    [schedule] = triggers["schedule"]
+    minute = schedule["cron"].split()[0]
+    assert minute.isdigit() and int(minute) != 0
+    assert "workflow_dispatch" in triggers
+    assert flow["permissions"] == {
+        "contents": "read",
+        "issues": "write",
+        "pull-requests": "read",
+    }
+    assert flow["concurrency"]["group"] and flow["concurrency"]["cancel-in-progress"] is False
+    steps = [s for job in flow["jobs"].values() for s in job["steps"]]
+    [step] = [s for s in steps if "agent-harness reconcile" in s.get("run", "")]
+    assert set(step["env"]) == {"GITHUB_TOKEN", "GITHUB_API_URL"}
+    words = shlex.split(step["run"])
+    assert words[:2] == ["agent-harness", "reconcile"]
+    known = {opt for p in reconcile_command.params for opt in p.opts}
+    used = [w for w in words[2:] if w.startswith("--")]
+    assert used and all(option in known for option in used), (used, known)
+    # Required options are all given.
+    required = {p.opts[0] for p in reconcile_command.params if p.required}
+    assert required <= set(used)
