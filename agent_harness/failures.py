@@ -50,6 +50,9 @@ class FailureClass(StrEnum):
     REVIEWER_UNAVAILABLE = "reviewer_unavailable"
     # the harness's own machinery
     TRACKER = "tracker"  # a tracker or git error of the harness's own
+    TRACKER_UNAVAILABLE = "tracker_unavailable"  # 5xx, timeouts, rate limits outlasting retries
+    TRACKER_REFUSED = "tracker_refused"  # a 4xx that will answer the same next time
+    TRACKER_AUTH = "tracker_auth"  # the token is bad, lacks a permission, or the repo is gone
     LEASE_LOST = "lease_lost"
 
 
@@ -77,6 +80,9 @@ POLICY: dict[FailureClass, Action] = {
     FailureClass.OVER_BUDGET: Action.FAIL,
     FailureClass.REVIEWER_UNAVAILABLE: Action.PARK,
     FailureClass.TRACKER: Action.RETRY,
+    FailureClass.TRACKER_UNAVAILABLE: Action.PARK,
+    FailureClass.TRACKER_REFUSED: Action.FAIL,
+    FailureClass.TRACKER_AUTH: Action.ESCALATE,
     FailureClass.LEASE_LOST: Action.RETRY,
 }
 

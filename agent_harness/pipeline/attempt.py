@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent_harness.errors import HarnessError
-from agent_harness.failures import FailureClass, ends_the_item
+from agent_harness.failures import Action, FailureClass, action_for, ends_the_item
 from agent_harness.git.worktrees import Worktree
 from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.client import ModelCallFailed
@@ -37,15 +37,23 @@ from agent_harness.store.events import (
     AttemptStarted,
     CheckRan,
     ChecksPassed,
+    Deferred,
     LeaseLostNote,
     Payload,
     Resumed,
     Reviewed,
     WorktreeReady,
 )
+from agent_harness.tracker.protocol import TrackerError
+from agent_harness.tracker.protocol import failure_class as tracker_failure
 
 if TYPE_CHECKING:
     from agent_harness.pipeline.checks import CheckRun
+
+
+_DELIVERY_WAITS = "delivery waits for the tracker"
+_DELIVERY_BACKOFF_S = 60.0
+_DELIVERY_BACKOFF_CAP_S = 1800.0
 
 
 class Attempt:
@@ -121,7 +129,7 @@ class Attempt:
         if head != approval.sha:
             return False
         self._emit(Resumed(sha=head, why="this commit was already approved"))
-        deliver(self.parts, self.item, self.lease, tree, None, approval, self.history)
+        self._deliver(tree, None, approval)
         return True
 
     def _resume_checked(self, tree: Worktree) -> bool:
@@ -266,7 +274,27 @@ class Attempt:
             )
             parts.fail(lease, f"review: {reasons}", refused)
             return
-        deliver(parts, self.item, lease, tree, checks, verdict, self.history)
+        self._deliver(tree, checks, verdict)
+
+    def _deliver(self, tree: Worktree, checks: CheckRun | None, verdict: Reviewed) -> None:
+        """Deliver approved work; when the tracker is unavailable, park the item (attempt
+        refunded) and deliver again later: the agent and the reviewer are never paid twice."""
+        parts, lease = self.parts, self.lease
+        try:
+            deliver(parts, self.item, lease, tree, checks, verdict, self.history)
+        except TrackerError as exc:
+            failure = tracker_failure(exc)
+            if action_for(failure) is not Action.PARK:
+                parts.fail(lease, f"delivery: {exc.message}", failure)
+                return
+            tries = sum(
+                1
+                for payload in self.history.all(Deferred)
+                if (payload.reason or "").startswith(_DELIVERY_WAITS)
+            )
+            wait = min(_DELIVERY_BACKOFF_CAP_S, _DELIVERY_BACKOFF_S * 2**tries)
+            reason = f"{_DELIVERY_WAITS}: {exc.message}"
+            parts.defer(lease, parts.store.clock() + wait, reason, self.history)
 
     def _review(self, tree: Worktree, checks: CheckRun | None, sha: str) -> Reviewed:
         item = self.item

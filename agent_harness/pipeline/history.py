@@ -79,6 +79,10 @@ class ItemHistory:
     def record(self, payload: Payload) -> None:
         self._payloads.append(payload)
 
+    def all(self, model: type[P]) -> list[P]:
+        """Every event of `model`, oldest first."""
+        return [payload for payload in self._payloads if isinstance(payload, model)]
+
     def last(self, *models: type[P]) -> P | None:
         """The latest event of one of `models`."""
         for payload in reversed(self._payloads):

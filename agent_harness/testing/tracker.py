@@ -45,9 +45,17 @@ class MemoryTracker:
         self.commits: dict[str, list[CommitRecord]] = {}
         self._next = 1
         self._tick = 0
+        self._failures: dict[str, list[Exception]] = {}
+
+    def fail_next(self, kind: str, *errors: Exception) -> None:
+        """Make the next calls of `kind` (e.g. "create_pull") raise these, one each."""
+        self._failures.setdefault(kind, []).extend(errors)
 
     def _count(self, kind: str, write: bool = False) -> None:
         self.tally.count(kind, write)
+        waiting = self._failures.get(kind)
+        if waiting:
+            raise waiting.pop(0)
 
     def _number(self) -> int:
         number, self._next = self._next, self._next + 1

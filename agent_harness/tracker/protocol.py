@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from agent_harness.errors import HarnessError
+from agent_harness.failures import FailureClass
 
 if TYPE_CHECKING:
     from agent_harness.tracker.writes import Pace
@@ -66,6 +67,19 @@ class WriteUncertain(TrackerError):
     def __init__(self, message: str, *, in_flight: bool = True) -> None:
         super().__init__(message)
         self.in_flight = in_flight
+
+
+def failure_class(exc: TrackerError) -> FailureClass:
+    """What kind of tracker failure this is, for the failure policy: a refusal that will come
+    back the same (4xx), a credential or repository problem only a person can fix, or the
+    tracker being unavailable for now (5xx, timeouts, rate limits that outlasted the retries)."""
+    if isinstance(exc, AuthError | PermissionDenied | RepoNotFound):
+        return FailureClass.TRACKER_AUTH
+    if isinstance(exc, RateLimited | WriteUncertain):
+        return FailureClass.TRACKER_UNAVAILABLE
+    if exc.status is not None and 400 <= exc.status < 500:
+        return FailureClass.TRACKER_REFUSED
+    return FailureClass.TRACKER_UNAVAILABLE
 
 
 @dataclass(frozen=True)

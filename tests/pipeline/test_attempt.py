@@ -163,3 +163,39 @@ def test_an_open_pull_request_of_the_branch_is_updated_not_opened_twice(rig: Rig
     assert rig.tracker.pulls[first.number].title == "T1: Count words"
     opened = rig.store.all_events(project="octo/app:PLAN", item="T1")[-2].payload
     assert isinstance(opened, PullOpened) and opened.reused
+
+
+def test_tracker_trouble_at_delivery_parks_and_delivers_later_without_new_work(rig: Rig) -> None:
+    from agent_harness.tracker.protocol import TrackerError
+
+    outage = TrackerError("POST /repos/octo/app/pulls failed 5 times; last: HTTP 502")
+    rig.tracker.fail_next("create_pull", outage, outage)
+    attempt(rig).run()
+    record = rig.state()
+    assert (record.state, record.attempts) == ("waiting", 0)  # parked, the attempt refunded
+    assert record.reason is not None and record.reason.startswith("delivery waits for the tracker")
+    first_wait = record.not_before - rig.clock()  # type: ignore[operator]
+    for _ in range(2):
+        rig.clock.advance(3600)
+        lease = leases.claim_next(rig.store, "octo/app:PLAN", "w2", 60.0)
+        assert lease is not None
+        Attempt(rig.parts(), parse_plan(PLAN).item("T1"), lease).run()
+    assert rig.state().state == "pr_open"
+    assert len(rig.implementer.calls) == 1 and len(rig.reviewer.prompts) == 1
+    assert first_wait == 60.0
+
+
+def test_a_refusal_at_delivery_that_will_not_change_fails_the_item_at_once(rig: Rig) -> None:
+    from agent_harness.tracker.protocol import ValidationFailed
+
+    refusal = ValidationFailed(
+        "GitHub refused POST /pulls: refusing to merge unrelated histories", None, "custom"
+    )
+    rig.tracker.fail_next("create_pull", refusal)
+    attempt(rig).run()
+    record = rig.state()
+    assert (record.state, record.attempts) == ("failed", 1)
+    assert (
+        record.reason
+        == "delivery: GitHub refused POST /pulls: refusing to merge unrelated histories"
+    )
