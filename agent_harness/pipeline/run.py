@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_harness.errors import HarnessError
 from agent_harness.pipeline.attempt import Attempt
 from agent_harness.pipeline.budgets import RunBudget
 from agent_harness.pipeline.checks import run_checks
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
     from agent_harness.review.verdict import Reviewer
     from agent_harness.store.database import Store
     from agent_harness.tracker.protocol import Tracker
+
+
+# States whose agent session may still be wanted: being worked, or waiting for an answer.
+_LIVE_STATES = frozenset({ItemState.CLAIMED, ItemState.CHECKS, ItemState.REVIEW, ItemState.WAITING})
 
 
 class Pipeline:
@@ -244,6 +249,7 @@ class Pipeline:
         fleet.drain(self.project)
         fleet.join(self.project)
         items.unhold(self.store, self.project)
+        self._close_sessions_of_ended_items()
         report = self.report(sync)
         report.reconciled = reconciled
         return report
@@ -283,6 +289,21 @@ class Pipeline:
             last_mark = mark
             if stalled >= 10:
                 return
+
+    def _close_sessions_of_ended_items(self) -> None:
+        """An item that failed, was delivered or left the run keeps no agent session: a killed
+        run's agent (or its dead pane) would otherwise stay on the host for ever. A session
+        waiting for a person's answer is left for them."""
+        host = getattr(self.parts.implementer, "host", None)
+        if host is None:
+            return
+        for record in items.list_items(self.store, self.project):
+            if record.state in _LIVE_STATES or record.lease_expires is not None:
+                continue
+            name = self.parts.session_name(record.id)
+            with contextlib.suppress(HarnessError):  # a host that cannot say is left alone
+                if host.exists(name):
+                    host.kill(name)
 
     def reconcile(self) -> list[dict[str, Any]]:
         """Bring merges, closes and reverts back, so merged work unblocks its dependents."""

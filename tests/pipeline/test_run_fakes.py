@@ -83,3 +83,35 @@ def test_a_spent_run_budget_gives_the_next_items_back_unspent(rig: Rig) -> None:
     assert report.stopped_by_budget and report.cost_usd == 5.0
     assert by_id["T1"].state == "pr_open"
     assert (by_id["T2"].state, by_id["T2"].attempts) in {("pending", 0), ("waiting", 0)}
+
+
+class LeftoverHost:
+    """Sessions a killed run left behind (dead panes), as a session host reports them."""
+
+    kind = "tmux"
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = set(names)
+        self.killed: list[str] = []
+
+    def exists(self, name: str) -> bool:
+        return name in self.names
+
+    def kill(self, name: str) -> None:
+        self.killed.append(name)
+        self.names.discard(name)
+
+
+def test_sessions_of_items_that_ended_are_closed_when_the_run_ends(rig: Rig) -> None:
+    from agent_harness.testing.scripted import ScriptedImplementer, Step
+
+    rig.implementer = ScriptedImplementer([Step(files={".github/workflows/x.yml": "on: push\n"})])
+    run = pipeline(rig, "### T1: One\n\n### T2: Two\ndepends on: T1\n")
+    leftovers = {run.session_name("T1"), run.session_name("T2"), "someone-elses"}
+    host = LeftoverHost(leftovers)
+    rig.implementer.host = host  # type: ignore[attr-defined]
+    report = run.run()
+    states = {item.id: item.state for item in report.items}
+    assert states == {"T1": "failed", "T2": "skipped"}
+    assert sorted(host.killed) == sorted([run.session_name("T1"), run.session_name("T2")])
+    assert host.names == {"someone-elses"}  # never a session that is not this run's
