@@ -15,6 +15,7 @@ from agent_harness.store.events import (
     AgentStateChanged,
     AttemptStarted,
     FailedNote,
+    HeldElsewhere,
     Payload,
     PullOpened,
     RetryNote,
@@ -49,8 +50,14 @@ class LiveView:
         self.rows: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
         self.live: Live | None = None
+        self.caption = ""  # what the run waits for, when it waits for another host
 
     def __call__(self, kind: str, item: str, payload: Payload) -> None:
+        if isinstance(payload, HeldElsewhere):
+            self.caption = payload.describe()
+            if self.live is not None:
+                self.live.update(self.table())
+            return
         if kind not in STAGE_OF and kind != "agent_state":
             return  # run-level notes (reconciled, reclaimed) are not a worker's progress
         with self.lock:
@@ -65,7 +72,7 @@ class LiveView:
             self.live.update(self.table())
 
     def table(self) -> Table:
-        table = Table(title="agent-harness run", title_justify="left")
+        table = Table(title="agent-harness run", title_justify="left", caption=self.caption or None)
         for name in ("item", "worker", "stage", "attempt", "elapsed", "note"):
             table.add_column(name, overflow="fold")
         with self.lock:

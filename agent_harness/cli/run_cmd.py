@@ -84,6 +84,12 @@ Examples:
 @click.option("--approve", is_flag=True, help="Show the items that would run and ask first.")
 @click.option("--yes", is_flag=True, help="With --approve: do not ask (unattended runs).")
 @click.option("--json", "as_json", is_flag=True, help="Emit events as JSON lines.")
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="End when this host has nothing left to claim, instead of waiting for items another "
+    "host holds (to take them over if its leases lapse).",
+)
 @tracker_options
 def run(**options: object) -> int:
     """Work the plan's ready items: worktree, agent, checks, review, pull request.

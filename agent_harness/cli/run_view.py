@@ -41,6 +41,7 @@ def _request(options: dict[str, Any]) -> RunRequest:
         max_attempts=options["max_attempts"],
         agent_timeout_s=options["agent_timeout"],
         own_login=bool(options["own_login"]),
+        wait_for_others=not options["no_wait"],
     )
 
 

@@ -53,6 +53,7 @@ class RunRequest:
     max_attempts: int | None = None
     agent_timeout_s: float | None = None
     own_login: bool = False  # agents use the user's own HOME and logins, not a throwaway one
+    wait_for_others: bool = True  # wait for items other hosts hold before ending
 
 
 def model_events(store: Store, project: str) -> Any:
@@ -199,6 +200,7 @@ def run_settings_for(request: RunRequest, settings: Settings) -> RunSettings:
         revert_window_days=settings.reconcile.revert_window_days,
         check_env_pass=list(settings.checks.env_pass),
         secret_shapes_ignored_in=list(settings.secrets.shapes_ignored_in),
+        wait_for_others=request.wait_for_others,
     )
 
 

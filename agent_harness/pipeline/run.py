@@ -29,7 +29,13 @@ from agent_harness.queue import items, leases
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
 from agent_harness.secrets.process import process_env
-from agent_harness.store.events import FailedNote, ReclaimedNote, ReconciledNote, Withdrawn
+from agent_harness.store.events import (
+    FailedNote,
+    HeldElsewhere,
+    ReclaimedNote,
+    ReconciledNote,
+    Withdrawn,
+)
 from agent_harness.tracker.sync import SyncReport, read_marker, sync_plan
 
 if TYPE_CHECKING:
@@ -274,21 +280,49 @@ class Pipeline:
         return fleet
 
     def _wait_until_done(self, fleet: Any) -> None:
-        """Until nothing can be claimed: idle can be declared just as another worker puts an
-        item back, so look again, but never for ever: ten idle looks with nothing new recorded
-        end the run."""
-        stalled, last_mark = 0, -1
+        """Until nothing can be claimed. Idle can be declared just as another worker puts an
+        item back, so look again, but never for ever: claimable work that no worker takes for
+        ten idle polls (at least a second), with nothing new recorded, ends the run. Items
+        another host holds are waited for (unless told not to): their leases either end with
+        the work done, or lapse, and then this run takes the items over."""
+        stalled_since, last_mark, told = None, -1, ""
+        patience = max(1.0, 10 * self.settings.idle_poll_s)
         while not self.budget.spent:
             if not fleet.wait_idle(self.project, timeout=1.0):
-                stalled = 0
+                stalled_since = None
                 continue
-            if not self._claimable():
+            if self._claimable():
+                mark = self._last_event_id()
+                if mark != last_mark or stalled_since is None:
+                    last_mark, stalled_since = mark, time.monotonic()
+                elif time.monotonic() - stalled_since > patience:
+                    return  # claimable, yet nothing is claimed: say what is left, and end
+                fleet.wait_idle(self.project, timeout=self.settings.idle_poll_s)
+                continue
+            held = self._held_elsewhere()
+            if held is None or not self.settings.wait_for_others:
                 return
-            mark = self._last_event_id()
-            stalled = stalled + 1 if mark == last_mark else 0
-            last_mark = mark
-            if stalled >= 10:
-                return
+            if held.describe() != told:
+                told = held.describe()
+                self.parts.note("", held)
+            self.sleep(min(max(held.ends_in_s, 0.0) + 0.01, 5.0))
+
+    def _held_elsewhere(self) -> HeldElsewhere | None:
+        """Items whose live lease belongs to another host's worker."""
+        now = self.store.clock()
+        ours = self.worker_prefix + "/"
+        held = [
+            record
+            for record in items.list_items(self.store, self.project)
+            if record.lease_expires is not None
+            and record.lease_expires >= now
+            and not (record.worker or "").startswith(ours)
+        ]
+        if not held:
+            return None
+        hosts = sorted({(record.worker or "?").split("/")[0] for record in held})
+        soonest = min(float(record.lease_expires or now) for record in held) - now
+        return HeldElsewhere(items=[r.id for r in held], hosts=hosts, ends_in_s=round(soonest, 1))
 
     def _close_sessions_of_ended_items(self) -> None:
         """An item that failed, was delivered or left the run keeps no agent session: a killed
@@ -340,6 +374,8 @@ class Pipeline:
         records = {r.id: r for r in items.list_items(self.store, self.project)}
         now = self.store.clock()
         for record in records.values():
+            if record.lease_expires is not None and record.lease_expires < now:
+                return True  # a lease that lapsed (its worker died): taken over next
             waiting_done = record.state == ItemState.WAITING and (record.not_before or 0) <= now
             if record.state != ItemState.PENDING and not waiting_done:
                 continue

@@ -50,3 +50,4 @@ class RunSettings:
     idle_poll_s: float = 0.2
     check_env_pass: list[str] = field(default_factory=list)  # secret-looking names checks get
     secret_shapes_ignored_in: list[str] = field(default_factory=list)  # globs: fixtures
+    wait_for_others: bool = True  # wait out other hosts' leases before ending the run

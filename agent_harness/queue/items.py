@@ -229,24 +229,30 @@ def enqueue(
         for seq, item in enumerate(work_items):
             old = existing.get(item.id)
             if old is None:
-                _add(tx, project, seq, item, max_attempts, now)
-                outcome = "added"
+                added = _add(tx, project, seq, item, max_attempts, now)
+                outcome = "added" if added else "unchanged"
             else:
                 outcome = _refresh(tx, project, seq, item, old, now)
             sorted_into[outcome].append(item.id)
     return EnqueueResult(**{name: tuple(ids) for name, ids in sorted_into.items()})
 
 
-def _add(tx: Tx, project: str, seq: int, item: WorkItem, max_attempts: int, now: float) -> None:
+def _add(tx: Tx, project: str, seq: int, item: WorkItem, max_attempts: int, now: float) -> bool:
+    """Insert a new item; False when another host inserted it first (hosts starting together
+    on a new project both see an empty queue: the loser's insert does nothing, no error)."""
     state = S.DONE if item.done else S.PENDING
-    tx.execute(
+    inserted = tx.execute(
         "INSERT INTO items (project, id, seq, title, content_hash, item_json, state, "
-        "max_attempts, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "max_attempts, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (project, id) DO NOTHING",
         (project, item.id, seq, item.title, item.content_hash, item.model_dump_json(), state,
          max_attempts, now),
     )  # fmt: skip
+    if inserted == 0:
+        return False
     _set_deps(tx, project, item)
     tx.append_event(project, item.id, Enqueued(to=state, hash=item.content_hash))
+    return True
 
 
 def _refresh(tx: Tx, project: str, seq: int, item: WorkItem, old: Sequence[Any], now: float) -> str:

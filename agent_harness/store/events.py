@@ -66,6 +66,7 @@ class EventKind(StrEnum):
     WITHDRAWN = "withdrawn"
     RECLAIMED = "reclaimed"
     RECONCILED = "reconciled"
+    HELD_ELSEWHERE = "held_elsewhere"
 
 
 class Payload(BaseModel):
@@ -534,6 +535,24 @@ class ReconciledNote(Note):
     KIND = EventKind.RECONCILED
     state: str = Field(description="The state the tracker moved the item to.")
     pr: int | None = Field(default=None, description="The pull request behind it.")
+
+
+class HeldElsewhere(Note):
+    """Nothing is left to claim here, but another host's workers hold items: the run waits
+    for their leases to end (the work done) or lapse (then it takes the items over)."""
+
+    KIND = EventKind.HELD_ELSEWHERE
+    items: list[str] = Field(description="The items held.")
+    hosts: list[str] = Field(description="The hosts holding them (worker name prefixes).")
+    ends_in_s: float = Field(description="Seconds until the first of those leases ends.")
+
+    def describe(self) -> str:
+        count = len(self.items)
+        what = f"{count} item{'s' if count != 1 else ''}"
+        return (
+            f"{what} held by host {', '.join(self.hosts)}, lease ends in {self.ends_in_s:.0f} s; "
+            "waiting"
+        )
 
 
 AnyPayload = Payload | RawPayload

@@ -115,3 +115,38 @@ def test_sessions_of_items_that_ended_are_closed_when_the_run_ends(rig: Rig) -> 
     assert states == {"T1": "failed", "T2": "skipped"}
     assert sorted(host.killed) == sorted([run.session_name("T1"), run.session_name("T2")])
     assert host.names == {"someone-elses"}  # never a session that is not this run's
+
+
+def test_items_another_host_holds_are_waited_for_and_taken_over_when_it_dies(rig: Rig) -> None:
+    from agent_harness.queue import items, leases
+    from agent_harness.store.events import HeldElsewhere
+
+    plan = "### T1: One\n\n### T2: Two\n"
+    items.enqueue(rig.store, "octo/app:PLAN", parse_plan(plan).items)
+    # Host h3 claimed T1 and then died: its lease runs 30 s more and nobody renews it.
+    theirs = leases.claim_next(rig.store, "octo/app:PLAN", "h3-abc123/w1", 30.0)
+    assert theirs is not None and theirs.item_id == "T1"
+    heard: list[HeldElsewhere] = []
+    run = pipeline(rig, plan)
+    run.sleep = rig.clock.sleep  # waiting moves the fake clock
+    run.parts.observer = lambda kind, item, payload: (
+        heard.append(payload) if isinstance(payload, HeldElsewhere) else None
+    )
+    rig.reviewer = ScriptedReviewer([verdict(True), verdict(True)])
+    run.parts.reviewer = rig.reviewer
+    report = run.run()
+    assert {item.id: item.state for item in report.items} == {"T1": "pr_open", "T2": "pr_open"}
+    assert heard and heard[0].items == ["T1"] and heard[0].hosts == ["h3-abc123"]
+    assert heard[0].describe() == "1 item held by host h3-abc123, lease ends in 30 s; waiting"
+
+
+def test_with_no_wait_the_run_ends_when_its_own_work_is_done(rig: Rig) -> None:
+    from agent_harness.queue import items, leases
+
+    plan = "### T1: One\n\n### T2: Two\n"
+    items.enqueue(rig.store, "octo/app:PLAN", parse_plan(plan).items)
+    assert leases.claim_next(rig.store, "octo/app:PLAN", "h3-abc123/w1", 30.0) is not None
+    run = pipeline(rig, plan)
+    rig.settings.wait_for_others = False
+    report = run.run()
+    assert {item.id: item.state for item in report.items} == {"T1": "claimed", "T2": "pr_open"}
