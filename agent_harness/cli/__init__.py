@@ -90,7 +90,7 @@ Examples:
   agent-harness reconcile --repo owner/name      # merged / closed / reverted
 """,
 )
-@click.version_option(package_name="agent-harness", prog_name="agent-harness")
+@click.version_option(package_name="agent-harness-fleet", prog_name="agent-harness")
 def cli() -> None:
     """Turn a markdown plan into tracker issues and run coding agents on them.
 
