@@ -8,9 +8,12 @@ kills the whole group, and a background child still holding the output open cann
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -222,3 +225,30 @@ def _read_tail(sink: IO[bytes]) -> str:
 
 def _join(tail: str, note: str) -> str:
     return f"{tail.rstrip()}\n{note}" if tail.strip() else note
+
+
+# Words a shell runs itself: their "program" cannot be looked up on PATH.
+_SHELL_WORDS = frozenset(
+    {".", ":", "[", "[[", "!", "cd", "command", "eval", "exec", "export", "for", "if", "set",
+     "source", "test", "true", "false", "while", "until", "case", "{", "(", "env", "time"}
+)  # fmt: skip
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def missing_program(command: str, env: Mapping[str, str]) -> str | None:
+    """The program `command` starts that cannot be found as the check would run it (on the
+    `PATH` of `env`), or None. Only what can be judged before any work is judged: a command
+    the shell runs itself, or a path inside the repository (the agent may create it), passes."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        return None  # the shell will say what is wrong with it
+    words = list(itertools.dropwhile(_ASSIGNMENT.match, words))
+    if not words or words[0] in _SHELL_WORDS:
+        return None
+    program = words[0]
+    if "/" in program:
+        if os.path.isabs(program) and not os.access(program, os.X_OK):
+            return program
+        return None
+    return None if shutil.which(program, path=env.get("PATH", "")) else program

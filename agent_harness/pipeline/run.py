@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 from agent_harness.errors import HarnessError
 from agent_harness.pipeline.attempt import Attempt
 from agent_harness.pipeline.budgets import RunBudget
-from agent_harness.pipeline.checks import run_checks
+from agent_harness.pipeline.checks import missing_program, run_checks
 from agent_harness.pipeline.parts import CheckRunner, RunParts
 from agent_harness.pipeline.report import RunReport, build_report, unfinished_deps
 from agent_harness.pipeline.settings import Observer, RunInterrupted, RunRefused, RunSettings
-from agent_harness.plan.model import Plan
+from agent_harness.plan.model import Plan, check_command
 from agent_harness.queue import items, leases
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
+from agent_harness.secrets.environment import without_secrets
 from agent_harness.secrets.process import process_env
 from agent_harness.store.events import (
     FailedNote,
@@ -166,7 +167,30 @@ class Pipeline:
             raise RunRefused(f"{parts.tracker.repo} is archived: no pull request can be opened")
         parts.repo.set_default_branch(info.default_branch)
         parts.repo.check_clean_default()
+        self._refuse_missing_check_programs()
         self._setup_checked = True
+
+    def _refuse_missing_check_programs(self) -> None:
+        """A check whose program does not exist fails every attempt the same way: refuse the
+        run before any agent is paid, naming the check."""
+        env = without_secrets(
+            self.parts.env,
+            allow=self.settings.check_env_pass,
+            known=self.parts.known_secrets,
+        )
+        commands = list(self.settings.checks)
+        commands += [
+            c
+            for item in self.plan.items
+            if not item.done and (c := check_command(item.success_check))
+        ]
+        for command in dict.fromkeys(commands):
+            program = missing_program(command, env)
+            if program is not None:
+                raise RunRefused(
+                    f"check `{command}`: {program} is not found on the checks' PATH "
+                    f"({env.get('PATH', 'PATH is not set')}); install it, or fix the check"
+                )
 
     def prepare(self) -> SyncReport:
         """Mirror the plan to issues (so every PR can close one) and queue the items."""

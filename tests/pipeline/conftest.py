@@ -45,9 +45,20 @@ class Rig:
     settings: RunSettings = field(
         default_factory=lambda: RunSettings(checks=["pytest -q"], lease_s=60.0)
     )
-    env: dict[str, str] = field(default_factory=lambda: {"PATH": "/usr/bin", "LANG": "C"})
+    env: dict[str, str] = field(default_factory=dict)
     heard: list[tuple[str, str, Payload]] = field(default_factory=list)
     workspace: MemoryWorkspace | None = None
+
+    def __post_init__(self) -> None:
+        # The programs the scripted checks name exist on the checks' PATH, as the run's setup
+        # looks them up there (it never starts them: the checks are scripted).
+        tools = self.tmp / "bin"
+        tools.mkdir(exist_ok=True)
+        for name in ("pytest", "python"):
+            (tools / name).write_text("#!/bin/sh\nexit 0\n")
+            (tools / name).chmod(0o755)
+        self.env.setdefault("PATH", str(tools))
+        self.env.setdefault("LANG", "C")
 
     def parts(self) -> RunParts:
         if self.workspace is None:

@@ -296,3 +296,25 @@ def test_an_empty_run_passes_and_has_no_failure() -> None:
 )
 def test_only_a_zero_exit_passes(result: CheckResult, passed: bool) -> None:
     assert result.passed is passed
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("command", "missing"),
+    [
+        ("no-such-tool -q", "no-such-tool"),
+        ("LANG=C no-such-tool", "no-such-tool"),
+        ("/nonexistent/bin/tool --x", "/nonexistent/bin/tool"),
+        ("sh -c 'exit 0'", None),
+        ("cd sub && make", None),  # the shell's own words cannot be looked up
+        ("./scripts/check.sh", None),  # inside the repository: the agent may write it
+        ("", None),
+        ("echo 'unterminated", None),  # the shell will say what is wrong
+    ],
+)
+def test_the_program_a_check_starts_is_looked_up_as_the_check_will_run_it(
+    command: str, missing: str | None
+) -> None:
+    from agent_harness.pipeline.checks import missing_program
+
+    assert missing_program(command, {"PATH": "/usr/bin:/bin"}) == missing

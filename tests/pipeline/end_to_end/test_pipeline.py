@@ -206,10 +206,22 @@ def test_the_push_guard_refuses_any_refspec_touching_the_default_branch() -> Non
 def test_missing_and_hanging_checks_fail_the_item_with_the_reason(h: Harness) -> None:
     agent = write_scripted_agent(h.tmp / "agents", "done")
     command = shlex.join(agent) + " {prompt_file}"
+    from agent_harness.pipeline.settings import RunRefused
+
+    # A program that is nowhere to be found is refused before any agent is paid.
+    refused = h.pipeline(
+        "### T1: Anything\n",
+        agent=command,
+        settings=settings(checks=["no-such-tool-xyz --check"], max_attempts=3),
+    )
+    with pytest.raises(RunRefused, match="check `no-such-tool-xyz --check`: no-such-tool-xyz"):
+        refused.run()
+    assert h.store.all_events(item="T1") == []
+    # One inside the repository may be the agent's to write: missing when it runs, it fails.
     missing = h.pipeline(
         "### T1: Anything\n",
         agent=command,
-        settings=settings(checks=["no-such-tool-xyz --check"], max_attempts=1),
+        settings=settings(checks=["./no-such-tool-xyz --check"], max_attempts=1),
     )
     [item] = missing.run().items
     assert item.state == "failed" and "no-such-tool-xyz" in (item.reason or "")

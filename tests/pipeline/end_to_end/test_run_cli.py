@@ -49,6 +49,10 @@ AGENT = f"{sys.executable} -c pass {{prompt_file}}"
         (["--agent", "no-such-agent-binary {prompt_file}"], "not found on PATH"),
         (["--agent", AGENT, "--implementer", "openai:x"], "exactly one of --agent"),
         (["--agent", AGENT, "--only", "T9"], "--only names items not in the plan: T9"),
+        (
+            ["--agent", AGENT, "--check", "no-such-tool -q"],
+            "check `no-such-tool -q`: no-such-tool is not found on the checks' PATH",
+        ),
     ],
 )
 def test_bad_agent_options_are_one_line_errors(
