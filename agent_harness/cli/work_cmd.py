@@ -210,25 +210,39 @@ def _chain_json(chain: Any) -> dict[str, Any]:
     epilog="""\b
 Examples:
   agent-harness work retry T4
+  agent-harness work retry T4 --fresh            # and discard its old branch and worktree
   agent-harness work retry T4 --project me/app:PLAN --json
 """
 )
 @click.argument("item_id", metavar="ID")
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Discard the item's old branch and worktree (kept aside by default); the pushed "
+    "branch and its pull request stay on the tracker.",
+)
 @_common
 @click.pass_context
 def retry(
-    ctx: click.Context, item_id: str, db: str | None, project: str | None, as_json: bool
+    ctx: click.Context,
+    item_id: str,
+    fresh: bool,
+    db: str | None,
+    project: str | None,
+    as_json: bool,
 ) -> int:
     """Re-queue a failed, skipped, closed or reverted item, and the items it had blocked.
 
-    Refused while a live lease holds the item: a worker is still on it.
+    The item starts over from the current default branch on a new branch (agent-harness/ID.rN-
+    ...), so it can succeed after a revert; its old branch is kept as it was unless --fresh.
+    Refused while a live lease holds the item, and for any other state (exit 2).
     """
     from agent_harness.cli.output import open_database
     from agent_harness.queue import items as queue
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     with open_database(db, must_exist=True) as store:
-        requeued = queue.retry(store, queue.resolve_project(store, project), item_id)
+        requeued = queue.retry(store, queue.resolve_project(store, project), item_id, fresh=fresh)
     if as_json:
         print_json({"requeued": list(requeued)})
     else:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_harness.git.worktrees import WorkRepo, WorktreeError, repo_git
+from agent_harness.git.worktrees import WorkRepo, WorktreeError, item_of_dir_name, repo_git
 
 FINISHED = frozenset({"merged", "closed"})
 
@@ -92,7 +92,7 @@ def assess(
     repo: WorkRepo, path: Path, branch: str | None, state: str | None, merged_head: str | None
 ) -> WorktreeInfo:
     """Everything needed to decide whether one worktree may go."""
-    item_id = path.name
+    item_id = item_of_dir_name(path.name)
     size = disk_size(path) if path.is_dir() else 0
     dirty = bool(path.is_dir() and _git(path, "status", "--porcelain", check=False))
     unpushed = 0

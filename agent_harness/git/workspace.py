@@ -23,8 +23,14 @@ class Workspace(Protocol):
     def check_clean_default(self) -> None:
         """Refuse a clone whose default branch has local commits or changes."""
 
-    def prepare(self, item_id: str, title: str, namespace: str = "") -> Worktree:
-        """The item's worktree on its own branch, reused when healthy, made when not."""
+    def prepare(
+        self, item_id: str, title: str, namespace: str = "", generation: int = 0
+    ) -> Worktree:
+        """The item's worktree on its own branch, reused when healthy, made when not; a retried
+        item (generation N) gets a new one from the current default branch."""
+
+    def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
+        """Remove one generation's worktree and local branch; returns what was removed."""
 
     def verify_branch(self, tree: Worktree) -> None:
         """Refuse a worktree whose branch was changed under it (the agent switched branches)."""

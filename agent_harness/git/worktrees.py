@@ -48,11 +48,30 @@ def _clean(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text)
 
 
-def branch_name(item_id: str, title: str, namespace: str = "") -> str:
+def generation_suffix(generation: int) -> str:
+    """`.rN` for the Nth retry of an item, nothing for its first life. A dot cannot occur in an
+    id or a slug, so one generation's names never match another's."""
+    return f".r{generation}" if generation else ""
+
+
+def branch_name(item_id: str, title: str, namespace: str = "", generation: int = 0) -> str:
     """`agent-harness/<id>-<slug>`; with a namespace (a second plan in the same repository),
-    `agent-harness/<namespace>/<id>-<slug>`, so two plans' T1 never share a branch."""
+    `agent-harness/<namespace>/<id>-<slug>`, so two plans' T1 never share a branch; a retried
+    item starts over on `agent-harness/<id>.rN-<slug>`, from the current default branch."""
     space = f"{_clean(namespace)}/" if namespace else ""
-    return f"{BRANCH_PREFIX}{space}{_clean(item_id)}-{slugify(title)}"
+    return (
+        f"{BRANCH_PREFIX}{space}{_clean(item_id)}{generation_suffix(generation)}-{slugify(title)}"
+    )
+
+
+def worktree_dir_name(item_id: str, namespace: str = "", generation: int = 0) -> str:
+    base = f"{_clean(namespace)}--{_clean(item_id)}" if namespace else _clean(item_id)
+    return base + generation_suffix(generation)
+
+
+def item_of_dir_name(name: str) -> str:
+    """The worktree directory's name without its retry generation (`T1.r2` -> `T1`)."""
+    return re.sub(r"\.r\d+$", "", name)
 
 
 GIT_TIMEOUT_S = runner.GIT_TIMEOUT_S  # the longest any one git command here may take
@@ -169,28 +188,32 @@ class WorkRepo:
                 )
 
     # -- worktrees -----------------------------------------------------------------------------
-    def prepare(self, item_id: str, title: str, namespace: str = "") -> Worktree:
+    def prepare(
+        self, item_id: str, title: str, namespace: str = "", generation: int = 0
+    ) -> Worktree:
         """The item's worktree: reused when healthy, rebuilt when broken, new otherwise.
 
         `namespace` (the plan key of a plan that is not the repository's main one) keeps two
-        plans' items with the same id in separate worktrees and branches."""
+        plans' items with the same id in separate worktrees and branches; `generation` (the
+        item's retries) gives a retried item a new branch and worktree from the current base,
+        leaving the old ones as they were."""
         # An item keeps the branch it started on, even if its title is edited later: a new
         # name would orphan pushed work and open a second pull request.
         default = self.default_branch()
         self.fetch(self.fetch_max_age_s)
         # One look at every ref that matters here, instead of a git call per question.
         space = f"{_clean(namespace)}/" if namespace else ""
-        safe_id = f"{space}{_clean(item_id)}"
+        safe_id = f"{space}{_clean(item_id)}{generation_suffix(generation)}"
         refs = self._refs(
             f"refs/heads/{BRANCH_PREFIX}{safe_id}-*",
             f"refs/remotes/{self.remote}/{BRANCH_PREFIX}{safe_id}-*",
             f"refs/heads/{default}",
             f"refs/remotes/{self.remote}/{default}",
         )
-        branch = self._branch_from(refs, safe_id) or branch_name(item_id, title, namespace)
-        path = self.worktrees_dir / (
-            f"{_clean(namespace)}--{_clean(item_id)}" if namespace else _clean(item_id)
+        branch = self._branch_from(refs, safe_id) or branch_name(
+            item_id, title, namespace, generation
         )
+        path = self.worktrees_dir / worktree_dir_name(item_id, namespace, generation)
         base = refs.get(f"refs/remotes/{self.remote}/{default}") or _git(
             self.path, "rev-parse", default
         )
@@ -314,6 +337,24 @@ class WorkRepo:
         return _git(
             tree.path, "diff", "--no-color", "--no-ext-diff", "--text", "-U0", tree.base_sha, "HEAD"
         )
+
+    def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
+        """Remove one generation's worktree and local branch (`work retry --fresh`); the
+        remote branch, a pull request's history, is left alone. Returns what was removed."""
+        removed: list[str] = []
+        path = self.worktrees_dir / worktree_dir_name(item_id, namespace, generation)
+        if path.exists() or self._registered(path):
+            shutil.rmtree(path, ignore_errors=True)
+            _git(self.path, "worktree", "prune")
+            removed.append(str(path))
+        space = f"{_clean(namespace)}/" if namespace else ""
+        prefix = (
+            f"refs/heads/{BRANCH_PREFIX}{space}{_clean(item_id)}{generation_suffix(generation)}-"
+        )
+        for ref in self._refs(prefix + "*"):
+            _git(self.path, "branch", "-D", ref.removeprefix("refs/heads/"))
+            removed.append(ref.removeprefix("refs/heads/"))
+        return removed
 
     def changed_paths(self, tree: Worktree) -> list[str]:
         """Every path that differs from the base (see `protect.changed_paths`)."""

@@ -41,6 +41,7 @@ from agent_harness.store.events import (
     LeaseLostNote,
     Payload,
     Resumed,
+    Retried,
     Reviewed,
     WorktreeReady,
 )
@@ -111,8 +112,17 @@ class Attempt:
 
     # -- stages --------------------------------------------------------------------------------
     def _worktree(self) -> Worktree:
-        with self.parts.git_lock:
-            tree = self.parts.repo.prepare(self.item.id, self.item.title, self.parts.namespace)
+        """The item's worktree. Each retry by a person (or the reconciler) is a generation of
+        its own: a new branch from the current default branch, so work merged and reverted
+        since is not built on; the old branch is left as it was, or discarded when the retry
+        said so (`work retry --fresh`)."""
+        retries = [r for r in self.history.all(Retried) if r.via is None]
+        generation = len(retries)
+        parts = self.parts
+        with parts.git_lock:
+            if retries and retries[-1].fresh:
+                parts.repo.discard(self.item.id, parts.namespace, generation - 1)
+            tree = parts.repo.prepare(self.item.id, self.item.title, parts.namespace, generation)
         self._emit(
             WorktreeReady(
                 path=str(tree.path), branch=tree.branch, base=tree.base_sha, reused=tree.reused

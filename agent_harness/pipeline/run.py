@@ -206,6 +206,7 @@ class Pipeline:
                 parts.issues.setdefault(marker.item_id, issue.number)
         items.unhold(store, project)  # whatever an earlier --only run held back
         items.enqueue(store, project, self.plan.items, max_attempts=parts.settings.max_attempts)
+        items.set_budget(store, project, parts.settings.max_attempts)
         in_plan = {item.id for item in self.plan.items}
         queued = {record.id for record in items.list_items(store, project)}
         gone = sorted(queued - in_plan)

@@ -284,6 +284,17 @@ def _refresh(tx: Tx, project: str, seq: int, item: WorkItem, old: Sequence[Any],
     return "updated"
 
 
+def set_budget(store: Store, project: str, max_attempts: int) -> int:
+    """Give every item still to be worked (or being worked) this attempt budget, so a budget
+    given on a later run applies to items an earlier run queued; returns how many changed."""
+    with store.transaction() as tx:
+        return tx.execute(
+            "UPDATE items SET max_attempts = ? WHERE project = ? AND max_attempts <> ? "
+            "AND state IN ('pending', 'waiting', 'claimed', 'checks', 'review')",
+            (max_attempts, project, max_attempts),
+        )
+
+
 def _set_deps(tx: Tx, project: str, item: WorkItem) -> None:
     tx.execute("DELETE FROM deps WHERE project = ? AND item = ?", (project, item.id))
     for dep in sorted(set(item.depends_on)):
@@ -399,10 +410,25 @@ def withdraw(store: Store, project: str, item_ids: Iterable[str], reason: str) -
     return tuple(gone)
 
 
-def retry(store: Store, project: str, item_id: str) -> tuple[str, ...]:
+RETRYABLE = (S.FAILED, S.SKIPPED, S.CLOSED, S.REVERTED)
+
+
+class NotRetryable(IllegalTransition, UsageError):
+    """Only an item that ended without its work landing can be retried (a usage error: the
+    person asked for something the item's state does not allow)."""
+
+    def __init__(self, item_id: str, state: ItemState) -> None:
+        names = ", ".join(s.value for s in RETRYABLE[:-1]) + f" or {RETRYABLE[-1].value}"
+        self.item_id, self.current, self.wanted = item_id, state.value, S.PENDING.value
+        UsageError.__init__(self, f"{item_id} is {state.value}; only {names} items can be retried")
+
+
+def retry(store: Store, project: str, item_id: str, *, fresh: bool = False) -> tuple[str, ...]:
     """Re-queue a failed, skipped, closed or reverted item and the items it skipped.
 
-    Returns the re-queued ids. Refused while a live lease holds the item.
+    The retried item starts over from the current default branch, on a branch of its own: its
+    old branch is kept as it was (nothing is lost), or with `fresh` discarded. Returns the
+    re-queued ids. Refused while a live lease holds the item, and for any other state.
     """
     with store.transaction() as tx:
         row = tx.one(
@@ -415,6 +441,8 @@ def retry(store: Store, project: str, item_id: str) -> tuple[str, ...]:
         state, worker, expires = ItemState(row[0]), row[1], row[2]
         if expires is not None and expires >= store.clock():
             raise ItemBusy(item_id, worker or "?", expires)
+        if state not in RETRYABLE:
+            raise NotRetryable(item_id, state)
         _check(item_id, state, S.PENDING)
         now = store.clock()
         requeued = [item_id]
@@ -423,7 +451,7 @@ def retry(store: Store, project: str, item_id: str) -> tuple[str, ...]:
             "not_before = NULL, updated_at = ? WHERE project = ? AND id = ?",
             (now, project, item_id),
         )
-        tx.append_event(project, item_id, Retried(from_=state, to=S.PENDING))
+        tx.append_event(project, item_id, Retried(from_=state, to=S.PENDING, fresh=fresh))
         for (dependent,) in tx.all(
             "SELECT id FROM items WHERE project = ? AND blocked_by = ? AND state = 'skipped'",
             (project, item_id),

@@ -264,6 +264,9 @@ class Retried(Transition):
 
     KIND = EventKind.RETRIED
     via: str | None = Field(default=None, description="The item whose retry freed this one.")
+    fresh: bool = Field(
+        default=False, description="The old branch and worktree are discarded, not kept aside."
+    )
 
 
 class Outcome(Transition):

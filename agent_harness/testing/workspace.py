@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from agent_harness.git.worktrees import (
     WorktreeError,
     branch_name,
     guard_refspec,
+    worktree_dir_name,
 )
 
 Snapshot = dict[str, bytes]
@@ -61,14 +63,27 @@ class MemoryWorkspace:
         if self.dirty_default:
             raise WorktreeError(f"the default branch {self._default} has uncommitted changes")
 
-    def prepare(self, item_id: str, title: str, namespace: str = "") -> Worktree:
-        branch = branch_name(item_id, title, namespace)
-        path = self.root / "worktrees" / (f"{namespace}--{item_id}" if namespace else item_id)
+    def prepare(
+        self, item_id: str, title: str, namespace: str = "", generation: int = 0
+    ) -> Worktree:
+        branch = branch_name(item_id, title, namespace, generation)
+        path = self.root / "worktrees" / worktree_dir_name(item_id, namespace, generation)
         reused = branch in self._branches and path.is_dir()
         state = self._branches.setdefault(branch, _Branch(self.main_sha))
         if not reused:
             self._checkout(path, self._snapshots[state.head])
         return Worktree(item_id, path, branch, state.base, reused)
+
+    def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
+        path = self.root / "worktrees" / worktree_dir_name(item_id, namespace, generation)
+        stem = branch_name(item_id, "x", namespace, generation).rsplit("-", 1)[0] + "-"
+        gone = [name for name in self._branches if name.startswith(stem)]
+        for name in gone:
+            del self._branches[name]
+        if path.exists():
+            shutil.rmtree(path)
+            gone.insert(0, str(path))
+        return gone
 
     def _checkout(self, path: Path, snapshot: Snapshot) -> None:
         path.mkdir(parents=True, exist_ok=True)

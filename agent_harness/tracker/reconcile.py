@@ -559,6 +559,8 @@ class Reconciler:
         # The run pipeline queues a plan's items under the project "owner/repo:plankey".
         project = f"{self.tracker.repo}:{transition.plan}"
         try:
+            if transition.state == "reverted":
+                self._merged_first(project, transition)
             moved = work.record_outcome(
                 self.store, project, transition.item, transition.state, transition.evidence
             )
@@ -576,6 +578,22 @@ class Reconciler:
                 transition.done.append("requeued")
             except HarnessError as exc:
                 self.report.problems.append(f"{transition.item}: not re-queued ({exc.message})")
+
+    def _merged_first(self, project: str, transition: Transition) -> None:
+        """Merged and reverted between two looks: the queue records the merge, then the revert.
+
+        Without this the item would stay pr_open for ever (a revert needs a merge before it),
+        and could never be retried.
+        """
+        from agent_harness.queue import items as work
+
+        assert self.store is not None
+        state = work.get_item(self.store, project, transition.item).state
+        if state not in (work.ItemState.MERGED, work.ItemState.REVERTED):
+            merge = {
+                k: v for k, v in transition.evidence.items() if k in ("pr", "sha", "merged_at")
+            }
+            work.record_outcome(self.store, project, transition.item, "merged", merge)
 
     def _apply(self, transition: Transition) -> None:
         # The queue follows the tracker even when the issue cannot be written (a 403).

@@ -81,8 +81,10 @@ def test_show_and_retry_an_item(db: str, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["work", "show", "T1"]) == 0
     assert "attempt_failed" in capsys.readouterr().out
     assert _json(capsys, "work", "retry", "T1") == {"requeued": ["T1", "T2"]}
-    assert main(["work", "retry", "T1"]) == 1  # pending now: nothing to retry
-    assert "cannot go from pending" in capsys.readouterr().err
+    assert main(["work", "retry", "T1"]) == 2  # pending now: nothing to retry
+    assert capsys.readouterr().err.strip() == (
+        "error: T1 is pending; only failed, skipped, closed or reverted items can be retried"
+    )
     assert main(["work", "show", "T9"]) == 2
     assert "no item T9" in capsys.readouterr().err
 

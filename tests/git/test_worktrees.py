@@ -138,6 +138,35 @@ def test_an_edited_title_keeps_the_items_branch(clone: Path) -> None:
     assert repo.prepare("T10", "Other").branch == "agent-harness/T10-other"
 
 
+def test_a_retried_generation_starts_from_todays_default_and_fresh_discards_the_old(
+    clone: Path,
+) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    old = repo.prepare("T1", "x")
+    (old.path / "work.txt").write_text("first try\n")
+    old_sha = repo.commit_all(old, "T1: x")
+    # Meanwhile the default branch moves on.
+    other = clone.parent / "other"
+    git(clone.parent, "clone", "-q", str(clone.parent / "origin.git"), str(other))
+    (other / "NEWS.md").write_text("news\n")
+    git(other, "add", "-A")
+    git(other, "commit", "-qm", "news")
+    git(other, "push", "-q", "origin", "main")
+
+    repo = WorkRepo(clone, clone.parent / "state")  # a later run
+    again = repo.prepare("T1", "x", generation=1)
+    assert again.branch == "agent-harness/T1.r1-x" and again.path != old.path
+    assert again.base_sha == git(clone, "rev-parse", "origin/main") != old.base_sha
+    assert not (again.path / "work.txt").exists() and (again.path / "NEWS.md").exists()
+    assert repo.head(repo.prepare("T1", "x")) == old_sha  # the first life is kept as it was
+
+    removed = repo.discard("T1")
+    assert str(old.path) in removed and "agent-harness/T1-x" in removed
+    assert not old.path.exists()
+    branches = git(clone, "branch", "--format=%(refname:short)", "--list", "agent-harness/*")
+    assert branches.split() == ["agent-harness/T1.r1-x"]
+
+
 def test_nothing_to_commit_is_none_in_any_locale(
     clone: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

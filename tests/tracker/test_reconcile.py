@@ -107,6 +107,22 @@ def test_revert_button_then_revert_of_the_revert(scene: Scene, store: Store) -> 
     assert queue_items.get_item(store, PROJECT, "T1").state == "merged"  # reapplied: merged again
 
 
+def test_merged_and_reverted_between_two_looks_is_recorded_merged_then_reverted(
+    scene: Scene, store: Store
+) -> None:
+    queue(store, "T1")
+    pr = scene.open_pr("T1", scene.issue("T1"))
+    scene.revert_on_main(scene.merge(pr))  # nobody reconciled while it was merged
+    report = reconcile(scene.tracker(), store=store)
+    assert states(report) == {"T1": "reverted"}
+    assert queue_items.get_item(store, PROJECT, "T1").state == "reverted"
+    outcomes = [e for e in store.all_events(project=PROJECT, item="T1") if e.kind == "outcome"]
+    moves = [(e.payload.as_dict()["from"], e.payload.as_dict()["to"]) for e in outcomes]
+    assert moves == [("pr_open", "merged"), ("merged", "reverted")]
+    queue_items.retry(store, PROJECT, "T1")  # and a person can try it again
+    assert queue_items.get_item(store, PROJECT, "T1").state == "pending"
+
+
 def test_git_revert_on_main_and_reapply(scene: Scene, store: Store) -> None:
     pr = scene.open_pr("T1")
     merge_sha = scene.merge(pr)
