@@ -100,36 +100,54 @@ def cli() -> None:
     """
 
 
+def _wants_json(argv: list[str] | None) -> bool:
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    words = args[: args.index("--")] if "--" in args else args
+    return "--json" in words
+
+
+def _fail(message: str, code: int, as_json: bool, prefix: str = "error: ") -> int:
+    """One line on stderr; with --json, one JSON object a script can read instead."""
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"error": message, "exit": code}), err=True)
+    else:
+        click.echo(prefix + message, err=True)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and map every error to one line and an exit code."""
     from agent_harness.errors import HarnessError
     from agent_harness.secrets.process import process_env
 
+    as_json = _wants_json(argv)
     try:
         result = cli.main(args=argv, prog_name="agent-harness", standalone_mode=False)
     except HarnessError as exc:
-        click.echo(f"error: {exc.message}", err=True)
-        return exc.exit_code
+        return _fail(exc.message, exc.exit_code, as_json)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        return 130
+        return _fail("aborted", 130, as_json, prefix="")
     except click.ClickException as exc:
+        if as_json:
+            return _fail(exc.format_message(), exc.exit_code, True)
         exc.show()
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        return 130
+        return _fail("interrupted", 130, as_json, prefix="")
     except BrokenPipeError:
         return 141
     except Exception as exc:  # a traceback reaching the user is a bug: say so in one line
         if process_env().get("AGENT_HARNESS_DEBUG"):
             raise
-        click.echo(
-            f"internal error: {type(exc).__name__}: {exc} "
-            "(this is a bug; rerun with AGENT_HARNESS_DEBUG=1 for the traceback)",
-            err=True,
+        message = (
+            f"{type(exc).__name__}: {exc} "
+            "(this is a bug; rerun with AGENT_HARNESS_DEBUG=1 for the traceback)"
         )
-        return 70
+        return _fail(message, 70, as_json, prefix="internal error: ")
     return result if isinstance(result, int) else 0

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from agent_harness.cli.output import console, print_json
-from agent_harness.cli.tracker_opts import open_tracker, tracker_options
+from agent_harness.cli.tracker_opts import checked_repo, open_tracker, tracker_options
 
 
 @click.command(
@@ -31,7 +31,12 @@ Examples:
     type=click.Path(path_type=Path),
     help="Write backlog.json to this file ('-' for stdout).",
 )
-@click.option("--repo", metavar="OWNER/NAME", help="Mirror the items to this repository's issues.")
+@click.option(
+    "--repo",
+    metavar="OWNER/NAME",
+    callback=checked_repo,
+    help="Mirror the items to this repository's issues.",
+)
 @click.option("--dry-run", is_flag=True, help="With --repo: show what would change, write nothing.")
 @click.option(
     "--adopt-duplicate",

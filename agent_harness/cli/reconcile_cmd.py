@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from agent_harness.cli.output import console, print_json
-from agent_harness.cli.tracker_opts import open_tracker, tracker_options
+from agent_harness.cli.tracker_opts import checked_repo, open_tracker, tracker_options
 
 if TYPE_CHECKING:
     from agent_harness.tracker.reconcile import ReconcileReport
@@ -23,7 +23,13 @@ Examples:
   agent-harness reconcile --repo me/app --forge local --json
 """
 )
-@click.option("--repo", required=True, metavar="OWNER/NAME", help="Repository to reconcile.")
+@click.option(
+    "--repo",
+    required=True,
+    metavar="OWNER/NAME",
+    callback=checked_repo,
+    help="Repository to reconcile.",
+)
 @click.option("--work", type=click.Path(path_type=Path), help="Clone whose worktrees to clean.")
 @click.option("--plan-key", metavar="KEY", help="Only pull requests of this plan.")
 @click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")

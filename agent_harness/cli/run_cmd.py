@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from agent_harness.cli.output import console, from_env, print_json
-from agent_harness.cli.tracker_opts import tracker_options
+from agent_harness.cli.tracker_opts import checked_repo, tracker_options
 
 
 @click.command(
@@ -20,7 +20,13 @@ Examples:
   agent-harness run ... --json > events.jsonl        # events as JSON lines
 """
 )
-@click.option("--repo", required=True, metavar="OWNER/NAME", help="Repository on the tracker.")
+@click.option(
+    "--repo",
+    required=True,
+    metavar="OWNER/NAME",
+    callback=checked_repo,
+    help="Repository on the tracker.",
+)
 @click.option(
     "--work",
     "work",

@@ -10,6 +10,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from agent_harness.pipeline.budgets import format_usd
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -140,7 +142,7 @@ def render_report(out: Console, report: RunReport) -> None:
             escape(item.reason or ""),
         )
     out.print(table)
-    cost = "unknown" if report.cost_usd is None else f"${report.cost_usd:.2f}"
+    cost = format_usd(report.cost_usd)
     out.print(
         f"{report.events} events recorded; known cost {cost}"
         + ("; stopped: run budget spent" if report.stopped_by_budget else "")

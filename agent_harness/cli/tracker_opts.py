@@ -16,6 +16,31 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def checked_repo(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """`--repo` checked as it is parsed: a typo is a usage error before any token or request."""
+    from agent_harness.errors import UsageError
+    from agent_harness.tracker.github import check_repo_name
+
+    if value is None:
+        return None
+    try:
+        return check_repo_name(value)
+    except UsageError as exc:
+        raise click.BadParameter(exc.message.removeprefix("--repo "), ctx, param) from None
+
+
+def _checked_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from agent_harness.errors import UsageError
+    from agent_harness.tracker.github import resolve_api_url
+
+    if value is None:
+        return None
+    try:
+        return resolve_api_url(value, {})
+    except UsageError as exc:
+        raise click.BadParameter(exc.message.removeprefix("--github-url "), ctx, param) from None
+
+
 def tracker_options(func: F) -> F:
     func = click.option(
         "--forge",
@@ -25,6 +50,7 @@ def tracker_options(func: F) -> F:
     func = click.option(
         "--github-url",
         metavar="URL",
+        callback=_checked_url,
         help="API base URL (GitHub Enterprise: https://HOST/api/v3). Default: $GITHUB_API_URL "
         "or https://api.github.com.",
     )(func)
@@ -57,10 +83,11 @@ def open_tracker(
             finally:
                 tracker.close()
         return
-    secret = tracker_cfg.token.get_secret_value() if tracker_cfg.token else None
     env = process_env()
-    token = secret or resolve_token(env)
+    # Every check that costs nothing comes before the token lookup (which may run `gh`).
     api_url = resolve_api_url(github_url or tracker_cfg.api_url, env)
+    secret = tracker_cfg.token.get_secret_value() if tracker_cfg.token else None
+    token = secret or resolve_token(env)
     tracker = GitHubTracker(repo, token, api_url, **options)
     try:
         tracker.ensure_repo(create=create)

@@ -8,6 +8,7 @@ and the `x-ratelimit-*` headers. Control endpoints under `/_forge/` drive faults
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import socket
@@ -126,6 +127,30 @@ class _Request:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._open: set[socket.socket] = set()  # before binding: a failed bind closes
+        self._open_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        """Also end kept-alive connections: a stopped forge answers nobody, as a dead server."""
+        super().server_close()
+        with self._open_lock:
+            held, self._open = list(self._open), set()
+        for request in held:
+            with contextlib.suppress(OSError):  # already closed by its client
+                request.shutdown(socket.SHUT_RDWR)
 
 
 class _V6Server(_Server):

@@ -13,12 +13,29 @@ from agent_harness.pipeline.history import ItemHistory, known_cost
 from agent_harness.store.database import Store
 
 
+def format_usd(value: float | None) -> str:
+    """Money as a person reads it: `$1.25`, `$0.03`, `$0.00014` (two significant digits below a
+    cent, never float noise such as 0.00014000000000000001), and `unknown` for None."""
+    if value is None:
+        return "unknown"
+    if value == 0 or abs(value) >= 0.01:
+        return f"${value:,.2f}"
+    from decimal import Decimal
+
+    exact = Decimal(repr(value))
+    places = -exact.adjusted() + 1  # two significant digits
+    return f"${round(exact, places):f}"
+
+
 def item_over_budget(history: ItemHistory, limit: float | None) -> str | None:
     """Why the item may not go on, when what it has spent passes `limit`; None otherwise."""
     spent = history.spent_usd()
     if limit is None or spent is None or spent <= limit:
         return None
-    return f"item cost budget spent: ${spent:.2f} of ${limit:.2f} (budgets.item_cost_usd)"
+    return (
+        f"item cost budget spent: {format_usd(spent)} of {format_usd(limit)} "
+        "(budgets.item_cost_usd)"
+    )
 
 
 class RunBudget:

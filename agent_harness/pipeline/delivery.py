@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent_harness.git.worktrees import Worktree
+from agent_harness.pipeline.budgets import format_usd
 from agent_harness.pipeline.gates import leaks_secret
 from agent_harness.pipeline.history import ItemHistory
 from agent_harness.pipeline.parts import RunParts
@@ -95,7 +96,7 @@ def pull_body(
         "",
         "### Tokens and cost",
         "",
-        "| role | tokens in | tokens out | cost (USD) |",
+        "| role | tokens in | tokens out | cost |",
         "|---|---|---|---|",
         _cost_row(f"implementer ({parts.implementer.name})", implementer_run),
         _cost_row(f"reviewer ({who})", verdict),
@@ -116,11 +117,10 @@ def _checks_section(checks: CheckRun | None) -> list[str]:
 
 
 def _cost_row(role: str, usage: AgentFinished | Reviewed | None) -> str:
-    def show(value: object) -> str:
-        return "unknown" if value is None else str(value)
+    def show(value: int | None) -> str:
+        return "unknown" if value is None else f"{value:,}"
 
     if usage is None:
         return f"| {role} | unknown | unknown | unknown |"
-    return (
-        f"| {role} | {show(usage.tokens_in)} | {show(usage.tokens_out)} | {show(usage.cost_usd)} |"
-    )
+    cost = format_usd(usage.cost_usd)
+    return f"| {role} | {show(usage.tokens_in)} | {show(usage.tokens_out)} | {cost} |"

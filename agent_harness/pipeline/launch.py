@@ -239,14 +239,17 @@ def pipeline_for(
         tracker = stack.enter_context(open_tracker())
         host = default_host(state_dir, settings.sessions.host)
 
+        run_settings = run_settings_for(request, settings)
+
         def item_checks(item: WorkItem) -> list[str]:
+            # The run's checks as the pipeline runs them (flags, else the config file), and
+            # the item's own success check: the direct-API executor checks what CI will.
             own = check_command(item.success_check)
-            return [*request.checks, *([own] if own else [])]
+            return [*run_settings.checks, *([own] if own else [])]
 
         project = f"{tracker.repo}:{key}"
         implementer = build_implementer(project, request, host, env, settings, store, item_checks)
         reviewer = build_reviewer(project, request, host, env, state_dir, store, worker="reviewer")
-        run_settings = run_settings_for(request, settings)
         pipeline = Pipeline(
             plan=plan,
             plan_key=key,

@@ -9,6 +9,7 @@ is never blindly repeated. Works against api.github.com, GitHub Enterprise and t
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import subprocess
 import time
@@ -31,6 +32,7 @@ from agent_harness.tracker.protocol import (
     RepoNotFound,
     RequestTally,
     TrackerError,
+    Unreachable,
     ValidationFailed,
     WriteUncertain,
 )
@@ -93,6 +95,30 @@ def resolve_api_url(flag: str | None, env: Mapping[str, str]) -> str:
     return url
 
 
+_OWNER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
+def check_repo_name(repo: str) -> str:
+    """`repo` when it names a repository as GitHub spells one (`owner/name`); else UsageError.
+
+    Checked before any token lookup or request, so a typo costs nothing and says what is wrong."""
+    owner, slash, name = repo.partition("/")
+    if not slash or "/" in name or not owner or not name:
+        raise UsageError(f"--repo '{repo}' must be OWNER/NAME, with exactly one '/'")
+    if not _OWNER.fullmatch(owner):
+        raise UsageError(
+            f"--repo '{repo}' has owner '{owner}', which may hold only letters, digits and '-' "
+            "(not first), at most 39 characters"
+        )
+    if not _NAME.fullmatch(name) or name in (".", ".."):
+        raise UsageError(
+            f"--repo '{repo}' has name '{name}', which may hold only letters, digits, '.', '-' "
+            "and '_'"
+        )
+    return repo
+
+
 class GitHubTracker:
     """A `Tracker` for one repository on GitHub (or anything that speaks its REST API)."""
 
@@ -110,8 +136,7 @@ class GitHubTracker:
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
     ) -> None:
-        if repo.count("/") != 1 or not all(repo.split("/")):
-            raise TrackerError(f"repository must look like owner/name, not '{repo}'")
+        check_repo_name(repo)
         from github import Auth, Github
 
         self.repo = repo
@@ -138,6 +163,7 @@ class GitHubTracker:
         self._sleep = sleep
         self._clock = clock
         self._last_write: float | None = None
+        self._reached = False  # has the server ever answered this client?
         self._milestones: dict[str, int] | None = None
 
     def close(self) -> None:
@@ -236,17 +262,25 @@ class GitHubTracker:
         from github.GithubException import GithubException
 
         try:
-            return self._requester.requestJsonAndCheck(
+            answer = self._requester.requestJsonAndCheck(
                 verb, path, parameters=params, headers=headers, input=body
             )
+            self._reached = True
+            return answer
         except GithubException as exc:
+            self._reached = True
             raise self._classify(exc, verb, path) from None
         except requests.exceptions.ConnectTimeout as exc:
             raise _Transient(f"connect timeout ({exc})", None, may_have_landed=False) from None
         except requests.exceptions.ConnectionError as exc:
+            reason = connection_failure(exc)
+            if reason and not self._reached:
+                # Nothing here has ever answered: a wrong URL or a server that is down, which
+                # five more tries over twenty seconds would not change.
+                raise Unreachable(f"cannot reach {self.api_url}: {reason}") from None
             # Refused before sending cannot have landed; a reset after sending might have.
-            landed = "refused" not in str(exc).lower()
-            raise _Transient(f"connection error: {_short(exc)}", None, landed) from None
+            landed = reason is None
+            raise _Transient(reason or f"connection error: {_short(exc)}", None, landed) from None
         except requests.exceptions.Timeout as exc:
             raise _Transient(f"timeout ({_short(exc)})", None, may_have_landed=True) from None
         except (ValueError, requests.exceptions.RequestException) as exc:
@@ -561,6 +595,18 @@ def _number(text: str) -> float | None:
         return float(text)
     except (TypeError, ValueError):
         return None
+
+
+def connection_failure(exc: BaseException) -> str | None:
+    """`connection refused` or `host name not found` when that is what happened (nothing was
+    sent), in words instead of urllib3's; None for any other connection error."""
+    text = str(exc).lower()
+    if "refused" in text:
+        return "connection refused"
+    names = ("name or service not known", "nodename nor servname", "name resolution", "getaddrinfo")
+    if any(part in text for part in names):
+        return "host name not found"
+    return None
 
 
 def _short(exc: BaseException) -> str:

@@ -58,6 +58,10 @@ class RateLimited(TrackerError):
         self.reset_at = reset_at
 
 
+class Unreachable(TrackerError):
+    """The tracker never answered: refused, no such host. Said at once, not after retries."""
+
+
 class WriteUncertain(TrackerError):
     """A write failed in a way that may have reached the server; the caller must re-check.
 

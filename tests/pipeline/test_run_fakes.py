@@ -150,3 +150,17 @@ def test_with_no_wait_the_run_ends_when_its_own_work_is_done(rig: Rig) -> None:
     rig.settings.wait_for_others = False
     report = run.run()
     assert {item.id: item.state for item in report.items} == {"T1": "claimed", "T2": "pr_open"}
+
+
+def test_the_pull_request_shows_cost_as_money_and_unknown_as_unknown(rig: Rig) -> None:
+    # 0.00007 * 2 is 0.00014000000000000001 in floating point: the body must not say so.
+    rig.reviewer = ScriptedReviewer(
+        [verdict(True, tokens_in=1234, tokens_out=56, cost_usd=0.00007 * 2)]
+    )
+    report = pipeline(rig, "### T1: Count words\n").run()
+    body = rig.tracker.pulls[report.items[0].pr_number or 0].body
+    [reviewer_row] = [line for line in body.splitlines() if line.startswith("| reviewer")]
+    assert reviewer_row.endswith("| 1,234 | 56 | $0.00014 |")
+    assert "0.00014000000000000001" not in body
+    [implementer_row] = [line for line in body.splitlines() if line.startswith("| implementer")]
+    assert implementer_row.endswith("| unknown | unknown | unknown |")

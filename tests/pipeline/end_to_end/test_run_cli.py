@@ -119,3 +119,42 @@ def test_approve_without_yes_runs_nothing_when_refused(
     out = capsys.readouterr().out
     assert code == 1 and "items that will run" in out and "nothing was run" in out
     assert cli.pulls() == [] and cli.reviews() == []
+
+
+def test_checks_from_the_config_file_reach_the_direct_api_executor(
+    cli: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executor verifies its work with the run's checks: those of the config file too."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    from contextlib import contextmanager
+
+    from agent_harness.config import load_settings
+    from agent_harness.implement.api import ApiImplementer
+    from agent_harness.pipeline.launch import RunRequest, pipeline_for
+
+    (tmp_path / "agent-harness.toml").write_text(
+        '[checks]\ncommands = ["python -m compileall -q ."]\n'
+    )
+    settings = load_settings(cwd=tmp_path).settings
+    request = RunRequest(
+        repo=REPO,
+        work=cli.work,
+        plan_path=tmp_path / "PLAN.md",
+        implementer="openai:gpt-a",
+        reviewer="anthropic:claude-x",
+        db=str(tmp_path / "h.sqlite"),
+    )
+
+    @contextmanager
+    def tracker():  # type: ignore[no-untyped-def]
+        opened = cli.tracker()
+        yield opened
+        opened.close()
+
+    with pipeline_for(request, settings, tracker) as (pipeline, plan):
+        assert isinstance(pipeline.implementer, ApiImplementer)
+        [item] = plan.items
+        assert pipeline.implementer.item_checks(item) == [
+            "python -m compileall -q .",
+            "python -m unittest",
+        ]

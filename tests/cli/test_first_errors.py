@@ -1,0 +1,100 @@
+"""The errors a new user meets first: usage checked before anything is spent, an unreachable
+tracker said at once in one line, and JSON errors for scripts."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from agent_harness.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "examples" / "PLAN.md")
+
+BAD_USAGE = [
+    (["plan", EXAMPLE, "--repo", "a/b/c"], "'a/b/c' must be OWNER/NAME"),
+    (["plan", EXAMPLE, "--repo", "own er/na me"], "owner 'own er'"),
+    (["plan", EXAMPLE, "--repo", "own/na me"], "name 'na me'"),
+    (["plan", EXAMPLE, "--repo", "me/app", "--github-url", "api.github.com"], "not an http(s)"),
+    (["reconcile", "--repo", "a/b/c"], "exactly one '/'"),
+    (["reconcile", "--repo", "me/app", "--github-url", "ftp://x"], "not an http(s)"),
+    (["run", "--repo", "-me/app", "--work", ".", "--plan", EXAMPLE], "owner '-me'"),
+]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("args", "said"), BAD_USAGE)
+def test_usage_errors_exit_2_before_any_token_lookup(
+    args: list[str], said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import agent_harness.tracker.github as github
+
+    looked: list[str] = []
+    monkeypatch.setattr(github, "resolve_token", lambda env: looked.append("token") or "t")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert said in err and looked == []
+
+
+@pytest.mark.unit
+def test_with_json_an_error_is_one_json_object_on_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["plan", "no-such-plan.md", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert json.loads(captured.err) == {"error": "plan file not found: no-such-plan.md", "exit": 2}
+    assert main(["plan", EXAMPLE, "--repo", "a/b/c", "--json"]) == 2
+    said = json.loads(capsys.readouterr().err)
+    assert said["exit"] == 2 and "'a/b/c' must be OWNER/NAME" in said["error"]
+
+
+@pytest.mark.unit
+def test_without_json_the_same_error_is_one_plain_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "no-such-plan.md"]) == 2
+    assert capsys.readouterr().err == "error: plan file not found: no-such-plan.md\n"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.integration
+def test_an_unreachable_tracker_is_one_line_after_one_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import agent_harness.tracker.github as github
+
+    slept: list[float] = []
+    monkeypatch.setattr(github.time, "sleep", slept.append)  # any retry would wait first
+    monkeypatch.setenv("GITHUB_TOKEN", "not-a-real-token")
+    monkeypatch.chdir(tmp_path)
+    url = f"http://127.0.0.1:{_closed_port()}"
+    assert main(["plan", EXAMPLE, "--repo", "me/app", "--github-url", url]) == 4
+    err = capsys.readouterr().err
+    assert err == f"error: cannot reach {url}: connection refused\n"
+    assert slept == []  # said at once: no retries against a server that never answered
+
+
+@pytest.mark.integration
+def test_a_tracker_that_answered_once_is_retried_when_it_drops(tmp_path: Path) -> None:
+    """A blip mid-run is not a wrong URL: once the server has answered, refusals are retried."""
+    from agent_harness.testing.forge import TOKEN, running_forge
+    from agent_harness.tracker.github import GitHubTracker
+    from agent_harness.tracker.protocol import TrackerError
+
+    slept: list[float] = []
+    with running_forge(tmp_path / "forge") as forge:
+        forge.forge.create_repo("octo", "app")
+        tracker = GitHubTracker("octo/app", TOKEN, forge.server.api_url, sleep=slept.append)
+        assert tracker.repo_info().full_name == "octo/app"
+    # The forge is gone now: the same client retries, then names what it saw.
+    with pytest.raises(TrackerError) as caught:
+        tracker.repo_info()
+    assert "failed 5 times; last: connection refused" in caught.value.message
+    assert len(slept) == 4
