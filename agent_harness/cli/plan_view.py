@@ -93,6 +93,8 @@ def render_sync(out: Console, report: SyncReport) -> None:
         out.print(table)
     for problem in report.problems:
         out.print(f"[red]problem:[/red] {escape(problem)}")
+    for notice in report.notices:
+        out.print(f"[yellow]note:[/yellow] {escape(notice)}")
     extras = []
     if report.labels_created:
         extras.append(f"labels {verb} created: {', '.join(report.labels_created)}")
