@@ -17,21 +17,11 @@ if TYPE_CHECKING:
 
 
 def render_plan(out: Console, plan: Plan) -> None:
-    table = Table(title=f"{plan.source}: {_count(len(plan.items), 'item')}", title_justify="left")
-    for name in ("id", "title", "deps", "labels", "milestone", "check", "line"):
-        table.add_column(name, overflow="fold")
-    for item in plan.items:
-        title = escape(item.title) + ("  [dim](done)[/dim]" if item.done else "")
-        table.add_row(
-            item.id,
-            title,
-            ", ".join(item.depends_on) or "-",
-            ", ".join(item.labels) or "-",
-            escape(item.milestone or "-"),
-            "[green]✓[/green]" if item.success_check else "[red]✗[/red]",
-            str(item.line),
-        )
-    out.print(table)
+    if plan.items:
+        out.print(_items_table(plan))
+    else:
+        # An empty table says less than the plain word on why there is nothing in it.
+        out.print(escape(f"{plan.source}: {plan.notes[0] if plan.notes else '0 items'}"))
     if plan.unread:
         report = Table(title=_count(len(plan.unread), "line") + " not read", title_justify="left")
         report.add_column("line", justify="right")
@@ -48,9 +38,27 @@ def render_plan(out: Console, plan: Plan) -> None:
     )
     if missing:
         summary += f"; no success check: {', '.join(missing)}"
-    if not plan.items:
+    if not plan.items and not plan.notes:
         summary = "no work items found; " + summary
     out.print(summary)
+
+
+def _items_table(plan: Plan) -> Table:
+    table = Table(title=f"{plan.source}: {_count(len(plan.items), 'item')}", title_justify="left")
+    for name in ("id", "title", "deps", "labels", "milestone", "check", "line"):
+        table.add_column(name, overflow="fold")
+    for item in plan.items:
+        title = escape(item.title) + ("  [dim](done)[/dim]" if item.done else "")
+        table.add_row(
+            item.id,
+            title,
+            ", ".join(item.depends_on) or "-",
+            escape(", ".join(item.labels)) or "-",
+            escape(item.milestone or "-"),
+            "[green]✓[/green]" if item.success_check else "[red]✗[/red]",
+            str(item.line),
+        )
+    return table
 
 
 def _count(n: int, noun: str) -> str:
@@ -85,6 +93,8 @@ def render_sync(out: Console, report: SyncReport) -> None:
         out.print(table)
     for problem in report.problems:
         out.print(f"[red]problem:[/red] {escape(problem)}")
+    for notice in report.notices:
+        out.print(f"[yellow]note:[/yellow] {escape(notice)}")
     extras = []
     if report.labels_created:
         extras.append(f"labels {verb} created: {', '.join(report.labels_created)}")

@@ -12,11 +12,19 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
 from agent_harness.errors import InputError
-from agent_harness.plan.markdown import parse_plan, read_plan_text
+from agent_harness.plan.markdown import parse_plan
 from agent_harness.plan.model import Notice, Plan, WorkItem
+from agent_harness.plan.source import read_plan_text
 
 BACKLOG_FORMAT = "agent-harness/backlog"
 BACKLOG_VERSION = 1
@@ -38,11 +46,24 @@ class Backlog(BaseModel):
     source: str = Field(description="The plan file the backlog was made from.")
     items: list[BacklogItem]
     unread: list[Notice] = Field(default_factory=list)
+    notes: list[str] = Field(
+        default_factory=list, description="Remarks on the whole plan; left out when there are none."
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_empty_notes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Most plans have no notes: leaving the key out keeps their backlog.json as it was.
+        data: dict[str, Any] = handler(self)
+        if not data.get("notes"):
+            data.pop("notes", None)
+        return data
 
 
 def to_backlog(plan: Plan) -> Backlog:
     items = [BacklogItem(**item.model_dump(), hash=item.content_hash) for item in plan.items]
-    return Backlog(source=plan.source, items=items, unread=list(plan.unread))
+    return Backlog(
+        source=plan.source, items=items, unread=list(plan.unread), notes=list(plan.notes)
+    )
 
 
 def dumps(plan: Plan) -> str:
@@ -53,7 +74,7 @@ def dumps(plan: Plan) -> str:
 
 def from_backlog(doc: Backlog) -> Plan:
     items = tuple(WorkItem(**item.model_dump(exclude={"hash"})) for item in doc.items)
-    return Plan(source=doc.source, items=items, unread=tuple(doc.unread))
+    return Plan(source=doc.source, items=items, unread=tuple(doc.unread), notes=tuple(doc.notes))
 
 
 def loads(text: str, source: str = "backlog.json") -> Plan:

@@ -7,113 +7,42 @@ headings, checkboxes or table rows whose text starts with an id such as `T1` or 
 
 from __future__ import annotations
 
-import errno
-import os
 import re
-import stat
 import textwrap
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
-from agent_harness.errors import InputError, PlanRefused
+from agent_harness.errors import PlanRefused
+from agent_harness.plan.grammar import (
+    ALMOST_ID,
+    BULLET_TEXT,
+    CHECKBOX,
+    CHECKBOX_ITEM,
+    DONE_WORDS,
+    HEADING_ITEM,
+    ID_ANYWHERE,
+    ID_RE,
+    ITEM_FORMS,
+    KEYS,
+    LOOSE_ID,
+    META,
+    NO_DEPS,
+    TABLE_COLUMNS,
+    checkbox_without_id,
+    norm_key,
+    read_milestone_heading,
+    read_title,
+)
 from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value
+from agent_harness.plan.source import read_plan_text
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
-
-MAX_PLAN_BYTES = 20 * 1024 * 1024
-
-
-"""Plans larger than this are refused before parsing: no hand-written plan is that big."""
-
-
-_ID = r"[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)*"
-
-
-_ID_RE = re.compile(rf"^{_ID}$")
-
-
-_ID_ANYWHERE = re.compile(rf"(?<![A-Za-z0-9_-])({_ID})(?![A-Za-z0-9_-])")
-
-
-_SEP = r"(?::|\.|\)|—|–|-{1,2})"
-
-
-# A heading item needs a separator after its id, so "## Q3 goals" stays a plain heading.
-_HEADING_ITEM = re.compile(rf"^\[?({_ID})\]?\s*{_SEP}\s*(.*)$|^\[({_ID})\]\s*(.*)$")
-
-
-_LOOSE_ID = re.compile(rf"^({_ID})\s+\S")
-# A list line with something after its bullet (an empty `-` says nothing).
-_BULLET_TEXT = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S")
-# Like an id but with lower-case letters, followed by a separator: reported, never guessed.
-_ALMOST_ID = re.compile(rf"^\[?([A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*)\]?\s*{_SEP}\s")
-
-
-_CHECKBOX = re.compile(r"^\[( |x|X)\]\s*(.*)$", re.DOTALL)
-
-
-_CHECKBOX_ITEM = re.compile(rf"^\[?({_ID})\]?(?:\s*{_SEP}\s*|\s+|$)(.*)$")
-
-
-_META = re.compile(r"^\s*([A-Za-z][A-Za-z _-]{0,30}?)\s*:\s*(.*?)\s*$")
-
-
-_MILESTONE_HEADING = re.compile(r"^milestone\s*(?::|—|–|-)\s*(.+)$", re.IGNORECASE)
-
-
-_KEYS: dict[str, str] = {
-    "labels": "labels",
-    "label": "labels",
-    "tags": "labels",
-    "milestone": "milestone",
-    "depends on": "depends_on",
-    "depends": "depends_on",
-    "deps": "depends_on",
-    "dependencies": "depends_on",
-    "blocked by": "depends_on",
-    "after": "depends_on",
-    "requires": "depends_on",
-    "check": "success_check",
-    "success": "success_check",
-    "success check": "success_check",
-    "acceptance": "success_check",
-    "acceptance criteria": "success_check",
-    "done when": "success_check",
-    "verify": "success_check",
-    "files": "files",
-    "status": "status",
-}
-
-
-_TABLE_COLUMNS: dict[str, str] = {
-    **_KEYS,
-    "id": "id",
-    "task id": "id",
-    "title": "title",
-    "task": "title",
-    "name": "title",
-    "summary": "title",
-    "body": "body",
-    "description": "body",
-    "details": "body",
-    "notes": "body",
-    "done": "status",
-    "state": "status",
-}
-
-
-_DONE_WORDS = {"x", "[x]", "yes", "y", "true", "done", "complete", "completed", "merged", "✅", "✓"}
-
-
-_NO_DEPS = {"", "none", "-", "—", "n/a", "na", "nothing"}
-
-
-def _norm_key(key: str) -> str:
-    return " ".join(re.split(r"[\s_-]+", key.strip().lower()))
 
 
 def _plain(token: Token) -> str:
@@ -145,6 +74,22 @@ class _Draft:
     level: int = 0
     fields: dict[str, tuple[int, str]] = field(default_factory=dict)
     body: str | None = None
+    title_labels: tuple[str, ...] = ()  # from markers such as [P] at the start of the title
+    title_deps: str | None = None  # from a closing "(depends on ...)" on the item's line
+
+    def read_title(self, raw: str) -> None:
+        title = read_title(raw)
+        self.title, self.title_labels, self.title_deps = title.text, title.labels, title.depends_on
+
+
+@dataclass
+class _Section:
+    """A plain heading still open, and the milestone it gives the items under it."""
+
+    level: int
+    line0: int
+    milestone: str | None = None
+    items: int = 0
 
 
 @dataclass
@@ -168,63 +113,6 @@ def _markdown() -> MarkdownIt:
 
         _MD = MarkdownIt("commonmark").enable("table")
     return _MD
-
-
-def read_plan_text(path: Path) -> str:
-    """Read a plan file (or stdin for '-'), turning every way it can be unreadable into one
-    clear line. Reads are bounded whatever the source says of its size: a pipe, stdin and
-    files that report a size of 0 (/proc, /dev/zero) are read up to the limit and no further."""
-    if str(path) == "-":
-        import sys
-
-        data = _read_bounded(sys.stdin.buffer, "standard input")
-    else:
-        data = _read_bounded_file(path)
-    if b"\x00" in data[:8192]:
-        raise InputError(f"{path} looks like a binary file, not a markdown plan")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-        ) from None
-    return text
-
-
-def _read_bounded_file(path: Path) -> bytes:
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise InputError(f"plan file not found: {path}") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise InputError(f"{path} is a loop of symbolic links, not a plan file") from None
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(mode):
-        raise InputError(f"{path} is a directory, not a plan file")
-    if not stat.S_ISREG(mode):
-        # A named pipe would block for ever waiting for a writer; a device never ends.
-        what = "a named pipe" if stat.S_ISFIFO(mode) else "not a regular file"
-        raise InputError(f"{path} is {what}; give a plan file, or '-' to read standard input")
-    try:
-        size = os.stat(path).st_size
-        if size > MAX_PLAN_BYTES:
-            raise InputError(
-                f"{path} is {size / 1024 / 1024:.1f} MB; plans over "
-                f"{MAX_PLAN_BYTES // 1024 // 1024} MB are refused"
-            )
-        with open(path, "rb") as handle:  # bounded too: /proc files say their size is 0
-            return _read_bounded(handle, str(path))
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _read_bounded(stream: BinaryIO, name: str) -> bytes:
-    data = stream.read(MAX_PLAN_BYTES + 1)
-    if len(data) > MAX_PLAN_BYTES:
-        limit = MAX_PLAN_BYTES // 1024 // 1024
-        raise InputError(f"{name} is over {limit} MB; plans that big are refused")
-    return bytes(data)
 
 
 def parse_plan_file(path: Path | str) -> Plan:
@@ -260,16 +148,6 @@ def _normalise(text: str) -> str:
     return text
 
 
-def _checkbox_without_id(text: str) -> str:
-    """Why a checkbox is no item, naming a lower-case id when it starts with one."""
-    first = re.match(r"\[?([A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*)\]?", text)
-    word = first.group(1) if first else ""
-    if word and word[-1].isdigit() and not _ID_RE.match(word):
-        upper = word.upper()
-        return f"checkbox has no item id: '{word}' is not one (ids are upper case, like {upper})"
-    return "checkbox has no item id"
-
-
 class _Walker:
     """One pass over the token stream, collecting item drafts and metadata lines."""
 
@@ -280,8 +158,10 @@ class _Walker:
         self.unread: list[Notice] = []
         self.loose_checkboxes: list[tuple[int, str]] = []
         self.open_headings: list[_Draft] = []
-        self.sections: list[tuple[int, str | None]] = []  # (level, milestone) of plain headings
+        self.sections: list[_Section] = []
         self.section_milestone: dict[int, str] = {}  # draft index -> milestone from a heading
+        self.has_text = False  # any paragraph or heading: a file of prose, if it has no items
+        self.lookalikes: set[int] = set()  # lines reported as almost an item
 
     # -- helpers ------------------------------------------------------------------------------
     def _text(self, line0: int) -> str:
@@ -290,10 +170,10 @@ class _Walker:
     def _note(self, line0: int, reason: str) -> None:
         self.unread.append(Notice(line=line0 + 1, reason=reason, text=self._text(line0)))
 
-    def _current_milestone(self) -> str | None:
-        for _level, milestone in reversed(self.sections):
-            if milestone is not None:
-                return milestone
+    def _milestone_section(self) -> _Section | None:
+        for section in reversed(self.sections):
+            if section.milestone is not None:
+                return section
         return None
 
     # -- the walk -----------------------------------------------------------------------------
@@ -318,6 +198,7 @@ class _Walker:
                 index = self._list_item(tokens, index, list_stack)
                 continue
             elif kind == "paragraph_open":
+                self.has_text = True
                 inline = tokens[index + 1]
                 self._paragraph(inline, token)
                 index += 3
@@ -333,29 +214,55 @@ class _Walker:
     def _heading(self, token: Token, inline: Token) -> None:
         level = int(token.tag[1])
         start, end = token.map or (0, 1)
+        self.has_text = True
         for draft in self.open_headings:
             if draft.level >= level:
                 draft.scope_end = start
         self.open_headings = [d for d in self.open_headings if d.level < level]
-        self.sections = [(lv, ms) for lv, ms in self.sections if lv < level]
         text = _plain(inline).strip()
-        match = _HEADING_ITEM.match(text)
-        if match:
+        match = HEADING_ITEM.match(text)
+        if match and (match.group(1) or match.group(3))[-1].isdigit():
             item_id = match.group(1) or match.group(3)
-            title = (match.group(2) if match.group(1) else match.group(4)) or ""
-            if item_id[-1].isdigit():
-                draft = _Draft(item_id, title.strip(), start, end, len(self.lines), "heading")
-                draft.level = level
-                self._add_draft(draft)
-                self.open_headings.append(draft)
-                self.sections.append((level, None))
-                return
-        milestone = _MILESTONE_HEADING.match(text)
-        self.sections.append((level, milestone.group(1).strip() if milestone else None))
+            self._close_sections(level, f"the item heading {item_id} on line {start + 1}")
+            draft = _Draft(item_id, "", start, end, len(self.lines), "heading", level=level)
+            draft.read_title((match.group(2) if match.group(1) else match.group(4)) or "")
+            self._add_draft(draft)
+            self.open_headings.append(draft)
+            self.sections.append(_Section(level, start))
+            return
+        self._close_sections(level, None)
+        self._section_heading(level, start, text)
+
+    def _close_sections(self, level: int, item: str | None) -> None:
+        """End the sections a heading at `level` ends. A milestone ended by an item heading
+        before any item came under it is reported: the reader most likely meant the items to
+        belong to it."""
+        for section in self.sections:
+            if section.level < level or section.milestone is None or section.items or not item:
+                continue
+            where = "at its level" if section.level == level else "above it"
+            self._note(
+                section.line0,
+                f"milestone '{section.milestone}' has no items: {item} is {where} and ends it "
+                "(give the items a deeper heading)",
+            )
+        self.sections = [section for section in self.sections if section.level < level]
+
+    def _section_heading(self, level: int, start: int, text: str) -> None:
+        """A heading that is no item: maybe a milestone, maybe a near miss to report."""
+        section = _Section(level, start)
+        self.sections.append(section)
+        milestone = read_milestone_heading(text)
+        if milestone is not None:
+            section.milestone = milestone.name
+            if milestone.problem:
+                self._note(start, milestone.problem)
+            return
         if self._not_quite_an_id(start, text):
             return
-        loose = _LOOSE_ID.match(text)
+        loose = LOOSE_ID.match(text)
         if loose and loose.group(1)[-1].isdigit() and any(c.isalpha() for c in loose.group(1)):
+            self.lookalikes.add(start)
             self._note(
                 start,
                 f"heading starts with '{loose.group(1)}' but has no ':', '.' or '—' after it; "
@@ -371,17 +278,18 @@ class _Walker:
             return False
         readable = (limit - 2) // 2  # each level of list costs two: the list and its item
         for line0 in range(start, end):
-            if _BULLET_TEXT.match(self.lines[line0] if line0 < len(self.lines) else ""):
+            if BULLET_TEXT.match(self.lines[line0] if line0 < len(self.lines) else ""):
                 self._note(line0, f"a list nested more than {readable} deep; not read")
         return True
 
     def _not_quite_an_id(self, line0: int, text: str) -> bool:
         """Say so when a line starts like an item but its id has lower-case letters (`Ab1:`,
         `Auth-1:`): ids are upper case, and a typo must never drop work silently."""
-        almost = _ALMOST_ID.match(text)
-        if almost is None or _ID_RE.match(almost.group(1)) or not almost.group(1)[-1].isdigit():
+        almost = ALMOST_ID.match(text)
+        if almost is None or ID_RE.match(almost.group(1)) or not almost.group(1)[-1].isdigit():
             return False
         word = almost.group(1)
+        self.lookalikes.add(line0)
         self._note(
             line0,
             f"'{word}' is not an item id (ids are upper case, like {word.upper()}); "
@@ -390,9 +298,11 @@ class _Walker:
         return True
 
     def _add_draft(self, draft: _Draft) -> None:
-        milestone = self._current_milestone()
-        if milestone is not None:
-            self.section_milestone[len(self.drafts)] = milestone
+        section = self._milestone_section()
+        if section is not None and section.milestone is not None:
+            self.section_milestone[len(self.drafts)] = section.milestone
+        for open_section in self.sections:
+            open_section.items += 1
         self.drafts.append(draft)
 
     def _list_item(self, tokens: list[Token], index: int, list_stack: list[list[_Meta]]) -> int:
@@ -404,16 +314,16 @@ class _Walker:
             inline = tokens[index + 2]
             raw = inline.content
             if raw.startswith("["):
-                box = _CHECKBOX.match(_plain(inline))
+                box = CHECKBOX.match(_plain(inline))
                 if box:
-                    self._checkbox(box, start, end)
+                    self._checkbox(box, inline, start, end)
                     return index + 4  # the paragraph is consumed; nested lists are walked
             para_start = (tokens[index + 1].map or (start, start + 1))[0]
             para_end = (tokens[index + 1].map or (start, start + 1))[1]
             if ":" in raw and para_end - para_start == 1 and list_stack:
-                match = _META.match(_plain(inline))
+                match = META.match(_plain(inline))
                 if match:
-                    key = _KEYS.get(_norm_key(match.group(1)), "")
+                    key = KEYS.get(norm_key(match.group(1)), "")
                     list_stack[-1].append(
                         _Meta(
                             para_start,
@@ -428,32 +338,39 @@ class _Walker:
                     return index + 4
         return index + 1
 
-    def _checkbox(self, box: re.Match[str], start: int, end: int) -> None:
+    def _checkbox(self, box: re.Match[str], inline: Token, start: int, end: int) -> None:
         done = box.group(1) != " "
         first_line, _, _rest = box.group(2).partition("\n")
-        match = _CHECKBOX_ITEM.match(first_line.strip())
+        match = CHECKBOX_ITEM.match(first_line.strip())
         if match and match.group(1)[-1].isdigit():
-            draft = _Draft(
-                match.group(1), match.group(2).strip(), start, start + 1, end, "checkbox"
-            )
-            draft.done = done
+            draft = _Draft(match.group(1), "", start, start + 1, end, "checkbox", done=done)
+            draft.read_title(match.group(2))
             self._add_draft(draft)
+            # Lines right under the checkbox, in its own paragraph, may be metadata too.
+            self._take_metas(self._meta_lines(inline, start, skip=1))
         else:
             self.loose_checkboxes.append((start, first_line.strip()))
 
     def _paragraph(self, inline: Token, para: Token) -> None:
-        raw = inline.content
-        if ":" not in raw:
-            return
-        start = (para.map or (0, 1))[0]
+        if ":" in inline.content:
+            self._take_metas(self._meta_lines(inline, (para.map or (0, 1))[0]))
+
+    def _take_metas(self, group: list[_Meta]) -> None:
+        """A paragraph's `key: value` lines count only when one of them is a key we know, so a
+        lone `Note: ...` line in prose stays prose."""
+        if any(meta.key for meta in group):
+            self.metas.extend(group)
+
+    def _meta_lines(self, inline: Token, start: int, skip: int = 0) -> list[_Meta]:
+        """The `key: value` lines of a paragraph starting on line `start`, after `skip` lines."""
         group: list[_Meta] = []
         plain_lines = _plain(inline).split("\n")
-        raw_lines = raw.split("\n")
+        raw_lines = inline.content.split("\n")
         aligned = len(raw_lines) == len(plain_lines)
-        for offset, line in enumerate(plain_lines):
-            match = _META.match(line)
+        for offset, line in enumerate(plain_lines[skip:], start=skip):
+            match = META.match(line)
             if match:
-                key = _KEYS.get(_norm_key(match.group(1)), "")
+                key = KEYS.get(norm_key(match.group(1)), "")
                 line0 = start + offset
                 raw_value = _raw_value(raw_lines[offset]) if aligned else match.group(2)
                 group.append(
@@ -467,8 +384,7 @@ class _Walker:
                         raw_value,
                     )
                 )
-        if any(meta.key for meta in group):
-            self.metas.extend(group)
+        return group
 
     def _table(self, tokens: list[Token], index: int) -> int:
         columns: list[str] = []
@@ -494,7 +410,7 @@ class _Walker:
             elif kind == "tr_close":
                 if in_head:
                     for name in row:
-                        column = _TABLE_COLUMNS.get(_norm_key(name), "")
+                        column = TABLE_COLUMNS.get(norm_key(name), "")
                         columns.append(column)
                         if not column and name:
                             unknown.append(name)
@@ -518,11 +434,12 @@ class _Walker:
         if not item_id:
             self._note(line0, "table row has an empty id cell")
             return
-        if not _ID_RE.match(item_id) or not item_id[-1].isdigit():
+        if not ID_RE.match(item_id) or not item_id[-1].isdigit():
+            self.lookalikes.add(line0)
             self._note(line0, f"'{item_id}' is not an item id (expected something like T1)")
             return
-        title = values.get("title", "") or item_id
-        draft = _Draft(item_id, title, line0, line0 + 1, line0 + 1, "table")
+        draft = _Draft(item_id, "", line0, line0 + 1, line0 + 1, "table")
+        draft.read_title(values.get("title", "") or item_id)
         for name in ("labels", "milestone", "depends_on", "success_check", "files", "status"):
             if values.get(name):
                 draft.fields[name] = (line0, values[name])
@@ -540,34 +457,21 @@ class _Walker:
             next_start = starts[position + 1] if position + 1 < len(order) else len(self.lines)
             body_end[draft_index] = min(draft.scope_end, next_start)
 
-        dropped: set[int] = set()
-        for meta in self.metas:
-            position = bisect_right(starts, meta.line0) - 1
-            owner = order[position] if position >= 0 else None
-            if owner is None or not (
-                drafts[owner].body_from <= meta.line0 < body_end[owner]
-                and drafts[owner].form != "table"
-            ):
-                if meta.key:
-                    self._note(meta.line0, f"'{meta.raw_key}:' line is outside any item")
-                continue
-            if not meta.key:
-                self._note(meta.line0, f"unknown metadata key '{meta.raw_key}'")
-                continue
-            draft = drafts[owner]
-            if meta.key in draft.fields:
-                self._note(meta.line0, f"second '{meta.raw_key}:' line for {draft.id} ignored")
-                continue
-            value = meta.raw_value if meta.key == "success_check" else meta.value
-            draft.fields[meta.key] = (meta.line0, value)
-            dropped.update(range(*meta.drop_lines))
-
-        for line0, text in self.loose_checkboxes:
+        def owner_of(line0: int) -> _Draft | None:
+            """The item whose body holds the line, if any (a table row has no body)."""
             position = bisect_right(starts, line0) - 1
-            owner = order[position] if position >= 0 else None
-            if owner is None or not line0 < body_end[owner] or drafts[owner].form == "table":
+            if position < 0:
+                return None
+            draft = drafts[order[position]]
+            inside = draft.body_from <= line0 < body_end[order[position]]
+            return draft if inside and draft.form != "table" else None
+
+        dropped = self._assign_metas(owner_of)
+        for line0, text in self.loose_checkboxes:
+            if owner_of(line0) is None:
+                self.lookalikes.add(line0)
                 self.unread.append(
-                    Notice(line=line0 + 1, reason=_checkbox_without_id(text), text=text)
+                    Notice(line=line0 + 1, reason=checkbox_without_id(text), text=text)
                 )
 
         seen: dict[str, int] = {}
@@ -584,7 +488,46 @@ class _Walker:
             items.append(self._build(index, draft, body_end[index], dropped, seen))
         _refuse_cycles(items, source)
         self.unread.sort(key=lambda notice: notice.line)
-        return Plan(source=source, items=tuple(items), unread=tuple(self.unread))
+        return Plan(
+            source=source, items=tuple(items), unread=tuple(self.unread), notes=self._notes()
+        )
+
+    def _assign_metas(self, owner_of: Callable[[int], _Draft | None]) -> set[int]:
+        """Give each metadata line to the item whose body holds it; the lines taken leave the
+        body (returned). The rest are reported, unless nothing marks them as metadata."""
+        dropped: set[int] = set()
+        for meta in self.metas:
+            draft = owner_of(meta.line0)
+            if draft is None:
+                if meta.key:
+                    self._note(meta.line0, f"'{meta.raw_key}:' line is outside any item")
+                continue
+            if not meta.key:
+                self._note(meta.line0, f"unknown metadata key '{meta.raw_key}'")
+                continue
+            if meta.key in draft.fields:
+                self._note(meta.line0, f"second '{meta.raw_key}:' line for {draft.id} ignored")
+                continue
+            value = meta.raw_value if meta.key == "success_check" else meta.value
+            draft.fields[meta.key] = (meta.line0, value)
+            dropped.update(range(*meta.drop_lines))
+        return dropped
+
+    def _notes(self) -> tuple[str, ...]:
+        """A word on a file with no items at all, so an empty table is never the whole answer."""
+        if self.drafts or not (self.has_text or self.unread):
+            return ()
+        lookalikes = len(self.lookalikes)
+        if lookalikes:
+            lines = (
+                "1 line looks like an item"
+                if lookalikes == 1
+                else (f"{lookalikes} lines look like items")
+            )
+            found = f"0 items; {lines} but could not be read (each is listed with why)"
+        else:
+            found = "0 items; this looks like prose"
+        return (f"{found}. {ITEM_FORMS}",)
 
     def _build(
         self, index: int, draft: _Draft, end: int, dropped: set[int], known: dict[str, int]
@@ -596,7 +539,7 @@ class _Walker:
         else:
             body = draft.body
         fields = draft.fields
-        labels: list[str] = []
+        labels = list(draft.title_labels)
         if "labels" in fields:
             for label in fields["labels"][1].split(","):
                 label = label.strip().strip("`'\"").strip()
@@ -605,16 +548,20 @@ class _Walker:
         milestone = fields["milestone"][1].strip() if "milestone" in fields else None
         if not milestone:
             milestone = self.section_milestone.get(index)
-        depends: list[str] = []
+        sources = [(draft.line0, draft.title_deps)] if draft.title_deps else []
         if "depends_on" in fields:
-            line0, value = fields["depends_on"]
-            depends = self._dependencies(draft.id, line0, value, known)
+            sources.append(fields["depends_on"])
+        depends: list[str] = []
+        for line0, value in sources:
+            for dep in self._dependencies(draft.id, line0, value, known):
+                if dep not in depends:
+                    depends.append(dep)
         check = fields["success_check"][1].strip() if "success_check" in fields else None
         files: list[str] = []
         if "files" in fields:
             files = [f.strip().strip("`") for f in fields["files"][1].split(",") if f.strip()]
         done = draft.done
-        if "status" in fields and fields["status"][1].strip().lower() in _DONE_WORDS:
+        if "status" in fields and fields["status"][1].strip().lower() in DONE_WORDS:
             done = True
         if not draft.title:
             self._note(draft.line0, f"item {draft.id} has no title; its id is used instead")
@@ -635,11 +582,11 @@ class _Walker:
     def _dependencies(
         self, item_id: str, line0: int, value: str, known: dict[str, int]
     ) -> list[str]:
-        if value.strip().lower() in _NO_DEPS:
+        if value.strip().lower() in NO_DEPS:
             return []
         found: list[str] = []
-        leftover = _ID_ANYWHERE.sub(" ", value)
-        for dep in _ID_ANYWHERE.findall(value):
+        leftover = ID_ANYWHERE.sub(" ", value)
+        for dep in ID_ANYWHERE.findall(value):
             if not dep[-1].isdigit():
                 continue
             if dep not in known:
@@ -647,7 +594,7 @@ class _Walker:
             elif dep not in found:
                 found.append(dep)
         leftover = re.sub(r"[,;#()\[\]`*&+]|\band\b", " ", leftover, flags=re.IGNORECASE)
-        rest = " ".join(word for word in leftover.split() if word.lower() not in _NO_DEPS)
+        rest = " ".join(word for word in leftover.split() if word.lower() not in NO_DEPS)
         if rest:
             self._note(line0, f"could not read dependency '{rest}' of {item_id}")
         return found

@@ -74,6 +74,9 @@ class Plan(BaseModel):
     source: str = Field(description="Where the plan came from (a path, or '-').")
     items: tuple[WorkItem, ...] = ()
     unread: tuple[Notice, ...] = ()
+    notes: tuple[str, ...] = Field(
+        default=(), description="Remarks on the whole file, e.g. that it holds no items."
+    )
 
     def item(self, item_id: str) -> WorkItem:
         for candidate in self.items:

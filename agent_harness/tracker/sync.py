@@ -106,6 +106,7 @@ class SyncReport:
     unchanged: list[ItemChange] = field(default_factory=list)
     orphaned: list[ItemChange] = field(default_factory=list)
     skipped_done: list[str] = field(default_factory=list)
+    done_but_open: list[ItemChange] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     labels_created: list[str] = field(default_factory=list)
     milestones_created: list[str] = field(default_factory=list)
@@ -115,6 +116,15 @@ class SyncReport:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def notices(self) -> list[str]:
+        """What a person should act on that is no problem of the sync's own."""
+        return [
+            f"{change.id} is done in the plan but its issue #{change.number} is open; "
+            "sync never closes issues, close it yourself"
+            for change in self.done_but_open
+        ]
 
     def as_json(self) -> dict[str, Any]:
         def rows(changes: list[ItemChange]) -> list[dict[str, Any]]:
@@ -129,6 +139,8 @@ class SyncReport:
             "unchanged": rows(self.unchanged),
             "orphaned": rows(self.orphaned),
             "skipped_done": self.skipped_done,
+            "done_but_open": rows(self.done_but_open),
+            "notices": self.notices,
             "labels_created": self.labels_created,
             "milestones_created": self.milestones_created,
             "problems": self.problems,
@@ -319,6 +331,14 @@ class _PlanSync:
             item for item in self.plan.items if not (item.done and item.id not in listing.by_item)
         ]
         self.report.skipped_done = [item.id for item in self.plan.items if item not in active]
+        # The plan says done, the tracker says open: said out loud, never settled by sync.
+        self.report.done_but_open = [
+            ItemChange(item.id, issue.number)
+            for item in self.plan.items
+            if item.done
+            for issue in listing.by_item.get(item.id, [])
+            if issue.state == "open"
+        ]
         # Labels and milestones already on some issue exist: listing them again would cost requests.
         self._create_missing_labels(active, listing.labels)
         self._create_missing_milestones(active, listing.milestones)

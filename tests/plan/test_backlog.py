@@ -9,7 +9,7 @@ import pytest
 
 from agent_harness.errors import InputError
 from agent_harness.plan import backlog
-from agent_harness.plan.markdown import parse_plan_file
+from agent_harness.plan.markdown import parse_plan, parse_plan_file
 
 pytestmark = pytest.mark.unit
 
@@ -26,6 +26,17 @@ def test_round_trip_is_lossless(tmp_path: Path) -> None:
     data = json.loads(target.read_text())
     assert data["format"] == "agent-harness/backlog" and data["version"] == 1
     assert data["items"][0]["hash"] == plan.items[0].content_hash
+
+
+def test_a_note_on_the_plan_survives_the_round_trip_and_is_absent_when_empty(
+    tmp_path: Path,
+) -> None:
+    prose = parse_plan("# Vision\n\nA faster build.\n", source="PRD.md")
+    target = tmp_path / "backlog.json"
+    backlog.write_backlog(prose, target)
+    assert json.loads(target.read_text())["notes"] == list(prose.notes)
+    assert backlog.load_plan(target) == prose and prose.notes
+    assert "notes" not in json.loads(backlog.dumps(parse_plan("- [ ] T1 a\n")))
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent_harness.errors import InputError
-from agent_harness.plan import markdown
-from agent_harness.plan.markdown import parse_plan, read_plan_text
+from agent_harness.plan import source
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.plan.source import read_plan_text
 
 pytestmark = pytest.mark.unit
 
@@ -41,7 +42,7 @@ def test_a_symlink_loop_is_named_as_a_loop(tmp_path: Path) -> None:
 def test_standard_input_is_read_up_to_the_limit_and_no_further(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(markdown, "MAX_PLAN_BYTES", 1000)
+    monkeypatch.setattr(source, "MAX_PLAN_BYTES", 1000)
 
     class Endless(io.RawIOBase):
         """A pipe that never ends (like `yes |`); it counts what was asked of it."""
@@ -65,7 +66,7 @@ def test_standard_input_is_read_up_to_the_limit_and_no_further(
 def test_a_file_larger_than_the_limit_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(markdown, "MAX_PLAN_BYTES", 100)
+    monkeypatch.setattr(source, "MAX_PLAN_BYTES", 100)
     big = tmp_path / "big.md"
     big.write_text("### T1: x\n" * 50)
     with pytest.raises(InputError, match=r"MB; plans over 0 MB are refused"):

@@ -250,3 +250,239 @@ def test_missing_file_directory_and_huge_file(tmp_path: Path) -> None:
         handle.truncate(50 * 1024 * 1024)
     with pytest.raises(InputError, match=r"50\.0 MB"):
         parse_plan_file(big)
+
+
+@pytest.mark.parametrize(
+    ("heading", "milestone"),
+    [
+        ("## Milestone M1: Foundations", "M1: Foundations"),
+        ("## Milestone: v0.1", "v0.1"),
+        ("## Milestone — Beta", "Beta"),
+        ("## Milestone - Beta", "Beta"),
+        ("# MILESTONE 2", "2"),
+        ("## **Milestone:** v0.3", "v0.3"),
+    ],
+)
+def test_a_heading_starting_with_milestone_names_the_milestone(
+    heading: str, milestone: str
+) -> None:
+    plan = parse_plan(f"{heading}\n\n- [ ] T1 a\n\n### T2: b\n")
+    assert [item.milestone for item in plan.items] == [milestone, milestone]
+    assert plan.unread == ()
+
+
+def test_a_milestone_lasts_until_the_next_heading_at_its_level_or_above() -> None:
+    text = (
+        "## Milestone M1: Foundations\n\n"  # 1
+        "### Storage\n\n"  # 3
+        "- [ ] T1 a\n\n"  # 5
+        "#### Details\n\n"  # 7
+        "- [ ] T2 b\n\n"  # 9
+        "## Later work\n\n"  # 11
+        "- [ ] T3 c\n"  # 13
+    )
+    plan = parse_plan(text)
+    assert [item.milestone for item in plan.items] == ["M1: Foundations"] * 2 + [None]
+    assert plan.unread == ()
+
+
+@pytest.mark.parametrize(
+    ("heading", "reason"),
+    [
+        ("## Milestone-based planning", "heading mentions a milestone but does not start with"),
+        ("## Notes for the beta milestone", "heading mentions a milestone but does not start with"),
+        ("## Milestone", "milestone heading has no name"),
+        ("## Milestone:", "milestone heading has no name"),
+    ],
+)
+def test_headings_that_speak_of_a_milestone_but_name_none_are_reported(
+    heading: str, reason: str
+) -> None:
+    plan = parse_plan(f"## Milestone: Old\n\n{heading}\n\n- [ ] T1 a\n")
+    assert plan.item("T1").milestone is None
+    assert [(n.line, n.reason.startswith(reason)) for n in plan.unread] == [(3, True)]
+
+
+@pytest.mark.parametrize("heading", ["## Phase 1: Setup", "## Milestones", "## M1 — goals"])
+def test_other_headings_are_no_milestone_and_stay_quiet(heading: str) -> None:
+    plan = parse_plan(f"{heading}\n\n- [ ] T1 a\n")
+    assert plan.item("T1").milestone is None and plan.unread == ()
+
+
+def test_an_item_heading_at_a_milestones_level_ends_it_and_says_so() -> None:
+    plan = parse_plan("## Milestone: v0.1\n\n## T1: a\n\n### Milestone: v0.2\n\n# T2: b\n")
+    assert [item.milestone for item in plan.items] == [None, None]
+    assert [(n.line, n.reason) for n in plan.unread] == [
+        (
+            1,
+            "milestone 'v0.1' has no items: the item heading T1 on line 3 is at its level "
+            "and ends it (give the items a deeper heading)",
+        ),
+        (
+            5,
+            "milestone 'v0.2' has no items: the item heading T2 on line 7 is above it "
+            "and ends it (give the items a deeper heading)",
+        ),
+    ]
+
+
+def test_a_milestone_that_held_items_ends_quietly_at_an_item_heading() -> None:
+    plan = parse_plan("## Milestone: v0.1\n\n- [ ] T1 a\n\n## T2: b\n")
+    assert [item.milestone for item in plan.items] == ["v0.1", None]
+    assert plan.unread == ()
+
+
+@pytest.mark.parametrize(
+    ("title", "deps"),
+    [
+        ("Build it (depends on T1, T2)", ("T1", "T2")),
+        ("Build it (Depends on: T2)", ("T2",)),
+        ("Build it (blocked by T1)", ("T1",)),
+        ("Build it (deps: T2)", ("T2",)),
+        ("Build it (depends on T1 and T2)", ("T1", "T2")),
+    ],
+)
+def test_a_dependency_at_the_end_of_an_item_line_is_a_dependency(
+    title: str, deps: tuple[str, ...]
+) -> None:
+    text = f"- [ ] T1 a\n- [ ] T2 b\n- [ ] T3 {title}\n\n### T4: {title}\n"
+    plan = parse_plan(text)
+    for item_id in ("T3", "T4"):
+        assert (plan.item(item_id).title, plan.item(item_id).depends_on) == ("Build it", deps)
+    assert plan.unread == ()
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Build it (see T1 notes)",
+        "Build it (after lunch)",
+        "Retry (after T1)",
+        "Use (requires TLS13)",
+    ],
+)
+def test_a_closing_parenthesis_that_is_no_dependency_stays_in_the_title(title: str) -> None:
+    plan = parse_plan(f"- [ ] T1 a\n- [ ] T2 {title}\n")
+    assert (plan.item("T2").title, plan.item("T2").depends_on) == (title, ())
+
+
+def test_words_in_a_trailing_dependency_that_are_not_ids_are_reported() -> None:
+    plan = parse_plan("- [ ] T1 a\n- [ ] T2 b (depends on T1 and the auth story)\n")
+    assert plan.item("T2").depends_on == ("T1",)
+    assert [(n.line, n.reason) for n in plan.unread] == [
+        (2, "could not read dependency 'the auth story' of T2")
+    ]
+
+
+def test_trailing_and_nested_dependencies_add_up() -> None:
+    text = "- [ ] T1 a\n- [ ] T2 b\n- [ ] T3 c (depends on T1)\n  - depends on: T2, T1\n"
+    assert parse_plan(text).item("T3").depends_on == ("T1", "T2")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- [ ] T1 a\n- [ ] T2 b\n  depends on: T1\n  check: `make`\n",
+        "- [ ] T1 a\n- [ ] T2 b\n  Depends on: T1\n  check: `make`\n\n  More words.\n",
+        "- [ ] T1 a\n* [ ] T2: b\n  **Depends on:** T1\n  check: `make`\n",
+    ],
+)
+def test_a_depends_on_line_right_under_a_checkbox_is_read(text: str) -> None:
+    item = parse_plan(text).item("T2")
+    assert (item.title, item.depends_on, item.success_check) == ("b", ("T1",), "`make`")
+    assert "epends" not in item.body and "check" not in item.body
+
+
+def test_prose_right_under_a_checkbox_stays_in_its_body() -> None:
+    item = parse_plan("- [ ] T1 a\n  Note: the old API is gone\n").item("T1")
+    assert item.body == "Note: the old API is gone" and item.depends_on == ()
+
+
+@pytest.mark.parametrize(
+    ("line", "title", "labels"),
+    [
+        (
+            "- [ ] T001 [P] [US1] Create model in src/models/user.py",
+            "Create model in src/models/user.py",
+            ("parallel", "story:US1"),
+        ),
+        ("- [ ] T001 [US12] Wire it up", "Wire it up", ("story:US12",)),
+        ("- [x] T001 [P] Lint", "Lint", ("parallel",)),
+        ("### T001: [P] [US2] Heading form", "Heading form", ("parallel", "story:US2")),
+        ("- [ ] T001 [backend] [P] Other markers", "Other markers", ("backend", "parallel")),
+        ("- [ ] T001 [T3] An id is no marker", "[T3] An id is no marker", ()),
+        ("- [ ] T001 Mid-title [P] stays", "Mid-title [P] stays", ()),
+    ],
+)
+def test_bracketed_markers_at_the_start_of_a_title_become_labels(
+    line: str, title: str, labels: tuple[str, ...]
+) -> None:
+    item = parse_plan(line + "\n").item("T001")
+    assert (item.title, item.labels) == (title, labels)
+
+
+def test_title_markers_come_before_the_labels_line_and_table_titles_have_them_too() -> None:
+    plan = parse_plan(
+        "- [ ] T1 [P] a\n  - labels: core, parallel\n\n"
+        "| id | title |\n|---|---|\n| T2 | [US3] table row (depends on T1) |\n"
+    )
+    assert plan.item("T1").labels == ("parallel", "core")
+    assert (plan.item("T2").title, plan.item("T2").labels) == ("table row", ("story:US3",))
+    assert plan.item("T2").depends_on == ("T1",)
+
+
+PROSE = (
+    "0 items; this looks like prose. Items are `### T1: ...` headings, "
+    "`- [ ] T1 ...` checkboxes or table rows with an id column"
+)
+
+
+def test_a_file_of_prose_says_it_holds_no_items() -> None:
+    plan = parse_plan("# Vision\n\nWe want a faster build.\n\n## Goals\n\n- speed\n")
+    assert plan.items == () and plan.notes == (PROSE,)
+    assert parse_plan("").notes == () and parse_plan("\n\n").notes == ()
+    assert parse_plan("- [ ] T1 a\n\nprose\n").notes == ()
+
+
+def test_a_file_whose_items_all_fail_to_read_says_so_rather_than_prose() -> None:
+    plan = parse_plan("# Tasks\n\n- [ ] do a\n- [ ] t2 do b\n")
+    assert plan.notes == (
+        "0 items; 2 lines look like items but could not be read (each is listed with why). "
+        "Items are `### T1: ...` headings, `- [ ] T1 ...` checkboxes or table rows with an "
+        "id column",
+    )
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-8-sig", "utf-32"])
+def test_text_with_a_byte_order_mark_is_read_in_its_encoding(tmp_path: Path, encoding: str) -> None:
+    text = (
+        "# Plan\r\n\r\n### T1: Café crème\r\nlabels: ü\r\n\r\n- [ ] T2 Ölfass (depends on T1)\r\n"
+    )
+    data = text.encode(encoding)
+    if encoding in ("utf-16-le", "utf-16-be"):
+        data = "\ufeff".encode(encoding) + data  # these codecs write no mark of their own
+    path = tmp_path / "plan.md"
+    path.write_bytes(data)
+    plan = parse_plan_file(path)
+    assert [(i.id, i.title, i.line) for i in plan.items] == [
+        ("T1", "Café crème", 3),
+        ("T2", "Ölfass", 6),
+    ]
+    assert plan.item("T1").labels == ("ü",) and plan.item("T2").depends_on == ("T1",)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe" + b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" * 40, "looks like a binary file"),
+        (b"\xff\xfe" + "### T1: a\n".encode("utf-16-le") + b"\x00\xd8", "not UTF-16 text"),
+        ("### T1: a\n".encode("utf-16-le"), "looks like UTF-16 text without a byte-order mark"),
+    ],
+)
+def test_binaries_behind_a_byte_order_mark_are_still_refused(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "plan.md"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=message):
+        parse_plan_file(path)

@@ -131,6 +131,36 @@ def test_sync_never_closes_or_reopens_and_reports_orphans(rf: RunningForge) -> N
 
 
 @pytest.mark.integration
+def test_an_item_done_in_the_plan_with_an_open_issue_is_reported_and_left_open(
+    rf: RunningForge,
+) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from agent_harness.cli.plan_view import render_sync
+
+    sync_plan(parse_plan("- [ ] T1 a\n- [ ] T2 b\n- [ ] T3 c\n"), tracker(rf), "PLAN")
+    rf.github.get_repo(REPO).get_issue(2).edit(state="closed")  # T2's issue, closed by hand
+    done = parse_plan("- [ ] T1 a\n- [x] T2 b\n- [x] T3 c\n")
+    report = sync_plan(done, tracker(rf), "PLAN")
+    assert report.ok
+    assert report.notices == [
+        "T3 is done in the plan but its issue #3 is open; sync never closes issues, "
+        "close it yourself"
+    ]
+    assert report.as_json()["done_but_open"] == [{"id": "T3", "issue": 3, "changes": []}]
+    states = {str(i["title"]).split(":")[0]: i["state"] for i in issues(rf)}
+    assert states == {"T1": "open", "T2": "closed", "T3": "open"}
+    shown = StringIO()
+    render_sync(Console(file=shown, width=200), report)
+    assert (
+        "note: T3 is done in the plan but its issue #3 is open; sync never closes issues, "
+        "close it yourself"
+    ) in shown.getvalue()
+
+
+@pytest.mark.integration
 def test_labels_people_add_survive_updates(rf: RunningForge) -> None:
     sync_plan(make_plan(1), tracker(rf), "PLAN")
     repo = rf.github.get_repo(REPO)

@@ -1,0 +1,201 @@
+"""The grammar of one plan line: ids, item lines, titles, metadata keys and milestone headings.
+
+The markdown walker decides where a line sits (a heading, a checkbox, a table cell); this module
+decides what the line's text says. Titles carry the conventions other planning tools write into
+them (spec-kit's `[P]` and `[US1]` markers, a closing `(depends on T1, T2)`), and they are taken
+out of the title here so every item form reads them the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ID = r"[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)*"
+
+
+ID_RE = re.compile(rf"^{ID}$")
+
+
+ID_ANYWHERE = re.compile(rf"(?<![A-Za-z0-9_-])({ID})(?![A-Za-z0-9_-])")
+
+
+SEP = r"(?::|\.|\)|—|–|-{1,2})"
+
+
+# A heading item needs a separator after its id, so "## Q3 goals" stays a plain heading.
+HEADING_ITEM = re.compile(rf"^\[?({ID})\]?\s*{SEP}\s*(.*)$|^\[({ID})\]\s*(.*)$")
+
+
+LOOSE_ID = re.compile(rf"^({ID})\s+\S")
+# A list line with something after its bullet (an empty `-` says nothing).
+BULLET_TEXT = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S")
+# Like an id but with lower-case letters, followed by a separator: reported, never guessed.
+ALMOST_ID = re.compile(rf"^\[?([A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*)\]?\s*{SEP}\s")
+
+
+CHECKBOX = re.compile(r"^\[( |x|X)\]\s*(.*)$", re.DOTALL)
+
+
+CHECKBOX_ITEM = re.compile(rf"^\[?({ID})\]?(?:\s*{SEP}\s*|\s+|$)(.*)$")
+
+
+META = re.compile(r"^\s*([A-Za-z][A-Za-z _-]{0,30}?)\s*:\s*(.*?)\s*$")
+
+
+# "Milestone" as a word of its own, then a separator, a space or nothing: "Milestone: v0.1",
+# "Milestone M1: Foundations", "Milestone — Beta". "Milestone-based planning" is not one.
+_MILESTONE_HEADING = re.compile(r"^milestone(?:\s*[:—–]|\s+-{1,2}(?=\s|$)|(?=\s)|$)\s*(.*)$", re.I)
+
+
+_MENTIONS_MILESTONE = re.compile(r"\bmilestone\b", re.IGNORECASE)
+
+
+KEYS: dict[str, str] = {
+    "labels": "labels",
+    "label": "labels",
+    "tags": "labels",
+    "milestone": "milestone",
+    "depends on": "depends_on",
+    "depends": "depends_on",
+    "deps": "depends_on",
+    "dependencies": "depends_on",
+    "blocked by": "depends_on",
+    "after": "depends_on",
+    "requires": "depends_on",
+    "check": "success_check",
+    "success": "success_check",
+    "success check": "success_check",
+    "acceptance": "success_check",
+    "acceptance criteria": "success_check",
+    "done when": "success_check",
+    "verify": "success_check",
+    "files": "files",
+    "status": "status",
+}
+
+
+TABLE_COLUMNS: dict[str, str] = {
+    **KEYS,
+    "id": "id",
+    "task id": "id",
+    "title": "title",
+    "task": "title",
+    "name": "title",
+    "summary": "title",
+    "body": "body",
+    "description": "body",
+    "details": "body",
+    "notes": "body",
+    "done": "status",
+    "state": "status",
+}
+
+
+ITEM_FORMS = (
+    "Items are `### T1: ...` headings, `- [ ] T1 ...` checkboxes or table rows with an id column"
+)
+
+
+DONE_WORDS = {"x", "[x]", "yes", "y", "true", "done", "complete", "completed", "merged", "✅", "✓"}
+
+
+NO_DEPS = {"", "none", "-", "—", "n/a", "na", "nothing"}
+
+
+# The label a title marker becomes: spec-kit's `[P]` (safe to run in parallel with its
+# neighbours) and `[US1]` (the user story the task serves).
+PARALLEL_LABEL = "parallel"
+STORY_LABEL_PREFIX = "story:"
+
+
+_MARKER = re.compile(r"^\[([A-Za-z][A-Za-z0-9_-]{0,30})\]\s*")
+
+
+_STORY = re.compile(r"^US\d+$")
+
+
+# Only words that cannot mean anything else: "(after HTTP2)" or "(requires TLS13)" in a title
+# may name no item at all, so those stay in the title.
+_DEP_WORDS = r"depends\s+on|depends|deps|dependencies|blocked\s+by"
+
+
+_TRAILING_DEPS = re.compile(rf"\s*\(\s*(?:{_DEP_WORDS})\b\s*:?\s*([^()]*?)\s*\)\s*$", re.IGNORECASE)
+
+
+def norm_key(key: str) -> str:
+    return " ".join(re.split(r"[\s_-]+", key.strip().lower()))
+
+
+@dataclass(frozen=True)
+class Title:
+    """An item's title with the markers other tools put in it taken out."""
+
+    text: str
+    labels: tuple[str, ...] = ()
+    depends_on: str | None = None  # the ids of a closing `(depends on ...)`, as written
+
+
+def read_title(raw: str) -> Title:
+    """Split `[P] [US1] Create model (depends on T012, T013)` into the title `Create model`, the
+    labels `parallel` and `story:US1`, and the dependency text `T012, T013`.
+
+    A marker shaped like an item id (`[T3]`) is left in the title: whether it names a
+    dependency or a story is a guess. So is a closing parenthesis that names no id at all."""
+    text = raw.strip()
+    labels: list[str] = []
+    while match := _MARKER.match(text):
+        word = match.group(1)
+        if word == "P":
+            label = PARALLEL_LABEL
+        elif _STORY.match(word):
+            label = STORY_LABEL_PREFIX + word
+        elif ID_RE.match(word) and word[-1].isdigit():
+            break
+        else:
+            label = word
+        if label not in labels:
+            labels.append(label)
+        text = text[match.end() :]
+    depends = None
+    trailing = _TRAILING_DEPS.search(text)
+    if trailing and ID_ANYWHERE.search(trailing.group(1)):
+        depends = trailing.group(1)
+        text = text[: trailing.start()]
+    return Title(text.strip(), tuple(labels), depends)
+
+
+@dataclass(frozen=True)
+class MilestoneHeading:
+    """What a plain heading says about milestones: a name, or why it gives none."""
+
+    name: str | None
+    problem: str | None = None
+
+
+def read_milestone_heading(text: str) -> MilestoneHeading | None:
+    """The milestone a heading opens (`Milestone M1: Foundations` opens `M1: Foundations`),
+    or the reason a heading that speaks of a milestone opens none; None for other headings."""
+    match = _MILESTONE_HEADING.match(text)
+    if match:
+        name = match.group(1).strip()
+        if name:
+            return MilestoneHeading(name)
+        return MilestoneHeading(None, "milestone heading has no name; the items under it get none")
+    if _MENTIONS_MILESTONE.search(text):
+        return MilestoneHeading(
+            None,
+            "heading mentions a milestone but does not start with 'Milestone'; "
+            "the items under it get no milestone from it",
+        )
+    return None
+
+
+def checkbox_without_id(text: str) -> str:
+    """Why a checkbox is no item, naming a lower-case id when it starts with one."""
+    first = re.match(r"\[?([A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*)\]?", text)
+    word = first.group(1) if first else ""
+    if word and word[-1].isdigit() and not ID_RE.match(word):
+        upper = word.upper()
+        return f"checkbox has no item id: '{word}' is not one (ids are upper case, like {upper})"
+    return "checkbox has no item id"

@@ -1,0 +1,117 @@
+"""The plan file as text: bounded reads from a file, a pipe or standard input, and decoding.
+
+Every way a plan can be unreadable (missing, a directory, a device, too big, binary, in an
+encoding we cannot tell) becomes one InputError line. A byte-order mark names the encoding, so
+UTF-16 from a Windows editor reads like UTF-8; a NUL in the text still means a binary file.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+from agent_harness.errors import InputError
+
+MAX_PLAN_BYTES = 20 * 1024 * 1024
+
+
+"""Plans larger than this are refused before parsing: no hand-written plan is that big."""
+
+
+def read_plan_text(path: Path) -> str:
+    """Read a plan file (or stdin for '-'), turning every way it can be unreadable into one
+    clear line. Reads are bounded whatever the source says of its size: a pipe, stdin and
+    files that report a size of 0 (/proc, /dev/zero) are read up to the limit and no further."""
+    if str(path) == "-":
+        import sys
+
+        data = _read_bounded(sys.stdin.buffer, "standard input")
+    else:
+        data = _read_bounded_file(path)
+    return _decode(data, path)
+
+
+# A byte-order mark names its encoding (what Windows editors write); the longer marks first,
+# since UTF-32's little-endian mark begins with UTF-16's.
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "utf-32-be", "UTF-32"),
+    (b"\xef\xbb\xbf", "utf-8", "UTF-8"),
+    (b"\xff\xfe", "utf-16-le", "UTF-16"),
+    (b"\xfe\xff", "utf-16-be", "UTF-16"),
+)
+
+
+def _decode(data: bytes, path: Path) -> str:
+    """The text of a plan file, in the encoding its byte-order mark names (UTF-8 without one).
+    A NUL in the text means a binary file, whatever mark it starts with."""
+    binary = InputError(f"{path} looks like a binary file, not a markdown plan")
+    for bom, codec, name in _BOMS:
+        if data.startswith(bom):
+            try:
+                text = data[len(bom) :].decode(codec)
+            except UnicodeDecodeError as exc:
+                offset = exc.start + len(bom)
+                raise InputError(
+                    f"{path} is not {name} text (bad bytes at offset {offset})"
+                ) from None
+            if "\x00" in text[:8192]:
+                raise binary
+            return text
+    if b"\x00" in data[:8192]:
+        head = data[:512]
+        odd, even = head[1::2], head[0::2]
+        # ASCII text in UTF-16 has a NUL in every other byte, and only there.
+        little_endian = not any(odd) and all(even)
+        big_endian = not any(even) and all(odd)
+        if len(head) >= 4 and (little_endian or big_endian):
+            raise InputError(
+                f"{path} looks like UTF-16 text without a byte-order mark; "
+                "save it as UTF-8 (or as UTF-16 with a byte-order mark)"
+            )
+        raise binary
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
+def _read_bounded_file(path: Path) -> bytes:
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(f"plan file not found: {path}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{path} is a loop of symbolic links, not a plan file") from None
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{path} is a directory, not a plan file")
+    if not stat.S_ISREG(mode):
+        # A named pipe would block for ever waiting for a writer; a device never ends.
+        what = "a named pipe" if stat.S_ISFIFO(mode) else "not a regular file"
+        raise InputError(f"{path} is {what}; give a plan file, or '-' to read standard input")
+    try:
+        size = os.stat(path).st_size
+        if size > MAX_PLAN_BYTES:
+            raise InputError(
+                f"{path} is {size / 1024 / 1024:.1f} MB; plans over "
+                f"{MAX_PLAN_BYTES // 1024 // 1024} MB are refused"
+            )
+        with open(path, "rb") as handle:  # bounded too: /proc files say their size is 0
+            return _read_bounded(handle, str(path))
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _read_bounded(stream: BinaryIO, name: str) -> bytes:
+    data = stream.read(MAX_PLAN_BYTES + 1)
+    if len(data) > MAX_PLAN_BYTES:
+        limit = MAX_PLAN_BYTES // 1024 // 1024
+        raise InputError(f"{name} is over {limit} MB; plans that big are refused")
+    return bytes(data)
