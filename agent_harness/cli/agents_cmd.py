@@ -29,14 +29,22 @@ def agents(as_json: bool) -> int:
     if as_json:
         print_json(rows)
         return 0
-    table = Table("agent", "vendor", "installed", "command", "stdin")
+    # Commands are printed below the table, each on one line: a table cell would fold or cut
+    # them at the terminal's width, and a cut install command cannot be pasted.
+    table = Table("agent", "vendor", "installed", "stdin")
     for row in rows:
-        installed = "yes" if row["installed"] else f"no — {row['install']}"
         table.add_row(
-            *(str(row[k]) for k in ("name", "vendor")),
-            installed,
-            str(row["command"]),
-            str(row["stdin"]),
+            str(row["name"]), str(row["vendor"]), "yes" if row["installed"] else "no", row["stdin"]
         )
-    console().print(table)
+    out = console()
+    out.print(table)
+    width = max(len(str(row["name"])) for row in rows)
+    out.print("How each is run:")
+    for row in rows:
+        out.print(f"  {row['name']!s:<{width}}  {row['command']}", markup=False)
+    missing = [row for row in rows if not row["installed"]]
+    if missing:
+        out.print("To install what is missing:")
+        for row in missing:
+            out.print(f"  {row['name']!s:<{width}}  {row['install']}", markup=False)
     return 0

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    # soft_wrap: lines are never broken by us; a command in a hint stays whole when copied,
+    # and the terminal folds what is too long. Tables still fit the width.
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
 def from_env(name: str) -> Any:

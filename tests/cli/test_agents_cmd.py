@@ -38,7 +38,11 @@ def test_agents_table_says_how_to_install_a_missing_agent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("COLUMNS", "60")  # narrower than any command line
     assert main(["agents"]) == 0
-    out = capsys.readouterr().out
-    assert "no — npm install -g @google/gemini-cli" in out
+    lines = capsys.readouterr().out.splitlines()
+    # Each install command whole on one line, ready to paste, however narrow the terminal.
+    assert "  gemini    npm install -g @google/gemini-cli" in lines
+    assert "  claude    npm install -g @anthropic-ai/claude-code" in lines
+    assert "  aider     python -m pip install aider-install && aider-install" in lines
+    assert any(line.startswith("  codex     codex exec --json --sandbox") for line in lines)
