@@ -254,6 +254,10 @@ class Renderer:
             "updated_at": row["updated_at"],
             "closed_by": self.user_by_id(row["closed_by_id"]),
             "author_association": "OWNER",
+            "timeline_url": f"{url}/timeline",
+            "reactions": _no_reactions(f"{url}/reactions"),
+            # Nothing on the forge acts as a GitHub App: every write is a user's own.
+            "performed_via_github_app": None,
         }
         if pull is not None:
             out["draft"] = bool(pull["draft"])
@@ -362,6 +366,12 @@ class Renderer:
             "url": f"{repo_url}/git/{ref}",
             "object": {"type": "commit", "sha": sha, "url": f"{repo_url}/git/commits/{sha}"},
         }
+
+
+def _no_reactions(url: str) -> dict[str, Any]:
+    """GitHub's reaction summary for something nobody has reacted to (the forge keeps none)."""
+    kinds = ("+1", "-1", "laugh", "confused", "heart", "hooray", "eyes", "rocket")
+    return {"url": url, "total_count": 0, **dict.fromkeys(kinds, 0)}
 
 
 def _utc(git_date: str) -> str:
