@@ -25,12 +25,16 @@ def noreply_email(user_id: int, login: str) -> str:
 
 
 class Renderer:
-    """Renders rows for one forge address (`api`), e.g. http://127.0.0.1:8080."""
+    """Renders rows for one forge address (`api`), e.g. http://127.0.0.1:8080.
 
-    def __init__(self, db: ForgeDB, api: str) -> None:
+    Web pages are linked under `web` when given: the address the forge's pages are served on
+    for good, which outlives a forge started for one command on a passing port.
+    """
+
+    def __init__(self, db: ForgeDB, api: str, web: str | None = None) -> None:
         self.db = db
         self.api = api.rstrip("/")
-        self.html = self.api + "/_html"
+        self.html = (web or api).rstrip("/") + "/_html"
 
     # -- users --------------------------------------------------------------------------
     def user(self, row: sqlite3.Row | None) -> dict[str, Any] | None:
