@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agent_harness.cli.plan_view import render_sync
+from agent_harness.forge.local import read_web_address
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,11 +43,11 @@ def render_demo(out: Console, report: DemoReport, seconds: float) -> None:
         f"{report.workdir / 'tally'} and the event log in {report.workdir / 'harness.sqlite'}."
     )
     data = report.workdir / "forge"
+    address = read_web_address(data)
+    pages = f" (then open {address}/_html/{report.repo})" if address else ""
     out.print(
-        # The token goes through the environment, never the command line, which any user's
-        # `ps` shows.
-        f'Browse the pull requests again: FORGE_TOKEN="$(cat {data / "token"})" '
-        f"agent-harness forge serve --data {data}"
+        f"Browse the pull requests again: agent-harness forge serve --data {data}{pages}",
+        markup=False,
     )
     out.print(
         f"See the history of an item: agent-harness work show T2 --db "

@@ -1,19 +1,46 @@
-"""`agent-harness forge serve`: run the embedded GitHub-compatible forge in the foreground."""
+"""`agent-harness forge`: serve the embedded forge, and merge or close on it by hand."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-from agent_harness.cli.output import from_env
+from agent_harness.cli.output import from_env, print_json
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_PORT = 8080
+DEFAULT_TOKEN = "forge-token"
+
+
+def _data_option(help_text: str) -> Callable[[F], F]:
+    return click.option(
+        "--data",
+        "data_dir",
+        type=click.Path(path_type=Path),
+        default=None,
+        help=help_text + " Default: the local forge of --forge local (.agent-harness/forge).",
+    )
+
+
+def _resolve_data(data_dir: Path | None) -> Path:
+    if data_dir is not None:
+        return data_dir
+    from agent_harness.config import load_settings
+    from agent_harness.forge.local import forge_dir
+
+    return forge_dir(Path(load_settings().settings.state_dir))
 
 
 @click.group(
     epilog="""\b
 Examples:
-  agent-harness forge serve --data .forge --port 8080
+  agent-harness forge serve --data .agent-harness/forge   # the pages of --forge local, again
+  agent-harness forge merge me/app 2                      # press "Merge" on pull request 2
+  agent-harness forge close me/app 1                      # close issue (or pull request) 1
 """
 )
 def forge() -> None:
@@ -24,46 +51,67 @@ def forge() -> None:
     epilog="""\b
 Examples:
   agent-harness forge serve --data .forge --port 8080
+  agent-harness forge serve --data .agent-harness/forge     # where its links point
   GITHUB_API_URL=http://127.0.0.1:8080 GITHUB_TOKEN=forge-token agent-harness plan PLAN.md
 """
 )
-@click.option(
-    "--data",
-    "data_dir",
-    type=click.Path(path_type=Path),
-    default=Path(".forge"),
-    show_default=True,
-    help="Directory for the database and bare git repositories.",
-)
+@_data_option("Directory for the database and bare git repositories.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8080, show_default=True, help="Port to listen on (0 = any).")
+@click.option(
+    "--port",
+    type=int,
+    default=None,
+    help="Port to listen on (0 = any). Default: the port recorded in DATA by --forge local, "
+    f"which the links it printed point at; else {DEFAULT_PORT}.",
+)
 @click.option(
     "--token",
-    default="forge-token",
-    show_default=True,
+    default=None,
     callback=from_env("FORGE_TOKEN"),
-    help="Token clients must send (Authorization: token ...); env FORGE_TOKEN.",
+    help="Token clients must send (Authorization: token ...); env FORGE_TOKEN. Default: the "
+    f"token --forge local keeps in DATA/token, else {DEFAULT_TOKEN}.",
 )
 @click.option("--read-only-token", default=None, help="An extra token that may only read.")
 @click.option("--rate-limit", default=5000, show_default=True, help="Requests per token per hour.")
 def serve(
-    data_dir: Path, host: str, port: int, token: str, read_only_token: str | None, rate_limit: int
+    data_dir: Path | None,
+    host: str,
+    port: int | None,
+    token: str | None,
+    read_only_token: str | None,
+    rate_limit: int,
 ) -> int:
-    """Serve the GitHub REST subset until Ctrl-C; repositories live in DATA/git as bare repos.
+    """Serve the GitHub REST subset and its web pages until Ctrl-C.
 
-    Point PyGithub at it with Github(auth=Auth.Token(TOKEN), base_url=URL); clone_url of a
-    repository is a file:// URL that git clone and git push use directly.
+    Repositories live in DATA/git as bare repos. Point PyGithub at it with
+    Github(auth=Auth.Token(TOKEN), base_url=URL); clone_url of a repository is a file:// URL
+    that git clone and git push use directly. Read-only pages of every repository, issue and
+    pull request are under URL/_html/ (no token needed; loopback only by default).
     """
     from agent_harness.forge import Forge, ForgeServer
+    from agent_harness.forge.local import address_port, read_token, read_web_address
 
-    hub = Forge(data_dir, token=token, rate_limit=rate_limit, read_only_token=read_only_token)
+    data = _resolve_data(data_dir)
+    recorded = read_web_address(data)
+    if port is None:
+        port = (address_port(recorded) if recorded else None) or DEFAULT_PORT
+    kept = read_token(data)
+    token = token or kept or DEFAULT_TOKEN
+    hub = Forge(data, token=token, rate_limit=rate_limit, read_only_token=read_only_token)
     server = ForgeServer(hub, host=host, port=port)
     server.bind()
-    click.echo(f"forge serving {server.api_url} (data: {data_dir.resolve()})")
-    # Only the well-known default is repeated; a token of the user's own is never printed.
-    shown = token if token == "forge-token" else "<your token>"
+    click.echo(f"forge serving {server.api_url} (data: {data.resolve()})")
+    # A token of the user's own is never printed: the well-known default is, and the local
+    # forge's is named by the file that holds it.
+    if token == DEFAULT_TOKEN:
+        shown, in_python = DEFAULT_TOKEN, repr(DEFAULT_TOKEN)
+    elif token == kept:
+        shown, in_python = f'"$(cat {data / "token"})"', "<the token in DATA/token>"
+    else:
+        shown = in_python = "<your token>"
     click.echo(f"  export GITHUB_API_URL={server.api_url} GITHUB_TOKEN={shown}")
-    click.echo(f"  PyGithub: Github(auth=Auth.Token({shown!r}), base_url={server.api_url!r})")
+    click.echo(f"  PyGithub: Github(auth=Auth.Token({in_python}), base_url={server.api_url!r})")
+    click.echo(f"  pages: {server.api_url}/_html/")
     click.echo("  Ctrl-C to stop")
     sys.stdout.flush()
     try:
@@ -72,4 +120,68 @@ def serve(
         click.echo("forge stopped")
     finally:
         hub.close()
+    return 0
+
+
+@forge.command(
+    epilog="""\b
+Examples:
+  agent-harness forge merge me/app 2
+  agent-harness forge merge me/app 2 --method squash --json
+  agent-harness forge merge octo/tally 7 --data ./forge-data
+"""
+)
+@click.argument("repo", metavar="REPO")
+@click.argument("number", type=click.IntRange(min=1), metavar="N")
+@click.option(
+    "--method",
+    type=click.Choice(["merge", "squash", "rebase"]),
+    default="merge",
+    show_default=True,
+    help="A merge commit, one squashed commit, or the commits rebased onto the base.",
+)
+@_data_option("The forge's data directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def merge(repo: str, number: int, method: str, data_dir: Path | None, as_json: bool) -> int:
+    """Merge pull request N of REPO (OWNER/NAME), as its "Merge" button would.
+
+    The merge is made in the forge's bare repository; pull it into your clone afterwards
+    (git pull), and `agent-harness reconcile --repo REPO --forge local` records it. A pull
+    request that conflicts with its base, or is already merged or closed, is refused (exit 1).
+    """
+    from agent_harness.forge.by_hand import merge_pull
+
+    done = merge_pull(_resolve_data(data_dir), repo, number, method)
+    if as_json:
+        print_json(done.as_json())
+    else:
+        click.echo(
+            f"merged {done.repo}#{done.number} ({done.head} into {done.base}): {done.sha[:12]} "
+            f"{done.title}"
+        )
+    return 0
+
+
+@forge.command(
+    epilog="""\b
+Examples:
+  agent-harness forge close me/app 1          # an issue: closed as completed
+  agent-harness forge close me/app 2 --json   # a pull request: closed, not merged
+"""
+)
+@click.argument("repo", metavar="REPO")
+@click.argument("number", type=click.IntRange(min=1), metavar="N")
+@_data_option("The forge's data directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def close(repo: str, number: int, data_dir: Path | None, as_json: bool) -> int:
+    """Close issue or pull request N of REPO (OWNER/NAME) without merging anything."""
+    from agent_harness.forge.by_hand import close as close_it
+
+    done = close_it(_resolve_data(data_dir), repo, number)
+    if as_json:
+        print_json(done.as_json())
+    elif done.is_pull:
+        click.echo(f"closed pull request {done.repo}#{done.number} (not merged)")
+    else:
+        click.echo(f"closed issue {done.repo}#{done.number}")
     return 0

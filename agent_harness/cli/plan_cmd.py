@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,10 +120,10 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
     key = opts.plan_key or settings.tracker.plan_key or Path(parsed.source).stem
     err = console(stderr=True)
     adoptions = []
-    with (
-        open_tracker(repo, opts.forge, opts.github_url, settings, create=False) as tracker,
-        err.status("syncing…") as status,
-    ):
+    tracker_cm = open_tracker(
+        repo, opts.forge, opts.github_url, settings, create=False, dry_run=opts.dry_run
+    )
+    with tracker_cm as tracker, err.status("syncing…") as status:
         if opts.adopt_duplicate:
             adoptions = adopt_duplicates(tracker, key, dry_run=opts.dry_run)
         report = sync_plan(
@@ -132,17 +133,28 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
             dry_run=opts.dry_run,
             progress=lambda stage, done, total: status.update(f"{stage} {done}/{total}"),
         )
-        clone_url = tracker.repo_info().clone_url if opts.forge == "local" else None
-    if clone_url:
-        err.print(f"local forge: {repo} clones from {clone_url}")
+        full_name = tracker.repo
+    local = None
+    if opts.forge == "local":
+        from agent_harness.forge.local import describe_repo
+
+        local = describe_repo(Path(settings.state_dir), full_name)
     if opts.as_json:
         data = report.as_json()
         data["adopted"] = [
             {"id": a.item_id, "kept": a.kept, "labelled_duplicate": list(a.labelled)}
             for a in adoptions
         ]
+        if local is not None:
+            data["local_forge"] = local.as_json()
         print_json(data)
     else:
         render_adoptions(console(), adoptions, opts.dry_run)
         render_sync(console(), report)
+    if local is not None:  # last, where it is read: what to do next with the repository
+        from agent_harness.cli.plan_view import local_forge_lines
+
+        sys.stdout.flush()
+        for line in local_forge_lines(local):
+            click.echo(line, err=True)
     return 0 if report.ok else 4

@@ -11,6 +11,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from agent_harness.forge.local import LocalRepo
     from agent_harness.plan.model import Plan
     from agent_harness.tracker.adopt import Adoption
     from agent_harness.tracker.sync import SyncReport
@@ -121,3 +122,27 @@ def render_adoptions(out: Console, adoptions: Sequence[Adoption], dry_run: bool)
             f"{adoption.item_id}: {verb} #{adoption.kept}; {others} labelled duplicate",
             markup=False,
         )
+
+
+def local_forge_lines(repo: LocalRepo) -> list[str]:
+    """Plain lines (no wrapping, to copy and paste) on a repository of the local forge: the
+    `origin` to push the user's own history to while it is empty, and where its pages are."""
+    if not repo.exists:
+        return [
+            f"local forge: dry run: {repo.full_name} would be created, empty, in "
+            f"{repo.data_dir}; nothing was written"
+        ]
+    if repo.empty:
+        lines = [
+            f"local forge: {repo.full_name} is empty; from your clone, put your history in it:",
+            f"  git remote add origin {repo.clone_url}",
+            f"  git push origin {repo.default_branch}",
+        ]
+    else:
+        lines = [f"local forge: {repo.full_name} clones from {repo.clone_url}"]
+    if repo.page_url:
+        lines.append(
+            f"its pages: agent-harness forge serve --data {repo.data_dir}, then open "
+            f"{repo.page_url}"
+        )
+    return lines

@@ -67,7 +67,9 @@ def execute_run(
     from agent_harness.cli.tracker_opts import open_tracker
 
     def tracker() -> Any:
-        return open_tracker(request.repo, request.forge, request.github_url, settings, False)
+        return open_tracker(
+            request.repo, request.forge, request.github_url, settings, False, need_history=True
+        )
 
     with pipeline_for(request, settings, tracker, observer=observer) as (pipeline, plan):
         pipeline.check_setup()  # refusals come before the live view draws anything
@@ -92,8 +94,33 @@ def execute_run(
         click.echo(json.dumps({"event": "run_finished", **report.as_json()}, default=str))
     else:
         render_report(out, report)
+        if request.forge == "local":
+            render_local_pages(out, request.repo, Path(settings.state_dir), report)
     bad = [item for item in report.items if item.state in ("failed", "skipped")]
     return 4 if bad else 0
+
+
+def render_local_pages(out: Console, repo: str, state_dir: Path, report: RunReport) -> None:
+    """Where the local forge's pull request links answer once this run has ended, and how to
+    press "Merge" on one of them."""
+    from agent_harness.forge.local import describe_repo
+
+    local = describe_repo(state_dir, repo)
+    opened = [item.pr_number for item in report.items if item.state == "pr_open" and item.pr_number]
+    pages = f"agent-harness forge serve --data {local.data_dir}"
+    where = f" (then open {local.page_url})" if local.page_url else ""
+    out.print(
+        f"The links answer while the forge's pages are served: {pages}{where}",
+        soft_wrap=True,
+        markup=False,
+    )
+    if opened:
+        out.print(
+            f"Merge one by hand: agent-harness forge merge {repo} {opened[0]}; then git pull, "
+            f"and agent-harness reconcile --repo {repo} --forge local",
+            soft_wrap=True,
+            markup=False,
+        )
 
 
 def render_approval(out: Console, plan: Plan, only: set[str], protected: list[str]) -> None:

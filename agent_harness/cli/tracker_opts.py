@@ -59,9 +59,22 @@ def tracker_options(func: F) -> F:
 
 @contextmanager
 def open_tracker(
-    repo: str, forge: str | None, github_url: str | None, settings: Settings, create: bool
+    repo: str,
+    forge: str | None,
+    github_url: str | None,
+    settings: Settings,
+    create: bool,
+    *,
+    dry_run: bool = False,
+    need_history: bool = False,
 ) -> Iterator[GitHubTracker]:
-    """A tracker for `repo`: the local forge (created on first use) or GitHub with a token."""
+    """A tracker for `repo`: the local forge or GitHub with a token.
+
+    On the local forge the repository is made on first use, empty, so that the history of the
+    user's own clone can be pushed into it; a `dry_run` writes nothing there, not even that.
+    With `need_history` (a run, which branches from it) an empty one is refused, saying how
+    to push that history.
+    """
     from agent_harness.secrets.process import process_env
     from agent_harness.tracker.github import GitHubTracker, resolve_api_url, resolve_token
 
@@ -74,11 +87,13 @@ def open_tracker(
     if forge == "local":
         from agent_harness.forge.local import local_forge
 
-        with local_forge(Path(settings.state_dir)) as local:
+        with local_forge(Path(settings.state_dir), dry_run=dry_run, repo=repo) as local:
             options["write_spacing_s"] = 0.0  # loopback: GitHub's pacing protects nothing here
             tracker = GitHubTracker(repo, local.token, local.api_url, **options)
             try:
-                tracker.ensure_repo(create=True)
+                tracker.ensure_repo(create=True, auto_init=False)
+                if need_history:
+                    _refuse_empty(Path(settings.state_dir), tracker.repo)
                 yield tracker
             finally:
                 tracker.close()
@@ -94,3 +109,15 @@ def open_tracker(
         yield tracker
     finally:
         tracker.close()
+
+
+def _refuse_empty(state_dir: Path, repo: str) -> None:
+    from agent_harness.errors import UsageError
+    from agent_harness.forge.local import describe_repo
+
+    local = describe_repo(state_dir, repo)
+    if local.empty:
+        raise UsageError(
+            f"{repo} on the local forge is empty: push your clone's history to it first "
+            f"(git remote add origin {local.clone_url}; git push origin {local.default_branch})"
+        )

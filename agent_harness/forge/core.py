@@ -18,7 +18,7 @@ from typing import Any
 from agent_harness.forge import issues, pulls, repos
 from agent_harness.forge.accounting import RequestLog
 from agent_harness.forge.db import ForgeDB
-from agent_harness.forge.errors import ForgeDataError, ForgeError
+from agent_harness.forge.errors import ApiError, ForgeDataError, ForgeError
 from agent_harness.forge.faults import Faults
 from agent_harness.forge.gitrepo import BareRepo, Identity
 from agent_harness.forge.ratelimit import RateLimiter
@@ -37,6 +37,11 @@ DEFAULT_LABELS = [
     ("question", "d876e3", "Further information is requested"),
     ("wontfix", "ffffff", "This will not be worked on"),
 ]
+
+
+def bare_repo_path(data_dir: Path, owner: str, name: str) -> Path:
+    """Where the bare repository of `owner/name` lives under a forge's data directory."""
+    return data_dir / "git" / owner.lower() / f"{name.lower()}.git"
 
 
 class Forge:
@@ -77,6 +82,9 @@ class Forge:
         # Exceptions a handler raised that were answered with 500 (a forge bug, never silent).
         self.server_errors: list[Exception] = []
         self.api_url = "http://127.0.0.1"  # replaced by ForgeServer once it has a port
+        # Where `html_url` links point when it is not `api_url`: the lasting address of the
+        # pages of a forge that is serving on a passing port (see forge/local.py).
+        self.web_url: str | None = None
         self.router = Router()
         for module in (repos, issues, pulls):
             module.register(self.router)
@@ -117,8 +125,11 @@ class Forge:
         return None
 
     # -- repositories -------------------------------------------------------------------------
+    def renderer(self) -> Renderer:
+        return Renderer(self.db, self.api_url, self.web_url)
+
     def repo_path(self, owner: str, name: str) -> Path:
-        return self.data_dir / "git" / owner.lower() / f"{name.lower()}.git"
+        return bare_repo_path(self.data_dir, owner, name)
 
     def clone_url(self, owner: str, name: str) -> str:
         """Where `git clone` / `git push` reach the repository: a file:// URL of the bare repo."""
@@ -205,7 +216,7 @@ class Forge:
             )
             row = self.db.one("SELECT * FROM repos WHERE id = ?", repo_id)
             assert row is not None
-            return self.render_repo(row, Renderer(self.db, self.api_url))
+            return self.render_repo(row, self.renderer())
 
     def set_archived(self, owner: str, name: str, archived: bool = True) -> None:
         """Archive (or unarchive) a repository: writes to it are then refused with 403."""
@@ -225,6 +236,30 @@ class Forge:
     def dispatch(self, call: Call, handler: Callable[[Call], Reply]) -> Reply:
         with self.db.transaction():
             return handler(call)
+
+    def perform(self, method: str, path: str, body: Any = None) -> Reply:
+        """One REST operation done by the forge's own user in this process, with no HTTP in
+        between: what a person does with a button of the web interface. Raises ApiError as
+        the API would answer it."""
+        found = self.router.match(method, path)
+        if found is None:
+            raise ApiError(404, "Not Found")
+        route, params = found
+        user = self.db.one("SELECT * FROM users WHERE login = ?", self.login)
+        assert user is not None
+        call = Call(
+            forge=self,
+            method=method,
+            path=path,
+            params=params,
+            query={},
+            body=body,
+            user=user,
+            can_write=True,
+            render=self.renderer(),
+            token=self.token,
+        )
+        return self.dispatch(call, route.handler)
 
     def mark(self) -> int:
         """A mark to count requests from (see `request_counts`)."""

@@ -226,6 +226,10 @@ class BareRepo:
             )
         return out
 
+    def diff(self, base: str, head: str) -> str:
+        """The unified diff from `base` to `head`, as `git diff` prints it without colour."""
+        return self._git("diff", "--no-color", "--no-ext-diff", base, head).stdout
+
     def rebase(self, base: str, head: str, committer: Identity) -> str | None:
         """Replay base..head onto base with a new committer; None on conflict.
 

@@ -2,11 +2,13 @@
 
 A pull request is an issue row plus a `pulls` row naming its head and base branches; the head
 sha is read from git on demand and frozen when the PR is merged. Merging writes a true merge
-commit (two parents), a squash commit (one parent) or rebased commits, then moves the base ref.
+commit (two parents), a squash commit (one parent) or rebased commits, then moves the base ref;
+into the default branch, it also closes the issues the pull's text names ("Closes #3").
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from typing import Any
 
@@ -17,6 +19,11 @@ from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 from agent_harness.forge.shapes import node_id, noreply_email
 
 NOT_MERGEABLE = "Pull Request is not mergeable"
+# GitHub's closing keywords: "Closes #3", "fixes: #4", "Resolves owner/repo#5".
+_CLOSING = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+(?:([\w.-]+/[\w.-]+))?#(\d+)\b",
+    re.IGNORECASE,
+)
 
 
 def register(router: Router) -> None:
@@ -371,6 +378,8 @@ def merge_pull(call: Call) -> Reply:
         raise ApiError(405, NOT_MERGEABLE)
     ctx.git.update_ref(base_ref, new_sha, base_sha)
     _record_merge(call, issue, pull, new_sha, head_sha, now)
+    if pull["base_ref"] == ctx.row["default_branch"]:
+        _close_referenced(call, ctx, issue, now)
     return Reply(
         200, {"sha": new_sha, "merged": True, "message": "Pull Request successfully merged"}
     )
@@ -421,3 +430,25 @@ def _record_merge(
         now,
         issue["id"],
     )
+
+
+def _close_referenced(call: Call, ctx: RepoContext, pull_issue: sqlite3.Row, now: str) -> None:
+    """Close the open issues of this repository the pull's text names with a closing keyword,
+    as GitHub does when a pull request merges into the default branch."""
+    full = f"{ctx.owner['login']}/{ctx.row['name']}".lower()
+    numbers = {
+        int(number)
+        for repo, number in _CLOSING.findall(pull_issue["body"] or "")
+        if not repo or repo.lower() == full
+    }
+    for number in sorted(numbers):
+        call.forge.db.run(
+            "UPDATE issues SET state = 'closed', state_reason = 'completed', closed_at = ?,"
+            " closed_by_id = ?, updated_at = ? WHERE repo_id = ? AND number = ? AND is_pull = 0"
+            " AND state = 'open'",
+            now,
+            call.user["id"],
+            now,
+            ctx.id,
+            number,
+        )

@@ -4,6 +4,7 @@ Everything GitHub does to every response lives here, in the order GitHub applies
 accounting, injected faults, authentication (401), the primary rate limit (403 when spent),
 then the handler, then pagination (`Link`), `ETag`/`If-None-Match` (a 304 costs no rate limit)
 and the `x-ratelimit-*` headers. Control endpoints under `/_forge/` drive faults and accounting.
+Web pages under `/_html/` (forge/pages.py) stand outside all of that, as github.com's pages do.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from typing import Any
 from agent_harness.forge.core import Forge
 from agent_harness.forge.errors import ApiError, ForgeAddressError
 from agent_harness.forge.faults import Fault, FaultKind
+from agent_harness.forge.pages import PREFIX as PAGES
+from agent_harness.forge.pages import SECURITY_POLICY, render_page
 from agent_harness.forge.ratelimit import RateState
 from agent_harness.forge.routes import Call, Reply
-from agent_harness.forge.shapes import Renderer
 
 RATE_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
 SECONDARY_MESSAGE = (
@@ -208,6 +210,26 @@ class _Handler(BaseHTTPRequestHandler):
             for observe in self.forge.observers:
                 observe(self._route[0], self._route[1], status, body)
 
+    def _page(self, path: str) -> None:
+        """A web page: no token, no rate limit, not an API request, never a fault."""
+        page = render_page(self.forge, path)
+        data = page.html.encode()
+        self.send_response(page.status)
+        headers = {
+            "Content-Type": "text/html; charset=utf-8",
+            "Content-Security-Policy": SECURITY_POLICY,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            "Cache-Control": "no-store",
+            "Content-Length": str(len(data)),
+        }
+        if page.location:
+            headers["Location"] = page.location
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
     def _hang_up(self) -> None:
         self.close_connection = True
         self.connection.shutdown(socket.SHUT_RDWR)
@@ -235,6 +257,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._drop_after = False
         parsed = urllib.parse.urlsplit(self.path)
         try:
+            if method == "GET" and (parsed.path == PAGES or parsed.path.startswith(PAGES + "/")):
+                self._page(parsed.path)
+                return
             request = _Request(
                 method,
                 parsed.path.rstrip("/") or "/",
@@ -290,7 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
             body=request.body,
             user=user,
             can_write=can_write,
-            render=Renderer(forge.db, forge.api_url),
+            render=forge.renderer(),
             token=token,
         )
         try:

@@ -25,12 +25,16 @@ def noreply_email(user_id: int, login: str) -> str:
 
 
 class Renderer:
-    """Renders rows for one forge address (`api`), e.g. http://127.0.0.1:8080."""
+    """Renders rows for one forge address (`api`), e.g. http://127.0.0.1:8080.
 
-    def __init__(self, db: ForgeDB, api: str) -> None:
+    Web pages are linked under `web` when given: the address the forge's pages are served on
+    for good, which outlives a forge started for one command on a passing port.
+    """
+
+    def __init__(self, db: ForgeDB, api: str, web: str | None = None) -> None:
         self.db = db
         self.api = api.rstrip("/")
-        self.html = self.api + "/_html"
+        self.html = (web or api).rstrip("/") + "/_html"
 
     # -- users --------------------------------------------------------------------------
     def user(self, row: sqlite3.Row | None) -> dict[str, Any] | None:
@@ -254,6 +258,10 @@ class Renderer:
             "updated_at": row["updated_at"],
             "closed_by": self.user_by_id(row["closed_by_id"]),
             "author_association": "OWNER",
+            "timeline_url": f"{url}/timeline",
+            "reactions": _no_reactions(f"{url}/reactions"),
+            # Nothing on the forge acts as a GitHub App: every write is a user's own.
+            "performed_via_github_app": None,
         }
         if pull is not None:
             out["draft"] = bool(pull["draft"])
@@ -362,6 +370,12 @@ class Renderer:
             "url": f"{repo_url}/git/{ref}",
             "object": {"type": "commit", "sha": sha, "url": f"{repo_url}/git/commits/{sha}"},
         }
+
+
+def _no_reactions(url: str) -> dict[str, Any]:
+    """GitHub's reaction summary for something nobody has reacted to (the forge keeps none)."""
+    kinds = ("+1", "-1", "laugh", "confused", "heart", "hooray", "eyes", "rocket")
+    return {"url": url, "total_count": 0, **dict.fromkeys(kinds, 0)}
 
 
 def _utc(git_date: str) -> str:

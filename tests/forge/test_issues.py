@@ -185,3 +185,30 @@ def test_milestones_listing_by_state(repo: Any) -> None:
     repo.create_milestone("closed one", state="closed")
     assert [m.title for m in repo.get_milestones()] == ["open one"]
     assert {m.title for m in repo.get_milestones(state="all")} == {"open one", "closed one"}
+
+
+def test_an_issue_carries_githubs_timeline_reactions_and_app_fields(
+    hub: RunningForge, repo: Any
+) -> None:
+    issue = repo.create_issue("Count words")
+    status, _, body = raw_get(f"{hub.server.api_url}/repos/forge-user/demo/issues/{issue.number}")
+    assert status == 200
+    url = f"{hub.server.api_url}/repos/forge-user/demo/issues/{issue.number}"
+    assert body["timeline_url"] == f"{url}/timeline"
+    assert body["performed_via_github_app"] is None
+    assert body["reactions"] == {
+        "url": f"{url}/reactions",
+        "total_count": 0,
+        "+1": 0,
+        "-1": 0,
+        "laugh": 0,
+        "confused": 0,
+        "heart": 0,
+        "hooray": 0,
+        "eyes": 0,
+        "rocket": 0,
+    }
+    # PyGithub reads them too, as it does from GitHub.
+    assert issue.reactions["total_count"] == 0
+    listed = raw_get(f"{hub.server.api_url}/repos/forge-user/demo/issues")[2]
+    assert all("timeline_url" in item and "reactions" in item for item in listed)

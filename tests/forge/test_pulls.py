@@ -161,3 +161,32 @@ def test_compare_commits_and_refs(hub: RunningForge, repo: Any, clone: Path) -> 
     with pytest.raises(GithubException) as caught:
         repo.get_branch("copy")
     assert caught.value.status == 404
+
+
+def test_merging_into_the_default_branch_closes_the_issues_it_says_it_closes(
+    repo: Any, clone: Path
+) -> None:
+    one, two, three, four = (repo.create_issue(f"issue {n}") for n in range(1, 5))
+    push_branch(clone, "feature", "f.txt", "f\n")
+    body = (
+        f"Closes #{one.number}\nfixes: #{two.number}, see #{three.number}\n"
+        f"Resolves forge-user/demo#{four.number}"
+    )
+    pull = repo.create_pull(title="Feature", body=body, head="feature", base="main")
+    pull.merge(merge_method="squash")
+
+    states = {i.number: (i.state, i.state_reason) for i in repo.get_issues(state="all")}
+    assert states[one.number] == ("closed", "completed")
+    assert states[two.number] == ("closed", "completed")
+    assert states[three.number] == ("open", None)  # mentioned, not closed
+    assert states[four.number] == ("closed", "completed")
+    assert repo.get_issue(one.number).closed_by.login == "forge-user"
+
+
+def test_merging_into_another_branch_closes_nothing(repo: Any, clone: Path) -> None:
+    issue = repo.create_issue("later")
+    push_branch(clone, "release", "r.txt", "r\n")
+    push_branch(clone, "fix", "g.txt", "g\n", base="release")
+    pull = repo.create_pull(title="Fix", body=f"Fixes #{issue.number}", head="fix", base="release")
+    pull.merge()
+    assert repo.get_issue(issue.number).state == "open"  # as on GitHub: only the default branch

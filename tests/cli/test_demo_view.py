@@ -1,0 +1,29 @@
+"""What the demo prints at its end: where its pull requests can be browsed again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from agent_harness.cli.demo_view import render_demo
+from agent_harness.demo.run import DemoReport
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_demo_says_how_to_serve_its_pages_again_and_where_they_are(tmp_path: Path) -> None:
+    data = tmp_path / "forge"
+    data.mkdir()
+    (data / "address").write_text("http://127.0.0.1:24680\n")  # recorded by the local forge
+    out = Console(width=300, record=True)
+
+    render_demo(out, DemoReport(workdir=tmp_path), seconds=1.0)
+
+    text = out.export_text()
+    assert (
+        f"Browse the pull requests again: agent-harness forge serve --data {data} "
+        f"(then open http://127.0.0.1:24680/_html/demo/tally)"
+    ) in text
+    assert "FORGE_TOKEN" not in text  # the served forge finds the token in its data itself

@@ -1,0 +1,281 @@
+"""`--forge local` with a user's own repository: the repository the forge makes is empty and the
+command says which `origin` to push the user's history to; a dry run writes nothing; a pull
+request is merged or closed by hand with `agent-harness forge merge|close`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent_harness.cli import main
+from agent_harness.forge.local import local_forge
+from agent_harness.testing.forge import make_client
+
+pytestmark = pytest.mark.integration
+
+PLAN = "### T1: Count words\n\ncheck: `true`\n"
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "Dee",
+    "GIT_AUTHOR_EMAIL": "dee@example.com",
+    "GIT_COMMITTER_NAME": "Dee",
+    "GIT_COMMITTER_EMAIL": "dee@example.com",
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, env=GIT_ENV, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user's directory: the plan, and their own project with two commits on main."""
+    for name in [n for n in os.environ if n.startswith("AGENT_HARNESS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "PLAN.md").write_text(PLAN)
+    app = tmp_path / "app"
+    app.mkdir()
+    git(app, "init", "-q", "--initial-branch=main")
+    (app / "README.md").write_text("# app\n")
+    git(app, "add", "README.md")
+    git(app, "commit", "-q", "-m", "first")
+    (app / "app.py").write_text("print('hi')\n")
+    git(app, "add", "app.py")
+    git(app, "commit", "-q", "-m", "second")
+    return tmp_path
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file under `root` with a hash of its bytes."""
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_plan_makes_an_empty_repository_and_says_which_origin_takes_the_users_history(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local"]) == 0
+    err = capsys.readouterr().err
+    lines = [line.strip() for line in err.splitlines()]
+    add = next(line for line in lines if line.startswith("git remote add origin "))
+    assert add.split()[-1].startswith("file://")
+    assert "git push origin main" in lines
+
+    app = home / "app"
+    git(app, *add.split()[1:])
+    git(app, "push", "-q", "origin", "main")  # the user's own history goes in as it is
+
+    bare = Path(add.split()[-1].removeprefix("file://"))
+    assert git(bare, "log", "--format=%s", "main").splitlines() == ["second", "first"]
+
+
+def test_once_pushed_plan_names_the_clone_url_and_the_pages(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local", "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)["local_forge"]
+    assert facts["empty"] is True
+    git(home / "app", "remote", "add", "origin", facts["clone_url"])
+    git(home / "app", "push", "-q", "origin", "main")
+
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local"]) == 0
+    err = capsys.readouterr().err
+    assert f"local forge: me/app clones from {facts['clone_url']}" in err
+    assert "git remote add" not in err
+    assert "agent-harness forge serve --data .agent-harness/forge" in err
+    assert f"{facts['web_url']}/_html/me/app" in err
+
+
+def test_a_dry_run_on_a_new_repository_writes_nothing_anywhere(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(home)
+    code = main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local", "--dry-run"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "would be created" in captured.out
+    assert "me/app would be created" in captured.err
+    assert not (home / ".agent-harness").exists()
+    assert snapshot(home) == before
+
+
+def test_a_dry_run_against_an_existing_local_forge_changes_none_of_its_files(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local"]) == 0
+    (home / "PLAN.md").write_text(PLAN + "\n### T2: Count lines\n\ncheck: `true`\n")
+    capsys.readouterr()
+    before = snapshot(home / ".agent-harness")
+
+    code = main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local", "--dry-run"])
+    out = capsys.readouterr().out
+
+    assert code == 0
+    assert "T2" in out and "would be created" in out
+    assert snapshot(home / ".agent-harness") == before
+
+
+# -- forge merge / close ------------------------------------------------------------------------
+@pytest.fixture
+def pull(home: Path) -> Iterator[int]:
+    """The user's repo on the local forge with issue #1 (from the plan) and pull request #2."""
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local"]) == 0
+    app = home / "app"
+    with local_forge(home / ".agent-harness") as forge:
+        client = make_client(forge.api_url, forge.token)
+        remote = client.get_repo("me/app")
+        git(app, "remote", "add", "origin", remote.clone_url)
+        git(app, "push", "-q", "origin", "main")
+        git(app, "checkout", "-q", "-b", "feature")
+        (app / "words.py").write_text("WORDS = 2\n")
+        git(app, "add", "words.py")
+        git(app, "commit", "-q", "-m", "Count words")
+        git(app, "push", "-q", "origin", "feature")
+        git(app, "checkout", "-q", "main")
+        number = remote.create_pull(title="Count words", body="", head="feature", base="main")
+        yield int(number.number)
+        client.close()
+
+
+def forge_json(home: Path, path: str) -> dict[str, object]:
+    with local_forge(home / ".agent-harness") as forge:
+        client = make_client(forge.api_url, forge.token)
+        try:
+            status, _, body = client.requester.requestJson("GET", path)
+        finally:
+            client.close()
+    assert status == 200
+    data = json.loads(body)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_forge_merge_is_a_real_merge_in_the_bare_repository(
+    home: Path, pull: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["forge", "merge", "me/app", str(pull)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"merged me/app#{pull} (feature into main): ")
+
+    app = home / "app"
+    git(app, "pull", "-q", "origin", "main")
+    parents = git(app, "log", "-1", "--format=%P").split()
+    assert len(parents) == 2 and parents[1] == git(app, "rev-parse", "feature")
+    assert git(app, "log", "-1", "--format=%s") == f"Merge pull request #{pull} from me/feature"
+    assert (app / "words.py").read_text() == "WORDS = 2\n"
+    data = forge_json(home, f"/repos/me/app/pulls/{pull}")
+    assert data["merged"] is True and data["state"] == "closed"
+
+
+def test_forge_merge_json_for_scripts(
+    home: Path, pull: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["forge", "merge", "me/app", str(pull), "--method", "squash", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["merged"] is True and data["number"] == pull and data["method"] == "squash"
+    assert len(data["sha"]) == 40
+
+
+def test_forge_close_closes_an_issue_or_a_pull_request_without_merging(
+    home: Path, pull: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["forge", "close", "me/app", "1"]) == 0
+    assert capsys.readouterr().out.strip() == "closed issue me/app#1"
+    assert main(["forge", "close", "me/app", str(pull)]) == 0
+    assert capsys.readouterr().out.strip() == f"closed pull request me/app#{pull} (not merged)"
+    assert forge_json(home, "/repos/me/app/issues/1")["state"] == "closed"
+    data = forge_json(home, f"/repos/me/app/pulls/{pull}")
+    assert data["state"] == "closed" and data["merged"] is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["merge", "me/app", "99"], 2, "me/app has no pull request #99"),
+        (["merge", "me/app", "1"], 2, "me/app#1 is an issue, not a pull request"),
+        (["close", "me/app", "99"], 2, "me/app has no issue or pull request #99"),
+        (["merge", "me/nothing", "1"], 2, "no repository me/nothing on the local forge"),
+        (["merge", "me-app", "1"], 2, "REPO must be OWNER/NAME"),
+    ],
+)
+def test_what_cannot_be_merged_or_closed_is_one_line(
+    home: Path,
+    pull: int,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    code: int,
+    message: str,
+) -> None:
+    capsys.readouterr()
+    assert main(["forge", *argv]) == code
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_merging_twice_or_a_closed_one_is_refused(
+    home: Path, pull: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["forge", "merge", "me/app", str(pull)]) == 0
+    capsys.readouterr()
+    assert main(["forge", "merge", "me/app", str(pull)]) == 1
+    assert capsys.readouterr().err.strip() == f"error: me/app#{pull} is already merged"
+    assert main(["forge", "close", "me/app", str(pull)]) == 1
+    assert capsys.readouterr().err.strip() == f"error: me/app#{pull} is already merged"
+
+
+def test_a_conflicting_pull_request_is_not_merged(
+    home: Path, pull: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = home / "app"
+    (app / "words.py").write_text("WORDS = 3\n")
+    git(app, "add", "words.py")
+    git(app, "commit", "-q", "-m", "Words on main")
+    git(app, "push", "-q", "origin", "main")
+    capsys.readouterr()
+    assert main(["forge", "merge", "me/app", str(pull)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: me/app#{pull} conflicts with main; merge main into feature first"
+
+
+def test_no_local_forge_yet_is_one_line(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["forge", "merge", "me/app", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no local forge in .agent-harness/forge")
+    assert err.count("\n") == 1
+    assert not (home / ".agent-harness").exists()
+
+
+def test_a_run_before_the_history_is_pushed_says_how_to_push_it(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local", "--json"]) == 0
+    clone_url = json.loads(capsys.readouterr().out)["local_forge"]["clone_url"]
+    git(home / "app", "remote", "add", "origin", clone_url)  # ... but nothing pushed yet
+
+    argv = ["run", "--repo", "me/app", "--forge", "local", "--work", "app", "--plan", "PLAN.md"]
+    code = main([*argv, "--agent", "python -c pass {prompt_file}", "--reviewer", "openai:x"])
+
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == [
+        f"error: me/app on the local forge is empty: push your clone's history to it first "
+        f"(git remote add origin {clone_url}; git push origin main)"
+    ]
