@@ -34,7 +34,10 @@ def agents(as_json: bool) -> int:
     table = Table("agent", "vendor", "installed", "stdin")
     for row in rows:
         table.add_row(
-            str(row["name"]), str(row["vendor"]), "yes" if row["installed"] else "no", row["stdin"]
+            str(row["name"]),
+            str(row["vendor"]),
+            "yes" if row["installed"] else "no",
+            str(row["stdin"]),
         )
     out = console()
     out.print(table)
