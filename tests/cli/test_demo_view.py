@@ -27,3 +27,17 @@ def test_the_demo_says_how_to_serve_its_pages_again_and_where_they_are(tmp_path:
         f"(then open http://127.0.0.1:24680/_html/demo/tally)"
     ) in text
     assert "FORGE_TOKEN" not in text  # the served forge finds the token in its data itself
+
+
+def test_a_hint_that_shows_a_command_is_never_broken_at_the_terminal_width(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent_harness.cli.output import console
+
+    monkeypatch.setenv("COLUMNS", "50")  # a narrow terminal; every hint below is longer
+    render_demo(console(), DemoReport(workdir=tmp_path / "a-rather-long-work-directory"), 1.0)
+    lines = capsys.readouterr().out.splitlines()
+    data = tmp_path / "a-rather-long-work-directory" / "forge"
+    assert any(f"agent-harness forge serve --data {data}" in line for line in lines), lines
+    history = f"agent-harness work show T2 --db {data.parent / 'harness.sqlite'}"
+    assert any(line.endswith(history) for line in lines), lines
