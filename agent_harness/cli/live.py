@@ -6,6 +6,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
@@ -45,8 +46,9 @@ STAGE_OF = {
 class LiveView:
     """Collects pipeline events and renders them as a table that redraws in place."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console
+        self.clock = clock
         self.rows: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
         self.live: Live | None = None
@@ -56,20 +58,31 @@ class LiveView:
         if isinstance(payload, HeldElsewhere):
             self.caption = payload.describe()
             if self.live is not None:
-                self.live.update(self.table())
+                self.live.refresh()
             return
         if kind not in STAGE_OF and kind != "agent_state":
             return  # run-level notes (reconciled, reclaimed) are not a worker's progress
         with self.lock:
             row = self.rows.setdefault(
                 item,
-                {"started": time.monotonic(), "attempt": 1, "worker": "", "stage": "", "note": ""},
+                {"started": self.clock(), "attempt": 1, "worker": "", "stage": "", "note": ""},
             )
             if kind in STAGE_OF:
                 row["stage"] = STAGE_OF[kind]
-            _follow(row, payload)
+            _follow(row, payload, self.clock())
         if self.live is not None:
-            self.live.update(self.table())
+            self.live.refresh()
+
+    def display(self) -> Live:
+        """The live display: it asks for a new table at each refresh, so the elapsed column
+        ticks while an agent works, not only when something happens."""
+        from rich.live import Live
+
+        live = Live(
+            get_renderable=self.table, console=self.console, refresh_per_second=2, transient=False
+        )
+        self.live = live
+        return live
 
     def table(self) -> Table:
         table = Table(title="agent-harness run", title_justify="left", caption=self.caption or None)
@@ -77,7 +90,7 @@ class LiveView:
             table.add_column(name, overflow="fold")
         with self.lock:
             for item, row in sorted(self.rows.items()):
-                elapsed = time.monotonic() - float(row["started"])
+                elapsed = self.clock() - float(row["started"])
                 table.add_row(
                     item,
                     str(row["worker"]),
@@ -89,12 +102,10 @@ class LiveView:
         return table
 
 
-def _follow(row: dict[str, Any], payload: Payload) -> None:
+def _follow(row: dict[str, Any], payload: Payload, now: float) -> None:
     """Update an item's row from what the event says."""
     if isinstance(payload, AttemptStarted):
-        row.update(
-            started=time.monotonic(), attempt=payload.attempt, worker=payload.worker, note=""
-        )
+        row.update(started=now, attempt=payload.attempt, worker=payload.worker, note="")
     elif isinstance(payload, AgentStateChanged):
         row["stage"] = f"agent: {payload.state}"
     elif isinstance(payload, FailedNote | RetryNote):

@@ -81,10 +81,7 @@ def execute_run(
         if as_json:
             report = pipeline.run()
         else:
-            from rich.live import Live
-
-            with Live(observer.table(), console=err, refresh_per_second=4, transient=False) as live:
-                observer.live = live
+            with observer.display():
                 report = pipeline.run()
             err.print()
     if as_json:

@@ -1,0 +1,35 @@
+"""The live view of a run: its elapsed column moves while an agent works in silence."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from agent_harness.cli.live import LiveView
+from agent_harness.store.events import AgentStateChanged, AttemptStarted
+from agent_harness.testing.clock import FakeClock
+
+pytestmark = pytest.mark.unit
+
+
+def shown(console: Console, renderable: object) -> str:
+    with console.capture() as captured:
+        console.print(renderable)
+    return captured.get()
+
+
+def test_elapsed_ticks_between_events() -> None:
+    clock = FakeClock(start=1000.0)
+    console = Console(file=io.StringIO(), width=120)
+    view = LiveView(console, clock=clock)
+    live = view.display()
+    view("attempt", "T1", AttemptStarted(attempt=1, worker="host/w1"))
+    assert "  0.0s" in shown(console, live.get_renderable())
+    clock.advance(42.5)  # no event: the agent is thinking
+    assert " 42.5s" in shown(console, live.get_renderable())
+    view("agent_state", "T1", AgentStateChanged(state="working"))
+    clock.advance(60.0)
+    later = shown(console, live.get_renderable())
+    assert "102.5s" in later and "agent: working" in later
