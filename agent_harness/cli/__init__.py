@@ -25,7 +25,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "demo": ("agent_harness.cli.demo_cmd", "demo", "Run the example plan offline, end to end."),
     "run": ("agent_harness.cli.run_cmd", "run", "Work a plan's items into reviewed pull requests."),
     "attach": ("agent_harness.cli.attach_cmd", "attach", "Watch or answer an item's agent."),
-    "forge": ("agent_harness.cli.forge_cmd", "forge", "Run the embedded GitHub-compatible forge."),
+    "forge": (
+        "agent_harness.cli.forge_cmd",
+        "forge",
+        "The embedded forge: serve it, merge or close by hand.",
+    ),
     "reconcile": (
         "agent_harness.cli.reconcile_cmd",
         "reconcile",

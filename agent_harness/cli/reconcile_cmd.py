@@ -52,17 +52,23 @@ def reconcile(
     the item in the queue. Works from the tracker alone: an empty database costs one pass over
     all pull requests; later runs read only what changed. Exit 4 when something needs a person.
     """
+    from contextlib import ExitStack, suppress
+
     from agent_harness.cli.output import open_database
     from agent_harness.config import load_settings
+    from agent_harness.errors import UsageError
     from agent_harness.tracker.reconcile import reconcile as run
     from agent_harness.tracker.reconcile import work_repo
 
     settings = load_settings(flags={"store.db": db}).settings
     tree = work_repo(work, Path(settings.state_dir))
-    with (
-        open_database(db, must_exist=False) as store,
-        open_tracker(repo, forge, github_url, settings, create=False) as tracker,
-    ):
+    with ExitStack() as stack:
+        store = None
+        with suppress(UsageError):  # a dry run reads the queue when there is one, never makes one
+            store = stack.enter_context(open_database(db, must_exist=dry_run))
+        tracker = stack.enter_context(
+            open_tracker(repo, forge, github_url, settings, create=False, dry_run=dry_run)
+        )
         report = run(
             tracker,
             store=store,

@@ -129,6 +129,18 @@ def test_a_dry_run_against_an_existing_local_forge_changes_none_of_its_files(
     assert snapshot(home / ".agent-harness") == before
 
 
+def test_a_reconcile_dry_run_writes_nothing_anywhere(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(home)
+    code = main(["reconcile", "--repo", "me/app", "--forge", "local", "--dry-run"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "me/app: would record 0 transition(s)" in captured.out
+    assert not (home / ".agent-harness").exists()  # neither a forge nor a database
+    assert snapshot(home) == before
+
+
 # -- forge merge / close ------------------------------------------------------------------------
 @pytest.fixture
 def pull(home: Path) -> Iterator[int]:
