@@ -14,6 +14,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +29,23 @@ from agent_harness.testing.forge import TOKEN
 from .conftest import KEY_ENV, REPO, Harness
 
 ONE_ITEM = "### T1: Count words\nMake it.\n"
-ANTHROPIC = "sk-ant-api03-" + "k" * 40
-DATABASE_URL = "postgresql://app:CorrectHorseBattery@db.internal/app"
+# Each secret is unique to this test session: another test running beside this one (another
+# pytest worker) may hold the suite's usual values, and the scan must find only this run's.
+_RUN = uuid.uuid4().hex[:12]
+ANTHROPIC = f"sk-ant-api03-{_RUN}" + "k" * 28
+DATABASE_URL = f"postgresql://app:CorrectHorse{_RUN}@db.internal/app"
 CANARY = ("AH_CANARY", "visible-to-anyone")
+
+
+@pytest.fixture
+def own_token(harness: Harness) -> Iterator[str]:
+    """The forge accepts a token of this test alone while it runs, instead of the shared one."""
+    forge = harness.forge.forge
+    forge.token = f"{TOKEN}-{_RUN}"
+    try:
+        yield forge.token
+    finally:
+        forge.token = TOKEN
 
 
 def scanning_agent(h: Harness, report: Path, needles: list[str], dirs: list[Path]) -> str:
@@ -78,16 +94,16 @@ def assert_nothing_found(report: Path, holder_pid: int, before: set[int]) -> dic
 @pytest.mark.acceptance
 @pytest.mark.parametrize("host", ["tmux", "headless"])
 def test_an_agent_of_the_cli_finds_no_secret_anywhere_it_can_look(
-    harness: Harness, tmp_path: Path, host: str
+    harness: Harness, own_token: str, tmp_path: Path, host: str
 ) -> None:
     if host == "tmux" and shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
     h = harness
     home = tmp_path / "home"
     home.mkdir()
-    reviewer_key = "sk-proj-" + "r" * 40
+    reviewer_key = f"sk-proj-{_RUN}" + "r" * 28
     secrets = {
-        "GH_TOKEN": TOKEN,
+        "GH_TOKEN": own_token,
         "OPENAI_API_KEY": reviewer_key,
         "ANTHROPIC_API_KEY": ANTHROPIC,
         "DATABASE_URL": DATABASE_URL,
@@ -127,7 +143,7 @@ def test_an_agent_of_the_cli_finds_no_secret_anywhere_it_can_look(
             proc.kill()
         subprocess.run(
             ["tmux", "-L", "agent-harness", "kill-server"],
-            env={**env, "TMUX_TMPDIR": str(tmp_path)},
+            env={"PATH": env["PATH"], "TMUX_TMPDIR": str(tmp_path)},  # no secret: a scan may look
             capture_output=True,
         ) if host == "tmux" else None
     assert proc.returncode == 0, err
@@ -146,7 +162,7 @@ def test_an_agent_of_the_cli_finds_no_secret_anywhere_it_can_look(
 @pytest.mark.acceptance
 def test_an_agent_on_a_remote_host_finds_no_secret(harness: Harness, tmp_path: Path) -> None:
     h = harness
-    server_token = "session-server-token-" + "t" * 20
+    server_token = f"session-server-token-{_RUN}"
     state = tmp_path / "remote-state"
     env = {
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
