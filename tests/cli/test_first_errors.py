@@ -28,15 +28,20 @@ BAD_USAGE = [
 @pytest.mark.unit
 @pytest.mark.parametrize(("args", "said"), BAD_USAGE)
 def test_usage_errors_exit_2_before_any_token_lookup(
-    args: list[str], said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    args: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import agent_harness.tracker.github as github
-
-    looked: list[str] = []
-    monkeypatch.setattr(github, "resolve_token", lambda env: looked.append("token") or "t")
+    # No token anywhere (and no `gh` on PATH): a command that looked for one first would
+    # answer "no GitHub token" instead of naming the mistake in the command line.
+    for name in ("GH_TOKEN", "GITHUB_TOKEN", "GITHUB_API_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert said in err and looked == []
+    assert said in err and "token" not in err
 
 
 @pytest.mark.unit
@@ -65,20 +70,28 @@ def _closed_port() -> int:
 
 
 @pytest.mark.integration
-def test_an_unreachable_tracker_is_one_line_after_one_request(
+def test_an_unreachable_tracker_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import agent_harness.tracker.github as github
-
-    slept: list[float] = []
-    monkeypatch.setattr(github.time, "sleep", slept.append)  # any retry would wait first
     monkeypatch.setenv("GITHUB_TOKEN", "not-a-real-token")
     monkeypatch.chdir(tmp_path)
     url = f"http://127.0.0.1:{_closed_port()}"
     assert main(["plan", EXAMPLE, "--repo", "me/app", "--github-url", url]) == 4
-    err = capsys.readouterr().err
-    assert err == f"error: cannot reach {url}: connection refused\n"
-    assert slept == []  # said at once: no retries against a server that never answered
+    assert capsys.readouterr().err == f"error: cannot reach {url}: connection refused\n"
+
+
+@pytest.mark.integration
+def test_a_tracker_that_never_answered_is_not_retried() -> None:
+    from agent_harness.tracker.github import GitHubTracker
+    from agent_harness.tracker.protocol import Unreachable
+
+    slept: list[float] = []
+    url = f"http://127.0.0.1:{_closed_port()}"
+    tracker = GitHubTracker("me/app", "not-a-real-token", url, sleep=slept.append)
+    with pytest.raises(Unreachable) as caught:
+        tracker.repo_info()
+    assert caught.value.message == f"cannot reach {url}: connection refused"
+    assert slept == [] and tracker.tally.requests == 1  # one request, no waiting to try again
 
 
 @pytest.mark.integration
