@@ -224,3 +224,23 @@ def test_codex_in_a_read_only_sandbox_fails_the_item_with_the_refusal(rig: Rig) 
     assert (item.state, item.attempts) == ("failed", 1)
     assert item.reason is not None and "read-only sandbox" in item.reason
     assert rig.pulls() == []
+
+
+def test_codex_with_its_own_default_model_edits_through_code_mode(rig: Rig) -> None:
+    # No --model: Codex 0.171 offers its default model no `tools` at all, but one `exec` tool
+    # (in an `additional_tools` input item) whose JavaScript calls apply_patch.
+    rig.openai.scenario = implementer
+    rig.anthropic.scenario = reviewer
+    pipeline = rig.pipeline(
+        PLAN.split("### A2")[0],
+        implementer=rig.agent("codex", its_default_model=True),
+        reviewer=rig.agent("claude", reviewer=True),
+    )
+    report = pipeline.run()
+
+    [item] = report.items
+    assert (item.state, item.attempts) == ("pr_open", 1), item.reason
+    [first, *_] = rig.openai.model_requests()
+    assert first.body["model"] == "gpt-6.2-sol" and "tools" not in first.body
+    calls = [r for r in rig.openai.model_requests() if "tools.apply_patch" in r.text]
+    assert calls and "*** Add File: tally/shout.py" in calls[0].text
