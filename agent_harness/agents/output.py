@@ -24,10 +24,12 @@ def json_events(output: str) -> Iterator[dict[str, Any]]:
 
 
 def final_texts(output: str) -> list[str]:
-    """The agent's final words from JSONL output (Claude Code stream-json, Codex --json)."""
+    """The agent's final words from JSONL output (Claude Code stream-json, Codex --json); a
+    `result` that reports an error is the CLI's words, not the model's, and is left out."""
     texts: list[str] = []
     for event in json_events(output):
-        if event.get("type") == "result" and isinstance(event.get("result"), str):
+        answered = event.get("type") == "result" and not event.get("is_error")
+        if answered and isinstance(event.get("result"), str):
             texts.append(event["result"])
         item = event.get("item")
         if isinstance(item, dict) and item.get("type") == "agent_message":

@@ -118,8 +118,9 @@ def run_agent(
     to `<state_dir>/prompts/<session>.md`; the agent's output goes to
     `<state_dir>/logs/<session>.log`. `on_state` hears WAITING_FOR_INPUT each time the agent
     settles at a question (it keeps running until `timeout_s`, so a person can attach and
-    answer), and then the final state. A rate limit reported in the output wins over the exit
-    code; a failure the agent reported but exited 0 after stays DONE (with `failure` set).
+    answer), and then the final state. A spent window or cap reported in the output wins over
+    the exit code; any other failure the agent reported but exited 0 after (a burst it waited
+    out, say) stays DONE, with `failure` set.
     """
     name = safe_session_name(session)
     state_dir = Path(state_dir)
@@ -300,7 +301,10 @@ def _binary_found(binary: str, env: Mapping[str, str]) -> bool:
 
 
 def _ended(agent: str, code: int | None, failure: Failure | None) -> tuple[AgentState, str]:
-    if failure is not None and failure.kind in _RATE_KINDS:
+    # A burst the agent waited out and got past does not undo a clean exit; a spent window or
+    # cap does, whatever the exit code says.
+    got_past = code == 0 and failure is not None and failure.kind is FailureKind.BURST
+    if failure is not None and failure.kind in _RATE_KINDS and not got_past:
         return AgentState.RATE_LIMITED, f"{agent} hit a rate limit: {failure.describe()}"
     if code is None:
         return AgentState.CRASHED, f"{agent}'s session ended without an exit status (killed?)"

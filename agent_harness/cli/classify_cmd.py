@@ -11,23 +11,31 @@ import click
     epilog="""\b
 Examples:
   claude -p "fix it" --output-format stream-json | agent-harness classify --agent claude
+  codex exec --json "fix it" | agent-harness classify --agent codex
   agent-harness classify --agent codex codex-run.log --json
 """
 )
 @click.argument("log", type=click.File("r", encoding="utf-8", errors="replace"), default="-")
-@click.option("--agent", default="claude", show_default=True, help="claude, codex, or any name.")
+@click.option(
+    "--agent",
+    default="claude",
+    show_default=True,
+    help="claude, codex, gemini, aider, opencode, or any name.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def classify(log: TextIO, agent: str, as_json: bool) -> int:
-    """Read an agent's output (a file or stdin) and say which limit it hit and when it resets.
+    """Read an agent's output (a file or stdin) and say which failure it reports, what the
+    failure policy does about it, and when a limit resets.
 
     Classes: burst, window, cap, overload, server, refusal, auth, context_too_long,
-    bad_request (see docs/PROVIDERS.md). Exits 0 when the output reports no failure, 4 when it
-    does.
+    bad_request (docs/PROVIDERS.md lists each CLI's outputs). Exits 0 when the output reports
+    no failure, 4 when it does.
     """
     import time
     from datetime import UTC, datetime
 
     from agent_harness.cli.output import console, print_json
+    from agent_harness.failures import action_for
     from agent_harness.models.agent_output import classify_agent_output
 
     now = time.time()
@@ -40,6 +48,7 @@ def classify(log: TextIO, agent: str, as_json: bool) -> int:
             if failure is None
             else {
                 "kind": failure.kind.value,
+                "policy": action_for(failure.kind.value).value,
                 "agent": failure.vendor,
                 "message": failure.message,
                 "reset_at": reset,
@@ -52,4 +61,5 @@ def classify(log: TextIO, agent: str, as_json: bool) -> int:
     else:
         until = f"; resets {reset_text} (in {max(0, round(reset - now))}s)" if reset else ""
         console().print(f"{failure.describe()}{until}", markup=False)
+        console().print(f"policy: {action_for(failure.kind.value).value}", markup=False)
     return 0 if failure is None else 4

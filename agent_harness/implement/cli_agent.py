@@ -7,6 +7,7 @@ the attempt ended (done, crashed, timed out, waiting on a rate-limit reset, refu
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from agent_harness.agents.runner import AgentOutcome, AgentState, run_cli_agent
 from agent_harness.failures import FailureClass, ends_the_item
 from agent_harness.git.runner import GitError, git
 from agent_harness.implement.protocol import ImplementResult, StateCallback
+from agent_harness.models.agent_output import agent_wait_until
+from agent_harness.models.failures import Failure, FailureKind
 
 if TYPE_CHECKING:
     from agent_harness.agents.presets import AgentPreset
@@ -60,7 +63,8 @@ class _Ending:
     permanent: bool = False
 
 
-# What an agent reports that running it again unchanged cannot fix.
+# Limits an agent could not get past that lift by themselves: the item waits for them.
+_WAIT_KINDS = frozenset({FailureKind.BURST, FailureKind.WINDOW})
 
 
 class CliImplementer:
@@ -78,7 +82,9 @@ class CliImplementer:
         model: str | None = None,
         own_login: bool = False,
         clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
     ) -> None:
+        self.rng = rng or random.Random()
         self.model = model
         self.own_login = own_login
         self.host = host
@@ -142,35 +148,44 @@ class CliImplementer:
         agent's own report; checking the worktree only where the report casts doubt."""
         state = AgentState(outcome.state)
         failure = outcome.failure
-        reason = outcome.reason
-        if state is not AgentState.DONE:
-            reason = _with_last_words(reason, outcome.output_tail)
-        if state is AgentState.DONE and report.denials and not _tree_changed(tree):
+        if state is AgentState.DONE:
+            return self._judge_done(outcome, report, tree)
+        reason = _with_last_words(outcome.reason, outcome.output_tail)
+        if state is AgentState.MISSING_BINARY:
+            permanent = ends_the_item(FailureClass.MISSING_PROGRAM)
+            return _Ending(False, "missing_binary", reason, permanent=permanent)
+        if state is AgentState.CRASHED and report.error is not None and failure is None:
+            reason = f"{outcome.reason}: {report.error}"
+        if failure is not None and (failure.kind in _WAIT_KINDS or failure.final):
+            return self._stopped_at(failure, reason)
+        if state is AgentState.TIMEOUT:
+            return _Ending(False, "timeout", reason)
+        return _Ending(False, "crashed", reason)
+
+    def _judge_done(self, outcome: AgentOutcome, report: CliReport, tree: Worktree) -> _Ending:
+        """Exit 0 is success only when no report says otherwise, or the worktree shows work."""
+        failure = outcome.failure
+        if not (report.denials or failure or report.error) or _tree_changed(tree):
+            return _Ending(True, "done", outcome.reason)
+        if report.denials:
             # Exit 0 with nothing done: the CLI's permissions or sandbox stopped every edit,
             # and running it again as configured would stop them again.
             reason = f"{self.name} was not allowed to work: {'; '.join(report.denials[:5])}"
             permanent = ends_the_item(FailureClass.PERMISSION_DENIED)
             return _Ending(False, "refused", reason, permanent=permanent)
-        if state is AgentState.DONE and report.error is not None and not _tree_changed(tree):
-            return _Ending(False, "crashed", f"{self.name} exited 0 but reported: {report.error}")
-        if state is AgentState.CRASHED and failure is None and report.error_status == 429:
-            # An API-key login gets no reset time in the output, only the 429: wait a while.
-            reason = f"{self.name} hit a rate limit: {report.error}"
-            return _Ending(False, "rate_limited", reason, wait_until=self.clock() + 60.0)
-        if state is AgentState.CRASHED and report.error is not None:
-            reason = f"{outcome.reason}: {report.error}"
-        if state is AgentState.DONE:
-            return _Ending(True, "done", reason)
-        if state is AgentState.MISSING_BINARY:
-            permanent = ends_the_item(FailureClass.MISSING_PROGRAM)
-            return _Ending(False, "missing_binary", reason, permanent=permanent)
-        if state is AgentState.RATE_LIMITED and failure is not None:
-            if failure.final:  # a spent cap: no window to wait out
-                return _Ending(False, "rate_limited", reason, permanent=True)
-            wait = failure.reset_at or (self.clock() + (failure.retry_after or 60.0))
+        if failure is not None:
+            return self._stopped_at(
+                failure, f"{self.name} exited 0 but reported: {failure.describe()}"
+            )
+        return _Ending(False, "crashed", f"{self.name} exited 0 but reported: {report.error}")
+
+    def _stopped_at(self, failure: Failure, reason: str) -> _Ending:
+        """The run ended at a provider failure: wait for a limit to lift (no attempt spent),
+        end the item when the policy says another try cannot help, else try again."""
+        if failure.final:
+            state = "rate_limited" if failure.kind is FailureKind.CAP else "refused"
+            return _Ending(False, state, reason, permanent=True)
+        if failure.kind in _WAIT_KINDS:
+            wait = agent_wait_until(failure, self.clock(), self.rng)
             return _Ending(False, "rate_limited", reason, wait_until=wait)
-        if state is AgentState.TIMEOUT:
-            return _Ending(False, "timeout", reason)
-        if failure is not None and failure.final:
-            return _Ending(False, "refused", reason, permanent=True)
         return _Ending(False, "crashed", reason)

@@ -1,20 +1,26 @@
-"""What a CLI agent's own output says about why it stopped: a spent window, a cap, an overload.
+"""What a CLI agent's own output says about why it stopped: a spent window, a cap, a bad key.
 
-Agents report limits two ways: structured events (Claude Code's `rate_limit_event`, Codex's
-`usage_limit_reached`) that carry exact reset epochs, and sentences meant for a person. Both
-are read into the same `Failure` the HTTP classifiers produce, with the structured report
-trusted over the prose whenever it states a reset.
+Agents report a provider's failure in three ways: structured events that carry the HTTP status
+or an exact reset (Claude Code's `result` with `api_error_status`, its `rate_limit_event`,
+Codex's `turn.failed`, Gemini CLI's error `result`, opencode's `APIError` with the response
+headers), sentences the CLI writes for a person ("exceeded retry limit, last status: 429",
+"The API provider has rate limited you"), and nothing at all. Each is read into the same
+`Failure` the HTTP classifiers produce, a status going through the vendor's own classifier, and
+a structured report is trusted over prose whenever it states a reset.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import random
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from agent_harness.models.failures import Failure, FailureKind
-from agent_harness.models.limits import epoch_seconds, next_wall_clock
+from agent_harness.models.limits import epoch_seconds, next_midnight, next_wall_clock
+from agent_harness.models.providers import classify_response
 
 _CLAUDE_PIPE_RESET = re.compile(r"Claude AI usage limit reached\|(\d{9,13})")
 _RESETS_AT = re.compile(
@@ -28,7 +34,23 @@ _SPEND_CAP_TEXT = re.compile(
     r"spend limit|credit balance is too low|insufficient credits",
     re.IGNORECASE,
 )
-_CONVERSATION_TYPES = frozenset({"assistant", "user", "stream_event", "item.completed"})
+# Events that carry what the model wrote or read (its turns, tool calls and their output), per
+# CLI: Claude Code and Codex, Gemini CLI's stream-json, opencode's --format json.
+_CONVERSATION_TYPES = frozenset(
+    {
+        "assistant",
+        "user",
+        "stream_event",
+        "item.completed",
+        "message",
+        "tool_use",
+        "tool_result",
+        "text",
+        "reasoning",
+        "step_start",
+        "step_finish",
+    }
+)
 _LIMIT_NO_RESET = re.compile(
     r"hit your (?:\w+ )?limit|usage limit (?:has been )?reached", re.IGNORECASE
 )
@@ -39,6 +61,89 @@ _MONTHS = {
         start=1,
     )
 }
+
+# Codex names the HTTP status of a request it gave up on, in its own words.
+_CODEX_STATUS = re.compile(r"(?:unexpected status|last status:)\s+(?P<status>[1-5]\d\d)\b")
+# A retry the CLI is still making is not why it stopped ("Reconnecting... 1/5 (...)").
+_STILL_RETRYING = re.compile(r"^\s*reconnecting\.\.\.", re.IGNORECASE)
+# Google's daily quotas reopen at midnight Pacific time; the per-day quota ids say "PerDay".
+_GEMINI_DAY_RESET_TZ = "America/Los_Angeles"
+_DAILY_QUOTA = re.compile(r"daily (?:\S+ )?quota", re.IGNORECASE)
+_PER_DAY_QUOTA_ID = re.compile(r"PerDay")
+# A wait the provider stated in words: "Please try again in 2.5s", "Please retry in 31.44s".
+_STATED_WAIT = re.compile(
+    r"(?:try again|retry) in (?P<amount>\d+(?:\.\d+)?)\s*"
+    r"(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)\b",
+    re.IGNORECASE,
+)
+
+# Sentences that name one class whatever CLI prints them, checked in this order (the first
+# that matches wins). Google's status names are matched in capitals only, as Google writes them.
+_SENTENCES: tuple[tuple[re.Pattern[str], FailureKind], ...] = (
+    (
+        re.compile(
+            r"prompt is too long|exceeds the context window|ran out of room in the model's "
+            r"context window|has hit a token limit|ContextWindowExceededError",
+            re.IGNORECASE,
+        ),
+        FailureKind.CONTEXT_TOO_LONG,
+    ),
+    # Google's 429 says "You exceeded your current quota" too, but of a per-minute quota that
+    # refills by itself (a per-day one is read as a window before these rules).
+    (
+        re.compile(r"RESOURCE_EXHAUSTED|ai\.google\.dev|generativelanguage\.googleapis"),
+        FailureKind.BURST,
+    ),
+    (
+        re.compile(
+            r"exceeded your current quota|quota exceeded\. check your plan and billing|"
+            r"to use codex with your chatgpt plan, upgrade",
+            re.IGNORECASE,
+        ),
+        FailureKind.CAP,
+    ),
+    (
+        re.compile(r"api error: 529|overloaded_error|selected model is at capacity", re.I),
+        FailureKind.OVERLOAD,
+    ),
+    (
+        re.compile(
+            r"invalid api key|authentication_error|incorrect api key provided|api key not valid|"
+            r"not able to authenticate you|litellm\.AuthenticationError|please set an auth "
+            r"method",
+            re.IGNORECASE,
+        ),
+        FailureKind.AUTH,
+    ),
+    (re.compile(r"\b(?:PERMISSION_DENIED|UNAUTHENTICATED|API_KEY_INVALID)\b"), FailureKind.AUTH),
+    (
+        re.compile(r"api error: 429|has rate limited you|litellm\.RateLimitError", re.I),
+        FailureKind.BURST,
+    ),
+    (
+        re.compile(r"refused the request due to a safety policy|ContentPolicyViolationError", re.I),
+        FailureKind.REFUSAL,
+    ),
+    (
+        re.compile(
+            r"experiencing high demand|servers are down or overloaded|timed out without "
+            r"returning a response|litellm\.(?:InternalServerError|ServiceUnavailableError|"
+            r"Timeout|APIConnectionError)",
+            re.IGNORECASE,
+        ),
+        FailureKind.SERVER,
+    ),
+)
+
+# Limits that outlast the run: a later one of these outranks an earlier, shorter reading.
+_LASTING = frozenset({FailureKind.WINDOW, FailureKind.CAP})
+
+# When an agent stopped at a limit without saying when it lifts, it is run again after this.
+DEFAULT_AGENT_WAIT_S = 60.0
+# A stated wait longer than this is not taken at its word: the item comes back after an hour.
+MAX_AGENT_WAIT_S = 3600.0
+# Up to this share of the wait is added at random, so items limited together come back apart.
+AGENT_WAIT_JITTER = 0.1
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -66,6 +171,52 @@ def _lines(text_or_lines: str | Iterable[str]) -> list[str]:
     if isinstance(text_or_lines, str):
         return text_or_lines.splitlines()
     return [line for chunk in text_or_lines for line in str(chunk).splitlines()]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:200]
+
+
+def stated_wait(text: str) -> float | None:
+    """Seconds a provider asked for in words ("Please try again in 2.5s"), if it did."""
+    match = _STATED_WAIT.search(text)
+    if match is None:
+        return None
+    unit = match.group("unit").lower()
+    if unit == "ms" or unit.startswith("milli"):
+        scale = 0.001
+    elif unit.startswith("m"):
+        scale = 60.0
+    else:
+        scale = 1.0
+    return float(match.group("amount")) * scale
+
+
+def _as_agent(found: Failure, agent: str, message: str) -> Failure:
+    """A vendor's classification told as the agent's, in the agent's words."""
+    wait = found.retry_after
+    if found.kind is FailureKind.BURST and wait is None:
+        wait = stated_wait(message)
+    return dataclasses.replace(found, vendor=agent, message=_one_line(message), retry_after=wait)
+
+
+def _http_failure(
+    agent: str,
+    vendor: str,
+    status: int,
+    message: str,
+    now: float,
+    *,
+    headers: Mapping[str, str] | None = None,
+    body: str | None = None,
+) -> Failure | None:
+    """An HTTP status the agent reported, through the vendor's own classifier."""
+    shown = body if body is not None else json.dumps({"error": {"message": message}})
+    found = classify_response(vendor, status, dict(headers or {}), shown, now=now)
+    return None if found is None else _as_agent(found, agent, message)
+
+
+# -- structured reports -----------------------------------------------------------------------
 
 
 def _claude_rate_limit_event(doc: Any, agent: str) -> Failure | None:
@@ -115,7 +266,121 @@ def _codex_usage_limit(doc: Any, agent: str, now: float) -> Failure | None:
     return None
 
 
-def _text_failure(line: str, agent: str, now: float) -> Failure | None:
+def _claude_api_error(doc: dict[str, Any], agent: str, now: float) -> Failure | None:
+    """Claude Code's final `result` after an API error: the status, and Anthropic's own error
+    type and code, which the Anthropic classifier reads as if the response were ours."""
+    status = doc.get("api_error_status")
+    if doc.get("type") != "result" or not doc.get("is_error") or not isinstance(status, int):
+        return None
+    message = str(doc.get("result") or f"API error {status}")
+    said = _text_failure(message, agent, now)
+    if said is not None and said.kind in _LASTING:
+        return said  # "usage limit reached|<epoch>", a spend limit: the sentence knows more
+    error: dict[str, Any] = {"type": str(doc.get("api_error_type") or ""), "message": message}
+    if doc.get("api_error_code"):
+        error["details"] = {"error_code": str(doc["api_error_code"])}
+    body = json.dumps({"type": "error", "error": error})
+    return _http_failure(agent, "anthropic", status, message, now, body=body)
+
+
+def _codex_turn_failed(doc: dict[str, Any], agent: str, now: float) -> Failure | None:
+    """Codex's `turn.failed`: the message it ended the turn with (its `error` events repeat it
+    or report retries still under way)."""
+    error = doc.get("error")
+    if doc.get("type") != "turn.failed" or not isinstance(error, dict):
+        return None
+    return _text_failure(str(error.get("message") or ""), agent, now)
+
+
+def _gemini_result_error(doc: dict[str, Any], agent: str, now: float) -> Failure | None:
+    """Gemini CLI's stream-json `result` with `status: error`, or its one-object json output
+    with an `error`: the message is Google's, wrapped as "[API Error: ...]"."""
+    error = doc.get("error")
+    final = doc.get("type") == "result" and doc.get("status") == "error"
+    whole = "type" not in doc and "session_id" in doc
+    if not (final or whole) or not isinstance(error, dict):
+        return None
+    message = str(error.get("message") or error.get("type") or "")
+    found = _text_failure(message, agent, now)
+    if found is None and "auth" in str(error.get("type") or "").lower():
+        found = Failure(FailureKind.AUTH, agent, None, _one_line(message))
+    return found
+
+
+def _opencode_error(doc: dict[str, Any], agent: str, now: float) -> Failure | None:
+    """opencode's `error` event: a named error whose `APIError` keeps the provider's status,
+    response headers and body, so the vendor's classifier sees what opencode saw."""
+    error = doc.get("error")
+    if doc.get("type") != "error" or not isinstance(error, dict) or "name" not in error:
+        return None
+    raw = error.get("data")
+    data: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    name = str(error["name"])
+    message = str(data.get("message") or name)
+    named = {
+        "ProviderAuthError": FailureKind.AUTH,
+        "ContextOverflowError": FailureKind.CONTEXT_TOO_LONG,
+        "ContentFilterError": FailureKind.REFUSAL,
+    }
+    if name in named:
+        return Failure(named[name], agent, None, _one_line(message), raw_code=name)
+    if name != "APIError":
+        return None
+    status = data.get("statusCode")
+    if not isinstance(status, int):
+        kind = FailureKind.SERVER if data.get("isRetryable") else FailureKind.BAD_REQUEST
+        return Failure(kind, agent, None, _one_line(message), raw_code=name)
+    sent = data.get("responseHeaders")
+    headers = {str(k): str(v) for k, v in sent.items()} if isinstance(sent, dict) else {}
+    body = data.get("responseBody") if isinstance(data.get("responseBody"), str) else None
+    vendor = _vendor_of(headers, body or "")
+    return _http_failure(agent, vendor, status, message, now, headers=headers, body=body)
+
+
+def _vendor_of(headers: Mapping[str, str], body: str) -> str:
+    """Which vendor answered, from what only that vendor sends: Anthropic's headers and its
+    `{"type": "error"}` envelope, Google's status names; anything else is read as OpenAI's."""
+    if any(str(name).lower().startswith("anthropic-") for name in headers):
+        return "anthropic"
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return "openai"
+    error = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(doc, dict) and doc.get("type") == "error":
+        return "anthropic"
+    if isinstance(error, dict) and isinstance(error.get("status"), str):
+        return "gemini"
+    return "openai"
+
+
+def _structured(doc: Any, agent: str, now: float) -> Failure | None:
+    found = _claude_rate_limit_event(doc, agent) or _codex_usage_limit(doc, agent, now)
+    if found is not None or not isinstance(doc, dict):
+        return found
+    for reader in (_claude_api_error, _codex_turn_failed, _gemini_result_error, _opencode_error):
+        found = reader(doc, agent, now)
+        if found is not None:
+            return found
+    return None
+
+
+# -- sentences ----------------------------------------------------------------------------------
+
+
+def _resets_at(match: re.Match[str], now: float) -> float:
+    hour = int(match.group("hour")) % 12 + (12 if match.group("ampm").lower() == "pm" else 0)
+    minute = int(match.group("minute") or 0)
+    month_day = None
+    if match.group("when"):
+        month_name, day = match.group("when").replace(",", " ").split()[:2]
+        month = _MONTHS.get(month_name[:3].lower())
+        month_day = (month, int(day)) if month else None
+    return next_wall_clock(now, hour, minute, match.group("tz"), month_day)
+
+
+def _window_sentence(line: str, agent: str, now: float) -> Failure | None:
+    """A spent window or cap in words, with its reset when the sentence gives one."""
     pipe = _CLAUDE_PIPE_RESET.search(line)
     if pipe:
         return Failure(
@@ -127,42 +392,53 @@ def _text_failure(line: str, agent: str, now: float) -> Failure | None:
             raw_code="usage_limit",
         )
     if _SPEND_CAP_TEXT.search(line):
-        return Failure(
-            FailureKind.CAP, agent, None, " ".join(line.split())[:200], raw_code="spend_cap"
-        )
+        return Failure(FailureKind.CAP, agent, None, _one_line(line), raw_code="spend_cap")
     match = _RESETS_AT.search(line)
     if match:
-        hour = int(match.group("hour")) % 12 + (12 if match.group("ampm").lower() == "pm" else 0)
-        minute = int(match.group("minute") or 0)
-        month_day = None
-        if match.group("when"):
-            month_name, day = match.group("when").replace(",", " ").split()[:2]
-            month = _MONTHS.get(month_name[:3].lower())
-            month_day = (month, int(day)) if month else None
-        reset = next_wall_clock(now, hour, minute, match.group("tz"), month_day)
+        reset = _resets_at(match, now)
         return Failure(
             FailureKind.WINDOW,
             agent,
             None,
-            " ".join(line.split())[:200],
+            _one_line(line),
             reset_at=reset,
             retry_after=reset - now,
             raw_code="usage_limit",
         )
-    lowered = line.lower()
     if _LIMIT_NO_RESET.search(line):
+        return Failure(FailureKind.WINDOW, agent, None, _one_line(line), raw_code="usage_limit")
+    if _DAILY_QUOTA.search(line) or _PER_DAY_QUOTA_ID.search(line):
+        reset = next_midnight(now, _GEMINI_DAY_RESET_TZ)
         return Failure(
-            FailureKind.WINDOW, agent, None, " ".join(line.split())[:200], raw_code="usage_limit"
+            FailureKind.WINDOW, agent, None, _one_line(line), reset_at=reset, raw_code="daily"
         )
-    if "prompt is too long" in lowered or "exceeds the context window" in lowered:
-        return Failure(FailureKind.CONTEXT_TOO_LONG, agent, None, line.strip()[:200])
-    if "api error: 529" in lowered or "overloaded_error" in lowered:
-        return Failure(FailureKind.OVERLOAD, agent, None, line.strip()[:200])
-    if "invalid api key" in lowered or "authentication_error" in lowered:
-        return Failure(FailureKind.AUTH, agent, None, line.strip()[:200])
-    if "api error: 429" in lowered:
-        return Failure(FailureKind.BURST, agent, None, line.strip()[:200])
     return None
+
+
+def _text_failure(line: str, agent: str, now: float) -> Failure | None:
+    window = _window_sentence(line, agent, now)
+    if window is not None:
+        return window
+    if _STILL_RETRYING.match(line):
+        return None
+    named = _CODEX_STATUS.search(line)
+    status = int(named.group("status")) if named else None
+    for pattern, kind in _SENTENCES:
+        if pattern.search(line):
+            if kind is FailureKind.CAP and agent == "gemini":
+                # Google words a per-minute 429 as "You exceeded your current quota" as well.
+                kind = FailureKind.BURST
+            wait = stated_wait(line) if kind is FailureKind.BURST else None
+            return Failure(kind, agent, status, _one_line(line), retry_after=wait)
+    if status is not None:
+        return _http_failure(agent, "openai", status, line.strip(), now)
+    return None
+
+
+def _outranks(found: Failure, held: Failure | None) -> bool:
+    """Whether a failure read later replaces the one read so far from prose: a lasting limit
+    replaces a passing one (a per-day quota whose 429 line came first)."""
+    return held is None or (found.kind in _LASTING and held.kind not in _LASTING)
 
 
 def classify_agent_output(
@@ -170,10 +446,12 @@ def classify_agent_output(
 ) -> Failure | None:
     """Find the limit or failure a CLI agent reported in its output, if any.
 
-    Structured events win over prose: Claude Code's `rate_limit_event` (stream-json) and Codex's
-    `usage_limit_reached` error carry exact reset epochs. Otherwise the known sentences are read
-    ("Claude AI usage limit reached|<epoch>", "You've hit your session limit · resets 8:37am
-    (UTC)"), with wall-clock times resolved to the next such moment after `now`.
+    Structured reports win over prose: Claude Code's `rate_limit_event` and its failed `result`
+    (with the API status and error type), Codex's `turn.failed`, Gemini CLI's error `result`,
+    opencode's `error` event. Otherwise the known sentences are read ("Claude AI usage limit
+    reached|<epoch>", "You've hit your session limit · resets 8:37am (UTC)", "exceeded retry
+    limit, last status: 429", "The API provider has rate limited you"), with wall-clock times
+    resolved to the next such moment after `now`.
     """
     name = agent.lower()
     structured: Failure | None = None
@@ -189,7 +467,7 @@ def classify_agent_output(
             except ValueError:
                 doc = None
         if doc is not None:
-            found = _claude_rate_limit_event(doc, name) or _codex_usage_limit(doc, name, now)
+            found = _structured(doc, name, now)
             if found is not None:
                 structured = structured or found
                 continue
@@ -201,10 +479,25 @@ def classify_agent_output(
             texts = [stripped]
         for text in texts:
             found = _text_failure(text, name, now)
-            if found is not None and textual is None:
+            if found is not None and _outranks(found, textual):
                 textual = found
     if structured is not None:
-        if structured.reset_at is None and textual is not None:
+        if structured.reset_at is None and textual is not None and textual.reset_at is not None:
             return textual
         return structured
     return textual
+
+
+def agent_wait_until(failure: Failure, now: float, rng: random.Random) -> float:
+    """When to run an agent again after it stopped at `failure`, a limit it could not get past.
+
+    A window's stated reset is kept as it is: that is when it reopens. Otherwise the wait the
+    provider stated (a reset header or `retry-after`, as far as the CLI passed it on) is used,
+    or `DEFAULT_AGENT_WAIT_S` when none was, capped at `MAX_AGENT_WAIT_S`, plus up to
+    `AGENT_WAIT_JITTER` of it at random.
+    """
+    if failure.kind is FailureKind.WINDOW and failure.reset_at is not None:
+        return failure.reset_at
+    stated = failure.reset_at - now if failure.reset_at is not None else failure.retry_after
+    base = DEFAULT_AGENT_WAIT_S if stated is None or stated <= 0 else min(stated, MAX_AGENT_WAIT_S)
+    return now + base + rng.uniform(0.0, AGENT_WAIT_JITTER * base)

@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent_harness.errors import HarnessError
-from agent_harness.failures import Action, FailureClass, action_for, ends_the_item
+from agent_harness.failures import Action, FailureClass, action_for, can_retry, ends_the_item
 from agent_harness.git.worktrees import Worktree
 from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.client import ModelCallFailed
-from agent_harness.models.failures import FailureKind
 from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.budgets import item_over_budget
 from agent_harness.pipeline.checks import order_checks
@@ -55,6 +54,8 @@ if TYPE_CHECKING:
 _DELIVERY_WAITS = "delivery waits for the tracker"
 _DELIVERY_BACKOFF_S = 60.0
 _DELIVERY_BACKOFF_CAP_S = 1800.0
+_REVIEWER_BACKOFF_S = 60.0
+_REVIEWER_BACKOFF_CAP_S = 1800.0
 
 
 class Attempt:
@@ -268,10 +269,7 @@ class Attempt:
             parts.defer(lease, exc.until, f"reviewer: {exc.message}", self.history)
             return
         except ModelCallFailed as exc:
-            if exc.failure.kind is FailureKind.WINDOW and exc.failure.reset_at:
-                parts.defer(lease, exc.failure.reset_at, f"reviewer: {exc.message}", self.history)
-                return
-            parts.fail(lease, f"reviewer failed: {exc.message}", FailureClass(exc.failure.kind))
+            self._reviewer_failed(exc)
             return
         if not verdict.approved:
             reasons = "; ".join(verdict.reasons) or "no reason given"
@@ -285,6 +283,29 @@ class Attempt:
             parts.fail(lease, f"review: {reasons}", refused)
             return
         self._deliver(tree, checks, verdict)
+
+    def _reviewer_failed(self, exc: ModelCallFailed) -> None:
+        """A reviewer that did not answer is not a reviewer that said no. A failure another
+        try can help (a busy or failing provider, a reviewer that timed out) makes the reviewer
+        unavailable: the checked commit waits for it, with a growing backoff and the attempt
+        refunded, so the implementer is not paid again. Any other class is the policy's."""
+        parts, lease, failure = self.parts, self.lease, exc.failure
+        reason = f"reviewer: {exc.message}"
+        found = FailureClass(failure.kind)
+        if can_retry(found):
+            found = FailureClass.REVIEWER_UNAVAILABLE
+        if action_for(found) is not Action.PARK:
+            parts.fail(lease, f"reviewer failed: {exc.message}", found)
+            return
+        tries = sum(
+            1
+            for payload in self.history.all(Deferred)
+            if (payload.reason or "").startswith("reviewer: ")
+        )
+        now = parts.store.clock()
+        stated = failure.reset_at or (now + failure.retry_after if failure.retry_after else 0.0)
+        backoff = now + min(_REVIEWER_BACKOFF_CAP_S, _REVIEWER_BACKOFF_S * 2**tries)
+        parts.defer(lease, max(stated, backoff), reason, self.history)
 
     def _deliver(self, tree: Worktree, checks: CheckRun | None, verdict: Reviewed) -> None:
         """Deliver approved work; when the tracker is unavailable, park the item (attempt

@@ -3,11 +3,14 @@
 The agent gets the review prompt in a scratch directory holding only the diff, never the
 worktree or the implementer's transcript, and must print the JSON verdict. Its answer is read
 from the CLI's own structured output when it has one (Claude Code's `result` event, Codex's
-final `agent_message`), else from the plain output.
+final `agent_message`), else from the plain output. A reviewer that did not answer (its
+provider refused, limited or failed it, it timed out, it printed nothing) raises the same
+classified errors a model reviewer's call does: a failure is never taken for a "no".
 """
 
 from __future__ import annotations
 
+import random
 import shutil
 import time
 import uuid
@@ -15,13 +18,22 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent_harness.agents.output import final_texts, usage_of
+from agent_harness.agents.output import CliReport, final_texts, read_cli_report, usage_of
 from agent_harness.git.runner import run_git
+from agent_harness.models.agent_output import agent_wait_until
+from agent_harness.models.client import ModelCallFailed
+from agent_harness.models.failures import Failure, FailureKind
+from agent_harness.models.parking import EndpointParked
 from agent_harness.review.verdict import ReviewReply
 
 if TYPE_CHECKING:
     from agent_harness.agents.presets import AgentPreset
+    from agent_harness.agents.runner import AgentOutcome
     from agent_harness.sessions.protocol import SessionHost
+
+
+# Limits the reviewer's provider will lift by itself: the review waits for them.
+_WAIT_KINDS = frozenset({FailureKind.BURST, FailureKind.WINDOW})
 
 
 class CliReviewer:
@@ -39,7 +51,9 @@ class CliReviewer:
         model: str | None = None,
         own_login: bool = False,
         clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
     ) -> None:
+        self.rng = rng or random.Random()
         self.model = model
         self.own_login = own_login
         self.host = host
@@ -82,15 +96,33 @@ class CliReviewer:
             own_login=self.own_login,
         )
         outcome, output = ran.outcome, ran.output
-        answers = final_texts(output)
-        tokens_in, tokens_out, cost = usage_of(output)
         shutil.rmtree(workspace, ignore_errors=True)
-        if AgentState(outcome.state) is not AgentState.DONE and not answers:
-            return ReviewReply(text=f"(the reviewer agent ended: {outcome.reason})")
-        return ReviewReply(
-            text="\n".join(answers) if answers else output,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost_usd=cost,
-            model=None,
-        )
+        report = read_cli_report(output)
+        answers = final_texts(output)
+        # A CLI without structured output answers in plain text, and never reports an error.
+        text = "\n".join(answers) if answers else ("" if report.error else output)
+        if AgentState(outcome.state) is not AgentState.DONE or not text.strip():
+            raise self._did_not_answer(outcome, report)
+        tokens_in, tokens_out, cost = usage_of(output)
+        return ReviewReply(text, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
+
+    def _did_not_answer(self, outcome: AgentOutcome, report: CliReport) -> Exception:
+        """The classified error for a reviewer that gave no answer at all: its provider's
+        failure when the output names one, else a server-like failure (it timed out, crashed
+        or printed nothing), which waits and asks again rather than counting as a "no"."""
+        from agent_harness.agents.runner import AgentState
+
+        failure = outcome.failure
+        state = AgentState(outcome.state)
+        if failure is None:
+            kind, code = FailureKind.SERVER, state.value
+            if state is AgentState.MISSING_BINARY:
+                kind = FailureKind.BAD_REQUEST  # no wait brings a missing program
+            elif state is AgentState.DONE and report.error is None:
+                code = "no_output"
+            reason = outcome.reason if report.error is None else f"{outcome.reason}: {report.error}"
+            failure = Failure(kind, self.preset.name, None, reason, raw_code=code)
+        if failure.kind in _WAIT_KINDS:
+            until = agent_wait_until(failure, self.clock(), self.rng)
+            return EndpointParked(f"agent:{self.preset.name}", until, failure.describe(), failure)
+        return ModelCallFailed(failure, "reviewer", self.model or self.preset.name, 1)

@@ -210,10 +210,32 @@ _OUTPUT_ITEMS = frozenset(
 )
 
 
+def _tool_names(tools: Any) -> list[str]:
+    """Names of the tools offered, looking inside namespaces (which nest further tools)."""
+    names: list[str] = []
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace":
+            names += _tool_names(tool.get("tools"))
+        else:
+            names.append(str(tool.get("name") or tool.get("type")))
+    return names
+
+
+def _code_mode_tools(body: Mapping[str, Any]) -> list[str]:
+    """The tools Codex offers in "code mode": not in `tools` but in an `additional_tools` input
+    item, where one `exec` tool runs JavaScript that calls the others (`tools.apply_patch`)."""
+    items = body.get("input")
+    names: list[str] = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            names += _tool_names(item.get("tools"))
+    return names
+
+
 def _responses_exchange(body: Mapping[str, Any]) -> Exchange:
-    tools = tuple(
-        str(t.get("name") or t.get("type")) for t in body.get("tools") or [] if isinstance(t, dict)
-    )
+    tools = tuple(_tool_names(body.get("tools")) + _code_mode_tools(body))
     turn = 0
     user: list[str] = []
     outputs: list[str] = []
@@ -301,6 +323,8 @@ def _responses_item(step: Action, exchange: Exchange, number: int) -> dict[str, 
             "role": "assistant",
             "content": [{"type": "output_text", "text": step.text, "annotations": []}],
         }
+    if "exec" in _code_mode_tools(exchange.body):
+        return _code_mode_call(step, number, call_id)
     tool_kinds = {
         str(t.get("name")): str(t.get("type"))
         for t in exchange.body.get("tools") or []
@@ -327,6 +351,27 @@ def _responses_item(step: Action, exchange: Exchange, number: int) -> dict[str, 
     if "exec_command" in tool_kinds:
         return _function_call(number, call_id, "exec_command", {"cmd": command})
     return _function_call(number, call_id, "shell", {"command": ["bash", "-lc", command]})
+
+
+def _code_mode_call(step: Action, number: int, call_id: str) -> dict[str, Any]:
+    """The step as one `exec` call: a line of JavaScript calling the nested tool, whose output
+    (a shell command's) is handed back with `text`."""
+    if isinstance(step, WriteFile | EditFile):
+        script = f"await tools.apply_patch({json.dumps(apply_patch_text(step))});"
+    else:
+        assert isinstance(step, RunShell)
+        script = (
+            f"const ran = await tools.exec_command({json.dumps({'cmd': step.command})});\n"
+            "text(ran.output);"
+        )
+    return {
+        "type": "custom_tool_call",
+        "id": f"ctc_scripted_{number}",
+        "status": "completed",
+        "call_id": call_id,
+        "name": "exec",
+        "input": script,
+    }
 
 
 def _function_call(number: int, call_id: str, name: str, args: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,8 @@ from agent_harness.tracker.github import GitHubTracker
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "octo/tally"
-# A slug Codex knows: for an unknown one it offers no apply_patch tool.
+# A slug Codex knows: for an unknown one it offers no apply_patch tool (only exec_command). Its
+# default model gets its tools another way ("code mode"), tried in its own test.
 CODEX_MODEL = "gpt-5.5"
 
 
@@ -55,9 +56,10 @@ class Rig:
     def state_dir(self) -> Path:
         return self.tmp / "state"
 
-    def agent(self, name: str, *, reviewer: bool = False) -> Any:
+    def agent(self, name: str, *, reviewer: bool = False, its_default_model: bool = False) -> Any:
+        """A CLI implementer or reviewer; Codex gets `CODEX_MODEL` unless `its_default_model`."""
         host = HeadlessHost(self.state_dir / "sessions")
-        model = CODEX_MODEL if name == "codex" else None
+        model = CODEX_MODEL if name == "codex" and not its_default_model else None
         if reviewer:
             return CliReviewer(
                 host, PRESETS[name], self.env, self.state_dir, timeout_s=60.0, poll_s=0.05,

@@ -8,11 +8,13 @@ going back to the implementer, the verdicts, the rate limit, the refused permiss
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 import time
 
 import pytest
 
 from agent_harness.agents.presets import PRESETS
+from agent_harness.pipeline.run import Pipeline
 from agent_harness.testing.model_server import ScriptedFailure
 from agent_harness.testing.provider import (
     EditFile,
@@ -224,3 +226,111 @@ def test_codex_in_a_read_only_sandbox_fails_the_item_with_the_refusal(rig: Rig) 
     assert (item.state, item.attempts) == ("failed", 1)
     assert item.reason is not None and "read-only sandbox" in item.reason
     assert rig.pulls() == []
+
+
+def first_item(rig: Rig, implementer: str, reviewer: str) -> Pipeline:
+    """A pipeline of item A1 alone, worked and reviewed by the named real CLIs."""
+    return rig.pipeline(
+        PLAN.split("### A2")[0],
+        implementer=rig.agent(implementer),
+        reviewer=rig.agent(reviewer, reviewer=True),
+    )
+
+
+def test_codex_with_its_own_default_model_edits_through_code_mode(rig: Rig) -> None:
+    # No --model: Codex 0.171 offers its default model no `tools` at all, but one `exec` tool
+    # (in an `additional_tools` input item) whose JavaScript calls apply_patch.
+    rig.openai.scenario = implementer
+    rig.anthropic.scenario = reviewer
+    pipeline = rig.pipeline(
+        PLAN.split("### A2")[0],
+        implementer=rig.agent("codex", its_default_model=True),
+        reviewer=rig.agent("claude", reviewer=True),
+    )
+    report = pipeline.run()
+
+    [item] = report.items
+    assert (item.state, item.attempts) == ("pr_open", 1), item.reason
+    [first, *_] = rig.openai.model_requests()
+    assert first.body["model"] == "gpt-6.2-sol" and "tools" not in first.body
+    calls = [r for r in rig.openai.model_requests() if "tools.apply_patch" in r.text]
+    assert calls and "*** Add File: tally/shout.py" in calls[0].text
+
+
+BAD_OPENAI_KEY = ScriptedFailure.openai(
+    401,
+    "Incorrect API key provided: sk-scr***ted. You can find your API key at "
+    "https://platform.openai.com/account/api-keys.",
+    "invalid_request_error",
+    "invalid_api_key",
+)
+
+
+def test_codexs_plain_429_parks_the_item_instead_of_burning_attempts(rig: Rig) -> None:
+    # Codex prints only "exceeded retry limit, last status: 429 Too Many Requests": the
+    # retry-after the provider sent does not reach its output, so the item waits a minute.
+    rig.openai.scenario = lambda _: Fail(ScriptedFailure.openai_rate_limit(retry_after=30))
+    pipeline = first_item(rig, "codex", "claude")
+    before = time.time()
+    report = pipeline.run()
+
+    [item] = report.items
+    assert (item.state, item.attempts) == ("waiting", 0), item.reason
+    assert item.not_before is not None and before + 60 <= item.not_before <= time.time() + 66
+    [finished] = rig.events(pipeline, "A1", "agent_finished")
+    assert (finished["state"], finished["failure"]) == ("rate_limited", "burst")
+    assert len(rig.openai.model_requests()) == 1  # one run, not three
+
+
+def test_codexs_bad_key_fails_the_item_after_one_attempt(rig: Rig) -> None:
+    rig.openai.scenario = lambda _: Fail(BAD_OPENAI_KEY)
+    pipeline = first_item(rig, "codex", "claude")
+    report = pipeline.run()
+
+    [item] = report.items
+    assert (item.state, item.attempts) == ("failed", 1)
+    assert item.reason is not None and "Incorrect API key provided" in item.reason
+    [finished] = rig.events(pipeline, "A1", "agent_finished")
+    assert (finished["state"], finished["failure"], finished["permanent"]) == (
+        "refused",
+        "auth",
+        True,
+    )
+
+
+def test_a_codex_reviewer_with_a_bad_key_is_not_a_reviewer_that_said_no(rig: Rig) -> None:
+    rig.anthropic.scenario = implementer
+    rig.openai.scenario = lambda _: Fail(BAD_OPENAI_KEY)
+    pipeline = first_item(rig, "claude", "codex")
+    report = pipeline.run()
+
+    [item] = report.items
+    assert (item.state, item.attempts) == ("failed", 1)
+    assert item.reason is not None and item.reason.startswith("reviewer failed: ")
+    assert "auth from codex 401" in item.reason
+    # No verdict was recorded or fed back, the implementer ran once, the reviewer was asked once.
+    assert rig.events(pipeline, "A1", "feedback") == []
+    assert len(rig.events(pipeline, "A1", "agent_finished")) == 1
+    assert len(rig.openai.model_requests()) == 1
+
+
+def test_a_rate_limited_claude_reviewer_keeps_the_checked_commit_waiting(rig: Rig) -> None:
+    rig.openai.scenario = implementer
+    rig.anthropic.scenario = lambda _: Fail(ScriptedFailure.anthropic_rate_limit(retry_after=0))
+    pipeline = first_item(rig, "codex", "claude")
+    report = pipeline.run()
+
+    [item] = report.items
+    assert (item.state, item.attempts) == ("waiting", 0), item.reason
+    [checked] = rig.events(pipeline, "A1", "checks_passed")
+    [waiting] = rig.events(pipeline, "A1", "waiting")
+    assert waiting["reason"].startswith("reviewer: ")
+    assert "burst from claude 429 (rate_limit_error)" in waiting["reason"]
+    assert rig.events(pipeline, "A1", "feedback") == []
+    assert len(rig.events(pipeline, "A1", "agent_finished")) == 1
+    # The commit that passed its checks is what waits for the reviewer, in its worktree.
+    [tree] = rig.events(pipeline, "A1", "worktree")
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tree["path"], capture_output=True, text=True, check=True
+    )
+    assert head.stdout.strip() == checked["sha"]

@@ -1,4 +1,4 @@
-"""`agent-harness classify` through the real CLI entry point."""
+"""`agent-harness classify` through the real CLI entry point, over recorded agent output."""
 
 from __future__ import annotations
 
@@ -9,6 +9,18 @@ from pathlib import Path
 import pytest
 
 from agent_harness.cli import main
+
+RECORDED = Path(__file__).parents[1] / "models" / "cli_outputs.json"
+
+
+def recorded_log(tmp_path: Path, agent: str, starts: str) -> Path:
+    """A log holding what the agent printed, from the recorded outputs."""
+    rows = json.loads(RECORDED.read_text(encoding="utf-8"))
+    [row] = [r for r in rows if r["agent"] == agent and r["output"].startswith(starts)]
+    log = tmp_path / f"{agent}.jsonl"
+    log.write_text("\n".join(row["lines"]) + "\n", encoding="utf-8")
+    return log
+
 
 pytestmark = pytest.mark.unit
 
@@ -40,3 +52,23 @@ def test_classify_says_nothing_was_found(
 def test_classify_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["classify", "--help"]) == 0
     assert "agent-harness classify --agent codex" in capsys.readouterr().out
+
+
+def test_classify_names_codexs_plain_429_a_burst(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = recorded_log(tmp_path, "codex", '`turn.failed`: "exceeded')
+    assert main(["classify", "--agent", "codex", str(log)]) == 4
+    out = capsys.readouterr().out
+    assert out.startswith("burst from codex 429: exceeded retry limit, last status: 429")
+    assert out.splitlines()[-1] == "policy: retry"
+
+
+def test_classify_names_codexs_401_auth_which_the_policy_escalates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = recorded_log(tmp_path, "codex", '`turn.failed`: "unexpected status 401')
+    assert main(["classify", "--agent", "codex", str(log), "--json"]) == 4
+    out = json.loads(capsys.readouterr().out)
+    assert (out["kind"], out["policy"], out["agent"]) == ("auth", "escalate", "codex")
+    assert out["message"].startswith("unexpected status 401 Unauthorized: Incorrect API key")

@@ -2,14 +2,18 @@
 
 An agent that exits 0 but reports an error is taken at its word only if its worktree shows
 work; when git cannot read the worktree, that is said, never read as "it changed something".
+A provider failure the agent printed (the lines recorded in tests/models/cli_outputs.json)
+costs what the failure policy says: a rate limit waits, a bad key ends the item.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,14 +57,30 @@ def tree(tmp_path: Path) -> Worktree:
     return Worktree("T1", path, "item-T1", git(origin, "rev-parse", "HEAD"))
 
 
-def implement(tmp_path: Path, tree: Worktree) -> ImplementResult:
-    argv = write_scripted_agent(tmp_path / "agents", REPORTS_AN_ERROR)
+NOW = 1_800_000_000.0
+RECORDED: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parents[1] / "models" / "cli_outputs.json").read_text(encoding="utf-8")
+)
+
+
+def recorded(agent: str, starts: str) -> list[str]:
+    """The lines an agent printed, from the recorded outputs."""
+    [row] = [r for r in RECORDED if r["agent"] == agent and r["output"].startswith(starts)]
+    return list(row["lines"])
+
+
+def implement(
+    tmp_path: Path, tree: Worktree, behaviour: dict[str, Any] = REPORTS_AN_ERROR
+) -> ImplementResult:
+    argv = write_scripted_agent(tmp_path / "agents", behaviour)
     implementer = CliImplementer(
         HeadlessHost(tmp_path / "sessions"),
         preset_for(shlex.join(argv) + " {prompt}"),
         base_env(),
         timeout_s=60.0,
         poll_s=0.02,
+        clock=lambda: NOW,
+        rng=random.Random(7),
     )
     return implementer.implement(
         ITEM,
@@ -92,3 +112,52 @@ def test_a_worktree_git_cannot_read_is_reported_not_taken_for_work(
     assert (result.ok, result.state, result.permanent) == (False, "crashed", False)
     assert result.reason.startswith("cannot tell whether custom changed anything: git status")
     assert "not a git repository" in result.reason
+
+
+def prints(lines: list[str], exit_code: int) -> dict[str, Any]:
+    return {"steps": [{"print": lines}], "exit": exit_code}
+
+
+def test_codex_stopped_by_a_plain_429_waits_a_minute_instead_of_crashing(
+    tmp_path: Path, tree: Worktree
+) -> None:
+    result = implement(tmp_path, tree, prints(recorded("codex", '`turn.failed`: "exceeded'), 1))
+
+    assert (result.ok, result.state, result.permanent) == (False, "rate_limited", False)
+    assert result.failure is not None and result.failure.kind.value == "burst"
+    assert result.wait_until is not None and NOW + 60 <= result.wait_until <= NOW + 66
+    assert "429 Too Many Requests" in result.reason
+
+
+@pytest.mark.parametrize(("retry_after", "low", "high"), [(120, 120, 132), (7200, 3600, 3960)])
+def test_a_429_with_retry_after_waits_that_long_at_most_an_hour(
+    tmp_path: Path, tree: Worktree, retry_after: int, low: float, high: float
+) -> None:
+    line = recorded("opencode", "`error` event, `APIError` 429")[0]
+    line = line.replace('"retry-after":"120"', f'"retry-after":"{retry_after}"')
+
+    result = implement(tmp_path, tree, prints([line], 1))
+
+    assert result.state == "rate_limited" and result.wait_until is not None
+    assert NOW + low <= result.wait_until <= NOW + high
+
+
+def test_a_bad_key_ends_the_item_at_once(tmp_path: Path, tree: Worktree) -> None:
+    result = implement(
+        tmp_path, tree, prints(recorded("codex", '`turn.failed`: "unexpected status 401'), 1)
+    )
+
+    assert (result.ok, result.state, result.permanent) == (False, "refused", True)
+    assert result.failure is not None and result.failure.kind.value == "auth"
+    assert "Incorrect API key provided" in result.reason
+
+
+def test_an_agent_that_exits_0_after_a_bad_key_and_changed_nothing_is_refused(
+    tmp_path: Path, tree: Worktree
+) -> None:
+    lines = recorded("aider", '"litellm.AuthenticationError')
+
+    result = implement(tmp_path, tree, prints(lines, 0))
+
+    assert (result.ok, result.state, result.permanent) == (False, "refused", True)
+    assert result.reason.startswith("custom exited 0 but reported: auth from custom")

@@ -5,18 +5,27 @@ https://github.com/handarbeit/fabrik/issues/1815), its "usage limit reached|<epo
 (https://github.com/anthropics/claude-code/issues/11429), "You've hit your limit · resets …"
 (https://github.com/anthropics/claude-code/issues/52575, /issues/22976), and Codex's
 `usage_limit_reached` error with `resets_in_seconds` (openai/codex codex-rs/core/src/client.rs).
+
+`cli_outputs.json` holds one row per output the harness tells apart, each with the lines the
+CLI printed and where they came from: most recorded from the real Claude Code and Codex against
+the scripted provider, the rest quoted from Gemini CLI, aider and opencode issues and sources.
+docs/PROVIDERS.md shows the same rows as a table, and a test keeps the two alike.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent_harness.models.agent_output import classify_agent_output
-from agent_harness.models.failures import FailureKind
+from agent_harness.models.agent_output import agent_wait_until, classify_agent_output
+from agent_harness.models.failures import Failure, FailureKind
+from agent_harness.models.limits import next_midnight
 
 pytestmark = pytest.mark.unit
 
@@ -194,3 +203,73 @@ def test_ordinary_output_is_not_a_failure() -> None:
     text = "Edited src/app.py\nAll 12 tests passed.\nThe rate limiter module now resets state."
     assert classify_agent_output("claude", text, now=NOW) is None
     assert classify_agent_output("codex", text.splitlines(), now=NOW) is None
+
+
+ROWS: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parent / "cli_outputs.json").read_text(encoding="utf-8")
+)
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "PROVIDERS.md"
+TABLE_HEADING = "## What each CLI agent's output is"
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[f"{r['agent']}: {r['output']}" for r in ROWS])
+def test_each_recorded_cli_output_gets_its_class(row: dict[str, Any]) -> None:
+    failure = classify_agent_output(row["agent"], row["lines"], now=NOW)
+
+    assert failure is not None, row["source"]
+    assert (failure.kind.value, failure.vendor) == (row["kind"], row["agent"])
+    assert failure.retry_after == pytest.approx(row.get("retry_after"))
+    if "reset_at" in row:
+        assert failure.reset_at == row["reset_at"]
+    if row.get("reset") == "next midnight America/Los_Angeles":
+        assert failure.reset_at == next_midnight(NOW, "America/Los_Angeles")
+
+
+def _docs_rows() -> list[tuple[str, str, str]]:
+    text = DOCS.read_text(encoding="utf-8").split(TABLE_HEADING, 1)[1]
+    rows = []
+    for line in text.splitlines()[1:]:
+        if line.startswith("## "):
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+        if line.startswith("|") and len(cells) >= 3 and cells[0] not in ("agent", "---"):
+            rows.append((cells[0], cells[1], cells[2].strip("`")))
+    return rows
+
+
+def test_the_docs_table_lists_exactly_the_recorded_outputs() -> None:
+    recorded = [(r["agent"], r["output"], r["kind"]) for r in ROWS]
+    assert _docs_rows() == recorded
+
+
+def test_a_retry_still_under_way_is_not_why_codex_stopped() -> None:
+    line = json.dumps(
+        {"type": "error", "message": "Reconnecting... 1/2 (exceeded retry limit, last status: 429)"}
+    )
+    assert classify_agent_output("codex", line, now=NOW) is None
+
+
+def burst(retry_after: float | None = None, reset_at: float | None = None) -> Failure:
+    return Failure(FailureKind.BURST, "codex", 429, "slow down", reset_at, retry_after)
+
+
+@pytest.mark.parametrize(
+    ("failure", "low", "high"),
+    [
+        (burst(), 60.0, 66.0),  # nothing stated: a minute
+        (burst(retry_after=120.0), 120.0, 132.0),  # the provider's retry-after
+        (burst(reset_at=NOW + 900.0), 900.0, 990.0),  # a reset header
+        (burst(retry_after=7200.0), 3600.0, 3960.0),  # capped at an hour
+    ],
+)
+def test_an_agent_stopped_at_a_rate_limit_waits_what_was_stated_capped_and_jittered(
+    failure: Failure, low: float, high: float
+) -> None:
+    waits = {agent_wait_until(failure, NOW, random.Random(seed)) - NOW for seed in range(20)}
+    assert all(low <= wait <= high for wait in waits)
+    assert len(waits) > 1  # jittered: items limited together do not all come back together
+
+
+def test_a_spent_window_waits_for_its_exact_reset() -> None:
+    window = Failure(FailureKind.WINDOW, "claude", None, "rejected", reset_at=NOW + 5 * 3600)
+    assert agent_wait_until(window, NOW, random.Random(1)) == NOW + 5 * 3600
