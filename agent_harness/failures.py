@@ -100,3 +100,56 @@ def can_retry(failure: FailureClass | str) -> bool:
 def ends_the_item(failure: FailureClass | str) -> bool:
     """Whether the item fails now, whatever attempts it has left (it needs a fix or a person)."""
     return action_for(failure) in (Action.FAIL, Action.ESCALATE)
+
+
+ACTION_MEANS: dict[Action, str] = {
+    Action.RETRY: "try again: a model call after a jittered backoff, an item with a new attempt",
+    Action.PARK: "the item waits for a known time; no attempt is spent",
+    Action.FAIL: "the item fails after this attempt; another would fail the same way",
+    Action.ESCALATE: "the item fails and names what a person must do (raise a cap, renew a key)",
+}
+
+MEANING: dict[FailureClass, str] = {
+    FailureClass.BURST: "a short rate limit (per minute or second)",
+    FailureClass.WINDOW: "a rolling usage window is spent (hours, a day, a week)",
+    FailureClass.CAP: "a spend limit, credit balance or quota is used up",
+    FailureClass.OVERLOAD: "the provider is busy for everyone",
+    FailureClass.SERVER: "a 5xx, a malformed or empty answer, a dropped connection, a timeout",
+    FailureClass.REFUSAL: "the provider refused the content",
+    FailureClass.AUTH: "a bad key, or an account without access",
+    FailureClass.CONTEXT_TOO_LONG: "the input is too big for the model",
+    FailureClass.BAD_REQUEST: "the request itself is malformed",
+    FailureClass.AGENT_CRASHED: "the agent exited non-zero with no provider failure to name",
+    FailureClass.AGENT_TIMEOUT: "the agent ran past its time or sat idle too long",
+    FailureClass.MISSING_PROGRAM: "a program the work needs is not installed",
+    FailureClass.PERMISSION_DENIED: "the agent's own tool permissions refused its edits",
+    FailureClass.NO_CHANGE: "the agent finished without changing anything",
+    FailureClass.AGENT_GAVE_UP: "the implementer says another attempt cannot help",
+    FailureClass.CHECK_FAILED: "a check failed on the agent's work",
+    FailureClass.REVIEW_REFUSED: "the reviewer said no, with reasons to fix",
+    FailureClass.REVIEW_REFUSED_FOR_GOOD: "the reviewer said no to the item itself",
+    FailureClass.PROTECTED_PATH: "the change touches a protected path",
+    FailureClass.SECRET_IN_CHANGE: "the change carries something shaped like a secret",
+    FailureClass.OVER_BUDGET: "the item's cost budget is spent",
+    FailureClass.REVIEWER_UNAVAILABLE: "the reviewer could not answer (limited, down, no reply)",
+    FailureClass.TRACKER: "a git or tracker error of the harness's own machinery",
+    FailureClass.TRACKER_UNAVAILABLE: "the tracker is down, slow or rate limited past the retries",
+    FailureClass.TRACKER_REFUSED: "the tracker refused a write that will be refused again (4xx)",
+    FailureClass.TRACKER_AUTH: "the token is bad, lacks a permission, or the repository is gone",
+    FailureClass.LEASE_LOST: "another worker took the item over after this one's lease lapsed",
+}
+
+
+def policy_table() -> str:
+    """The policy as a markdown table, for docs/PROVIDERS.md (a test keeps the two the same)."""
+    rows = ["| class | what happened | action | what the action does |", "|---|---|---|---|"]
+    for failure in FailureClass:
+        action = POLICY[failure]
+        rows.append(f"| `{failure}` | {MEANING[failure]} | {action} | {ACTION_MEANS[action]} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python -m agent_harness.failures
+    import sys
+
+    sys.stdout.write(policy_table())

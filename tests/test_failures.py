@@ -59,3 +59,17 @@ def test_an_implementer_s_run_is_classed_by_its_provider_failure_first() -> None
     gave_up = ImplementResult(ok=False, state="blocked", reason="x", permanent=True)
     assert result_class(gave_up) is FailureClass.AGENT_GAVE_UP
     assert ends_the_item(result_class(gave_up))
+
+
+def test_providers_md_shows_the_policy_as_the_code_has_it() -> None:
+    from pathlib import Path
+
+    from agent_harness.failures import policy_table
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "PROVIDERS.md").read_text()
+    start = doc.index("-->\n", doc.index("<!-- failure-policy: generated")) + len("-->\n")
+    shown = doc[start : doc.index("<!-- failure-policy: end -->")]
+    assert shown == policy_table(), (
+        "docs/PROVIDERS.md is stale: paste the output of `python -m agent_harness.failures`"
+    )
+    assert shown.count("\n| `") == len(FailureClass)  # every class has its row
