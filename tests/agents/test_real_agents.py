@@ -14,6 +14,7 @@ import time
 import pytest
 
 from agent_harness.agents.presets import PRESETS
+from agent_harness.pipeline.budgets import format_usd
 from agent_harness.pipeline.run import Pipeline
 from agent_harness.testing.model_server import ScriptedFailure
 from agent_harness.testing.provider import (
@@ -120,7 +121,7 @@ def test_claude_implements_codex_reviews_three_items(rig: Rig) -> None:
     [finished] = rig.events(pipeline, "A1", "agent_finished")
     assert finished["tokens_in"] and finished["tokens_out"] and finished["cost_usd"] > 0
     a1_pull = next(p for p in rig.pulls() if p.title.startswith("A1"))
-    assert f"| {finished['cost_usd']} |" in a1_pull.body
+    assert f"| {format_usd(finished['cost_usd'])} |" in a1_pull.body
     # The agents kept their homes under the harness state, not in the user's home.
     assert not (rig.tmp / "user-home").exists()
     assert list(rig.state_dir.glob("items/A1/agent-home/claude/.claude*"))
