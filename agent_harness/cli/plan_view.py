@@ -17,9 +17,21 @@ if TYPE_CHECKING:
     from agent_harness.tracker.sync import SyncReport
 
 
+# A table is for reading: past these sizes it only costs time (rich lays out every cell), so
+# the rest is counted and `--json` has everything.
+TABLE_ROWS_MAX = 500
+CELL_CHARS_MAX = 200
+MISSING_NAMED = 20
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= CELL_CHARS_MAX else text[: CELL_CHARS_MAX - 1] + "…"
+
+
 def render_plan(out: Console, plan: Plan) -> None:
     if plan.items:
         out.print(_items_table(plan))
+        _say_more(out, len(plan.items), "item")
     else:
         # An empty table says less than the plain word on why there is nothing in it.
         out.print(escape(f"{plan.source}: {plan.notes[0] if plan.notes else '0 items'}"))
@@ -28,9 +40,10 @@ def render_plan(out: Console, plan: Plan) -> None:
         report.add_column("line", justify="right")
         report.add_column("reason")
         report.add_column("text", overflow="fold")
-        for notice in plan.unread:
-            report.add_row(str(notice.line), escape(notice.reason), escape(notice.text[:80]))
+        for notice in plan.unread[:TABLE_ROWS_MAX]:
+            report.add_row(str(notice.line), escape(_cut(notice.reason)), escape(notice.text[:80]))
         out.print(report)
+        _say_more(out, len(plan.unread), "line not read", "lines not read")
     done = sum(1 for item in plan.items if item.done)
     missing = [item.id for item in plan.without_check]
     summary = (
@@ -38,7 +51,10 @@ def render_plan(out: Console, plan: Plan) -> None:
         f"{_count(len(plan.unread), 'line')} not read"
     )
     if missing:
-        summary += f"; no success check: {', '.join(missing)}"
+        named = ", ".join(missing[:MISSING_NAMED])
+        if len(missing) > MISSING_NAMED:
+            named += f" and {len(missing) - MISSING_NAMED} more"
+        summary += f"; no success check: {named}"
     if not plan.items and not plan.notes:
         summary = "no work items found; " + summary
     out.print(summary)
@@ -48,18 +64,25 @@ def _items_table(plan: Plan) -> Table:
     table = Table(title=f"{plan.source}: {_count(len(plan.items), 'item')}", title_justify="left")
     for name in ("id", "title", "deps", "labels", "milestone", "check", "line"):
         table.add_column(name, overflow="fold")
-    for item in plan.items:
-        title = escape(item.title) + ("  [dim](done)[/dim]" if item.done else "")
+    for item in plan.items[:TABLE_ROWS_MAX]:
+        title = escape(_cut(item.title)) + ("  [dim](done)[/dim]" if item.done else "")
         table.add_row(
-            item.id,
+            _cut(item.id),
             title,
-            ", ".join(item.depends_on) or "-",
-            escape(", ".join(item.labels)) or "-",
-            escape(item.milestone or "-"),
+            _cut(", ".join(item.depends_on)) or "-",
+            escape(_cut(", ".join(item.labels))) or "-",
+            escape(_cut(item.milestone or "-")),
             "[green]✓[/green]" if item.success_check else "[red]✗[/red]",
             str(item.line),
         )
     return table
+
+
+def _say_more(out: Console, total: int, noun: str, nouns: str = "") -> None:
+    if total > TABLE_ROWS_MAX:
+        rest = total - TABLE_ROWS_MAX
+        word = noun if rest == 1 else (nouns or noun + "s")
+        out.print(f"… and {rest} more {word} (not drawn; --json lists every one)", markup=False)
 
 
 def _count(n: int, noun: str) -> str:

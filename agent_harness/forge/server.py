@@ -14,6 +14,7 @@ import hashlib
 import json
 import socket
 import sqlite3
+import sys
 import threading
 import urllib.parse
 import uuid
@@ -144,6 +145,13 @@ class _Server(ThreadingHTTPServer):
         with self._open_lock:
             self._open.discard(request)
         super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-request (killed, or timed out) is normal life for a server:
+        say nothing. Anything else is the forge's own bug and is still reported."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def server_close(self) -> None:
         """Also end kept-alive connections: a stopped forge answers nobody, as a dead server."""

@@ -44,6 +44,10 @@ if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
 
+# How much of a line a notice quotes, and how many unknown dependency ids one notice names.
+NOTICE_TEXT_MAX = 200
+UNKNOWN_DEPS_SHOWN = 10
+
 
 def _plain(token: Token) -> str:
     """The visible text of an inline token: markup dropped, line breaks kept."""
@@ -165,7 +169,12 @@ class _Walker:
 
     # -- helpers ------------------------------------------------------------------------------
     def _text(self, line0: int) -> str:
-        return self.lines[line0].strip() if 0 <= line0 < len(self.lines) else ""
+        text = self.lines[line0].strip() if 0 <= line0 < len(self.lines) else ""
+        # A notice quotes its line so a person can find it, not to copy it: a hostile line of
+        # megabytes, quoted by each of its thousand notices, would multiply the output.
+        if len(text) > NOTICE_TEXT_MAX:
+            text = text[: NOTICE_TEXT_MAX - 1] + "…"
+        return text
 
     def _note(self, line0: int, reason: str) -> None:
         self.unread.append(Notice(line=line0 + 1, reason=reason, text=self._text(line0)))
@@ -586,18 +595,33 @@ class _Walker:
             return []
         found: list[str] = []
         leftover = ID_ANYWHERE.sub(" ", value)
+        unknown: list[str] = []
         for dep in ID_ANYWHERE.findall(value):
             if not dep[-1].isdigit():
                 continue
             if dep not in known:
-                self._note(line0, f"{item_id} depends on unknown item {dep}; dependency ignored")
+                if dep not in unknown:
+                    unknown.append(dep)
             elif dep not in found:
                 found.append(dep)
+        if unknown:
+            self._note(line0, _unknown_deps(item_id, unknown))
         leftover = re.sub(r"[,;#()\[\]`*&+]|\band\b", " ", leftover, flags=re.IGNORECASE)
         rest = " ".join(word for word in leftover.split() if word.lower() not in NO_DEPS)
         if rest:
             self._note(line0, f"could not read dependency '{rest}' of {item_id}")
         return found
+
+
+def _unknown_deps(item_id: str, unknown: list[str]) -> str:
+    """One notice per line, however many unknown ids it names."""
+    if len(unknown) == 1:
+        return f"{item_id} depends on unknown item {unknown[0]}; dependency ignored"
+    shown = ", ".join(unknown[:UNKNOWN_DEPS_SHOWN])
+    more = len(unknown) - UNKNOWN_DEPS_SHOWN
+    if more > 0:
+        shown += f" and {more} more"
+    return f"{item_id} depends on {len(unknown)} unknown items ({shown}); dependencies ignored"
 
 
 def _refuse_cycles(items: list[WorkItem], source: str) -> None:

@@ -149,3 +149,25 @@ def test_request_accounting_by_route_template(hub: RunningForge, repo: Any) -> N
     assert counts["counts"] == {"GET /repos/{owner}/{repo}/labels": 1}
     status, _, _ = request(f"{base}/_forge/requests", token=READ_ONLY_TOKEN)
     assert status == 401  # control endpoints want the forge's own token
+
+
+def test_a_client_hanging_up_is_quiet_but_a_forge_bug_is_still_reported(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A killed client used to leave a ConnectionResetError traceback per half-open connection.
+    from agent_harness.forge.server import _Handler, _Server
+
+    server = _Server(("127.0.0.1", 0), _Handler)
+    try:
+        try:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        except ConnectionResetError:
+            server.handle_error(None, ("127.0.0.1", 9))
+        assert capsys.readouterr().err == ""
+        try:
+            raise ValueError("a bug in a route")
+        except ValueError:
+            server.handle_error(None, ("127.0.0.1", 9))
+        assert "ValueError: a bug in a route" in capsys.readouterr().err
+    finally:
+        server.server_close()

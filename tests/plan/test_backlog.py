@@ -43,6 +43,8 @@ def test_a_note_on_the_plan_survives_the_round_trip_and_is_absent_when_empty(
     ("content", "message"),
     [
         ("{not json", "not valid JSON"),
+        # 100,000 brackets deep: the decoder's recursion limit, refused like any bad backlog.
+        ('{"items": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
         ('{"items": []}', "not an agent-harness backlog"),
         (
             '{"format": "agent-harness/backlog", "version": 9, "source": "x", "items": []}',

@@ -96,3 +96,33 @@ def test_checkboxes_nested_past_what_markdown_reads_are_reported() -> None:
     assert [(notice.line, notice.reason) for notice in plan.unread] == [
         (line, "a list nested more than 9 deep; not read") for line in (10, 11, 12)
     ]
+
+
+def test_a_line_naming_thousands_of_unknown_ids_gives_one_short_notice() -> None:
+    # Before: one notice per unknown id, each quoting the whole 69 kB line (690 MB of --json).
+    ids = ", ".join(f"T{n}" for n in range(2, 10_002))
+    plan = parse_plan(f"### T1: one\ndepends on: {ids}\n")
+    assert len(plan.unread) == 1
+    notice = plan.unread[0]
+    assert notice.line == 2
+    assert notice.reason.startswith("T1 depends on 10000 unknown items (T2, T3,")
+    assert "and 9990 more" in notice.reason
+    assert len(notice.text) <= 200 and notice.text.endswith("…")
+    assert plan.item("T1").depends_on == ()
+
+
+def test_the_plan_table_draws_a_bounded_part_of_a_huge_plan() -> None:
+    from rich.console import Console
+
+    from agent_harness.cli.plan_view import TABLE_ROWS_MAX, render_plan
+
+    count = TABLE_ROWS_MAX + 37
+    text = "".join(f"### T{n}: {'z' * 5000 if n == 1 else 'item'}\n\n" for n in range(1, count + 1))
+    out = Console(record=True, width=100, file=io.StringIO())
+    render_plan(out, parse_plan(text))
+    shown = out.export_text()
+    assert "… and 37 more items (not drawn; --json lists every one)" in shown
+    assert f"T{TABLE_ROWS_MAX}" in shown and f"T{count} " not in shown
+    assert "z" * 300 not in shown.replace("\n", "").replace("│", "").replace(" ", "")
+    assert f"{count} items (0 done)" in shown
+    assert "T20 and 517 more" in shown
