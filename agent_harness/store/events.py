@@ -16,6 +16,9 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agent_harness.store.inception_events import InceptionKind
+from agent_harness.store.payload import Payload, RawPayload
+
 
 class EventKind(StrEnum):
     """Every kind of event the harness writes (stored) or tells its observers (notes)."""
@@ -67,40 +70,6 @@ class EventKind(StrEnum):
     RECLAIMED = "reclaimed"
     RECONCILED = "reconciled"
     HELD_ELSEWHERE = "held_elsewhere"
-
-
-class Payload(BaseModel):
-    """What an event says. Subclasses name their kind; fields unknown to this version are kept."""
-
-    model_config = ConfigDict(
-        frozen=True, extra="allow", populate_by_name=True, serialize_by_alias=True
-    )
-    KIND: ClassVar[EventKind]
-    STORED: ClassVar[bool] = True  # False for notes that only observers hear
-
-    @property
-    def kind(self) -> str:
-        return self.KIND.value
-
-    def as_dict(self) -> dict[str, Any]:
-        """The payload as stored: field names as written (`from`, not `from_`), JSON types."""
-        return self.model_dump(mode="json", by_alias=True)
-
-
-class RawPayload(BaseModel):
-    """A payload of a kind this version does not know, kept exactly as it was read."""
-
-    model_config = ConfigDict(frozen=True)
-    raw_kind: str
-    data: dict[str, Any] = Field(default_factory=dict)
-    problem: str | None = None  # why a known kind could not be read as its model
-
-    @property
-    def kind(self) -> str:
-        return self.raw_kind
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.data)
 
 
 # --- the queue -------------------------------------------------------------------------------
@@ -561,6 +530,8 @@ class HeldElsewhere(Note):
 AnyPayload = Payload | RawPayload
 PayloadT = TypeVar("PayloadT", bound=Payload)
 
+# Every kind: the pipeline's, then inception's (agent_harness/store/inception_events.py).
+ALL_KINDS: tuple[StrEnum, ...] = (*EventKind, *InceptionKind)
 # The stored kinds and the model each is read back as (notes are never read back).
 STORED_MODELS: dict[str, type[Payload]] = {}
 NOTE_MODELS: dict[str, type[Payload]] = {}
@@ -574,6 +545,7 @@ def _register() -> None:
         kind = model.__dict__.get("KIND")
         if kind is None:
             continue  # an abstract base (Transition, LeaseMove, ModelEvent, Note)
+        assert kind in ALL_KINDS, f"{kind} is not in ALL_KINDS"
         table = STORED_MODELS if model.STORED else NOTE_MODELS
         assert kind.value not in table, f"two models for {kind.value}"
         table[kind.value] = model
@@ -673,7 +645,7 @@ def reference_markdown() -> str:
     ]
     for title, table in (("Stored events", STORED_MODELS), ("Notes to observers", NOTE_MODELS)):
         lines += [f"## {title}", ""]
-        for kind in [k.value for k in EventKind if k.value in table]:
+        for kind in [k.value for k in ALL_KINDS if k.value in table]:
             model = table[kind]
             doc = " ".join((model.__doc__ or "").split())
             lines += [f"### `{kind}`", ""]

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from agent_harness.store.events import (
+    ALL_KINDS,
     NOTE_MODELS,
     STORED_MODELS,
     Claimed,
-    EventKind,
     FeedbackGiven,
     RawPayload,
     payload_of,
@@ -32,7 +32,7 @@ def test_docs_events_md_is_generated_from_the_models() -> None:
 
 
 def test_every_kind_has_exactly_one_model_and_every_model_a_kind() -> None:
-    kinds = {kind.value for kind in EventKind}
+    kinds = {kind.value for kind in ALL_KINDS}
     assert set(STORED_MODELS) | set(NOTE_MODELS) == kinds
     for kind, model in STORED_MODELS.items():
         assert model.KIND.value == kind and model.STORED
