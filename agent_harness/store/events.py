@@ -17,7 +17,8 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agent_harness.store.inception_events import InceptionKind
-from agent_harness.store.payload import Payload, RawPayload
+from agent_harness.store.payload import Payload as Payload
+from agent_harness.store.payload import RawPayload as RawPayload
 
 
 class EventKind(StrEnum):
