@@ -225,18 +225,29 @@ def approve_everything(_body: Any) -> ScriptedCompletion:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve a reviewer that approves everything on loopback until interrupted (see --help).
-    The demo's reviewer is `python -m agent_harness.demo.rules`."""
+    """Serve scripted rules on loopback until interrupted (see --help): a reviewer that
+    approves everything, or inception's planner. The demo's reviewer is
+    `python -m agent_harness.demo.rules`."""
     import argparse
 
+    from agent_harness.testing.planner_rules import inception_rules
+
+    rules = {"approve": approve_everything, "inception": inception_rules}
     parser = argparse.ArgumentParser(
         prog="python -m agent_harness.testing.model_server",
         description="A scripted model server on 127.0.0.1 speaking OpenAI and Anthropic wire "
         "formats. Point a route at it, e.g. OPENAI_BASE_URL=http://127.0.0.1:PORT/v1.",
     )
     parser.add_argument("--port", type=int, default=0, help="port (default: any free one)")
+    parser.add_argument(
+        "--rules",
+        choices=sorted(rules),
+        default="approve",
+        help="approve: a reviewer approving every change (default); inception: the scripted "
+        "planner of `agent-harness inception` (it approves any other request)",
+    )
     args = parser.parse_args(argv)
-    serve(ScriptedResponder(approve_everything), args.port)
+    serve(ScriptedResponder(rules[args.rules]), args.port)
     return 0
 
 
