@@ -20,6 +20,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Parse a markdown plan; show or sync its items.",
     ),
     "config": ("agent_harness.cli.config_cmd", "config", "Show the effective configuration."),
+    "inception": (
+        "agent_harness.cli.inception_cmd",
+        "inception",
+        "Argue a paragraph into an approved scope, then write PLAN.md.",
+    ),
     "work": ("agent_harness.cli.work_cmd", "work", "Show the work queue, an item's events; retry."),
     "ingest": ("agent_harness.cli.ingest_cmd", "ingest", "Append events from a JSONL file once."),
     "demo": ("agent_harness.cli.demo_cmd", "demo", "Run the example plan offline, end to end."),
