@@ -15,6 +15,7 @@ from agent_harness.cli.output import console, print_json
 Examples:
   agent-harness demo                      # state in .agent-harness/demo
   agent-harness demo --dir /tmp/ah-demo --json
+  agent-harness demo --inception          # the plan made from a paragraph first
 """
 )
 @click.option(
@@ -25,21 +26,34 @@ Examples:
     show_default=True,
     help="Where the demo keeps its forge, repository and database (recreated each run).",
 )
+@click.option(
+    "--inception",
+    is_flag=True,
+    help="Make the plan first: a paragraph, one BLOCKING question, an approval, <dir>/PLAN.md.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def demo(workdir: Path, as_json: bool) -> int:
+def demo(workdir: Path, inception: bool, as_json: bool) -> int:
     """Run the example plan through the whole loop with no network and no account.
 
     Starts the embedded GitHub-compatible forge on loopback, pushes the example project,
     mirrors examples/PLAN.md to issues (twice: the second pass writes nothing), then runs the
     items with the scripted example agent in terminal sessions and a scripted reviewer,
     merging each approved pull request as a person would, until every item is merged.
+    With --inception the plan is made first by `agent-harness inception`'s state machine and a
+    scripted planner, from a paragraph through one BLOCKING question.
     """
+    from rich.markup import escape
+
     from agent_harness.cli.demo_view import render_demo
     from agent_harness.demo.run import run_demo
 
     err = console(stderr=True)
     started = time.monotonic()
-    report = run_demo(workdir, step=lambda message: err.print(f"[dim]· {message}[/dim]"))
+    report = run_demo(
+        workdir,
+        step=lambda message: err.print(f"[dim]· {escape(message)}[/dim]"),
+        inception=inception,
+    )
     if as_json:
         print_json(
             {
@@ -50,6 +64,14 @@ def demo(workdir: Path, as_json: bool) -> int:
                 "items": report.final_items(),
                 "merged": [{"id": i, "pr": n} for i, n in report.merged],
                 "reviews": report.reviews,
+                "inception": None
+                if report.inception is None
+                else {
+                    "session": report.inception.session,
+                    "plan": str(report.inception.plan_path),
+                    "refused": report.inception.refused,
+                    "items": list(report.inception.items),
+                },
                 "events": report.passes[-1].events if report.passes else 0,
             }
         )

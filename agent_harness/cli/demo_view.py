@@ -17,6 +17,12 @@ if TYPE_CHECKING:
 
 
 def render_demo(out: Console, report: DemoReport, seconds: float) -> None:
+    if report.inception is not None:
+        made = report.inception
+        out.print(
+            f"inception session {made.session} wrote {made.plan_path} "
+            f"({', '.join(made.items)}) after refusing approval once: {escape(made.refused)}"
+        )
     for sync in report.syncs:
         render_sync(out, sync)
     table = Table(title=f"{report.repo}: what happened to each item", title_justify="left")

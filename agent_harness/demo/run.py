@@ -16,12 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_harness.demo.inception import InceptionDemo
 from agent_harness.demo.rules import review_rules
 from agent_harness.errors import HarnessError
 from agent_harness.git.runner import GitError, run_git
 from agent_harness.pipeline.report import RunReport
 from agent_harness.pipeline.settings import Observer
 from agent_harness.plan.backlog import load_plan
+from agent_harness.plan.model import Plan
+from agent_harness.store.database import Store
 from agent_harness.tracker.sync import SyncReport, sync_plan
 
 DEMO_REPO = "demo/tally"
@@ -45,6 +48,7 @@ class DemoReport:
     passes: list[RunReport] = field(default_factory=list)
     merged: list[tuple[str, int]] = field(default_factory=list)
     reviews: int = 0
+    inception: InceptionDemo | None = None  # when the plan came from a paragraph
 
     def final_items(self) -> list[dict[str, Any]]:
         if not self.passes:
@@ -111,8 +115,10 @@ def run_demo(
     step: Callable[[str], None] = lambda _message: None,
     observer: Observer | None = None,
     max_passes: int = 6,
+    inception: bool = False,
 ) -> DemoReport:
-    """Sync the example plan twice, then run, merge and reconcile until nothing is left."""
+    """Sync the example plan twice, then run, merge and reconcile until nothing is left.
+    With `inception`, the plan is first argued out of a paragraph (`demo.inception`)."""
     from agent_harness.demo.assembly import demo_pipeline
     from agent_harness.forge.local import local_forge
     from agent_harness.sessions.default import default_host
@@ -121,7 +127,7 @@ def run_demo(
     from agent_harness.tracker.github import GitHubTracker
 
     examples = examples_dir()
-    plan = load_plan(plan_path or examples / "PLAN.md")
+    plan = None if inception else load_plan(plan_path or examples / "PLAN.md")
     prepare_workdir(workdir)
     workdir = workdir.resolve()
     report = DemoReport(workdir=workdir)
@@ -130,6 +136,7 @@ def run_demo(
         tracker = GitHubTracker(DEMO_REPO, forge.token, forge.api_url, write_spacing_s=0.0)
         store = open_store(f"sqlite:///{workdir / 'harness.sqlite'}")
         try:
+            plan = plan or _plan_by_inception(report, store, step)
             tracker.ensure_repo(create=True, auto_init=False)
             step(f"created {DEMO_REPO} on the local forge at {forge.api_url}")
             seed_repository(examples / "project", tracker.repo_info().clone_url, workdir / "tally")
@@ -161,6 +168,13 @@ def run_demo(
             tracker.close()
             store.close()
     return report
+
+
+def _plan_by_inception(report: DemoReport, store: Store, step: Callable[[str], None]) -> Plan:
+    from agent_harness.demo.inception import plan_by_inception
+
+    report.inception = plan_by_inception(report.workdir, store, step)
+    return load_plan(report.inception.plan_path)
 
 
 def _run_and_merge(
