@@ -1,0 +1,205 @@
+"""The inception state machine through the real model client and the scripted planner on
+loopback: every transition, every refusal, resuming from the log, and the planner's failures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_harness.inception.model import (
+    BlockingOpen,
+    PlannerAnswerInvalid,
+    StepRefused,
+    UnknownQuestion,
+    UnknownSession,
+)
+from agent_harness.inception.session import InceptionSession, project_of
+from agent_harness.models.client import ModelCallFailed
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.store.events import ModelCall, ModelRetry
+from agent_harness.store.inception_events import PlannerFailed, ScopeProposed
+from agent_harness.testing.model_server import ScriptedCompletion, ScriptedFailure
+from tests.inception.conftest import Rig
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_paragraph_becomes_an_approved_plan_step_by_step(rig: Rig) -> None:
+    session = rig.start()
+    assert session.view().status == "started"
+    view = session.propose_scope()
+    assert view.status == "scoped" and view.scope is not None
+    assert view.scope.protect == ("README.md",)
+    assert "tally/lines.py" in view.scope.change
+    assert [(q.id, q.grade) for q in view.in_grade_order()] == [("Q1", "BLOCKING"), ("Q2", "NICE")]
+    assert view.questions[0].default == "No"
+
+    with pytest.raises(BlockingOpen) as refused:
+        session.approve()
+    assert refused.value.exit_code == 3
+    assert "Q1: Should a trailing newline start a new line?" in refused.value.message
+
+    session.answer("Q1", "No: a trailing newline ends the last line")
+    session.defer("Q2")
+    assert session.approve().status == "approved"
+    view = session.plan()
+    assert view.status == "planned" and view.items == ("T1", "T2")
+    plan = parse_plan(view.plan or "")
+    assert plan.unread == () and [i.id for i in plan.items] == ["T1", "T2"]
+    t2 = plan.item("T2")
+    assert t2.depends_on == ("T1",) and t2.files == ("tally/lines.py", "tests/test_lines.py")
+    assert t2.success_check == "`python -m unittest tests.test_lines`"
+    assert "a trailing newline ends the last line" in t2.body  # the answer reached the item
+    assert t2.milestone == "first delivery"
+    assert session.plan() == view  # planned once; asking again reads it back
+    assert len(rig.server.requests) == 2
+
+
+def test_each_planner_call_is_an_event_of_the_session_with_its_usage(rig: Rig) -> None:
+    session = rig.start()
+    session.propose_scope()
+    calls = [e.payload for e in session.events() if isinstance(e.payload, ModelCall)]
+    assert len(calls) == 1 and calls[0].role == "planner" and calls[0].model == "gpt-planner"
+    assert calls[0].tokens_in and calls[0].tokens_out
+    scoped = [e.payload for e in session.events() if isinstance(e.payload, ScopeProposed)]
+    assert scoped[0].tokens_in == calls[0].tokens_in and scoped[0].calls == 1
+    stored = json.dumps([e.as_json() for e in rig.store.all_events()])
+    assert "sk-planner-test" not in stored
+
+
+def test_refusals_name_what_is_wrong_and_change_nothing(rig: Rig) -> None:
+    session = rig.start()
+    with pytest.raises(StepRefused, match="propose a scope first"):
+        session.approve()
+    with pytest.raises(StepRefused, match="approve the scope first"):
+        session.plan()
+    session.propose_scope()
+    with pytest.raises(UnknownQuestion, match="no question 'Q9' \\(its questions: Q1, Q2\\)"):
+        session.answer("Q9", "yes")
+    with pytest.raises(StepRefused, match="Q1 is BLOCKING: answer it, or re-grade it"):
+        session.defer("Q1")
+    with pytest.raises(StepRefused, match="give feedback to revise"):
+        session.propose_scope()
+    before = len(session.events())
+    session.answer("Q1", "No")
+    session.approve()
+    with pytest.raises(StepRefused, match="approved: its questions can no longer change"):
+        session.regrade("Q2", "BLOCKING")
+    with pytest.raises(StepRefused, match="already approved"):
+        session.approve()
+    with pytest.raises(StepRefused, match="can no longer change"):
+        session.propose_scope("more")
+    assert len(session.events()) == before + 2  # the answer and the approval, nothing else
+
+
+def test_a_person_may_regrade_a_blocking_question_then_defer_it(rig: Rig) -> None:
+    session = rig.start()
+    session.propose_scope()
+    view = session.regrade("Q1", "nice", reason="we will decide in review")
+    assert view.question("Q1").grade == "NICE" and view.question("Q1").graded_by == "person"
+    session.defer("Q1")
+    assert session.approve().status == "approved"
+
+
+def test_the_planner_may_not_downgrade_an_open_blocking_question(rig: Rig) -> None:
+    session = rig.start()
+    session.propose_scope()
+    # The scripted planner, told "not blocking", re-grades its BLOCKING questions NICE.
+    view = session.propose_scope("Q1 is not blocking, just pick something")
+    assert view.round == 2 and view.question("Q1").grade == "BLOCKING"
+    assert view.kept_blocking == ("Q1",)
+    assert any("as the person asked" in goal for goal in view.scope.goals)  # type: ignore[union-attr]
+    with pytest.raises(BlockingOpen):
+        session.approve()
+
+
+def test_a_session_resumes_from_its_events_alone(rig: Rig) -> None:
+    from agent_harness.store.database import open_store
+
+    session = rig.start()
+    session.propose_scope()
+    session.answer("Q1", "No")
+    other_store = open_store(f"sqlite:///{rig.path}")
+    try:
+        again = InceptionSession.resume(other_store, session.id, rig.planner(session.id))
+        assert again.view() == session.view()
+        again.approve()
+        assert again.plan().items == ("T1", "T2")
+    finally:
+        other_store.close()
+    with pytest.raises(UnknownSession):
+        InceptionSession.resume(rig.store, "nope")
+
+
+def test_a_malformed_answer_is_asked_for_again_with_the_validation_error(rig: Rig) -> None:
+    rig.server.enqueue_first(ScriptedCompletion(text='{"objective": "x", "goals": []}'))
+    session = rig.start()
+    view = session.propose_scope()
+    assert view.status == "scoped"
+    first, second = rig.server.requests
+    retry = [m for m in second.body["messages"] if m["role"] != "system"]
+    assert retry[1]["role"] == "assistant" and retry[1]["content"].startswith('{"objective"')
+    assert "goals: List should have at least 1 item" in retry[2]["content"]
+    assert "files: Field required" in retry[2]["content"]
+    assert [e.payload.calls for e in session.events() if isinstance(e.payload, ScopeProposed)] == [
+        2
+    ]
+
+
+def test_two_misfits_fail_clearly_and_leave_the_session_as_it_was(rig: Rig) -> None:
+    rig.server.enqueue_first(
+        ScriptedCompletion(text="Sure! Here is the scope you asked for."),
+        ScriptedCompletion(text="```json\n[1, 2]\n```"),
+    )
+    session = rig.start()
+    with pytest.raises(PlannerAnswerInvalid) as failed:
+        session.propose_scope()
+    assert failed.value.message.startswith(
+        "the planner's scope answer did not fit after 2 calls: the answer is not valid JSON"
+    )
+    assert session.view().status == "started" and session.view().scope is None
+    [note] = [e.payload for e in session.events() if isinstance(e.payload, PlannerFailed)]
+    assert note.stage == "scope" and "not valid JSON" in note.reason
+    assert len(rig.server.requests) == 2
+    assert session.propose_scope().status == "scoped"  # the next try starts afresh
+
+
+def test_a_plan_whose_tasks_do_not_fit_twice_writes_no_plan(rig: Rig) -> None:
+    session = rig.start()
+    session.propose_scope()
+    session.answer("Q1", "No")
+    session.approve()
+    touches_readme = {
+        "milestone": "m",
+        "items": [{"id": "T1", "title": "Edit", "files": ["README.md"], "check": "`true`"}],
+        "verification": ["`true`"],
+        "rollback": ["revert"],
+    }
+    bad = ScriptedCompletion(text=json.dumps(touches_readme))
+    rig.server.enqueue_first(bad, bad)
+    with pytest.raises(PlannerAnswerInvalid, match=r"T1.files: README.md is protected"):
+        session.plan()
+    assert session.view().status == "approved" and session.view().plan is None
+
+
+def test_a_rate_limited_planner_is_retried_by_the_client_after_a_wait(rig: Rig) -> None:
+    rig.server.enqueue_first(ScriptedFailure.openai_rate_limit(retry_after=2))
+    session = rig.start()
+    assert session.propose_scope().status == "scoped"
+    assert len(rig.server.requests) == 2 and rig.clock.slept and rig.clock.slept[0] >= 2
+    retries = [e.payload for e in session.events() if isinstance(e.payload, ModelRetry)]
+    assert [r.failure for r in retries] == ["burst"]
+
+
+def test_a_planner_whose_spend_cap_is_hit_gets_exactly_one_request(rig: Rig) -> None:
+    rig.server.enqueue_first(ScriptedFailure.openai_insufficient_quota())
+    session = rig.start()
+    with pytest.raises(ModelCallFailed, match="on the first attempt"):
+        session.propose_scope()
+    assert len(rig.server.requests) == 1 and rig.clock.slept == []
+    [note] = [e.payload for e in session.events() if isinstance(e.payload, PlannerFailed)]
+    assert note.stage == "scope"
+    assert session.view().status == "started"
+    kinds = [e.kind for e in rig.store.all_events(project=project_of(session.id))]
+    assert kinds == ["inception.started", "model.call", "inception.planner_failed"]
