@@ -150,7 +150,7 @@ def test_a_malformed_answer_is_asked_for_again_with_the_validation_error(rig: Ri
 def test_two_misfits_fail_clearly_and_leave_the_session_as_it_was(rig: Rig) -> None:
     rig.server.enqueue_first(
         ScriptedCompletion(text="Sure! Here is the scope you asked for."),
-        ScriptedCompletion(text="```json\n[1, 2]\n```"),
+        ScriptedCompletion(text='```json\n{"objective": "x",}\n```'),
     )
     session = rig.start()
     with pytest.raises(PlannerAnswerInvalid) as failed:
