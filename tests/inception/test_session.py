@@ -137,7 +137,7 @@ def test_a_malformed_answer_is_asked_for_again_with_the_validation_error(rig: Ri
     session = rig.start()
     view = session.propose_scope()
     assert view.status == "scoped"
-    first, second = rig.server.requests
+    _first, second = rig.server.requests
     retry = [m for m in second.body["messages"] if m["role"] != "system"]
     assert retry[1]["role"] == "assistant" and retry[1]["content"].startswith('{"objective"')
     assert "goals: List should have at least 1 item" in retry[2]["content"]
