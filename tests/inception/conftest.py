@@ -13,6 +13,7 @@ from agent_harness.inception.planner import Planner
 from agent_harness.inception.session import InceptionSession, model_events
 from agent_harness.models.client import ModelClient, RetryPolicy
 from agent_harness.models.routes import Route
+from agent_harness.models.transport import HttpxTransport
 from agent_harness.store.database import Store, open_store
 from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.model_server import ModelServer, ScriptedResponder
@@ -33,6 +34,7 @@ class Rig:
     server: ModelServer
     clock: FakeClock
     path: Path
+    transport: HttpxTransport
 
     def planner(self, session_id: str) -> Planner:
         route = Route("gpt-planner", f"{self.server.url}/v1", "openai", "openai", "PLANNER_KEY")
@@ -44,6 +46,7 @@ class Rig:
             clock=self.clock,
             sleep=self.clock.sleep,
             policy=RetryPolicy(max_attempts=3),
+            transport=self.transport,  # one connection pool for every session of the test
         )
         return Planner(client)
 
@@ -57,6 +60,8 @@ class Rig:
 def rig(tmp_path: Path, clock: FakeClock) -> Iterator[Rig]:
     """The scripted planner answers every request unless a test queues turns before it."""
     store = open_store(f"sqlite:///{tmp_path / 'harness.sqlite'}", clock=clock)
+    transport = HttpxTransport()
     with ModelServer([ScriptedResponder(inception_rules)], api_key=KEY) as server:
-        yield Rig(store, server, clock, tmp_path / "harness.sqlite")
+        yield Rig(store, server, clock, tmp_path / "harness.sqlite", transport)
+    transport.close()
     store.close()
