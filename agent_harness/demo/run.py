@@ -24,6 +24,7 @@ from agent_harness.pipeline.report import RunReport
 from agent_harness.pipeline.settings import Observer
 from agent_harness.plan.backlog import load_plan
 from agent_harness.plan.model import Plan
+from agent_harness.sessions.protocol import SessionHost
 from agent_harness.store.database import Store
 from agent_harness.tracker.sync import SyncReport, sync_plan
 
@@ -116,9 +117,10 @@ def run_demo(
     observer: Observer | None = None,
     max_passes: int = 6,
     inception: bool = False,
+    host: SessionHost | None = None,
 ) -> DemoReport:
-    """Sync the example plan twice, then run, merge and reconcile until nothing is left.
-    With `inception`, the plan is first argued out of a paragraph (`demo.inception`)."""
+    """Sync the example plan twice, then run, merge and reconcile until nothing is left; with
+    `inception`, the plan is first argued out of a paragraph. Agents run in `host`."""
     from agent_harness.demo.assembly import demo_pipeline
     from agent_harness.forge.local import local_forge
     from agent_harness.sessions.default import default_host
@@ -144,7 +146,7 @@ def run_demo(
             report.syncs.append(sync_plan(plan, tracker, PLAN_KEY))
             step("syncing again: an unchanged plan writes nothing")
             report.syncs.append(sync_plan(plan, tracker, PLAN_KEY))
-            host = default_host(workdir / "state")
+            host = host or default_host(workdir / "state")
             report.host = host.kind
             pipeline = demo_pipeline(
                 plan=plan,
