@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 PROJECT_PREFIX = "inception:"
 MAX_PARAGRAPH = 20_000
+# Revisions are bounded: if five rounds have not settled the scope, a sixth will not either.
+MAX_ROUNDS = 5
 
 
 def project_of(session_id: str) -> str:
@@ -110,6 +112,11 @@ class InceptionSession:
         feedback = (feedback or "").strip() or None
         if now.status == "scoped" and feedback is None:
             raise StepRefused("the scope is proposed; give feedback to revise it")
+        if now.round >= MAX_ROUNDS:
+            raise StepRefused(
+                f"the scope has been proposed {now.round} times (at most {MAX_ROUNDS}); "
+                "answer the questions and approve it, or start again with a clearer paragraph"
+            )
         planner = self._planner()
         try:
             reply = planner.scope(now.paragraph, now.scope, now.questions, feedback)

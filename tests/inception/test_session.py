@@ -112,6 +112,11 @@ def test_the_planner_may_not_downgrade_an_open_blocking_question(rig: Rig) -> No
     assert any("as the person asked" in goal for goal in view.scope.goals)  # type: ignore[union-attr]
     with pytest.raises(BlockingOpen):
         session.approve()
+    for number in (3, 4, 5):
+        assert session.propose_scope(f"round {number}").round == number
+    with pytest.raises(StepRefused, match="proposed 5 times \\(at most 5\\)"):
+        session.propose_scope("once more")
+    assert len(rig.server.requests) == 5
 
 
 def test_a_session_resumes_from_its_events_alone(rig: Rig) -> None:
