@@ -29,6 +29,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "ingest": ("agent_harness.cli.ingest_cmd", "ingest", "Append events from a JSONL file once."),
     "demo": ("agent_harness.cli.demo_cmd", "demo", "Run the example plan offline, end to end."),
     "run": ("agent_harness.cli.run_cmd", "run", "Work a plan's items into reviewed pull requests."),
+    "control": (
+        "agent_harness.cli.control_cmd",
+        "control",
+        "Pause, drain or resume a running run; show its workers.",
+    ),
     "attach": ("agent_harness.cli.attach_cmd", "attach", "Watch or answer an item's agent."),
     "forge": (
         "agent_harness.cli.forge_cmd",

@@ -35,6 +35,7 @@ class RunReport:
     events: int = 0
     cost_usd: float | None = None
     stopped_by_budget: bool = False
+    drained: bool = False  # `agent-harness control drain` ended it: unstarted items wait
     reconciled: list[dict[str, Any]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -44,6 +45,7 @@ class RunReport:
             "events": self.events,
             "cost_usd": self.cost_usd,
             "stopped_by_budget": self.stopped_by_budget,
+            "drained": self.drained,
             "reconciled": self.reconciled,
             "sync": self.sync.as_json() if self.sync else None,
         }

@@ -23,7 +23,7 @@ from agent_harness.pipeline.budgets import RunBudget
 from agent_harness.pipeline.checks import missing_program, run_checks
 from agent_harness.pipeline.parts import CheckRunner, RunParts
 from agent_harness.pipeline.report import RunReport, build_report, unfinished_deps
-from agent_harness.pipeline.settings import Observer, RunInterrupted, RunRefused, RunSettings
+from agent_harness.pipeline.settings import Observer, RunRefused, RunSettings
 from agent_harness.plan.model import Plan, check_command
 from agent_harness.queue import items, leases
 from agent_harness.queue.items import ItemState
@@ -42,6 +42,7 @@ from agent_harness.tracker.sync import SyncReport, read_marker, sync_plan
 if TYPE_CHECKING:
     from agent_harness.git.workspace import Workspace
     from agent_harness.implement.protocol import Implementer
+    from agent_harness.pipeline.fleetrun import IdleWatch
     from agent_harness.review.verdict import Reviewer
     from agent_harness.store.database import Store
     from agent_harness.tracker.protocol import Tracker
@@ -230,11 +231,13 @@ class Pipeline:
         return f"{socket.gethostname()}-{where}"
 
     def run(self, *, fleet_factory: Callable[..., Any] | None = None) -> RunReport:
-        with self._run_lock():
-            return self._run(fleet_factory)
+        from agent_harness.pipeline.fleetrun import FleetRun
+
+        [report] = FleetRun([self], fleet_factory=fleet_factory).run()
+        return report
 
     @contextlib.contextmanager
-    def _run_lock(self) -> Iterator[None]:
+    def run_lock(self) -> Iterator[None]:
         """One run per project and state dir at a time: the workers' names are shared."""
         import fcntl
 
@@ -260,7 +263,9 @@ class Pipeline:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def _run(self, fleet_factory: Callable[..., Any] | None) -> RunReport:
+    def begin(self) -> tuple[SyncReport, list[dict[str, Any]]]:
+        """Everything before the workers start: setup, the plan to issues and the queue, the
+        tracker's news, and the leases a dead run of ours left."""
         self.check_setup()
         sync = self.prepare()
         reconciled = self.reconcile() if self.settings.reconcile else []
@@ -270,67 +275,38 @@ class Pipeline:
             self.store, self.project, self.worker_prefix + "/", prefix=True
         ):
             self.parts.note(item_id, ReclaimedNote(workers=self.worker_prefix))
-        fleet = self._start_fleet(fleet_factory)
-        try:
-            self._wait_until_done(fleet)
-        except KeyboardInterrupt:
-            fleet.drain(self.project)
-            fleet.join(self.project, timeout=2.0)
-            raise RunInterrupted() from None
-        fleet.drain(self.project)
-        fleet.join(self.project)
+        return sync, reconciled
+
+    def finish(self, sync: SyncReport, reconciled: list[dict[str, Any]]) -> RunReport:
+        """After the workers stopped: let held items go, close finished sessions, report."""
         items.unhold(self.store, self.project)
         self._close_sessions_of_ended_items()
         report = self.report(sync)
         report.reconciled = reconciled
         return report
 
-    def _start_fleet(self, fleet_factory: Callable[..., Any] | None) -> Any:
-        from agent_harness.queue.fleet import Fleet
-
-        fleet = (fleet_factory or Fleet)(
-            self.store,
-            sleep=self.sleep,
-            idle_poll_s=self.settings.idle_poll_s,
-            ready_when=items.DEFAULT_READY_WHEN,
-        )
-        fleet.add_project(
-            self.project,
-            self._guarded_handle,
-            concurrency=self.settings.workers,
-            lease_s=self.settings.lease_s,
-            worker_prefix=self.worker_prefix,
-        )
-        fleet.start(self.project)
-        return fleet
-
-    def _wait_until_done(self, fleet: Any) -> None:
-        """Until nothing can be claimed. Idle can be declared just as another worker puts an
-        item back, so look again, but never for ever: claimable work that no worker takes for
-        ten idle polls (at least a second), with nothing new recorded, ends the run. Items
-        another host holds are waited for (unless told not to): their leases either end with
-        the work done, or lapse, and then this run takes the items over."""
-        stalled_since, last_mark, told = None, -1, ""
-        patience = max(1.0, 10 * self.settings.idle_poll_s)
-        while not self.budget.spent:
-            if not fleet.wait_idle(self.project, timeout=1.0):
-                stalled_since = None
-                continue
-            if self._claimable():
-                mark = self._last_event_id()
-                if mark != last_mark or stalled_since is None:
-                    last_mark, stalled_since = mark, time.monotonic()
-                elif time.monotonic() - stalled_since > patience:
-                    return  # claimable, yet nothing is claimed: say what is left, and end
-                fleet.wait_idle(self.project, timeout=self.settings.idle_poll_s)
-                continue
-            held = self._held_elsewhere()
-            if held is None or not self.settings.wait_for_others:
-                return
-            if held.describe() != told:
-                told = held.describe()
-                self.parts.note("", held)
-            self.sleep(min(max(held.ends_in_s, 0.0) + 0.01, 5.0))
+    def idle_step(self, watch: IdleWatch) -> bool:
+        """The pool is idle: is this project done? Claimable work that no worker takes for ten
+        idle polls (at least a second), with nothing new recorded, ends it; items another host
+        holds are waited for (unless told not to): their leases either end with the work
+        done, or lapse, and then this run takes the items over. Sets `watch.sleep_s` to
+        wait that long before asking again."""
+        watch.sleep_s = 0.0
+        if self._claimable():
+            mark = self._last_event_id()
+            if mark != watch.last_mark or watch.stalled_since is None:
+                watch.last_mark, watch.stalled_since = mark, time.monotonic()
+            elif time.monotonic() - watch.stalled_since > watch.patience_s:
+                return True  # claimable, yet nothing is claimed: say what is left, and end
+            return False
+        held = self._held_elsewhere()
+        if held is None or not self.settings.wait_for_others:
+            return True
+        if held.describe() != watch.told:
+            watch.told = held.describe()
+            self.parts.note("", held)
+        watch.sleep_s = min(max(held.ends_in_s, 0.0) + 0.01, 5.0)
+        return False
 
     def _held_elsewhere(self) -> HeldElsewhere | None:
         """Items whose live lease belongs to another host's worker."""

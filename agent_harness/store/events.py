@@ -16,6 +16,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agent_harness.store.event_docs import render_reference
 from agent_harness.store.inception_events import InceptionKind
 from agent_harness.store.payload import Payload as Payload
 from agent_harness.store.payload import RawPayload as RawPayload
@@ -64,6 +65,9 @@ class EventKind(StrEnum):
     MODEL_CALL = "model.call"
     MODEL_RETRY = "model.retry"
     MODEL_PARKED = "model.parked"
+    # a run's controls (a person's pause / drain / resume, a changed role route)
+    CONTROL = "control"
+    ROLES_CHANGED = "roles_changed"
     # notes to observers (the live view, --json lines); never stored
     ATTEMPT = "attempt"
     RETRY = "retry"
@@ -458,6 +462,26 @@ class ModelParked(ModelEvent):
     parked_until: float | None = Field(default=None, description="Epoch seconds it reopens.")
 
 
+# --- a run's controls ------------------------------------------------------------------------
+
+
+class ControlChanged(Payload):
+    """A person asked a project's workers to pause, drain or resume (`agent-harness control`)."""
+
+    KIND = EventKind.CONTROL
+    state: str = Field(description="running, paused or draining: what was asked.")
+    previous: str = Field(description="The state asked before.")
+    by: str = Field(description="Who asked: the command, or the API.")
+
+
+class RolesChanged(Payload):
+    """The role routes changed while the run ran: the next call of each role takes its new one."""
+
+    KIND = EventKind.ROLES_CHANGED
+    roles: dict[str, str] = Field(description="Changed role -> vendor:model at endpoint (or -).")
+    source: str = Field(description="Where the new routes were read (a file, or the API).")
+
+
 # --- notes to observers ----------------------------------------------------------------------
 
 
@@ -632,38 +656,7 @@ def last_of(
 
 def reference_markdown() -> str:
     """docs/EVENTS.md: every kind, what it means and its fields, generated from the models."""
-    lines = [
-        "# Events",
-        "",
-        "Generated from `agent_harness/store/events.py` by "
-        "`python -m agent_harness.store.events > docs/EVENTS.md`; a test fails when they differ.",
-        "",
-        "Every state change and every step of an attempt is an event in the append-only log",
-        "(`agent-harness work show ID` lists an item's). Unknown cost is `null`, never 0. Kinds a",
-        "version does not know are kept whole. Notes are told to observers (the live view,",
-        "`run --json`) and never stored.",
-        "",
-    ]
-    for title, table in (("Stored events", STORED_MODELS), ("Notes to observers", NOTE_MODELS)):
-        lines += [f"## {title}", ""]
-        for kind in [k.value for k in ALL_KINDS if k.value in table]:
-            model = table[kind]
-            doc = " ".join((model.__doc__ or "").split())
-            lines += [f"### `{kind}`", ""]
-            if model.__doc__ is not None and "__doc__" in model.__dict__:
-                lines += [doc, ""]
-            lines += ["| field | type | meaning |", "|---|---|---|"]
-            for name, info in model.model_fields.items():
-                shown = info.serialization_alias or info.alias or name
-                kind_text = _type_text(info.annotation)
-                lines.append(f"| `{shown}` | {kind_text} | {info.description or ''} |")
-            lines.append("")
-    return "\n".join(lines)
-
-
-def _type_text(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) or str(annotation)
-    return text.replace("typing.", "").replace("NoneType", "null").replace(" | None", " or null")
+    return render_reference([k.value for k in ALL_KINDS], STORED_MODELS, NOTE_MODELS)
 
 
 if __name__ == "__main__":

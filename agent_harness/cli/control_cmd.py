@@ -1,0 +1,82 @@
+"""`agent-harness control`: pause, drain or resume a running run's workers, or show them."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import click
+
+from agent_harness.cli.output import console, from_env, print_json
+
+if TYPE_CHECKING:
+    from agent_harness.queue.control import Control
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  agent-harness control                          # what each project was asked, what it does
+  agent-harness control pause                    # every project: claim nothing new
+  agent-harness control drain --project me/app:B # finish what is in flight, then end
+  agent-harness control resume --json            # carry on; print the new state as JSON
+"""
+)
+@click.argument("verb", required=False, type=click.Choice(["pause", "drain", "resume"]))
+@click.option(
+    "--project", metavar="PROJECT", help="Only this project (owner/repo:plan); default: all."
+)
+@click.option(
+    "--db",
+    metavar="URL",
+    callback=from_env("AGENT_HARNESS_DB"),
+    help="Database the run uses (default .agent-harness/harness.sqlite; env AGENT_HARNESS_DB).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the state as JSON.")
+def control(verb: str | None, project: str | None, db: str | None, as_json: bool) -> int:
+    """Steer a running `agent-harness run` through its database, or show its state.
+
+    pause: claim nothing new; work in flight carries on. drain: finish the work in flight,
+    claim nothing new, and let the run end. resume: claim again. A run follows within a
+    second; work in flight is never interrupted. With no verb, show each project's asked
+    state and what its running workers last reported.
+    """
+    from agent_harness.cli.output import open_database
+    from agent_harness.queue.control import VERBS, get_control, set_control
+
+    with open_database(db, must_exist=True) as store:
+        if verb is None:
+            controls = get_control(store, project)
+        else:
+            controls = set_control(store, VERBS[verb], project, by="agent-harness control")
+    if as_json:
+        print_json([c.model_dump(mode="json") for c in controls])
+        return 0
+    _render(controls, verb)
+    return 0
+
+
+def _render(controls: list[Control], verb: str | None) -> None:
+    from rich.table import Table
+
+    out = console()
+    if not controls:
+        out.print("no project in this database yet")
+        return
+    table = Table(title_justify="left")
+    for name in ("project", "asked", "workers do", "in flight", "handled", "last report"):
+        table.add_column(name, overflow="fold")
+    now = time.time()
+    for c in controls:
+        pool = c.pool
+        table.add_row(
+            c.project,
+            str(c.asked),
+            str(pool.state) if pool else "- (no run has reported)",
+            str(pool.in_flight) if pool else "-",
+            str(pool.handled) if pool else "-",
+            f"{max(0.0, now - pool.at):.0f} s ago" if pool else "-",
+        )
+    out.print(table)
+    if verb is not None:
+        out.print(f"asked: {verb}; a running run follows within a second")

@@ -1,0 +1,152 @@
+"""What a person asked a project's workers to do (run, pause, drain), and what the running
+fleet says it is doing, both kept in the store.
+
+A running `agent-harness run` reads the asked state between items and publishes its pools'
+status beside it, so `agent-harness control` (and later the HTTP API) acts on a run in another
+process without signals: pausing claims nothing new, draining finishes the work in flight and
+ends the run, resuming carries on. Work in flight is never interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from pydantic import BaseModel, Field
+
+from agent_harness.errors import UsageError
+from agent_harness.queue.fleet import PoolState, PoolStatus
+from agent_harness.queue.items import projects
+from agent_harness.store.database import Store, Tx
+from agent_harness.store.events import ControlChanged
+
+# What a person may ask; the pool's own "stopped" is a result, never a request.
+ASKABLE = (PoolState.RUNNING, PoolState.PAUSED, PoolState.DRAINING)
+VERBS = {"pause": PoolState.PAUSED, "drain": PoolState.DRAINING, "resume": PoolState.RUNNING}
+
+
+class PoolReport(BaseModel):
+    """What a running fleet last said about one project's pool."""
+
+    state: PoolState = Field(
+        description="What the pool is doing: running, paused, draining, stopped."
+    )
+    workers: int = Field(description="Worker threads alive.")
+    in_flight: int = Field(description="Items being worked right now.")
+    handled: int = Field(description="Items this run has handled so far.")
+    reports: int = Field(
+        description="How many times the run has reported; it counts up while the run lives."
+    )
+    at: float = Field(description="Epoch seconds of the last report.")
+
+
+class Control(BaseModel):
+    """One project's control: what was asked, and what its running pool (if any) reports."""
+
+    project: str = Field(description="owner/repo:plankey")
+    asked: PoolState = Field(default=PoolState.RUNNING, description="running, paused or draining.")
+    asked_at: float | None = Field(default=None, description="When it was asked; null: never.")
+    asked_by: str | None = Field(default=None, description="Who asked (the command, the API).")
+    pool: PoolReport | None = Field(
+        default=None, description="The running fleet's last report; null if no run has reported."
+    )
+
+
+def _asked_key(project: str) -> str:
+    return f"control:{project}"
+
+
+def _pool_key(project: str) -> str:
+    return f"control-pool:{project}"
+
+
+def _meta(tx: Tx, key: str) -> dict[str, object] | None:
+    row = tx.one("SELECT value FROM meta WHERE key = ?", (key,))
+    return None if row is None else dict(json.loads(str(row[0])))
+
+
+def _put(tx: Tx, key: str, value: dict[str, object]) -> None:
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, json.dumps(value)),
+    )
+
+
+def _read(tx: Tx, project: str) -> Control:
+    asked = _meta(tx, _asked_key(project)) or {}
+    pool = _meta(tx, _pool_key(project))
+    return Control(
+        project=project,
+        asked=PoolState(str(asked.get("state", PoolState.RUNNING))),
+        asked_at=asked.get("at"),  # type: ignore[arg-type]
+        asked_by=asked.get("by"),  # type: ignore[arg-type]
+        pool=None if pool is None else PoolReport.model_validate(pool),
+    )
+
+
+def _chosen(store: Store, project: str | None) -> list[str]:
+    known = projects(store)
+    if project is None:
+        return known
+    if project not in known:
+        listed = ", ".join(known) or "none yet"
+        raise UsageError(f"no project {project!r} in this database (projects: {listed})")
+    return [project]
+
+
+def get_control(store: Store, project: str | None = None) -> list[Control]:
+    """The control of one project, or of every project in the store."""
+    chosen = _chosen(store, project)
+    with store.transaction(write=False) as tx:
+        return [_read(tx, name) for name in chosen]
+
+
+def set_control(
+    store: Store, state: PoolState | str, project: str | None = None, *, by: str = "api"
+) -> list[Control]:
+    """Ask one project's workers (or every project's) to run, pause or drain; a running fleet
+    follows within one poll. Each change is a `control` event of its project."""
+    wanted = PoolState(state)
+    if wanted not in ASKABLE:
+        raise UsageError(f"a pool can be asked to be running, paused or draining, not {state}")
+    chosen = _chosen(store, project)
+    if not chosen:
+        raise UsageError("no project in this database yet: start a run first")
+    with store.transaction() as tx:
+        for name in chosen:
+            before = _read(tx, name).asked
+            _put(tx, _asked_key(name), {"state": wanted.value, "at": tx.clock(), "by": by})
+            if before != wanted:
+                change = ControlChanged(state=wanted.value, previous=before.value, by=by)
+                tx.append_event(name, None, change)
+        return [_read(tx, name) for name in chosen]
+
+
+def asked_states(store: Store, project_names: Iterable[str]) -> dict[str, PoolState]:
+    """What was asked of each of these projects (running when nothing was)."""
+    with store.transaction(write=False) as tx:
+        return {name: _read(tx, name).asked for name in project_names}
+
+
+def report_pools(store: Store, statuses: Iterable[PoolStatus]) -> None:
+    """A running fleet says what each pool is doing (called every poll)."""
+    with store.transaction() as tx:
+        for status in statuses:
+            before = _meta(tx, _pool_key(status.project)) or {}
+            report = PoolReport(
+                state=status.state,
+                workers=status.workers,
+                in_flight=status.in_flight,
+                handled=status.handled,
+                reports=int(str(before.get("reports", 0))) + 1,
+                at=tx.clock(),
+            )
+            _put(tx, _pool_key(status.project), report.model_dump(mode="json"))
+
+
+def end_drain(store: Store, project: str) -> None:
+    """A drained run has ended: the drain was carried out, so the next run starts running."""
+    with store.transaction() as tx:
+        if _read(tx, project).asked == PoolState.DRAINING:
+            _put(tx, _asked_key(project), {"state": "running", "at": tx.clock(), "by": "run"})
