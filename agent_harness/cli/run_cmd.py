@@ -17,6 +17,8 @@ Examples:
       --check 'pytest -q' --agent claude --reviewer openai:gpt-4.1 --workers 3
   agent-harness run --repo me/app --forge local --work . --plan PLAN.md \\
       --agent 'mytool --prompt-file {prompt_file}' --reviewer codex --only T3 --yes
+  agent-harness run --repo me/app --forge local --work . --plan A.md --plan B.md \
+      --workers 2 --max-workers 3 --agent claude --reviewer codex
   agent-harness run ... --json > events.jsonl        # events as JSON lines
 """
 )
@@ -36,10 +38,12 @@ Examples:
 )
 @click.option(
     "--plan",
-    "plan_path",
+    "plan_paths",
     required=True,
+    multiple=True,
     type=click.Path(path_type=Path),
-    help="The plan (markdown or backlog.json).",
+    help="The plan (markdown or backlog.json). Repeat it to run several plans in one fleet, "
+    "one project each (key: the file name), fair between them.",
 )
 @click.option(
     "--check",
@@ -65,7 +69,18 @@ Examples:
     help="The reviewer: a model (openai:gpt-4.1) or an agent preset (codex).",
 )
 @click.option("--model", help="Model for the CLI agent preset (passed as its --model).")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Agents at once per plan.",
+)
+@click.option(
+    "--max-workers",
+    type=click.IntRange(1, 256),
+    help="Agents at once over all plans; a free slot goes to each plan in turn.",
+)
 @click.option("--only", "only", multiple=True, metavar="ID", help="Run only these items.")
 @click.option("--plan-key", metavar="KEY", help="Plan key of the issues (default: file stem).")
 @click.option("--max-attempts", type=click.IntRange(1, 100), help="Attempts per item.")

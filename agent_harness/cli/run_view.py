@@ -27,7 +27,9 @@ def _request(options: dict[str, Any]) -> RunRequest:
     return RunRequest(
         repo=str(options["repo"]),
         work=Path(options["work"]),
-        plan_path=Path(options["plan_path"]),
+        plan_path=Path(options["plan_paths"][0]),
+        more_plans=[Path(path) for path in options["plan_paths"][1:]],
+        max_workers=options["max_workers"],
         checks=list(options["checks"]),
         agent=options["agent"],
         implementer=options["implementer"],
@@ -51,7 +53,8 @@ def execute_run(
     options: dict[str, Any], out: Console, err: Console, print_json: Callable[[Any], None]
 ) -> int:
     from agent_harness.config import load_settings
-    from agent_harness.pipeline.launch import pipeline_for
+    from agent_harness.pipeline.fleetrun import FleetRun
+    from agent_harness.pipeline.launch import pipelines_for
 
     request = _request(options)
     settings = load_settings().settings
@@ -71,29 +74,40 @@ def execute_run(
             request.repo, request.forge, request.github_url, settings, False, need_history=True
         )
 
-    with pipeline_for(request, settings, tracker, observer=observer) as (pipeline, plan):
-        pipeline.check_setup()  # refusals come before the live view draws anything
+    with pipelines_for(request, settings, tracker, observer=observer) as built:
+        for pipeline, _plan in built:
+            pipeline.check_setup()  # refusals come before the live view draws anything
         if options["approve"] and not options["yes"]:
-            render_approval(out, plan, set(request.only), settings.protected_paths)
+            for _pipeline, plan in built:
+                render_approval(out, plan, set(request.only), settings.protected_paths)
             if not click.confirm("Run these items?", default=False):
                 out.print("nothing was run")
                 return 1
+        fleet = FleetRun([pipeline for pipeline, _plan in built], global_limit=request.max_workers)
         if as_json:
-            report = pipeline.run()
+            reports = fleet.run()
         else:
             with observer.display():
-                report = pipeline.run()
+                reports = fleet.run()
             err.print()
     if as_json:
         import json
 
         # One line, like the events before it: the output stays valid JSON Lines.
-        click.echo(json.dumps({"event": "run_finished", **report.as_json()}, default=str))
+        finished = (
+            reports[0].as_json()
+            if len(reports) == 1
+            else {"projects": [r.as_json() for r in reports]}
+        )
+        click.echo(json.dumps({"event": "run_finished", **finished}, default=str))
     else:
-        render_report(out, report)
-        if request.forge == "local":
-            render_local_pages(out, request.repo, Path(settings.state_dir), report)
-    bad = [item for item in report.items if item.state in ("failed", "skipped")]
+        for report in reports:
+            render_report(out, report)
+            if request.forge == "local":
+                render_local_pages(out, request.repo, Path(settings.state_dir), report)
+    bad = [
+        item for report in reports for item in report.items if item.state in ("failed", "skipped")
+    ]
     return 4 if bad else 0
 
 
@@ -170,4 +184,5 @@ def render_report(out: Console, report: RunReport) -> None:
     out.print(
         f"{report.events} events recorded; known cost {cost}"
         + ("; stopped: run budget spent" if report.stopped_by_budget else "")
+        + ("; stopped: drained (run again to carry on)" if report.drained else "")
     )

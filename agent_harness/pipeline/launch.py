@@ -54,6 +54,12 @@ class RunRequest:
     agent_timeout_s: float | None = None
     own_login: bool = False  # agents use the user's own HOME and logins, not a throwaway one
     wait_for_others: bool = True  # wait for items other hosts hold before ending
+    more_plans: list[Path] = field(default_factory=list)  # further plans, one project each
+    max_workers: int | None = None  # agents at once over every plan; None: --workers per plan
+
+    @property
+    def plan_paths(self) -> list[Path]:
+        return [self.plan_path, *self.more_plans]
 
 
 def model_events(store: Store, project: str) -> Any:
@@ -212,25 +218,61 @@ def pipeline_for(
     observer: Observer | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[Pipeline, Plan]]:
-    """Everything a run needs, opened in order and closed in reverse. `open_tracker` opens the
-    tracker the person chose (GitHub, or the embedded forge): the caller decides, so this
-    module never reaches for the command line or the forge."""
-    from agent_harness.git.worktrees import WorkRepo
-    from agent_harness.pipeline.run import Pipeline
+    """The pipeline of a run of one plan (see `pipelines_for`)."""
+    with pipelines_for(request, settings, open_tracker, observer, env) as built:
+        yield built[0]
+
+
+def _plans(request: RunRequest, settings: Settings) -> list[tuple[str, Plan]]:
+    """Each plan with its key; refuses keys two plans share and --only ids no plan has."""
     from agent_harness.plan.backlog import load_plan
-    from agent_harness.plan.model import check_command
+
+    paths = request.plan_paths
+    if len(paths) > 1 and request.plan_key:
+        raise UsageError(
+            "--plan-key names one plan's issues; with several --plan, each plan's key is "
+            "its file name"
+        )
+    loaded = [
+        (request.plan_key or settings.tracker.plan_key or path.stem, load_plan(path))
+        for path in paths
+    ]
+    if len(paths) > 1:
+        keys = [key for key, _plan in loaded]
+        twice = sorted({key for key in keys if keys.count(key) > 1})
+        if twice:
+            raise UsageError(
+                f"two plans have the key {twice[0]} (their file name): rename one, so each "
+                "plan has its own issues"
+            )
+    known = {item.id for _key, plan in loaded for item in plan.items}
+    unknown = sorted(set(request.only) - known)
+    if unknown:
+        raise UsageError(f"--only names items not in the plan: {', '.join(unknown)}")
+    return loaded
+
+
+@contextmanager
+def pipelines_for(
+    request: RunRequest,
+    settings: Settings,
+    open_tracker: Callable[[], AbstractContextManager[GitHubTracker]],
+    observer: Observer | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[list[tuple[Pipeline, Plan]]]:
+    """Everything a run needs, one pipeline per plan (one project each, on one repository and
+    one database), opened in order and closed in reverse. `open_tracker` opens the tracker
+    the person chose (GitHub, or the embedded forge): the caller decides, so this module
+    never reaches for the command line or the forge."""
+    from agent_harness.git.worktrees import WorkRepo
     from agent_harness.secrets.process import process_env
     from agent_harness.sessions.default import default_host
     from agent_harness.store.database import open_store
 
     env = process_env() if env is None else dict(env)
-    plan = load_plan(request.plan_path)
-    unknown = sorted(set(request.only) - {item.id for item in plan.items})
-    if unknown:
-        raise UsageError(f"--only names items not in the plan: {', '.join(unknown)}")
+    plans = _plans(request, settings)
     state_dir = Path(settings.state_dir).resolve()
     repo = WorkRepo(request.work, state_dir)
-    key = request.plan_key or settings.tracker.plan_key or request.plan_path.stem
     with ExitStack() as stack:
         from agent_harness.config import database_url
 
@@ -238,30 +280,56 @@ def pipeline_for(
         stack.callback(store.close)
         tracker = stack.enter_context(open_tracker())
         host = default_host(state_dir, settings.sessions.host)
+        built: list[tuple[Pipeline, Plan]] = []
+        for key, plan in plans:
+            pipeline = _pipeline(
+                request, settings, env, plan, key, tracker, store, repo, host, observer
+            )
+            if built:  # one repository and one tracker client: one lock for each, shared
+                pipeline.parts.git_lock = built[0][0].parts.git_lock
+                pipeline.parts.tracker_lock = built[0][0].parts.tracker_lock
+            built.append((pipeline, plan))
+        yield built
 
-        run_settings = run_settings_for(request, settings)
 
-        def item_checks(item: WorkItem) -> list[str]:
-            # The run's checks as the pipeline runs them (flags, else the config file), and
-            # the item's own success check: the direct-API executor checks what CI will.
-            own = check_command(item.success_check)
-            return [*run_settings.checks, *([own] if own else [])]
+def _pipeline(
+    request: RunRequest,
+    settings: Settings,
+    env: Mapping[str, str],
+    plan: Plan,
+    key: str,
+    tracker: GitHubTracker,
+    store: Store,
+    repo: Any,
+    host: SessionHost,
+    observer: Observer | None,
+) -> Pipeline:
+    from agent_harness.pipeline.run import Pipeline
+    from agent_harness.plan.model import check_command
 
-        project = f"{tracker.repo}:{key}"
-        implementer = build_implementer(project, request, host, env, settings, store, item_checks)
-        reviewer = build_reviewer(project, request, host, env, state_dir, store, worker="reviewer")
-        pipeline = Pipeline(
-            plan=plan,
-            plan_key=key,
-            tracker=tracker,
-            store=store,
-            repo=repo,
-            implementer=implementer,
-            reviewer=reviewer,
-            settings=run_settings,
-            state_dir=state_dir,
-            env=env,
-            observer=observer,
-            known_secrets=tracker.secret_values(),
-        )
-        yield pipeline, plan
+    state_dir = Path(settings.state_dir).resolve()
+    run_settings = run_settings_for(request, settings)
+
+    def item_checks(item: WorkItem) -> list[str]:
+        # The run's checks as the pipeline runs them (flags, else the config file), and
+        # the item's own success check: the direct-API executor checks what CI will.
+        own = check_command(item.success_check)
+        return [*run_settings.checks, *([own] if own else [])]
+
+    project = f"{tracker.repo}:{key}"
+    implementer = build_implementer(project, request, host, env, settings, store, item_checks)
+    reviewer = build_reviewer(project, request, host, env, state_dir, store, worker="reviewer")
+    return Pipeline(
+        plan=plan,
+        plan_key=key,
+        tracker=tracker,
+        store=store,
+        repo=repo,
+        implementer=implementer,
+        reviewer=reviewer,
+        settings=run_settings,
+        state_dir=state_dir,
+        env=env,
+        observer=observer,
+        known_secrets=tracker.secret_values(),
+    )

@@ -1,0 +1,97 @@
+"""`agent-harness run --plan A.md --plan B.md`: one fleet, a pool per plan, and a global worker
+limit that holds over both."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_harness.cli import main
+from agent_harness.testing.forge import TOKEN
+
+from .conftest import REPO, Harness
+
+pytestmark = pytest.mark.integration
+
+# Says it is running, and stays until it sees a third agent running beside it or half a second
+# has passed: with a limit of 2 it never sees three; without one it would.
+AGENT = """\
+import os, pathlib, re, sys, time
+log = pathlib.Path(sys.argv[1])
+prompt = pathlib.Path(sys.argv[sys.argv.index("--prompt-file") + 1]).read_text()
+item = re.search(r"# Work item (\\S+):", prompt).group(1)
+mine = log / f"{item}.running"
+mine.write_text("")
+seen, end = 0, time.monotonic() + 0.5
+while time.monotonic() < end and seen < 3:
+    seen = max(seen, len(list(log.glob("*.running"))))
+    time.sleep(0.02)
+(log / f"{item}.seen").write_text(str(seen))
+mine.unlink()
+pathlib.Path(f"notes/{item.lower()}.txt").parent.mkdir(exist_ok=True)
+pathlib.Path(f"notes/{item.lower()}.txt").write_text(item + "\\n")
+"""
+
+
+@pytest.fixture
+def cli(harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Harness:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GH_TOKEN", TOKEN)
+    monkeypatch.setenv("GITHUB_API_URL", harness.forge.server.api_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{harness.model.url}/v1")
+    monkeypatch.setenv("AGENT_HARNESS_SESSIONS__HOST", "headless")
+    monkeypatch.setenv("AGENT_HARNESS_TRACKER__WRITE_SPACING_S", "0")
+    return harness
+
+
+def test_two_plans_both_progress_under_one_global_limit(
+    cli: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "A.md").write_text("".join(f"### A{n}: Note A{n}\n\n" for n in (1, 2, 3)))
+    (tmp_path / "B.md").write_text("".join(f"### B{n}: Note B{n}\n\n" for n in (1, 2, 3)))
+    (tmp_path / "agent.py").write_text(AGENT)
+    log = tmp_path / "log"
+    log.mkdir()
+    agent = shlex.join([sys.executable, str(tmp_path / "agent.py"), str(log)])
+    code = main(
+        ["run", "--repo", REPO, "--work", str(cli.work), "--plan", "A.md", "--plan", "B.md",
+         "--agent", agent + " --prompt-file {prompt_file}", "--reviewer", "openai:gpt-test",
+         "--workers", "2", "--max-workers", "2", "--json"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    finished = json.loads(out.strip().splitlines()[-1])
+    states = {
+        (report["project"], item["id"]): item["state"]
+        for report in finished["projects"]
+        for item in report["items"]
+    }
+    assert states == {
+        **{(f"{REPO}:A", f"A{n}"): "pr_open" for n in (1, 2, 3)},
+        **{(f"{REPO}:B", f"B{n}"): "pr_open" for n in (1, 2, 3)},
+    }
+    seen = {path.stem: int(path.read_text()) for path in log.glob("*.seen")}
+    assert len(seen) == 6
+    assert max(seen.values()) == 2, seen  # two at once, never three
+    assert len(cli.pulls()) == 6
+
+
+def test_two_plans_with_one_key_are_refused(
+    cli: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "PLAN.md").write_text("### T1: Note\n")
+    code = main(
+        ["run", "--repo", REPO, "--work", str(cli.work), "--plan", "one/PLAN.md",
+         "--plan", "two/PLAN.md", "--agent", f"{sys.executable} -c pass {{prompt_file}}",
+         "--reviewer", "openai:gpt-test"]
+    )  # fmt: skip
+    assert code == 2
+    assert "two plans have the key PLAN" in capsys.readouterr().err
+    assert cli.pulls() == []
