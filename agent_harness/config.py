@@ -127,6 +127,9 @@ class Settings(_Section):
     """Sessions."""
     secrets: SecretSettings = Field(default_factory=SecretSettings)
     """Secrets."""
+    roles: dict[str, str | dict[str, str]] = Field(default_factory=dict)
+    """Model route per role (reviewer, planner, implementer): "vendor:model" or a table with
+    vendor, model and optionally endpoint, api_key_env. A running run takes a change at once."""
     protected_paths: list[str] = Field(default_factory=lambda: [".github/**", CONFIG_FILE])
     """Globs an agent's change may never touch; such an item stops before review."""
     state_dir: str = ".agent-harness"

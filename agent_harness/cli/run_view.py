@@ -57,7 +57,8 @@ def execute_run(
     from agent_harness.pipeline.launch import pipelines_for
 
     request = _request(options)
-    settings = load_settings().settings
+    loaded = load_settings()
+    settings = loaded.settings
     as_json = bool(options["as_json"])
     if as_json:
         from agent_harness.cli.live import JsonLines
@@ -74,7 +75,10 @@ def execute_run(
             request.repo, request.forge, request.github_url, settings, False, need_history=True
         )
 
-    with pipelines_for(request, settings, tracker, observer=observer) as built:
+    with pipelines_for(
+        request, settings, tracker, observer=observer, config_file=loaded.file
+    ) as launched:
+        built = launched.built
         for pipeline, _plan in built:
             pipeline.check_setup()  # refusals come before the live view draws anything
         if options["approve"] and not options["yes"]:
@@ -83,13 +87,28 @@ def execute_run(
             if not click.confirm("Run these items?", default=False):
                 out.print("nothing was run")
                 return 1
-        fleet = FleetRun([pipeline for pipeline, _plan in built], global_limit=request.max_workers)
+        fleet = FleetRun(
+            [pipeline for pipeline, _plan in built],
+            global_limit=request.max_workers,
+            watchers=[launched.roles.refresh],
+        )
         if as_json:
             reports = fleet.run()
         else:
             with observer.display():
                 reports = fleet.run()
             err.print()
+    render_end(out, reports, request, Path(settings.state_dir), as_json)
+    bad = [
+        item for report in reports for item in report.items if item.state in ("failed", "skipped")
+    ]
+    return 4 if bad else 0
+
+
+def render_end(
+    out: Console, reports: list[RunReport], request: RunRequest, state_dir: Path, as_json: bool
+) -> None:
+    """Each plan's report: a table (and the local forge's pages), or one JSON line."""
     if as_json:
         import json
 
@@ -100,15 +119,11 @@ def execute_run(
             else {"projects": [r.as_json() for r in reports]}
         )
         click.echo(json.dumps({"event": "run_finished", **finished}, default=str))
-    else:
-        for report in reports:
-            render_report(out, report)
-            if request.forge == "local":
-                render_local_pages(out, request.repo, Path(settings.state_dir), report)
-    bad = [
-        item for report in reports for item in report.items if item.state in ("failed", "skipped")
-    ]
-    return 4 if bad else 0
+        return
+    for report in reports:
+        render_report(out, report)
+        if request.forge == "local":
+            render_local_pages(out, request.repo, state_dir, report)
 
 
 def render_local_pages(out: Console, repo: str, state_dir: Path, report: RunReport) -> None:

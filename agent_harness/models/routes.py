@@ -104,23 +104,45 @@ def load_routes_from_file(path: Path | str) -> dict[str, Route]:
         missing = [k for k in ("model", "vendor", "endpoint", "api_key_env") if k not in table]
         if missing:
             raise ConfigError(f"routes file {source}: roles.{role} lacks {', '.join(missing)}")
-        vendor = str(table["vendor"])
-        api_format = str(
-            table.get("api_format", "anthropic" if vendor == "anthropic" else "openai")
-        )
-        if api_format not in ("anthropic", "openai"):
-            raise ConfigError(
-                f"routes file {source}: roles.{role}.api_format must be anthropic or openai"
-            )
-        routes[role] = Route(
-            model=str(table["model"]),
-            endpoint=str(table["endpoint"]),
-            vendor=vendor,
-            api_format="anthropic" if api_format == "anthropic" else "openai",
-            api_key_env=str(table["api_key_env"]),
-            classifier=str(table["classifier"]) if "classifier" in table else None,
-        )
+        routes[role] = route_from_table(table, {}, f"routes file {source}: roles.{role}")
     return routes
+
+
+def route_from_table(table: Mapping[str, object], env: Mapping[str, str], where: str) -> Route:
+    """A route from a `[roles]` entry: `vendor` and `model`, and optionally `endpoint`,
+    `api_key_env`, `api_format` and `classifier` (the vendor's defaults otherwise)."""
+    unknown = sorted(
+        set(table) - {"model", "vendor", "endpoint", "api_key_env", "api_format", "classifier"}
+    )
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}")
+    if "model" not in table or "vendor" not in table:
+        raise ConfigError(f"{where}: needs vendor and model")
+    vendor = str(table["vendor"]).strip().lower()
+    if vendor in VENDOR_DEFAULTS:
+        default = route_from_spec(f"{vendor}:{table['model']}", env)
+    elif "endpoint" not in table or "api_key_env" not in table:
+        raise ConfigError(
+            f"{where}: vendor {vendor!r} has no defaults: give endpoint and api_key_env"
+        )
+    else:
+        default = None
+    api_format = str(table.get("api_format", default.api_format if default else "openai"))
+    if api_format not in ("anthropic", "openai"):
+        raise ConfigError(f"{where}.api_format must be anthropic or openai")
+    return Route(
+        model=str(table["model"]),
+        endpoint=str(table.get("endpoint") or (default.endpoint if default else "")),
+        vendor=vendor,
+        api_format="anthropic" if api_format == "anthropic" else "openai",
+        api_key_env=str(table.get("api_key_env") or (default.api_key_env if default else "")),
+        classifier=str(table["classifier"]) if "classifier" in table else None,
+    )
+
+
+def describe_route(route: Route) -> str:
+    """`vendor:model at endpoint`: what events and the roles table show (never a key)."""
+    return f"{route.vendor}:{route.model} at {route.endpoint}"
 
 
 # ---------------------------------------------------------------------------------------------

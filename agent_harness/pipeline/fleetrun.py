@@ -62,6 +62,7 @@ class FleetRun:
         global_limit: int | None = None,
         fleet_factory: Callable[..., Any] | None = None,
         control_every_s: float = 0.5,
+        watchers: Sequence[Callable[[], object]] = (),
     ) -> None:
         if not pipelines:
             raise UsageError("a run needs at least one plan")
@@ -81,6 +82,7 @@ class FleetRun:
         self.sleep = pipelines[0].sleep
         self.poll_s = min(p.settings.idle_poll_s for p in pipelines)
         self._last_control = float("-inf")
+        self.watchers = tuple(watchers)  # called every round too: the role routes' file
 
     def run(self) -> list[RunReport]:
         with ExitStack() as locks:
@@ -140,6 +142,8 @@ class FleetRun:
             if not project.done and (force or asked[project.name] != project.asked):
                 self._apply(fleet, project, asked[project.name])
         control.report_pools(self.store, fleet.status())
+        for watcher in self.watchers:
+            watcher()
 
     def _apply(self, fleet: Any, project: _Project, asked: PoolState) -> None:
         project.asked = asked

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UsageError
-from agent_harness.store.events import payload_of
+from agent_harness.models.roles import RoleBook
+from agent_harness.store.events import RolesChanged, payload_of
 
 if TYPE_CHECKING:
     from agent_harness.agents.presets import AgentPreset
@@ -219,8 +220,8 @@ def pipeline_for(
     env: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[Pipeline, Plan]]:
     """The pipeline of a run of one plan (see `pipelines_for`)."""
-    with pipelines_for(request, settings, open_tracker, observer, env) as built:
-        yield built[0]
+    with pipelines_for(request, settings, open_tracker, observer, env) as launched:
+        yield launched.built[0]
 
 
 def _plans(request: RunRequest, settings: Settings) -> list[tuple[str, Plan]]:
@@ -252,6 +253,14 @@ def _plans(request: RunRequest, settings: Settings) -> list[tuple[str, Plan]]:
     return loaded
 
 
+@dataclass
+class Launched:
+    """A run's pipelines, one per plan, and the role routes their model clients share."""
+
+    built: list[tuple[Pipeline, Plan]]
+    roles: RoleBook
+
+
 @contextmanager
 def pipelines_for(
     request: RunRequest,
@@ -259,12 +268,15 @@ def pipelines_for(
     open_tracker: Callable[[], AbstractContextManager[GitHubTracker]],
     observer: Observer | None = None,
     env: Mapping[str, str] | None = None,
-) -> Iterator[list[tuple[Pipeline, Plan]]]:
+    config_file: Path | None = None,
+) -> Iterator[Launched]:
     """Everything a run needs, one pipeline per plan (one project each, on one repository and
     one database), opened in order and closed in reverse. `open_tracker` opens the tracker
     the person chose (GitHub, or the embedded forge): the caller decides, so this module
     never reaches for the command line or the forge."""
     from agent_harness.git.worktrees import WorkRepo
+    from agent_harness.models.client import ModelClient
+    from agent_harness.models.roles import read_roles, route_of
     from agent_harness.secrets.process import process_env
     from agent_harness.sessions.default import default_host
     from agent_harness.store.database import open_store
@@ -281,6 +293,8 @@ def pipelines_for(
         tracker = stack.enter_context(open_tracker())
         host = default_host(state_dir, settings.sessions.host)
         built: list[tuple[Pipeline, Plan]] = []
+        roles = _role_book(env, store, observer, [f"{tracker.repo}:{key}" for key, _p in plans])
+        roles.watch(config_file)
         for key, plan in plans:
             pipeline = _pipeline(
                 request, settings, env, plan, key, tracker, store, repo, host, observer
@@ -288,8 +302,28 @@ def pipelines_for(
             if built:  # one repository and one tracker client: one lock for each, shared
                 pipeline.parts.git_lock = built[0][0].parts.git_lock
                 pipeline.parts.tracker_lock = built[0][0].parts.tracker_lock
+            for part in (pipeline.implementer, pipeline.parts.reviewer):
+                client = getattr(part, "client", None)
+                if isinstance(client, ModelClient):
+                    roles.add_client(client)
             built.append((pipeline, plan))
-        yield built
+        for role, entry in read_roles(config_file).items() if config_file else ():
+            route_of(role, entry, env, str(config_file))  # a bad [roles] entry stops it now
+        yield Launched(built, roles)
+
+
+def _role_book(
+    env: Mapping[str, str], store: Store, observer: Observer | None, projects: list[str]
+) -> RoleBook:
+    """The run's role routes; a change is a `roles_changed` event of every project."""
+
+    def announce(change: RolesChanged) -> None:
+        for project in projects:
+            store.append_event(project, None, change)
+        if observer is not None:
+            observer(change.kind, "", change)
+
+    return RoleBook(env, announce)
 
 
 def _pipeline(

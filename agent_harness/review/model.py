@@ -50,6 +50,10 @@ class ModelReviewer:
         self._timeout_s = timeout_s
         self._route()  # an unknown role is a configuration error now, not mid-run
 
+    @property
+    def client(self) -> ModelClient:
+        return self._client
+
     def secret_values(self) -> tuple[str, ...]:
         """The keys the reviewer's model calls carry; see `ModelClient.secret_values`."""
         return self._client.secret_values()
