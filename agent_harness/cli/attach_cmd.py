@@ -14,6 +14,7 @@ from agent_harness.cli.output import from_env
 Examples:
   agent-harness attach T3                 # live tmux session, or the log if it has ended
   agent-harness attach T3 --print         # just print the command
+  AGENT_HARNESS_SESSION_TOKEN=... agent-harness attach T3   # an agent on a remote host
 """
 )
 @click.argument("item_id", metavar="ITEM")
@@ -31,17 +32,21 @@ def attach(item_id: str, project: str | None, db: str | None, print_only: bool) 
     """Attach to the terminal where ITEM's agent runs, to watch it or answer its question.
 
     A live tmux session is attached read-write; detach with Ctrl-b d and the agent carries on.
-    When the session has ended (or agents run headless), its log is shown instead.
+    When the session has ended (or agents run headless), its log is shown instead. An agent on
+    a remote session host (`run --session-host`): the host is asked for its attach command,
+    with the token in AGENT_HARNESS_SESSION_TOKEN.
     """
     import shlex
 
     from agent_harness.cli.output import open_database
     from agent_harness.queue.items import resolve_project
+    from agent_harness.secrets.process import process_env
     from agent_harness.sessions.attach import attach_target
 
     store = open_database(db, must_exist=True)
     try:
-        target = attach_target(store, resolve_project(store, project), item_id)
+        where = resolve_project(store, project)
+        target = attach_target(store, where, item_id, env=process_env())
     finally:
         store.close()
     click.echo(target.note, err=True)

@@ -102,6 +102,12 @@ Examples:
     callback=from_env("AGENT_HARNESS_DB"),
     help="Database URL (env AGENT_HARNESS_DB).",
 )
+@click.option(
+    "--session-host",
+    metavar="URL",
+    help="Run agents on a remote session host (token in AGENT_HARNESS_SESSION_TOKEN); it must "
+    "see this machine's paths (the worktrees).",
+)
 @click.option("--approve", is_flag=True, help="Show the items that would run and ask first.")
 @click.option("--yes", is_flag=True, help="With --approve: do not ask (unattended runs).")
 @click.option("--json", "as_json", is_flag=True, help="Emit events as JSON lines.")

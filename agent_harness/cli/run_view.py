@@ -30,6 +30,7 @@ def _request(options: dict[str, Any]) -> RunRequest:
         plan_path=Path(options["plan_paths"][0]),
         more_plans=[Path(path) for path in options["plan_paths"][1:]],
         max_workers=options["max_workers"],
+        session_host=options["session_host"],
         checks=list(options["checks"]),
         agent=options["agent"],
         implementer=options["implementer"],

@@ -183,6 +183,7 @@ class Attempt:
                 session=session,
                 attempt=self.lease.attempt,
                 host=getattr(host, "kind", None),
+                host_url=getattr(host, "base_url", None),
                 log=str(item_dir / "logs" / f"{session}.log"),
                 worktree=str(tree.path),
             )

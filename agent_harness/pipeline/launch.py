@@ -57,6 +57,7 @@ class RunRequest:
     wait_for_others: bool = True  # wait for items other hosts hold before ending
     more_plans: list[Path] = field(default_factory=list)  # further plans, one project each
     max_workers: int | None = None  # agents at once over every plan; None: --workers per plan
+    session_host: str | None = None  # URL of a remote session host; None: this machine
 
     @property
     def plan_paths(self) -> list[Path]:
@@ -278,7 +279,7 @@ def pipelines_for(
     from agent_harness.models.client import ModelClient
     from agent_harness.models.roles import read_roles, route_of
     from agent_harness.secrets.process import process_env
-    from agent_harness.sessions.default import default_host
+    from agent_harness.sessions.default import default_host, remote_host
     from agent_harness.store.database import open_store
 
     env = process_env() if env is None else dict(env)
@@ -291,7 +292,12 @@ def pipelines_for(
         store = open_store(database_url(settings, request.db))
         stack.callback(store.close)
         tracker = stack.enter_context(open_tracker())
-        host = default_host(state_dir, settings.sessions.host)
+        if request.session_host:
+            remote = remote_host(request.session_host, env)
+            stack.callback(remote.close)
+            host: SessionHost = remote
+        else:
+            host = default_host(state_dir, settings.sessions.host)
         built: list[tuple[Pipeline, Plan]] = []
         roles = _role_book(env, store, observer, [f"{tracker.repo}:{key}" for key, _p in plans])
         roles.watch(config_file)

@@ -7,6 +7,7 @@ headless host, is shown from its log.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,13 +28,25 @@ class AttachTarget:
     note: str
 
 
-def attach_target(store: Store, project: str, item_id: str, follow: bool = True) -> AttachTarget:
+def attach_target(
+    store: Store,
+    project: str,
+    item_id: str,
+    follow: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> AttachTarget:
+    """How to watch the item's agent: its live session, or its log. `env` holds the remote
+    session host's token (AGENT_HARNESS_SESSION_TOKEN) when the agent ran on one."""
     started = last_of(store.all_events(project=project, item=item_id), AgentStarted)
     if started is None:
         raise NothingToAttach(f"{item_id} has no agent session on record in {project}")
     session = started.session
     host_kind = started.host
     log = Path(started.log or "")
+    if host_kind == "remote" and started.host_url:
+        live = _remote_target(started.host_url, session, env or {})
+        if live is not None:
+            return live
     if host_kind == "tmux":
         from agent_harness.sessions.tmux import TmuxHost
 
@@ -49,3 +62,19 @@ def attach_target(store: Store, project: str, item_id: str, follow: bool = True)
         command = ["tail", "-n", "+1", "-f", str(log)] if follow else ["cat", str(log)]
         return AttachTarget(command, False, session, f"the session has ended; its log: {log}")
     raise NothingToAttach(f"{item_id}: session {session} has ended and its log {log} is gone")
+
+
+def _remote_target(url: str, session: str, env: Mapping[str, str]) -> AttachTarget | None:
+    """The remote host's own attach command while the session lives there; None once it ended.
+    A host that cannot be asked is an error, never taken for an ended session."""
+    from agent_harness.sessions.default import remote_host
+
+    host = remote_host(url, env)
+    try:
+        if not host.status(session).alive:
+            return None
+        command = host.attach_command(session)
+    finally:
+        host.close()
+    note = f"the live session {session} on {url}; run the command there (or over ssh)"
+    return AttachTarget(command, True, session, note)

@@ -1,15 +1,20 @@
-"""Choosing a session host: tmux when it is installed, plain background processes otherwise."""
+"""Choosing a session host: tmux when it is installed, plain background processes otherwise,
+or a session host on another machine (`run --session-host URL`)."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from agent_harness.sessions.headless import HeadlessHost
 from agent_harness.sessions.protocol import SessionError, SessionHost
+from agent_harness.sessions.remote import RemoteSessionHost
 from agent_harness.sessions.tmux import TmuxHost
 
 HOST_KINDS = ("auto", "tmux", "headless")
+# The bearer token of a remote session host: read from here by `run` and `attach`, never shown.
+SESSION_TOKEN_ENV = "AGENT_HARNESS_SESSION_TOKEN"
 
 
 def default_host(state_dir: Path, kind: str = "auto") -> SessionHost:
@@ -26,3 +31,23 @@ def default_host(state_dir: Path, kind: str = "auto") -> SessionHost:
     if kind == "tmux" or (kind == "auto" and has_tmux):
         return TmuxHost(socket_name="agent-harness")
     return HeadlessHost(state_dir)
+
+
+def remote_host(url: str, env: Mapping[str, str]) -> RemoteSessionHost:
+    """The session host at `url` (its API: agent_harness.testing.session_server), with the
+    token from AGENT_HARNESS_SESSION_TOKEN; asked once now, so a wrong URL or token stops the
+    run before any work."""
+    if not url.startswith(("http://", "https://")):
+        raise SessionError(f"--session-host {url}: give the host's URL, e.g. http://host:8765")
+    token = env.get(SESSION_TOKEN_ENV, "")
+    if not token:
+        raise SessionError(
+            f"--session-host {url} needs the host's bearer token in {SESSION_TOKEN_ENV}"
+        )
+    host = RemoteSessionHost(url, token)
+    try:
+        host.exists("agent-harness-probe")
+    except SessionError as exc:
+        host.close()
+        raise SessionError(f"session host {url} does not answer as one: {exc.message}") from None
+    return host

@@ -280,6 +280,7 @@ class AgentStarted(Payload):
     session: str = Field(description="Session name (attach to it).")
     attempt: int = Field(description="Attempt number.")
     host: str | None = Field(default=None, description="tmux, headless or remote.")
+    host_url: str | None = Field(default=None, description="The remote session host's URL.")
     log: str | None = Field(default=None, description="Path of the session's log.")
     worktree: str | None = Field(default=None, description="Where the agent works.")
 

@@ -6,12 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,56 +17,16 @@ from agent_harness.demo.rules import review_rules
 from agent_harness.queue.control import get_control
 from agent_harness.store.database import open_store
 from agent_harness.testing.model_server import ModelServer, ScriptedResponder
+from tests.shared.local_project import make_project, push_to_local_forge, wait_for
 
 pytestmark = pytest.mark.acceptance
 
-ROOT = Path(__file__).resolve().parents[2]
 PLAN = "".join(f"### P{n}: Note {n}\nWrite p{n}.txt.\n\n" for n in (1, 2, 3))
-# An agent that says when it started an item, then waits for the test's word to finish it.
-AGENT = """\
-import pathlib, re, sys, time
-gates = pathlib.Path(sys.argv[1])
-prompt = pathlib.Path(sys.argv[sys.argv.index("--prompt-file") + 1]).read_text()
-item = re.search(r"# Work item (\\S+):", prompt).group(1)
-(gates / f"{item}.started").write_text("")
-while not (gates / f"{item}.go").exists():
-    time.sleep(0.05)
-pathlib.Path(f"{item.lower()}.txt").write_text(item + "\\n")
-"""
 
 
-def git(cwd: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
-def wait_for(what: str, fact: Callable[[], Any], run: subprocess.Popen[str]) -> Any:
-    deadline = time.monotonic() + 60
-    while not (found := fact()):
-        assert run.poll() is None, f"the run ended before {what}: {run.communicate()}"
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.05)
-    return found
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    app = tmp_path / "app"
-    shutil.copytree(ROOT / "examples" / "project", app)
-    git(tmp_path, "init", "-q", "--initial-branch=main", str(app))
-    git(app, "config", "user.name", "Dee")
-    git(app, "config", "user.email", "dee@example.com")
-    git(app, "add", "--all")
-    git(app, "commit", "-q", "-m", "start")
-    (tmp_path / "PLAN.md").write_text(PLAN)
-    (tmp_path / "agent.py").write_text(AGENT)
-    (tmp_path / "gates").mkdir()
-    return tmp_path
-
-
-def test_pause_resume_and_drain_steer_a_running_run(home: Path) -> None:
-    gates = home / "gates"
+def test_pause_resume_and_drain_steer_a_running_run(tmp_path: Path) -> None:
+    home, gates = tmp_path, tmp_path / "gates"
+    agent = make_project(home, PLAN)
     with ModelServer([ScriptedResponder(review_rules)]) as reviewer:
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_HARNESS_")},
@@ -94,12 +50,7 @@ def test_pause_resume_and_drain_steer_a_running_run(home: Path) -> None:
                 [shown] = get_control(store)
             return {"asked": shown.asked, **(shown.pool.model_dump() if shown.pool else {})}
 
-        said = cli("plan", "PLAN.md", "--repo", "me/app", "--forge", "local", stderr=True)
-        add = next(line.strip() for line in said.splitlines() if "git remote add origin" in line)
-        git(home / "app", *shlex.split(add)[1:])
-        git(home / "app", "push", "-q", "origin", "main")
-        agent = shlex.join([sys.executable, str(home / "agent.py"), str(gates)])
-        agent += " --prompt-file {prompt_file}"
+        push_to_local_forge(home, cli)
         run = subprocess.Popen(
             [sys.executable, "-m", "agent_harness", "run", "--repo", "me/app", "--forge", "local",
              "--work", "app", "--plan", "PLAN.md", "--agent", agent,
