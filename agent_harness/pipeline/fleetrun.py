@@ -118,7 +118,9 @@ class FleetRun:
                 pipeline._guarded_handle,
                 concurrency=pipeline.settings.workers,
                 lease_s=pipeline.settings.lease_s,
-                worker_prefix=pipeline.worker_prefix,
+                # Several plans: each pool's workers are named apart (host-dir/KEY/w1).
+                worker_prefix=pipeline.worker_prefix
+                + (f"/{pipeline.plan_key}" if len(self.projects) > 1 else ""),
             )
         self._follow_controls(fleet, force=True)
         return fleet

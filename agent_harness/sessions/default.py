@@ -33,15 +33,23 @@ def default_host(state_dir: Path, kind: str = "auto") -> SessionHost:
     return HeadlessHost(state_dir)
 
 
+class SessionHostRefused(SessionError):
+    """The remote session host cannot be used as given (URL, token, or it does not answer)."""
+
+    exit_code = 2
+
+
 def remote_host(url: str, env: Mapping[str, str]) -> RemoteSessionHost:
     """The session host at `url` (its API: agent_harness.testing.session_server), with the
     token from AGENT_HARNESS_SESSION_TOKEN; asked once now, so a wrong URL or token stops the
     run before any work."""
     if not url.startswith(("http://", "https://")):
-        raise SessionError(f"--session-host {url}: give the host's URL, e.g. http://host:8765")
+        raise SessionHostRefused(
+            f"--session-host {url}: give the host's URL, e.g. http://host:8765"
+        )
     token = env.get(SESSION_TOKEN_ENV, "")
     if not token:
-        raise SessionError(
+        raise SessionHostRefused(
             f"--session-host {url} needs the host's bearer token in {SESSION_TOKEN_ENV}"
         )
     host = RemoteSessionHost(url, token)
@@ -49,5 +57,7 @@ def remote_host(url: str, env: Mapping[str, str]) -> RemoteSessionHost:
         host.exists("agent-harness-probe")
     except SessionError as exc:
         host.close()
-        raise SessionError(f"session host {url} does not answer as one: {exc.message}") from None
+        raise SessionHostRefused(
+            f"session host {url} does not answer as one: {exc.message}"
+        ) from None
     return host

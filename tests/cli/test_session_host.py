@@ -14,7 +14,7 @@ import pytest
 
 from agent_harness.demo.rules import review_rules
 from agent_harness.errors import HarnessError
-from agent_harness.sessions.default import remote_host
+from agent_harness.sessions.default import SessionHostRefused, remote_host
 from agent_harness.sessions.headless import HeadlessHost
 from agent_harness.store.database import open_store
 from agent_harness.store.events import AgentStarted, last_of
@@ -87,7 +87,7 @@ def test_a_session_host_that_does_not_answer_is_refused_before_any_work(
     with running_session_server(HeadlessHost(tmp_path), TOKEN) as server:
         with pytest.raises(HarnessError, match="needs the host's bearer token"):
             remote_host(server.url, {})
-        with pytest.raises(HarnessError, match=r"does not answer as one: .*401: a valid bearer"):
+        with pytest.raises(SessionHostRefused, match=r"does not answer as one: .*401: a valid"):
             remote_host(server.url, {"AGENT_HARNESS_SESSION_TOKEN": "wrong"})
         remote_host(server.url, {"AGENT_HARNESS_SESSION_TOKEN": TOKEN}).close()
     with pytest.raises(HarnessError, match="give the host's URL"):
