@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_harness.cli import main
 from agent_harness.demo.rules import review_rules
 from agent_harness.errors import HarnessError
 from agent_harness.sessions.default import SessionHostRefused, remote_host
@@ -26,9 +27,13 @@ TOKEN = "remote-host-token-for-this-test"
 
 
 @pytest.mark.acceptance
-def test_an_agent_on_a_remote_host_is_attached_through_that_host(tmp_path: Path) -> None:
+def test_an_agent_on_a_remote_host_is_attached_through_that_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     home, gates = tmp_path, tmp_path / "gates"
     agent = make_project(home, "### P1: Note one\n\n")
+    monkeypatch.chdir(home)
+    monkeypatch.setenv("AGENT_HARNESS_SESSION_TOKEN", TOKEN)
     remote = HeadlessHost(tmp_path / "remote-machine")
     with (
         ModelServer([ScriptedResponder(review_rules)]) as reviewer,
@@ -43,12 +48,10 @@ def test_an_agent_on_a_remote_host_is_attached_through_that_host(tmp_path: Path)
         }
 
         def cli(*args: str, stderr: bool = False) -> str:
-            proc = subprocess.run(
-                [sys.executable, "-m", "agent_harness", *args],
-                cwd=home, env=env, capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
-            assert proc.returncode == 0, proc.stdout + proc.stderr
-            return proc.stdout + (proc.stderr if stderr else "")
+            code = main(list(args))  # `attach` and `plan` in this process; the run is apart
+            said = capsys.readouterr()
+            assert code == 0, said.out + said.err
+            return said.out + (said.err if stderr else "")
 
         push_to_local_forge(home, cli)
         run = subprocess.Popen(
