@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_harness.errors import ConfigError
+from agent_harness.errors import ConfigError, HarnessError
 from agent_harness.models.routes import (
     Route,
     UnknownRole,
@@ -67,10 +67,16 @@ class RoleBook:
     """The routes every model client of a run uses, by role; one lock, one change at a time."""
 
     def __init__(
-        self, env: Mapping[str, str], announce: Callable[[RolesChanged], None] = lambda _c: None
+        self,
+        env: Mapping[str, str],
+        announce: Callable[[RolesChanged], None] = lambda _c: None,
+        check: Callable[[Mapping[str, Route]], None] = lambda _routes: None,
     ) -> None:
+        """`check` sees every role's route as a change would leave them, and raises a
+        `HarnessError` to refuse it (the run's rule: reviewer and implementer of two vendors)."""
         self._env = env
         self._announce = announce
+        self._check = check
         self._clients: list[ModelClient] = []
         self._lock = threading.Lock()
         self._file: Path | None = None
@@ -94,6 +100,8 @@ class RoleBook:
             for role in changes:
                 if role not in served:
                     raise UnknownRole(role, sorted(served))
+            now = {role: r for c in self._clients for role, r in c.routes.items()}
+            self._check({**now, **changes})
             changed: dict[str, str] = {}
             for client in self._clients:
                 mine = {r: changes[r] for r in client.routes if r in changes}
@@ -118,7 +126,8 @@ class RoleBook:
 
     def refresh(self) -> dict[str, str]:
         """Take the roles whose entry changed in the file since the last look. A file that
-        does not read (saved half-way, a typo) changes nothing and says why in `problem`."""
+        does not read (saved half-way, a typo), or a change the run refuses, changes nothing
+        and says why in `problem`."""
         path = self._file
         if path is None or _contents(path) == self._seen:
             return {}
@@ -131,12 +140,13 @@ class RoleBook:
                 for role, entry in entries.items()
                 if entry != self._entries.get(role) and role in served
             }
-        except ConfigError as exc:
+            changed = self.set_routes(wanted, str(path)) if wanted else {}
+        except HarnessError as exc:  # a bad entry, or a change the run's rules refuse
             self.problem = exc.message
             return {}
         self.problem = None
         self._entries = entries
-        return self.set_routes(wanted, str(path)) if wanted else {}
+        return changed
 
 
 def _contents(path: Path) -> bytes | None:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from agent_harness.agents.presets import AgentPreset
     from agent_harness.config import Settings
     from agent_harness.implement.protocol import Implementer
+    from agent_harness.models.routes import Route
     from agent_harness.pipeline.run import Pipeline
     from agent_harness.pipeline.settings import Observer, RunSettings
     from agent_harness.plan.model import Plan, WorkItem
@@ -299,7 +300,8 @@ def pipelines_for(
         else:
             host = default_host(state_dir, settings.sessions.host)
         built: list[tuple[Pipeline, Plan]] = []
-        roles = _role_book(env, store, observer, [f"{tracker.repo}:{key}" for key, _p in plans])
+        projects = [f"{tracker.repo}:{key}" for key, _plan in plans]
+        roles = _role_book(env, store, observer, projects, request, built)
         roles.watch(config_file)
         for key, plan in plans:
             pipeline = _pipeline(
@@ -319,9 +321,25 @@ def pipelines_for(
 
 
 def _role_book(
-    env: Mapping[str, str], store: Store, observer: Observer | None, projects: list[str]
+    env: Mapping[str, str],
+    store: Store,
+    observer: Observer | None,
+    projects: list[str],
+    request: RunRequest,
+    built: list[tuple[Pipeline, Plan]],
 ) -> RoleBook:
-    """The run's role routes; a change is a `roles_changed` event of every project."""
+    """The run's role routes; a change is a `roles_changed` event of every project, and a
+    change that would make the reviewer the implementer's vendor is refused, as at start."""
+    from agent_harness.review.model import route_vendor
+    from agent_harness.review.verdict import check_vendors
+
+    def keep_vendors_apart(routes: Mapping[str, Route]) -> None:
+        reviewer = routes.get("reviewer")
+        if reviewer is None or not built:
+            return
+        implementer = routes.get("implementer")
+        made_by = route_vendor(implementer) if implementer else built[0][0].implementer.vendor
+        check_vendors(made_by, route_vendor(reviewer), request.allow_same_vendor)
 
     def announce(change: RolesChanged) -> None:
         for project in projects:
@@ -329,7 +347,7 @@ def _role_book(
         if observer is not None:
             observer(change.kind, "", change)
 
-    return RoleBook(env, announce)
+    return RoleBook(env, announce, keep_vendors_apart)
 
 
 def _pipeline(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from agent_harness.errors import ConfigError
 from agent_harness.models.client import ModelClient
 from agent_harness.models.parking import MemoryParking
 from agent_harness.models.roles import RoleBook, route_of
-from agent_harness.models.routes import UnknownRole, route_from_spec
+from agent_harness.models.routes import Route, UnknownRole, route_from_spec
+from agent_harness.review.verdict import SameVendorRefused
 from agent_harness.store.events import RolesChanged
 
 pytestmark = pytest.mark.unit
@@ -91,3 +93,25 @@ def test_the_file_is_followed_and_a_broken_save_changes_nothing(tmp_path: Path) 
     assert roles.problem is None
     assert client.routes["reviewer"].model == "claude-x"
     assert heard[-1].source == str(config)
+
+
+def test_a_change_the_run_refuses_changes_nothing(tmp_path: Path) -> None:
+    def no_anthropic_reviewer(routes: Mapping[str, Route]) -> None:
+        if routes["reviewer"].vendor == "anthropic":
+            raise SameVendorRefused("anthropic")
+
+    heard: list[RolesChanged] = []
+    roles = RoleBook(ENV, heard.append, no_anthropic_reviewer)
+    client = ModelClient(
+        {"reviewer": route_from_spec("openai:gpt-a", ENV)}, env=ENV, parking=MemoryParking()
+    )
+    roles.add_client(client)
+    with pytest.raises(SameVendorRefused):
+        roles.set_route("reviewer", "anthropic:claude-x")
+    config = tmp_path / "agent-harness.toml"
+    config.write_text('[roles]\nreviewer = "openai:gpt-a"\n')
+    roles.watch(config)
+    config.write_text('[roles]\nreviewer = "anthropic:claude-x"\n')
+    assert roles.refresh() == {}
+    assert roles.problem and "anthropic" in roles.problem
+    assert (client.routes["reviewer"].model, heard) == ("gpt-a", [])
