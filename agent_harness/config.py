@@ -110,6 +110,17 @@ class ReconcileSettings(_Section):
     """How long after its merge a change is still watched for a revert on the default branch."""
 
 
+class ProjectSettings(_Section):
+    """One project of a run of several (`[[projects]]`), used when `run` is given no --plan."""
+
+    plan: str
+    """The plan file; its name is the project's plan key."""
+    repo: str | None = None
+    """owner/name on the tracker; default: --repo."""
+    work: str | None = None
+    """The clone worktrees are made from; default: --work."""
+
+
 class Settings(_Section):
     """Everything agent-harness can be configured with."""
 
@@ -127,6 +138,8 @@ class Settings(_Section):
     """Sessions."""
     secrets: SecretSettings = Field(default_factory=SecretSettings)
     """Secrets."""
+    projects: list[ProjectSettings] = Field(default_factory=list)
+    """`[[projects]]`: the plans `run` works in one fleet when it is given no --plan."""
     roles: dict[str, str | dict[str, str]] = Field(default_factory=dict)
     """Model route per role (reviewer, planner, implementer): "vendor:model" or a table with
     vendor, model and optionally endpoint, api_key_env. A running run takes a change at once."""

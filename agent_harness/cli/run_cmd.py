@@ -24,26 +24,24 @@ Examples:
 )
 @click.option(
     "--repo",
-    required=True,
     metavar="OWNER/NAME",
     callback=checked_repo,
-    help="Repository on the tracker.",
+    help="Repository on the tracker (needed unless each [[projects]] entry names one).",
 )
 @click.option(
     "--work",
     "work",
-    required=True,
     type=click.Path(path_type=Path),
     help="Your clone of the repository; worktrees are made from it.",
 )
 @click.option(
     "--plan",
     "plan_paths",
-    required=True,
     multiple=True,
     type=click.Path(path_type=Path),
     help="The plan (markdown or backlog.json). Repeat it to run several plans in one fleet, "
-    "one project each (key: the file name), fair between them.",
+    "one project each (key: the file name), fair between them. Without it: the config "
+    "file's [[projects]].",
 )
 @click.option(
     "--check",

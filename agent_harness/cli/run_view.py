@@ -24,11 +24,12 @@ def _request(options: dict[str, Any]) -> RunRequest:
     """What the flags ask for, as the library's RunRequest."""
     from agent_harness.pipeline.launch import RunRequest
 
+    plans = [Path(path) for path in options["plan_paths"]]
     return RunRequest(
-        repo=str(options["repo"]),
-        work=Path(options["work"]),
-        plan_path=Path(options["plan_paths"][0]),
-        more_plans=[Path(path) for path in options["plan_paths"][1:]],
+        repo=str(options["repo"] or ""),
+        work=Path(options["work"]) if options["work"] else None,
+        plan_path=plans[0] if plans else None,
+        more_plans=plans[1:],
         max_workers=options["max_workers"],
         session_host=options["session_host"],
         checks=list(options["checks"]),
@@ -71,9 +72,9 @@ def execute_run(
         observer = LiveView(err)
     from agent_harness.cli.tracker_opts import open_tracker
 
-    def tracker() -> Any:
+    def tracker(repo: str) -> Any:
         return open_tracker(
-            request.repo, request.forge, request.github_url, settings, False, need_history=True
+            repo, request.forge, request.github_url, settings, False, need_history=True
         )
 
     with pipelines_for(
@@ -124,7 +125,7 @@ def render_end(
     for report in reports:
         render_report(out, report)
         if request.forge == "local":
-            render_local_pages(out, request.repo, state_dir, report)
+            render_local_pages(out, report.project.rsplit(":", 1)[0], state_dir, report)
 
 
 def render_local_pages(out: Console, repo: str, state_dir: Path, report: RunReport) -> None:

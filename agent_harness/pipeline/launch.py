@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 class RunRequest:
     """Everything `agent-harness run` was asked to do."""
 
-    repo: str
-    work: Path
-    plan_path: Path
+    repo: str  # "" when every [[projects]] entry names its own
+    work: Path | None
+    plan_path: Path | None  # None: the plans of [[projects]] in the config file
     checks: list[str] = field(default_factory=list)
     agent: str | None = None  # preset name or command template
     implementer: str | None = None  # vendor:model for the direct-API executor
@@ -62,7 +62,46 @@ class RunRequest:
 
     @property
     def plan_paths(self) -> list[Path]:
-        return [self.plan_path, *self.more_plans]
+        return [self.plan_path, *self.more_plans] if self.plan_path else []
+
+
+@dataclass(frozen=True)
+class Target:
+    """One project of a run: a plan, on a repository, worked from a clone."""
+
+    plan: Path
+    repo: str
+    work: Path
+
+
+def targets(request: RunRequest, settings: Settings) -> list[Target]:
+    """The run's projects: each --plan on --repo and --work, or else the config file's
+    `[[projects]]` (each may name its own repo and work)."""
+    from agent_harness.tracker.github import check_repo_name
+
+    if request.plan_paths:
+        wanted = [(path, request.repo, request.work) for path in request.plan_paths]
+        where = "--plan"
+    elif settings.projects:
+        wanted = [
+            (Path(p.plan), p.repo or request.repo, Path(p.work) if p.work else request.work)
+            for p in settings.projects
+        ]
+        where = "[[projects]]"
+    else:
+        raise UsageError(
+            "give --plan PLAN.md, or [[projects]] with plan = ... in agent-harness.toml"
+        )
+    out = []
+    for plan, repo, work in wanted:
+        if not repo or work is None:
+            missing = "--repo" if not repo else "--work"
+            raise UsageError(
+                f"{where} {plan}: no repository to run it on; give {missing}, or repo and "
+                "work in its [[projects]] entry"
+            )
+        out.append(Target(plan, check_repo_name(repo), work))
+    return out
 
 
 def model_events(store: Store, project: str) -> Any:
@@ -222,33 +261,38 @@ def pipeline_for(
     env: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[Pipeline, Plan]]:
     """The pipeline of a run of one plan (see `pipelines_for`)."""
-    with pipelines_for(request, settings, open_tracker, observer, env) as launched:
-        yield launched.built[0]
+    with pipelines_for(request, settings, lambda _repo: open_tracker(), observer, env) as run:
+        yield run.built[0]
 
 
-def _plans(request: RunRequest, settings: Settings) -> list[tuple[str, Plan]]:
-    """Each plan with its key; refuses keys two plans share and --only ids no plan has."""
+def _plans(request: RunRequest, settings: Settings) -> list[tuple[Target, str, Plan]]:
+    """Each project with its plan key and plan; refuses keys two plans of one repository share
+    and --only ids no plan has."""
     from agent_harness.plan.backlog import load_plan
 
-    paths = request.plan_paths
-    if len(paths) > 1 and request.plan_key:
+    chosen = targets(request, settings)
+    if len(chosen) > 1 and request.plan_key:
         raise UsageError(
-            "--plan-key names one plan's issues; with several --plan, each plan's key is "
+            "--plan-key names one plan's issues; with several plans, each plan's key is "
             "its file name"
         )
     loaded = [
-        (request.plan_key or settings.tracker.plan_key or path.stem, load_plan(path))
-        for path in paths
+        (
+            target,
+            request.plan_key or settings.tracker.plan_key or target.plan.stem,
+            load_plan(target.plan),
+        )
+        for target in chosen
     ]
-    if len(paths) > 1:
-        keys = [key for key, _plan in loaded]
+    if len(chosen) > 1:
+        keys = [f"{target.repo}:{key}" for target, key, _plan in loaded]
         twice = sorted({key for key in keys if keys.count(key) > 1})
         if twice:
             raise UsageError(
-                f"two plans have the key {twice[0]} (their file name): rename one, so each "
-                "plan has its own issues"
+                f"two plans are the project {twice[0]} (a plan's key is its file name): "
+                "rename one, so each plan has its own issues"
             )
-    known = {item.id for _key, plan in loaded for item in plan.items}
+    known = {item.id for _target, _key, plan in loaded for item in plan.items}
     unknown = sorted(set(request.only) - known)
     if unknown:
         raise UsageError(f"--only names items not in the plan: {', '.join(unknown)}")
@@ -267,49 +311,51 @@ class Launched:
 def pipelines_for(
     request: RunRequest,
     settings: Settings,
-    open_tracker: Callable[[], AbstractContextManager[GitHubTracker]],
+    open_tracker: Callable[[str], AbstractContextManager[GitHubTracker]],
     observer: Observer | None = None,
     env: Mapping[str, str] | None = None,
     config_file: Path | None = None,
 ) -> Iterator[Launched]:
-    """Everything a run needs, one pipeline per plan (one project each, on one repository and
-    one database), opened in order and closed in reverse. `open_tracker` opens the tracker
-    the person chose (GitHub, or the embedded forge): the caller decides, so this module
-    never reaches for the command line or the forge."""
+    """Everything a run needs, one pipeline per plan (one project each; the plans share one
+    database, and a tracker client per repository and a work repo per clone), opened in
+    order and closed in reverse. `open_tracker(repo)` opens the tracker the person chose
+    (GitHub, or the embedded forge): the caller decides, so this module never reaches for
+    the command line or the forge."""
     from agent_harness.git.worktrees import WorkRepo
     from agent_harness.models.client import ModelClient
     from agent_harness.models.roles import read_roles, route_of
     from agent_harness.secrets.process import process_env
-    from agent_harness.sessions.default import default_host, remote_host
     from agent_harness.store.database import open_store
 
     env = process_env() if env is None else dict(env)
     plans = _plans(request, settings)
     state_dir = Path(settings.state_dir).resolve()
-    repo = WorkRepo(request.work, state_dir)
+    works: dict[Path, WorkRepo] = {}
+    for target, _key, _plan in plans:
+        if target.work.resolve() not in works:
+            works[target.work.resolve()] = WorkRepo(target.work, state_dir)
     with ExitStack() as stack:
         from agent_harness.config import database_url
 
         store = open_store(database_url(settings, request.db))
         stack.callback(store.close)
-        tracker = stack.enter_context(open_tracker())
-        if request.session_host:
-            remote = remote_host(request.session_host, env)
-            stack.callback(remote.close)
-            host: SessionHost = remote
-        else:
-            host = default_host(state_dir, settings.sessions.host)
+        trackers: dict[str, GitHubTracker] = {}
+        for target, _key, _plan in plans:
+            if target.repo not in trackers:
+                trackers[target.repo] = stack.enter_context(open_tracker(target.repo))
+        host = _session_host(stack, request, settings, env, state_dir)
         built: list[tuple[Pipeline, Plan]] = []
-        projects = [f"{tracker.repo}:{key}" for key, _plan in plans]
+        projects = [f"{trackers[target.repo].repo}:{key}" for target, key, _plan in plans]
         roles = _role_book(env, store, observer, projects, request, built)
         roles.watch(config_file)
-        for key, plan in plans:
+        first_on: dict[object, Pipeline] = {}  # one lock per clone and per tracker client
+        for target, key, plan in plans:
+            tracker, work = trackers[target.repo], works[target.work.resolve()]
             pipeline = _pipeline(
-                request, settings, env, plan, key, tracker, store, repo, host, observer
+                request, settings, env, plan, key, tracker, store, work, host, observer
             )
-            if built:  # one repository and one tracker client: one lock for each, shared
-                pipeline.parts.git_lock = built[0][0].parts.git_lock
-                pipeline.parts.tracker_lock = built[0][0].parts.tracker_lock
+            pipeline.parts.git_lock = first_on.setdefault(work, pipeline).parts.git_lock
+            pipeline.parts.tracker_lock = first_on.setdefault(tracker, pipeline).parts.tracker_lock
             for part in (pipeline.implementer, pipeline.parts.reviewer):
                 client = getattr(part, "client", None)
                 if isinstance(client, ModelClient):
@@ -318,6 +364,23 @@ def pipelines_for(
         for role, entry in read_roles(config_file).items() if config_file else ():
             route_of(role, entry, env, str(config_file))  # a bad [roles] entry stops it now
         yield Launched(built, roles)
+
+
+def _session_host(
+    stack: ExitStack,
+    request: RunRequest,
+    settings: Settings,
+    env: Mapping[str, str],
+    state_dir: Path,
+) -> SessionHost:
+    """The remote session host the person named, else this machine's (closed with the run)."""
+    from agent_harness.sessions.default import default_host, remote_host
+
+    if request.session_host:
+        remote = remote_host(request.session_host, env)
+        stack.callback(remote.close)
+        return remote
+    return default_host(state_dir, settings.sessions.host)
 
 
 def _role_book(

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from agent_harness.cli import main
+from agent_harness.demo.run import seed_repository
 from agent_harness.testing.forge import TOKEN
 
-from .conftest import REPO, Harness
+from .conftest import EXAMPLES, REPO, Harness
 
 pytestmark = pytest.mark.integration
 
@@ -93,5 +94,45 @@ def test_two_plans_with_one_key_are_refused(
          "--reviewer", "openai:gpt-test"]
     )  # fmt: skip
     assert code == 2
-    assert "two plans have the key PLAN" in capsys.readouterr().err
+    assert "two plans are the project octo/tally:PLAN" in capsys.readouterr().err
     assert cli.pulls() == []
+
+
+def test_projects_of_the_config_file_on_two_repositories(
+    cli: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no --plan, `run` works the config file's [[projects]], each on its own repository
+    and clone, in one fleet."""
+    cli.forge.forge.create_repo("octo", "other", auto_init=False)
+    other = tmp_path / "clones" / "other"
+    seed_repository(EXAMPLES / "project", cli.forge.forge.clone_url("octo", "other"), other)
+    (tmp_path / "A.md").write_text("### A1: Note A1\n\n")
+    (tmp_path / "B.md").write_text("### B1: Note B1\n\n")
+    (tmp_path / "agent-harness.toml").write_text(
+        f'[[projects]]\nplan = "A.md"\nrepo = "{REPO}"\nwork = "{cli.work}"\n\n'
+        f'[[projects]]\nplan = "B.md"\nrepo = "octo/other"\nwork = "{other}"\n'
+    )
+    agent = f"{sys.executable} -c \"open('note.txt', 'w').write('n')\" {{prompt_file}}"
+    code = main(["run", "--agent", agent, "--reviewer", "openai:gpt-test", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    finished = json.loads(out.strip().splitlines()[-1])
+    assert [
+        (report["project"], [(i["id"], i["state"]) for i in report["items"]])
+        for report in finished["projects"]
+    ] == [(f"{REPO}:A", [("A1", "pr_open")]), ("octo/other:B", [("B1", "pr_open")])]
+    github = cli.forge.github
+    assert [p.title for p in github.get_repo(REPO).get_pulls(state="all")] == ["A1: Note A1"]
+    assert [p.title for p in github.get_repo("octo/other").get_pulls(state="all")] == [
+        "B1: Note B1"
+    ]
+
+
+def test_no_plan_and_no_projects_is_one_line(
+    cli: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["run", "--agent", "claude", "--reviewer", "openai:gpt-test"])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: give --plan PLAN.md, or [[projects]] with plan = ... in agent-harness.toml"
+    )
