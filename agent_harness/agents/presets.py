@@ -115,10 +115,15 @@ PRESETS: dict[str, AgentPreset] = {
             "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS",
             "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI",
         ),
-        base_url_env=("GOOGLE_GEMINI_BASE_URL",),
+        base_url_env=(
+            "GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL", "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+        ),
         install_hint="npm install -g @google/gemini-cli",
+        # A harness worktree is never a folder the user trusted: without --skip-trust every
+        # headless run stops at once (exit 55).
         template=(
-            "gemini", MODEL_ARGS, "--yolo", "--output-format", "stream-json", "-p", "{prompt}",
+            "gemini", MODEL_ARGS, "--yolo", "--skip-trust", "--output-format", "stream-json",
+            "-p", "{prompt}",
         ),
     ),
     "aider": AgentPreset(
@@ -128,9 +133,12 @@ PRESETS: dict[str, AgentPreset] = {
         api_key_env=("OPENAI_API_KEY",),
         base_url_env=("OPENAI_API_BASE", "OPENAI_BASE_URL"),
         install_hint="python -m pip install aider-install && aider-install",
+        # --yes-always would otherwise accept the analytics opt-in; --no-gitignore keeps it
+        # from adding `.aider*` to the project's .gitignore (the run excludes them instead).
         template=(
             "aider", MODEL_ARGS, "--yes-always", "--no-auto-commits", "--no-pretty",
-            "--message-file", "{prompt_file}",
+            "--no-check-update", "--no-show-release-notes", "--analytics-disable",
+            "--no-gitignore", "--message-file", "{prompt_file}",
         ),
         stdin_devnull=True,
     ),
@@ -139,7 +147,9 @@ PRESETS: dict[str, AgentPreset] = {
         binary="opencode",
         vendor="anthropic",
         api_key_env=("ANTHROPIC_API_KEY",),
-        base_url_env=("ANTHROPIC_BASE_URL",),
+        # Not ANTHROPIC_BASE_URL: opencode wants it ending in /v1, Claude Code without. The run
+        # reads that one and hands opencode its own provider config (agents/setup.py).
+        base_url_env=("OPENCODE_CONFIG_CONTENT",),
         install_hint="npm install -g opencode-ai",
         template=("opencode", "run", MODEL_ARGS, "--format", "json", "{prompt}"),
         stdin_devnull=True,

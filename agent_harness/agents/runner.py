@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.agents.presets import AgentPreset, scrub_env
-from agent_harness.agents.setup import agent_setup
-from agent_harness.models.agent_output import classify_agent_output
+from agent_harness.agents.setup import agent_setup, exclude_scratch
+from agent_harness.models.agent_output import classify_agent_output, retrying_limit
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.sessions.protocol import (
     SessionExists,
@@ -74,6 +74,10 @@ _RATE_KINDS = _LIMIT_KINDS | {FailureKind.BURST}
 
 
 TAIL_BYTES = 4096
+
+
+# Agents whose exit status says nothing about a provider's failure: only their output does.
+_SILENT_EXIT_AGENTS = frozenset({"aider"})
 
 
 def strip_terminal_codes(text: str) -> str:
@@ -219,6 +223,11 @@ class _Watch:
             self.last_size = len(output)
             self.last_change = self.now
             self.idle_examined = False
+            retrying = retrying_limit(
+                self.agent, _tail(strip_terminal_codes(output)), now=self.wall_clock()
+            )
+            if retrying is not None:
+                return self._ended_early(retrying)
         if self.now - self.started >= timeout_s:
             return self._timed_out(output, timeout_s)
         if self.now - self.last_change >= idle_s and not self.idle_examined:
@@ -230,9 +239,21 @@ class _Watch:
 
     def _exited(self, code: int | None) -> AgentOutcome:
         output = strip_terminal_codes(_output_or_empty(self.host, self.name))
-        self.failure = classify_agent_output(self.agent, output, now=self.wall_clock())
+        self.failure = classify_agent_output(
+            self.agent, output, now=self.wall_clock(), exit_code=code
+        )
         state, reason = _ended(self.agent, code, self.failure)
         return self._report(state, code, output, reason)
+
+    def _ended_early(self, failure: Failure) -> AgentOutcome:
+        """The agent is retrying a limit by itself, with no way to bound it: the harness ends
+        the run on that first retry and parks the item, rather than wait out the CLI's own
+        backoff (which may outlast the agent's timeout, and ignores the provider's reset)."""
+        self.host.kill(self.name)
+        self.failure = failure
+        plain = strip_terminal_codes(_output_or_empty(self.host, self.name))
+        reason = f"{self.agent} hit a rate limit and began retrying: {failure.describe()}"
+        return self._report(AgentState.RATE_LIMITED, None, plain, reason)
 
     def _timed_out(self, output: str, timeout_s: float) -> AgentOutcome:
         self.host.kill(self.name)
@@ -304,6 +325,11 @@ def _ended(agent: str, code: int | None, failure: Failure | None) -> tuple[Agent
     # A burst the agent waited out and got past does not undo a clean exit; a spent window or
     # cap does, whatever the exit code says.
     got_past = code == 0 and failure is not None and failure.kind is FailureKind.BURST
+    silent = agent in _SILENT_EXIT_AGENTS and code == 0 and failure is not None
+    if silent and failure is not None and failure.kind not in _RATE_KINDS:
+        # aider exits 0 after a provider refused it: the failure it printed is how it ended.
+        return AgentState.CRASHED, f"{agent} exited 0 but reported: {failure.describe()}"
+    got_past = got_past and not silent
     if failure is not None and failure.kind in _RATE_KINDS and not got_past:
         return AgentState.RATE_LIMITED, f"{agent} hit a rate limit: {failure.describe()}"
     if code is None:
@@ -347,6 +373,7 @@ def run_cli_agent(
     from agent_harness.agents.runner import AgentState, run_agent
 
     setup = agent_setup(preset, home, env_source, model=model, own_login=own_login)
+    exclude_scratch(preset, workdir)
     outcome = run_agent(
         host,
         setup.preset or preset,
@@ -358,7 +385,7 @@ def run_cli_agent(
         timeout_s=timeout_s,
         idle_s=idle_s,
         poll_s=poll_s,
-        model=model,
+        model=setup.model,
         extra_env_allow=setup.allow,
         on_state=on_state or (lambda _state, _detail: None),
     )

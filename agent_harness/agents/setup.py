@@ -28,6 +28,7 @@ class AgentSetup:
     env: dict[str, str]
     allow: tuple[str, ...] = ()
     preset: AgentPreset | None = None  # the preset adjusted for this run, when it needed to be
+    model: str | None = None  # the model as this CLI must be told it
 
 
 def agent_setup(
@@ -42,7 +43,9 @@ def agent_setup(
 
     Claude Code keeps `~/.claude.json` and its settings in HOME; Codex keeps its config,
     login and sessions in CODEX_HOME, and is pointed at its endpoint by a provider entry in
-    `config.toml` (it ignores OPENAI_BASE_URL), with its own retries off.
+    `config.toml` (it ignores OPENAI_BASE_URL), with its own retries off. Gemini CLI gets a
+    GEMINI_CLI_HOME with settings choosing key auth and one attempt per request; opencode its
+    config in OPENCODE_CONFIG_CONTENT; aider its histories in a directory of the run's.
     """
     env = dict(env_source)
     allow: list[str] = []
@@ -70,7 +73,109 @@ def agent_setup(
         if codex_home is not None:
             env["CODEX_HOME"] = str(codex_home)
             allow.append("CODEX_HOME")
-    return AgentSetup(env, tuple(allow), adjusted)
+    elif preset.name == "gemini" and not own_login:
+        allow += _gemini_home(env, home / "gemini")
+    elif preset.name == "opencode":
+        model = _opencode_model(model)
+        allow += _opencode_config(env)
+    elif preset.name == "aider":
+        model = _aider_model(env, model)
+        allow += _aider_files(env, home / "aider")
+    return AgentSetup(env, tuple(allow), adjusted, model)
+
+
+# Gemini CLI retries a 429 ten times over minutes by default; one attempt leaves the limit to
+# the harness, which classifies it (from the exit code) and parks the item.
+GEMINI_MAX_ATTEMPTS = 1
+
+
+def _gemini_home(env: dict[str, str], gemini_home: Path) -> list[str]:
+    """A private GEMINI_CLI_HOME whose settings select key auth: with a custom endpoint alone
+    Gemini CLI picks "gateway" auth, which headless mode refuses (exit 41)."""
+    vertex = env.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() in ("1", "true")
+    settings = {
+        "security": {"auth": {"selectedType": "vertex-ai" if vertex else "gemini-api-key"}},
+        "general": {"maxAttempts": GEMINI_MAX_ATTEMPTS, "enableAutoUpdate": False},
+        "privacy": {"usageStatisticsEnabled": False},
+    }
+    (gemini_home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (gemini_home / ".gemini" / "settings.json").write_text(
+        json.dumps(settings, indent=2) + "\n", encoding="utf-8"
+    )
+    env["GEMINI_CLI_HOME"] = str(gemini_home)
+    return ["GEMINI_CLI_HOME"]
+
+
+def _opencode_model(model: str | None) -> str | None:
+    """opencode wants `provider/model`; a bare name exits 1 without sending a request."""
+    return f"anthropic/{model}" if model and "/" not in model else model
+
+
+# opencode's start-up fetches (model list, default plugins, language servers) need a network.
+_OPENCODE_OFFLINE = (
+    "OPENCODE_DISABLE_AUTOUPDATE",
+    "OPENCODE_DISABLE_MODELS_FETCH",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD",
+)
+
+
+def _opencode_config(env: dict[str, str]) -> list[str]:
+    """opencode's config through OPENCODE_CONFIG_CONTENT: no auto-update or sharing, and the
+    Anthropic endpoint when one is set, ending in /v1 as its SDK wants (it appends only
+    `/messages`, where Claude Code's ANTHROPIC_BASE_URL must not end in /v1)."""
+    config: dict[str, object] = {"autoupdate": False, "share": "disabled"}
+    base = env.get("ANTHROPIC_BASE_URL", "").rstrip("/")
+    if base:
+        url = base if base.endswith("/v1") else f"{base}/v1"
+        config["provider"] = {"anthropic": {"options": {"baseURL": url}}}
+    env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
+    for name in _OPENCODE_OFFLINE:
+        env[name] = "1"
+    return ["OPENCODE_CONFIG_CONTENT", *_OPENCODE_OFFLINE]
+
+
+def _aider_model(env: dict[str, str], model: str | None) -> str | None:
+    """aider reaches a custom OpenAI-compatible endpoint only through litellm's `openai/`
+    prefix, and reads the endpoint from OPENAI_API_BASE."""
+    base = env.get("OPENAI_API_BASE") or env.get("OPENAI_BASE_URL")
+    if base:
+        env["OPENAI_API_BASE"] = base
+        if model and "/" not in model:
+            return f"openai/{model}"
+    return model
+
+
+def _aider_files(env: dict[str, str], run_dir: Path) -> list[str]:
+    """aider's chat and input histories in the run's own directory, not the worktree (its tags
+    cache stays there and is excluded by `exclude_scratch`); prices from litellm's own copy."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env["AIDER_CHAT_HISTORY_FILE"] = str(run_dir / "chat.history.md")
+    env["AIDER_INPUT_HISTORY_FILE"] = str(run_dir / "input.history")
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    return ["AIDER_CHAT_HISTORY_FILE", "AIDER_INPUT_HISTORY_FILE", "LITELLM_LOCAL_MODEL_COST_MAP"]
+
+
+# Files agents leave in the worktree that are theirs, not the project's.
+SCRATCH_PATTERNS: dict[str, tuple[str, ...]] = {"aider": (".aider*",)}
+
+
+def exclude_scratch(preset: AgentPreset, worktree: Path) -> None:
+    """Keep the agent's scratch files out of the item's commit through the repository's
+    `info/exclude` (never the project's .gitignore, which would end up in the commit)."""
+    patterns = SCRATCH_PATTERNS.get(preset.name, ())
+    if not patterns:
+        return
+    from agent_harness.git.runner import git
+
+    exclude = Path(git(worktree, "rev-parse", "--git-path", "info/exclude").strip())
+    exclude = exclude if exclude.is_absolute() else Path(worktree) / exclude
+    have = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
+    missing = [p for p in patterns if p not in have]
+    if missing:
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with exclude.open("a", encoding="utf-8") as out:
+            out.write("".join(f"{p}\n" for p in missing))
 
 
 def codex_config(base_url: str | None, model: str | None) -> str:

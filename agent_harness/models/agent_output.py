@@ -110,7 +110,7 @@ _SENTENCES: tuple[tuple[re.Pattern[str], FailureKind], ...] = (
         re.compile(
             r"invalid api key|authentication_error|incorrect api key provided|api key not valid|"
             r"not able to authenticate you|litellm\.AuthenticationError|please set an auth "
-            r"method",
+            r"method|invalid auth method selected",
             re.IGNORECASE,
         ),
         FailureKind.AUTH,
@@ -134,6 +134,18 @@ _SENTENCES: tuple[tuple[re.Pattern[str], FailureKind], ...] = (
         FailureKind.SERVER,
     ),
 )
+
+# Gemini CLI exits with the HTTP status of the request it gave up on, modulo 256 (429 -> 173,
+# 401 -> 145, 400 -> 144). Its own fatal codes (41 auth, 42 input, 52 config, 53 turn limit,
+# 55 untrusted folder) lie below this range, so 144..255 can only be a status from 400 to 511.
+_GEMINI_STATUS_EXITS = range(400 - 256, 512 - 256)
+_GEMINI_API_ERROR = re.compile(r"\[API Error: (?P<inner>.*)\]", re.DOTALL)
+# aider prints a provider failure as litellm's line, then its own sentence, both wrapped at the
+# terminal width; everything else it prints (the model's reply among it) is not a report.
+_AIDER_REPORT = re.compile(
+    r"^(?:litellm\.\w+(?:Error|Exception)|The API provider|Model \S+ has hit a token limit)"
+)
+_AIDER_RETRY = re.compile(r"^Retrying in \d+(?:\.\d+)? seconds", re.IGNORECASE)
 
 # Limits that outlast the run: a later one of these outranks an earlier, shorter reading.
 _LASTING = frozenset({FailureKind.WINDOW, FailureKind.CAP})
@@ -442,7 +454,11 @@ def _outranks(found: Failure, held: Failure | None) -> bool:
 
 
 def classify_agent_output(
-    agent: str, text_or_lines: str | Iterable[str], *, now: float
+    agent: str,
+    text_or_lines: str | Iterable[str],
+    *,
+    now: float,
+    exit_code: int | None = None,
 ) -> Failure | None:
     """Find the limit or failure a CLI agent reported in its output, if any.
 
@@ -451,12 +467,31 @@ def classify_agent_output(
     opencode's `error` event. Otherwise the known sentences are read ("Claude AI usage limit
     reached|<epoch>", "You've hit your session limit · resets 8:37am (UTC)", "exceeded retry
     limit, last status: 429", "The API provider has rate limited you"), with wall-clock times
-    resolved to the next such moment after `now`.
+    resolved to the next such moment after `now`. Only failure reports are read: what the model
+    wrote (conversation events; for aider, any line outside its own error reports) never is.
+    Gemini CLI's `exit_code` carries the HTTP status it gave up on, which classifies its error
+    unless the words name a longer limit (a spent daily quota).
     """
     name = agent.lower()
+    lines = _lines(text_or_lines)
+    found = _aider_failure(lines, now) if name == "aider" else _reported_failure(name, lines, now)
+    status = http_status_of_exit(name, exit_code)
+    if status is not None and (found is None or found.kind not in _LASTING):
+        return _gemini_status_failure(status, lines, now) or found
+    return found
+
+
+def http_status_of_exit(agent: str, exit_code: int | None) -> int | None:
+    """The HTTP status an agent's exit code stands for, where the CLI encodes one (Gemini CLI)."""
+    if agent.lower() != "gemini" or exit_code is None or exit_code not in _GEMINI_STATUS_EXITS:
+        return None
+    return exit_code + 256
+
+
+def _reported_failure(name: str, lines: list[str], now: float) -> Failure | None:
     structured: Failure | None = None
     textual: Failure | None = None
-    for line in _lines(text_or_lines):
+    for line in lines:
         stripped = line.strip()
         if not stripped:
             continue
@@ -467,14 +502,15 @@ def classify_agent_output(
             except ValueError:
                 doc = None
         if doc is not None:
+            # What the model itself wrote (or read from files) is not the agent's status: a
+            # transcript discussing rate limits must not be mistaken for hitting one.
+            if isinstance(doc, dict) and doc.get("type") in _CONVERSATION_TYPES:
+                continue
             found = _structured(doc, name, now)
             if found is not None:
                 structured = structured or found
                 continue
-            # What the model itself wrote (or read from files) is not the agent's status: a
-            # transcript discussing rate limits must not be mistaken for hitting one.
-            conversational = isinstance(doc, dict) and doc.get("type") in _CONVERSATION_TYPES
-            texts = [] if conversational else list(_strings(doc))
+            texts = list(_strings(doc))
         else:
             texts = [stripped]
         for text in texts:
@@ -486,6 +522,78 @@ def classify_agent_output(
             return textual
         return structured
     return textual
+
+
+def _aider_reports(lines: list[str]) -> Iterator[tuple[str, bool]]:
+    """aider's own failure reports, each joined back from its wrapped lines, and whether aider
+    went on to retry (a "Retrying in ... seconds" line right after it)."""
+    report: list[str] = []
+    for line in [*lines, ""]:
+        stripped = line.strip()
+        if report and _AIDER_RETRY.match(stripped):
+            yield " ".join(report), True
+            report = []
+        elif _AIDER_REPORT.match(stripped):
+            if report:
+                yield " ".join(report), False
+            report = [stripped]
+        elif report and stripped:
+            report.append(stripped)
+        elif report:
+            yield " ".join(report), False
+            report = []
+
+
+def _aider_failure(lines: list[str], now: float) -> Failure | None:
+    found: Failure | None = None
+    for report, _retried in _aider_reports(lines):
+        read = _text_failure(report, "aider", now)
+        if read is not None and _outranks(read, found):
+            found = read
+    return found
+
+
+def retrying_limit(agent: str, text_or_lines: str | Iterable[str], *, now: float) -> Failure | None:
+    """A rate limit the CLI is still retrying by itself, with no way to bound it (aider waits
+    out a 429 for over a minute whatever the provider said): the harness ends the run on the
+    first such retry and parks the item instead."""
+    if agent.lower() != "aider":
+        return None
+    for report, retried in _aider_reports(_lines(text_or_lines)):
+        read = _text_failure(report, "aider", now)
+        if retried and read is not None and read.kind in (FailureKind.BURST, *_LASTING):
+            return read
+    return None
+
+
+def _gemini_status_failure(status: int, lines: list[str], now: float) -> Failure | None:
+    """Gemini CLI's HTTP status (from its exit code) with the message of its error `result`,
+    classified as the Gemini API's own answer."""
+    message = ""
+    for line in lines:
+        stripped = line.strip()
+        if not stripped.startswith("{"):
+            continue
+        try:
+            doc = json.loads(stripped)
+        except ValueError:
+            continue
+        error = doc.get("error") if isinstance(doc, dict) else None
+        if isinstance(error, dict) and doc.get("status") == "error":
+            message = str(error.get("message") or "")
+    wrapped = _GEMINI_API_ERROR.search(message)
+    inner = wrapped.group("inner") if wrapped else message
+    try:
+        body_doc = json.loads(inner)
+    except ValueError:
+        body_doc = None
+    if isinstance(body_doc, dict) and isinstance(body_doc.get("error"), dict):
+        body = inner
+        shown = str(body_doc["error"].get("message") or inner)
+    else:
+        body = json.dumps({"error": {"code": status, "message": inner}})
+        shown = inner or f"HTTP {status}"
+    return _http_failure("gemini", "gemini", status, shown, now, body=body)
 
 
 def agent_wait_until(failure: Failure, now: float, rng: random.Random) -> float:

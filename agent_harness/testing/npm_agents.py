@@ -42,6 +42,8 @@ class NpmAgent:
 PINNED: Mapping[str, NpmAgent] = {
     "claude": NpmAgent("@anthropic-ai/claude-code", "2.1.332", "claude"),
     "codex": NpmAgent("@openai/codex", "0.171.0", "codex"),
+    "gemini": NpmAgent("@google/gemini-cli", "0.61.0", "gemini"),
+    "opencode": NpmAgent("opencode-ai", "1.18.33", "opencode"),
 }
 
 

@@ -1,4 +1,4 @@
-"""A scripted model provider on loopback that real agent CLIs (Claude Code, Codex) can talk to.
+"""A scripted model provider on loopback that real agent CLIs can talk to.
 
 A scenario says what the model does in agent terms: write this file, edit that one, run a
 command, say this, fail with that 429. Each step becomes whichever tool the request offers, in
@@ -15,122 +15,52 @@ import json
 import re
 import shlex
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
 from agent_harness.testing.loopback import LoopbackServer
+from agent_harness.testing.provider_dialects import (
+    CHAT_PATH,
+    GEMINI_PATH,
+    chat_answer,
+    chat_exchange,
+    gemini_answer,
+    gemini_exchange,
+)
+from agent_harness.testing.provider_steps import (
+    Action,
+    EditFile,
+    Exchange,
+    Fail,
+    Hang,
+    RunShell,
+    Say,
+    Scenario,
+    Step,
+    WriteFile,
+    script,
+    verdict,
+)
 from agent_harness.testing.scripted_handler import ScriptedHandler, blank_secrets
 from agent_harness.testing.scripted_turns import (
     ScriptedCompletion,
     ScriptedFailure,
     ScriptedToolCall,
 )
-from agent_harness.testing.wire_formats import AnthropicMessages, split_in_two, sse_event
+from agent_harness.testing.wire_formats import (
+    AnthropicMessages,
+    Rendered,
+    split_in_two,
+    sse_event,
+)
 
-# -- what a scenario can make the model do ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WriteFile:
-    """Create (or overwrite) a file, with a path relative to the agent's working directory."""
-
-    path: str
-    content: str
-
-
-@dataclass(frozen=True)
-class EditFile:
-    """Replace `old` (whole lines, present in the file) with `new`."""
-
-    path: str
-    old: str
-    new: str
-
-
-@dataclass(frozen=True)
-class RunShell:
-    """Run a shell command in the agent's working directory."""
-
-    command: str
-
-
-@dataclass(frozen=True)
-class Say:
-    """Answer with text and end the turn."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Fail:
-    """Answer with this exact HTTP failure (status, headers, body)."""
-
-    failure: ScriptedFailure
-
-
-@dataclass(frozen=True)
-class Hang:
-    """Hold the request, answering nothing, like a model that stalls mid-item.
-
-    When `release` is set the request is answered with `then` (a reset without one); when the
-    provider closes or `max_s` passes, the connection is reset.
-    """
-
-    max_s: float = 60.0
-    release: threading.Event | None = None
-    then: WriteFile | EditFile | RunShell | Say | None = None
-
-
-Action = WriteFile | EditFile | RunShell | Say  # what the model answers with
-Step = Action | Fail | Hang
-
-
-def verdict(approved: bool, reasons: Sequence[str] = (), permanent: bool = False) -> Say:
-    """A reviewer's structured verdict as the model's final text."""
-    body = {"approved": approved, "reasons": list(reasons), "permanent": permanent}
-    return Say(json.dumps(body))
-
-
-# -- what a scenario sees of a request ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One model request, read the way a scenario needs it."""
-
-    vendor: str  # "anthropic" | "openai"
-    body: Mapping[str, Any]
-    tools: tuple[str, ...]  # the tool names offered
-    turn: int  # model turns already in the conversation (0: the first call)
-    user_text: str  # everything the user side said, joined
-    tool_outputs: tuple[str, ...]  # what the tools returned so far, oldest first
-    cwd: str | None  # the working directory the agent announced, when it did
-
-    @property
-    def side(self) -> bool:
-        """A request with no tools offered: a CLI's own side call (titles, probes, ...)."""
-        return not self.tools
-
-    @property
-    def text(self) -> str:
-        """The whole request body as text, for `in` checks."""
-        return json.dumps(self.body)
-
-
-Scenario = Callable[[Exchange], Step]
-
-
-def script(*steps: Step, then: Step = Say("Done.")) -> Scenario:
-    """A scenario that plays `steps` in conversation order, then `then`; side calls get text."""
-
-    def play(exchange: Exchange) -> Step:
-        if exchange.side:
-            return Say("Scripted side answer.")
-        return steps[exchange.turn] if exchange.turn < len(steps) else then
-
-    return play
+__all__ = [
+    "Action", "EditFile", "Exchange", "Fail", "Hang", "Recorded", "RunShell", "Say", "Scenario",
+    "ScriptedFailure", "ScriptedProvider", "Step", "WriteFile", "responses_events", "script",
+    "verdict",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -277,9 +207,17 @@ def _anthropic_calls(step: Action, exchange: Exchange, number: int) -> ScriptedC
         "Write" not in exchange.tools and isinstance(step, WriteFile)
     ):
         command = step.command if isinstance(step, RunShell) else _shell_write(step)
-        return ScriptedCompletion(
-            tool_calls=(ScriptedToolCall("Bash", {"command": command}, ident),)
-        )
+        shell = "bash" if "bash" in exchange.tools else "Bash"
+        args = {"command": command}
+        if shell == "bash":
+            args["description"] = "scripted step"  # opencode's bash tool requires one
+        return ScriptedCompletion(tool_calls=(ScriptedToolCall(shell, args, ident),))
+    if "edit" in exchange.tools and isinstance(step, EditFile):
+        # opencode's tools: lower-case names, camelCase arguments, and a read before an edit.
+        path = _absolute(exchange.cwd, step.path)
+        read = ScriptedToolCall("read", {"filePath": path}, f"{ident}_read")
+        args = {"filePath": path, "oldString": step.old, "newString": step.new}
+        return ScriptedCompletion(tool_calls=(read, ScriptedToolCall("edit", args, ident)))
     path = _absolute(exchange.cwd, step.path)
     # Claude Code refuses to change a file it has not read in this conversation, so every
     # change reads first; both calls go in one message and run in order.
@@ -524,12 +462,30 @@ class ScriptedProvider(LoopbackServer):
         return False
 
     def answer(self, vendor: str, body: Mapping[str, Any], number: int) -> Step:
-        exchange = _anthropic_exchange(body) if vendor == "anthropic" else _responses_exchange(body)
-        return self.scenario(exchange)
+        return self.scenario(_exchange(vendor, body))
+
+
+def _exchange(vendor: str, body: Mapping[str, Any]) -> Exchange:
+    readers = {
+        "anthropic": _anthropic_exchange,
+        "openai": _responses_exchange,
+        "gemini": gemini_exchange,
+        "chat": chat_exchange,
+    }
+    return readers[vendor](body)
+
+
+def _vendor_of_path(path: str) -> str | None:
+    if path in _API_PATHS:
+        return _API_PATHS[path]
+    found = GEMINI_PATH.match(path)
+    if found and found.group("method") in ("generateContent", "streamGenerateContent"):
+        return "gemini"
+    return None
 
 
 _ANTHROPIC = AnthropicMessages()
-_API_PATHS = {"/v1/messages": "anthropic", "/v1/responses": "openai"}
+_API_PATHS = {"/v1/messages": "anthropic", "/v1/responses": "openai", CHAT_PATH: "chat"}
 
 
 class _ProviderHandler(ScriptedHandler):
@@ -545,7 +501,7 @@ class _ProviderHandler(ScriptedHandler):
 
     def do_POST(self) -> None:
         body = self.read_json()
-        vendor = _API_PATHS.get(self.api_path())
+        vendor = _vendor_of_path(self.api_path())
         number = self.provider._record("POST", self.path, self.lower_headers(), body, vendor)
         if vendor is None or not isinstance(body, dict):
             self._whole(404, "application/json", b'{"error": "no such API here"}')
@@ -562,6 +518,8 @@ class _ProviderHandler(ScriptedHandler):
             self._send(failure.status, headers, [failure.body], whole=True)
         elif vendor == "anthropic":
             self._send_anthropic(step, body, number)
+        elif vendor in ("gemini", "chat"):
+            self._send_rendered(self._dialect(vendor, step, body, number))
         else:
             item = _responses_item(step, _responses_exchange(body), number)
             events = responses_events(item, body, number, self.provider.usage)
@@ -575,7 +533,16 @@ class _ProviderHandler(ScriptedHandler):
             input_tokens=self.provider.usage["input_tokens"],
             output_tokens=self.provider.usage["output_tokens"],
         )
-        rendered = _ANTHROPIC.render(completion, body, number)
+        self._send_rendered(_ANTHROPIC.render(completion, body, number))
+
+    def _dialect(self, vendor: str, step: Action, body: Mapping[str, Any], number: int) -> Rendered:
+        usage = self.provider.usage
+        if vendor == "gemini":
+            stream = "streamGenerateContent" in self.path
+            return gemini_answer(step, gemini_exchange(body), usage, stream=stream)
+        return chat_answer(step, chat_exchange(body), usage, number)
+
+    def _send_rendered(self, rendered: Rendered) -> None:
         if rendered.events is None:
             self._send(rendered.status, list(rendered.headers), [rendered.body], True)
         else:
