@@ -13,6 +13,8 @@ Examples:
   claude -p "fix it" --output-format stream-json | agent-harness classify --agent claude
   codex exec --json "fix it" | agent-harness classify --agent codex
   agent-harness classify --agent codex codex-run.log --json
+  agent-harness classify --agent gemini --exit-code 173 gemini-run.log
+  aider --message "fix it" | agent-harness classify --agent aider
 """
 )
 @click.argument("log", type=click.File("r", encoding="utf-8", errors="replace"), default="-")
@@ -22,8 +24,15 @@ Examples:
     show_default=True,
     help="claude, codex, gemini, aider, opencode, or any name.",
 )
+@click.option(
+    "--exit-code",
+    type=int,
+    default=None,
+    help="The agent's exit status, where it says something (Gemini CLI's is the HTTP status "
+    "modulo 256: 173 is a 429).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def classify(log: TextIO, agent: str, as_json: bool) -> int:
+def classify(log: TextIO, agent: str, exit_code: int | None, as_json: bool) -> int:
     """Read an agent's output (a file or stdin) and say which failure it reports, what the
     failure policy does about it, and when a limit resets.
 
@@ -39,7 +48,7 @@ def classify(log: TextIO, agent: str, as_json: bool) -> int:
     from agent_harness.models.agent_output import classify_agent_output
 
     now = time.time()
-    failure = classify_agent_output(agent, log.read(), now=now)
+    failure = classify_agent_output(agent, log.read(), now=now, exit_code=exit_code)
     reset = failure.reset_at if failure else None
     reset_text = datetime.fromtimestamp(reset, UTC).isoformat() if reset is not None else None
     if as_json:

@@ -504,7 +504,7 @@ def _reported_failure(name: str, lines: list[str], now: float) -> Failure | None
         if doc is not None:
             # What the model itself wrote (or read from files) is not the agent's status: a
             # transcript discussing rate limits must not be mistaken for hitting one.
-            if isinstance(doc, dict) and doc.get("type") in _CONVERSATION_TYPES:
+            if isinstance(doc, dict) and (doc.get("type") in _CONVERSATION_TYPES or _answered(doc)):
                 continue
             found = _structured(doc, name, now)
             if found is not None:
@@ -524,6 +524,11 @@ def _reported_failure(name: str, lines: list[str], now: float) -> Failure | None
     return textual
 
 
+def _answered(doc: dict[str, Any]) -> bool:
+    """A final `result` that is no error (Claude Code's carries the model's last words)."""
+    return doc.get("type") == "result" and not doc.get("is_error") and doc.get("status") != "error"
+
+
 def _aider_reports(lines: list[str]) -> Iterator[tuple[str, bool]]:
     """aider's own failure reports, each joined back from its wrapped lines, and whether aider
     went on to retry (a "Retrying in ... seconds" line right after it)."""
@@ -533,7 +538,8 @@ def _aider_reports(lines: list[str]) -> Iterator[tuple[str, bool]]:
         if report and _AIDER_RETRY.match(stripped):
             yield " ".join(report), True
             report = []
-        elif _AIDER_REPORT.match(stripped):
+        elif _AIDER_REPORT.match(stripped) and not (report and stripped.startswith("The API")):
+            # litellm's line opens a report; aider's own sentence after it belongs to it.
             if report:
                 yield " ".join(report), False
             report = [stripped]

@@ -57,6 +57,7 @@ def test_gemini_aider_and_opencode_command_lines(prompt_file: Path, tmp_path: Pa
     assert PRESETS["gemini"].command(prompt_file, tmp_path, None) == [
         "gemini",
         "--yolo",
+        "--skip-trust",
         "--output-format",
         "stream-json",
         "-p",
@@ -67,6 +68,10 @@ def test_gemini_aider_and_opencode_command_lines(prompt_file: Path, tmp_path: Pa
         "--yes-always",
         "--no-auto-commits",
         "--no-pretty",
+        "--no-check-update",
+        "--no-show-release-notes",
+        "--analytics-disable",
+        "--no-gitignore",
         "--message-file",
         str(prompt_file),
     ]

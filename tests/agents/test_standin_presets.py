@@ -51,6 +51,7 @@ def run_standin(tmp_path: Path, name: str, model: str) -> tuple[dict[str, Any], 
         "OPENAI_API_KEY": "o-key",
         "OPENAI_API_BASE": "http://127.0.0.1:9/v1",
         "ANTHROPIC_API_KEY": "a-key",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",  # Claude Code's form: no /v1
         "GH_TOKEN": "ghp_never",
         "AGENT_HARNESS_SERVICE_TOKEN": "never",
     }
@@ -65,7 +66,7 @@ def run_standin(tmp_path: Path, name: str, model: str) -> tuple[dict[str, Any], 
         env_source=setup.env,
         timeout_s=30,
         poll_s=0.02,
-        model=model,
+        model=setup.model,
         extra_env_allow=setup.allow,
     )
     assert outcome.state is AgentState.DONE, outcome.reason
@@ -82,9 +83,16 @@ def run_standin(tmp_path: Path, name: str, model: str) -> tuple[dict[str, Any], 
 def test_gemini_runs_headless_with_its_prompt_its_key_and_no_stdin(tmp_path: Path) -> None:
     recorded, _ = run_standin(tmp_path, "gemini", "gemini-2.5-pro")
     assert recorded["argv"] == [
-        "--model", "gemini-2.5-pro", "--yolo", "--output-format", "stream-json", "-p", PROMPT,
+        "--model", "gemini-2.5-pro", "--yolo", "--skip-trust", "--output-format", "stream-json",
+        "-p", PROMPT,
     ]  # fmt: skip
     assert recorded["env"]["GEMINI_API_KEY"] == "g-key"
+    # Its settings live in a home of the run's own, choosing key auth and a single attempt.
+    gemini_home = Path(recorded["env"]["GEMINI_CLI_HOME"])
+    assert gemini_home.is_relative_to(tmp_path / "state")
+    settings = json.loads((gemini_home / ".gemini" / "settings.json").read_text())
+    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+    assert settings["general"]["maxAttempts"] == 1
     assert recorded["stdin"] == ""  # a piped stdin would be read to its end before starting
     assert "OPENAI_API_KEY" not in recorded["env"] and "ANTHROPIC_API_KEY" not in recorded["env"]
 
@@ -94,8 +102,12 @@ def test_aider_reads_its_message_file_and_gets_no_stdin(tmp_path: Path) -> None:
     recorded, state = run_standin(tmp_path, "aider", "gpt-4.1")
     argv = recorded["argv"]
     assert argv[:-1] == [
-        "--model", "gpt-4.1", "--yes-always", "--no-auto-commits", "--no-pretty", "--message-file",
+        "--model", "openai/gpt-4.1", "--yes-always", "--no-auto-commits", "--no-pretty",
+        "--no-check-update", "--no-show-release-notes", "--analytics-disable", "--no-gitignore",
+        "--message-file",
     ]  # fmt: skip
+    # Its histories go to the run's directory, not the worktree.
+    assert Path(recorded["env"]["AIDER_CHAT_HISTORY_FILE"]).is_relative_to(state)
     assert Path(argv[-1]).read_text() == PROMPT and Path(argv[-1]).is_relative_to(state)
     assert recorded["stdin"] == ""  # /dev/null: aider never waits on a question
     assert recorded["env"]["OPENAI_API_BASE"] == "http://127.0.0.1:9/v1"
@@ -104,13 +116,19 @@ def test_aider_reads_its_message_file_and_gets_no_stdin(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_opencode_run_gets_the_message_as_an_argument(tmp_path: Path) -> None:
-    recorded, _ = run_standin(tmp_path, "opencode", "anthropic/claude-sonnet-4-5")
+    # A bare model name becomes opencode's provider/model.
+    recorded, _ = run_standin(tmp_path, "opencode", "claude-sonnet-4-5")
     assert recorded["argv"] == [
         "run", "--model", "anthropic/claude-sonnet-4-5", "--format", "json", PROMPT,
     ]  # fmt: skip
     assert recorded["stdin"] == ""
     assert recorded["env"]["ANTHROPIC_API_KEY"] == "a-key"
     assert "GEMINI_API_KEY" not in recorded["env"]
+    # Not Claude Code's ANTHROPIC_BASE_URL: its own config, with the /v1 its SDK wants.
+    assert "ANTHROPIC_BASE_URL" not in recorded["env"]
+    config = json.loads(recorded["env"]["OPENCODE_CONFIG_CONTENT"])
+    assert config["provider"]["anthropic"]["options"]["baseURL"] == "http://127.0.0.1:9/v1"
+    assert config["autoupdate"] is False
 
 
 @pytest.mark.unit

@@ -72,3 +72,52 @@ def test_classify_names_codexs_401_auth_which_the_policy_escalates(
     out = json.loads(capsys.readouterr().out)
     assert (out["kind"], out["policy"], out["agent"]) == ("auth", "escalate", "codex")
     assert out["message"].startswith("unexpected status 401 Unauthorized: Incorrect API key")
+
+
+@pytest.mark.parametrize(
+    ("agent", "starts", "exit_code", "kind"),
+    [
+        ("gemini", "exit 173 (429) and a `result` with", 173, "burst"),
+        ("gemini", "exit 145 (401)", 145, "auth"),
+        ("gemini", 'exit 173 (429) and a `result`: "[API Error: You have exhausted', 173, "window"),
+        ("aider", 'exit 0, "litellm.AuthenticationError', None, "auth"),
+        ("aider", "exit 0 after its own retries", None, "burst"),
+        ("opencode", "exit 1, `error` event: `APIError` 429", None, "burst"),
+        ("opencode", "exit 1, `error` event: `APIError` 401", None, "auth"),
+    ],
+)
+def test_classify_names_the_other_three_agents_failures(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    agent: str,
+    starts: str,
+    exit_code: int | None,
+    kind: str,
+) -> None:
+    log = recorded_log(tmp_path, agent, starts)
+    code = [] if exit_code is None else ["--exit-code", str(exit_code)]
+    assert main(["classify", "--agent", agent, *code, str(log), "--json"]) == 4
+    out = json.loads(capsys.readouterr().out)
+    assert (out["kind"], out["agent"]) == (kind, agent)
+
+
+def test_gemini_s_exit_code_names_the_status_its_words_do_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "[API Error: Resource has been exhausted (e.g. check quota).]" names no status; 173 does.
+    log = recorded_log(tmp_path, "gemini", "exit 173 (429) and a `result` with")
+    assert main(["classify", "--agent", "gemini", str(log)]) == 0
+    capsys.readouterr()
+    assert main(["classify", "--agent", "gemini", "--exit-code", "173", str(log)]) == 4
+    assert capsys.readouterr().out.startswith("burst from gemini 429")
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "aider", "opencode"])
+def test_the_models_own_words_about_a_limit_are_no_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], agent: str
+) -> None:
+    rows = json.loads(RECORDED.read_text(encoding="utf-8"))
+    [row] = [r for r in rows if r["agent"] == agent and r["kind"] == "none"]
+    log = recorded_log(tmp_path, agent, row["output"])
+    assert main(["classify", "--agent", agent, str(log)]) == 0
+    assert "no limit or failure" in capsys.readouterr().out

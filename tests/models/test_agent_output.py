@@ -7,8 +7,10 @@ https://github.com/handarbeit/fabrik/issues/1815), its "usage limit reached|<epo
 `usage_limit_reached` error with `resets_in_seconds` (openai/codex codex-rs/core/src/client.rs).
 
 `cli_outputs.json` holds one row per output the harness tells apart, each with the lines the
-CLI printed and where they came from: most recorded from the real Claude Code and Codex against
-the scripted provider, the rest quoted from Gemini CLI, aider and opencode issues and sources.
+CLI printed (and the exit code where it says something) and where they came from: most recorded
+from the five real CLIs against the scripted provider, the rest quoted from issues and sources.
+A row of class `none` is output that must not be read as a failure (the model talking about
+limits in its own messages).
 docs/PROVIDERS.md shows the same rows as a table, and a test keeps the two alike.
 """
 
@@ -23,7 +25,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent_harness.models.agent_output import agent_wait_until, classify_agent_output
+from agent_harness.models.agent_output import (
+    agent_wait_until,
+    classify_agent_output,
+    http_status_of_exit,
+    retrying_limit,
+)
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.models.limits import next_midnight
 
@@ -214,8 +221,13 @@ TABLE_HEADING = "## What each CLI agent's output is"
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{r['agent']}: {r['output']}" for r in ROWS])
 def test_each_recorded_cli_output_gets_its_class(row: dict[str, Any]) -> None:
-    failure = classify_agent_output(row["agent"], row["lines"], now=NOW)
+    failure = classify_agent_output(
+        row["agent"], row["lines"], now=NOW, exit_code=row.get("exit_code")
+    )
 
+    if row["kind"] == "none":  # the model's own words, however alarming, are no failure
+        assert failure is None, failure
+        return
     assert failure is not None, row["source"]
     assert (failure.kind.value, failure.vendor) == (row["kind"], row["agent"])
     assert failure.retry_after == pytest.approx(row.get("retry_after"))
@@ -273,3 +285,36 @@ def test_an_agent_stopped_at_a_rate_limit_waits_what_was_stated_capped_and_jitte
 def test_a_spent_window_waits_for_its_exact_reset() -> None:
     window = Failure(FailureKind.WINDOW, "claude", None, "rejected", reset_at=NOW + 5 * 3600)
     assert agent_wait_until(window, NOW, random.Random(1)) == NOW + 5 * 3600
+
+
+def _recorded(agent: str, starts: str) -> dict[str, Any]:
+    [row] = [r for r in ROWS if r["agent"] == agent and r["output"].startswith(starts)]
+    return row
+
+
+def test_aider_s_first_retry_of_a_429_is_where_the_harness_stops_it() -> None:
+    lines = _recorded("aider", "exit 0 after its own retries")["lines"]
+    first_retry = next(i for i, line in enumerate(lines) if line.startswith("Retrying in"))
+    assert retrying_limit("aider", lines[:first_retry], now=NOW) is None  # not retrying yet
+    found = retrying_limit("aider", lines[: first_retry + 1], now=NOW)
+    assert found is not None and found.kind is FailureKind.BURST
+    assert "Rate limit reached for requests" in found.message  # joined across the wrap
+
+
+def test_a_failure_aider_does_not_retry_is_not_a_retry() -> None:
+    lines = _recorded("aider", 'exit 0, "litellm.AuthenticationError')["lines"]
+    assert retrying_limit("aider", lines, now=NOW) is None
+    found = classify_agent_output("aider", lines, now=NOW)
+    assert found is not None and "Incorrect API key provided" in found.message
+
+
+@pytest.mark.parametrize(("code", "status"), [(173, 429), (145, 401), (144, 400), (244, 500)])
+def test_gemini_exit_codes_are_http_statuses_modulo_256(code: int, status: int) -> None:
+    assert http_status_of_exit("gemini", code) == status
+
+
+@pytest.mark.parametrize(
+    ("agent", "code"), [("gemini", 41), ("gemini", 55), ("gemini", 1), ("claude", 173)]
+)
+def test_other_exit_codes_are_no_http_status(agent: str, code: int) -> None:
+    assert http_status_of_exit(agent, code) is None
