@@ -151,7 +151,11 @@ PRESETS: dict[str, AgentPreset] = {
         # reads that one and hands opencode its own provider config (agents/setup.py).
         base_url_env=("OPENCODE_CONFIG_CONTENT",),
         install_hint="npm install -g opencode-ai",
-        template=("opencode", "run", MODEL_ARGS, "--format", "json", "{prompt}"),
+        # Its error log is the only word of a rate limit it is waiting out (see retrying_limit).
+        template=(
+            "opencode", "run", MODEL_ARGS, "--format", "json", "--print-logs", "--log-level",
+            "ERROR", "{prompt}",
+        ),
         stdin_devnull=True,
     ),
 }  # fmt: skip

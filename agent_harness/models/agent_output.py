@@ -146,6 +146,14 @@ _AIDER_REPORT = re.compile(
     r"^(?:litellm\.\w+(?:Error|Exception)|The API provider|Model \S+ has hit a token limit)"
 )
 _AIDER_RETRY = re.compile(r"^Retrying in \d+(?:\.\d+)? seconds", re.IGNORECASE)
+# opencode (with --print-logs) logs a failed model call of the session's own agent before it
+# waits out the provider's retry-after, which it honours up to days, printing nothing else.
+_OPENCODE_STREAM_ERROR = re.compile(
+    r'level=ERROR .*message="stream error" .*\bsmall=false\b.*error\.error="(?P<error>[^"]*)"'
+)
+_RATE_WORDS = re.compile(
+    r"rate.?limit|too many requests|\b429\b|resource.?exhausted", re.IGNORECASE
+)
 
 # Limits that outlast the run: a later one of these outranks an earlier, shorter reading.
 _LASTING = frozenset({FailureKind.WINDOW, FailureKind.CAP})
@@ -560,9 +568,16 @@ def _aider_failure(lines: list[str], now: float) -> Failure | None:
 
 
 def retrying_limit(agent: str, text_or_lines: str | Iterable[str], *, now: float) -> Failure | None:
-    """A rate limit the CLI is still retrying by itself, with no way to bound it (aider waits
-    out a 429 for over a minute whatever the provider said): the harness ends the run on the
-    first such retry and parks the item instead."""
+    """A rate limit the CLI is still retrying by itself, with no way to bound it (aider backs
+    off for over a minute whatever the provider said; opencode waits out a retry-after of
+    hours, silently): the harness ends the run on the first such retry and parks the item."""
+    if agent.lower() == "opencode":
+        for line in _lines(text_or_lines):
+            logged = _OPENCODE_STREAM_ERROR.search(line)
+            if logged and _RATE_WORDS.search(logged.group("error")):
+                message = _one_line(logged.group("error"))
+                return Failure(FailureKind.BURST, "opencode", None, message, raw_code="retrying")
+        return None
     if agent.lower() != "aider":
         return None
     for report, retried in _aider_reports(_lines(text_or_lines)):

@@ -82,6 +82,9 @@ def test_gemini_aider_and_opencode_command_lines(prompt_file: Path, tmp_path: Pa
         "anthropic/claude-sonnet-4-5",
         "--format",
         "json",
+        "--print-logs",
+        "--log-level",
+        "ERROR",
         "Fix T3.\nKeep the API.",
     ]
 

@@ -119,7 +119,8 @@ def test_opencode_run_gets_the_message_as_an_argument(tmp_path: Path) -> None:
     # A bare model name becomes opencode's provider/model.
     recorded, _ = run_standin(tmp_path, "opencode", "claude-sonnet-4-5")
     assert recorded["argv"] == [
-        "run", "--model", "anthropic/claude-sonnet-4-5", "--format", "json", PROMPT,
+        "run", "--model", "anthropic/claude-sonnet-4-5", "--format", "json", "--print-logs",
+        "--log-level", "ERROR", PROMPT,
     ]  # fmt: skip
     assert recorded["stdin"] == ""
     assert recorded["env"]["ANTHROPIC_API_KEY"] == "a-key"

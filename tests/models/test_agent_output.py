@@ -318,3 +318,26 @@ def test_gemini_exit_codes_are_http_statuses_modulo_256(code: int, status: int) 
 )
 def test_other_exit_codes_are_no_http_status(agent: str, code: int) -> None:
     assert http_status_of_exit(agent, code) is None
+
+
+# What opencode 1.18.33 (--print-logs --log-level ERROR) printed, recorded against the scripted
+# provider answering 429 with retry-after: 3600; it then waited, printing nothing more.
+OPENCODE_WAITING = [
+    'timestamp=2026-11-30T21:24:34.011Z level=ERROR run=8785d078 message="stream error" '
+    "providerID=anthropic modelID=claude-haiku-4-5-20251001 "
+    "session.id=ses_dd1a827f5ffe0vacTdgC6jFBAI "
+    'small=true agent=title mode=primary error.error="AI_RetryError: Failed after 3 attempts. '
+    'Last error: Number of request tokens has exceeded your per-minute rate limit"',
+    'timestamp=2026-11-30T21:25:05.413Z level=ERROR run=8785d078 message="stream error" '
+    "providerID=anthropic modelID=claude-sonnet-4-5 session.id=ses_dd1a827f5ffe0vacTdgC6jFBAI "
+    'small=false agent=build mode=primary error.error="AI_APICallError: Number of request tokens '
+    'has exceeded your per-minute rate limit"',
+]
+
+
+def test_opencode_waiting_out_a_429_is_stopped_at_its_logged_error() -> None:
+    # The title side call's failure is not the session's: only the build agent's counts.
+    assert retrying_limit("opencode", OPENCODE_WAITING[:1], now=NOW) is None
+    found = retrying_limit("opencode", OPENCODE_WAITING, now=NOW)
+    assert found is not None and found.kind is FailureKind.BURST
+    assert "per-minute rate limit" in found.message
