@@ -150,10 +150,24 @@ def _aider_files(env: dict[str, str], run_dir: Path) -> list[str]:
     """aider's chat and input histories in the run's own directory, not the worktree (its tags
     cache stays there and is excluded by `exclude_scratch`); prices from litellm's own copy."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    # Without a git identity aider writes a placeholder one into the repository's config, which
+    # every worktree of the clone shares: two aiders at once collide on its lock. The run's
+    # own global git config gives it one (the harness commits under its own name anyway).
+    gitconfig = run_dir / "gitconfig"
+    gitconfig.write_text(
+        "[user]\n\tname = agent-harness aider\n\temail = aider@agent-harness.invalid\n",
+        encoding="utf-8",
+    )
+    env["GIT_CONFIG_GLOBAL"] = str(gitconfig)
     env["AIDER_CHAT_HISTORY_FILE"] = str(run_dir / "chat.history.md")
     env["AIDER_INPUT_HISTORY_FILE"] = str(run_dir / "input.history")
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    return ["AIDER_CHAT_HISTORY_FILE", "AIDER_INPUT_HISTORY_FILE", "LITELLM_LOCAL_MODEL_COST_MAP"]
+    return [
+        "GIT_CONFIG_GLOBAL",
+        "AIDER_CHAT_HISTORY_FILE",
+        "AIDER_INPUT_HISTORY_FILE",
+        "LITELLM_LOCAL_MODEL_COST_MAP",
+    ]
 
 
 # Files agents leave in the worktree that are theirs, not the project's.

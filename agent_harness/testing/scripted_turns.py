@@ -60,6 +60,36 @@ class ScriptedFailure:
         )
         return cls(status, data, tuple((headers or {}).items()), content_type)
 
+    # -- Gemini (https://ai.google.dev/gemini-api/docs/troubleshooting) ----------------------
+
+    @classmethod
+    def gemini(
+        cls,
+        status: int,
+        message: str,
+        rpc_status: str,
+        details: Iterable[Mapping[str, Any]] = (),
+        headers: Mapping[str, str] | None = None,
+    ) -> ScriptedFailure:
+        """Google's error envelope: the HTTP code, a google.rpc status name, and details."""
+        error: dict[str, Any] = {"code": status, "message": message, "status": rpc_status}
+        if details:
+            error["details"] = [dict(d) for d in details]
+        return cls.raw(status, {"error": error}, headers)
+
+    @classmethod
+    def gemini_rate_limit(cls, retry_after: float = 3600) -> ScriptedFailure:
+        return cls.gemini(
+            429,
+            "Resource has been exhausted (e.g. check quota).",
+            "RESOURCE_EXHAUSTED",
+            headers={"retry-after": _num(retry_after)},
+        )
+
+    @classmethod
+    def gemini_bad_key(cls) -> ScriptedFailure:
+        return cls.gemini(401, "API key not valid. Please pass a valid API key.", "UNAUTHENTICATED")
+
     # -- Anthropic (https://docs.anthropic.com/en/api/errors) --------------------------------
 
     @classmethod

@@ -23,6 +23,8 @@ from agent_harness.sessions.headless import HeadlessHost
 from agent_harness.store.database import Store, open_store
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.testing.npm_agents import NpmUnavailable, install_pinned
+from agent_harness.testing.pip_agents import PipUnavailable
+from agent_harness.testing.pip_agents import install_pinned as install_pip_pinned
 from agent_harness.testing.provider import Say, ScriptedProvider
 from agent_harness.tracker.github import GitHubTracker
 
@@ -33,12 +35,36 @@ REPO = "octo/tally"
 CODEX_MODEL = "gpt-5.5"
 
 
+# The model each CLI is told to use: Codex's (see CODEX_MODEL), Gemini CLI's (its default,
+# "auto", first asks a router model for a JSON score), opencode's provider/model, aider's.
+MODELS = {
+    "codex": CODEX_MODEL,
+    "gemini": "gemini-2.5-flash",
+    "opencode": "claude-sonnet-4-5",
+    "aider": "gpt-4o",
+}
+
+
 @pytest.fixture(scope="session")
 def agent_bins() -> list[Path]:
     try:
         return install_pinned(("claude", "codex"))
     except NpmUnavailable as exc:
         pytest.skip(f"npm registry unreachable, so the real agent CLIs are absent: {exc}")
+
+
+@pytest.fixture(scope="session")
+def other_agent_bins(agent_bins: list[Path]) -> list[Path]:
+    """Gemini CLI and opencode from npm, aider from PyPI, beside Claude Code and Codex."""
+    try:
+        npm = install_pinned(("gemini", "opencode"))
+    except NpmUnavailable as exc:
+        pytest.skip(f"npm registry unreachable, so the real agent CLIs are absent: {exc}")
+    try:
+        pip = install_pip_pinned(("aider",))
+    except PipUnavailable as exc:
+        pytest.skip(f"PyPI unreachable, so aider is absent: {exc}")
+    return [*agent_bins, *npm, *pip]
 
 
 @dataclass
@@ -50,6 +76,8 @@ class Rig:
     store: Store
     work: Path
     env: dict[str, str]
+    google: ScriptedProvider | None = None
+    timeout_s: float = 60.0
     pipelines: list[Pipeline] = field(default_factory=list)
 
     @property
@@ -59,18 +87,26 @@ class Rig:
     def agent(self, name: str, *, reviewer: bool = False, its_default_model: bool = False) -> Any:
         """A CLI implementer or reviewer; Codex gets `CODEX_MODEL` unless `its_default_model`."""
         host = HeadlessHost(self.state_dir / "sessions")
-        model = CODEX_MODEL if name == "codex" and not its_default_model else None
+        model = None if its_default_model else MODELS.get(name)
+        timeout = self.timeout_s
         if reviewer:
             return CliReviewer(
-                host, PRESETS[name], self.env, self.state_dir, timeout_s=60.0, poll_s=0.05,
+                host, PRESETS[name], self.env, self.state_dir, timeout_s=timeout, poll_s=0.05,
                 model=model,
             )  # fmt: skip
         return CliImplementer(
-            host, PRESETS[name], self.env, timeout_s=60.0, idle_s=60.0, poll_s=0.05, model=model
-        )
+            host, PRESETS[name], self.env, timeout_s=timeout, idle_s=timeout, poll_s=0.05,
+            model=model,
+        )  # fmt: skip
 
     def pipeline(
-        self, plan: str, *, implementer: Any, reviewer: Any, max_attempts: int = 3
+        self,
+        plan: str,
+        *,
+        implementer: Any,
+        reviewer: Any,
+        max_attempts: int = 3,
+        workers: int = 1,
     ) -> Pipeline:
         pipeline = Pipeline(
             plan=parse_plan(plan, source="PLAN.md"),
@@ -84,7 +120,7 @@ class Rig:
                 checks=[],
                 check_timeout_s=30.0,
                 lease_s=60.0,
-                workers=1,
+                workers=workers,
                 idle_poll_s=0.02,
                 max_attempts=max_attempts,
             ),
@@ -107,6 +143,22 @@ class Rig:
 
 @pytest.fixture
 def rig(tmp_path: Path, agent_bins: list[Path]) -> Iterator[Rig]:
+    yield from _rig(tmp_path, agent_bins)
+
+
+@pytest.fixture
+def other_rig(tmp_path: Path, other_agent_bins: list[Path]) -> Iterator[Rig]:
+    """The rig with Gemini CLI, opencode and aider on PATH, and a Gemini endpoint."""
+    with ScriptedProvider(lambda _: Say("No scenario set.")) as google:
+        for rig in _rig(tmp_path, other_agent_bins):
+            rig.google = google
+            rig.env["GEMINI_API_KEY"] = "gemini-scripted-key"
+            rig.env["GOOGLE_GEMINI_BASE_URL"] = google.url
+            rig.timeout_s = 240.0  # opencode alone takes half a minute to start on a busy box
+            yield rig
+
+
+def _rig(tmp_path: Path, agent_bins: list[Path]) -> Iterator[Rig]:
     with (
         running_forge(tmp_path / "forge") as forge,
         ScriptedProvider(lambda _: Say("No scenario set.")) as anthropic,

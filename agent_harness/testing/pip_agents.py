@@ -1,0 +1,107 @@
+"""Pinned agent CLIs published on PyPI (aider), installed into a virtualenv of their own, once.
+
+The twin of `npm_agents`: each package==version gets a venv under the same cache root, made where
+it will live (a venv's scripts name their own path) and marked complete only when pip finished,
+so a half-made venv is made again. When pip or its index cannot be reached, `PipUnavailable`
+says why, so tests can skip with that reason instead of passing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_harness.errors import HarnessError
+from agent_harness.testing.npm_agents import cache_root
+
+
+@dataclass(frozen=True)
+class PipAgent:
+    """One agent CLI as PyPI publishes it."""
+
+    package: str
+    version: str
+    binary: str
+
+    @property
+    def dirname(self) -> str:
+        return f"pip-{self.package}=={self.version}"
+
+
+# Versions tried against the scripted provider (see docs/REAL-AGENTS.md).
+PINNED: Mapping[str, PipAgent] = {"aider": PipAgent("aider-chat", "0.86.2", "aider")}
+
+
+COMPLETE = ".agent-harness-complete"
+
+
+class PipUnavailable(HarnessError):
+    """pip could not install the agent CLI."""
+
+    def __init__(self, spec: str, why: str) -> None:
+        self.spec = spec
+        self.why = why
+        super().__init__(f"cannot install {spec} with pip: {why}")
+
+
+def installed_bin(agent: PipAgent, root: Path) -> Path | None:
+    """The venv's `bin` directory when a complete install is cached."""
+    bin_dir = root / agent.dirname / "bin"
+    done = (root / agent.dirname / COMPLETE).exists()
+    return bin_dir if done and (bin_dir / agent.binary).exists() else None
+
+
+def install(
+    agent: PipAgent, root: Path, *, env: Mapping[str, str], timeout_s: float = 900.0
+) -> Path:
+    """The bin directory holding `agent.binary`, installing it into a fresh venv if needed."""
+    found = installed_bin(agent, root)
+    if found is not None:
+        return found
+    spec = f"{agent.package}=={agent.version}"
+    target = root / agent.dirname
+    shutil.rmtree(target, ignore_errors=True)  # a venv an interrupted install left behind
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        _run([sys.executable, "-m", "venv", "--clear", str(target)], spec, env, timeout_s)
+        pip = [str(target / "bin" / "python"), "-m", "pip", "install", "-q", spec]
+        _run(pip, spec, env, timeout_s)
+        if not (target / "bin" / agent.binary).exists():
+            raise PipUnavailable(spec, f"the package installed no `{agent.binary}` program")
+    except PipUnavailable:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    (target / COMPLETE).write_text(spec + "\n", encoding="utf-8")
+    found = installed_bin(agent, root)
+    assert found is not None
+    return found
+
+
+def _run(argv: list[str], spec: str, env: Mapping[str, str], timeout_s: float) -> None:
+    try:
+        done = subprocess.run(
+            argv,
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise PipUnavailable(spec, f"{argv[0]} ran over {timeout_s:g}s") from None
+    if done.returncode != 0:
+        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        errors = [line for line in lines if line.startswith("ERROR")] or lines[-2:]
+        raise PipUnavailable(spec, " / ".join(errors)[:400] or "pip failed without a message")
+
+
+def install_pinned(names: tuple[str, ...], env: Mapping[str, str] | None = None) -> list[Path]:
+    """Bin directories for the named pinned PyPI agents (e.g. `("aider",)`)."""
+    source = dict(os.environ if env is None else env)
+    root = cache_root(source)
+    return [install(PINNED[name], root, env=source) for name in names]
