@@ -238,3 +238,84 @@ def test_npm_cache_location_and_a_missing_npm(tmp_path: Path) -> None:
     bin_dir.mkdir(parents=True)
     (bin_dir / "codex").touch()
     assert install(agent, tmp_path, env={"PATH": ""}) == bin_dir  # cached: npm not needed
+
+
+GEMINI_TOOLS = [
+    {"functionDeclarations": [{"name": n} for n in ("read_file", "write_file", "replace")]}
+]
+
+
+@pytest.mark.integration
+def test_gemini_gets_function_calls_streamed_as_sse_then_its_text() -> None:
+    steps = script(WriteFile("pkg/a.py", "x = 1\n"), EditFile("pkg/a.py", "x = 1", "x = 2"))
+    with ScriptedProvider(steps) as provider:
+        url = f"{provider.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        user = {"role": "user", "parts": [{"text": "Fix it."}]}
+        status, headers, body = post(url, {"contents": [user], "tools": GEMINI_TOOLS})
+        assert (status, headers["content-type"]) == (200, "text/event-stream")
+        [chunk] = sse(body)
+        [part] = chunk["candidates"][0]["content"]["parts"]
+        assert part["functionCall"] == {
+            "name": "write_file",
+            "args": {"file_path": "pkg/a.py", "content": "x = 1\n"},
+        }
+        assert chunk["candidates"][0]["finishReason"] == "STOP"
+        assert chunk["usageMetadata"]["promptTokenCount"] == 120
+        # The answer to the call is in the conversation: the next turn is the edit.
+        model = {"role": "model", "parts": [part]}
+        done = {"role": "user", "parts": [{"functionResponse": {"name": "write_file"}}]}
+        _, _, body = post(url, {"contents": [user, model, done], "tools": GEMINI_TOOLS})
+        [chunk] = sse(body)
+        call = chunk["candidates"][0]["content"]["parts"][0]["functionCall"]
+        assert call["name"] == "replace" and call["args"]["new_string"] == "x = 2"
+        # After the script, text in two pieces that a client must join.
+        talk = [user, model, done, model, done]
+        _, _, body = post(url, {"contents": talk, "tools": GEMINI_TOOLS})
+        texts = [c["candidates"][0]["content"]["parts"][0]["text"] for c in sse(body)]
+        assert "".join(texts) == "Done." and len(texts) == 2
+    assert [r.vendor for r in provider.model_requests()] == ["gemini"] * 3
+
+
+@pytest.mark.integration
+def test_a_gemini_failure_is_googles_error_envelope() -> None:
+    failure = ScriptedFailure.gemini_rate_limit(retry_after=3600)
+    with ScriptedProvider(lambda _: Fail(failure)) as provider:
+        url = f"{provider.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        status, headers, body = post(url, {"contents": []})
+    assert (status, headers["retry-after"]) == (429, "3600")
+    assert json.loads(body)["error"]["status"] == "RESOURCE_EXHAUSTED"
+
+
+@pytest.mark.integration
+def test_aider_gets_its_edit_as_text_in_the_format_its_prompt_asked_for() -> None:
+    with ScriptedProvider(script(WriteFile("pkg/a.py", "x = 1\n"))) as provider:
+        url = f"{provider.url}/v1/chat/completions"
+        messages = [
+            {"role": "system", "content": "Every *SEARCH/REPLACE block* must use this format"},
+            {"role": "user", "content": "Here are summaries of some files"},
+            {"role": "assistant", "content": "Ok, I won't try and edit those files."},
+            {"role": "user", "content": "Fix it."},
+        ]
+        status, _, body = post(url, {"model": "gpt-4o", "messages": messages})
+        assert status == 200
+        text = json.loads(body)["choices"][0]["message"]["content"]
+        assert text == "pkg/a.py\n```\n<<<<<<< SEARCH\n=======\nx = 1\n>>>>>>> REPLACE\n```\n"
+        # Without that format asked for: the whole file under its path.
+        _, _, body = post(url, {"model": "gpt-4o", "messages": messages[1:]})
+        text = json.loads(body)["choices"][0]["message"]["content"]
+        assert text == "pkg/a.py\n```\nx = 1\n```\n"
+
+
+@pytest.mark.unit
+def test_a_pip_agent_counts_as_installed_only_once_pip_finished(tmp_path: Path) -> None:
+    from agent_harness.testing.pip_agents import COMPLETE
+    from agent_harness.testing.pip_agents import PINNED as PIP_PINNED
+    from agent_harness.testing.pip_agents import installed_bin as pip_installed_bin
+
+    aider = PIP_PINNED["aider"]
+    bin_dir = tmp_path / aider.dirname / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "aider").write_text("#!/bin/sh\n")
+    assert pip_installed_bin(aider, tmp_path) is None  # a venv an interrupted install left
+    (tmp_path / aider.dirname / COMPLETE).write_text("aider-chat==0.86.2\n")
+    assert pip_installed_bin(aider, tmp_path) == bin_dir
