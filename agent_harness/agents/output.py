@@ -42,14 +42,16 @@ def final_texts(output: str) -> list[str]:
 def usage_of(output: str) -> tuple[int | None, int | None, float | None]:
     """Tokens in/out and cost the CLI reported about itself; None where it did not say.
 
-    Claude Code's final `result` event carries the run's totals; Codex reports usage per
-    turn, which adds up."""
+    Claude Code's final `result` event carries the run's totals (Gemini CLI's, in `stats`);
+    Codex reports usage per turn, which adds up."""
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
     for event in json_events(output):
         usage = event.get("usage")
         total = event.get("type") == "result"
+        if total and usage is None and isinstance(event.get("stats"), dict):
+            usage = event["stats"]  # Gemini CLI's final `result` keeps its totals in `stats`
         if isinstance(usage, dict):
             got_in = usage.get("input_tokens")
             got_out = usage.get("output_tokens")

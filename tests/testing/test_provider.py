@@ -216,6 +216,14 @@ def test_claude_and_codex_reports_are_read_from_their_own_output() -> None:
     report = read_cli_report(codex)
     assert report.denials == ("patch rejected: writing is blocked by read-only sandbox",)
     assert (report.tokens_in, report.cost_usd, report.error) == (5, None, "stream disconnected")
+    # Gemini CLI 0.61.0's final event, as recorded against the scripted provider.
+    gemini = (
+        '{"type":"result","timestamp":"2026-11-30T21:15:20.210Z","status":"success","stats":'
+        '{"total_tokens":300,"input_tokens":240,"output_tokens":60,"cached":0,"input":240,'
+        '"duration_ms":540,"tool_calls":1}}'
+    )
+    report = read_cli_report(gemini)
+    assert (report.tokens_in, report.tokens_out, report.cost_usd) == (240, 60, None)
 
 
 @pytest.mark.unit
