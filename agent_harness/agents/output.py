@@ -43,7 +43,7 @@ def usage_of(output: str) -> tuple[int | None, int | None, float | None]:
     """Tokens in/out and cost the CLI reported about itself; None where it did not say.
 
     Claude Code's final `result` event carries the run's totals (Gemini CLI's, in `stats`);
-    Codex reports usage per turn, which adds up."""
+    Codex reports usage per turn and opencode per step (with its price), which add up."""
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
@@ -61,6 +61,16 @@ def usage_of(output: str) -> tuple[int | None, int | None, float | None]:
                 tokens_out = got_out if total else (tokens_out or 0) + got_out
         if isinstance(event.get("total_cost_usd"), int | float):
             cost = float(event["total_cost_usd"])
+        part = event.get("part")
+        if event.get("type") == "step_finish" and isinstance(part, dict):
+            # opencode reports each step's tokens and price, which add up.
+            tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
+            if isinstance(tokens.get("input"), int):
+                tokens_in = (tokens_in or 0) + tokens["input"]
+            if isinstance(tokens.get("output"), int):
+                tokens_out = (tokens_out or 0) + tokens["output"]
+            if isinstance(part.get("cost"), int | float):
+                cost = (cost or 0.0) + float(part["cost"])
     return tokens_in, tokens_out, cost
 
 

@@ -224,6 +224,18 @@ def test_claude_and_codex_reports_are_read_from_their_own_output() -> None:
     )
     report = read_cli_report(gemini)
     assert (report.tokens_in, report.tokens_out, report.cost_usd) == (240, 60, None)
+    # opencode 1.18.33's step_finish events, as recorded (ids left out).
+    step = {
+        "type": "step_finish",
+        "part": {
+            "type": "step-finish",
+            "tokens": {"total": 150, "input": 120, "output": 30, "reasoning": 0},
+            "cost": 0.00081,
+        },
+    }
+    report = read_cli_report("\n".join([json.dumps(step)] * 2))
+    assert (report.tokens_in, report.tokens_out) == (240, 60)
+    assert report.cost_usd == pytest.approx(0.00162)
 
 
 @pytest.mark.unit
