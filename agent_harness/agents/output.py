@@ -64,7 +64,8 @@ def usage_of(output: str) -> tuple[int | None, int | None, float | None]:
         part = event.get("part")
         if event.get("type") == "step_finish" and isinstance(part, dict):
             # opencode reports each step's tokens and price, which add up.
-            tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
+            got = part.get("tokens")
+            tokens: dict[str, Any] = got if isinstance(got, dict) else {}
             if isinstance(tokens.get("input"), int):
                 tokens_in = (tokens_in or 0) + tokens["input"]
             if isinstance(tokens.get("output"), int):
