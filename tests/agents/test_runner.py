@@ -304,3 +304,32 @@ def test_a_limit_the_agent_got_past_does_not_stop_it_later(
     )
     assert outcome.state is AgentState.TIMEOUT
     assert outcome.failure is None
+
+
+def test_an_agent_retrying_a_rate_limit_by_itself_is_ended_at_its_first_retry(
+    host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
+) -> None:
+    # aider's own words (recorded from aider 0.86.2), then its backoff, which would go on for
+    # a minute and more: the run ends at the first retry instead, rate limited.
+    behaviour = {
+        "steps": [
+            {
+                "print": [
+                    "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit "
+                    "reached for",
+                    "requests",
+                    "The API provider has rate limited you. Try again later or check your quotas.",
+                    "Retrying in 0.2 seconds...",
+                ]
+            },
+            {"hang": None},
+        ]
+    }
+    argv = write_scripted_agent(agents_dir, behaviour)
+    aider = dataclasses.replace(PRESETS["aider"], binary=argv[0], template=(*argv, "{prompt}"))
+    outcome = run(host, aider, work, state_dir, name, timeout_s=120.0, idle_s=120.0)
+
+    assert outcome.state is AgentState.RATE_LIMITED
+    assert outcome.failure is not None and outcome.failure.kind is FailureKind.BURST
+    assert outcome.reason.startswith("aider hit a rate limit and began retrying")
+    assert not host.status(name).alive
