@@ -1,0 +1,32 @@
+"""Recording a run into the audit without ever stopping it.
+
+`observe` brings the audit database up to date from the work log. When the audit database
+cannot be opened or written, the run goes on: the drop is counted in the work database and
+`audit health` reports it. Nothing is lost by a drop while the work database lives: the next
+ingest starts from the high-water mark and catches up.
+"""
+
+from __future__ import annotations
+
+from agent_harness.audit.database import open_audit
+from agent_harness.audit.health import count_drop
+from agent_harness.audit.ingest import IngestReport, Skipped, ingest_work_store
+from agent_harness.errors import HarnessError
+from agent_harness.store.database import Store, StoreError
+
+
+def observe(
+    work: Store, audit_target: str, *, skipped: tuple[Skipped, ...] = ()
+) -> IngestReport | str:
+    """Ingest the work log into the audit database at `audit_target`; on failure, the reason
+    (counted as a drop) instead of an exception."""
+    try:
+        with open_audit(audit_target, clock=work.clock) as audit:
+            return ingest_work_store(work, audit, skipped=skipped)
+    except HarnessError as exc:  # the audit's own failure: counted, never raised into the run
+        reason = str(exc)
+        try:
+            count_drop(work, reason)
+        except StoreError as also:
+            reason += f" (and the drop could not be counted: {also.detail})"
+        return reason
