@@ -14,10 +14,10 @@ from agent_harness.audit.coverage import COST_GROUP, COST_SUMS, NANO, coverage, 
 from agent_harness.store.database import Store
 
 _LABELS = {
-    "api": "priced per call",
-    "cli": "reported by the CLI",
-    "claude-code": "Claude Code transcript",
-    "codex": "Codex session log",
+    "api": "per call",
+    "cli": "CLI's report",
+    "claude-code": "Claude log",
+    "codex": "Codex log",
 }
 
 

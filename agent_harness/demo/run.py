@@ -50,6 +50,8 @@ class DemoReport:
     merged: list[tuple[str, int]] = field(default_factory=list)
     reviews: int = 0
     inception: InceptionDemo | None = None  # when the plan came from a paragraph
+    audit_db: Path | None = None  # the audit database the run was recorded in
+    audit_problem: str | None = None  # why it could not be, when it could not
 
     def final_items(self) -> list[dict[str, Any]]:
         if not self.passes:
@@ -166,6 +168,8 @@ def run_demo(
 
             _run_and_merge(pipeline.run, merge, report, step, max_passes)
             report.reviews = sum(1 for r in model.requests if r.path.endswith("completions"))
+            step("recording the run in the audit database")
+            _record_audit(store, workdir / "audit.sqlite", report)
         finally:
             tracker.close()
             store.close()
@@ -177,6 +181,16 @@ def _plan_by_inception(report: DemoReport, store: Store, step: Callable[[str], N
 
     report.inception = plan_by_inception(report.workdir, store, step)
     return load_plan(report.inception.plan_path)
+
+
+def _record_audit(store: Store, target: Path, report: DemoReport) -> None:
+    from agent_harness.audit.observe import observe
+
+    recorded = observe(store, str(target))
+    if isinstance(recorded, str):
+        report.audit_problem = recorded
+    else:
+        report.audit_db = target
 
 
 def _run_and_merge(
