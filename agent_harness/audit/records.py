@@ -109,7 +109,7 @@ def usage_of_event(event: Event) -> UsageFacts | None:
                 payload.tokens_in,
                 payload.tokens_out,
                 payload.tokens_cached,
-                getattr(payload, "tokens_cache_write", None),
+                payload.tokens_cache_write,
             ),
         )
     if isinstance(payload, AgentFinished):

@@ -444,6 +444,9 @@ class ModelCall(ModelEvent):
     tokens_in: int | None = Field(default=None, description="Input tokens, when reported.")
     tokens_out: int | None = Field(default=None, description="Output tokens, when reported.")
     tokens_cached: int | None = Field(default=None, description="Cached input tokens.")
+    tokens_cache_write: int | None = Field(
+        default=None, description="Input tokens written to the prompt cache (part of tokens_in)."
+    )
     stop_reason: str | None = Field(default=None, description="Why the model stopped.")
     parked: bool = Field(default=False, description="Refused locally: the endpoint is parked.")
     parked_until: float | None = Field(default=None, description="Epoch seconds it reopens.")
