@@ -106,11 +106,15 @@ def _groups(
             f"SUM(cache_read), SUM(cache_write) FROM rollup_cost {where} GROUP BY {COST_GROUP}",
             params,
         )
-        raw = tx.all(
-            f"SELECT {COST_GROUP}, {COST_SUMS} FROM audit_events WHERE usage_source IS NOT NULL "
-            f"AND {covered.raw_filter()} {extra} GROUP BY {COST_GROUP}",
-            params,
-        )
+        raw = [
+            row
+            for part in covered.raw_filters()
+            for row in tx.all(
+                f"SELECT {COST_GROUP}, {COST_SUMS} FROM audit_events WHERE {part} "
+                f"AND usage_source IS NOT NULL {extra} GROUP BY {COST_GROUP}",
+                params,
+            )
+        ]
     groups: dict[Group, list[int]] = defaultdict(lambda: [0] * 9)
     for row in (*rolled, *raw):
         key: Group = tuple(row[:8])

@@ -45,9 +45,15 @@ class Coverage:
     cutoff_day: str
     thin_before: str
 
-    def raw_filter(self) -> str:
-        """The rows no rollup covers; they are read raw. Uses the id and (day, id) indexes."""
-        return f"(id > {int(self.through_id)} OR day >= '{self.cutoff_day}')"
+    def raw_filters(self) -> tuple[str, ...]:
+        """The rows no rollup covers, read raw, as two disjoint conditions each served by an
+        index (newer rows by id; rows of the open day by (day, id)), never a table scan."""
+        if not self.through_id:
+            return ("1 = 1",)
+        return (
+            f"id > {int(self.through_id)}",
+            f"id <= {int(self.through_id)} AND day >= '{self.cutoff_day}'",
+        )
 
     @property
     def thinned_before(self) -> str:

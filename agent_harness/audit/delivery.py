@@ -68,11 +68,11 @@ def delivery(
             f"SELECT day, SUM(reviews), SUM(rejections) FROM rollup_activity {where} GROUP BY day",
             params,
         )
-        reviews += tx.all(
-            f"SELECT day, {ACTIVITY_SUMS} FROM audit_events WHERE {covered.raw_filter()} "
-            f"{extra} GROUP BY day",
-            params,
-        )
+        for part in covered.raw_filters():
+            reviews += tx.all(
+                f"SELECT day, {ACTIVITY_SUMS} FROM audit_events WHERE {part} {extra} GROUP BY day",
+                params,
+            )
     return _report(outcomes, reviews)
 
 

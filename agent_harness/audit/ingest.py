@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agent_harness.audit.coverage import AUDIT_LOCK_KEY, coverage
-from agent_harness.audit.records import INSERT_ROW, AuditRow, day_of, row_of_event
+from agent_harness.audit.records import INSERT_ROW, AuditRow, day_of, row_of_stored
 from agent_harness.store.database import Store, Tx
 
 OUTCOMES = ("merged", "closed", "reverted")
@@ -101,11 +101,16 @@ def ingest_work_store(
     report.high_water = after
     first = True
     while True:
-        events = work.events(after, batch)
+        with work.transaction(write=False) as tx:
+            events = tx.all(
+                "SELECT id, ts, project, item, kind, payload, external_id FROM events "
+                "WHERE id > ? ORDER BY id LIMIT ?",
+                (after, batch),
+            )
         if not events and not first:
             return report
-        rows = [row_of_event(event, ident) for event in events]
-        last = events[-1].id if events else after
+        rows = [row_of_stored(event, ident) for event in events]
+        last = int(events[-1][0]) if events else after
         done = write_rows(audit, source, rows, last, skipped if first else ())
         report.absorb(done)
         first = False

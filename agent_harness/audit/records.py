@@ -12,18 +12,34 @@ Where usage comes from, and what it is called:
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from agent_harness.audit.pricing import Price, Usage, price
-from agent_harness.store.events import AgentFinished, Event, ModelCall, Outcome, Reviewed
+from agent_harness.store.events import (
+    STORED_MODELS,
+    AgentFinished,
+    Event,
+    ModelCall,
+    Outcome,
+    Reviewed,
+    read_payload,
+)
 
 
 def day_of(ts: float) -> str:
     """The UTC day an instant belongs to, as YYYY-MM-DD."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+    return _day_number(int(ts // 86_400))
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_number(number: int) -> str:
+    return datetime.fromtimestamp(number * 86_400, UTC).strftime("%Y-%m-%d")
 
 
 @dataclass(frozen=True)
@@ -94,9 +110,8 @@ INSERT_ROW = (
 )
 
 
-def usage_of_event(event: Event) -> UsageFacts | None:
-    """The usage an event of the work log stands for, or None when it is not usage."""
-    payload = event.payload
+def usage_of(payload: object) -> UsageFacts | None:
+    """The usage an event's payload stands for, or None when it is not usage."""
     if isinstance(payload, ModelCall):
         if payload.failure is not None or payload.parked:
             return None
@@ -145,9 +160,8 @@ def priced(facts: UsageFacts | None, ts: float) -> Price | None:
     return price(facts.vendor, facts.model, facts.usage, ts)
 
 
-def outcome_of(event: Event) -> str | None:
+def outcome_of(payload: object) -> str | None:
     """What an event decided, where that is counted: a review's verdict, an outcome's state."""
-    payload = event.payload
     if isinstance(payload, Reviewed):
         return "approved" if payload.approved else "rejected"
     if isinstance(payload, Outcome):
@@ -155,23 +169,60 @@ def outcome_of(event: Event) -> str | None:
     return None
 
 
+# The kinds whose payload the audit reads (usage, verdicts, outcomes); any other event is kept
+# as the text the work log holds, unparsed.
+READ_KINDS = frozenset({"model.call", "agent_finished", "review", "outcome"})
+
+
 def row_of_event(event: Event, log_id: str) -> AuditRow:
-    """The audit row of one work-log event. An event that came from outside (an ingested JSONL
-    line) keeps its own id, so the same line reaches the audit once whichever log carried it."""
-    if event.external_id is not None:
-        source_id, source = f"ext:{event.external_id}", "jsonl"
+    """The audit row of one work-log event (see `row_of_stored`)."""
+    return row_of_stored(
+        (
+            event.id,
+            event.ts,
+            event.project,
+            event.item,
+            event.kind,
+            json.dumps(event.payload.as_dict(), sort_keys=True, default=str),
+            event.external_id,
+        ),
+        log_id,
+    )
+
+
+def _typed(kind: str, payload: str) -> object:
+    """The payload as its model, parsed straight from its JSON; as `read_payload` has it (a
+    `RawPayload` with the problem) when its fields do not fit."""
+    try:
+        return STORED_MODELS[kind].model_validate_json(payload)
+    except ValidationError:
+        return read_payload(kind, json.loads(payload))
+
+
+def row_of_stored(stored: tuple[Any, ...], log_id: str) -> AuditRow:
+    """The audit row of a work-log row (id, ts, project, item, kind, payload, external_id). An
+    event that came from outside (an ingested JSONL line) keeps its own id, so the same line
+    reaches the audit once whichever log carried it."""
+    event_id, ts, project, item, kind, payload, external_id = stored
+    if external_id is not None:
+        source_id, source = f"ext:{external_id}", "jsonl"
     else:
-        source_id, source = f"work:{log_id}:{event.id}", "work"
-    facts = usage_of_event(event)
+        source_id, source = f"work:{log_id}:{event_id}", "work"
+    facts: UsageFacts | None = None
+    outcome: str | None = None
+    if kind in READ_KINDS:
+        typed = _typed(kind, payload)
+        facts = usage_of(typed)
+        outcome = outcome_of(typed)
     return AuditRow(
         source_id=source_id,
         source=source,
-        ts=event.ts,
-        project=event.project,
-        item=event.item,
-        kind=event.kind,
-        payload=json.dumps(event.payload.as_dict(), sort_keys=True, default=str),
-        outcome=outcome_of(event),
+        ts=float(ts),
+        project=project,
+        item=item,
+        kind=kind,
+        payload=payload,
+        outcome=outcome,
         facts=facts,
-        price=priced(facts, event.ts),
+        price=priced(facts, float(ts)),
     )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from datetime import UTC, datetime
+
 import pytest
 from genai_prices import Usage as LibUsage
 from genai_prices import calc_price
@@ -75,3 +78,32 @@ def test_more_cache_than_input_is_refused_rather_than_guessed() -> None:
 
 def test_gemini_is_priced_as_google() -> None:
     assert price("gemini", "gemini-2.5-flash", Usage(1000, 100), AT).cost_usd is not None
+
+
+@pytest.mark.parametrize(
+    ("vendor", "model"),
+    [("anthropic", "claude-sonnet-4-5"), ("openai", "gpt-4o"), ("gemini", "gemini-2.5-flash")],
+)
+def test_every_price_is_the_librarys_own_to_the_last_digit(vendor: str, model: str) -> None:
+    """Prices come from a per-token sum once it matched the library; this holds it to that,
+    across the long-context tier too (over 200,000 prompt tokens)."""
+    rng = random.Random(5)
+    provider = "google" if vendor == "gemini" else vendor
+    for _ in range(300):
+        tokens_in = rng.choice([rng.randint(1, 5_000), rng.randint(150_000, 400_000)])
+        read = rng.randint(0, tokens_in // 2)
+        write = rng.randint(0, (tokens_in - read) // 2) if vendor == "anthropic" else 0
+        out = rng.randint(0, 4_000)
+        got = price(vendor, model, Usage(tokens_in, out, read, write), AT)
+        found = calc_price(
+            LibUsage(
+                input_tokens=tokens_in,
+                cache_read_tokens=read,
+                cache_write_tokens=write,
+                output_tokens=out,
+            ),
+            model_ref=model,
+            provider_id=provider,
+            genai_request_timestamp=datetime.fromtimestamp(AT, UTC),
+        )
+        assert got.cost_usd == float(found.total_price)
