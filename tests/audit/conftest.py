@@ -58,6 +58,16 @@ def audit(audit_engine: AuditEngine, clock: FakeClock) -> Iterator[Store]:
 
 
 @pytest.fixture
+def sqlite_audit(db_dir: Path, clock: FakeClock) -> Iterator[Store]:
+    """The audit database on SQLite only, for tests whose point is not the engine."""
+    opened = open_audit(str(db_dir / "audit.sqlite"), clock=clock)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
 def sqlite_work(db_dir: Path, clock: FakeClock) -> Iterator[Store]:
     opened = open_store(str(db_dir / "harness.sqlite"), clock=clock)
     try:

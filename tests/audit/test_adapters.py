@@ -65,28 +65,28 @@ def test_codex_takes_the_cumulative_total_and_never_adds_turns_on_top() -> None:
 
 
 def test_a_session_in_an_items_worktree_is_that_items(
-    sqlite_work: Store, audit: Store, clock: FakeClock, db_dir: Path
+    sqlite_work: Store, sqlite_audit: Store, clock: FakeClock, db_dir: Path
 ) -> None:
     worktree = _cwd(CLAUDE, "cwd")
     sqlite_work.append_event(
         PROJECT, "A1", WorktreeReady(path=worktree, branch="agent/A1", base="abc")
     )
-    ingest_work_store(sqlite_work, audit)
+    ingest_work_store(sqlite_work, sqlite_audit)
     root = db_dir / "claude" / "projects"
     shutil.copytree(RECORDED, root, ignore=shutil.ignore_patterns("codex-*"))
-    first = ingest_logs(audit, "claude-code", root)
+    first = ingest_logs(sqlite_audit, "claude-code", root)
     assert (first.added, first.skipped) == (2, [])
-    assert ingest_logs(audit, "claude-code", root).added == 0
-    lines = [line for line in cost(audit).lines if line.usage_source == "claude-code"]
+    assert ingest_logs(sqlite_audit, "claude-code", root).added == 0
+    lines = [line for line in cost(sqlite_audit).lines if line.usage_source == "claude-code"]
     assert [(line.project, line.calls) for line in lines] == [(PROJECT, 2)]
-    with audit.transaction(write=False) as tx:
+    with sqlite_audit.transaction(write=False) as tx:
         assert tx.all("SELECT DISTINCT item FROM audit_events WHERE source = 'claude-code'") == [
             ("A1",)
         ]
 
 
 def test_a_bad_line_is_counted_by_number_and_an_unknown_format_is_reported(
-    audit: Store, db_dir: Path
+    sqlite_audit: Store, db_dir: Path
 ) -> None:
     logs = db_dir / "sessions"
     logs.mkdir()
@@ -94,7 +94,7 @@ def test_a_bad_line_is_counted_by_number_and_an_unknown_format_is_reported(
     broken.write_text(CODEX.read_text() + "{not json\n")
     stranger = logs / "rollout-other.jsonl"
     stranger.write_text('{"event": "something else"}\n')
-    report = ingest_logs(audit, "codex", logs)
+    report = ingest_logs(sqlite_audit, "codex", logs)
     assert report.added == 2
     where = {skipped.where: skipped.reason for skipped in report.skipped}
     lines = len(CODEX.read_text().splitlines())

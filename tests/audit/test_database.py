@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_harness.audit.baselines import record_baseline
 from agent_harness.audit.database import AuditUnprotected, audit_url, migrate, open_audit
 from agent_harness.audit.ingest import ingest_work_store
 from agent_harness.audit.maintenance import maintain
@@ -36,23 +37,27 @@ def _filled(sqlite_work: Store, audit: Store, clock: FakeClock) -> None:
     ingest_work_store(sqlite_work, audit)
 
 
-@pytest.mark.parametrize(
-    "statement",
-    [
-        "UPDATE audit_events SET cost_usd = 0",
-        "DELETE FROM audit_events",
-        "UPDATE deliveries SET outcome = 'closed'",
-        "DELETE FROM deliveries",
-        "DELETE FROM ingest_runs",
-        "UPDATE ingest_runs SET high_water = 0",
-    ],
+REFUSED = (
+    "UPDATE audit_events SET cost_usd = 0",
+    "DELETE FROM audit_events",
+    "UPDATE deliveries SET outcome = 'closed'",
+    "DELETE FROM deliveries",
+    "DELETE FROM ingest_runs",
+    "UPDATE ingest_runs SET high_water = 0",
+    "UPDATE baselines SET delivered = 0",
 )
+
+
 def test_the_database_refuses_to_change_or_remove_audited_rows(
-    sqlite_work: Store, audit: Store, clock: FakeClock, statement: str
+    sqlite_work: Store, audit: Store, clock: FakeClock
 ) -> None:
     _filled(sqlite_work, audit, clock)
-    with pytest.raises(StoreError, match=r"append-only|refused"), audit.transaction() as tx:
-        tx.execute(statement)
+    record_baseline(audit, "10:10:before")
+    for statement in REFUSED:
+        with pytest.raises(StoreError, match=r"append-only|refused"), audit.transaction() as tx:
+            tx.execute(statement)
+    with audit.transaction(write=False) as tx:
+        assert tx.one("SELECT COUNT(*) FROM audit_events") == (7,)
 
 
 def test_raw_rows_go_only_once_rolled_up_and_past_retention(

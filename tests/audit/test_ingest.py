@@ -24,8 +24,9 @@ def _rows(audit: Store) -> list[str]:
 
 
 def test_ingesting_again_adds_nothing_and_reads_on_from_the_mark(
-    sqlite_work: Store, audit: Store, clock: FakeClock
+    sqlite_work: Store, sqlite_audit: Store, clock: FakeClock
 ) -> None:
+    audit = sqlite_audit
     work_an_item(sqlite_work, clock, "T1")
     first = ingest_work_store(sqlite_work, audit)
     assert (first.added, first.deliveries) == (7, 1)
@@ -94,8 +95,9 @@ def test_a_run_that_fails_leaves_nothing_and_the_next_catches_up(
 
 
 def test_recreating_the_work_database_is_a_new_log_not_a_repeat(
-    db_dir: Path, audit: Store, clock: FakeClock
+    db_dir: Path, sqlite_audit: Store, clock: FakeClock
 ) -> None:
+    audit = sqlite_audit
     path = db_dir / "harness.sqlite"
     for _ in range(2):
         work = open_store(str(path), clock=clock)

@@ -66,8 +66,9 @@ def test_every_answer_is_the_same_before_and_after_each_maintenance_run(
 
 
 def test_a_repeat_of_a_thinned_day_is_refused_not_counted_twice(
-    sqlite_work: Store, audit: Store, clock: FakeClock
+    sqlite_work: Store, sqlite_audit: Store, clock: FakeClock
 ) -> None:
+    audit = sqlite_audit
     work_an_item(sqlite_work, clock, "T1")
     ingest_work_store(sqlite_work, audit)
     clock.advance(200 * DAY)

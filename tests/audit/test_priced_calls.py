@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_cache_reads_and_writes_from_the_wire_are_priced(
-    sqlite_work: Store, audit: Store, clock: FakeClock, stream: bool
+    sqlite_work: Store, sqlite_audit: Store, clock: FakeClock, stream: bool
 ) -> None:
     with ModelServer(api_key="k") as server:
         server.enqueue(
@@ -46,8 +46,8 @@ def test_cache_reads_and_writes_from_the_wire_are_priced(
         client.complete(
             "reviewer", [{"role": "user", "content": "review"}], worker="w", stream=stream
         )
-    ingest_work_store(sqlite_work, audit)
-    [line] = cost(audit).lines
+    ingest_work_store(sqlite_work, sqlite_audit)
+    [line] = cost(sqlite_audit).lines
     assert (line.tokens_in, line.cache_read, line.cache_write) == (10_000, 8_000, 1_500)
     expected = price("anthropic", "claude-sonnet-4-5", Usage(10_000, 400, 8_000, 1_500), clock())
     assert line.cost_usd == pytest.approx(expected.cost_usd, abs=1e-9)
