@@ -167,9 +167,7 @@ def run_demo(
                 _merge_as_a_person(forge.api_url, forge.token, number)
 
             _run_and_merge(pipeline.run, merge, report, step, max_passes)
-            report.reviews = sum(1 for r in model.requests if r.path.endswith("completions"))
-            step("recording the run in the audit database")
-            _record_audit(store, workdir / "audit.sqlite", report)
+            _finish(report, model.requests, store, step)
         finally:
             tracker.close()
             store.close()
@@ -183,9 +181,15 @@ def _plan_by_inception(report: DemoReport, store: Store, step: Callable[[str], N
     return load_plan(report.inception.plan_path)
 
 
-def _record_audit(store: Store, target: Path, report: DemoReport) -> None:
+def _finish(
+    report: DemoReport, requests: list[Any], store: Store, step: Callable[[str], None]
+) -> None:
+    """Count the reviews the model server answered, and record the run in the audit."""
     from agent_harness.audit.observe import observe
 
+    report.reviews = sum(1 for r in requests if r.path.endswith("completions"))
+    step("recording the run in the audit database")
+    target = report.workdir / "audit.sqlite"
     recorded = observe(store, str(target))
     if isinstance(recorded, str):
         report.audit_problem = recorded
