@@ -19,7 +19,7 @@ from typing import Any
 _PROVIDER_OF = {"gemini": "google", "claude": "anthropic", "claude-code": "anthropic"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Tokens of one call: `tokens_in` is the whole prompt, cache reads and writes included."""
 
@@ -29,7 +29,7 @@ class Usage:
     cache_write: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Price:
     """What a call cost in USD, or None with `reason`; `version` names the price data used."""
 

@@ -42,7 +42,7 @@ def _day_number(number: int) -> str:
     return datetime.fromtimestamp(number * 86_400, UTC).strftime("%Y-%m-%d")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UsageFacts:
     """Who used what: the role, where the call went, the tokens and any cost the tool reported."""
 
@@ -54,7 +54,7 @@ class UsageFacts:
     reported_cost_usd: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AuditRow:
     """A row of `audit_events`, ready to insert."""
 
@@ -196,7 +196,8 @@ def _typed(kind: str, payload: str) -> object:
     try:
         return STORED_MODELS[kind].model_validate_json(payload)
     except ValidationError:
-        return read_payload(kind, json.loads(payload))
+        data = json.loads(payload)
+        return read_payload(kind, data if isinstance(data, dict) else {})
 
 
 def row_of_stored(stored: tuple[Any, ...], log_id: str) -> AuditRow:
