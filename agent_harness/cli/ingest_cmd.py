@@ -101,13 +101,15 @@ def ingest(
             return _events(
                 store, events_file, project, watch_s, target, nap, lambda: stopped, as_json
             )
+        if watch_s is not None:
+            from agent_harness.audit.observe import watch
+
+            def shown(outcome: IngestReport | str) -> None:
+                if not as_json and not isinstance(outcome, str) and outcome.added:
+                    console().print(f"+{outcome.added} recorded", markup=False)
+
+            watch(store, target, every_s=watch_s, sleep=nap, stop=lambda: stopped, on_round=shown)
         outcome = _record(store, target, ())
-        while watch_s is not None and not stopped:
-            _maintain_daily(target)
-            nap(watch_s)
-            outcome = _record(store, target, ())
-            if not as_json and not isinstance(outcome, str) and outcome.added:
-                console().print(f"+{outcome.added} recorded", markup=False)
     return _finish(outcome, None, events_file, as_json)
 
 
@@ -167,12 +169,16 @@ def _maintain_daily(target: str) -> None:
     from agent_harness.audit.database import open_audit
     from agent_harness.audit.maintenance import maintain
     from agent_harness.audit.records import day_of
+    from agent_harness.errors import HarnessError
 
     today = day_of(time.time())
     if today in _last_maintained:
         return
-    with open_audit(target) as audit:
-        maintain(audit, now=time.time())
+    try:
+        with open_audit(target) as audit:
+            maintain(audit, now=time.time())
+    except HarnessError as exc:  # the watch goes on; the next day's turn tries again
+        console(stderr=True).print(f"audit maintenance failed: {exc.message}", markup=False)
     _last_maintained.append(today)
 
 

@@ -11,6 +11,7 @@ import pytest
 from agent_harness.audit.database import open_audit
 from agent_harness.audit.history import events
 from agent_harness.audit.ingest import high_water, ingest_work_store, log_id
+from agent_harness.audit.observe import watch
 from agent_harness.store.database import SqliteStore, Store, StoreError, open_store
 from agent_harness.testing.clock import FakeClock
 from tests.audit.conftest import PROJECT, AuditEngine, work_an_item
@@ -108,3 +109,33 @@ def test_recreating_the_work_database_is_a_new_log_not_a_repeat(
         for leftover in path.parent.glob("harness.sqlite*"):
             leftover.unlink()
     assert len(events(audit, project=PROJECT, limit=100).events) == 14
+
+
+def test_a_watch_records_every_round_and_maintains_once_a_utc_day(
+    sqlite_work: Store, db_dir: Path, clock: FakeClock
+) -> None:
+    target = str(db_dir / "watched.sqlite")
+    rounds: list[object] = []
+
+    def nap(seconds: float) -> None:  # half a day passes, and another item is worked
+        clock.advance(seconds)
+        work_an_item(sqlite_work, clock, f"T{len(rounds)}")
+
+    work_an_item(sqlite_work, clock, "T-first")
+    done = watch(
+        sqlite_work,
+        target,
+        every_s=12 * 3600,
+        sleep=nap,
+        stop=lambda: len(rounds) >= 5,
+        on_round=rounds.append,
+    )
+    assert done.problems == []
+    assert done.recorded == 5 * 7  # T-first and four more, each once
+    assert len(done.maintained) == len(set(done.maintained)) == 3  # 2.5 days: three UTC days
+    audit = open_audit(target, clock=clock)
+    try:
+        with audit.transaction(write=False) as tx:
+            assert tx.one("SELECT COUNT(*) FROM maintenance_runs") == (3,)
+    finally:
+        audit.close()
