@@ -131,3 +131,24 @@ def test_a_transcript_of_no_known_format_is_reported(
 def test_help_has_examples(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*args, "--help"]) == 0
     assert "agent-harness" in capsys.readouterr().out
+
+
+def test_maintain_rolls_up_and_thins_and_the_answers_stay(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ingest"]) == 0
+    capsys.readouterr()
+    before = (_json(capsys, "audit", "cost"), _json(capsys, "audit", "delivery"))
+    done = _json(capsys, "audit", "maintain", "--retention-days", "0")
+    assert done["rolled"] == done["thinned"] == 14  # the fixture's days are long complete
+    assert (_json(capsys, "audit", "cost"), _json(capsys, "audit", "delivery")) == before
+    days = json.loads(_json_list(capsys, "audit", "rollups"))
+    assert sum(day["events"] for day in days) == 14
+    assert [day["rejections"] for day in days if day["reviews"]] == [0, 1]
+    page = _json(capsys, "audit", "events")
+    assert page["events"] == [] and page["thinned_before"] is not None
+
+
+def _json_list(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main([*args, "--json"]) == 0
+    return capsys.readouterr().out
