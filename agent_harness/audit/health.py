@@ -37,6 +37,10 @@ class Health(BaseModel):
     work_events_waiting: int | None = Field(
         description="Work-log events not yet in the audit; null without the work database."
     )
+    lag_s: float | None = Field(
+        description="How far the audit is behind the work log, in the events' own time: the "
+        "newest work event's time less that of the last one recorded; null without it."
+    )
     skipped_lines: int = Field(description="Lines and records ingest could not read, in all.")
     drops: Drops
     protected: bool = Field(description="The append-only triggers are intact.")
@@ -61,6 +65,23 @@ def drops(work: Store) -> Drops:
     return Drops.model_validate_json(found) if found else Drops(count=0)
 
 
+def _behind(audit: Store, work: Store) -> tuple[int, float]:
+    """Work-log events not yet recorded, and the time between the newest and the last recorded."""
+    ident = log_id(work)
+    mark = high_water(audit, f"work:{ident}") if ident else 0
+    with work.transaction(write=False) as tx:
+        top = tx.one("SELECT id, ts FROM events ORDER BY id DESC LIMIT 1")
+        seen = tx.one("SELECT ts FROM events WHERE id <= ? ORDER BY id DESC LIMIT 1", (mark,))
+        first = tx.one("SELECT ts FROM events ORDER BY id LIMIT 1")
+    if top is None:
+        return 0, 0.0
+    newest, newest_ts = int(top[0]), float(top[1])
+    if newest <= mark:
+        return 0, 0.0
+    since = float(seen[0]) if seen else float(first[0]) if first else newest_ts
+    return newest - mark, max(0.0, newest_ts - since)
+
+
 def health(audit: Store, work: Store | None = None, *, stale_after_s: float = 3600.0) -> Health:
     """How the record stands; `work` (the work database, if it still exists) gives the lag."""
     with audit.transaction(write=False) as tx:
@@ -75,15 +96,11 @@ def health(audit: Store, work: Store | None = None, *, stale_after_s: float = 36
     missing = unprotected(audit)
     problems = list(missing)
     waiting: int | None = None
+    lag: float | None = None
     dropped = Drops(count=0)
     if work is not None:
         dropped = drops(work)
-        ident = log_id(work)
-        with work.transaction(write=False) as tx:
-            top = tx.one("SELECT MAX(id) FROM events")
-        newest = int(top[0]) if top and top[0] is not None else 0
-        mark = high_water(audit, f"work:{ident}") if ident else 0
-        waiting = max(0, newest - mark)
+        waiting, lag = _behind(audit, work)
     now = audit.clock()
     if run is None:
         problems.append("nothing has ever been ingested")
@@ -108,6 +125,7 @@ def health(audit: Store, work: Store | None = None, *, stale_after_s: float = 36
         last_ingest_at=float(run[0]) if run else None,
         last_ingest_added=int(run[1]) if run else None,
         work_events_waiting=waiting,
+        lag_s=lag,
         skipped_lines=skipped_total,
         drops=dropped,
         protected=not missing,

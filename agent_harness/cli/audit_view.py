@@ -134,7 +134,11 @@ def render_health(out: Console, health: Health) -> None:
     waiting = health.work_events_waiting
     out.print(
         "lag behind the work log: "
-        + ("unknown (no work database)" if waiting is None else f"{waiting} events"),
+        + (
+            "unknown (no work database)"
+            if waiting is None
+            else f"{waiting} events, {health.lag_s or 0:.0f} s"
+        ),
         markup=False,
     )
     out.print(f"drops: {health.drops.count}; unreadable lines: {health.skipped_lines}")
