@@ -8,7 +8,9 @@ comes out the same before and after maintenance.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
+from agent_harness.errors import UsageError
 from agent_harness.store.database import Tx
 
 # Any constant works: every process that writes the audit database takes the same lock, so row
@@ -74,6 +76,10 @@ def coverage(tx: Tx) -> Coverage:
 
 
 def day_range(since: str | None, until: str | None) -> tuple[str, list[str]]:
+    """A WHERE clause for UTC days `since`..`until` (inclusive, YYYY-MM-DD, either optional)."""
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and not _is_day(value):
+            raise UsageError(f"{name} {value!r} is not a UTC day: write it as YYYY-MM-DD")
     clauses, params = [], []
     if since:
         clauses.append("day >= ?")
@@ -82,3 +88,10 @@ def day_range(since: str | None, until: str | None) -> tuple[str, list[str]]:
         clauses.append("day <= ?")
         params.append(until)
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _is_day(text: str) -> bool:
+    try:
+        return datetime.strptime(text, "%Y-%m-%d").strftime("%Y-%m-%d") == text
+    except ValueError:
+        return False

@@ -100,6 +100,17 @@ def test_a_baseline_is_recorded_once_and_a_second_is_refused(
     assert main(["audit", "baselines", "--baseline", "lots"]) == 2
 
 
+def test_a_day_that_is_not_a_day_is_refused_in_one_line(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ingest"]) == 0
+    capsys.readouterr()
+    assert main(["audit", "cost", "--since", "last week"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: since 'last week' is not a UTC day: write it as YYYY-MM-DD"
+    )
+
+
 def test_reading_before_anything_was_recorded_says_what_to_do(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
