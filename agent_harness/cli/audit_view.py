@@ -66,7 +66,7 @@ def render_cost(out: Console, report: CostReport) -> None:
             )
         out.print(chart)
     for unknown in report.unknown:
-        model = f"{unknown.vendor or '?'}:{unknown.model or '?'}"
+        model = f"{unknown.vendor or '?'}:{unknown.model}" if unknown.model else "a model not named"
         out.print(
             f"unknown price, {unknown.calls} calls of {model}: {unknown.reason}", markup=False
         )
