@@ -26,7 +26,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Argue a paragraph into an approved scope, then write PLAN.md.",
     ),
     "work": ("agent_harness.cli.work_cmd", "work", "Show the work queue, an item's events; retry."),
-    "ingest": ("agent_harness.cli.ingest_cmd", "ingest", "Append events from a JSONL file once."),
+    "ingest": (
+        "agent_harness.cli.ingest_cmd",
+        "ingest",
+        "Record the work log (and JSONL files, agents' logs) in the audit database, once.",
+    ),
+    "audit": (
+        "agent_harness.cli.audit_cmd",
+        "audit",
+        "Audited answers: cost, delivery, health, events, rollups, baselines; maintain.",
+    ),
     "demo": ("agent_harness.cli.demo_cmd", "demo", "Run the example plan offline, end to end."),
     "run": ("agent_harness.cli.run_cmd", "run", "Work a plan's items into reviewed pull requests."),
     "control": (

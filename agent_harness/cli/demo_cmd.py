@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from agent_harness.cli.output import console, print_json
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agent_harness.demo.run import DemoReport
 
 
 @click.command(
@@ -54,6 +60,7 @@ def demo(workdir: Path, inception: bool, as_json: bool) -> int:
         step=lambda message: err.print(f"[dim]· {escape(message)}[/dim]"),
         inception=inception,
     )
+    audited = _audited(report.audit_db)
     if as_json:
         print_json(
             {
@@ -73,8 +80,44 @@ def demo(workdir: Path, inception: bool, as_json: bool) -> int:
                     "items": list(report.inception.items),
                 },
                 "events": report.passes[-1].events if report.passes else 0,
+                "audit": {
+                    "database": str(report.audit_db) if report.audit_db else None,
+                    "problem": report.audit_problem,
+                    **{name: answer.model_dump(mode="json") for name, answer in audited.items()},
+                },
             }
         )
     else:
-        render_demo(console(), report, time.monotonic() - started)
+        out = console()
+        render_demo(out, report, time.monotonic() - started)
+        _render_audit(out, report, audited)
     return 0 if all(row["state"] in ("merged", "done") for row in report.final_items()) else 4
+
+
+def _audited(target: Path | None) -> dict[str, Any]:
+    """The demo's audited answers: what it cost and what it delivered."""
+    if target is None:
+        return {}
+    from agent_harness.audit.cost import cost
+    from agent_harness.audit.database import open_audit
+    from agent_harness.audit.delivery import delivery
+
+    with open_audit(str(target)) as audit:
+        return {"cost": cost(audit), "delivery": delivery(audit)}
+
+
+def _render_audit(out: Console, report: DemoReport, audited: dict[str, Any]) -> None:
+    from agent_harness.cli.audit_view import render_cost, render_delivery
+
+    if report.audit_problem:
+        out.print(f"The audit could not be written: {report.audit_problem}", markup=False)
+        return
+    out.print(f"\nThe audit, recorded in {report.audit_db}:", markup=False)
+    out.print("$ agent-harness audit cost", markup=False)
+    render_cost(out, audited["cost"])
+    out.print("$ agent-harness audit delivery", markup=False)
+    render_delivery(out, audited["delivery"])
+    out.print(
+        f"Ask again any time: agent-harness audit cost --audit-db {report.audit_db}",
+        markup=False,
+    )

@@ -106,6 +106,14 @@ Examples:
     help="Run agents on a remote session host (token in AGENT_HARNESS_SESSION_TOKEN); it must "
     "see this machine's paths (the worktrees).",
 )
+@click.option(
+    "--audit-db",
+    metavar="URL",
+    callback=from_env("AGENT_HARNESS_AUDIT_DB"),
+    help="Audit database the run is recorded in (default audit.sqlite beside the database; "
+    "env AGENT_HARNESS_AUDIT_DB). If it cannot be written, the run goes on and the drop is "
+    "counted.",
+)
 @click.option("--approve", is_flag=True, help="Show the items that would run and ask first.")
 @click.option("--yes", is_flag=True, help="With --approve: do not ask (unattended runs).")
 @click.option("--json", "as_json", is_flag=True, help="Emit events as JSON lines.")

@@ -43,6 +43,7 @@ def _request(options: dict[str, Any]) -> RunRequest:
         forge=options["forge"],
         github_url=options["github_url"],
         db=options["db"],
+        audit_db=options.get("audit_db"),
         model=options["model"],
         max_attempts=options["max_attempts"],
         agent_timeout_s=options["agent_timeout"],

@@ -16,6 +16,7 @@ from agent_harness.git.worktrees import WorkRepo
 from agent_harness.implement.cli_agent import CliImplementer
 from agent_harness.models.client import ModelClient
 from agent_harness.models.routes import Route
+from agent_harness.pipeline.launch import model_events
 from agent_harness.pipeline.run import Pipeline
 from agent_harness.pipeline.settings import Observer, RunSettings
 from agent_harness.plan.model import Plan
@@ -46,7 +47,9 @@ def demo_pipeline(
     env = _demo_environment()
     agent = preset_for(agent_command)
     route = Route("gpt-demo-reviewer", reviewer_url, "openai", "openai", REVIEWER_KEY_ENV)
-    client = ModelClient({"reviewer": route}, env=env, parking=store)
+    # Every reviewer call is an event, so the audit can price it (or say it cannot).
+    events = model_events(store, f"{tracker.repo}:{plan_key}")
+    client = ModelClient({"reviewer": route}, env=env, parking=store, events=events)
     return Pipeline(
         plan=plan,
         plan_key=plan_key,

@@ -50,6 +50,8 @@ class DemoReport:
     merged: list[tuple[str, int]] = field(default_factory=list)
     reviews: int = 0
     inception: InceptionDemo | None = None  # when the plan came from a paragraph
+    audit_db: Path | None = None  # the audit database the run was recorded in
+    audit_problem: str | None = None  # why it could not be, when it could not
 
     def final_items(self) -> list[dict[str, Any]]:
         if not self.passes:
@@ -165,7 +167,7 @@ def run_demo(
                 _merge_as_a_person(forge.api_url, forge.token, number)
 
             _run_and_merge(pipeline.run, merge, report, step, max_passes)
-            report.reviews = sum(1 for r in model.requests if r.path.endswith("completions"))
+            _finish(report, model.requests, store, step)
         finally:
             tracker.close()
             store.close()
@@ -177,6 +179,22 @@ def _plan_by_inception(report: DemoReport, store: Store, step: Callable[[str], N
 
     report.inception = plan_by_inception(report.workdir, store, step)
     return load_plan(report.inception.plan_path)
+
+
+def _finish(
+    report: DemoReport, requests: list[Any], store: Store, step: Callable[[str], None]
+) -> None:
+    """Count the reviews the model server answered, and record the run in the audit."""
+    from agent_harness.audit.observe import observe
+
+    report.reviews = sum(1 for r in requests if r.path.endswith("completions"))
+    step("recording the run in the audit database")
+    target = report.workdir / "audit.sqlite"
+    recorded = observe(store, str(target))
+    if isinstance(recorded, str):
+        report.audit_problem = recorded
+    else:
+        report.audit_db = target
 
 
 def _run_and_merge(

@@ -185,6 +185,7 @@ class ModelClient:
             tokens_in=done.tokens_in,
             tokens_out=done.tokens_out,
             tokens_cached=done.tokens_cached,
+            tokens_cache_write=done.tokens_cache_write,
             latency_s=latency,
             stop_reason=done.stop_reason,
             failure=None,

@@ -42,6 +42,7 @@ class Completion:
     latency_s: float
     raw: Any = field(repr=False, default=None)
     tool_calls: tuple[ToolCall, ...] = ()
+    tokens_cache_write: int | None = None  # prompt tokens written to the cache (in tokens_in)
 
 
 def build_request(
@@ -128,15 +129,16 @@ def parse_completion(route: Route, response: HttpResponse, stream: bool) -> Comp
     return replace(parsed, raw=raw)
 
 
-def _anthropic_usage(usage: Any) -> tuple[int | None, int | None, int | None]:
+def _anthropic_usage(usage: Any) -> tuple[int | None, int | None, int | None, int | None]:
+    """Tokens in (the whole prompt), out, read from the cache and written to it."""
     if not isinstance(usage, dict):
-        return None, None, None
+        return None, None, None, None
     fresh = _int_or_none(usage.get("input_tokens"))
     created = _int_or_none(usage.get("cache_creation_input_tokens"))
     cached = _int_or_none(usage.get("cache_read_input_tokens"))
     # Anthropic's input_tokens excludes cache reads and writes; the prompt's size is the sum.
     tokens_in = None if fresh is None else fresh + (created or 0) + (cached or 0)
-    return tokens_in, _int_or_none(usage.get("output_tokens")), cached
+    return tokens_in, _int_or_none(usage.get("output_tokens")), cached, created
 
 
 def _anthropic_message(route: Route, raw: dict[str, Any]) -> Completion | Failure:
@@ -159,7 +161,7 @@ def _anthropic_message(route: Route, raw: dict[str, Any]) -> Completion | Failur
                     args if isinstance(args, dict) else {},
                 )
             )
-    tokens_in, tokens_out, cached = _anthropic_usage(raw.get("usage"))
+    tokens_in, tokens_out, cached, created = _anthropic_usage(raw.get("usage"))
     return Completion(
         "".join(texts),
         str(raw.get("model") or route.model),
@@ -170,6 +172,7 @@ def _anthropic_message(route: Route, raw: dict[str, Any]) -> Completion | Failur
         _str_or_none(raw.get("stop_reason")),
         0.0,
         tool_calls=tuple(calls),
+        tokens_cache_write=created,
     )
 
 
@@ -215,9 +218,18 @@ def _anthropic_stream(route: Route, docs: list[Any]) -> Completion | Failure:
     if isinstance(calls, Failure):
         return calls
     text = "".join("".join(texts[i]) for i in sorted(texts))
-    tokens_in, tokens_out, cached = _anthropic_usage(usage)
+    tokens_in, tokens_out, cached, created = _anthropic_usage(usage)
     return Completion(
-        text, model, route.vendor, tokens_in, tokens_out, cached, stop, 0.0, tool_calls=tuple(calls)
+        text,
+        model,
+        route.vendor,
+        tokens_in,
+        tokens_out,
+        cached,
+        stop,
+        0.0,
+        tool_calls=tuple(calls),
+        tokens_cache_write=created,
     )
 
 

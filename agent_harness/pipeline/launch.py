@@ -51,6 +51,7 @@ class RunRequest:
     forge: str | None = None
     github_url: str | None = None
     db: str | None = None
+    audit_db: str | None = None  # None: audit.sqlite beside the work database
     model: str | None = None
     max_attempts: int | None = None
     agent_timeout_s: float | None = None
@@ -112,6 +113,28 @@ def model_events(store: Store, project: str) -> Any:
         store.append_event(project, None, payload_of(kind, payload))
 
     return sink
+
+
+def _recorded_store(stack: ExitStack, settings: Any, request: RunRequest) -> Store:
+    """The work database, closed with `stack`; just before it closes, the run is recorded in
+    the audit database (last in, first out)."""
+    from agent_harness.config import database_url
+    from agent_harness.store.database import open_store
+
+    work_url = database_url(settings, request.db)
+    store = open_store(work_url)
+    stack.callback(store.close)
+    stack.callback(_record_in_audit, store, request.audit_db, work_url)
+    return store
+
+
+def _record_in_audit(store: Store, audit_db: str | None, work_url: str) -> None:
+    """Bring the audit up to date with what the run did. Observation never stops work: when the
+    audit database cannot be written, the drop is counted and `audit health` says so."""
+    from agent_harness.audit.database import audit_url
+    from agent_harness.audit.observe import observe
+
+    observe(store, audit_url(audit_db, work_url))
 
 
 def build_implementer(
@@ -325,7 +348,6 @@ def pipelines_for(
     from agent_harness.models.client import ModelClient
     from agent_harness.models.roles import read_roles, route_of
     from agent_harness.secrets.process import process_env
-    from agent_harness.store.database import open_store
 
     env = process_env() if env is None else dict(env)
     plans = _plans(request, settings)
@@ -335,10 +357,7 @@ def pipelines_for(
         if target.work.resolve() not in works:
             works[target.work.resolve()] = WorkRepo(target.work, state_dir)
     with ExitStack() as stack:
-        from agent_harness.config import database_url
-
-        store = open_store(database_url(settings, request.db))
-        stack.callback(store.close)
+        store = _recorded_store(stack, settings, request)
         trackers: dict[str, GitHubTracker] = {}
         for target, _key, _plan in plans:
             if target.repo not in trackers:

@@ -444,6 +444,7 @@ class ModelCall(ModelEvent):
     tokens_in: int | None = Field(default=None, description="Input tokens, when reported.")
     tokens_out: int | None = Field(default=None, description="Output tokens, when reported.")
     tokens_cached: int | None = Field(default=None, description="Cached input tokens.")
+    tokens_cache_write: int | None = Field(default=None, description="Cache-written input tokens.")
     stop_reason: str | None = Field(default=None, description="Why the model stopped.")
     parked: bool = Field(default=False, description="Refused locally: the endpoint is parked.")
     parked_until: float | None = Field(default=None, description="Epoch seconds it reopens.")

@@ -32,6 +32,7 @@ class ScriptedCompletion:
     input_tokens: int | None = 12
     output_tokens: int | None = 7
     cached_tokens: int | None = None
+    cache_write_tokens: int | None = None  # Anthropic's cache_creation_input_tokens
     model: str | None = None  # None: echo the requested model
     cut_after_events: int | None = None
 

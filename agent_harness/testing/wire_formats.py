@@ -108,6 +108,8 @@ def _anthropic_usage(turn: ScriptedCompletion) -> dict[str, Any]:
         usage["output_tokens"] = turn.output_tokens
     if turn.cached_tokens is not None:
         usage["cache_read_input_tokens"] = turn.cached_tokens
+    if turn.cache_write_tokens is not None:
+        usage["cache_creation_input_tokens"] = turn.cache_write_tokens
     return usage
 
 

@@ -1,0 +1,123 @@
+"""Opt-in readers of other tools' logs, into the same usage records as the harness's own.
+
+Each reader turns one log file into `LogUsage` records (and the lines it could not read); this
+module finds the files, attributes a session to the item whose worktree it ran in, prices the
+usage and hands the rows to ingest. A file of a format no reader recognises is reported as
+such, never guessed at.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_harness.audit.ingest import IngestReport, Skipped, write_rows
+from agent_harness.audit.pricing import Usage
+from agent_harness.audit.records import AuditRow, UsageFacts, priced
+from agent_harness.errors import UsageError
+from agent_harness.secrets.process import process_env
+from agent_harness.store.database import Store
+
+
+@dataclass(frozen=True)
+class LogUsage:
+    """One model call (Claude Code) or one step of a session's cumulative total (Codex)."""
+
+    source_id: str
+    ts: float
+    session: str
+    cwd: str | None
+    vendor: str
+    model: str | None
+    usage: Usage
+
+
+@dataclass
+class LogRead:
+    usages: list[LogUsage]
+    skipped: list[Skipped]
+
+
+Reader = Callable[[Path], LogRead]
+
+
+def _readers() -> dict[str, tuple[Reader, Callable[[], Path]]]:
+    from agent_harness.audit.adapters import claude_code, codex
+
+    return {
+        "claude-code": (claude_code.read, claude_code.default_root),
+        "codex": (codex.read, codex.default_root),
+    }
+
+
+def env_path(name: str, *parts: str) -> Path | None:
+    value = process_env().get(name)
+    return Path(value).joinpath(*parts) if value else None
+
+
+def log_files(root: Path) -> Iterator[Path]:
+    if root.is_file():
+        yield root
+    elif root.is_dir():
+        yield from sorted(root.rglob("*.jsonl"))
+
+
+def worktrees(audit: Store) -> dict[str, tuple[str, str]]:
+    """Each item worktree the audit knows of (from worktree and agent_started events)."""
+    with audit.transaction(write=False) as tx:
+        rows = tx.all(
+            "SELECT project, item, payload FROM audit_events WHERE item IS NOT NULL AND kind "
+            "IN ('worktree', 'agent_started')"
+        )
+    found: dict[str, tuple[str, str]] = {}
+    for project, item, payload in rows:
+        data = json.loads(payload)
+        place = data.get("path") or data.get("worktree")
+        if isinstance(place, str) and place:
+            found[str(Path(place))] = (str(project), str(item))
+    return found
+
+
+def to_row(tool: str, found: LogUsage, places: dict[str, tuple[str, str]]) -> AuditRow:
+    place = places.get(str(Path(found.cwd))) if found.cwd else None
+    project, item = place if place else (None, None)
+    facts = UsageFacts(
+        role="agent",
+        vendor=found.vendor,
+        model=found.model,
+        usage_source=tool,
+        usage=found.usage,
+    )
+    return AuditRow(
+        source_id=found.source_id,
+        source=tool,
+        ts=found.ts,
+        project=project or f"local:{found.cwd or '?'}",
+        item=item,
+        kind="agent.usage",
+        payload=json.dumps(
+            {"session": found.session, "cwd": found.cwd, "model": found.model}, sort_keys=True
+        ),
+        facts=facts,
+        price=priced(facts, found.ts),
+    )
+
+
+def ingest_logs(audit: Store, tool: str, path: Path | None) -> IngestReport:
+    """Read `tool`'s logs under `path` (or their usual place) into the audit, each record once."""
+    readers = _readers()
+    if tool not in readers:
+        raise UsageError(f"no reader for {tool!r}: use claude-code or codex")
+    read, default_root = readers[tool]
+    root = path or default_root()
+    if not root.exists():
+        raise UsageError(f"{root} does not exist: nothing of {tool} to read there")
+    places = worktrees(audit)
+    report = IngestReport(source=tool)
+    for file in log_files(root):
+        found = read(file)
+        rows = [to_row(tool, usage, places) for usage in found.usages]
+        report.absorb(write_rows(audit, tool, rows, 0, found.skipped))
+    return report

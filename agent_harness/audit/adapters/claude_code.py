@@ -1,0 +1,104 @@
+"""Claude Code's project transcripts: `~/.claude/projects/<sanitised cwd>/<session>.jsonl`
+(under `CLAUDE_CONFIG_DIR` when that is set).
+
+Each assistant line carries `message.usage` in Anthropic's terms: `input_tokens` is the
+uncached part only, beside `cache_creation_input_tokens` and `cache_read_input_tokens`. A
+message written as several lines (one per content block) repeats the same usage, so records
+are keyed by message id and request id and counted once (by message id within the session
+when a line has no request id, as from a local stand-in of the API). Synthetic messages (the
+CLI's own notices, model `<synthetic>`) are no model call and are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agent_harness.audit.adapters import LogRead, LogUsage, env_path
+from agent_harness.audit.ingest import Skipped
+from agent_harness.audit.pricing import Usage
+
+SYNTHETIC = "<synthetic>"
+
+
+def default_root() -> Path:
+    return env_path("CLAUDE_CONFIG_DIR", "projects") or Path.home() / ".claude" / "projects"
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _ts(text: Any) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def read(path: Path) -> LogRead:
+    """Usage records of one transcript; unreadable lines are reported with their number."""
+    out = LogRead([], [])
+    seen: set[str] = set()
+    recognised = False
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                out.skipped.append(Skipped(f"{path}:{number}", "not JSON"))
+                continue
+            if not isinstance(line, dict) or "sessionId" not in line or "type" not in line:
+                continue
+            recognised = True
+            found = _usage(line, path, number, out.skipped)
+            if found is not None and found.source_id not in seen:
+                seen.add(found.source_id)
+                out.usages.append(found)
+    if not recognised:
+        out.skipped.append(
+            Skipped(str(path), "not a Claude Code transcript (no line has a type and sessionId)")
+        )
+    return out
+
+
+def _usage(
+    line: dict[str, Any], path: Path, number: int, skipped: list[Skipped]
+) -> LogUsage | None:
+    message = line.get("message")
+    if line.get("type") != "assistant" or not isinstance(message, dict):
+        return None
+    usage = message.get("usage")
+    model = message.get("model")
+    if model == SYNTHETIC or not isinstance(usage, dict):
+        return None
+    message_id, request_id = message.get("id"), line.get("requestId")
+    ts = _ts(line.get("timestamp"))
+    if not isinstance(message_id, str) or ts is None:
+        skipped.append(Skipped(f"{path}:{number}", "an assistant message without id or timestamp"))
+        return None
+    session = str(line.get("sessionId"))
+    # Message id + request id name one API call wherever it was copied (a resumed session
+    # repeats earlier messages); without a request id, only within its own session.
+    key = f"{message_id}:{request_id}" if isinstance(request_id, str) else f"{session}:{message_id}"
+    fresh = _int(usage.get("input_tokens"))
+    written = _int(usage.get("cache_creation_input_tokens"))
+    read_back = _int(usage.get("cache_read_input_tokens"))
+    return LogUsage(
+        source_id=f"claude-code:{key}",
+        ts=ts,
+        session=session,
+        cwd=line.get("cwd") if isinstance(line.get("cwd"), str) else None,
+        vendor="anthropic",
+        model=model if isinstance(model, str) else None,
+        usage=Usage(
+            tokens_in=fresh + written + read_back,  # the whole prompt, as genai-prices counts it
+            tokens_out=_int(usage.get("output_tokens")),
+            cache_read=read_back,
+            cache_write=written,
+        ),
+    )

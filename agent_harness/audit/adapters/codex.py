@@ -1,0 +1,105 @@
+"""Codex's session logs: `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`.
+
+Usage is read from `token_count` events, whose `total_token_usage` is the session's running
+total: each record is the growth of that total since the previous one, never the sum of the
+per-turn figures on top of it. The model is the one the latest `turn_context` named. OpenAI's
+`input_tokens` already includes `cached_input_tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agent_harness.audit.adapters import LogRead, LogUsage, env_path
+from agent_harness.audit.ingest import Skipped
+from agent_harness.audit.pricing import Usage
+
+_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
+
+
+def default_root() -> Path:
+    return env_path("CODEX_HOME", "sessions") or Path.home() / ".codex" / "sessions"
+
+
+def _ts(text: Any) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class _Session:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.id = path.stem
+        self.cwd: str | None = None
+        self.model: str | None = None
+        self.totals = dict.fromkeys(_FIELDS, 0)
+
+
+def read(path: Path) -> LogRead:
+    """Usage records of one session log; unreadable lines are reported with their number."""
+    out = LogRead([], [])
+    session = _Session(path)
+    recognised = False
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                out.skipped.append(Skipped(f"{path}:{number}", "not JSON"))
+                continue
+            if not isinstance(line, dict) or not isinstance(line.get("payload"), dict):
+                continue
+            kind, payload = line.get("type"), line["payload"]
+            if kind == "session_meta":
+                recognised = True
+                session.id = str(payload.get("id") or session.id)
+                session.cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+            elif kind == "turn_context":
+                recognised = True
+                session.model = payload.get("model") or session.model
+                session.cwd = payload.get("cwd") or session.cwd
+            elif kind == "event_msg" and payload.get("type") == "token_count":
+                found = _growth(session, payload, _ts(line.get("timestamp")), number)
+                if found is not None:
+                    out.usages.append(found)
+    if not recognised:
+        out.skipped.append(
+            Skipped(str(path), "not a Codex session log (no session_meta or turn_context line)")
+        )
+    return out
+
+
+def _growth(
+    session: _Session, payload: dict[str, Any], ts: float | None, number: int
+) -> LogUsage | None:
+    info = payload.get("info")
+    total = info.get("total_token_usage") if isinstance(info, dict) else None
+    if not isinstance(total, dict) or ts is None:
+        return None
+    now = {name: int(total.get(name) or 0) for name in _FIELDS}
+    grew = {name: now[name] - session.totals[name] for name in _FIELDS}
+    if not any(grew.values()) or min(grew.values()) < 0:
+        session.totals = now  # a restart of the count: take it as the new base
+        return None
+    session.totals = now
+    return LogUsage(
+        source_id=f"codex:{session.id}:{number}",
+        ts=ts,
+        session=session.id,
+        cwd=session.cwd,
+        vendor="openai",
+        model=session.model,
+        usage=Usage(
+            tokens_in=grew["input_tokens"],
+            tokens_out=grew["output_tokens"],
+            cache_read=grew["cached_input_tokens"],
+            cache_write=grew["cache_write_input_tokens"],
+        ),
+    )

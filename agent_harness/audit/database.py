@@ -1,0 +1,112 @@
+"""Opening the audit database: where it lives, its own migrations, its append-only guards.
+
+The audit database is separate from the work database on purpose: the work database is
+disposable (delete it and the queue starts over), the audit record is not. It reuses the
+store's `Store` for connections and transactions, with its own numbered migrations
+(`agent_harness.audit.schema`) recorded in its own `audit_schema` table.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from agent_harness.audit.schema import AUDIT_MIGRATIONS, PG_GUARDS, SQLITE_GUARDS
+from agent_harness.errors import HarnessError
+from agent_harness.store.database import Clock, SchemaTooNew, Store, open_store
+
+AUDIT_FILE = "audit.sqlite"
+
+_MIGRATION_LOCK_KEY = 0x6A68_6164
+
+
+class AuditUnprotected(HarnessError):
+    """The audit database no longer refuses changes to its rows."""
+
+    exit_code = 2
+
+
+def audit_url(flag: str | None, work_url: str) -> str:
+    """--audit-db / AGENT_HARNESS_AUDIT_DB, else `audit.sqlite` beside the work database (or in
+    the state directory's place when the work database is PostgreSQL)."""
+    if flag:
+        return flag
+    if work_url.startswith(("postgresql://", "postgres://")):
+        return str(Path(".agent-harness") / AUDIT_FILE)
+    return str(Path(work_url.removeprefix("sqlite:///")).parent / AUDIT_FILE)
+
+
+def open_audit(
+    url: str, *, clock: Clock = time.time, schema: str | None = None, check: bool = True
+) -> Store:
+    """Open (and migrate) the audit database at `url` (a path, sqlite:///path or a PostgreSQL
+    URL). A database whose guards were dropped or disabled is refused (`AuditUnprotected`)."""
+    store = open_store(url, clock=clock, schema=schema, migrate=False, check_protection=False)
+    try:
+        migrate(store)
+        if check:
+            missing = unprotected(store)
+            if missing:
+                raise AuditUnprotected(
+                    f"audit database {store.where}: the record is not protected "
+                    f"({', '.join(missing)}); its history may have been changed"
+                )
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def migrate(store: Store) -> int:
+    """Apply the audit migrations this database lacks; returns how many were applied."""
+    known = AUDIT_MIGRATIONS[-1].version
+    postgres = store.dialect.name == "postgresql"
+    with store.transaction() as tx:
+        if postgres:
+            tx.one(
+                "SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))",
+                (_MIGRATION_LOCK_KEY,),
+            )
+        tx.execute(
+            "CREATE TABLE IF NOT EXISTS audit_schema "
+            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        row = tx.one("SELECT MAX(version) FROM audit_schema")
+        current = int(row[0]) if row and row[0] is not None else 0
+        if current > known:
+            raise SchemaTooNew(store.where, current, known)
+        applied = 0
+        for migration in AUDIT_MIGRATIONS:
+            if migration.version <= current:
+                continue
+            for statement in migration.postgres if postgres else migration.sqlite:
+                tx.execute(statement)
+            tx.execute(
+                "INSERT INTO audit_schema (version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, store.clock()),
+            )
+            applied += 1
+    return applied
+
+
+def unprotected(store: Store) -> list[str]:
+    """Each append-only guard that is missing or disabled, in words; empty when intact."""
+    with store.transaction(write=False) as tx:
+        if store.dialect.name == "postgresql":
+            rows = tx.all(
+                "SELECT t.tgname, t.tgenabled FROM pg_trigger t JOIN pg_class c "
+                "ON c.oid = t.tgrelid WHERE c.relnamespace = current_schema()::regnamespace "
+                "AND NOT t.tgisinternal"
+            )
+            found = {str(name): str(enabled) for name, enabled in rows}
+            problems = [f"trigger {name} is missing" for name in PG_GUARDS if name not in found]
+            return problems + [
+                f"trigger {name} is disabled" for name in PG_GUARDS if found.get(name) == "D"
+            ]
+        rows = tx.all("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+        have = {str(name): " ".join(str(sql).split()) for name, sql in rows}
+        return [
+            f"trigger {name} is missing" if name not in have else f"trigger {name} was altered"
+            for name, text in SQLITE_GUARDS.items()
+            if have.get(name) != " ".join(text.split())
+        ]

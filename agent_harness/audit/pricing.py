@@ -1,0 +1,231 @@
+"""Pricing one model call's usage with genai-prices (pydantic's price data), never by hand.
+
+The library counts `input_tokens` as the whole prompt: uncached, cache-read and cache-write
+tokens together, with the two cache counts passed as well so their own rates apply. The
+harness's `tokens_in` is that same total (see `models.wire`), so it is passed unchanged; the
+uncached part alone would price cache reads at nothing. An unknown provider or model (the
+library raises LookupError) has no price: the cost is None with the reason, never 0.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+# The harness's vendor names where genai-prices calls the provider otherwise.
+_PROVIDER_OF = {"gemini": "google", "claude": "anthropic", "claude-code": "anthropic"}
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens of one call: `tokens_in` is the whole prompt, cache reads and writes included."""
+
+    tokens_in: int | None
+    tokens_out: int | None
+    cache_read: int | None = None
+    cache_write: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """What a call cost in USD, or None with `reason`; `version` names the price data used."""
+
+    cost_usd: float | None
+    reason: str | None
+    version: str | None
+
+
+def price_data_version() -> str:
+    """Which price data priced a row: the library's version, and its snapshot's date when the
+    prices were updated at run time rather than bundled."""
+    snapshot = _snapshot()
+    return _version_of(snapshot.from_auto_update, snapshot.timestamp)
+
+
+def _snapshot() -> Any:
+    """The price data in use (the bundled snapshot, or one `UpdatePrices` installed)."""
+    global _get_snapshot
+    if _get_snapshot is None:
+        from genai_prices import data_snapshot
+
+        _get_snapshot = data_snapshot.get_snapshot
+    return _get_snapshot()
+
+
+_get_snapshot: Any = None
+
+
+@functools.lru_cache(maxsize=16)
+def _version_of(updated: bool, stamp: datetime) -> str:
+    import genai_prices
+
+    version = f"genai-prices {genai_prices.__version__}"
+    if updated:
+        version += f" (updated {stamp.isoformat(timespec='seconds')})"
+    return version
+
+
+def price(vendor: str | None, model: str | None, usage: Usage, at: float) -> Price:
+    """The cost of one call made at epoch second `at`, or None and why it is unknown."""
+    if not model:
+        return Price(None, "the model was not reported", None)
+    if not vendor:
+        return Price(None, "the provider was not reported", None)
+    if usage.tokens_in is None and usage.tokens_out is None:
+        return Price(None, "no token usage was reported", None)
+    cache = (usage.cache_read or 0) + (usage.cache_write or 0)
+    if cache > (usage.tokens_in or 0):
+        return Price(
+            None, f"cache tokens ({cache}) exceed the input tokens ({usage.tokens_in or 0})", None
+        )
+    return _PRICES.price(_PROVIDER_OF.get(vendor.lower(), vendor.lower()), model, usage, at)
+
+
+def _exact(provider: str, model: str, usage: Usage, at: float) -> Decimal:
+    """The library's own calculation (raises LookupError for an unknown provider or model)."""
+    from genai_prices import Usage as LibUsage
+    from genai_prices import calc_price
+
+    found = calc_price(
+        LibUsage(
+            input_tokens=usage.tokens_in or 0,
+            cache_read_tokens=usage.cache_read or 0,
+            cache_write_tokens=usage.cache_write or 0,
+            output_tokens=usage.tokens_out or 0,
+        ),
+        model_ref=model,
+        provider_id=provider,
+        genai_request_timestamp=datetime.fromtimestamp(at, UTC),
+    )
+    return Decimal(found.total_price)
+
+
+# The price fields of the four token counts a call reports; a model priced by anything else
+# as well (per request, per search) may charge what these counts cannot show.
+_TOKEN_FIELDS = ("input_mtok", "cache_read_mtok", "cache_write_mtok", "output_mtok")
+
+PICO = 10**12
+
+# Provider, model, UTC day number, price-data version.
+_Key = tuple[str, str, int, str]
+
+# A fast result is compared with the library's again every so many calls, as well as first.
+_RECHECK_EVERY = 500
+
+
+class _Prices:
+    """genai-prices, made affordable per call without leaving it.
+
+    `calc_price` takes about a millisecond a call (it resolves and validates the model's whole
+    price structure each time), twenty times an insert. For a model whose price that day is per
+    token only, the cost is the library's own per-million rates (at the tier the prompt size
+    selects) times the counts; that sum is used only after it matched `calc_price` exactly for
+    this provider, model and day, and is compared again every few hundred calls. On any
+    difference the model is priced by `calc_price` alone from then on. Lookups that fail are
+    remembered too, as the library does not cache them.
+    """
+
+    def __init__(self) -> None:
+        self._misses: dict[tuple[str, str, str], str] = {}
+        self._models: dict[_Key, _Rates | None] = {}
+        self._trusted: dict[_Key, bool] = {}
+        self._calls = 0
+
+    def price(self, provider: str, model: str, usage: Usage, at: float) -> Price:
+        version = price_data_version()
+        name = model.lower()
+        miss = self._misses.get((provider, name, version))
+        key: _Key = (provider, name, int(at // 86_400), version)
+        if miss is not None:
+            return Price(None, miss, version)
+        self._calls += 1
+        fast = self._linear(key, usage, at)
+        trusted = self._trusted.get(key)
+        if fast is not None and trusted and self._calls % _RECHECK_EVERY:
+            return Price(fast / PICO, None, version)
+        try:
+            exact = _exact(provider, model, usage, at)
+        except LookupError as exc:
+            reason = f"no price known: {exc}"
+            self._misses[(provider, name, version)] = reason
+            return Price(None, reason, version)
+        if fast is not None:
+            self._trusted[key] = Decimal(fast) / PICO == exact and trusted is not False
+        return Price(float(exact), None, version)
+
+    def _linear(self, key: _Key, usage: Usage, at: float) -> int | None:
+        """The per-token sum in pico-dollars (exact integers), or None when the model's price
+        is not per token only."""
+        if self._trusted.get(key) is False:
+            return None
+        rates = self._rates(key, at)
+        if rates is None:
+            return None
+        total_in = usage.tokens_in or 0
+        read, write = usage.cache_read or 0, usage.cache_write or 0
+        counts = (total_in - read - write, read, write, usage.tokens_out or 0)
+        cost = 0
+        for rate, count in zip(rates, counts, strict=True):
+            if not count:
+                continue
+            if rate is None:
+                return None  # the library decides what an unpriced kind of token costs
+            base, tiers = rate
+            for start, tier_rate in tiers:  # highest first: the tier the prompt's size selects
+                if total_in > start:
+                    base = tier_rate
+                    break
+            cost += base * count
+        return cost
+
+    def _rates(self, key: _Key, at: float) -> _Rates | None:
+        if key not in self._models:
+            self._models[key] = _rates_of(key, at)
+        found: _Rates | None = self._models[key]
+        return found
+
+
+# Per token kind: the base rate and the tiers (start, rate), highest start first, in
+# pico-dollars per token; None for a kind the model has no price for.
+_Rate = tuple[int, tuple[tuple[int, int], ...]]
+_Rates = tuple[_Rate | None, ...]
+
+# Prices a call's four counts cannot show: a model priced by these as well keeps the fast
+# path (the counts are zero); one priced by anything else is priced by the library alone.
+_ALSO_ALLOWED = {"cache_write_1h_mtok", "web_searches_kcount", "storage_searches_kcount"}
+
+
+def _rates_of(key: _Key, at: float) -> _Rates | None:
+    try:
+        _, info = _snapshot().find_provider_model(key[1], None, key[0], None)
+    except LookupError:
+        return None
+    prices = info.get_prices(datetime.fromtimestamp(at, UTC))
+    fields = {name: value for name, value in vars(prices).items() if value is not None}
+    if not set(fields) <= set(_TOKEN_FIELDS) | _ALSO_ALLOWED:
+        return None
+    rates: list[_Rate | None] = []
+    for name in _TOKEN_FIELDS:
+        value = fields.get(name)
+        if value is None:
+            rates.append(None)
+            continue
+        tiers = getattr(value, "tiers", None)
+        base = _pico(value.base if tiers is not None else value)
+        steps = [(int(t.start), _pico(t.price)) for t in reversed(tiers or [])]
+        if base is None or any(rate is None for _, rate in steps):
+            return None
+        rates.append((base, tuple((start, rate) for start, rate in steps if rate is not None)))
+    return tuple(rates)
+
+
+def _pico(per_million: Any) -> int | None:
+    """USD per million tokens as whole pico-dollars per token; None if not whole."""
+    value = Decimal(per_million) * 1_000_000
+    return int(value) if value == value.to_integral_value() else None
+
+
+_PRICES = _Prices()

@@ -1,0 +1,229 @@
+"""One audited row: an event as the audit keeps it, with its usage and its price.
+
+Where usage comes from, and what it is called:
+- `model.call` events: one call of the harness's own model client. Priced here, per call
+  (`usage_source` "api").
+- `agent_finished` and a CLI agent's `review`: what a CLI agent said about its own run, per
+  attempt (`usage_source` "cli"). The CLI's own cost figure is kept as `reported_cost_usd`,
+  beside (never instead of) the price computed here, which needs the model the CLI seldom names.
+  A model reviewer's `review` is not usage: its calls are already `model.call` events.
+- adapter rows (Claude Code transcripts, Codex session logs): "claude-code" / "codex".
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_harness.audit.pricing import Price, Usage, price
+from agent_harness.store.events import (
+    STORED_MODELS,
+    AgentFinished,
+    Event,
+    ModelCall,
+    Outcome,
+    Reviewed,
+    read_payload,
+)
+
+
+def day_of(ts: float) -> str:
+    """The UTC day an instant belongs to, as YYYY-MM-DD."""
+    return _day_number(int(ts // 86_400))
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_number(number: int) -> str:
+    return datetime.fromtimestamp(number * 86_400, UTC).strftime("%Y-%m-%d")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageFacts:
+    """Who used what: the role, where the call went, the tokens and any cost the tool reported."""
+
+    role: str
+    vendor: str | None
+    model: str | None
+    usage_source: str
+    usage: Usage
+    reported_cost_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """A row of `audit_events`, ready to insert."""
+
+    source_id: str
+    source: str
+    ts: float
+    project: str
+    item: str | None
+    kind: str
+    payload: str
+    outcome: str | None = None  # a review's verdict (approved, rejected) or an outcome's state
+    facts: UsageFacts | None = None
+    price: Price | None = None
+
+    @property
+    def day(self) -> str:
+        return day_of(self.ts)
+
+    def values(self, ingested_at: float) -> tuple[Any, ...]:
+        facts, cost = self.facts, self.price
+        return (
+            self.source_id,
+            self.source,
+            self.ts,
+            self.day,
+            self.project,
+            self.item,
+            self.kind,
+            self.payload,
+            self.outcome,
+            facts.role if facts else None,
+            facts.vendor if facts else None,
+            facts.model if facts else None,
+            facts.usage_source if facts else None,
+            facts.usage.tokens_in if facts else None,
+            facts.usage.tokens_out if facts else None,
+            facts.usage.cache_read if facts else None,
+            facts.usage.cache_write if facts else None,
+            cost.cost_usd if cost else None,
+            cost.reason if cost else None,
+            cost.version if cost else None,
+            facts.reported_cost_usd if facts else None,
+            ingested_at,
+        )
+
+
+INSERT_ROW = (
+    "INSERT INTO audit_events (source_id, source, ts, day, project, item, kind, payload, outcome, "
+    "role, vendor, model, usage_source, tokens_in, tokens_out, cache_read, cache_write, cost_usd, "
+    "cost_reason, price_version, reported_cost_usd, ingested_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT DO NOTHING"
+)
+
+
+def usage_of(payload: object) -> UsageFacts | None:
+    """The usage an event's payload stands for, or None when it is not usage."""
+    if isinstance(payload, ModelCall):
+        if payload.failure is not None or payload.parked:
+            return None
+        return UsageFacts(
+            role=payload.role or "unknown",
+            vendor=payload.vendor,
+            model=payload.model,
+            usage_source="api",
+            usage=Usage(
+                payload.tokens_in,
+                payload.tokens_out,
+                payload.tokens_cached,
+                payload.tokens_cache_write,
+            ),
+        )
+    if isinstance(payload, AgentFinished):
+        if payload.tokens_in is None and payload.tokens_out is None and payload.cost_usd is None:
+            return None
+        return UsageFacts(
+            role="implementer",
+            vendor=None,
+            model=None,
+            usage_source="cli",
+            usage=Usage(payload.tokens_in, payload.tokens_out),
+            reported_cost_usd=payload.cost_usd,
+        )
+    if isinstance(payload, Reviewed) and payload.model is None:
+        if payload.tokens_in is None and payload.tokens_out is None and payload.cost_usd is None:
+            return None
+        return UsageFacts(
+            role="reviewer",
+            vendor=payload.vendor,
+            model=None,
+            usage_source="cli",
+            usage=Usage(payload.tokens_in, payload.tokens_out),
+            reported_cost_usd=payload.cost_usd,
+        )
+    return None
+
+
+def priced(facts: UsageFacts | None, ts: float) -> Price | None:
+    if facts is None:
+        return None
+    if facts.usage_source == "cli" and facts.model is None:
+        return Price(None, "the CLI did not name its model; see its reported cost", None)
+    return price(facts.vendor, facts.model, facts.usage, ts)
+
+
+def outcome_of(payload: object) -> str | None:
+    """What an event decided, where that is counted: a review's verdict, an outcome's state."""
+    if isinstance(payload, Reviewed):
+        return "approved" if payload.approved else "rejected"
+    if isinstance(payload, Outcome):
+        return payload.to
+    return None
+
+
+# The kinds whose payload the audit reads (usage, verdicts, outcomes); any other event is kept
+# as the text the work log holds, unparsed.
+READ_KINDS = frozenset({"model.call", "agent_finished", "review", "outcome"})
+
+
+def row_of_event(event: Event, log_id: str) -> AuditRow:
+    """The audit row of one work-log event (see `row_of_stored`)."""
+    return row_of_stored(
+        (
+            event.id,
+            event.ts,
+            event.project,
+            event.item,
+            event.kind,
+            json.dumps(event.payload.as_dict(), sort_keys=True, default=str),
+            event.external_id,
+        ),
+        log_id,
+    )
+
+
+def _typed(kind: str, payload: str) -> object:
+    """The payload as its model, parsed straight from its JSON; as `read_payload` has it (a
+    `RawPayload` with the problem) when its fields do not fit."""
+    try:
+        return STORED_MODELS[kind].model_validate_json(payload)
+    except ValidationError:
+        data = json.loads(payload)
+        return read_payload(kind, data if isinstance(data, dict) else {})
+
+
+def row_of_stored(stored: tuple[Any, ...], log_id: str) -> AuditRow:
+    """The audit row of a work-log row (id, ts, project, item, kind, payload, external_id). An
+    event that came from outside (an ingested JSONL line) keeps its own id, so the same line
+    reaches the audit once whichever log carried it."""
+    event_id, ts, project, item, kind, payload, external_id = stored
+    if external_id is not None:
+        source_id, source = f"ext:{external_id}", "jsonl"
+    else:
+        source_id, source = f"work:{log_id}:{event_id}", "work"
+    facts: UsageFacts | None = None
+    outcome: str | None = None
+    if kind in READ_KINDS:
+        typed = _typed(kind, payload)
+        facts = usage_of(typed)
+        outcome = outcome_of(typed)
+    return AuditRow(
+        source_id=source_id,
+        source=source,
+        ts=float(ts),
+        project=project,
+        item=item,
+        kind=kind,
+        payload=payload,
+        outcome=outcome,
+        facts=facts,
+        price=priced(facts, float(ts)),
+    )

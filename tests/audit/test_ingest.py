@@ -1,0 +1,141 @@
+"""Ingest: each event once, from a high-water mark; safe twice at once and after a failure."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from agent_harness.audit.database import open_audit
+from agent_harness.audit.history import events
+from agent_harness.audit.ingest import high_water, ingest_work_store, log_id
+from agent_harness.audit.observe import watch
+from agent_harness.store.database import SqliteStore, Store, StoreError, open_store
+from agent_harness.testing.clock import FakeClock
+from tests.audit.conftest import PROJECT, AuditEngine, work_an_item
+
+pytestmark = pytest.mark.integration
+
+
+def _rows(audit: Store) -> list[str]:
+    with audit.transaction(write=False) as tx:
+        return [str(r[0]) for r in tx.all("SELECT source_id FROM audit_events ORDER BY id")]
+
+
+def test_ingesting_again_adds_nothing_and_reads_on_from_the_mark(
+    sqlite_work: Store, sqlite_audit: Store, clock: FakeClock
+) -> None:
+    audit = sqlite_audit
+    work_an_item(sqlite_work, clock, "T1")
+    first = ingest_work_store(sqlite_work, audit)
+    assert (first.added, first.deliveries) == (7, 1)
+    assert ingest_work_store(sqlite_work, audit).added == 0
+    work_an_item(sqlite_work, clock, "T2")
+    later = ingest_work_store(sqlite_work, audit)
+    # Only the new events were read: none came back as a duplicate.
+    assert (later.added, later.duplicates) == (7, 0)
+    assert high_water(audit, f"work:{log_id(sqlite_work)}") == 14
+    assert len(set(_rows(audit))) == 14
+
+
+def test_two_ingests_at_once_record_each_event_once(
+    sqlite_work: Store, audit_engine: AuditEngine, clock: FakeClock
+) -> None:
+    for number in range(20):
+        work_an_item(sqlite_work, clock, f"T{number}")
+    results: list[int] = []
+    failures: list[BaseException] = []
+
+    def one() -> None:
+        audit = audit_engine.open(clock)
+        try:
+            results.append(ingest_work_store(sqlite_work, audit, batch=7).added)
+        except BaseException as exc:  # reported below, so a failed thread fails the test
+            failures.append(exc)
+        finally:
+            audit.close()
+            sqlite_work.forget_thread()
+
+    threads = [threading.Thread(target=one) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    assert sum(results) == 140
+    audit = audit_engine.open(clock)
+    try:
+        assert len(_rows(audit)) == 140
+        with audit.transaction(write=False) as tx:
+            assert tx.one("SELECT COUNT(*) FROM deliveries") == (20,)
+    finally:
+        audit.close()
+
+
+def test_a_run_that_fails_leaves_nothing_and_the_next_catches_up(
+    sqlite_work: Store, db_dir: Path, clock: FakeClock
+) -> None:
+    path = db_dir / "locked-audit.sqlite"
+    open_audit(str(path), clock=clock).close()
+    impatient = SqliteStore(path, clock=clock, busy_timeout_s=0.05)
+    work_an_item(sqlite_work, clock, "T1")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer holds the database: this run fails
+    try:
+        with pytest.raises(StoreError, match="locked"):
+            ingest_work_store(sqlite_work, impatient)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert _rows(impatient) == []
+    assert high_water(impatient, f"work:{log_id(sqlite_work)}") == 0
+    assert ingest_work_store(sqlite_work, impatient).added == 7
+    impatient.close()
+
+
+def test_recreating_the_work_database_is_a_new_log_not_a_repeat(
+    db_dir: Path, sqlite_audit: Store, clock: FakeClock
+) -> None:
+    audit = sqlite_audit
+    path = db_dir / "harness.sqlite"
+    for _ in range(2):
+        work = open_store(str(path), clock=clock)
+        work_an_item(work, clock, "T1")
+        clock.advance(1)
+        assert ingest_work_store(work, audit).added == 7
+        work.close()
+        for leftover in path.parent.glob("harness.sqlite*"):
+            leftover.unlink()
+    assert len(events(audit, project=PROJECT, limit=100).events) == 14
+
+
+def test_a_watch_records_every_round_and_maintains_once_a_utc_day(
+    sqlite_work: Store, db_dir: Path, clock: FakeClock
+) -> None:
+    target = str(db_dir / "watched.sqlite")
+    rounds: list[object] = []
+
+    def nap(seconds: float) -> None:  # half a day passes, and another item is worked
+        clock.advance(seconds)
+        work_an_item(sqlite_work, clock, f"T{len(rounds)}")
+
+    work_an_item(sqlite_work, clock, "T-first")
+    done = watch(
+        sqlite_work,
+        target,
+        every_s=12 * 3600,
+        sleep=nap,
+        stop=lambda: len(rounds) >= 5,
+        on_round=rounds.append,
+    )
+    assert done.problems == []
+    assert done.recorded == 5 * 7  # T-first and four more, each once
+    assert len(done.maintained) == len(set(done.maintained)) == 3  # 2.5 days: three UTC days
+    audit = open_audit(target, clock=clock)
+    try:
+        with audit.transaction(write=False) as tx:
+            assert tx.one("SELECT COUNT(*) FROM maintenance_runs") == (3,)
+    finally:
+        audit.close()

@@ -1,0 +1,165 @@
+"""`agent-harness ingest` and `agent-harness audit …` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_harness.cli import main
+from agent_harness.store.database import open_store
+from agent_harness.testing.clock import FakeClock
+from tests.audit.conftest import work_an_item
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def work(db_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A work database with two items' lives in it, named by AGENT_HARNESS_DB."""
+    path = db_dir / "harness.sqlite"
+    monkeypatch.setenv("AGENT_HARNESS_DB", str(path))
+    monkeypatch.delenv("AGENT_HARNESS_AUDIT_DB", raising=False)
+    clock = FakeClock(start=1_780_000_000)
+    with open_store(str(path), clock=clock) as store:
+        work_an_item(store, clock, "T1")
+        clock.advance(86400)
+        work_an_item(store, clock, "T2", approved=False, outcome="closed")
+    return path
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str, code: int = 0) -> dict:  # type: ignore[type-arg]
+    assert main([*args, "--json"]) == code
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_ingest_then_every_answer_reads_the_audit_beside_the_work_database(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ingest"]) == 0
+    assert "audit: 14 recorded, 0 already there, 2 deliveries" in capsys.readouterr().out
+    assert (work.parent / "audit.sqlite").exists()
+    assert _json(capsys, "ingest")["audit"]["added"] == 0
+    spent = _json(capsys, "audit", "cost")
+    assert spent["summary"].endswith(
+        "+ 4 calls of unknown price (the CLIs reported $0.04 themselves over 2)"
+    )
+    done = _json(capsys, "audit", "delivery")
+    assert (done["merged"], done["closed"], done["rejection_rate"]) == (1, 1, 0.5)
+    page = _json(capsys, "audit", "events", "--limit", "10")
+    assert [e["id"] for e in page["events"]] == list(range(1, 11))
+    assert page["next_after"] == 10
+    assert _json(capsys, "audit", "health")["ok"] is True
+    assert main(["audit", "delivery"]) == 0
+    shown = capsys.readouterr().out
+    assert "1 merged, 1 closed, 0 reverted" in shown
+    assert "█" in shown  # the per-day bars
+
+
+def test_a_malformed_line_is_skipped_and_counted_with_its_number(
+    work: Path, db_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = db_dir / "ci.jsonl"
+    lines.write_text('{"id": "ci-1", "kind": "ci_passed", "item": "T1"}\n{oops\n')
+    assert main(["ingest", "--events", str(lines), "--project", "me/app:PLAN"]) == 1
+    captured = capsys.readouterr()
+    assert f"{lines}:2: not JSON" in captured.err
+    assert "audit: 15 recorded" in captured.out
+    health = _json(capsys, "audit", "health", code=1)
+    assert health["skipped_lines"] == 1
+    assert health["problems"] == ["1 lines or records could not be read"]
+
+
+def test_an_audit_database_that_cannot_be_written_is_a_counted_drop(
+    work: Path, db_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = db_dir / "not-a-directory"
+    blocker.write_text("")
+    assert main(["ingest", "--audit-db", str(blocker / "audit.sqlite")]) == 1
+    assert "counted as a drop" in capsys.readouterr().err
+    assert main(["ingest"]) == 0  # the good one catches up from the work log
+    capsys.readouterr()
+    health = _json(capsys, "audit", "health", code=1)
+    assert health["drops"]["count"] == 1
+    assert "could not be written" in health["problems"][0]
+
+
+def test_a_baseline_is_recorded_once_and_a_second_is_refused(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ingest"]) == 0
+    capsys.readouterr()
+    [row] = _json(capsys, "audit", "baselines", "--baseline", "30:30:before")
+    assert (row["baseline_per_day"], row["measured_per_day"]) == (1.0, 0.5)
+    assert main(["audit", "baselines", "--baseline", "60:30:before"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: baseline 'before' is already recorded, and baselines never change; "
+        "record a new one under another label"
+    )
+    assert main(["audit", "baselines", "--baseline", "lots"]) == 2
+
+
+def test_a_day_that_is_not_a_day_is_refused_in_one_line(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ingest"]) == 0
+    capsys.readouterr()
+    assert main(["audit", "cost", "--since", "last week"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: since 'last week' is not a UTC day: write it as YYYY-MM-DD"
+    )
+
+
+def test_reading_before_anything_was_recorded_says_what_to_do(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", "cost"]) == 2
+    assert "run `agent-harness ingest`" in capsys.readouterr().err
+
+
+def test_a_transcript_of_no_known_format_is_reported(
+    work: Path, db_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    odd = db_dir / "odd.jsonl"
+    odd.write_text('{"hello": "world"}\n')
+    assert main(["ingest", "--from", "claude-code", str(odd)]) == 1
+    assert "not a Claude Code transcript" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["audit"],
+        ["audit", "cost"],
+        ["audit", "delivery"],
+        ["audit", "health"],
+        ["audit", "events"],
+        ["audit", "baselines"],
+        ["audit", "maintain"],
+    ],
+)
+def test_help_has_examples(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*args, "--help"]) == 0
+    assert "agent-harness" in capsys.readouterr().out
+
+
+def test_maintain_rolls_up_and_thins_and_the_answers_stay(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ingest"]) == 0
+    capsys.readouterr()
+    before = (_json(capsys, "audit", "cost"), _json(capsys, "audit", "delivery"))
+    done = _json(capsys, "audit", "maintain", "--retention-days", "0")
+    assert done["rolled"] == done["thinned"] == 14  # the fixture's days are long complete
+    assert (_json(capsys, "audit", "cost"), _json(capsys, "audit", "delivery")) == before
+    days = json.loads(_json_list(capsys, "audit", "rollups"))
+    assert sum(day["events"] for day in days) == 14
+    assert [day["rejections"] for day in days if day["reviews"]] == [0, 1]
+    page = _json(capsys, "audit", "events")
+    assert page["events"] == [] and page["thinned_before"] is not None
+
+
+def _json_list(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main([*args, "--json"]) == 0
+    return capsys.readouterr().out
