@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent_harness.forge import issues, pulls, repos
+from agent_harness.forge import checks, issues, protection, pulls, repos, reviews, search
 from agent_harness.forge.accounting import RequestLog
 from agent_harness.forge.db import ForgeDB
 from agent_harness.forge.errors import ApiError, ForgeDataError, ForgeError
@@ -86,7 +86,7 @@ class Forge:
         # pages of a forge that is serving on a passing port (see forge/local.py).
         self.web_url: str | None = None
         self.router = Router()
-        for module in (repos, issues, pulls):
+        for module in (checks, protection, repos, issues, pulls, reviews, search):
             module.register(self.router)
         with self.db.transaction():
             self._ensure_user(login, "User")

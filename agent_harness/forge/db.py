@@ -105,6 +105,67 @@ MIGRATIONS: list[str] = [
     CREATE INDEX issues_by_repo_state ON issues (repo_id, state);
     CREATE INDEX comments_by_issue ON comments (issue_id);
     """,
+    # Commit statuses, check runs, pull request reviews and their line comments, branch
+    # protection: what CI and reviewers say about a pull request.
+    """
+    CREATE TABLE statuses (
+        id INTEGER PRIMARY KEY,
+        repo_id INTEGER NOT NULL REFERENCES repos(id),
+        sha TEXT NOT NULL,
+        state TEXT NOT NULL,
+        context TEXT NOT NULL,
+        description TEXT,
+        target_url TEXT,
+        creator_id INTEGER NOT NULL REFERENCES users(id),
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX statuses_by_sha ON statuses (repo_id, sha);
+    CREATE TABLE check_runs (
+        id INTEGER PRIMARY KEY,
+        repo_id INTEGER NOT NULL REFERENCES repos(id),
+        head_sha TEXT NOT NULL,
+        name TEXT NOT NULL,
+        status TEXT NOT NULL,
+        conclusion TEXT,
+        external_id TEXT,
+        details_url TEXT,
+        started_at TEXT,
+        completed_at TEXT,
+        title TEXT,
+        summary TEXT,
+        text TEXT
+    );
+    CREATE INDEX check_runs_by_sha ON check_runs (repo_id, head_sha);
+    CREATE TABLE reviews (
+        id INTEGER PRIMARY KEY,
+        pull_id INTEGER NOT NULL REFERENCES pulls(id),
+        user_id INTEGER NOT NULL REFERENCES users(id),
+        body TEXT NOT NULL,
+        state TEXT NOT NULL,
+        commit_id TEXT NOT NULL,
+        submitted_at TEXT
+    );
+    CREATE TABLE review_comments (
+        id INTEGER PRIMARY KEY,
+        pull_id INTEGER NOT NULL REFERENCES pulls(id),
+        review_id INTEGER REFERENCES reviews(id),
+        user_id INTEGER NOT NULL REFERENCES users(id),
+        path TEXT NOT NULL,
+        line INTEGER,
+        side TEXT NOT NULL DEFAULT 'RIGHT',
+        body TEXT NOT NULL,
+        commit_id TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE TABLE protections (
+        repo_id INTEGER NOT NULL REFERENCES repos(id),
+        branch TEXT NOT NULL,
+        rules TEXT NOT NULL,
+        PRIMARY KEY (repo_id, branch)
+    );
+    """,
 ]
 
 

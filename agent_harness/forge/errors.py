@@ -43,7 +43,7 @@ class ApiError(ForgeError):
         self,
         status: int,
         message: str,
-        errors: list[dict[str, Any]] | None = None,
+        errors: list[Any] | None = None,
         documentation_url: str = DOCS,
         headers: dict[str, str] | None = None,
     ) -> None:

@@ -28,6 +28,8 @@ def register(router: Router) -> None:
     router.add("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}", update_comment)
     router.add("GET", "/repos/{owner}/{repo}/issues/{issue_number}", get_issue)
     router.add("PATCH", "/repos/{owner}/{repo}/issues/{issue_number}", update_issue)
+    router.add("PUT", "/repos/{owner}/{repo}/issues/{issue_number}/lock", lock_issue)
+    router.add("DELETE", "/repos/{owner}/{repo}/issues/{issue_number}/lock", unlock_issue)
     router.add("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", list_comments)
     router.add("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments", create_comment)
     router.add("GET", "/repos/{owner}/{repo}/issues/{issue_number}/labels", list_issue_labels)
@@ -216,6 +218,28 @@ def create_issue(call: Call) -> Reply:
 def get_issue(call: Call) -> Reply:
     ctx = call.repo()
     return Reply(200, render_issue(call, ctx, issue_row(call, ctx, call.int_param("issue_number"))))
+
+
+_LOCK_REASONS = ("off-topic", "too heated", "resolved", "spam")
+
+
+def lock_issue(call: Call) -> Reply:
+    ctx = call.writable_repo()
+    row = issue_row(call, ctx, call.int_param("issue_number"))
+    reason = call.json().get("lock_reason")
+    if reason is not None and reason not in _LOCK_REASONS:
+        raise validation_failed("Issue", "lock_reason", "invalid")
+    call.forge.db.run("UPDATE issues SET locked = 1 WHERE id = ?", row["id"])
+    return Reply(204)
+
+
+def unlock_issue(call: Call) -> Reply:
+    ctx = call.writable_repo()
+    row = issue_row(call, ctx, call.int_param("issue_number"))
+    if not row["locked"]:
+        raise not_found()
+    call.forge.db.run("UPDATE issues SET locked = 0 WHERE id = ?", row["id"])
+    return Reply(204)
 
 
 def update_issue(call: Call) -> Reply:

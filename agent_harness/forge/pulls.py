@@ -12,9 +12,11 @@ import re
 import sqlite3
 from typing import Any
 
+from agent_harness.forge.checks import commit_state
 from agent_harness.forge.errors import ApiError, not_found, validation_failed
 from agent_harness.forge.gitrepo import Identity
 from agent_harness.forge.issues import issue_row, update_issue_fields
+from agent_harness.forge.protection import refuse_merge
 from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 from agent_harness.forge.shapes import node_id, noreply_email
 
@@ -128,7 +130,20 @@ def _head_and_base(
     }
 
 
-_MERGEABLE_STATE: dict[bool | None, str] = {None: "unknown", True: "clean", False: "dirty"}
+def mergeable_state(
+    call: Call, ctx: RepoContext, mergeable: bool | None, base_sha: str, head_sha: str
+) -> str:
+    """GitHub's word for whether a pull can merge: `dirty` (it conflicts), `behind` (the base
+    moved on since the head branched), `unstable` (a check or status failed), `clean`."""
+    if mergeable is None:
+        return "unknown"
+    if not mergeable:
+        return "dirty"
+    if ctx.git.merge_base(base_sha, head_sha) != base_sha:
+        return "behind"
+    if commit_state(call, ctx, head_sha) in ("failure", "pending"):
+        return "unstable"
+    return "clean"
 
 
 def _merge_facts(
@@ -150,15 +165,20 @@ def _merge_facts(
         "merged": merged,
         "mergeable": mergeable,
         "rebaseable": mergeable,
-        "mergeable_state": _MERGEABLE_STATE[mergeable],
+        "mergeable_state": mergeable_state(call, ctx, mergeable, base_sha, head_sha),
         "merged_by": call.render.user_by_id(pull["merged_by_id"]),
-        "review_comments": 0,
+        "review_comments": _count(call, "review_comments", pull["id"]),
         "maintainer_can_modify": bool(pull["maintainer_can_modify"]),
         "commits": ctx.git.count(merge_base, head_sha),
         "additions": sum(f.additions for f in files),
         "deletions": sum(f.deletions for f in files),
         "changed_files": len(files),
     }
+
+
+def _count(call: Call, table: str, pull_id: int) -> int:
+    row = call.forge.db.one(f"SELECT COUNT(*) AS n FROM {table} WHERE pull_id = ?", pull_id)
+    return int(row["n"]) if row else 0
 
 
 def _pull_rows(call: Call, ctx: RepoContext) -> tuple[sqlite3.Row, sqlite3.Row]:
@@ -362,6 +382,7 @@ def merge_pull(call: Call) -> Reply:
         raise ApiError(405, NOT_MERGEABLE)
     if data.get("sha") and data["sha"] != head_sha:
         raise ApiError(409, "Head branch was modified. Review and try the merge again.")
+    refuse_merge(call, ctx, pull, base_sha, head_sha)
     now = call.forge.now()
     who = Identity(call.user["login"], noreply_email(call.user["id"], call.user["login"]), now)
     web = Identity("GitHub", "noreply@github.com", now)

@@ -24,6 +24,7 @@ def register(router: Router) -> None:
     router.add("POST", "/orgs/{org}/repos", create_org_repo)
     router.add("GET", "/repos/{owner}/{repo}", get_repo)
     router.add("PATCH", "/repos/{owner}/{repo}", update_repo)
+    router.add("GET", "/repositories/{repository_id}", get_repo_by_id)
     router.add("GET", "/repos/{owner}/{repo}/branches", list_branches)
     router.add("GET", "/repos/{owner}/{repo}/branches/{branch}", get_branch)
     router.add("GET", "/repos/{owner}/{repo}/commits", list_commits)
@@ -114,6 +115,8 @@ def update_repo(call: Call) -> Reply:
     data = call.json()
     if ctx.row["archived"] and data.get("archived") is not False:
         raise ApiError(403, "Repository was archived so is read-only.")
+    if "name" in data and data["name"] != ctx.row["name"]:
+        _rename(call, ctx, data["name"])
     columns = {
         "description": "description",
         "homepage": "homepage",
@@ -131,6 +134,39 @@ def update_repo(call: Call) -> Reply:
     call.forge.db.run("UPDATE repos SET updated_at = ? WHERE id = ?", call.forge.now(), ctx.id)
     row = call.forge.db.one("SELECT * FROM repos WHERE id = ?", ctx.id)
     assert row is not None
+    return Reply(200, call.forge.render_repo(row, call.render))
+
+
+def _rename(call: Call, ctx: RepoContext, name: Any) -> None:
+    """A new name for the repository: its row and its bare repository move together."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise validation_failed("Repository", "name", "invalid")
+    login = ctx.owner["login"]
+    taken = call.forge.repo_row(login, name)
+    if taken is not None and taken["id"] != ctx.id:
+        raise ApiError(
+            422,
+            "Repository creation failed.",
+            [
+                {
+                    "resource": "Repository",
+                    "code": "custom",
+                    "field": "name",
+                    "message": "name already exists on this account",
+                }
+            ],
+        )
+    target = call.forge.repo_path(login, name)
+    if target != ctx.git.path:
+        ctx.git.path.rename(target)
+    call.forge.db.run("UPDATE repos SET name = ? WHERE id = ?", name, ctx.id)
+
+
+def get_repo_by_id(call: Call) -> Reply:
+    """`/repositories/{id}`: the address GitHub's own links use, stable across renames."""
+    row = call.forge.db.one("SELECT * FROM repos WHERE id = ?", call.int_param("repository_id"))
+    if row is None:
+        raise not_found()
     return Reply(200, call.forge.render_repo(row, call.render))
 
 
@@ -154,13 +190,16 @@ def get_branch(call: Call) -> Reply:
     sha = ctx.git.branches().get(name)
     if sha is None:
         raise ApiError(404, "Branch not found")
+    protected = call.forge.db.one(
+        "SELECT 1 FROM protections WHERE repo_id = ? AND branch = ?", ctx.id, name
+    )
     return Reply(
         200,
         {
             "name": name,
             "commit": call.render.commit(ctx.git.commit(sha), ctx.url, ctx.html),
             "_links": {"self": f"{ctx.url}/branches/{name}", "html": f"{ctx.html}/tree/{name}"},
-            "protected": False,
+            "protected": protected is not None,
             "protection": {
                 "enabled": False,
                 "required_status_checks": {

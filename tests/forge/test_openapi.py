@@ -119,6 +119,7 @@ def exercise(hub: RunningForge, tmp_path: Path) -> None:
         subprocess.run(["git", "commit", "-q", "-m", branch], cwd=work, check=True, env=env)
         subprocess.run(["git", "push", "-q", "origin", branch], cwd=work, check=True, env=env)
     pull = repo.create_pull(title="feature", body="b", head="feature", base="main")
+    exercise_ci_and_reviews(gh, repo, pull)
     list(repo.get_pulls(state="all"))
     repo.get_pull(pull.number).edit(body="edited")
     repo.compare("main", "feature")
@@ -151,6 +152,36 @@ def exercise(hub: RunningForge, tmp_path: Path) -> None:
     hub.forge.faults.inject("secondary_rate_limit", "GET", "*/labels")
     with pytest.raises(GithubException):
         repo.get_labels().totalCount  # noqa: B018
+
+
+def exercise_ci_and_reviews(gh: Any, repo: Any, pull: Any) -> None:
+    """Statuses, check runs, reviews, line comments, protection, search, lock."""
+    sha = pull.head.sha
+    commit = repo.get_commit(sha)
+    commit.create_status("failure", context="tests", description="2 failed")
+    commit.get_combined_status()
+    repo._requester.requestJsonAndCheck("GET", f"{repo.url}/commits/{sha}/statuses")
+    run = repo.create_check_run("ci", sha, status="in_progress")
+    run.edit(conclusion="success", output={"title": "ci", "summary": "green", "text": "ok"})
+    list(commit.get_check_runs())
+    repo.get_check_run(run.id)
+    pull.create_review(
+        body="fix",
+        event="REQUEST_CHANGES",
+        comments=[{"path": "feature.txt", "line": 1, "body": "x"}],
+    )
+    pull.create_review_comment("more", commit, "feature.txt", line=1)
+    list(pull.get_reviews())
+    list(pull.get_review_comments())
+    repo.get_pull(pull.number).mergeable_state  # noqa: B018
+    main = repo.get_branch("main")
+    main.edit_protection(strict=False, contexts=["ci"])
+    main.get_protection()
+    main.remove_protection()
+    list(gh.search_issues(f"repo:{repo.full_name} is:pr status:success"))
+    issue = repo.get_issue(pull.number)
+    issue.lock("resolved")
+    issue.unlock()
 
 
 def test_responses_validate_against_githubs_openapi(

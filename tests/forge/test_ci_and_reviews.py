@@ -1,0 +1,157 @@
+"""What CI and reviewers say about a pull request, through PyGithub on loopback: statuses,
+check runs, reviews with line comments, mergeable_state from real git, branch protection,
+issue search, lock, rename; and the headers of write answers."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from github import GithubException
+
+from agent_harness.testing.forge import RunningForge
+from tests.forge.test_pulls import git, push_branch
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def clone(tmp_path: Path, repo: Any) -> Path:
+    work = tmp_path / "work"
+    subprocess.run(["git", "clone", "-q", repo.clone_url, str(work)], check=True)
+    return work
+
+
+def test_statuses_and_check_runs_fold_into_the_combined_state(
+    hub: RunningForge, repo: Any, clone: Path
+) -> None:
+    sha = push_branch(clone, "feature", "a.txt", "one\n")
+    commit = repo.get_commit(sha)
+    commit.create_status("pending", context="lint")
+    commit.create_status("success", context="lint", description="clean")
+    commit.create_status("failure", context="tests", target_url="http://ci/1")
+    combined = commit.get_combined_status()
+    assert combined.state == "failure"
+    assert sorted(s.context for s in combined.statuses) == ["lint", "tests"]
+    # The routing bug: `.../commits/{sha}/statuses` is the list, not a commit named so.
+    _, listed = repo._requester.requestJsonAndCheck("GET", f"{repo.url}/commits/{sha}/statuses")
+    assert [s["state"] for s in listed] == ["failure", "success", "pending"]
+    assert [s.state for s in commit.get_statuses()] == ["failure", "success", "pending"]
+
+    run = repo.create_check_run("ci", sha, status="in_progress")
+    assert run.status == "in_progress" and run.conclusion is None
+    run.edit(conclusion="failure", output={"title": "ci", "summary": "2 failed", "text": "tail"})
+    runs = list(commit.get_check_runs())
+    assert [(r.name, r.status, r.conclusion) for r in runs] == [("ci", "completed", "failure")]
+    assert runs[0].output.summary == "2 failed" and runs[0].output.text == "tail"
+    with pytest.raises(GithubException) as bad:
+        repo.create_check_run("ci", "0" * 40)
+    assert bad.value.status == 422
+
+
+def test_reviews_line_comments_and_mergeable_state(
+    hub: RunningForge, repo: Any, clone: Path
+) -> None:
+    push_branch(clone, "feature", "a.txt", "one\ntwo\n")
+    pull = repo.create_pull(title="f", body="", head="feature", base="main")
+    assert repo.get_pull(pull.number).mergeable_state == "clean"
+    before = repo.get_pull(pull.number).updated_at
+    hub.forge.clock.advance(5)  # type: ignore[attr-defined]
+    review = pull.create_review(
+        body="Please fix",
+        event="REQUEST_CHANGES",
+        comments=[
+            {"path": "a.txt", "line": 1, "body": "say uno"},
+            {"path": "a.txt", "line": 2, "body": "say dos"},
+        ],
+    )
+    assert review.state == "CHANGES_REQUESTED"
+    assert repo.get_pull(pull.number).updated_at > before  # a review moves updated_at
+    comments = [(c.path, c.line, c.body) for c in pull.get_review_comments()]
+    assert comments == [("a.txt", 1, "say uno"), ("a.txt", 2, "say dos")]
+    assert [r.state for r in pull.get_reviews()] == ["CHANGES_REQUESTED"]
+    with pytest.raises(GithubException) as bad:
+        pull.create_review(body="x", event="COMMENT", comments=[{"path": "nope", "body": "b"}])
+    assert bad.value.status == 422
+
+    # The base moves on without touching a.txt: behind; then it changes a.txt too: dirty.
+    push_branch(clone, "main", "b.txt", "other\n", base="main")
+    assert repo.get_pull(pull.number).mergeable_state == "behind"
+    push_branch(clone, "main", "a.txt", "uno\n", base="main")
+    fresh = repo.get_pull(pull.number)
+    assert (fresh.mergeable, fresh.mergeable_state) == (False, "dirty")
+
+
+def test_branch_protection_is_met_by_a_merge_or_refused_with_405(
+    hub: RunningForge, repo: Any, clone: Path
+) -> None:
+    sha = push_branch(clone, "feature", "a.txt", "one\n")
+    pull = repo.create_pull(title="f", body="", head="feature", base="main")
+    main = repo.get_branch("main")
+    main.edit_protection(strict=True, contexts=["ci"], required_approving_review_count=1)
+    assert repo.get_branch("main").protected
+    assert main.get_protection().required_status_checks.contexts == ["ci"]
+    with pytest.raises(GithubException) as refused:
+        pull.merge()
+    assert refused.value.status == 405 and "ci" in refused.value.data["message"]
+    repo.create_check_run("ci", sha, conclusion="success")
+    with pytest.raises(GithubException) as unreviewed:
+        pull.merge()
+    assert "approving review" in unreviewed.value.data["message"]
+    pull.create_review(event="APPROVE")
+    assert pull.merge().merged
+    main.remove_protection()
+    with pytest.raises(GithubException) as gone:
+        main.get_protection()
+    assert gone.value.status == 404
+
+
+def test_search_lock_rename_and_write_headers(hub: RunningForge, repo: Any, clone: Path) -> None:
+    sha = push_branch(clone, "feature", "a.txt", "one\n")
+    pull = repo.create_pull(title="failing thing", body="", head="feature", base="main")
+    repo.create_issue("plain issue")
+    repo.create_check_run("ci", sha, conclusion="failure")
+    found = hub.github.search_issues("repo:forge-user/demo is:pr is:open status:failure")
+    assert [i.number for i in found] == [pull.number]
+    assert [i.title for i in hub.github.search_issues("repo:forge-user/demo plain")] == [
+        "plain issue"
+    ]
+    with pytest.raises(GithubException) as unknown:
+        list(hub.github.search_issues("repo:forge-user/demo reactions:>5"))
+    assert unknown.value.status == 422
+
+    issue = repo.get_issue(pull.number)
+    issue.lock("resolved")
+    assert repo.get_issue(pull.number).locked
+    issue.unlock()
+    assert not repo.get_issue(pull.number).locked
+
+    status, headers, _ = repo._requester.requestJson(
+        "POST", f"{repo.url}/issues", input={"title": "t"}
+    )
+    assert status == 201
+    assert headers["location"].endswith("/repos/forge-user/demo/issues/3")
+    assert headers["etag"].startswith('W/"')
+
+    repo_id = repo.id
+    repo.edit(name="renamed")
+    assert hub.github.get_repo("forge-user/renamed").id == repo_id
+    assert hub.github.get_repo(repo_id).full_name == "forge-user/renamed"
+    git(clone, "remote", "set-url", "origin", hub.forge.clone_url("forge-user", "renamed"))
+    git(clone, "fetch", "-q", "origin")
+
+
+def test_faults_reach_the_new_endpoints(hub: RunningForge, repo: Any, clone: Path) -> None:
+    sha = push_branch(clone, "feature", "a.txt", "one\n")
+    hub.forge.faults.inject("status", "GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs")
+    hub.forge.faults.inject("status", "POST", "*/pulls/*/reviews", status=502)
+    pull = repo.create_pull(title="f", body="", head="feature", base="main")
+    with pytest.raises(GithubException) as down:
+        list(repo.get_commit(sha).get_check_runs())
+    assert down.value.status == 503
+    with pytest.raises(GithubException) as bad_gateway:
+        pull.create_review(event="APPROVE")
+    assert bad_gateway.value.status == 502
+    assert list(repo.get_commit(sha).get_check_runs()) == []  # each rule was used up
