@@ -14,11 +14,12 @@ from agent_harness.pipeline.budgets import format_usd
 from agent_harness.pipeline.gates import leaks_secret
 from agent_harness.pipeline.history import ItemHistory
 from agent_harness.pipeline.parts import RunParts
+from agent_harness.pipeline.rounds import round_comment
 from agent_harness.plan.model import WorkItem
 from agent_harness.queue import leases
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
-from agent_harness.store.events import AgentFinished, PullOpened, Pushed, Reviewed
+from agent_harness.store.events import AgentFinished, PullOpened, PullRound, Pushed, Reviewed
 from agent_harness.tracker.protocol import PullRecord
 from agent_harness.tracker.sync import PullMarker, defuse_markers
 from agent_harness.tracker.writes import create_once
@@ -61,6 +62,13 @@ def deliver(
                 parts.tracker.write_pace,
             )
             reused = False
+    answered = history.last(PullRound, PullOpened)
+    if isinstance(answered, PullRound) and answered.action == "agent" and reused:
+        # One comment per round, once its fix is on the pull request.
+        sha = parts.repo.head(tree)
+        text = round_comment(answered, sha, "\n".join(_checks_section(checks)))
+        with parts.tracker_lock:
+            parts.tracker.create_comment(pull.number, text)
     opened = PullOpened(number=pull.number, url=pull.url, reused=reused, branch=tree.branch)
     parts.emit(item.id, opened, history)
     leases.complete(parts.store, lease, ItemState.PR_OPEN)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from agent_harness.git.workspace import Workspace
     from agent_harness.implement.protocol import Implementer
     from agent_harness.pipeline.fleetrun import IdleWatch
+    from agent_harness.pipeline.rounds import WatchReport
     from agent_harness.review.verdict import Reviewer
     from agent_harness.store.database import Store
     from agent_harness.tracker.protocol import Tracker
@@ -99,6 +100,7 @@ class Pipeline:
         )
         self.budget = RunBudget(store, self.parts.project, settings.run_cost_usd)
         self._setup_checked = False
+        self.rounds: list[WatchReport] = []
         self._depends = {item.id: item.depends_on for item in plan.items}
 
     # Shorthands for the parts callers and tests name.
@@ -299,6 +301,8 @@ class Pipeline:
             elif time.monotonic() - watch.stalled_since > watch.patience_s:
                 return True  # claimable, yet nothing is claimed: say what is left, and end
             return False
+        if self.settings.reconcile and self._new_rounds():
+            return False  # a pull request sent its item back: work on
         held = self._held_elsewhere()
         if held is None or not self.settings.wait_for_others:
             return True
@@ -355,6 +359,7 @@ class Pipeline:
                 revert_window_days=self.settings.revert_window_days,
                 work=repo if isinstance(repo, WorkRepo) else None,
             )
+        self.watch(result.changed_open)
         moved: list[dict[str, Any]] = []
         for transition in result.transitions:
             if transition.item:
@@ -364,6 +369,28 @@ class Pipeline:
                     {"item": transition.item, "state": transition.state, "pr": transition.pr}
                 )
         return moved
+
+    def _new_rounds(self) -> bool:
+        """Between claims: one more look at the open pull requests (O(changed) reads)."""
+        before = sum(len(r.rounds) for r in self.rounds)
+        self.reconcile()
+        return sum(len(r.rounds) for r in self.rounds) > before and self._claimable()
+
+    def watch(self, changed: list[int]) -> WatchReport:
+        """Answer what CI, reviewers and the base said on our open pull requests (rounds)."""
+        from agent_harness.pipeline.rounds import PullWatch
+
+        with self.parts.tracker_lock:
+            report = PullWatch(
+                self.tracker,
+                self.store,
+                self.parts.plan_key,
+                max_rounds=self.settings.max_pr_rounds,
+                merge_when_green=self.settings.merge_when_green,
+                repo=self.parts.repo,
+            ).run(changed)
+        self.rounds.append(report)
+        return report
 
     def _last_event_id(self) -> int:
         with self.store.transaction(write=False) as tx:

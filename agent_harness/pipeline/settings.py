@@ -51,3 +51,5 @@ class RunSettings:
     check_env_pass: list[str] = field(default_factory=list)  # secret-looking names checks get
     secret_shapes_ignored_in: list[str] = field(default_factory=list)  # globs: fixtures
     wait_for_others: bool = True  # wait out other hosts' leases before ending the run
+    max_pr_rounds: int = 3  # rounds after the PR opened (failed CI, reviews, conflicts)
+    merge_when_green: bool = False  # merge an approved, green, conflict-free PR

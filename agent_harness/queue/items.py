@@ -584,3 +584,32 @@ def flagged_item(store: Store, project: str, item_id: str) -> WorkItem | None:
     if row is None or row[0] is None:
         return None
     return WorkItem.model_validate(json.loads(row[0]))
+
+
+def reopen_for_round(
+    store: Store, project: str, item_id: str, payload: Any, *, fail: str | None = None
+) -> bool:
+    """An item whose pull request asked for more work goes back to the queue (pending, its
+    attempts counted afresh: a round is a new attempt on the same branch), or with `fail`
+    ends failed for that reason. `payload` (the round's event) is recorded in the same
+    transaction. False when the item is no longer pr_open (the round was already taken)."""
+    with store.transaction() as tx:
+        row = tx.one(
+            f"SELECT state FROM items WHERE project = ? AND id = ?{store.dialect.lock_rows}",
+            (project, item_id),
+        )
+        if row is None:
+            raise UnknownItem(project, item_id)
+        if ItemState(row[0]) != S.PR_OPEN:
+            return False
+        wanted = S.FAILED if fail else S.PENDING
+        tx.execute(
+            "UPDATE items SET state = ?, attempts = 0, reason = ?, not_before = NULL, "
+            "lease_worker = NULL, lease_expires = NULL, updated_at = ? "
+            "WHERE project = ? AND id = ?",
+            (wanted, fail, store.clock(), project, item_id),
+        )
+        tx.append_event(project, item_id, payload)
+        if fail:
+            tx.append_event(project, item_id, Failed(from_=S.PR_OPEN, to=S.FAILED, reason=fail))
+    return True

@@ -18,6 +18,10 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from agent_harness.store.event_docs import render_reference
 from agent_harness.store.inception_events import InceptionKind
+from agent_harness.store.round_events import PullMerge as PullMerge
+from agent_harness.store.round_events import PullRound as PullRound
+from agent_harness.store.round_events import PullRoundsStopped as PullRoundsStopped
+from agent_harness.store.round_events import RoundKind
 from agent_harness.store.payload import Payload as Payload
 from agent_harness.store.payload import RawPayload as RawPayload
 
@@ -557,8 +561,9 @@ class HeldElsewhere(Note):
 AnyPayload = Payload | RawPayload
 PayloadT = TypeVar("PayloadT", bound=Payload)
 
-# Every kind: the pipeline's, then inception's (agent_harness/store/inception_events.py).
-ALL_KINDS: tuple[StrEnum, ...] = (*EventKind, *InceptionKind)
+# Every kind: the pipeline's, its PR rounds' (store/round_events.py), then inception's
+# (agent_harness/store/inception_events.py).
+ALL_KINDS: tuple[StrEnum, ...] = (*EventKind, *RoundKind, *InceptionKind)
 # The stored kinds and the model each is read back as (notes are never read back).
 STORED_MODELS: dict[str, type[Payload]] = {}
 NOTE_MODELS: dict[str, type[Payload]] = {}

@@ -17,6 +17,7 @@ from agent_harness.tracker.protocol import (
     IssueDraft,
     IssueRecord,
     Listing,
+    PullFeedback,
     PullRecord,
     RepoInfo,
     RepoNotFound,
@@ -43,6 +44,7 @@ class MemoryTracker:
         self.labels: list[str] = []
         self.milestones: dict[str, int] = {}
         self.commits: dict[str, list[CommitRecord]] = {}
+        self.feedback: dict[int, PullFeedback] = {}  # what a test says CI and reviewers said
         self._next = 1
         self._tick = 0
         self._failures: dict[str, list[Exception]] = {}
@@ -223,3 +225,21 @@ class MemoryTracker:
         self._count("list_commits")
         kept = tuple(c for c in self.commits.get(branch, []) if c.date >= since)
         return Listing(kept, None)
+
+    # -- after the pull request ---------------------------------------------------------------
+    def pull_feedback(self, number: int) -> PullFeedback:
+        self._count("get_pull")
+        pull = self.pulls[number]
+        state = self.feedback.get(number)
+        if state is not None:
+            return state
+        return PullFeedback(number, pull.head_sha, pull.base_ref, "clean")
+
+    def failing_pulls(self, etag: str | None = None) -> Listing[int]:
+        self._count("search_issues")
+        failing = tuple(n for n, f in self.feedback.items() if f.failing())
+        return Listing(failing, None)
+
+    def merge_pull(self, number: int, sha: str) -> str:
+        self._count("merge_pull", write=True)
+        return self.merge(number).merge_commit_sha or ""

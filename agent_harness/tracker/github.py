@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UsageError
+from agent_harness.tracker.github_pulls import PullReads
 from agent_harness.tracker.protocol import (
     AuthError,
     CommentRecord,
@@ -119,7 +120,7 @@ def check_repo_name(repo: str) -> str:
     return repo
 
 
-class GitHubTracker:
+class GitHubTracker(PullReads):
     """A `Tracker` for one repository on GitHub (or anything that speaks its REST API)."""
 
     def __init__(

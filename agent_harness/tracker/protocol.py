@@ -203,6 +203,31 @@ class CommitRecord:
         )
 
 
+@dataclass(frozen=True)
+class PullFeedback:
+    """What CI, reviewers and people said about an open pull request's head, in one read:
+    failing checks (name, conclusion, summary or text), reviews (id, state, body, commit),
+    line comments (id, path, line, body, commit), issue comments' bodies, labels, and
+    whether it merges (`mergeable_state`: clean, behind, dirty, unstable, unknown)."""
+
+    number: int
+    head_sha: str
+    base_ref: str
+    mergeable_state: str
+    labels: tuple[str, ...] = ()
+    checks: tuple[tuple[str, str, str], ...] = ()  # (name, conclusion, summary/text), latest
+    reviews: tuple[tuple[int, str, str, str], ...] = ()  # (id, state, body, commit)
+    line_comments: tuple[tuple[int, str, int | None, str, str], ...] = ()
+    comments: tuple[str, ...] = ()
+
+    def failing(self) -> list[tuple[str, str, str]]:
+        ok = ("success", "neutral", "skipped", "")
+        return [c for c in self.checks if c[1] not in ok]
+
+    def passing(self) -> bool:
+        return bool(self.checks) and not self.failing() and all(c[1] for c in self.checks)
+
+
 T = TypeVar("T")
 
 
@@ -308,3 +333,14 @@ class Tracker(Protocol):
 
     def set_labels(self, number: int, labels: tuple[str, ...]) -> tuple[str, ...]:
         """Replace the issue's labels with exactly `labels`; the labels it now has."""
+
+    # -- after the pull request: what CI and reviewers said, and merging ---------------------
+    def pull_feedback(self, number: int) -> PullFeedback:
+        """The pull request, its head's checks and statuses, reviews, line and issue comments."""
+
+    def failing_pulls(self, etag: str | None = None) -> Listing[int]:
+        """Open pull requests whose head's checks failed (one search; 304 when unchanged)."""
+
+    def merge_pull(self, number: int, sha: str) -> str:
+        """Merge with a method the repository allows, only if the head is still `sha`; the
+        merge commit. A refusal (405, 409, protection) raises TrackerError with its status."""

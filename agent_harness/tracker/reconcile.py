@@ -199,6 +199,7 @@ class ReconcileReport:
     kept: list[str] = field(default_factory=list)
     requests: int = 0
     writes: int = 0
+    changed_open: list[int] = field(default_factory=list)  # our open PRs updated since last
 
     @property
     def ok(self) -> bool:
@@ -336,6 +337,8 @@ class Reconciler:
             facts = PullFacts.of(pull)
             if facts.item is not None or facts.reverts is not None:
                 memory.pulls[pull.number] = facts
+            if facts.item is not None and facts.state == "open":
+                self.report.changed_open.append(pull.number)
             if memory.high_water is None or pull.updated_at > memory.high_water:
                 memory.high_water = pull.updated_at
         for facts in list(memory.pulls.values()):

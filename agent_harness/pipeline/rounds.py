@@ -1,0 +1,311 @@
+"""After the pull request: failed CI, requested changes and conflicts go back to the item's agent.
+
+`watch_pulls` runs after reconcile (in `reconcile` and in `run`), over the open pull requests of
+ours that changed since the last look (reconcile's `sort=updated` listing with its ETag and
+high-water mark) plus those a single search says newly fail (`status:failure`, with its ETag).
+Each is read once (`pull_feedback`) and answered at most once per head:
+
+- a person's brake (`/agent-harness stop`, the `agent-harness:hold` label) or a commit on the
+  branch the harness did not push stops the rounds, said once on the pull request;
+- a failed check or status, a review requesting changes, line comments on the head, or a
+  conflict with the base sends the item back to its agent as a new attempt on the same branch,
+  with the feedback in its prompt (a conflict is first rebased here, and needs no agent when
+  the rebase applies);
+- with the round budget spent, the item fails, saying why;
+- with `merge_when_green`, an approved, green, conflict-free head is merged.
+
+Every round is a `pr_round` event with its trigger and feedback.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agent_harness.pipeline.history import ItemHistory
+from agent_harness.queue import items
+from agent_harness.queue.items import ItemState
+from agent_harness.store.events import (
+    FeedbackGiven,
+    PullMerge,
+    PullRound,
+    PullRoundsStopped,
+    Pushed,
+)
+from agent_harness.tracker.protocol import PullFeedback, Tracker, TrackerError
+from agent_harness.tracker.reconcile import Memory
+
+if TYPE_CHECKING:
+    from agent_harness.git.workspace import Workspace
+    from agent_harness.store.database import Store
+
+HOLD_LABEL = "agent-harness:hold"
+STOP_COMMAND = "/agent-harness stop"
+ROUND_MARK = "agent-harness-round"
+
+
+@dataclass
+class Trigger:
+    kind: str  # check_run, review, conflict
+    summary: str
+    detail: str
+    keys: tuple[str, ...]
+
+
+@dataclass
+class WatchReport:
+    """What one watch pass read and did (rounds, stops, merges), for reports and --json."""
+
+    read: list[int] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    stopped: list[dict[str, Any]] = field(default_factory=list)
+    merged: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "read": self.read,
+            "rounds": self.rounds,
+            "stopped": self.stopped,
+            "merged": self.merged,
+        }
+
+
+class PullWatch:
+    """One pass over the open pull requests of one plan."""
+
+    def __init__(
+        self,
+        tracker: Tracker,
+        store: Store,
+        plan_key: str,
+        *,
+        max_rounds: int = 3,
+        merge_when_green: bool = False,
+        repo: Workspace | None = None,
+    ) -> None:
+        self.tracker = tracker
+        self.store = store
+        self.plan_key = plan_key
+        self.project = f"{tracker.repo}:{plan_key}"
+        self.max_rounds = max_rounds
+        self.merge_when_green = merge_when_green
+        self.repo = repo
+        self.meta_key = f"pullwatch:{self.project}"
+        self.report = WatchReport()
+
+    def run(self, changed: list[int]) -> WatchReport:
+        memory = json.loads(self.store.get_meta(self.meta_key) or "{}")
+        failing = self.tracker.failing_pulls(memory.get("etag"))
+        newly: set[int] = set()
+        if not failing.not_modified:
+            newly = set(failing.items) - set(memory.get("failing", []))
+            memory = {"etag": failing.etag, "failing": list(failing.items)}
+            self.store.set_meta(self.meta_key, json.dumps(memory))
+        pulls = Memory.loads(self.store.get_meta(f"reconcile:{self.tracker.repo}"))
+        known = pulls.pulls if pulls is not None else {}
+        for number in sorted(set(changed) | newly):
+            facts = known.get(number)
+            if facts is None or facts.item is None or facts.plan != self.plan_key:
+                continue
+            if facts.state != "open":
+                continue
+            self._one(number, facts.item)
+        return self.report
+
+    # -- one pull request ---------------------------------------------------------------------
+    def _one(self, number: int, item_id: str) -> None:
+        try:
+            record = items.get_item(self.store, self.project, item_id)
+        except items.UnknownItem:
+            return
+        if record.state != ItemState.PR_OPEN:
+            return  # being worked on, or ended: nothing to answer now
+        history = ItemHistory.read(self.store, self.project, item_id)
+        said = {key for r in history.all(PullRound) for key in r.keys}
+        said |= {s.key for s in history.all(PullRoundsStopped)}
+        said |= {f"merge:{m.head_sha}" for m in history.all(PullMerge)}
+        feedback = self.tracker.pull_feedback(number)
+        self.report.read.append(number)
+        pushed = history.last(Pushed)
+        if self._stopped(item_id, feedback, pushed, said):
+            return
+        trigger = _trigger(feedback)
+        if trigger is None or set(trigger.keys) <= said:
+            if (
+                trigger is None
+                and self.merge_when_green
+                and f"merge:{feedback.head_sha}" not in said
+            ):
+                self._merge(item_id, feedback, history)
+            return
+        rounds = [r for r in history.all(PullRound) if r.action != "failed"]
+        if len(rounds) >= self.max_rounds:
+            reason = (
+                f"PR #{number}: the budget of {self.max_rounds} PR rounds is spent; "
+                f"the last {trigger.kind} said: {trigger.summary}"
+            )
+            event = self._round(number, len(rounds) + 1, trigger, feedback, "failed")
+            if items.reopen_for_round(self.store, self.project, item_id, event, fail=reason):
+                self._say(number, f"No more rounds: {reason}.", f"budget:{number}")
+            return
+        if trigger.kind == "conflict" and self._rebased(item_id, number, feedback, trigger):
+            return
+        self._send_back(item_id, number, len(rounds) + 1, trigger, feedback)
+
+    def _stopped(
+        self, item_id: str, feedback: PullFeedback, pushed: Pushed | None, said: set[str]
+    ) -> bool:
+        number = feedback.number
+        reason, key = None, ""
+        if HOLD_LABEL in feedback.labels:
+            reason, key = f"the label `{HOLD_LABEL}` holds it", "hold"
+        elif any(c.strip().startswith(STOP_COMMAND) for c in feedback.comments):
+            reason, key = f"a person asked `{STOP_COMMAND}`", "stop"
+        elif pushed is not None and feedback.head_sha and feedback.head_sha != pushed.sha:
+            reason = (
+                f"the branch carries commit {feedback.head_sha[:12]} that the harness did not "
+                "make; it will not push over it"
+            )
+            key = f"foreign:{feedback.head_sha}"
+        if reason is None:
+            return False
+        if key not in said:
+            event = PullRoundsStopped(pr=number, reason=reason, key=key)
+            self.store.append_event(self.project, item_id, event)
+            self.report.stopped.append({"item": item_id, "pr": number, "reason": reason})
+            if key.startswith("foreign:"):
+                self._say(number, f"The harness stops here: {reason}.", key)
+        return True
+
+    def _round(
+        self, number: int, round_no: int, trigger: Trigger, feedback: PullFeedback, action: str
+    ) -> PullRound:
+        return PullRound(
+            pr=number,
+            round=round_no,
+            trigger=trigger.kind,
+            head_sha=feedback.head_sha,
+            action=action,
+            summary=trigger.summary,
+            detail=trigger.detail[-6000:],
+            keys=list(trigger.keys),
+        )
+
+    def _send_back(
+        self, item_id: str, number: int, round_no: int, trigger: Trigger, feedback: PullFeedback
+    ) -> None:
+        event = self._round(number, round_no, trigger, feedback, "agent")
+        if not items.reopen_for_round(self.store, self.project, item_id, event):
+            return
+        given = FeedbackGiven(
+            source=f"pr_{trigger.kind}",
+            summary=f"PR #{number} round {round_no}: {trigger.summary}",
+            detail=trigger.detail[-6000:],
+        )
+        self.store.append_event(self.project, item_id, given)
+        self.report.rounds.append(
+            {"item": item_id, "pr": number, "round": round_no, "trigger": trigger.kind}
+        )
+
+    def _rebased(self, item_id: str, number: int, feedback: PullFeedback, trigger: Trigger) -> bool:
+        """Rebase the branch on its base in the worktree and push it (only over our own head);
+        True when that settled it. A rebase that does not apply leaves the merge's markers in
+        the worktree for the agent, and names the files in the feedback."""
+        if self.repo is None:
+            return False
+        update = getattr(self.repo, "update_from_base", None)
+        if update is None:
+            return False
+        conflicts = update(item_id, self.plan_key, feedback.head_sha)
+        if conflicts is None:
+            return False  # no worktree here: the agent's attempt will make one
+        if conflicts:
+            files = ", ".join(conflicts)
+            detail = (
+                f"{trigger.detail}\nThe base was merged into the branch; these files have "
+                f"conflict markers to resolve: {files}"
+            )
+            trigger.detail = detail
+            return False
+        rounds = len(ItemHistory.read(self.store, self.project, item_id).all(PullRound))
+        event = self._round(number, rounds + 1, trigger, feedback, "rebase")
+        self.store.append_event(self.project, item_id, event)
+        self.report.rounds.append(
+            {"item": item_id, "pr": number, "round": rounds + 1, "trigger": "conflict"}
+        )
+        self._say(
+            number, "The base moved on; the branch was rebased onto it cleanly.", event.keys[0]
+        )
+        return True
+
+    def _merge(self, item_id: str, feedback: PullFeedback, history: ItemHistory) -> None:
+        approved = history.approval() is not None or any(
+            r[1] == "APPROVED" and r[3] == feedback.head_sha for r in feedback.reviews
+        )
+        if not (approved and feedback.passing() and feedback.mergeable_state == "clean"):
+            return
+        try:
+            sha = self.tracker.merge_pull(feedback.number, feedback.head_sha)
+            event = PullMerge(
+                pr=feedback.number, merged=True, head_sha=feedback.head_sha, detail=sha
+            )
+        except TrackerError as exc:
+            event = PullMerge(
+                pr=feedback.number,
+                merged=False,
+                head_sha=feedback.head_sha,
+                detail=f"{exc.status or ''} {exc.message}".strip(),
+            )
+        self.store.append_event(self.project, item_id, event)
+        self.report.merged.append(
+            {"item": item_id, "pr": feedback.number, "merged": event.merged, "detail": event.detail}
+        )
+
+    def _say(self, number: int, text: str, key: str) -> None:
+        marker = json.dumps({"key": key})
+        self.tracker.create_comment(number, f"{text}\n\n<!-- {ROUND_MARK} {marker} -->")
+
+
+def _trigger(feedback: PullFeedback) -> Trigger | None:
+    """What the pull request's head asks for, most pressing first; None when nothing."""
+    head = feedback.head_sha
+    failing = feedback.failing()
+    if failing:
+        lines = [
+            f"check `{name}` concluded {word}:\n{text}".rstrip() for name, word, text in failing
+        ]
+        names = ", ".join(f"{name} ({word})" for name, word, _ in failing)
+        keys = tuple(f"check:{head}:{name}" for name, _, _ in failing)
+        return Trigger("check_run", f"failed: {names}", "\n\n".join(lines), keys)
+    asked = [r for r in feedback.reviews if r[1] == "CHANGES_REQUESTED" and r[3] == head]
+    lines_on_head = [c for c in feedback.line_comments if c[4] == head]
+    if asked or lines_on_head:
+        parts = [f"review (changes requested): {r[2]}" for r in asked]
+        parts += [f"- {path}:{line or ''}: {body}" for _, path, line, body, _ in lines_on_head]
+        keys = tuple(f"review:{r[0]}" for r in asked) + tuple(
+            f"comment:{c[0]}" for c in lines_on_head
+        )
+        said = f"{len(asked)} review(s) requested changes, {len(lines_on_head)} line comment(s)"
+        return Trigger("review", said, "\n".join(parts), keys)
+    if feedback.mergeable_state == "dirty":
+        detail = f"The pull request conflicts with its base `{feedback.base_ref}`."
+        return Trigger(
+            "conflict", f"conflicts with {feedback.base_ref}", detail, (f"conflict:{head}",)
+        )
+    return None
+
+
+def round_comment(round_event: PullRound, sha: str, checks_table: str) -> str:
+    """The one comment a round leaves on its pull request once its fix is pushed."""
+    marker = json.dumps({"key": f"round:{round_event.round}:{sha}"})
+    lines = [
+        f"**Round {round_event.round}** ({round_event.trigger}): {round_event.summary}.",
+        "",
+        f"Pushed {sha[:12]} to the same branch; what the harness ran:",
+        "",
+        checks_table,
+        "",
+        f"<!-- {ROUND_MARK} {marker} -->",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,117 @@
+"""GitHubTracker's reads and writes after a pull request opened: its head's check runs and
+statuses, reviews, line comments, issue comments, the search for failing heads, and merging.
+
+A mixin over the tracker's one request path (`_call`, `_list`), so every request here is
+counted, retried and classified like the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agent_harness.tracker.protocol import Listing, PullFeedback, TrackerError
+
+_Call = Callable[..., tuple[dict[str, Any], Any]]
+
+
+class PullReads:
+    """Mixed into GitHubTracker, which provides `repo`, `_call` and `_list`."""
+
+    repo: str
+    _call: _Call
+    _list: Callable[[str, str, dict[str, Any]], list[dict[str, Any]]]
+
+    def pull_feedback(self, number: int) -> PullFeedback:
+        base = f"/repos/{self.repo}"
+        _, pull = self._call("GET", f"{base}/pulls/{number}", "get_pull")
+        head = str((pull.get("head") or {}).get("sha") or "")
+        _, runs = self._call(
+            "GET", f"{base}/commits/{head}/check-runs", "list_check_runs", params={"per_page": 100}
+        )
+        _, combined = self._call("GET", f"{base}/commits/{head}/status", "combined_status")
+        checks = [
+            (
+                str(run["name"]),
+                str(run.get("conclusion") or ""),
+                _output(run.get("output") or {}),
+            )
+            for run in runs.get("check_runs") or []
+        ]
+        checks += [
+            (str(s["context"]), _status_word(str(s["state"])), str(s.get("description") or ""))
+            for s in combined.get("statuses") or []
+        ]
+        reviews = self._list(f"{base}/pulls/{number}/reviews", "list_reviews", {})
+        lines = self._list(f"{base}/pulls/{number}/comments", "list_review_comments", {})
+        talk = self._list(f"{base}/issues/{number}/comments", "list_comments", {})
+        return PullFeedback(
+            number=number,
+            head_sha=head,
+            base_ref=str((pull.get("base") or {}).get("ref") or ""),
+            mergeable_state=str(pull.get("mergeable_state") or "unknown"),
+            labels=tuple(str(label["name"]) for label in pull.get("labels") or ()),
+            checks=tuple(checks),
+            reviews=tuple(
+                (int(r["id"]), str(r["state"]), str(r.get("body") or ""), str(r["commit_id"]))
+                for r in reviews
+            ),
+            line_comments=tuple(
+                (
+                    int(c["id"]),
+                    str(c["path"]),
+                    c.get("line"),
+                    str(c.get("body") or ""),
+                    str(c["commit_id"]),
+                )
+                for c in lines
+            ),
+            comments=tuple(str(c.get("body") or "") for c in talk),
+        )
+
+    def failing_pulls(self, etag: str | None = None) -> Listing[int]:
+        query = f"repo:{self.repo} is:pr is:open status:failure"
+        headers = {"If-None-Match": etag} if etag else None
+        reply, data = self._call(
+            "GET",
+            "/search/issues",
+            "search_issues",
+            params={"q": query, "per_page": 100},
+            headers=headers,
+        )
+        if data is None and etag:
+            return Listing((), etag, not_modified=True)
+        numbers = tuple(int(item["number"]) for item in (data or {}).get("items") or [])
+        return Listing(numbers, reply.get("etag"))
+
+    def merge_pull(self, number: int, sha: str) -> str:
+        _, repo = self._call("GET", f"/repos/{self.repo}", "get_repo")
+        allowed = [
+            method
+            for method, flag in (
+                ("squash", "allow_squash_merge"),
+                ("merge", "allow_merge_commit"),
+                ("rebase", "allow_rebase_merge"),
+            )
+            if repo.get(flag, True)
+        ]
+        if not allowed:
+            raise TrackerError(f"{self.repo} allows no merge method", status=405)
+        _, data = self._call(
+            "PUT",
+            f"/repos/{self.repo}/pulls/{number}/merge",
+            "merge_pull",
+            body={"sha": sha, "merge_method": allowed[0]},
+        )
+        return str(data.get("sha") or "")
+
+
+def _output(output: dict[str, Any]) -> str:
+    summary = str(output.get("summary") or "")
+    text = str(output.get("text") or "")
+    return "\n".join(part for part in (summary, text[-3000:]) if part)
+
+
+def _status_word(state: str) -> str:
+    """A commit status as a check conclusion: pending has none yet."""
+    return {"success": "success", "pending": "", "error": "failure"}.get(state, state)
