@@ -16,7 +16,7 @@ from agent_harness.forge.checks import commit_state
 from agent_harness.forge.errors import ApiError, not_found, validation_failed
 from agent_harness.forge.gitrepo import Identity
 from agent_harness.forge.issues import issue_row, update_issue_fields
-from agent_harness.forge.protection import refuse_merge
+from agent_harness.forge.protection import refuse_merge, rules_of
 from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 from agent_harness.forge.shapes import node_id, noreply_email
 
@@ -131,7 +131,12 @@ def _head_and_base(
 
 
 def mergeable_state(
-    call: Call, ctx: RepoContext, mergeable: bool | None, base_sha: str, head_sha: str
+    call: Call,
+    ctx: RepoContext,
+    pull: sqlite3.Row,
+    mergeable: bool | None,
+    base_sha: str,
+    head_sha: str,
 ) -> str:
     """GitHub's word for whether a pull can merge: `dirty` (it conflicts), `behind` (the base
     moved on since the head branched), `unstable` (a check or status failed), `clean`."""
@@ -139,7 +144,11 @@ def mergeable_state(
         return "unknown"
     if not mergeable:
         return "dirty"
-    if ctx.git.merge_base(base_sha, head_sha) != base_sha:
+    rules = rules_of(call, ctx, pull["base_ref"])
+    strict = bool(((rules or {}).get("required_status_checks") or {}).get("strict"))
+    # As on GitHub, `behind` is only said where the base's protection requires an up to
+    # date branch; elsewhere a branch behind its base merges cleanly.
+    if strict and ctx.git.merge_base(base_sha, head_sha) != base_sha:
         return "behind"
     if commit_state(call, ctx, head_sha) in ("failure", "pending"):
         return "unstable"
@@ -165,7 +174,7 @@ def _merge_facts(
         "merged": merged,
         "mergeable": mergeable,
         "rebaseable": mergeable,
-        "mergeable_state": mergeable_state(call, ctx, mergeable, base_sha, head_sha),
+        "mergeable_state": mergeable_state(call, ctx, pull, mergeable, base_sha, head_sha),
         "merged_by": call.render.user_by_id(pull["merged_by_id"]),
         "review_comments": _count(call, "review_comments", pull["id"]),
         "maintainer_can_modify": bool(pull["maintainer_can_modify"]),

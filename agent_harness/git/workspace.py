@@ -53,3 +53,8 @@ class Workspace(Protocol):
 
     def push(self, tree: Worktree) -> None:
         """Push the item branch, and only it; the default branch is refused."""
+
+    def update_from_base(self, branch: str, expected: str) -> tuple[list[str], str] | None:
+        """Rebase the item branch on the default branch (pushed over `expected` only), or merge
+        it leaving conflict markers; (the files in conflict, the head), or None when the
+        branch has no clean worktree here at `expected`."""

@@ -374,6 +374,42 @@ class WorkRepo:
         guard_refspec(refspec, default)
         _git(tree.path, "push", "--quiet", self.remote, refspec)
 
+    def update_from_base(self, branch: str, expected: str) -> tuple[list[str], str] | None:
+        """Bring the item branch up to date with the default branch, in its worktree.
+
+        A rebase first: when it applies, the branch is pushed over `expected` only (a lease, so
+        a commit someone else pushed since is never overwritten). When it does not, the base is
+        merged instead and left with its conflict markers for the agent. Returns (the files in
+        conflict, the head), or None when the branch has no clean worktree here at `expected`."""
+        path = self._worktree_of(branch)
+        if path is None or _git(path, "rev-parse", "HEAD") != expected:
+            return None
+        if _git(path, "status", "--porcelain").strip():
+            return None
+        self.fetch()
+        base = f"{self.remote}/{self.default_branch()}"
+        who = ("-c", "user.name=agent-harness", "-c", "user.email=agent-harness@localhost")
+        if repo_git(path, *who, "rebase", "--quiet", base, check=False).ok:
+            refspec = f"refs/heads/{branch}:refs/heads/{branch}"
+            guard_refspec(refspec, self.default_branch())
+            lease = f"--force-with-lease=refs/heads/{branch}:{expected}"
+            _git(path, "push", "--quiet", lease, self.remote, refspec)
+            return [], _git(path, "rev-parse", "HEAD")
+        repo_git(path, "rebase", "--abort", check=False)
+        repo_git(path, *who, "merge", "--no-edit", "--quiet", base, check=False)
+        conflicts = _git(path, "diff", "--name-only", "--diff-filter=U").splitlines()
+        return conflicts, _git(path, "rev-parse", "HEAD")
+
+    def _worktree_of(self, branch: str) -> Path | None:
+        listing = _git(self.path, "worktree", "list", "--porcelain")
+        path: Path | None = None
+        for line in listing.splitlines():
+            if line.startswith("worktree "):
+                path = Path(line.removeprefix("worktree "))
+            elif line == f"branch refs/heads/{branch}" and path is not None:
+                return path
+        return None
+
     def unpushed(self, tree: Worktree) -> int:
         remote = self.remote_sha(tree.branch)
         if remote is None:

@@ -34,7 +34,7 @@ from agent_harness.store.events import (
     Pushed,
 )
 from agent_harness.tracker.protocol import PullFeedback, Tracker, TrackerError
-from agent_harness.tracker.reconcile import Memory
+from agent_harness.tracker.reconcile import Memory, PullFacts
 
 if TYPE_CHECKING:
     from agent_harness.git.workspace import Workspace
@@ -96,22 +96,43 @@ class PullWatch:
 
     def run(self, changed: list[int]) -> WatchReport:
         memory = json.loads(self.store.get_meta(self.meta_key) or "{}")
-        failing = self.tracker.failing_pulls(memory.get("etag"))
         newly: set[int] = set()
-        if not failing.not_modified:
-            newly = set(failing.items) - set(memory.get("failing", []))
-            memory = {"etag": failing.etag, "failing": list(failing.items)}
-            self.store.set_meta(self.meta_key, json.dumps(memory))
+        # CI's word does not move a pull request's updated_at: one search per word asked.
+        for state in ("failure", "success") if self.merge_when_green else ("failure",):
+            seen = memory.get(state) or {}
+            found = self.tracker.pulls_with_status(state, seen.get("etag"))
+            if not found.not_modified:
+                newly |= set(found.items) - set(seen.get("items", []))
+                memory[state] = {"etag": found.etag, "items": list(found.items)}
         pulls = Memory.loads(self.store.get_meta(f"reconcile:{self.tracker.repo}"))
         known = pulls.pulls if pulls is not None else {}
-        for number in sorted(set(changed) | newly):
-            facts = known.get(number)
-            if facts is None or facts.item is None or facts.plan != self.plan_key:
-                continue
-            if facts.state != "open":
-                continue
-            self._one(number, facts.item)
+        ours = {
+            n: f
+            for n, f in known.items()
+            if f.item is not None and f.plan == self.plan_key and f.state == "open"
+        }
+        newly |= self._base_moved(memory, ours)
+        self.store.set_meta(self.meta_key, json.dumps(memory))
+        for number in sorted((set(changed) | newly) & set(ours)):
+            item = ours[number].item
+            assert item is not None
+            self._one(number, item)
         return self.report
+
+    def _base_moved(self, memory: dict[str, Any], ours: dict[int, PullFacts]) -> set[int]:
+        """Our open pull requests whose base branch moved since the last look (then they may
+        conflict, or be behind): one conditional read per base branch."""
+        moved: set[int] = set()
+        bases = memory.setdefault("bases", {})
+        for base in sorted({f.base for f in ours.values()}):
+            seen = bases.get(base) or {}
+            head = self.tracker.branch_head(base, seen.get("etag"))
+            if head.not_modified or not head.items:
+                continue
+            if seen.get("sha") and seen["sha"] != head.items[0]:
+                moved |= {n for n, f in ours.items() if f.base == base}
+            bases[base] = {"etag": head.etag, "sha": head.items[0]}
+        return moved
 
     # -- one pull request ---------------------------------------------------------------------
     def _one(self, number: int, item_id: str) -> None:
@@ -139,19 +160,25 @@ class PullWatch:
             ):
                 self._merge(item_id, feedback, history)
             return
-        rounds = [r for r in history.all(PullRound) if r.action != "failed"]
+        # Rebasing onto a base that moved on is the harness's own chore: it spends no round.
+        rounds = [r for r in history.all(PullRound) if r.action == "agent"]
+        if trigger.kind == "behind":
+            self._rebased(item_id, number, feedback, trigger)
+            return
         if len(rounds) >= self.max_rounds:
             reason = (
                 f"PR #{number}: the budget of {self.max_rounds} PR rounds is spent; "
                 f"the last {trigger.kind} said: {trigger.summary}"
             )
-            event = self._round(number, len(rounds) + 1, trigger, feedback, "failed")
+            event = self._round(
+                number, len(history.all(PullRound)) + 1, trigger, feedback, "failed"
+            )
             if items.reopen_for_round(self.store, self.project, item_id, event, fail=reason):
                 self._say(number, f"No more rounds: {reason}.", f"budget:{number}")
             return
         if trigger.kind == "conflict" and self._rebased(item_id, number, feedback, trigger):
             return
-        self._send_back(item_id, number, len(rounds) + 1, trigger, feedback)
+        self._send_back(item_id, number, len(history.all(PullRound)) + 1, trigger, feedback)
 
     def _stopped(
         self, item_id: str, feedback: PullFeedback, pushed: Pushed | None, said: set[str]
@@ -212,27 +239,26 @@ class PullWatch:
         """Rebase the branch on its base in the worktree and push it (only over our own head);
         True when that settled it. A rebase that does not apply leaves the merge's markers in
         the worktree for the agent, and names the files in the feedback."""
-        if self.repo is None:
+        if self.repo is None or not feedback.head_ref:
             return False
-        update = getattr(self.repo, "update_from_base", None)
-        if update is None:
-            return False
-        conflicts = update(item_id, self.plan_key, feedback.head_sha)
-        if conflicts is None:
+        updated = self.repo.update_from_base(feedback.head_ref, feedback.head_sha)
+        if updated is None:
             return False  # no worktree here: the agent's attempt will make one
+        conflicts, head = updated
         if conflicts:
             files = ", ".join(conflicts)
-            detail = (
-                f"{trigger.detail}\nThe base was merged into the branch; these files have "
+            trigger.detail += (
+                "\nThe base was merged into the branch in your worktree; these files have "
                 f"conflict markers to resolve: {files}"
             )
-            trigger.detail = detail
             return False
+        pushed = Pushed(branch=feedback.head_ref, sha=head)
+        self.store.append_event(self.project, item_id, pushed)
         rounds = len(ItemHistory.read(self.store, self.project, item_id).all(PullRound))
         event = self._round(number, rounds + 1, trigger, feedback, "rebase")
         self.store.append_event(self.project, item_id, event)
         self.report.rounds.append(
-            {"item": item_id, "pr": number, "round": rounds + 1, "trigger": "conflict"}
+            {"item": item_id, "pr": number, "round": rounds + 1, "trigger": trigger.kind}
         )
         self._say(
             number, "The base moved on; the branch was rebased onto it cleanly.", event.keys[0]
@@ -288,6 +314,9 @@ def _trigger(feedback: PullFeedback) -> Trigger | None:
         )
         said = f"{len(asked)} review(s) requested changes, {len(lines_on_head)} line comment(s)"
         return Trigger("review", said, "\n".join(parts), keys)
+    if feedback.mergeable_state == "behind":
+        said = f"behind {feedback.base_ref}, which must be merged up to date"
+        return Trigger("behind", said, said, (f"behind:{head}",))
     if feedback.mergeable_state == "dirty":
         detail = f"The pull request conflicts with its base `{feedback.base_ref}`."
         return Trigger(

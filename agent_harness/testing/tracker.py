@@ -45,6 +45,7 @@ class MemoryTracker:
         self.milestones: dict[str, int] = {}
         self.commits: dict[str, list[CommitRecord]] = {}
         self.feedback: dict[int, PullFeedback] = {}  # what a test says CI and reviewers said
+        self.branch_heads: dict[str, str] = {}
         self._next = 1
         self._tick = 0
         self._failures: dict[str, list[Exception]] = {}
@@ -235,10 +236,14 @@ class MemoryTracker:
             return state
         return PullFeedback(number, pull.head_sha, pull.base_ref, "clean")
 
-    def failing_pulls(self, etag: str | None = None) -> Listing[int]:
+    def pulls_with_status(self, state: str, etag: str | None = None) -> Listing[int]:
         self._count("search_issues")
-        failing = tuple(n for n, f in self.feedback.items() if f.failing())
-        return Listing(failing, None)
+        wanted = (lambda f: bool(f.failing())) if state == "failure" else PullFeedback.passing
+        return Listing(tuple(n for n, f in self.feedback.items() if wanted(f)), None)
+
+    def branch_head(self, branch: str, etag: str | None = None) -> Listing[str]:
+        self._count("get_ref")
+        return Listing((self.branch_heads.get(branch, ""),), None)
 
     def merge_pull(self, number: int, sha: str) -> str:
         self._count("merge_pull", write=True)

@@ -138,6 +138,9 @@ class MemoryWorkspace:
         guard_refspec(refspec, self._default)
         self.pushed[tree.branch] = self.head(tree)
 
+    def update_from_base(self, branch: str, expected: str) -> tuple[list[str], str] | None:
+        return None  # no base moves in memory: a conflict always goes to the agent
+
     def files_at(self, sha: str) -> Snapshot:
         """What a commit holds (for assertions)."""
         return dict(self._snapshots[sha])

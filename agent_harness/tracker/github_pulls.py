@@ -50,6 +50,7 @@ class PullReads:
             head_sha=head,
             base_ref=str((pull.get("base") or {}).get("ref") or ""),
             mergeable_state=str(pull.get("mergeable_state") or "unknown"),
+            head_ref=str((pull.get("head") or {}).get("ref") or ""),
             labels=tuple(str(label["name"]) for label in pull.get("labels") or ()),
             checks=tuple(checks),
             reviews=tuple(
@@ -69,8 +70,8 @@ class PullReads:
             comments=tuple(str(c.get("body") or "") for c in talk),
         )
 
-    def failing_pulls(self, etag: str | None = None) -> Listing[int]:
-        query = f"repo:{self.repo} is:pr is:open status:failure"
+    def pulls_with_status(self, state: str, etag: str | None = None) -> Listing[int]:
+        query = f"repo:{self.repo} is:pr is:open status:{state}"
         headers = {"If-None-Match": etag} if etag else None
         reply, data = self._call(
             "GET",
@@ -83,6 +84,15 @@ class PullReads:
             return Listing((), etag, not_modified=True)
         numbers = tuple(int(item["number"]) for item in (data or {}).get("items") or [])
         return Listing(numbers, reply.get("etag"))
+
+    def branch_head(self, branch: str, etag: str | None = None) -> Listing[str]:
+        headers = {"If-None-Match": etag} if etag else None
+        reply, data = self._call(
+            "GET", f"/repos/{self.repo}/git/ref/heads/{branch}", "get_ref", headers=headers
+        )
+        if data is None and etag:
+            return Listing((), etag, not_modified=True)
+        return Listing((str((data.get("object") or {}).get("sha") or ""),), reply.get("etag"))
 
     def merge_pull(self, number: int, sha: str) -> str:
         _, repo = self._call("GET", f"/repos/{self.repo}", "get_repo")

@@ -214,6 +214,7 @@ class PullFeedback:
     head_sha: str
     base_ref: str
     mergeable_state: str
+    head_ref: str = ""
     labels: tuple[str, ...] = ()
     checks: tuple[tuple[str, str, str], ...] = ()  # (name, conclusion, summary/text), latest
     reviews: tuple[tuple[int, str, str, str], ...] = ()  # (id, state, body, commit)
@@ -338,8 +339,12 @@ class Tracker(Protocol):
     def pull_feedback(self, number: int) -> PullFeedback:
         """The pull request, its head's checks and statuses, reviews, line and issue comments."""
 
-    def failing_pulls(self, etag: str | None = None) -> Listing[int]:
-        """Open pull requests whose head's checks failed (one search; 304 when unchanged)."""
+    def pulls_with_status(self, state: str, etag: str | None = None) -> Listing[int]:
+        """Open pull requests whose head's checks are `state` (failure, success): one search,
+        answered 304 when unchanged."""
+
+    def branch_head(self, branch: str, etag: str | None = None) -> Listing[str]:
+        """The branch's head sha (one item), or not_modified when the ETag still holds."""
 
     def merge_pull(self, number: int, sha: str) -> str:
         """Merge with a method the repository allows, only if the head is still `sha`; the

@@ -76,8 +76,11 @@ def test_reviews_line_comments_and_mergeable_state(
         pull.create_review(body="x", event="COMMENT", comments=[{"path": "nope", "body": "b"}])
     assert bad.value.status == 422
 
-    # The base moves on without touching a.txt: behind; then it changes a.txt too: dirty.
+    # The base moves on without touching a.txt: still clean, unless protection requires an
+    # up-to-date branch (then behind); then it changes a.txt too: dirty.
     push_branch(clone, "main", "b.txt", "other\n", base="main")
+    assert repo.get_pull(pull.number).mergeable_state == "clean"
+    repo.get_branch("main").edit_protection(strict=True, contexts=[])
     assert repo.get_pull(pull.number).mergeable_state == "behind"
     push_branch(clone, "main", "a.txt", "uno\n", base="main")
     fresh = repo.get_pull(pull.number)

@@ -1,0 +1,255 @@
+"""After the pull request, end to end: the forge's check runs, reviews and base branch send the
+item back to its scripted agent on the same branch and pull request, within bounds."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from agent_harness.pipeline.run import Pipeline
+from agent_harness.pipeline.settings import RunSettings
+from agent_harness.queue.items import get_item
+
+from .conftest import REPO, Harness
+
+pytestmark = pytest.mark.integration
+
+PLAN = (
+    "### T1: Write notes\nWrite NOTES.md.\n\n"
+    "check: `python -c \"import pathlib; assert pathlib.Path('NOTES.md').exists()\"`\n"
+)
+
+# The scripted agent: a first version, then, with a PR round's feedback in its prompt, it
+# answers every line comment and failed check it was given, and resolves conflict markers.
+AGENT = """
+import pathlib, sys
+prompt = pathlib.Path(sys.argv[-1]).read_text()
+for path in pathlib.Path(".").glob("*.txt"):
+    text = path.read_text()
+    if "<<<<<<<" in text:
+        marks = ("<<<<<<<", "=======", ">>>>>>>")
+        kept = [line for line in text.splitlines() if not line.startswith(marks)]
+        path.write_text("\\n".join(kept) + "\\n")
+notes = pathlib.Path("NOTES.md")
+if "PR #" not in prompt:
+    notes.write_text("first version\\nsecond line\\n")
+    pathlib.Path("shared.txt").write_text("from the item\\n")
+else:
+    feedback = prompt.split("## Feedback from the previous attempt", 1)[1]
+    answered = [l for l in feedback.splitlines() if l.startswith("- ") or "concluded" in l]
+    notes.write_text(notes.read_text() + "addressed:\\n" + "\\n".join(answered) + "\\n")
+"""
+
+
+@pytest.fixture
+def h(harness: Harness) -> Harness:
+    return harness
+
+
+def settings(**overrides: Any) -> RunSettings:
+    base = RunSettings(checks=[], check_timeout_s=30.0, lease_s=30.0, idle_poll_s=0.02)
+    for name, value in overrides.items():
+        setattr(base, name, value)
+    return base
+
+
+def pipeline(h: Harness, **overrides: Any) -> Pipeline:
+    script = h.tmp / "round_agent.py"
+    script.write_text(AGENT)
+    command = shlex.join([sys.executable, str(script)]) + " {prompt_file}"
+    return h.pipeline(PLAN, agent=command, settings=settings(**overrides))
+
+
+def gh_repo(h: Harness) -> Any:
+    return h.forge.github.get_repo(REPO)
+
+
+def first_pull(h: Harness) -> Any:
+    pipeline(h).run()
+    [pull] = h.pulls()
+    return pull
+
+
+def rounds(h: Harness, p: Pipeline) -> list[dict[str, Any]]:
+    events = h.store.all_events(project=p.project, item="T1")
+    return [e.payload.as_dict() for e in events if e.kind == "pr_round"]
+
+
+def branch_file(h: Harness, pull: Any, path: str) -> str:
+    subprocess.run(["git", "fetch", "-q"], cwd=h.work, check=True)
+    ref = f"origin/{pull.head.ref}:{path}"
+    return subprocess.run(
+        ["git", "show", ref], cwd=h.work, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def harness_comments(pull: Any) -> list[str]:
+    return [c.body for c in pull.get_issue_comments() if "agent-harness-round" in c.body]
+
+
+def test_a_failing_check_goes_back_to_the_agent_then_green_merges(h: Harness) -> None:
+    pull = first_pull(h)
+    output = {"title": "ci", "summary": "1 test failed", "text": "AssertionError: want 3"}
+    gh_repo(h).create_check_run("ci", pull.head.sha, conclusion="failure", output=output)
+
+    second = pipeline(h, merge_when_green=True)
+    report = second.run()
+    assert [(i.id, i.state) for i in report.items] == [("T1", "pr_open")]
+    [one] = rounds(h, second)
+    assert (one["trigger"], one["action"], one["round"]) == ("check_run", "agent", 1)
+    assert "AssertionError: want 3" in one["detail"]
+    [same] = h.pulls()
+    assert same.number == pull.number and same.head.sha != pull.head.sha  # updated, not new
+    assert "check `ci` concluded failure" in branch_file(h, same, "NOTES.md")
+    [comment] = harness_comments(same)
+    assert "Round 1** (check_run)" in comment and same.head.sha[:12] in comment
+
+    gh_repo(h).create_check_run("ci", same.head.sha, conclusion="success")
+    second.reconcile()  # green, approved by the harness's reviewer, clean: merged
+    assert gh_repo(h).get_pull(pull.number).merged
+    second.reconcile()  # and the merge comes back into the queue
+    assert get_item(h.store, second.project, "T1").state == "merged"
+
+
+def test_requested_changes_with_two_line_comments_are_answered_in_one_round(
+    h: Harness,
+) -> None:
+    pull = first_pull(h)
+    pull.create_review(
+        body="Say more.",
+        event="REQUEST_CHANGES",
+        comments=[
+            {"path": "NOTES.md", "line": 1, "body": "name the version"},
+            {"path": "NOTES.md", "line": 2, "body": "why a second line?"},
+        ],
+    )
+    second = pipeline(h)
+    second.run()
+    [one] = rounds(h, second)
+    assert one["trigger"] == "review" and len(one["keys"]) == 3
+    notes = branch_file(h, pull, "NOTES.md")
+    assert "- NOTES.md:1: name the version" in notes
+    assert "- NOTES.md:2: why a second line?" in notes
+    assert len(harness_comments(gh_repo(h).get_pull(pull.number))) == 1
+    # The same review on the old head is not answered twice.
+    writes_before = second.tracker.tally.writes
+    second.reconcile()
+    assert rounds(h, second) == [one] and second.tracker.tally.writes == writes_before
+
+
+def push_to_main(h: Harness, name: str, content: str) -> None:
+    other = h.tmp / "person"
+    if not other.exists():
+        url = h.forge.forge.clone_url("octo", "tally")
+        subprocess.run(["git", "clone", "-q", url, str(other)], check=True)
+    run = ["git", "-c", "user.name=P", "-c", "user.email=p@x"]
+    subprocess.run([*run[:1], "checkout", "-q", "main"], cwd=other, check=True)
+    subprocess.run([*run[:1], "pull", "-q", "origin", "main"], cwd=other, check=True)
+    (other / name).write_text(content)
+    subprocess.run([*run[:1], "add", name], cwd=other, check=True)
+    subprocess.run([*run, "commit", "-q", "-m", f"person: {name}"], cwd=other, check=True)
+    subprocess.run([*run[:1], "push", "-q", "origin", "main"], cwd=other, check=True)
+
+
+def test_a_base_that_moved_is_rebased_without_the_agent_a_conflict_goes_to_it(
+    h: Harness,
+) -> None:
+    pull = first_pull(h)
+    p = pipeline(h)
+    p.reconcile()  # the first look: remembers where main is
+    gh_repo(h).get_branch("main").edit_protection(strict=True, contexts=[])
+    push_to_main(h, "other.txt", "unrelated\n")
+    p.reconcile()
+    [rebase] = rounds(h, p)
+    assert (rebase["trigger"], rebase["action"]) == ("behind", "rebase")
+    fresh = gh_repo(h).get_pull(pull.number)
+    assert fresh.mergeable_state == "clean"
+    assert not [
+        e for e in h.store.all_events(project=p.project, item="T1") if e.kind == "agent_started"
+    ][1:], "no agent for a clean rebase"
+
+    push_to_main(h, "shared.txt", "from a person\n")
+    p.run()
+    conflict = rounds(h, p)[-1]
+    assert (conflict["trigger"], conflict["action"]) == ("conflict", "agent")
+    assert "shared.txt" in conflict["detail"] or "shared.txt" in str(
+        [
+            e.payload.as_dict()
+            for e in h.store.all_events(project=p.project, item="T1")
+            if e.kind == "feedback"
+        ][-1]
+    )
+    resolved = branch_file(h, fresh, "shared.txt")
+    assert "from the item" in resolved and "from a person" in resolved
+    assert "<<<<<<<" not in resolved
+    assert gh_repo(h).get_pull(pull.number).mergeable
+
+
+def test_brakes_a_human_commit_a_stop_comment_and_the_round_budget(h: Harness) -> None:
+    pull = first_pull(h)
+    repo = gh_repo(h)
+    p = pipeline(h, max_pr_rounds=1)
+    pull.create_issue_comment("/agent-harness stop")
+    repo.create_check_run("ci", pull.head.sha, conclusion="failure")
+    p.reconcile()
+    assert rounds(h, p) == []
+    events = h.store.all_events(project=p.project, item="T1")
+    assert [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"] == ["stop"]
+
+
+def test_the_round_budget_spent_fails_the_item_with_its_reason(h: Harness) -> None:
+    pull = first_pull(h)
+    repo = gh_repo(h)
+    repo.create_check_run("ci", pull.head.sha, conclusion="failure")
+    p = pipeline(h, max_pr_rounds=1)
+    p.run()  # round 1 of 1
+    head = repo.get_pull(pull.number).head.sha
+    repo.create_check_run(
+        "ci", head, conclusion="failure", output={"title": "ci", "summary": "again"}
+    )
+    p.reconcile()
+    item = get_item(h.store, p.project, "T1")
+    assert item.state == "failed"
+    assert "budget of 1 PR rounds is spent" in (item.reason or "")
+    assert any("No more rounds" in c.body for c in repo.get_pull(pull.number).get_issue_comments())
+
+
+def test_a_commit_the_harness_did_not_make_stops_it_and_it_says_so(h: Harness) -> None:
+    pull = first_pull(h)
+    person = h.tmp / "person"
+    url = h.forge.forge.clone_url("octo", "tally")
+    subprocess.run(["git", "clone", "-q", "-b", pull.head.ref, url, str(person)], check=True)
+    (person / "NOTES.md").write_text("a person's edit\n")
+    git = ["git", "-c", "user.name=P", "-c", "user.email=p@x"]
+    subprocess.run([*git, "commit", "-q", "-am", "person edits"], cwd=person, check=True)
+    subprocess.run(["git", "push", "-q", "origin", pull.head.ref], cwd=person, check=True)
+    head = gh_repo(h).get_pull(pull.number).head.sha
+    gh_repo(h).create_check_run("ci", head, conclusion="failure")
+    p = pipeline(h)
+    p.reconcile()
+    assert rounds(h, p) == []
+    [said] = harness_comments(gh_repo(h).get_pull(pull.number))
+    assert "did not make" in said and head[:12] in said
+    p.reconcile()  # said once
+    assert len(harness_comments(gh_repo(h).get_pull(pull.number))) == 1
+
+
+def test_a_second_look_with_nothing_new_writes_nothing_and_reads_stay_o_changed(
+    h: Harness,
+) -> None:
+    first_pull(h)
+    p = pipeline(h)
+    p.reconcile()
+    forge = h.forge.forge
+    mark = forge.mark()
+    writes = p.tracker.tally.writes
+    p.reconcile()
+    counts = forge.request_counts(mark)
+    assert p.tracker.tally.writes == writes
+    reads_per_pull = [k for k in counts if "/pulls/{pull_number}" in k or "check-runs" in k]
+    assert reads_per_pull == [], counts
+    assert sum(counts.values()) <= 4, counts
