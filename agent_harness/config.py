@@ -108,6 +108,10 @@ class ReconcileSettings(_Section):
     """Put a reverted item back in the queue; when False it is flagged for a person instead."""
     revert_window_days: int = Field(default=30, ge=1)
     """How long after its merge a change is still watched for a revert on the default branch."""
+    max_pr_rounds: int = Field(default=3, ge=0)
+    """Rounds an open pull request may send its item back (failed CI, review, conflict)."""
+    merge_when_green: bool = False
+    """Merge an approved, green, conflict-free pull request of ours (off by default)."""
 
 
 class ProjectSettings(_Section):

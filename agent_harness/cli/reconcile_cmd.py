@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,6 +11,7 @@ from agent_harness.cli.output import console, print_json
 from agent_harness.cli.tracker_opts import checked_repo, open_tracker, tracker_options
 
 if TYPE_CHECKING:
+    from agent_harness.pipeline.rounds import WatchReport
     from agent_harness.tracker.reconcile import ReconcileReport
 
 
@@ -35,6 +36,14 @@ Examples:
 @click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the transitions as JSON.")
 @click.option("--db", metavar="URL", help="Database (default: .agent-harness/harness.sqlite).")
+@click.option(
+    "--merge-when-green", is_flag=True, help="Merge approved, green, conflict-free PRs of ours."
+)
+@click.option(
+    "--max-pr-rounds",
+    type=click.IntRange(0, 100),
+    help="Rounds an open PR may send its item back (default 3).",
+)
 @tracker_options
 def reconcile(
     repo: str,
@@ -43,6 +52,8 @@ def reconcile(
     dry_run: bool,
     as_json: bool,
     db: str | None,
+    merge_when_green: bool,
+    max_pr_rounds: int | None,
     forge: str | None,
     github_url: str | None,
 ) -> int:
@@ -78,11 +89,58 @@ def reconcile(
             revert_window_days=settings.reconcile.revert_window_days,
             work=tree,
         )
+        watched = None
+        if store is not None and not dry_run:
+            watched = _watch(
+                tracker, store, report, plan_key, tree, merge_when_green, max_pr_rounds
+            )
     if as_json:
-        print_json(report.as_json())
+        print_json(report.as_json() | {"pull_rounds": watched.as_json() if watched else None})
     else:
         _render(report)
+        if watched is not None:
+            _render_rounds(watched)
     return 0 if report.ok else 4
+
+
+def _watch(
+    tracker: Any,
+    store: Any,
+    report: ReconcileReport,
+    plan_key: str | None,
+    tree: Any,
+    merge_when_green: bool,
+    max_pr_rounds: int | None,
+) -> WatchReport:
+    """After reconcile: answer our open pull requests (failed CI, reviews, conflicts)."""
+    from agent_harness.config import load_settings
+    from agent_harness.pipeline.rounds import watch_all
+
+    configured = load_settings().settings.reconcile
+    watched = watch_all(
+        tracker,
+        store,
+        report.changed_open,
+        plan_key=plan_key,
+        max_rounds=configured.max_pr_rounds if max_pr_rounds is None else max_pr_rounds,
+        merge_when_green=merge_when_green or configured.merge_when_green,
+        repo=tree,
+    )
+    report.requests = tracker.tally.requests
+    report.writes = tracker.tally.writes
+    return watched
+
+
+def _render_rounds(watched: WatchReport) -> None:
+    out = console()
+    for r in watched.rounds:
+        out.print(f"{r['item']}: PR #{r['pr']} round {r['round']} ({r['trigger']}): sent back")
+    for s in watched.stopped:
+        out.print(f"{s['item']}: PR #{s['pr']} rounds stopped: {s['reason']}")
+    for m in watched.merged:
+        said = "merged" if m["merged"] else f"not merged ({m['detail']})"
+        out.print(f"{m['item']}: PR #{m['pr']} {said}")
+    out.print(f"open pull requests read: {len(watched.read)}")
 
 
 def _render(report: ReconcileReport) -> None:

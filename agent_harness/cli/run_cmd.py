@@ -20,6 +20,7 @@ Examples:
   agent-harness run --repo me/app --forge local --work . --plan A.md --plan B.md \
       --workers 2 --max-workers 3 --agent claude --reviewer codex
   agent-harness run ... --json > events.jsonl        # events as JSON lines
+  agent-harness run ... --merge-when-green --max-pr-rounds 2
 """
 )
 @click.option(
@@ -117,6 +118,17 @@ Examples:
 @click.option("--approve", is_flag=True, help="Show the items that would run and ask first.")
 @click.option("--yes", is_flag=True, help="With --approve: do not ask (unattended runs).")
 @click.option("--json", "as_json", is_flag=True, help="Emit events as JSON lines.")
+@click.option(
+    "--merge-when-green",
+    is_flag=True,
+    help="Merge an approved, green, conflict-free pull request of ours (branch protection, "
+    "405 and 409 are reported, never retried blindly).",
+)
+@click.option(
+    "--max-pr-rounds",
+    type=click.IntRange(0, 100),
+    help="Rounds an open pull request may send its item back (default 3).",
+)
 @click.option(
     "--no-wait",
     is_flag=True,

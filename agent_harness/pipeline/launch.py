@@ -60,6 +60,8 @@ class RunRequest:
     more_plans: list[Path] = field(default_factory=list)  # further plans, one project each
     max_workers: int | None = None  # agents at once over every plan; None: --workers per plan
     session_host: str | None = None  # URL of a remote session host; None: this machine
+    merge_when_green: bool | None = None  # None: the configuration's
+    max_pr_rounds: int | None = None
 
     @property
     def plan_paths(self) -> list[Path]:
@@ -272,6 +274,12 @@ def run_settings_for(request: RunRequest, settings: Settings) -> RunSettings:
         check_env_pass=list(settings.checks.env_pass),
         secret_shapes_ignored_in=list(settings.secrets.shapes_ignored_in),
         wait_for_others=request.wait_for_others,
+        max_pr_rounds=(
+            settings.reconcile.max_pr_rounds
+            if request.max_pr_rounds is None
+            else request.max_pr_rounds
+        ),
+        merge_when_green=bool(request.merge_when_green or settings.reconcile.merge_when_green),
     )
 
 

@@ -293,6 +293,38 @@ class PullWatch:
         self.tracker.create_comment(number, f"{text}\n\n<!-- {ROUND_MARK} {marker} -->")
 
 
+def watch_all(
+    tracker: Tracker,
+    store: Store,
+    changed: list[int],
+    *,
+    plan_key: str | None = None,
+    max_rounds: int = 3,
+    merge_when_green: bool = False,
+    repo: Workspace | None = None,
+) -> WatchReport:
+    """One watch pass for `plan_key`, or for every plan with an open pull request of ours
+    (what `agent-harness reconcile` runs after its own pass)."""
+    keys = [plan_key] if plan_key else []
+    if not keys:
+        memory = Memory.loads(store.get_meta(f"reconcile:{tracker.repo}"))
+        pulls = memory.pulls.values() if memory is not None else ()
+        keys = sorted({p.plan for p in pulls if p.plan and p.item and p.state == "open"})
+    total = WatchReport()
+    for key in keys:
+        one = PullWatch(
+            tracker,
+            store,
+            key,
+            max_rounds=max_rounds,
+            merge_when_green=merge_when_green,
+            repo=repo,
+        ).run(changed)
+        for name in ("read", "rounds", "stopped", "merged"):
+            getattr(total, name).extend(getattr(one, name))
+    return total
+
+
 def _trigger(feedback: PullFeedback) -> Trigger | None:
     """What the pull request's head asks for, most pressing first; None when nothing."""
     head = feedback.head_sha
