@@ -79,6 +79,7 @@ def demo(workdir: Path, inception: bool, as_json: bool) -> int:
                     "refused": report.inception.refused,
                     "items": list(report.inception.items),
                 },
+                "ci_runs": report.ci_runs,
                 "events": report.passes[-1].events if report.passes else 0,
                 "audit": {
                     "database": str(report.audit_db) if report.audit_db else None,

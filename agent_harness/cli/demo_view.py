@@ -26,7 +26,7 @@ def render_demo(out: Console, report: DemoReport, seconds: float) -> None:
     for sync in report.syncs:
         render_sync(out, sync)
     table = Table(title=f"{report.repo}: what happened to each item", title_justify="left")
-    for name in ("item", "title", "state", "attempts", "pull request"):
+    for name in ("item", "title", "state", "attempts", "pull request", "PR rounds"):
         table.add_column(name, overflow="fold")
     for row in report.final_items():
         table.add_row(
@@ -35,13 +35,16 @@ def render_demo(out: Console, report: DemoReport, seconds: float) -> None:
             row["state"],
             str(row["attempts"]),
             f"#{row['pr_number']}" if row.get("pr_number") else "-",
+            ", ".join(f"{r['round']}: {r['trigger']}" for r in row.get("rounds") or []) or "-",
         )
     out.print(table)
     retried = [row["id"] for row in report.final_items() if row["attempts"] > 1]
     events = report.passes[-1].events if report.passes else 0
     out.print(
         f"{len(report.merged)} pull requests merged; items that needed a second attempt: "
-        f"{', '.join(retried) or 'none'}; {report.reviews} reviews; {events} events recorded; "
+        f"{', '.join(retried) or 'none'}; {report.reviews} reviews; "
+        f"{sum(r['conclusion'] == 'failure' for r in report.ci_runs)} CI failure(s) sent back; "
+        f"{events} events recorded; "
         f"agents ran in {report.host} sessions; {seconds:.1f} s"
     )
     out.print(

@@ -53,6 +53,7 @@ Examples:
   agent-harness forge serve --data .forge --port 8080
   agent-harness forge serve --data .agent-harness/forge     # where its links point
   GITHUB_API_URL=http://127.0.0.1:8080 GITHUB_TOKEN=forge-token agent-harness plan PLAN.md
+  agent-harness forge serve --ci 'python -m unittest'   # a check run on each PR head
 """
 )
 @_data_option("Directory for the database and bare git repositories.")
@@ -73,6 +74,13 @@ Examples:
 )
 @click.option("--read-only-token", default=None, help="An extra token that may only read.")
 @click.option("--rate-limit", default=5000, show_default=True, help="Requests per token per hour.")
+@click.option(
+    "--ci",
+    "ci_command",
+    metavar="COMMAND",
+    help="Run COMMAND (in a checkout of the head) on each open pull request's new head and "
+    "post its result as the check run `local-ci`.",
+)
 def serve(
     data_dir: Path | None,
     host: str,
@@ -80,6 +88,7 @@ def serve(
     token: str | None,
     read_only_token: str | None,
     rate_limit: int,
+    ci_command: str | None,
 ) -> int:
     """Serve the GitHub REST subset and its web pages until Ctrl-C.
 
@@ -112,6 +121,13 @@ def serve(
     click.echo(f"  export GITHUB_API_URL={server.api_url} GITHUB_TOKEN={shown}")
     click.echo(f"  PyGithub: Github(auth=Auth.Token({in_python}), base_url={server.api_url!r})")
     click.echo(f"  pages: {server.api_url}/_html/")
+    ci = None
+    if ci_command:
+        from agent_harness.forge.ci import LocalCI
+
+        ci = LocalCI(hub, ci_command)
+        ci.start()
+        click.echo(f"  CI: `{ci_command}` on each pull request head, as check run local-ci")
     click.echo("  Ctrl-C to stop")
     sys.stdout.flush()
     try:
@@ -119,6 +135,8 @@ def serve(
     except KeyboardInterrupt:
         click.echo("forge stopped")
     finally:
+        if ci is not None:
+            ci.stop()
         hub.close()
     return 0
 

@@ -52,6 +52,8 @@ class DemoReport:
     inception: InceptionDemo | None = None  # when the plan came from a paragraph
     audit_db: Path | None = None  # the audit database the run was recorded in
     audit_problem: str | None = None  # why it could not be, when it could not
+    ci_runs: list[dict[str, Any]] = field(default_factory=list)  # what the local CI said
+    rounds: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # item -> PR rounds
 
     def final_items(self) -> list[dict[str, Any]]:
         if not self.passes:
@@ -68,6 +70,7 @@ class DemoReport:
         for item_id, row in latest.items():
             if item_id in merged:
                 row["state"] = "merged"
+            row["rounds"] = self.rounds.get(item_id, [])
         return list(latest.values())
 
 
@@ -117,13 +120,14 @@ def run_demo(
     plan_path: Path | None = None,
     step: Callable[[str], None] = lambda _message: None,
     observer: Observer | None = None,
-    max_passes: int = 6,
+    max_passes: int = 8,
     inception: bool = False,
     host: SessionHost | None = None,
 ) -> DemoReport:
     """Sync the example plan twice, then run, merge and reconcile until nothing is left; with
     `inception`, the plan is first argued out of a paragraph. Agents run in `host`."""
     from agent_harness.demo.assembly import demo_pipeline
+    from agent_harness.forge.ci import LocalCI
     from agent_harness.forge.local import local_forge
     from agent_harness.sessions.default import default_host
     from agent_harness.store.database import open_store
@@ -166,7 +170,10 @@ def run_demo(
             def merge(number: int) -> None:
                 _merge_as_a_person(forge.api_url, forge.token, number)
 
-            _run_and_merge(pipeline.run, merge, report, step, max_passes)
+            assert forge.forge is not None
+            ci = LocalCI(forge.forge, f"{sys.executable} {examples / 'ci' / 'tally_ci.py'}")
+            _run_and_merge(pipeline.run, merge, report, step, max_passes, ci.scan_once)
+            report.rounds = _rounds(store, pipeline.project)
             _finish(report, model.requests, store, step)
         finally:
             tracker.close()
@@ -203,9 +210,11 @@ def _run_and_merge(
     report: DemoReport,
     step: Callable[[str], None],
     max_passes: int,
+    ci: Callable[[], list[Any]],
 ) -> None:
-    """Run passes until one opens no pull request, merging what each opened in between, so
-    the next pass reconciles the merges and takes up the items that waited on them."""
+    """Run passes until one opens no pull request. After each, the project's CI runs on the
+    new heads; what it passed is merged (as a person would), what it failed is left for the
+    next pass, which sends it back to its agent as a PR round."""
     for number in range(1, max_passes + 1):
         step(f"run pass {number}: working every ready item")
         run = run_pass()
@@ -213,14 +222,36 @@ def _run_and_merge(
         opened = [item for item in run.items if item.state == "pr_open"]
         if not opened:
             break
+        said = {result.pull: result for result in ci()}
+        report.ci_runs += [
+            {"pr": r.pull, "sha": r.sha, "conclusion": r.conclusion} for r in said.values()
+        ]
         for item in opened:
             assert item.pr_number is not None
+            verdict = said.get(item.pr_number)
+            if verdict is not None and verdict.conclusion != "success":
+                step(
+                    f"CI failed on PR #{item.pr_number} ({item.id}); the next pass sends it "
+                    "back to its agent"
+                )
+                continue
             merge(item.pr_number)
             report.merged.append((item.id, item.pr_number))
         step(
-            "merged the approved pull requests, as a person would; the next pass "
+            "merged the approved pull requests CI passed, as a person would; the next pass "
             "reconciles the merges and unblocks what depended on them"
         )
+
+
+def _rounds(store: Any, project: str) -> dict[str, list[dict[str, Any]]]:
+    """Each item's PR rounds: when CI, a reviewer or the base sent it back, and why."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event in store.all_events(project=project):
+        if event.kind == "pr_round" and event.item:
+            said = event.payload.as_dict()
+            keep = ("round", "trigger", "action", "pr", "summary")
+            out.setdefault(event.item, []).append({k: said.get(k) for k in keep})
+    return out
 
 
 def _merge_as_a_person(api_url: str, token: str, number: int) -> None:

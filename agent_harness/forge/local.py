@@ -47,6 +47,7 @@ class LocalForge:
     data_dir: Path
     web_url: str | None = None  # where its pages are served for good; None on a scratch forge
     scratch: bool = False  # a dry run's throwaway forge, gone when the block ends
+    forge: Forge | None = None  # the forge itself, in this process (for its local CI)
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ def local_forge(
     forge.web_url = web_url
     try:
         with _serving(forge, address_port(web_url) or 0) as api_url:
-            yield LocalForge(api_url, token, data_dir, web_url)
+            yield LocalForge(api_url, token, data_dir, web_url, forge=forge)
     finally:
         forge.close()
 

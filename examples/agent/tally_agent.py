@@ -3,10 +3,12 @@
 
 agent-harness runs it like any CLI agent: in a terminal session, inside the item's worktree,
 with the prompt in a file (`--prompt-file PATH`). It reads the item id from the prompt and
-writes the code for that item. It makes two mistakes on purpose, so the demo shows the
+writes the code for that item. It makes three mistakes on purpose, so the demo shows the
 harness's loops: T2's first attempt fails its check (a trailing newline counted as a line),
-and T4's first attempt uses Counter.most_common, whose tie order a reviewer refuses. When the
-prompt carries feedback from a previous attempt, it writes the corrected version.
+T4's first attempt uses Counter.most_common, whose tie order a reviewer refuses, and T6's
+README passes the harness's checks but fails the project's CI (examples/ci/tally_ci.py)
+once, so its pull request goes back to the agent for a round. When the prompt carries
+feedback from a previous attempt, it writes the corrected version.
 
 Standard library only. Usage: tally_agent.py --prompt-file PROMPT.md [--think SECONDS]
 """
@@ -189,6 +191,10 @@ README_USAGE = """
 prints the number of words and lines and the three most frequent words.
 """
 
+README_EXAMPLE = """
+For example, `echo "one two two" | python -m tally.cli` prints the counts of that line.
+"""
+
 BINARY_GUARD = '''def _refuse_binary(text: str) -> None:
     """Binary input is refused: a NUL character means this is not text."""
     if "\\x00" in text:
@@ -251,6 +257,9 @@ def main() -> int:
         readme = Path("README.md").read_text(encoding="utf-8")
         if "## Usage" not in readme:
             write("README.md", readme.rstrip("\n") + "\n" + README_USAGE)
+        if "PR #" in prompt and "For example" not in readme:  # CI asked for an example run
+            readme = Path("README.md").read_text(encoding="utf-8")
+            write("README.md", readme.rstrip("\n") + "\n" + README_EXAMPLE)
     elif item == "T7":
         words = Path("tally/words.py").read_text(encoding="utf-8")
         start = words.index("def _refuse_binary")
