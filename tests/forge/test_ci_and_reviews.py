@@ -158,3 +158,26 @@ def test_faults_reach_the_new_endpoints(hub: RunningForge, repo: Any, clone: Pat
         pull.create_review(event="APPROVE")
     assert bad_gateway.value.status == 502
     assert list(repo.get_commit(sha).get_check_runs()) == []  # each rule was used up
+
+
+def test_local_ci_runs_on_each_new_head_once_and_posts_a_check_run(
+    hub: RunningForge, repo: Any, clone: Path
+) -> None:
+    from agent_harness.forge.ci import LocalCI
+
+    sha = push_branch(clone, "feature", "a.txt", "broken\n")
+    pull = repo.create_pull(title="f", body="", head="feature", base="main")
+    command = "grep -q fixed a.txt || { echo 'a.txt is not fixed'; exit 1; }"
+    ci = LocalCI(hub.forge, command)
+    [failed] = ci.scan_once()
+    assert (failed.pull, failed.sha, failed.conclusion) == (pull.number, sha, "failure")
+    assert ci.scan_once() == []  # a head is run once
+    [run] = list(repo.get_commit(sha).get_check_runs())
+    assert (run.name, run.conclusion) == ("local-ci", "failure")
+    assert "a.txt is not fixed" in run.output.text
+    (clone / "a.txt").write_text("fixed\n")
+    git(clone, "commit", "-q", "-am", "fix")
+    git(clone, "push", "-q", "origin", "feature")
+    fixed = git(clone, "rev-parse", "HEAD")
+    [passed] = ci.scan_once()
+    assert (passed.sha, passed.conclusion) == (fixed, "success")
