@@ -360,8 +360,13 @@ def _trigger(feedback: PullFeedback) -> Trigger | None:
 def round_comment(round_event: PullRound, sha: str, checks_table: str) -> str:
     """The one comment a round leaves on its pull request once its fix is pushed."""
     marker = json.dumps({"key": f"round:{round_event.round}:{sha}"})
+    asked = round_event.detail.strip().splitlines()[:20]
     lines = [
         f"**Round {round_event.round}** ({round_event.trigger}): {round_event.summary}.",
+        "",
+        "What this round answers:",
+        "",
+        *[f"> {line}" for line in asked],
         "",
         f"Pushed {sha[:12]} to the same branch; what the harness ran:",
         "",

@@ -223,6 +223,22 @@ def write(path: str, text: str) -> None:
     print(f"wrote {path}")
 
 
+def answer_line_comments(prompt: str) -> None:
+    """A reviewer's line comments from a PR round ("- path:line: text") are answered where
+    they were made: a comment saying what was asked goes above that line."""
+    asked = re.findall(r"^- ([\w./-]+\.py):(\d+): (.+)$", prompt, re.MULTILINE)
+    for path, line, text in sorted(asked, key=lambda a: -int(a[1])):
+        target = Path(path)
+        if not target.is_file():
+            continue
+        lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
+        at = min(int(line), len(lines) + 1) - 1
+        indent = re.match(r"\s*", lines[at]).group(0) if at < len(lines) else ""
+        lines.insert(at, f"{indent}# Review: {text}\n")
+        target.write_text("".join(lines), encoding="utf-8")
+        print(f"answered the comment on {path}:{line}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt-file", required=True, type=Path)
@@ -268,6 +284,7 @@ def main() -> int:
     else:
         print(f"tally_agent: I do not know how to do {item}", file=sys.stderr)
         return 3
+    answer_line_comments(prompt)
     print("tally_agent: done")
     return 0
 
