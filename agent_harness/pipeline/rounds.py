@@ -20,6 +20,8 @@ Every round is a `pr_round` event with its trigger and feedback.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +36,7 @@ from agent_harness.store.events import (
     Pushed,
 )
 from agent_harness.tracker.protocol import PullFeedback, Tracker, TrackerError
-from agent_harness.tracker.reconcile import Memory, PullFacts
+from agent_harness.tracker.reconcile import Memory, PullFacts, iso
 
 if TYPE_CHECKING:
     from agent_harness.git.workspace import Workspace
@@ -83,7 +85,9 @@ class PullWatch:
         max_rounds: int = 3,
         merge_when_green: bool = False,
         repo: Workspace | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self.clock = clock
         self.tracker = tracker
         self.store = store
         self.plan_key = plan_key
@@ -112,11 +116,19 @@ class PullWatch:
             if f.item is not None and f.plan == self.plan_key and f.state == "open"
         }
         newly |= self._base_moved(memory, ours)
-        self.store.set_meta(self.meta_key, json.dumps(memory))
+        # Timestamps have whole seconds: a pull request read in the second it was last updated
+        # is read once more, or a review landing later in that second would go unseen (the
+        # listing would not change).
+        read_at = memory.setdefault("read", {})
+        newly |= {n for n, f in ours.items() if read_at.get(str(n), "~") <= f.updated_at}
         for number in sorted((set(changed) | newly) & set(ours)):
             item = ours[number].item
             assert item is not None
+            read_at[str(number)] = iso(self.clock())
             self._one(number, item)
+        for gone in set(read_at) - {str(n) for n in ours}:
+            del read_at[gone]
+        self.store.set_meta(self.meta_key, json.dumps(memory))
         return self.report
 
     def _base_moved(self, memory: dict[str, Any], ours: dict[int, PullFacts]) -> set[int]:
@@ -302,6 +314,7 @@ def watch_all(
     max_rounds: int = 3,
     merge_when_green: bool = False,
     repo: Workspace | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> WatchReport:
     """One watch pass for `plan_key`, or for every plan with an open pull request of ours
     (what `agent-harness reconcile` runs after its own pass)."""
@@ -319,6 +332,7 @@ def watch_all(
             max_rounds=max_rounds,
             merge_when_green=merge_when_green,
             repo=repo,
+            clock=clock,
         ).run(changed)
         for name in ("read", "rounds", "stopped", "merged"):
             getattr(total, name).extend(getattr(one, name))

@@ -388,6 +388,7 @@ class Pipeline:
                 max_rounds=self.settings.max_pr_rounds,
                 merge_when_green=self.settings.merge_when_green,
                 repo=self.parts.repo,
+                clock=self.parts.clock,
             ).run(changed)
         self.rounds.append(report)
         return report

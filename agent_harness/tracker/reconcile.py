@@ -41,7 +41,7 @@ REVERT_COMMIT_RE = re.compile(r"This reverts commit ([0-9a-fA-F]{7,40})\b")
 MEMORY_VERSION = 1
 
 
-def _iso(moment: float) -> str:
+def iso(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -377,7 +377,7 @@ class Reconciler:
         """SHAs on the default branch since the oldest merge still watched; records reverts."""
         memory = self.memory
         branch = self._default_branch()
-        cutoff = _iso(self.clock() - self.window.total_seconds())
+        cutoff = iso(self.clock() - self.window.total_seconds())
         watched = [
             p.merged_at for p in ours if p.merged_at and p.merged_at >= cutoff and p.base == branch
         ]
@@ -420,7 +420,7 @@ class Reconciler:
                 continue
             graph.add(graph.node_of(revert_sha) or f"c:{revert_sha}", target)
         branch = self._default_branch()
-        cutoff = _iso(self.clock() - self.window.total_seconds())
+        cutoff = iso(self.clock() - self.window.total_seconds())
         # The newest pull request of an item decides, but a merged one outranks later closed ones.
         chosen: dict[tuple[str, str], PullFacts] = {}
         for pull in sorted(ours, key=lambda p: p.number):

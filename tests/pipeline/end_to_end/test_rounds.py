@@ -189,16 +189,32 @@ def test_a_base_that_moved_is_rebased_without_the_agent_a_conflict_goes_to_it(
     assert gh_repo(h).get_pull(pull.number).mergeable
 
 
-def test_brakes_a_human_commit_a_stop_comment_and_the_round_budget(h: Harness) -> None:
+def test_a_stop_comment_halts_rounds(h: Harness) -> None:
     pull = first_pull(h)
     repo = gh_repo(h)
-    p = pipeline(h, max_pr_rounds=1)
+    p = pipeline(h)
     pull.create_issue_comment("/agent-harness stop")
     repo.create_check_run("ci", pull.head.sha, conclusion="failure")
     p.reconcile()
     assert rounds(h, p) == []
     events = h.store.all_events(project=p.project, item="T1")
     assert [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"] == ["stop"]
+
+
+def test_merge_when_green_respects_branch_protection_and_says_so_once(h: Harness) -> None:
+    pull = first_pull(h)
+    repo = gh_repo(h)
+    repo.get_branch("main").edit_protection(strict=False, contexts=["security-scan"])
+    repo.create_check_run("ci", pull.head.sha, conclusion="success")
+    p = pipeline(h, merge_when_green=True)
+    p.reconcile()
+    events = h.store.all_events(project=p.project, item="T1")
+    [refused] = [e.payload.as_dict() for e in events if e.kind == "pr_merge"]
+    assert refused["merged"] is False and "security-scan" in refused["detail"]
+    assert not repo.get_pull(pull.number).merged
+    merges = p.tracker.tally.by_kind.get("merge_pull", 0)
+    p.reconcile()
+    assert p.tracker.tally.by_kind.get("merge_pull", 0) == merges  # not retried blindly
 
 
 def test_the_round_budget_spent_fails_the_item_with_its_reason(h: Harness) -> None:
@@ -238,18 +254,40 @@ def test_a_commit_the_harness_did_not_make_stops_it_and_it_says_so(h: Harness) -
     assert len(harness_comments(gh_repo(h).get_pull(pull.number))) == 1
 
 
-def test_a_second_look_with_nothing_new_writes_nothing_and_reads_stay_o_changed(
+def test_reads_stay_o_changed_and_a_second_look_with_nothing_new_writes_nothing(
     h: Harness,
 ) -> None:
-    first_pull(h)
-    p = pipeline(h)
-    p.reconcile()
+    h.forge.forge.clock = h.clock  # the forge's timestamps and the watch's on one clock
+    plan = "".join(
+        f"### T{n}: Notes {n}\nWrite NOTES.md.\n\n"
+        "check: `python -c \"import pathlib; assert pathlib.Path('NOTES.md').exists()\"`\n\n"
+        for n in (1, 2, 3)
+    )
+    script = h.tmp / "round_agent.py"
+    script.write_text(AGENT)
+    command = shlex.join([sys.executable, str(script)]) + " {prompt_file}"
+    p = h.pipeline(plan, agent=command, settings=settings())
+    p.parts.clock = h.clock
+    p.run()
+    pulls = h.pulls()
+    assert len(pulls) == 3
+    h.clock.advance(2)
+    p.reconcile()  # reads each once more: they were read in the second they changed
+    h.clock.advance(2)
+    gh_repo(h).create_check_run("ci", pulls[0].head.sha, conclusion="failure")
+    tally = p.tracker.tally
+    before = dict(tally.by_kind)
+    p.reconcile()  # one of three open pull requests changed: only it is read
+    read = {k: v - before.get(k, 0) for k, v in tally.by_kind.items() if v != before.get(k, 0)}
+    assert read.get("get_pull") == 1 and read.get("list_check_runs") == 1, read
+    events = h.store.all_events(project=p.project)
+    assert [e.payload.as_dict()["pr"] for e in events if e.kind == "pr_round"] == [pulls[0].number]
+
     forge = h.forge.forge
     mark = forge.mark()
-    writes = p.tracker.tally.writes
-    p.reconcile()
+    writes = tally.writes
+    p.reconcile()  # nothing new: no write, and no pull request read
     counts = forge.request_counts(mark)
-    assert p.tracker.tally.writes == writes
-    reads_per_pull = [k for k in counts if "/pulls/{pull_number}" in k or "check-runs" in k]
-    assert reads_per_pull == [], counts
+    assert tally.writes == writes
+    assert not [k for k in counts if "{pull_number}" in k or "check-runs" in k], counts
     assert sum(counts.values()) <= 4, counts
