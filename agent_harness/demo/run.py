@@ -9,6 +9,7 @@ product promises: the second pass writes nothing.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import sys
 from collections.abc import Callable
@@ -127,7 +128,6 @@ def run_demo(
     """Sync the example plan twice, then run, merge and reconcile until nothing is left; with
     `inception`, the plan is first argued out of a paragraph. Agents run in `host`."""
     from agent_harness.demo.assembly import demo_pipeline
-    from agent_harness.forge.ci import LocalCI
     from agent_harness.forge.local import local_forge
     from agent_harness.sessions.default import default_host
     from agent_harness.store.database import open_store
@@ -167,11 +167,8 @@ def run_demo(
                 observer=observer,
             )
 
-            def merge(number: int) -> None:
-                _merge_as_a_person(forge.api_url, forge.token, number)
-
-            assert forge.forge is not None
-            ci = LocalCI(forge.forge, f"{sys.executable} {examples / 'ci' / 'tally_ci.py'}")
+            merge = functools.partial(_merge_as_a_person, forge.api_url, forge.token)
+            ci = _local_ci(forge, examples)
             _run_and_merge(pipeline.run, merge, report, step, max_passes, ci.scan_once)
             report.rounds = _rounds(store, pipeline.project)
             _finish(report, model.requests, store, step)
@@ -202,6 +199,14 @@ def _finish(
         report.audit_problem = recorded
     else:
         report.audit_db = target
+
+
+def _local_ci(forge: Any, examples: Path) -> Any:
+    """The example project's CI, run by the forge on each pull request head."""
+    from agent_harness.forge.ci import LocalCI
+
+    assert forge.forge is not None
+    return LocalCI(forge.forge, f"{sys.executable} {examples / 'ci' / 'tally_ci.py'}")
 
 
 def _run_and_merge(

@@ -18,12 +18,12 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from agent_harness.store.event_docs import render_reference
 from agent_harness.store.inception_events import InceptionKind
+from agent_harness.store.payload import Payload as Payload
+from agent_harness.store.payload import RawPayload as RawPayload
 from agent_harness.store.round_events import PullMerge as PullMerge
 from agent_harness.store.round_events import PullRound as PullRound
 from agent_harness.store.round_events import PullRoundsStopped as PullRoundsStopped
 from agent_harness.store.round_events import RoundKind
-from agent_harness.store.payload import Payload as Payload
-from agent_harness.store.payload import RawPayload as RawPayload
 
 
 class EventKind(StrEnum):

@@ -19,7 +19,6 @@ from agent_harness.store.events import (
     read_payload,
     reference_markdown,
 )
-from agent_harness.store.reference import reference_markdown
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
