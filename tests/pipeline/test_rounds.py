@@ -1,0 +1,101 @@
+"""PR rounds over the in-memory fakes: which feedback sends an item back, in what order, and
+what stops it; the same rules the forge end-to-end tests drive over real git and HTTP."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_harness.pipeline.run import Pipeline
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.queue.items import get_item
+from agent_harness.store.events import Pushed
+from agent_harness.testing.scripted import ScriptedImplementer, ScriptedReviewer, Step, verdict
+from agent_harness.tracker.protocol import PullFeedback
+
+from .conftest import Rig
+
+pytestmark = pytest.mark.unit
+
+ONE = "### T1: Count words\n"
+
+
+def opened(rig: Rig, *steps: Step) -> tuple[Pipeline, int, str]:
+    rig.implementer = ScriptedImplementer([Step(files={"words.py": "N = 1\n"}), *steps])
+    rig.reviewer = ScriptedReviewer([verdict(True)] * 4)
+    rig.settings.idle_poll_s = 0.01
+    rig.settings.worker_prefix = "test"
+    parts = rig.parts()
+    pipeline = Pipeline(
+        plan=parse_plan(ONE),
+        plan_key="PLAN",
+        tracker=rig.tracker,
+        store=rig.store,
+        repo=parts.repo,
+        implementer=rig.implementer,
+        reviewer=rig.reviewer,
+        settings=rig.settings,
+        state_dir=rig.tmp / "state",
+        env=rig.env,
+        clock=rig.clock,
+        check_runner=rig.checks,
+    )
+    pipeline.run()
+    [number] = rig.tracker.pulls
+    events = rig.store.all_events(project=pipeline.project, item="T1")
+    head = [e.payload for e in events if isinstance(e.payload, Pushed)][-1].sha
+    return pipeline, number, head
+
+
+def said(rig: Rig, number: int, head: str, **facts: object) -> None:
+    base = {"mergeable_state": "clean", "base_ref": "main"}
+    rig.tracker.feedback[number] = PullFeedback(number, head, **(base | facts))  # type: ignore[arg-type]
+
+
+def kinds(rig: Rig, p: Pipeline) -> list[dict[str, object]]:
+    events = rig.store.all_events(project=p.project, item="T1")
+    return [e.payload.as_dict() | {"kind": e.kind} for e in events if e.kind.startswith("pr_")]
+
+
+def test_a_failed_check_outranks_a_review_and_the_fix_answers_on_the_same_pull(rig: Rig) -> None:
+    p, number, _ = opened(rig, Step(files={"words.py": "N = 2\n"}))
+    # The fake does not follow the branch: an empty head says "whatever the head is now".
+    said(
+        rig,
+        number,
+        "",
+        checks=(("ci", "failure", "1 failed: test_words"),),
+        reviews=((7, "CHANGES_REQUESTED", "rename N", ""),),
+    )
+    p.run()
+    [round_one] = [k for k in kinds(rig, p) if k["kind"] == "pr_round"]
+    assert round_one["trigger"] == "check_run" and "1 failed: test_words" in str(
+        round_one["detail"]
+    )
+    assert list(rig.tracker.pulls) == [number]  # the same pull request, updated
+    [comment] = rig.tracker.comments[number]
+    assert "**Round 1** (check_run)" in comment.body
+    assert get_item(rig.store, p.project, "T1").state == "pr_open"
+
+
+def test_the_hold_label_stops_rounds_and_so_does_a_foreign_head(rig: Rig) -> None:
+    p, number, head = opened(rig)
+    said(rig, number, head, labels=("agent-harness:hold",), checks=(("ci", "failure", ""),))
+    p.reconcile()
+    said(rig, number, "f" * 40, checks=(("ci", "failure", ""),))
+    p.reconcile()
+    stops = [k["key"] for k in kinds(rig, p) if k["kind"] == "pr_rounds_stopped"]
+    assert stops == ["hold", "foreign:" + "f" * 40]
+    assert get_item(rig.store, p.project, "T1").state == "pr_open"
+    [told] = rig.tracker.comments[number]  # the foreign commit is said on the pull request
+    assert "did not make" in told.body
+
+
+def test_with_no_round_left_the_item_fails_saying_why(rig: Rig) -> None:
+    rig.settings.max_pr_rounds = 0
+    p, number, head = opened(rig)
+    said(rig, number, head, checks=(("lint", "timed_out", ""),))
+    p.reconcile()
+    item = get_item(rig.store, p.project, "T1")
+    assert item.state == "failed"
+    assert "budget of 0 PR rounds is spent" in (item.reason or "")
+    assert "lint (timed_out)" in (item.reason or "")
