@@ -207,8 +207,29 @@ def _branch_name(ctx: RepoContext, spec: str, field: str) -> str:
     return spec
 
 
+def refresh_heads(call: Call, ctx: RepoContext) -> None:
+    """A push to an open pull's head branch updates the pull, as GitHub's `synchronize` does.
+
+    Pushes reach the bare repository without the forge hearing of them, so a moved head is
+    noticed when pull requests are next read: the pull takes the new head and `updated_at`."""
+    rows = call.forge.db.all(
+        "SELECT pulls.id, pulls.head_ref, pulls.head_sha, issues.id AS issue_id FROM pulls"
+        " JOIN issues ON issues.id = pulls.issue_id WHERE issues.repo_id = ?"
+        " AND issues.state = 'open'",
+        ctx.id,
+    )
+    for row in rows:
+        head = ctx.git.resolve(f"refs/heads/{row['head_ref']}")
+        if head is not None and head != row["head_sha"]:
+            call.forge.db.run("UPDATE pulls SET head_sha = ? WHERE id = ?", head, row["id"])
+            call.forge.db.run(
+                "UPDATE issues SET updated_at = ? WHERE id = ?", call.forge.now(), row["issue_id"]
+            )
+
+
 def list_pulls(call: Call) -> Reply:
     ctx = call.repo()
+    refresh_heads(call, ctx)
     q = call.query
     where: list[str] = ["issues.repo_id = ?"]
     args: list[Any] = [ctx.id]
@@ -342,6 +363,7 @@ def _insert_pull(
 
 def get_pull(call: Call) -> Reply:
     ctx = call.repo()
+    refresh_heads(call, ctx)
     issue, pull = _pull_rows(call, ctx)
     return Reply(200, render_pull(call, ctx, issue, pull, full=True))
 

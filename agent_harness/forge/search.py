@@ -16,6 +16,7 @@ from typing import Any
 
 from agent_harness.forge.checks import commit_state
 from agent_harness.forge.errors import ApiError
+from agent_harness.forge.pulls import refresh_heads
 from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 
 _KNOWN = {"repo", "is", "type", "state", "label", "updated", "created", "status", "head"}
@@ -109,6 +110,11 @@ def search_issues(call: Call) -> Reply:
             [{"resource": "Search", "field": "q", "code": "missing"}],
         )
     qualifiers, text = _terms(query)
+    for key, value in qualifiers:
+        if key == "repo" and (
+            ctx := call.forge.repo_context(*value.partition("/")[::2], call.render)
+        ):
+            refresh_heads(call, ctx)
     where, args = _sql(qualifiers, call)
     sort = {"updated": "updated_at", "created": "created_at"}.get(call.query.get("sort", ""))
     order = "ASC" if call.query.get("order") == "asc" else "DESC"

@@ -59,6 +59,13 @@ def test_reviews_line_comments_and_mergeable_state(
     assert repo.get_pull(pull.number).mergeable_state == "clean"
     before = repo.get_pull(pull.number).updated_at
     hub.forge.clock.advance(5)  # type: ignore[attr-defined]
+    (clone / "a.txt").write_text("one\ntwo\n\n")
+    git(clone, "commit", "-q", "-am", "a push to the head")
+    git(clone, "push", "-q", "origin", "feature")
+    pushed = repo.get_pull(pull.number)  # a push moves the pull, as GitHub's synchronize
+    assert pushed.updated_at > before and pushed.head.sha == git(clone, "rev-parse", "HEAD")
+    before = pushed.updated_at
+    hub.forge.clock.advance(5)  # type: ignore[attr-defined]
     review = pull.create_review(
         body="Please fix",
         event="REQUEST_CHANGES",

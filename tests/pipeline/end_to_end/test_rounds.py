@@ -189,18 +189,6 @@ def test_a_base_that_moved_is_rebased_without_the_agent_a_conflict_goes_to_it(
     assert gh_repo(h).get_pull(pull.number).mergeable
 
 
-def test_a_stop_comment_halts_rounds(h: Harness) -> None:
-    pull = first_pull(h)
-    repo = gh_repo(h)
-    p = pipeline(h)
-    pull.create_issue_comment("/agent-harness stop")
-    repo.create_check_run("ci", pull.head.sha, conclusion="failure")
-    p.reconcile()
-    assert rounds(h, p) == []
-    events = h.store.all_events(project=p.project, item="T1")
-    assert [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"] == ["stop"]
-
-
 def test_merge_when_green_respects_branch_protection_and_says_so_once(h: Harness) -> None:
     pull = first_pull(h)
     repo = gh_repo(h)
@@ -234,8 +222,18 @@ def test_the_round_budget_spent_fails_the_item_with_its_reason(h: Harness) -> No
     assert any("No more rounds" in c.body for c in repo.get_pull(pull.number).get_issue_comments())
 
 
-def test_a_commit_the_harness_did_not_make_stops_it_and_it_says_so(h: Harness) -> None:
+def test_brakes_a_stop_comment_then_a_commit_the_harness_did_not_make(h: Harness) -> None:
     pull = first_pull(h)
+    p = pipeline(h)
+    pull.create_issue_comment("/agent-harness stop")
+    gh_repo(h).create_check_run("ci", pull.head.sha, conclusion="failure")
+    p.reconcile()
+    assert rounds(h, p) == []
+    events = h.store.all_events(project=p.project, item="T1")
+    assert [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"] == ["stop"]
+    # The person takes the stop back (a new item round would follow) and pushes a commit.
+    comment = next(c for c in pull.get_issue_comments() if c.body == "/agent-harness stop")
+    comment.edit("resumed by a person")
     person = h.tmp / "person"
     url = h.forge.forge.clone_url("octo", "tally")
     subprocess.run(["git", "clone", "-q", "-b", pull.head.ref, url, str(person)], check=True)
@@ -245,7 +243,6 @@ def test_a_commit_the_harness_did_not_make_stops_it_and_it_says_so(h: Harness) -
     subprocess.run(["git", "push", "-q", "origin", pull.head.ref], cwd=person, check=True)
     head = gh_repo(h).get_pull(pull.number).head.sha
     gh_repo(h).create_check_run("ci", head, conclusion="failure")
-    p = pipeline(h)
     p.reconcile()
     assert rounds(h, p) == []
     [said] = harness_comments(gh_repo(h).get_pull(pull.number))
