@@ -55,12 +55,13 @@ def _request(options: dict[str, Any]) -> RunRequest:
 def execute_run(
     options: dict[str, Any], out: Console, err: Console, print_json: Callable[[Any], None]
 ) -> int:
-    from agent_harness.config import load_settings
+    from agent_harness.cli.settings_opts import given_flags, load_cli_settings
     from agent_harness.pipeline.fleetrun import FleetRun
     from agent_harness.pipeline.launch import pipelines_for
 
     request = _request(options)
-    loaded = load_settings()
+    flags = given_flags(click.get_current_context(), options)
+    loaded = load_cli_settings(flags=flags)
     settings = loaded.settings
     as_json = bool(options["as_json"])
     if as_json:
