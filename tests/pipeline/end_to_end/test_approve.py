@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.queue import items, leases
 from agent_harness.store.database import open_store
 from agent_harness.testing.forge import TOKEN
 
@@ -102,19 +104,18 @@ def test_a_person_sees_only_what_will_run_and_may_leave_items_out(
     cwd.mkdir()
     (cwd / "PLAN.md").write_text(PLAN)
     (cwd / "agent-harness.toml").write_text("protected_paths = ['secrets/**']\n")
-    env = cli_env(h)
-    first = subprocess.run(
-        run_args(h, "--only", "T4", "--yes"),
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert first.returncode == 4, first.stderr  # T4 failed: it changed nothing
+    # T4 failed in an earlier run: all its attempts spent.
+    project = f"{REPO}:PLAN"
+    store = open_store(str(cwd / ".agent-harness" / "harness.sqlite"))
+    try:
+        items.enqueue(store, project, [parse_plan(PLAN).item("T4")], max_attempts=1)
+        lease = leases.claim_next(store, project, "earlier/w1", 60.0)
+        assert lease is not None
+        assert leases.fail(store, lease, "changed nothing") == "failed"
+    finally:
+        store.close()
 
-    term = Terminal(run_args(h, "--approve"), cwd, env)
+    term = Terminal(run_args(h, "--approve"), cwd, cli_env(h))
     shown = term.wait_for("Leave any out?")
     listed = shown.split("items that will run", 1)[1].split("not run:", 1)[0]
     assert "T1" in listed and "T2" in listed and "T3" in listed and "T4" not in listed
@@ -129,7 +130,7 @@ def test_a_person_sees_only_what_will_run_and_may_leave_items_out(
 
     store = open_store(str(cwd / ".agent-harness" / "harness.sqlite"))
     try:
-        started = {e.item for e in store.all_events(project=f"{REPO}:PLAN") if e.kind == "claimed"}
+        claimed = [e.item for e in store.all_events(project=project) if e.kind == "claimed"]
     finally:
         store.close()
-    assert started == {"T1", "T3", "T4"}  # T4 by the first run; T2 was left out
+    assert sorted(claimed) == ["T1", "T3", "T4"]  # T4 by the earlier run; T2 was left out
