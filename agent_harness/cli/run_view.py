@@ -189,9 +189,11 @@ def approve(out: Console, pipelines: list[Pipeline], protected: list[str]) -> bo
 
 def _ask_left_out(out: Console, listed: dict[str, Any]) -> set[str]:
     """The listed items a person leaves out; asked again until every name is in the list."""
+    first = next(iter(listed))
+    example = f"{first.split(':')[0]}:T2" if ":" in first else "T2 T5"
     while True:
         answer = click.prompt(
-            "Leave any out? Type their ids (e.g. T2 T5), or press Enter to keep them all",
+            f"Leave any out? Type their ids (e.g. {example}), or press Enter to keep them all",
             default="",
             show_default=False,
         )
