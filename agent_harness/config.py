@@ -7,9 +7,10 @@ layer, so `agent-harness config` can say why a setting is what it is.
 
 from __future__ import annotations
 
+import difflib
 import json
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +24,25 @@ ENV_PREFIX = "AGENT_HARNESS_"
 CONFIG_FILE = "agent-harness.toml"
 # Short names people already use; they map onto the dotted keys.
 ENV_ALIASES = {"AGENT_HARNESS_DB": "store.db"}
+# AGENT_HARNESS_* variables that are not settings: read by other parts (debugging, the sealed
+# credentials, the demo, the test kit). Any other AGENT_HARNESS_* variable that looks like a
+# setting (a SECTION__KEY, or a near miss of a setting's name) is refused as a misspelling.
+ENV_OTHERS = frozenset(
+    {
+        "AGENT_HARNESS_DEBUG",
+        "AGENT_HARNESS_AUDIT_DB",
+        "AGENT_HARNESS_SEALED_FD",
+        "AGENT_HARNESS_DEMO_REVIEWER_KEY",
+        "AGENT_HARNESS_DEMO_PLANNER_KEY",
+        "AGENT_HARNESS_SESSION_TOKEN",
+        "AGENT_HARNESS_SERVICE_TOKEN",
+        "AGENT_HARNESS_TOKEN",
+        "AGENT_HARNESS_NPM_AGENTS",
+        "AGENT_HARNESS_NPM_CACHE",
+        "AGENT_HARNESS_TEST_PG",
+    }
+)
+DEFAULT_PROTECTED = (".github/**", CONFIG_FILE)
 
 
 class _Section(BaseModel):
@@ -147,8 +167,10 @@ class Settings(_Section):
     roles: dict[str, str | dict[str, str]] = Field(default_factory=dict)
     """Model route per role (reviewer, planner, implementer): "vendor:model" or a table with
     vendor, model and optionally endpoint, api_key_env. A running run takes a change at once."""
-    protected_paths: list[str] = Field(default_factory=lambda: [".github/**", CONFIG_FILE])
-    """Globs an agent's change may never touch; such an item stops before review."""
+    protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED))
+    """Globs an agent's change may never touch; such an item stops before review. A file's
+    list adds to these defaults; `[protected_paths]` with `paths = [...]` and `replace = true`
+    replaces them."""
     state_dir: str = ".agent-harness"
     """Directory (relative to the working directory) for local state: db, worktrees, forge."""
 
@@ -160,6 +182,8 @@ class LoadedSettings:
     settings: Settings
     sources: dict[str, str] = field(default_factory=dict)
     file: Path | None = None
+    warnings: list[str] = field(default_factory=list)
+    """What is allowed but unwise (a token written in a file); never holds a secret's value."""
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(key, shown value, source) for every leaf; secrets masked."""
@@ -194,6 +218,8 @@ def _show(value: Any) -> str:
         return "-"
     if isinstance(value, list):
         return ", ".join(str(v) for v in value) or "[]"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} = {v}" for k, v in value.items()) or "{}"
     return str(value)
 
 
@@ -230,6 +256,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+# Keys that say how another key's value is taken, not settings of their own.
+_PROTECTED_REPLACE = "protected_paths.replace"
+
+
 def _known_keys() -> dict[str, Any]:
     """Dotted leaf key -> its annotation's field info, for validation of env and flags."""
     keys: dict[str, Any] = {}
@@ -243,43 +273,98 @@ def _known_keys() -> dict[str, Any]:
     return keys
 
 
+def nearest_key(name: str) -> str | None:
+    """The valid dotted key (or section) closest to a misspelt `name`, if any is close: by the
+    whole name first, then by its last part (`budgets.protected_paths` -> `protected_paths`)."""
+    known = [*_known_keys(), _PROTECTED_REPLACE]
+    sections = {key.split(".")[0] for key in known if "." in key}
+    # A section is no answer for a key already inside it (`budgets.nope` is not `budgets`).
+    candidates = known + sorted(s for s in sections if not name.startswith(s + "."))
+    found = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
+    if found:
+        return found[0]
+    by_leaf = {key.rsplit(".", 1)[-1]: key for key in known}
+    leaf = difflib.get_close_matches(name.rsplit(".", 1)[-1], list(by_leaf), n=1, cutoff=0.75)
+    return by_leaf[leaf[0]] if leaf else None
+
+
+def _unknown(origin: str, dotted: str) -> ConfigError:
+    near = nearest_key(dotted)
+    hint = f"; did you mean '{near}'?" if near and near != dotted else ""
+    return ConfigError(f"{origin}: unknown key '{dotted}'{hint}")
+
+
 def _flatten(data: Mapping[str, Any], origin: str, prefix: str = "") -> dict[str, Any]:
     known = _known_keys()
     sections = {key.split(".")[0] for key in known if "." in key}
     out: dict[str, Any] = {}
     for key, value in data.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and dotted in sections:
+        if isinstance(value, dict) and dotted == "protected_paths":
+            # [protected_paths] paths = [...], replace = true|false
+            for sub, given in value.items():
+                if sub not in ("paths", "replace"):
+                    raise _unknown(origin, f"protected_paths.{sub}")
+                out["protected_paths" if sub == "paths" else _PROTECTED_REPLACE] = given
+        elif isinstance(value, dict) and dotted in sections:
             out.update(_flatten(value, origin, dotted + "."))
         elif dotted in known:
             out[dotted] = value
         else:
-            raise ConfigError(f"{origin}: unknown key '{dotted}'")
+            raise _unknown(origin, dotted)
     return out
+
+
+def _env_key(name: str) -> str:
+    return ENV_ALIASES.get(name) or name[len(ENV_PREFIX) :].lower().replace("__", ".")
+
+
+def env_name(dotted: str) -> str:
+    """The environment variable that sets a dotted key (`budgets.lease_s` ->
+    AGENT_HARNESS_BUDGETS__LEASE_S)."""
+    return ENV_PREFIX + dotted.upper().replace(".", "__")
 
 
 def _from_env(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
     known = _known_keys()
     out: dict[str, tuple[Any, str]] = {}
     for name, raw in env.items():
-        if not name.startswith(ENV_PREFIX):
+        if not name.startswith(ENV_PREFIX) or name in ENV_OTHERS:
             continue
-        dotted = ENV_ALIASES.get(name)
-        if dotted is None:
-            dotted = name[len(ENV_PREFIX) :].lower().replace("__", ".")
+        dotted = _env_key(name)
+        if dotted == _PROTECTED_REPLACE:
+            out[dotted] = (raw, f"env {name}")
+            continue
         if dotted not in known:
-            continue  # other AGENT_HARNESS_* variables (tokens for tests, debug) are not settings
-        value: Any = raw
-        annotation = str(known[dotted].annotation)
-        if "list" in annotation:
-            stripped = raw.strip()
-            value = (
-                json.loads(stripped)
-                if stripped.startswith("[")
-                else [part.strip() for part in raw.split(",") if part.strip()]
-            )
-        out[dotted] = (value, f"env {name}")
+            near = nearest_key(dotted)
+            if "." in dotted or (near and near != dotted):
+                hint = f"; did you mean {env_name(near)}?" if near else ""
+                raise ConfigError(f"env {name}: no such setting{hint}")
+            continue  # not shaped like a setting, nor near one: some other tool's variable
+        out[dotted] = (_env_value(raw, str(known[dotted].annotation)), f"env {name}")
     return out
+
+
+def _env_value(raw: str, annotation: str) -> Any:
+    stripped = raw.strip()
+    if "list" in annotation:
+        if stripped.startswith("["):
+            return json.loads(stripped)
+        return [part.strip() for part in raw.split(",") if part.strip()]
+    if "dict" in annotation and stripped.startswith("{"):
+        return json.loads(stripped)
+    return raw
+
+
+def _read_file_layer(cwd: Path, config_file: Path | None) -> tuple[Path, dict[str, Any]] | None:
+    if config_file is None:
+        return find_config_file(cwd)
+    if not config_file.is_file():
+        raise ConfigError(f"config file not found: {config_file}")
+    data = _read_toml(config_file)
+    if config_file.name == "pyproject.toml":
+        data = data.get("tool", {}).get("agent-harness", {})
+    return config_file, data
 
 
 def load_settings(
@@ -293,35 +378,61 @@ def load_settings(
     env = process_env() if env is None else env
     layered: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    found: tuple[Path, dict[str, Any]] | None
-    if config_file is not None:
-        if not config_file.is_file():
-            raise ConfigError(f"config file not found: {config_file}")
-        data = _read_toml(config_file)
-        if config_file.name == "pyproject.toml":
-            data = data.get("tool", {}).get("agent-harness", {})
-        found = (config_file, data)
-    else:
-        found = find_config_file(cwd)
     origin_of: dict[str, str] = {}
+    found = _read_file_layer(cwd, config_file)
+    layers: list[tuple[dict[str, Any], Callable[[str], str], str]] = []
     if found is not None:
         path, data = found
-        for key, value in _flatten(data, str(path)).items():
-            layered[key] = value
-            sources[key] = f"file {path.name}"
-            origin_of[key] = str(path)
-    for key, (value, origin) in _from_env(env).items():
-        layered[key] = value
-        sources[key] = origin
-        origin_of[key] = origin
-    for key, value in (flags or {}).items():
-        if value is None:
-            continue
+        from_file = _flatten(data, str(path))
+        layers.append((from_file, lambda _key: f"file {path.name}", str(path)))
+    from_env = _from_env(env)
+    layers.append(({k: v for k, (v, _o) in from_env.items()}, lambda k: from_env[k][1], ""))
+    given = {key: value for key, value in (flags or {}).items() if value is not None}
+    for key in given:
         if key not in _known_keys():
             raise ConfigError(f"unknown setting '{key}'")
-        layered[key] = value
-        sources[key] = "flag"
-        origin_of[key] = "command line"
+    layers.append((given, lambda _key: "flag", "command line"))
+    for values, source, origin in layers:
+        for key, value in values.items():
+            layered[key] = value
+            sources[key] = source(key)
+            origin_of[key] = origin or source(key)
+    _add_to_default_protection(layered, sources, origin_of)
+    settings = _validated(layered, origin_of)
+    loaded = LoadedSettings(settings=settings, sources=sources, file=found[0] if found else None)
+    if settings.tracker.token is not None and sources.get("tracker.token", "").startswith("file"):
+        loaded.warnings.append(
+            f"tracker.token is written in {found[0] if found else 'a file'}: anyone who can "
+            "read that file or its history has the token; set GH_TOKEN (or use `gh auth "
+            "login`) and remove it from the file"
+        )
+    return loaded
+
+
+def _add_to_default_protection(
+    layered: dict[str, Any], sources: dict[str, str], origin_of: dict[str, str]
+) -> None:
+    """A configured `protected_paths` adds to the defaults, unless `replace = true` says it
+    stands alone: a list written to protect one more folder must not unprotect CI."""
+    replace = layered.pop(_PROTECTED_REPLACE, False)
+    where = origin_of.pop(_PROTECTED_REPLACE, "configuration")
+    sources.pop(_PROTECTED_REPLACE, None)
+    if isinstance(replace, str) and replace.strip().lower() in ("true", "false", "1", "0"):
+        replace = replace.strip().lower() in ("true", "1")
+    if not isinstance(replace, bool):
+        raise ConfigError(f"{where}: {_PROTECTED_REPLACE}: must be true or false")
+    given = layered.get("protected_paths")
+    if given is None:
+        if replace:
+            raise ConfigError(f"{where}: {_PROTECTED_REPLACE} is true but no paths are given")
+        return
+    if replace or not isinstance(given, list):
+        return  # a value that is not a list is the validation's to refuse
+    layered["protected_paths"] = list(dict.fromkeys([*DEFAULT_PROTECTED, *given]))
+    sources["protected_paths"] = f"default + {sources['protected_paths']}"
+
+
+def _validated(layered: dict[str, Any], origin_of: dict[str, str]) -> Settings:
     nested: dict[str, Any] = {}
     for key, value in layered.items():
         if "." in key:
@@ -330,13 +441,12 @@ def load_settings(
         else:
             nested[key] = value
     try:
-        settings = Settings.model_validate(nested)
+        return Settings.model_validate(nested)
     except ValidationError as exc:
         error = exc.errors()[0]
         dotted = ".".join(str(part) for part in error["loc"])
-        where = origin_of.get(dotted, "configuration")
+        where = origin_of.get(dotted) or origin_of.get(dotted.split(".")[0], "configuration")
         raise ConfigError(f"{where}: {dotted}: {error['msg']}") from None
-    return LoadedSettings(settings=settings, sources=sources, file=found[0] if found else None)
 
 
 def database_url(settings: Settings, flag: str | None = None) -> str:

@@ -72,3 +72,124 @@ def test_bad_env_value_names_the_variable(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     with pytest.raises(ConfigError, match=r"env AGENT_HARNESS_BUDGETS__LEASE_S: budgets\.lease_s"):
         load_settings(cwd=tmp_path, env={"AGENT_HARNESS_BUDGETS__LEASE_S": "-1"})
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[budgets]\nmax_atempts = 5\n", "did you mean 'budgets.max_attempts'?"),
+        ("[budget]\nmax_attempts = 5\n", "unknown key 'budget'; did you mean 'budgets'?"),
+        ("statedir = 'x'\n", "unknown key 'statedir'; did you mean 'state_dir'?"),
+        ("[budgets]\nprotected_paths = ['x']\n", "did you mean 'protected_paths'?"),
+        ("[protected_paths]\nrepalce = true\n", "did you mean 'protected_paths.replace'?"),
+    ],
+)
+def test_an_unknown_key_names_the_nearest_valid_one(
+    tmp_path: Path, toml: str, message: str
+) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "agent-harness.toml").write_text(toml)
+    with pytest.raises(ConfigError) as info:
+        load_settings(cwd=tmp_path, env={})
+    assert message in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("name", "nearest"),
+    [
+        ("AGENT_HARNESS_BUDGET__MAX_ATTEMPTS", "AGENT_HARNESS_BUDGETS__MAX_ATTEMPTS"),
+        ("AGENT_HARNESS_BUDGETS__MAX_ATEMPTS", "AGENT_HARNESS_BUDGETS__MAX_ATTEMPTS"),
+        ("AGENT_HARNESS_MAX_ATTEMPTS", "AGENT_HARNESS_BUDGETS__MAX_ATTEMPTS"),
+        ("AGENT_HARNESS_STATEDIR", "AGENT_HARNESS_STATE_DIR"),
+        ("AGENT_HARNESS_SESSIONS__HOSTS", "AGENT_HARNESS_SESSIONS__HOST"),
+    ],
+)
+def test_a_misspelt_variable_is_an_error_naming_the_nearest(
+    tmp_path: Path, name: str, nearest: str
+) -> None:
+    (tmp_path / ".git").mkdir()
+    with pytest.raises(ConfigError) as info:
+        load_settings(cwd=tmp_path, env={name: "5"})
+    assert info.value.message == f"env {name}: no such setting; did you mean {nearest}?"
+
+
+def test_the_harness_s_other_variables_are_not_settings_and_pass(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    env = {"AGENT_HARNESS_DEBUG": "1", "AGENT_HARNESS_TEST_PG": "postgresql://x", "HOME": "/h"}
+    assert load_settings(cwd=tmp_path, env=env).settings.budgets.max_attempts == 3
+
+
+def test_roles_are_a_valid_table_of_vendor_model_routes(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "agent-harness.toml").write_text(
+        "[roles]\nreviewer = 'openai:gpt-4.1'\nimplementer = 'anthropic:claude-sonnet-4'\n"
+    )
+    loaded = load_settings(cwd=tmp_path, env={})
+    assert loaded.settings.roles == {
+        "reviewer": "openai:gpt-4.1",
+        "implementer": "anthropic:claude-sonnet-4",
+    }
+    rows = {key: (value, source) for key, value, source in loaded.rows()}
+    assert rows["roles"] == (
+        "reviewer = openai:gpt-4.1, implementer = anthropic:claude-sonnet-4",
+        "file agent-harness.toml",
+    )
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "paths", "source"),
+    [
+        (
+            "protected_paths = ['secrets/**']\n",
+            {},
+            [".github/**", "agent-harness.toml", "secrets/**"],
+            "default + file agent-harness.toml",
+        ),
+        (
+            "[protected_paths]\npaths = ['secrets/**', '.github/**']\n",
+            {},
+            [".github/**", "agent-harness.toml", "secrets/**"],
+            "default + file agent-harness.toml",
+        ),
+        (
+            "[protected_paths]\npaths = ['secrets/**']\nreplace = true\n",
+            {},
+            ["secrets/**"],
+            "file agent-harness.toml",
+        ),
+        (
+            "",
+            {"AGENT_HARNESS_PROTECTED_PATHS": "secrets/**,infra/*.tf"},
+            [".github/**", "agent-harness.toml", "secrets/**", "infra/*.tf"],
+            "default + env AGENT_HARNESS_PROTECTED_PATHS",
+        ),
+    ],
+)
+def test_configured_protected_paths_add_to_the_defaults_unless_they_replace_them(
+    tmp_path: Path, toml: str, env: dict[str, str], paths: list[str], source: str
+) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "agent-harness.toml").write_text(toml)
+    loaded = load_settings(cwd=tmp_path, env=env)
+    assert loaded.settings.protected_paths == paths
+    assert loaded.sources["protected_paths"] == source
+
+
+def test_replace_without_paths_is_refused(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "agent-harness.toml").write_text("[protected_paths]\nreplace = true\n")
+    with pytest.raises(ConfigError, match="replace is true but no paths are given"):
+        load_settings(cwd=tmp_path, env={})
+
+
+def test_a_token_written_in_the_file_is_warned_about_without_its_value(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "agent-harness.toml").write_text("[tracker]\ntoken = 'ghp_written_down'\n")
+    loaded = load_settings(cwd=tmp_path, env={})
+    [warning] = loaded.warnings
+    assert "tracker.token is written in" in warning and "agent-harness.toml" in warning
+    assert "ghp_written_down" not in warning
+    # The same token from the environment is how it should be given: no warning.
+    (tmp_path / "agent-harness.toml").write_text("")
+    from_env = load_settings(cwd=tmp_path, env={"AGENT_HARNESS_TRACKER__TOKEN": "ghp_x"})
+    assert from_env.warnings == []

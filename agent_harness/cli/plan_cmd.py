@@ -110,13 +110,13 @@ class _SyncOptions:
 
 def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
     from agent_harness.cli.plan_view import render_adoptions, render_sync
-    from agent_harness.config import load_settings
+    from agent_harness.cli.settings_opts import load_cli_settings
     from agent_harness.plan.model import Plan
     from agent_harness.tracker.adopt import adopt_duplicates
     from agent_harness.tracker.sync import sync_plan
 
     assert isinstance(parsed, Plan)
-    settings = load_settings().settings
+    settings = load_cli_settings().settings
     key = opts.plan_key or settings.tracker.plan_key or Path(parsed.source).stem
     err = console(stderr=True)
     adoptions = []

@@ -66,12 +66,12 @@ def reconcile(
     from contextlib import ExitStack, suppress
 
     from agent_harness.cli.output import open_database
-    from agent_harness.config import load_settings
+    from agent_harness.cli.settings_opts import load_cli_settings
     from agent_harness.errors import UsageError
     from agent_harness.tracker.reconcile import reconcile as run
     from agent_harness.tracker.reconcile import work_repo
 
-    settings = load_settings(flags={"store.db": db}).settings
+    settings = load_cli_settings(flags={"store.db": db}).settings
     tree = work_repo(work, Path(settings.state_dir))
     with ExitStack() as stack:
         store = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from agent_harness.errors import UsageError
 from agent_harness.pipeline.budgets import format_usd
 
 if TYPE_CHECKING:
@@ -17,7 +19,8 @@ if TYPE_CHECKING:
 
     from agent_harness.pipeline.launch import RunRequest
     from agent_harness.pipeline.report import RunReport
-    from agent_harness.plan.model import Plan
+    from agent_harness.pipeline.run import Pipeline
+    from agent_harness.plan.model import WorkItem
 
 
 def _request(options: dict[str, Any]) -> RunRequest:
@@ -57,12 +60,19 @@ def _request(options: dict[str, Any]) -> RunRequest:
 def execute_run(
     options: dict[str, Any], out: Console, err: Console, print_json: Callable[[Any], None]
 ) -> int:
-    from agent_harness.config import load_settings
+    from agent_harness.cli.settings_opts import given_flags, load_cli_settings
     from agent_harness.pipeline.fleetrun import FleetRun
     from agent_harness.pipeline.launch import pipelines_for
 
     request = _request(options)
-    loaded = load_settings()
+    ask = bool(options["approve"]) and not options["yes"]
+    if ask and not sys.stdin.isatty():
+        raise UsageError(
+            "--approve asks at a terminal, and standard input is not one (a pipe or /dev/null); "
+            "run it in a terminal, or pass --yes to run without asking"
+        )
+    flags = given_flags(click.get_current_context(), options)
+    loaded = load_cli_settings(flags=flags)
     settings = loaded.settings
     as_json = bool(options["as_json"])
     if as_json:
@@ -86,14 +96,12 @@ def execute_run(
         built = launched.built
         for pipeline, _plan in built:
             pipeline.check_setup()  # refusals come before the live view draws anything
-        if options["approve"] and not options["yes"]:
-            for _pipeline, plan in built:
-                render_approval(out, plan, set(request.only), settings.protected_paths)
-            if not click.confirm("Run these items?", default=False):
-                out.print("nothing was run")
-                return 1
+        pipelines = [pipeline for pipeline, _plan in built]
+        if ask and not approve(out, pipelines, settings.protected_paths):
+            out.print("nothing was run")
+            return 1
         fleet = FleetRun(
-            [pipeline for pipeline, _plan in built],
+            pipelines,
             global_limit=request.max_workers,
             watchers=[launched.roles.refresh],
         )
@@ -154,19 +162,67 @@ def render_local_pages(out: Console, repo: str, state_dir: Path, report: RunRepo
         )
 
 
-def render_approval(out: Console, plan: Plan, only: set[str], protected: list[str]) -> None:
-    table = Table(title="items that will run", title_justify="left")
+def approve(out: Console, pipelines: list[Pipeline], protected: list[str]) -> bool:
+    """Show what the run would work on and ask; a person may leave items out first. Whatever
+    is left out is held back for this run only, like `--only`. With several plans an item is
+    named `PLANKEY:ID`."""
+    several = len(pipelines) > 1
+    listed: dict[str, tuple[Pipeline, str]] = {}  # what a person types -> (its plan, its id)
+    for pipeline in pipelines:
+        will, wont = pipeline.to_approve()
+        title = f"items that will run (plan {pipeline.plan_key})" if several else None
+        render_approval(out, will, wont, protected, title=title)
+        for item in will:
+            listed[f"{pipeline.plan_key}:{item.id}" if several else item.id] = (pipeline, item.id)
+    if not listed:
+        return False
+    left_out = _ask_left_out(out, listed)
+    chosen = [name for name in listed if name not in left_out]
+    if not chosen:
+        return False
+    if not click.confirm(f"Run {len(chosen)} of them ({', '.join(chosen)})?", default=False):
+        return False
+    for pipeline in pipelines:
+        mine = [(name, item_id) for name, (owner, item_id) in listed.items() if owner is pipeline]
+        if any(name in left_out for name, _id in mine):
+            pipeline.settings.only = {item_id for name, item_id in mine if name not in left_out}
+    return True
+
+
+def _ask_left_out(out: Console, listed: dict[str, Any]) -> set[str]:
+    """The listed items a person leaves out; asked again until every name is in the list."""
+    first = next(iter(listed))
+    example = f"{first.split(':')[0]}:T2" if ":" in first else "T2 T5"
+    while True:
+        answer = click.prompt(
+            f"Leave any out? Type their ids (e.g. {example}), or press Enter to keep them all",
+            default="",
+            show_default=False,
+        )
+        left_out = {word for word in answer.replace(",", " ").split() if word}
+        unknown = sorted(left_out - set(listed))
+        if not unknown:
+            return left_out
+        out.print(f"not in the list: {', '.join(unknown)}", markup=False)
+
+
+def render_approval(
+    out: Console,
+    will: list[WorkItem],
+    wont: list[tuple[WorkItem, str]],
+    protected: list[str],
+    title: str | None = None,
+) -> None:
+    from agent_harness.git.protect import glob_matches
+
+    table = Table(title=title or "items that will run", title_justify="left")
     for name in ("id", "title", "deps", "labels", "flags"):
         table.add_column(name, overflow="fold")
-    for item in plan.items:
-        if item.done or (only and item.id not in only):
-            continue
+    for item in will:
         flags = []
         if any(label.lower() in ("risky", "danger", "security") for label in item.labels):
             flags.append("[red]risky label[/red]")
-        if item.files and any(
-            path.startswith(".github") or path in protected for path in item.files
-        ):
+        if any(glob_matches(glob, path) for path in item.files for glob in protected):
             flags.append("[red]declares a protected path[/red]")
         if not item.success_check:
             flags.append("[yellow]no success check[/yellow]")
@@ -178,6 +234,11 @@ def render_approval(out: Console, plan: Plan, only: set[str], protected: list[st
             ", ".join(flags) or "-",
         )
     out.print(table)
+    for item, state in wont:
+        hint = f" (agent-harness work retry {item.id} to run it again)" if state == "failed" else ""
+        out.print(f"not run: {item.id} is {state}{hint}", markup=False)
+    if not will:
+        out.print("no item of this plan would run", markup=False)
 
 
 def render_report(out: Console, report: RunReport) -> None:

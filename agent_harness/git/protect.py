@@ -85,9 +85,13 @@ def glob_matches(pattern: str, path: str) -> bool:
     `*` and `?` stay within one directory level, `**` crosses levels, and `**/` also matches
     no directory at all (`**/*.py` matches `setup.py`). A pattern is anchored at the root: write
     `**/name` to match a name at any depth. Wildcards match dotfiles too, so a protected glob
-    cannot be dodged with a leading dot. `[abc]` and `[!abc]` are character classes.
+    cannot be dodged with a leading dot. `[abc]` and `[!abc]` are character classes. A pattern
+    ending in `/` is a folder and matches everything in it (`secrets/` is `secrets/**`).
     """
-    return _compile(_normalise(pattern)).fullmatch(_normalise(path)) is not None
+    pattern = _normalise(pattern)
+    if pattern.endswith("/"):
+        pattern += "**"
+    return _compile(pattern).fullmatch(_normalise(path)) is not None
 
 
 def _normalise(path: str) -> str:

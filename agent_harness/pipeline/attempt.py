@@ -40,7 +40,6 @@ from agent_harness.store.events import (
     LeaseLostNote,
     Payload,
     Resumed,
-    Retried,
     Reviewed,
     WorktreeReady,
 )
@@ -113,15 +112,15 @@ class Attempt:
 
     # -- stages --------------------------------------------------------------------------------
     def _worktree(self) -> Worktree:
-        """The item's worktree. Each retry by a person (or the reconciler) is a generation of
-        its own: a new branch from the current default branch, so work merged and reverted
-        since is not built on; the old branch is left as it was, or discarded when the retry
-        said so (`work retry --fresh`)."""
-        retries = [r for r in self.history.all(Retried) if r.via is None]
-        generation = len(retries)
+        """The item's worktree. Each retry by a person (or the reconciler), and each attempt
+        after a change that touched a protected path, is a generation of its own: a new branch
+        from the current default branch, so neither work merged and reverted since nor a
+        rejected commit is built on; the old branch is left as it was, or discarded when the
+        retry said so (`work retry --fresh`)."""
+        generation, fresh = self.history.generation()
         parts = self.parts
         with parts.git_lock:
-            if retries and retries[-1].fresh:
+            if fresh:
                 parts.repo.discard(self.item.id, parts.namespace, generation - 1)
             tree = parts.repo.prepare(self.item.id, self.item.title, parts.namespace, generation)
         self._emit(

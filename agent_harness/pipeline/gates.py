@@ -1,7 +1,10 @@
 """The gates a change passes before anything is sent on: paths it may not touch, secrets it holds.
 
-Both are decided from git alone, before any check runs or any reviewer is paid, and both stop
-the item for good: another attempt cannot undo a protected file touched or a key written down.
+Both are decided from git alone, before any check runs or any reviewer is paid. A protected
+path touched ends the attempt: the next one is told which paths and why, and starts on a new
+branch from the default branch, so the rejected commit is not built on (it stays on its own
+branch for a person to read). A secret written down ends the item for good: the agent was
+handed it or made it, and another attempt would meet the same key.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from agent_harness.git.protect import protection_violations
 from agent_harness.git.worktrees import Worktree
 from agent_harness.pipeline.history import ItemHistory
 from agent_harness.pipeline.parts import RunParts
+from agent_harness.pipeline.prompt import Feedback
 from agent_harness.plan.model import WorkItem
 from agent_harness.queue.leases import Lease
 from agent_harness.secrets.scan import scan_diff
@@ -21,13 +25,21 @@ from agent_harness.store.events import ProtectedPaths, SecretFound
 def touches_protected(
     parts: RunParts, item: WorkItem, lease: Lease, tree: Worktree, history: ItemHistory
 ) -> bool:
-    """Fail the item when its change touches a protected path or leaves its declared files."""
-    violations = protection_violations(
-        parts.repo.changed_paths(tree), parts.settings.protected, item.files
-    )
+    """End the attempt when its change touches a protected path or leaves its declared files;
+    the reason goes into the next attempt's prompt."""
+    protected = parts.settings.protected
+    violations = protection_violations(parts.repo.changed_paths(tree), protected, item.files)
     if not violations:
         return False
     parts.emit(item.id, ProtectedPaths(violations=violations), history)
+    rules = [f"Protected paths (never to be changed): {', '.join(protected) or 'none'}."]
+    if item.files:
+        rules.append(f"This item may change only: {', '.join(item.files)}.")
+    detail = "\n".join(
+        [*violations, "", *rules, "This attempt starts again from the default branch."]
+    )
+    summary = "the change touched paths it may not, so it was not checked or reviewed"
+    parts.remember(item.id, Feedback("protected", summary, detail), history)
     parts.fail(lease, "; ".join(violations), FailureClass.PROTECTED_PATH)
     return True
 

@@ -26,6 +26,7 @@ from agent_harness.store.events import (
     FeedbackGiven,
     Outcome,
     Payload,
+    ProtectedPaths,
     PullOpened,
     Pushed,
     Released,
@@ -33,6 +34,7 @@ from agent_harness.store.events import (
     Retried,
     Reviewed,
     Waiting,
+    WorktreeReady,
 )
 
 P = TypeVar("P", bound=Payload)
@@ -110,6 +112,23 @@ class ItemHistory:
             if isinstance(payload, _ENDS_AN_ATTEMPT):
                 return None
         return None
+
+    def generation(self) -> tuple[int, bool]:
+        """The branch generation the next attempt works on, and whether the generation before
+        it is to be discarded (`work retry --fresh`). A retry by a person (or the reconciler)
+        and a change refused for a protected path each start a new generation; a retry of an
+        item whose new generation was never worked on keeps that one."""
+        generation, unused, fresh = 0, False, False
+        for payload in self._payloads:
+            if isinstance(payload, WorktreeReady):
+                unused, fresh = False, False
+            elif isinstance(payload, ProtectedPaths):
+                generation, unused, fresh = generation + 1, True, False
+            elif isinstance(payload, Retried) and payload.via is None:
+                if not unused:
+                    generation, unused = generation + 1, True
+                fresh = payload.fresh
+        return generation, fresh
 
     def feedback(self) -> Feedback | None:
         """What the previous attempt ran into, for the next prompt."""

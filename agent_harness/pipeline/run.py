@@ -24,7 +24,7 @@ from agent_harness.pipeline.checks import missing_program, run_checks
 from agent_harness.pipeline.parts import CheckRunner, RunParts
 from agent_harness.pipeline.report import RunReport, build_report, unfinished_deps
 from agent_harness.pipeline.settings import Observer, RunRefused, RunSettings
-from agent_harness.plan.model import Plan, check_command
+from agent_harness.plan.model import Plan, WorkItem, check_command
 from agent_harness.queue import items, leases
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 
 # States whose agent session may still be wanted: being worked, or waiting for an answer.
 _LIVE_STATES = frozenset({ItemState.CLAIMED, ItemState.CHECKS, ItemState.REVIEW, ItemState.WAITING})
+# States a run works on: queued, waiting for a time, or left mid-attempt by a run that died.
+_RUNNABLE = frozenset({ItemState.PENDING, *_LIVE_STATES})
 
 
 class Pipeline:
@@ -218,6 +220,23 @@ class Pipeline:
         if parts.settings.only is not None:
             items.hold(store, project, sorted(in_plan - parts.settings.only))
         return report
+
+    def to_approve(self) -> tuple[list[WorkItem], list[tuple[WorkItem, str]]]:
+        """What a person approves before the run: the plan's items it would work on, and those
+        it would not because of where the queue has them (failed, delivered, skipped), each
+        with that state. Items the plan marks done, or `only` leaves out, are in neither."""
+        known = {record.id: record.state for record in items.list_items(self.store, self.project)}
+        will: list[WorkItem] = []
+        wont: list[tuple[WorkItem, str]] = []
+        for item in self.plan.items:
+            if item.done or (self.settings.only is not None and item.id not in self.settings.only):
+                continue
+            state = known.get(item.id)
+            if state is None or state in _RUNNABLE:
+                will.append(item)
+            else:
+                wont.append((item, str(state)))
+        return will, wont
 
     # -- one item ------------------------------------------------------------------------------
     def handle(self, lease: Lease) -> None:

@@ -516,13 +516,34 @@ class SqliteStore(Store):
             check_same_thread=False,  # closed from the owning Store, used by one thread only
         )
         try:
-            conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            self._use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error:
             conn.close()
             raise
         return conn
+
+    def _use_wal(self, conn: sqlite3.Connection) -> None:
+        """Switch the file to WAL, waiting out other processes doing the same.
+
+        On a fresh file the switch is a write that starts as a read: when two processes make
+        it at once, SQLite refuses one of them at once ("database is locked") instead of
+        calling the busy handler, as waiting could deadlock. So the refusal is retried here,
+        with a short growing pause, until the busy timeout; the file is WAL after the first
+        switch, and then the pragma only reads."""
+        deadline = time.monotonic() + self.busy_timeout_s
+        pause = 0.002
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL").fetchone()
+                return
+            except sqlite3.OperationalError as exc:
+                busy = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+                if not busy or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
 
     def _begin(self, conn: Any, write: bool) -> None:
         # IMMEDIATE takes the write lock up front, so two writers never both read-then-write.

@@ -375,7 +375,7 @@ class FeedbackGiven(Payload):
     source: str = Field(
         validation_alias=AliasChoices("kind", "source"),
         serialization_alias="kind",
-        description="agent, checks or review.",
+        description="agent, checks, review or protected (a protected path touched).",
     )
     summary: str = Field(description="One line for the next attempt's prompt.")
     detail: str = Field(default="", description="Output that explains it (clipped).")

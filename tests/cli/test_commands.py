@@ -116,3 +116,32 @@ def test_top_level_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> No
 def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["nonsense"]) == 2
     assert "No such command" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+def test_config_shows_values_set_by_flags_as_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "agent-harness.toml").write_text("[budgets]\nmax_attempts = 4\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["config", "--json", "--max-attempts", "5", "--check", "pytest -q"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["budgets.max_attempts"] == {"value": 5, "source": "flag"}
+    assert data["checks.commands"] == {"value": ["pytest -q"], "source": "flag"}
+    assert data["budgets.max_replans"]["source"] == "default"
+
+
+@pytest.mark.unit
+def test_config_warns_about_a_token_in_the_file_without_printing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".git").mkdir()
+    token = "ghp_" + "k" * 36
+    (tmp_path / "agent-harness.toml").write_text(f"[tracker]\ntoken = '{token}'\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["config"]) == 0
+    said = capsys.readouterr()
+    assert said.err.startswith("warning: tracker.token is written in ")
+    assert "set GH_TOKEN" in said.err
+    assert token not in said.out + said.err

@@ -214,6 +214,11 @@ def test_violations_from_a_real_change(repo: Path) -> None:
         ("a+b(1).txt", "a+b(1).txt", True),
         ("a.b", "axb", False),
         ("[unclosed", "[unclosed", True),
+        # the example, and a folder written with a trailing slash: all that is in it
+        ("secrets/**", "secrets/key.txt", True),
+        ("secrets/", "secrets/key.txt", True),
+        ("secrets/", "secrets/deep/key.txt", True),
+        ("secrets/", "secretsx/key.txt", False),
         # a leading ./ or / in either is ignored
         ("./.github/**", ".github/x", True),
         ("/agent-harness.toml", "agent-harness.toml", True),

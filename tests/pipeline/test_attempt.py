@@ -8,7 +8,7 @@ from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.attempt import Attempt
 from agent_harness.plan.markdown import parse_plan
-from agent_harness.queue import leases
+from agent_harness.queue import items, leases
 from agent_harness.store.events import ChecksPassed, PullOpened, Reviewed
 from agent_harness.testing.scripted import (
     ScriptedImplementer,
@@ -91,12 +91,60 @@ def test_a_spent_window_waits_with_the_attempt_refunded(rig: Rig) -> None:
     assert rig.store.parked("agent:scripted") is not None
 
 
-def test_a_protected_path_stops_the_item_before_any_check(rig: Rig) -> None:
+def test_a_protected_path_stops_the_attempt_before_any_check(rig: Rig) -> None:
     rig.implementer = ScriptedImplementer([Step(files={".github/workflows/ci.yml": "on: push\n"})])
     attempt(rig).run()
-    assert rig.state().state == "failed"
+    assert rig.state().state == "pending"
     assert "touches protected path .github/workflows/ci.yml" in (rig.state().reason or "")
     assert rig.checks.runs == [] and rig.reviewer.prompts == []
+
+
+def test_after_a_protected_path_the_next_attempt_is_told_why_on_a_branch_without_it(
+    rig: Rig,
+) -> None:
+    rig.implementer = ScriptedImplementer(
+        [
+            Step(files={"words.py": "N = 1\n", ".github/workflows/ci.yml": "on: push\n"}),
+            Step(files={"words.py": "N = 2\n"}),
+        ]
+    )
+    attempt(rig).run()
+    lease = leases.claim_next(rig.store, "octo/app:PLAN", "w1", 60.0)
+    assert lease is not None and lease.attempt == 2
+    Attempt(rig.parts(), parse_plan(PLAN).item("T1"), lease).run()
+    second = rig.implementer.calls[1]["prompt"]
+    assert "The previous attempt ended with: the change touched paths it may not" in second
+    assert "touches protected path .github/workflows/ci.yml" in second
+    assert rig.state().state == "pr_open"
+    [pull] = rig.tracker.pulls.values()
+    assert pull.head_ref == "agent-harness/T1.r1-count-words"
+    assert rig.workspace is not None
+    tree = rig.tmp / "repo" / "worktrees" / "T1.r1"
+    assert not (tree / ".github").exists() and (tree / "words.py").read_text() == "N = 2\n"
+
+
+def test_a_protected_path_on_the_last_attempt_fails_the_item_and_a_retry_starts_clean(
+    rig: Rig,
+) -> None:
+    rig.settings.max_attempts = 1
+    rig.implementer = ScriptedImplementer(
+        [
+            Step(files={"words.py": "N = 1\n", ".github/workflows/ci.yml": "on: push\n"}),
+            Step(files={"words.py": "N = 2\n"}),
+        ]
+    )
+    attempt(rig).run()
+    assert rig.state().state == "failed"
+    items.retry(rig.store, "octo/app:PLAN", "T1")  # what `work retry T1` does
+    lease = leases.claim_next(rig.store, "octo/app:PLAN", "w1", 60.0)
+    assert lease is not None
+    Attempt(rig.parts(), parse_plan(PLAN).item("T1"), lease).run()
+    assert "touches protected path .github/workflows/ci.yml" in rig.implementer.calls[1]["prompt"]
+    assert rig.state().state == "pr_open"
+    [pull] = rig.tracker.pulls.values()
+    assert pull.head_ref != "agent-harness/T1-count-words"
+    tree = rig.tmp / "repo" / "worktrees" / pull.head_ref.split("/")[1].split("-")[0]
+    assert not (tree / ".github").exists()
 
 
 def test_a_secret_in_the_change_stops_it_before_the_reviewer_sees_it(rig: Rig) -> None:

@@ -13,10 +13,11 @@ from agent_harness.forge import FaultKind
 from agent_harness.git.worktrees import DefaultBranchGuard, guard_refspec
 from agent_harness.pipeline.settings import RunSettings
 from agent_harness.queue.items import ItemState, get_item, record_outcome
+from agent_harness.queue.items import retry as retry_item
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.tracker.sync import read_pull_marker
 
-from .conftest import KEY_ENV, Harness
+from .conftest import KEY_ENV, REPO, Harness
 
 ONE_ITEM = "### T1: Count words\nMake it.\n\ncheck: `python -m unittest tests.test_words`\n"
 
@@ -137,21 +138,45 @@ def test_checks_failing_every_time_end_in_failed_without_any_review(h: Harness) 
     assert h.reviews() == [] and h.pulls() == []
 
 
+# Touches CI unless its prompt says that doing so was refused last time.
+OVERREACHING_AGENT = (
+    "if grep -q 'touches protected path' {prompt_file}; then :; else "
+    "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/evil.yml; fi; "
+    "echo counted > NOTES.md"
+)
+
+
 @pytest.mark.integration
-def test_a_protected_path_stops_the_item_before_review(h: Harness) -> None:
-    script = (
-        "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/evil.yml; "
-        ": {prompt_file}"
+@pytest.mark.parametrize("retried_by", ["the run", "a person"])
+def test_a_protected_path_is_refused_and_the_next_attempt_is_told_on_a_clean_branch(
+    h: Harness, retried_by: str
+) -> None:
+    in_run = retried_by == "the run"
+    run = settings(checks=[], max_attempts=2 if in_run else 1)
+    agent = f"sh -c {shlex.quote(OVERREACHING_AGENT)}"
+    [item] = h.pipeline("### T1: Anything\n", agent=agent, settings=run).run().items
+    if not in_run:
+        assert (item.state, item.attempts) == ("failed", 1)
+        assert "touches protected path .github/workflows/evil.yml" in (item.reason or "")
+        assert h.reviews() == []
+        retry_item(h.store, f"{REPO}:PLAN", "T1")  # what `work retry T1` does
+        [item] = h.pipeline("### T1: Anything\n", agent=agent, settings=run).run().items
+    assert (item.state, item.attempts) == ("pr_open", 2 if in_run else 1), item.reason
+    assert len(h.reviews()) == 1  # the rejected change was never sent to the reviewer
+    [pull] = h.pulls()
+    assert pull.head.ref == "agent-harness/T1.r1-anything"
+    assert git(h, "fetch", "-q", "origin") == ""
+    changed = git(h, "diff", "--name-only", "origin/main", f"origin/{pull.head.ref}")
+    assert changed.split() == ["NOTES.md"]
+    # The rejected commit is kept on its own branch, for a person to read.
+    assert ".github/workflows/evil.yml" in git(
+        h, "diff", "--name-only", "origin/main", "agent-harness/T1-anything"
     )
-    pipeline = h.pipeline(
-        "### T1: Anything\n",
-        agent=f"sh -c {shlex.quote(script)}",
-        settings=settings(checks=[]),
-    )
-    [item] = pipeline.run().items
-    assert item.state == "failed" and item.attempts == 1
-    assert "touches protected path .github/workflows/evil.yml" in (item.reason or "")
-    assert h.reviews() == []
+
+
+def git(h: Harness, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=h.work, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
 
 
 @pytest.mark.integration

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -107,54 +108,26 @@ def test_unknown_vendor_in_a_route(cli: Harness, capsys: pytest.CaptureFixture[s
     assert "unknown vendor 'acme'" in error_line(capsys)
 
 
-def test_approve_without_yes_runs_nothing_when_refused(
-    cli: Harness, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("stdin", ["piped", "/dev/null"])
+def test_approve_refuses_input_that_is_not_a_terminal_and_names_yes(
+    cli: Harness,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    stdin: str,
 ) -> None:
     import io
 
-    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
-    code = main(
-        run("--work", str(cli.work), "--agent", AGENT, "--reviewer", "openai:x", "--approve")
-    )
-    out = capsys.readouterr().out
-    assert code == 1 and "items that will run" in out and "nothing was run" in out
-    assert cli.pulls() == [] and cli.reviews() == []
-
-
-def test_checks_from_the_config_file_reach_the_direct_api_executor(
-    cli: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The executor verifies its work with the run's checks: those of the config file too."""
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    from contextlib import contextmanager
-
-    from agent_harness.config import load_settings
-    from agent_harness.implement.api import ApiImplementer
-    from agent_harness.pipeline.launch import RunRequest, pipeline_for
-
-    (tmp_path / "agent-harness.toml").write_text(
-        '[checks]\ncommands = ["python -m compileall -q ."]\n'
-    )
-    settings = load_settings(cwd=tmp_path).settings
-    request = RunRequest(
-        repo=REPO,
-        work=cli.work,
-        plan_path=tmp_path / "PLAN.md",
-        implementer="openai:gpt-a",
-        reviewer="anthropic:claude-x",
-        db=str(tmp_path / "h.sqlite"),
-    )
-
-    @contextmanager
-    def tracker():  # type: ignore[no-untyped-def]
-        opened = cli.tracker()
-        yield opened
-        opened.close()
-
-    with pipeline_for(request, settings, tracker) as (pipeline, plan):
-        assert isinstance(pipeline.implementer, ApiImplementer)
-        [item] = plan.items
-        assert pipeline.implementer.item_checks(item) == [
-            "python -m compileall -q .",
-            "python -m unittest",
-        ]
+    given = io.StringIO("y\n") if stdin == "piped" else open(os.devnull)  # noqa: SIM115
+    monkeypatch.setattr("sys.stdin", given)
+    try:
+        code = main(
+            run("--work", str(cli.work), "--agent", AGENT, "--reviewer", "openai:x", "--approve")
+        )
+    finally:
+        given.close()
+    assert code == 2
+    line = error_line(capsys)
+    assert "--approve asks at a terminal" in line and "pass --yes" in line
+    assert not (tmp_path / ".agent-harness" / "harness.sqlite").exists()  # nothing started
+    assert cli.pulls() == []
