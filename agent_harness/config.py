@@ -88,6 +88,9 @@ class BudgetSettings(_Section):
     """Spend limit per item when cost is known; None means no limit."""
     run_cost_usd: float | None = Field(default=None, ge=0)
     """Spend limit per run when cost is known; None means no limit."""
+    max_call_usd: float | None = Field(default=None, ge=0)
+    """What one agent run or model call may cost at most: the bound a budget is checked with
+    before each call (the largest call seen so far counts too); None means only what was seen."""
     lease_s: float = Field(default=300.0, gt=0)
     """Lease length; a worker that stops heartbeating loses its item after this long."""
 

@@ -264,6 +264,8 @@ def render_report(out: Console, report: RunReport) -> None:
     cost = format_usd(report.cost_usd)
     out.print(
         f"{report.events} events recorded; known cost {cost}"
-        + ("; stopped: run budget spent" if report.stopped_by_budget else "")
-        + ("; stopped: drained (run again to carry on)" if report.drained else "")
+        + ("; stopped: drained (run again to carry on)" if report.drained else ""),
+        markup=False,
     )
+    if report.stopped_by_budget:
+        out.print(f"stopped claiming: {report.stopped_because or 'run budget spent'}", markup=False)

@@ -235,14 +235,21 @@ def retry(
 
     The item starts over from the current default branch on a new branch (agent-harness/ID.rN-
     ...), so it can succeed after a revert; its old branch is kept as it was unless --fresh.
-    Refused while a live lease holds the item, and for any other state (exit 2).
+    Refused while a live lease holds the item, for any other state, and for an item whose
+    next agent run could pass budgets.item_cost_usd until that budget is raised (exit 2).
     """
     from agent_harness.cli.output import open_database
+    from agent_harness.config import load_settings
+    from agent_harness.pipeline.budgets import check_retry
     from agent_harness.queue import items as queue
 
     db, project, as_json = _merged(ctx, db, project, as_json)
+    budgets = load_settings().settings.budgets
     with open_database(db, must_exist=True) as store:
-        requeued = queue.retry(store, queue.resolve_project(store, project), item_id, fresh=fresh)
+        name = queue.resolve_project(store, project)
+        queue.get_item(store, name, item_id)  # an unknown item is named before any budget
+        check_retry(store, name, item_id, budgets.item_cost_usd, budgets.max_call_usd)
+        requeued = queue.retry(store, name, item_id, fresh=fresh)
     if as_json:
         print_json({"requeued": list(requeued)})
     else:

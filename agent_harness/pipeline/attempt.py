@@ -16,7 +16,7 @@ from agent_harness.git.worktrees import Worktree
 from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.parking import EndpointParked
-from agent_harness.pipeline.budgets import item_over_budget
+from agent_harness.pipeline.budgets import call_bound, item_over_budget, next_call_refused
 from agent_harness.pipeline.checks import order_checks
 from agent_harness.pipeline.delivery import deliver
 from agent_harness.pipeline.gates import leaks_secret, touches_protected
@@ -82,7 +82,15 @@ class Attempt:
         tree = self._worktree()
         if self._resume_approved(tree) or self._resume_checked(tree):
             return
-        result = self._resume_finished_run(tree) or self._implement(tree)
+        result = self._resume_finished_run(tree)
+        if result is None:
+            held = self._may_pay("implementer")
+            if held is None:
+                return
+            try:
+                result = self._implement(tree)
+            finally:
+                self._paid(held)
         if not result.ok:
             self._agent_failed(result)
             return
@@ -197,7 +205,7 @@ class Attempt:
                 AgentStateChanged(state=state, detail=detail)
             ),
         )
-        self._emit(_finished(result))
+        self._emit(_finished(result, parts.run_id))
         return result
 
     def _agent_failed(self, result: ImplementResult) -> None:
@@ -210,6 +218,31 @@ class Attempt:
         feedback = Feedback("agent", result.reason, result.output_tail)
         parts.remember(lease.item_id, feedback, self.history)
         parts.fail(lease, f"agent {result.state}: {result.reason}", result_class(result))
+
+    def _may_pay(self, role: str) -> float | None:
+        """May the item pay for one more call of `role`? Its spend plus a bound on that call
+        must stay within the item's budget (else it fails for good) and the run's (else it
+        waits, attempt refunded, and the run stops claiming). The bound held for the run, to
+        give back with `_paid`; None when refused."""
+        parts, lease = self.parts, self.lease
+
+        def bound() -> float:
+            return call_bound(parts.store, parts.project, role, parts.settings.max_call_usd)
+
+        reason = next_call_refused(self.history, parts.settings.item_cost_usd, role, bound())
+        if reason is not None:
+            parts.fail(lease, reason, FailureClass.OVER_BUDGET)
+            return None
+        budget = parts.run_budget
+        held = 0.0 if budget is None else budget.reserve(bound)
+        if held is None:
+            assert budget is not None
+            parts.defer(lease, parts.store.clock(), budget.reason or "", self.history)
+        return held
+
+    def _paid(self, held: float) -> None:
+        if self.parts.run_budget is not None:
+            self.parts.run_budget.settle(held)
 
     def _over_budget(self) -> bool:
         reason = item_over_budget(self.history, self.parts.settings.item_cost_usd)
@@ -261,8 +294,11 @@ class Attempt:
 
     def _review_and_deliver(self, tree: Worktree, checks: CheckRun | None, sha: str) -> None:
         parts, lease = self.parts, self.lease
-        leases.advance(parts.store, lease, ItemState.REVIEW)
+        held = self._may_pay("reviewer")
+        if held is None:
+            return
         try:
+            leases.advance(parts.store, lease, ItemState.REVIEW)
             verdict = self._review(tree, checks, sha)
         except EndpointParked as exc:
             # The reviewer's window is spent: keep the checked commit and wait, attempt refunded.
@@ -271,6 +307,8 @@ class Attempt:
         except ModelCallFailed as exc:
             self._reviewer_failed(exc)
             return
+        finally:
+            self._paid(held)
         if not verdict.approved:
             reasons = "; ".join(verdict.reasons) or "no reason given"
             feedback = Feedback("review", f"the reviewer said no: {reasons}")
@@ -349,6 +387,7 @@ class Attempt:
             tokens_out=outcome.tokens_out,
             cost_usd=outcome.cost_usd,
             sha=sha,
+            run_id=self.parts.run_id or None,
         )
         self._emit(verdict)
         return verdict
@@ -375,7 +414,7 @@ def result_class(result: ImplementResult) -> FailureClass:
     return found
 
 
-def _finished(result: ImplementResult) -> AgentFinished:
+def _finished(result: ImplementResult, run_id: str) -> AgentFinished:
     return AgentFinished(
         ok=result.ok,
         state=result.state,
@@ -386,5 +425,6 @@ def _finished(result: ImplementResult) -> AgentFinished:
         tokens_in=result.tokens_in,
         tokens_out=result.tokens_out,
         cost_usd=result.cost_usd,
+        run_id=run_id or None,
         tail=result.output_tail[-1500:],
     )

@@ -1,16 +1,31 @@
-"""Spend budgets: per item, and per run. Unknown cost is never counted as zero.
+"""Spend budgets: per item, and per run, checked before money is spent, not after.
+
+Before each agent run or reviewer call, the spent amount plus a bound on the next call (the
+largest call of that role seen so far, or the configured `budgets.max_call_usd`, whichever is
+larger) must stay within the budget; so a budget is never passed by more than one call's
+bound. Every reported cost counts, of a failed run as much as of a successful one. Unknown
+cost is never counted as zero, and only the harness's own events count (an ingested file can
+spend nothing).
 
 An item over its budget fails for good (spending more cannot bring it back under). A run over
-its budget stops claiming: items claimed after that are given back with their attempt refunded,
-for the next run, because running out of budget is not their fault.
+its budget stops claiming: the item that found it spent is given back with its attempt
+refunded, for the next run, because running out of budget is not its fault.
 """
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Callable
 
-from agent_harness.pipeline.history import ItemHistory, known_cost
+from agent_harness.errors import UsageError
+from agent_harness.pipeline.history import ItemHistory
 from agent_harness.store.database import Store
+from agent_harness.store.events import AgentFinished, Reviewed
+
+# The paid roles of an attempt and the event that reports what each call cost.
+ROLE_EVENTS = {"implementer": AgentFinished.KIND.value, "reviewer": Reviewed.KIND.value}
+_SLACK = 1e-9  # float sums such as 0.1 + 0.2 must not refuse a call that fits exactly
 
 
 def format_usd(value: float | None) -> str:
@@ -27,10 +42,50 @@ def format_usd(value: float | None) -> str:
     return f"${round(exact, places):f}"
 
 
+def _costs(store: Store, project: str, kinds: tuple[str, ...]) -> list[dict[str, object]]:
+    """The payloads of the harness's own cost-bearing events of `kinds` in `project`."""
+    marks = ", ".join("?" for _ in kinds)
+    with store.transaction(write=False) as tx:
+        rows = tx.all(
+            f"SELECT payload FROM events WHERE project = ? AND kind IN ({marks}) "
+            "AND external_id IS NULL",
+            (project, *kinds),
+        )
+    return [json.loads(row[0]) if isinstance(row[0], str) else dict(row[0]) for row in rows]
+
+
+def call_bound(store: Store, project: str, role: str, configured: float | None) -> float:
+    """What the next call of `role` may cost: the largest one seen so far in the project, or
+    the configured `max_call_usd`, whichever is larger; 0 while neither is known."""
+    seen = [
+        float(cost)
+        for payload in _costs(store, project, (ROLE_EVENTS[role],))
+        if isinstance(cost := payload.get("cost_usd"), int | float)
+    ]
+    known = [*seen, *([configured] if configured is not None else [])]
+    return max(known, default=0.0)
+
+
+def next_call_refused(
+    history: ItemHistory, limit: float | None, role: str, bound: float
+) -> str | None:
+    """Why the item may not pay for another `role` call (its spend plus `bound` would pass
+    `limit`); None when it may."""
+    if limit is None:
+        return None
+    spent = history.spent_usd() or 0.0
+    if spent + bound <= limit + _SLACK:
+        return None
+    return (
+        f"item cost budget: {format_usd(spent)} spent of {format_usd(limit)}, and the next "
+        f"{role} call may cost up to {format_usd(bound)} (budgets.item_cost_usd)"
+    )
+
+
 def item_over_budget(history: ItemHistory, limit: float | None) -> str | None:
     """Why the item may not go on, when what it has spent passes `limit`; None otherwise."""
     spent = history.spent_usd()
-    if limit is None or spent is None or spent <= limit:
+    if limit is None or spent is None or spent <= limit + _SLACK:
         return None
     return (
         f"item cost budget spent: {format_usd(spent)} of {format_usd(limit)} "
@@ -39,26 +94,108 @@ def item_over_budget(history: ItemHistory, limit: float | None) -> str | None:
 
 
 class RunBudget:
-    """The run's spend limit, checked after every attempt, and whether it has been reached."""
+    """The run's spend limit: what this run (its `run_id`) has paid, and whether another call
+    still fits. Once it does not, the run stops claiming (`on_spent`) and says why.
 
-    def __init__(self, store: Store, project: str, limit: float | None) -> None:
+    Workers pay in parallel, so a call's bound is reserved while it runs (`reserve`, then
+    `settle` once its cost is recorded): two calls never both count on the same room. A call
+    whose bound is not known yet runs alone, so it cannot be one of several that pass.
+    """
+
+    def __init__(self, store: Store, project: str, limit: float | None, run_id: str = "") -> None:
         self.store = store
         self.project = project
         self.limit = limit
+        self.run_id = run_id
+        self.reason: str | None = None
+        self.on_spent: Callable[[], None] = lambda: None
         self._hit = threading.Event()
+        self._cond = threading.Condition()
+        self._reserved: list[float] = []  # the bounds of the calls in flight
 
     @property
     def spent(self) -> bool:
         return self._hit.is_set()
 
     def spent_usd(self) -> float | None:
-        """What the project's agents and reviewers reported; None when nothing was known."""
-        return known_cost(event.payload for event in self.store.all_events(project=self.project))
+        """What this run's agents and reviewers reported; None when nothing was known."""
+        mine = [
+            payload
+            for payload in _costs(self.store, self.project, tuple(ROLE_EVENTS.values()))
+            if payload.get("run_id") == self.run_id
+        ]
+        return known_cost_of([p.get("cost_usd") for p in mine])
+
+    def reserve(self, bound_of: Callable[[], float]) -> float | None:
+        """Hold room for one call that may cost `bound_of()` (0: not known yet), waiting while
+        calls in flight hold what it needs; the bound held (give it to `settle`), or None
+        (from now on) when it cannot fit."""
+        if self.limit is None:
+            return None if self._hit.is_set() else 0.0
+        with self._cond:
+            while not self._hit.is_set():
+                bound = bound_of()  # a call that ended while this one waited may raise it
+                spent = self.spent_usd() or 0.0
+                if spent >= self.limit or spent + bound > self.limit + _SLACK:
+                    self._stop(spent, bound)
+                    break
+                room = spent + sum(self._reserved) + bound <= self.limit + _SLACK
+                known = bound > 0 and 0.0 not in self._reserved
+                if not self._reserved or (known and room):
+                    self._reserved.append(bound)
+                    return bound
+                self._cond.wait()
+        self.on_spent()
+        return None
+
+    def settle(self, bound: float) -> None:
+        """The call that reserved `bound` has ended and its cost is recorded."""
+        with self._cond:
+            if bound in self._reserved:
+                self._reserved.remove(bound)
+            self._cond.notify_all()
 
     def check(self) -> bool:
         """Look at what has been spent; True (from now on) once the limit is reached."""
-        if self.limit is not None and not self._hit.is_set():
-            spent = self.spent_usd()
-            if spent is not None and spent >= self.limit:
-                self._hit.set()
+        if self.limit is None or self._hit.is_set():
+            return self._hit.is_set()
+        with self._cond:
+            spent = self.spent_usd() or 0.0
+            if spent >= self.limit:
+                self._stop(spent, 0.0)
+        if self._hit.is_set():
+            self.on_spent()
         return self._hit.is_set()
+
+    def _stop(self, spent: float, bound: float) -> None:
+        """Say why no call fits any more (the caller holds the condition)."""
+        fits = self.limit is not None and spent < self.limit
+        nxt = f"; the next call may cost up to {format_usd(bound)}" if fits else ""
+        self.reason = (
+            f"run cost budget spent: {format_usd(spent)} of {format_usd(self.limit)}"
+            f"{nxt} (budgets.run_cost_usd)"
+        )
+        self._hit.set()
+        self._cond.notify_all()
+
+
+def known_cost_of(costs: list[object]) -> float | None:
+    """The sum of the known costs; None when none was known (never 0)."""
+    known = [float(c) for c in costs if isinstance(c, int | float)]
+    return sum(known) if known else None
+
+
+class OverBudget(UsageError):
+    """A retry of an item whose next call would pass its budget: raise the budget first."""
+
+
+def check_retry(
+    store: Store, project: str, item_id: str, limit: float | None, max_call: float | None
+) -> None:
+    """Refuse (`OverBudget`) to re-queue an item that could not pay for its next agent run
+    within `limit` (budgets.item_cost_usd); a raised budget lets it go again."""
+    history = ItemHistory.read(store, project, item_id)
+    bound = call_bound(store, project, "implementer", max_call)
+    reason = next_call_refused(history, limit, "implementer", bound)
+    if reason is not None:
+        raise OverBudget(f"{item_id} not re-queued: {reason}; raise the budget to retry it")

@@ -10,6 +10,7 @@ ends when every project is done.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -113,6 +114,9 @@ class FleetRun:
         )
         for project in self.projects:
             pipeline = project.pipeline
+            # A spent run budget stops the project's claiming at once: its workers finish what
+            # they hold (the item that found it spent is given back unspent), take nothing new.
+            pipeline.budget.on_spent = functools.partial(fleet.drain, project.name)
             fleet.add_project(
                 project.name,
                 pipeline._guarded_handle,

@@ -268,6 +268,7 @@ def run_settings_for(request: RunRequest, settings: Settings) -> RunSettings:
         allow_same_vendor=request.allow_same_vendor,
         item_cost_usd=settings.budgets.item_cost_usd,
         run_cost_usd=settings.budgets.run_cost_usd,
+        max_call_usd=settings.budgets.max_call_usd,
         only=set(request.only) or None,
         requeue_reverted=settings.reconcile.requeue_reverted,
         revert_window_days=settings.reconcile.revert_window_days,

@@ -35,6 +35,7 @@ from agent_harness.store.events import (
 if TYPE_CHECKING:
     from agent_harness.git.workspace import Workspace
     from agent_harness.implement.protocol import Implementer
+    from agent_harness.pipeline.budgets import RunBudget
     from agent_harness.pipeline.checks import CheckRun
     from agent_harness.review.verdict import Reviewer
     from agent_harness.store.database import Store
@@ -64,6 +65,10 @@ class RunParts:
     clock: Callable[[], float] = field(default=lambda: 0.0)
     issues: dict[str, int] = field(default_factory=dict)  # item id -> issue number
     same_vendor_note: str | None = None
+    # The run these parts belong to: its id marks what it paid for, and its budget (None for an
+    # attempt run outside a run) is asked before every paid call.
+    run_id: str = ""
+    run_budget: RunBudget | None = None
     # One tracker client is shared by every worker; worktree add/prune and pushes share the
     # repository's index and refs; check durations are read and written by every worker.
     tracker_lock: threading.Lock = field(default_factory=threading.Lock)

@@ -36,6 +36,8 @@ class RunReport:
     cost_usd: float | None = None
     stopped_by_budget: bool = False
     drained: bool = False  # `agent-harness control drain` ended it: unstarted items wait
+    stopped_because: str | None = None  # why the run stopped claiming, when it did
+    run_id: str | None = None
     reconciled: list[dict[str, Any]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -46,6 +48,8 @@ class RunReport:
             "cost_usd": self.cost_usd,
             "stopped_by_budget": self.stopped_by_budget,
             "drained": self.drained,
+            "stopped_because": self.stopped_because,
+            "run_id": self.run_id,
             "reconciled": self.reconciled,
             "sync": self.sync.as_json() if self.sync else None,
         }

@@ -13,6 +13,7 @@ import hashlib
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,7 +101,13 @@ class Pipeline:
             ),
             clock=clock,
         )
-        self.budget = RunBudget(store, self.parts.project, settings.run_cost_usd)
+        # A run's id marks what it paid for: its budget counts this run's spend, never the
+        # project's history (nor an ingested file's).
+        self.parts.run_id = uuid.uuid4().hex[:12]
+        self.budget = RunBudget(
+            store, self.parts.project, settings.run_cost_usd, run_id=self.parts.run_id
+        )
+        self.parts.run_budget = self.budget
         self._setup_checked = False
         self.rounds: list[WatchReport] = []
         self._depends = {item.id: item.depends_on for item in plan.items}
@@ -437,7 +444,8 @@ class Pipeline:
     def _guarded_handle(self, lease: Lease) -> None:
         if self.budget.spent:
             # Not this item's fault: give it back with its attempt refunded, for the next run.
-            leases.defer(self.store, lease, self.store.clock(), "run cost budget spent")
+            reason = self.budget.reason or "run cost budget spent"
+            leases.defer(self.store, lease, self.store.clock(), reason)
             return
         try:
             self.handle(lease)
@@ -458,6 +466,8 @@ class Pipeline:
             sync,
             cost_usd=self.spent_usd(),
             stopped_by_budget=self.budget.spent,
+            stopped_because=self.budget.reason,
+            run_id=self.parts.run_id,
         )
 
 

@@ -42,6 +42,7 @@ class RunSettings:
     allow_same_vendor: bool = False
     item_cost_usd: float | None = None
     run_cost_usd: float | None = None
+    max_call_usd: float | None = None  # the bound on one call, with the largest seen so far
     only: set[str] | None = None
     reconcile: bool = True  # pull merged / closed / reverted back before claiming anything
     requeue_reverted: bool = False

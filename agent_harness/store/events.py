@@ -310,6 +310,7 @@ class AgentFinished(Payload):
     tokens_in: int | None = Field(default=None, description="Input tokens, when reported.")
     tokens_out: int | None = Field(default=None, description="Output tokens, when reported.")
     cost_usd: float | None = Field(default=None, description="Cost reported; null if unknown.")
+    run_id: str | None = Field(default=None, description="The run that paid for it.")
     tail: str = Field(default="", description="The last of what the agent printed.")
 
 
@@ -366,6 +367,7 @@ class Reviewed(Payload):
     tokens_out: int | None = Field(default=None, description="Output tokens, when reported.")
     cost_usd: float | None = Field(default=None, description="Cost reported; null if unknown.")
     sha: str | None = Field(default=None, description="The commit reviewed.")
+    run_id: str | None = Field(default=None, description="The run that paid for it.")
 
 
 class FeedbackGiven(Payload):

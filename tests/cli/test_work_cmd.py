@@ -107,3 +107,28 @@ def test_ingest_reports_bad_lines_and_adds_nothing_twice(
 def test_help_explains_with_examples() -> None:
     for args in (["work"], ["work", "show"], ["work", "retry"], ["ingest"]):
         assert main([*args, "--help"]) == 0
+
+
+@pytest.mark.integration
+def test_retry_of_an_item_over_its_budget_is_refused_until_the_budget_is_raised(
+    db: str, db_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_harness.store.events import AgentFinished
+
+    with open_store(db) as store:
+        enqueue(store, A, [item("T1")])
+        lease = claim_next(store, A, "w1", 60)
+        assert lease is not None
+        store.append_event(A, "T1", AgentFinished(ok=True, state="done", cost_usd=1.5))
+        fail(store, lease, "item cost budget spent: $1.50 of $1.00", permanent=True)
+    monkeypatch.chdir(db_dir)
+    config = db_dir / "agent-harness.toml"
+    config.write_text("[budgets]\nitem_cost_usd = 1.0\n")
+    assert main(["work", "retry", "T1", "--project", A]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: T1 not re-queued: item cost budget: $1.50 spent of $1.00, and the next "
+        "implementer call may cost up to $1.50 (budgets.item_cost_usd); raise the budget to "
+        "retry it"
+    )
+    config.write_text("[budgets]\nitem_cost_usd = 3.0\n")  # room for one more $1.50 run
+    assert _json(capsys, "work", "retry", "T1", "--project", A) == {"requeued": ["T1"]}

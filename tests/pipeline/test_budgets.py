@@ -1,10 +1,15 @@
-"""Money as a person reads it, in the PR body, the run summary and budget refusals."""
+"""Money: shown as a person reads it, and budgets checked before a call is paid for."""
 
 from __future__ import annotations
 
 import pytest
 
+from agent_harness.implement.protocol import ImplementResult
 from agent_harness.pipeline.budgets import format_usd
+from agent_harness.testing.scripted import ScriptedImplementer, Step
+
+from .conftest import Rig
+from .test_run_fakes import pipeline
 
 pytestmark = pytest.mark.unit
 
@@ -24,3 +29,115 @@ pytestmark = pytest.mark.unit
 )
 def test_money_is_shown_without_float_noise(value: float | None, shown: str) -> None:
     assert format_usd(value) == shown
+
+
+# -- checked before money is spent ------------------------------------------------------------
+
+
+def _costing(cost: float, ok: bool = False) -> Step:
+    state = "done" if ok else "crashed"
+    result = ImplementResult(ok=ok, state=state, reason="exited 1", cost_usd=cost)
+    return Step(files={"x.py": "x\n"}, result=result)
+
+
+def test_the_spend_of_a_failed_run_counts_and_stops_the_next_run(rig: Rig) -> None:
+    # An agent that reports $0.50 and then exits non-zero, with a $1.00 item budget and
+    # attempts to spare: the third run would pass the budget, so it never starts.
+    rig.settings.item_cost_usd = 1.0
+    rig.settings.max_attempts = 6
+    rig.implementer = ScriptedImplementer([_costing(0.5)])
+    report = pipeline(rig, "### T1: One\n").run()
+    assert len(rig.implementer.calls) == 2
+    (item,) = report.items
+    assert item.state == "failed"
+    assert item.reason == (
+        "item cost budget: $1.00 spent of $1.00, and the next implementer call may cost up to "
+        "$0.50 (budgets.item_cost_usd)"
+    )
+    assert report.cost_usd == 1.0
+
+
+def test_a_configured_call_bound_refuses_a_run_that_could_pass_the_budget(rig: Rig) -> None:
+    rig.settings.item_cost_usd = 1.0
+    rig.settings.max_call_usd = 1.5
+    rig.implementer = ScriptedImplementer([_costing(1.5, ok=True)])
+    report = pipeline(rig, "### T1: One\n").run()
+    assert rig.implementer.calls == []  # not one cent spent
+    assert report.items[0].state == "failed" and report.cost_usd is None
+
+
+def test_the_reviewer_is_not_paid_when_its_bound_would_pass_the_budget(rig: Rig) -> None:
+    rig.settings.item_cost_usd = 1.0
+    rig.settings.max_call_usd = 0.4
+    rig.implementer = ScriptedImplementer([_costing(0.7, ok=True)])
+    report = pipeline(rig, "### T1: One\n").run()
+    assert rig.reviewer.prompts == []
+    assert report.items[0].reason == (
+        "item cost budget: $0.70 spent of $1.00, and the next reviewer call may cost up to "
+        "$0.40 (budgets.item_cost_usd)"
+    )
+
+
+def test_the_largest_call_seen_bounds_the_next_one(rig: Rig) -> None:
+    # No bound configured: the first call of $0.60 is what the next one may cost.
+    rig.settings.item_cost_usd = 1.0
+    rig.implementer = ScriptedImplementer([_costing(0.6)])
+    rig.settings.max_attempts = 5
+    report = pipeline(rig, "### T1: One\n").run()
+    assert len(rig.implementer.calls) == 1 and report.cost_usd == 0.6
+
+
+def test_a_retried_item_over_its_budget_spends_nothing_more(rig: Rig) -> None:
+    from agent_harness.queue import items
+
+    rig.settings.item_cost_usd = 1.0
+    rig.implementer = ScriptedImplementer([_costing(1.5, ok=True)])
+    first = pipeline(rig, "### T1: One\n").run()
+    assert first.items[0].state == "failed" and len(rig.implementer.calls) == 1
+    items.retry(rig.store, "octo/app:PLAN", "T1")
+    again = pipeline(rig, "### T1: One\n").run()
+    assert len(rig.implementer.calls) == 1  # the retry paid nothing
+    assert again.items[0].state == "failed" and "budgets.item_cost_usd" in (
+        again.items[0].reason or ""
+    )
+
+
+# -- the run's budget -------------------------------------------------------------------------
+
+
+def test_the_run_budget_counts_this_runs_spend_only(rig: Rig) -> None:
+    from agent_harness.store.events import AgentFinished
+
+    project = "octo/app:PLAN"
+    # An ingested line that says it cost $100, and an earlier run's $0.90: neither is this run's.
+    rig.store.record_outside_event(
+        project,
+        "T1",
+        "agent_finished",
+        {"ok": True, "state": "done", "cost_usd": 100},
+        external_id="ext-1",
+    )
+    rig.store.append_event(
+        project, "T1", AgentFinished(ok=True, state="done", cost_usd=0.9, run_id="before")
+    )
+    rig.settings.run_cost_usd = 1.0
+    rig.implementer = ScriptedImplementer([_costing(0.25, ok=True)])
+    report = pipeline(rig, "### T1: One\n").run()
+    assert not report.stopped_by_budget and report.cost_usd == 0.25
+    assert report.items[0].state == "pr_open"
+
+
+def test_a_spent_run_budget_ends_the_claiming_in_a_bounded_number_of_events(rig: Rig) -> None:
+    rig.settings.run_cost_usd = 1.0
+    rig.settings.workers = 2
+    rig.implementer = ScriptedImplementer([_costing(5.0, ok=True)])
+    plan = "".join(f"### T{n}: Item {n}\n\n" for n in range(1, 6))
+    report = pipeline(rig, plan).run()
+    assert report.stopped_by_budget
+    assert report.stopped_because == "run cost budget spent: $5.00 of $1.00 (budgets.run_cost_usd)"
+    claims = [e for e in rig.store.all_events(project="octo/app:PLAN") if e.kind == "claimed"]
+    # T1 and at most one claim per worker after the budget was found spent: never a loop.
+    assert len(claims) <= 1 + rig.settings.workers
+    assert report.events < 60
+    assert len(rig.implementer.calls) == 1
+    assert all(i.attempts == 0 for i in report.items)

@@ -84,13 +84,14 @@ def test_what_a_claimed_item_is_doing_reads_from_its_latest_events() -> None:
 
 
 def test_the_run_budget_trips_once_the_reported_spend_reaches_it(rig: Rig) -> None:
-    budget = RunBudget(rig.store, "octo/app:PLAN", 1.0)
+    budget = RunBudget(rig.store, "octo/app:PLAN", 1.0, run_id="r1")
     assert not budget.check() and budget.spent_usd() is None
     rig.store.append_event(
-        "octo/app:PLAN", "T1", AgentFinished(ok=True, state="done", cost_usd=0.6)
+        "octo/app:PLAN", "T1", AgentFinished(ok=True, state="done", cost_usd=0.6, run_id="r1")
     )
     assert not budget.check()
-    rig.store.append_event("octo/app:PLAN", "T2", Reviewed(approved=True, cost_usd=0.4))
+    spent = Reviewed(approved=True, cost_usd=0.4, run_id="r1")
+    rig.store.append_event("octo/app:PLAN", "T2", spent)
     assert budget.check() and budget.spent
     assert not RunBudget(rig.store, "octo/app:PLAN", None).check()
 

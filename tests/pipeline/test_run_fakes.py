@@ -81,7 +81,10 @@ def test_a_spent_run_budget_gives_the_next_items_back_unspent(rig: Rig) -> None:
     report = pipeline(rig, "### T1: One\n\n### T2: Two\n").run()
     by_id = {item.id: item for item in report.items}
     assert report.stopped_by_budget and report.cost_usd == 5.0
-    assert by_id["T1"].state == "pr_open"
+    assert report.stopped_because == "run cost budget spent: $5.00 of $1.00 (budgets.run_cost_usd)"
+    # T1's agent was paid; its reviewer is not, and its checked commit waits for the next run.
+    assert (by_id["T1"].state, by_id["T1"].attempts) == ("waiting", 0)
+    assert rig.reviewer.prompts == []
     assert (by_id["T2"].state, by_id["T2"].attempts) in {("pending", 0), ("waiting", 0)}
 
 
