@@ -3,7 +3,8 @@
 Classify before you retry. Whoever meets a failure (the model client, an implementer, the
 reviewer, the pipeline) names its class; this table alone says whether another try can help,
 so no attempt is spent on a failure that another attempt cannot fix, and no spent cap is ever
-asked again. Changing what the harness does about a failure is a change to this table.
+asked again: it parks its endpoint, for every worker and item, until a person clears it.
+Changing what the harness does about a failure is a change to this table.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class FailureClass(StrEnum):
 POLICY: dict[FailureClass, Action] = {
     FailureClass.BURST: Action.RETRY,
     FailureClass.WINDOW: Action.PARK,
-    FailureClass.CAP: Action.ESCALATE,
+    FailureClass.CAP: Action.PARK,
     FailureClass.OVERLOAD: Action.RETRY,
     FailureClass.SERVER: Action.RETRY,
     FailureClass.REFUSAL: Action.FAIL,
@@ -104,7 +105,10 @@ def ends_the_item(failure: FailureClass | str) -> bool:
 
 ACTION_MEANS: dict[Action, str] = {
     Action.RETRY: "try again: a model call after a jittered backoff, an item with a new attempt",
-    Action.PARK: "the item waits for a known time; no attempt is spent",
+    Action.PARK: (
+        "the item waits, no attempt spent: for a stated reset, or (a spent cap) until a person "
+        "clears it with `agent-harness work unpark ENDPOINT`"
+    ),
     Action.FAIL: "the item fails after this attempt; another would fail the same way",
     Action.ESCALATE: "the item fails and names what a person must do (raise a cap, renew a key)",
 }

@@ -29,7 +29,8 @@ def test_what_the_model_client_retries_is_what_the_table_says() -> None:
         cls.value for cls, action in POLICY.items() if action is Action.RETRY
     } & {kind.value for kind in FailureKind}
     cap = Failure(FailureKind.CAP, "anthropic", 429, "credit balance too low")
-    assert not cap.retryable and cap.final and action_for("cap") is Action.ESCALATE
+    # A spent cap is never asked again, and ends no item: its endpoint waits for a person.
+    assert not cap.retryable and not cap.final and action_for("cap") is Action.PARK
 
 
 @pytest.mark.parametrize(

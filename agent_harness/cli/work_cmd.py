@@ -48,6 +48,7 @@ Examples:
   agent-harness work --project me/app:PLAN --json   # the same for one project, as JSON
   agent-harness work show T4                        # every event of item T4
   agent-harness work retry T4                       # re-queue T4 and the items it blocked
+  agent-harness work unpark https://api.openai.com/v1  # its spent cap was raised
   agent-harness work verify                         # is every event as it was written?
   agent-harness work enqueue PLAN.md --project me/app:PLAN
 """,
@@ -255,6 +256,49 @@ def retry(
     else:
         also = f" (and {', '.join(requeued[1:])})" if len(requeued) > 1 else ""
         console().print(f"re-queued {item_id}{also}", markup=False)
+    return 0
+
+
+@work.command(
+    epilog="""\b
+Examples:
+  agent-harness work unpark https://api.openai.com/v1   # its cap was raised
+  agent-harness work unpark agent:claude --json
+"""
+)
+@click.argument("endpoint", metavar="ENDPOINT")
+@_common
+@click.pass_context
+def unpark(
+    ctx: click.Context, endpoint: str, db: str | None, project: str | None, as_json: bool
+) -> int:
+    """Clear a parked endpoint (a spent cap or window) once a person has fixed it.
+
+    ENDPOINT is the endpoint's URL as `work` and the item reasons show it, or a whole parking
+    key such as agent:claude. Every item waiting for it may be claimed by the next run, with
+    its attempts as they were. Nothing parked under that name: exit 2, naming what is parked.
+    """
+    from agent_harness.cli.output import open_database
+    from agent_harness.errors import UsageError
+    from agent_harness.models.parking import unpark as clear_parks
+    from agent_harness.queue import items as queue
+
+    db, project, as_json = _merged(ctx, db, project, as_json)
+    with open_database(db, must_exist=True) as store:
+        parked = store.parked_keys()
+        cleared = clear_parks(store, endpoint)
+        if not cleared:
+            listed = ", ".join(parked) if parked else "nothing is parked"
+            raise UsageError(f"{endpoint} is not parked ({listed})")
+        names = [endpoint, *cleared, *(key.split("#", 1)[0] for key in cleared)]
+        woken = queue.wake(store, names, f"{endpoint} unparked by a person")
+    if as_json:
+        print_json({"cleared": cleared, "woken": [f"{p}/{i}" for p, i in woken]})
+    else:
+        items = ", ".join(item for _, item in woken) or "none"
+        console().print(
+            f"unparked {', '.join(cleared)}; items that may run again: {items}", markup=False
+        )
     return 0
 
 

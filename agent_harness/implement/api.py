@@ -69,7 +69,9 @@ class ApiImplementer:
         try:
             result = executor.execute(item, tree.path, state_dir / "plan.json", resume=True)
         except EndpointParked as exc:
-            return ImplementResult(False, "rate_limited", str(exc), wait_until=exc.until)
+            return ImplementResult(
+                False, "rate_limited", str(exc), wait_until=exc.until, parked_endpoint=exc.endpoint
+            )
         except ModelCallFailed as exc:
             return _failed_call(exc)
         if result.status == "done":

@@ -21,6 +21,7 @@ from agent_harness.git.runner import GitError, git
 from agent_harness.implement.protocol import ImplementResult, StateCallback
 from agent_harness.models.agent_output import agent_wait_until
 from agent_harness.models.failures import Failure, FailureKind
+from agent_harness.models.parking import UNTIL_CLEARED
 
 if TYPE_CHECKING:
     from agent_harness.agents.presets import AgentPreset
@@ -156,7 +157,9 @@ class CliImplementer:
             return _Ending(False, "missing_binary", reason, permanent=permanent)
         if state is AgentState.CRASHED and report.error is not None and failure is None:
             reason = f"{outcome.reason}: {report.error}"
-        if failure is not None and (failure.kind in _WAIT_KINDS or failure.final):
+        if failure is not None and (
+            failure.kind in _WAIT_KINDS or failure.final or failure.kind is FailureKind.CAP
+        ):
             return self._stopped_at(failure, reason)
         if state is AgentState.TIMEOUT:
             return _Ending(False, "timeout", reason)
@@ -182,9 +185,13 @@ class CliImplementer:
     def _stopped_at(self, failure: Failure, reason: str) -> _Ending:
         """The run ended at a provider failure: wait for a limit to lift (no attempt spent),
         end the item when the policy says another try cannot help, else try again."""
+        if failure.kind is FailureKind.CAP:
+            # Spent credit: no retry helps before its reset or a person raising it.
+            return _Ending(
+                False, "rate_limited", reason, wait_until=failure.reset_at or UNTIL_CLEARED
+            )
         if failure.final:
-            state = "rate_limited" if failure.kind is FailureKind.CAP else "refused"
-            return _Ending(False, state, reason, permanent=True)
+            return _Ending(False, "refused", reason, permanent=True)
         if failure.kind in _WAIT_KINDS:
             wait = agent_wait_until(failure, self.clock(), self.rng)
             return _Ending(False, "rate_limited", reason, wait_until=wait)

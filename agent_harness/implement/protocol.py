@@ -30,6 +30,9 @@ class ImplementResult:
     tokens_out: int | None = None
     cost_usd: float | None = None
     output_tail: str = ""
+    # A model endpoint the run found parked, already recorded where every worker sees it: the
+    # item waits for that endpoint, and the implementer itself is not parked.
+    parked_endpoint: str | None = None
 
 
 class Implementer(Protocol):

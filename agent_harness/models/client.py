@@ -3,7 +3,8 @@
 Every answer goes through the vendor's classifier (`providers`), and the class decides the
 reaction: bursts, overloads and server faults are retried with full-jitter backoff inside the
 calling worker only; a spent window parks the endpoint for every worker until its reset
-(`parking`); caps, refusals, auth and bad input stop at once with `ModelCallFailed`.
+(`parking`), and so does a spent cap, until its reset or until a person clears it; refusals,
+auth and bad input stop at once with `ModelCallFailed`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, NoReturn
 from agent_harness.errors import ConfigError, HarnessError
 from agent_harness.models.bodies import snippet
 from agent_harness.models.failures import Failure, FailureKind
-from agent_harness.models.parking import EndpointParked, ParkingStore
+from agent_harness.models.parking import UNTIL_CLEARED, EndpointParked, ParkingStore
 from agent_harness.models.providers import classifier_for
 from agent_harness.models.routes import (
     MissingApiKey,
@@ -200,6 +201,10 @@ class ModelClient:
         A spent window, or a wait too long to hold a worker for, parks the endpoint instead
         (raising `EndpointParked`), so other workers learn of it too.
         """
+        if failure.kind is FailureKind.CAP:
+            # A spent cap answers every item the same: one request found it, none follows
+            # until its reset or until a person clears it.
+            self._park(route, failure.reset_at or UNTIL_CLEARED, failure, base, attempt, latency)
         if failure.kind is FailureKind.WINDOW:
             until = failure.reset_at or self._clock() + self.policy.default_window_s
             # A reset already in the past (clock skew) still means "not now": hold briefly.

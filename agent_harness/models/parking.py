@@ -16,6 +16,18 @@ from typing import Protocol
 from agent_harness.errors import HarnessError
 from agent_harness.models.failures import Failure
 
+# A spent cap (credit, billing, quota) has no reset of its own: its endpoint stays parked until
+# a person clears it (`agent-harness work unpark ENDPOINT`). Stored as a time so every parking
+# store keeps one shape; any `until` at or after it reads "until cleared".
+UNTIL_CLEARED = 253402214400.0  # 9999-12-31
+
+
+def until_text(until: float) -> str:
+    """When a parked endpoint reopens, as a person reads it."""
+    if until >= UNTIL_CLEARED:
+        return "a person clears it"
+    return datetime.fromtimestamp(until, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
 
 class EndpointParked(HarnessError):
     """A model endpoint is parked until its usage window resets."""
@@ -29,8 +41,10 @@ class EndpointParked(HarnessError):
         self.until = until
         self.reason = reason
         self.failure = failure
-        when = datetime.fromtimestamp(until, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        super().__init__(f"model endpoint {endpoint} is parked until {when}: {reason}")
+        clear = f" (agent-harness work unpark {endpoint})" if until >= UNTIL_CLEARED else ""
+        super().__init__(
+            f"model endpoint {endpoint} is parked until {until_text(until)}{clear}: {reason}"
+        )
 
 
 class ParkingStore(Protocol):
@@ -39,6 +53,10 @@ class ParkingStore(Protocol):
     def park(self, key: str, until: float, reason: str) -> None: ...
 
     def parked(self, key: str) -> tuple[float, str] | None: ...
+
+    def parked_keys(self) -> list[str]: ...
+
+    def clear(self, key: str) -> None: ...
 
 
 class MemoryParking:
@@ -59,3 +77,25 @@ class MemoryParking:
         if entry is None or entry[0] <= self._clock():
             return None
         return entry
+
+    def parked_keys(self) -> list[str]:
+        with self._lock:
+            return [key for key, (until, _) in self._parked.items() if until > self._clock()]
+
+    def clear(self, key: str) -> None:
+        with self._lock:
+            self._parked.pop(key, None)
+
+
+def unpark(parking: ParkingStore, endpoint: str) -> list[str]:
+    """Clear every park of `endpoint` (its URL, or a whole key such as `agent:claude`): what a
+    person does once a cap is raised. The keys cleared; none when nothing of it was parked."""
+    wanted = endpoint.strip().rstrip("/")
+    keys = [
+        key
+        for key in parking.parked_keys()
+        if key == endpoint.strip() or key.split("#", 1)[0].rstrip("/") == wanted
+    ]
+    for key in keys:
+        parking.clear(key)
+    return keys

@@ -84,6 +84,8 @@ class Attempt:
             return
         result = self._resume_finished_run(tree)
         if result is None:
+            if self._agent_parked():
+                return
             held = self._may_pay("implementer")
             if held is None:
                 return
@@ -211,13 +213,27 @@ class Attempt:
     def _agent_failed(self, result: ImplementResult) -> None:
         parts, lease = self.parts, self.lease
         if result.wait_until is not None:
-            # A spent window: wait for its reset without burning an attempt.
-            parts.store.park(f"agent:{parts.implementer.name}", result.wait_until, result.reason)
-            parts.defer(lease, result.wait_until, result.reason, self.history)
+            # A spent window or cap: wait for its reset (or a person) without burning an
+            # attempt, and keep every other item off the same account until then.
+            reason = result.reason
+            if result.parked_endpoint is None:
+                key = f"agent:{parts.implementer.name}"
+                parts.store.park(key, result.wait_until, result.reason)
+                reason = f"{key} parked: {result.reason}"
+            parts.defer(lease, result.wait_until, reason, self.history)
             return
         feedback = Feedback("agent", result.reason, result.output_tail)
         parts.remember(lease.item_id, feedback, self.history)
         parts.fail(lease, f"agent {result.state}: {result.reason}", result_class(result))
+
+    def _agent_parked(self) -> bool:
+        """An agent account whose window or cap is spent is not started again before its
+        reset (or a person's `work unpark`): the item waits, its attempt refunded."""
+        key = f"agent:{self.parts.implementer.name}"
+        parked = self.parts.store.parked(key)
+        if parked is not None:
+            self.parts.defer(self.lease, parked[0], f"{key} parked: {parked[1]}", self.history)
+        return parked is not None
 
     def _may_pay(self, role: str) -> float | None:
         """May the item pay for one more call of `role`? Its spend plus a bound on that call

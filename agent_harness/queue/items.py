@@ -27,6 +27,7 @@ from agent_harness.store.events import (
     Unblocked,
     Unheld,
     Updated,
+    Woken,
 )
 
 
@@ -390,6 +391,28 @@ def unhold(store: Store, project: str) -> tuple[str, ...]:
             )
             tx.append_event(project, item_id, Unheld(to=S.PENDING))
     return tuple(str(row[0]) for row in rows)
+
+
+def wake(store: Store, named: Iterable[str], why: str) -> list[tuple[str, str]]:
+    """Let every waiting item whose reason names one of `named` (a parked endpoint, its key)
+    be claimed now, in any project, with its attempts as they were. (project, id) of each."""
+    woken: list[tuple[str, str]] = []
+    with store.transaction() as tx:
+        for needle in dict.fromkeys(n for n in named if n):
+            rows = tx.all(
+                "SELECT project, id FROM items WHERE state = 'waiting' AND reason LIKE ?",
+                (f"%{needle}%",),
+            )
+            for project, item_id in rows:
+                if (project, item_id) in woken:
+                    continue
+                tx.execute(
+                    "UPDATE items SET not_before = ?, updated_at = ? WHERE project = ? AND id = ?",
+                    (store.clock(), store.clock(), project, item_id),
+                )
+                tx.append_event(project, item_id, Woken(reason=why))
+                woken.append((str(project), str(item_id)))
+    return woken
 
 
 def withdraw(store: Store, project: str, item_ids: Iterable[str], reason: str) -> tuple[str, ...]:

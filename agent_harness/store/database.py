@@ -484,6 +484,17 @@ class Store:
             return None
         return float(row[0]), str(row[1])
 
+    def parked_keys(self) -> list[str]:
+        """Every key parked now."""
+        with self.transaction(write=False) as tx:
+            rows = tx.all("SELECT key FROM parked WHERE until > ? ORDER BY key", (self.clock(),))
+        return [str(row[0]) for row in rows]
+
+    def clear(self, key: str) -> None:
+        """`key` is no longer parked (a person cleared it)."""
+        with self.transaction() as tx:
+            tx.execute("DELETE FROM parked WHERE key = ?", (key,))
+
     def get_meta(self, key: str) -> str | None:
         with self.transaction(write=False) as tx:
             row = tx.one("SELECT value FROM meta WHERE key = ?", (key,))

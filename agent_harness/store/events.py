@@ -49,6 +49,7 @@ class EventKind(StrEnum):
     RETRIED = "retried"
     OUTCOME = "outcome"
     UNBLOCKED = "unblocked"
+    WOKEN = "woken"
     # one attempt of the pipeline
     WORKTREE = "worktree"
     AGENT_STARTED = "agent_started"
@@ -261,6 +262,14 @@ class Unblocked(Transition):
 
     KIND = EventKind.UNBLOCKED
     by: str = Field(description="The item whose merge unblocked this one.")
+
+
+class Woken(Payload):
+    """A waiting item may be claimed now: what it waited for was cleared by a person (a spent
+    cap's endpoint unparked). Its attempts are as they were."""
+
+    KIND = EventKind.WOKEN
+    reason: str = Field(description="What was cleared, e.g. the endpoint unparked.")
 
 
 # --- one attempt -----------------------------------------------------------------------------

@@ -249,8 +249,6 @@ def test_one_workers_429_never_pauses_another(h: Harness) -> None:
 @pytest.mark.parametrize(
     ("role", "turn", "kind"),
     [
-        ("implementer", ScriptedFailure.openai_insufficient_quota(), FailureKind.CAP),
-        ("reviewer", ScriptedFailure.anthropic_spend_cap(), FailureKind.CAP),
         ("reviewer", ScriptedFailure.anthropic_auth(), FailureKind.AUTH),
         ("reviewer", ScriptedFailure.anthropic_prompt_too_long(), FailureKind.CONTEXT_TOO_LONG),
         ("implementer", ScriptedFailure.openai_context_length(), FailureKind.CONTEXT_TOO_LONG),
@@ -272,6 +270,38 @@ def test_final_failures_make_exactly_one_request(
     assert h.time.sleeps == []
     [event] = h.kinds("model.call")
     assert event["failure"] == kind.value
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("role", "turn"),
+    [
+        ("implementer", ScriptedFailure.openai_insufficient_quota()),
+        ("reviewer", ScriptedFailure.anthropic_spend_cap()),
+    ],
+)
+def test_a_spent_cap_parks_its_endpoint_until_a_person_clears_it(
+    h: Harness, role: str, turn: Any
+) -> None:
+    from agent_harness.models.parking import UNTIL_CLEARED, unpark
+
+    h.server.enqueue(turn, ScriptedCompletion(text="after the cap was raised"))
+    with pytest.raises(EndpointParked) as caught:
+        h.client.complete(role, USER, worker="w1")
+    assert caught.value.failure is not None and caught.value.failure.kind is FailureKind.CAP
+    assert caught.value.until == UNTIL_CLEARED
+    endpoint = h.routes[role].endpoint
+    assert f"parked until a person clears it (agent-harness work unpark {endpoint})" in str(
+        caught.value
+    )
+    # A day later, another worker: still parked, and not one more request.
+    h.time.now += 86400
+    for worker in ("w2", "w3"):
+        with pytest.raises(EndpointParked):
+            h.client.complete(role, USER, worker=worker)
+    assert len(h.server.requests) == 1 and h.time.sleeps == []
+    assert unpark(h.parking, endpoint) == [h.routes[role].parking_key]
+    assert h.client.complete(role, USER, worker="w2").text == "after the cap was raised"
 
 
 # ------------------------------------------------------------------------------ windows
