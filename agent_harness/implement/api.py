@@ -52,6 +52,7 @@ class ApiImplementer:
         session: str,
         state_dir: Path,
         on_state: StateCallback,
+        feedback: str | None = None,
     ) -> ImplementResult:
         from agent_harness.implement.executor import Executor
         from agent_harness.models.client import ModelCallFailed
@@ -67,7 +68,15 @@ class ApiImplementer:
             check_env=self.check_env,
         )
         try:
-            result = executor.execute(item, tree.path, state_dir / "plan.json", resume=True)
+            # The plan is resumed only in the worktree it was made in: a retry's fresh branch
+            # starts a fresh plan. Feedback revises a finished plan instead of resuming it.
+            result = executor.execute(
+                item,
+                tree.path,
+                state_dir / "plan.json",
+                resume=tree.reused,
+                feedback=feedback,
+            )
         except EndpointParked as exc:
             return ImplementResult(
                 False, "rate_limited", str(exc), wait_until=exc.until, parked_endpoint=exc.endpoint
@@ -82,10 +91,12 @@ class ApiImplementer:
                 tokens_in=result.tokens_in,
                 tokens_out=result.tokens_out,
             )
+        where = f" at step {result.blocking_step}" if result.blocking_step else ""
         return ImplementResult(
             False,
             "blocked",
-            f"executor blocked at step {result.blocking_step}: {result.blocker}",
+            f"executor blocked{where}: {result.blocker}",
+            permanent=result.permanent,
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
         )

@@ -107,6 +107,7 @@ class CliImplementer:
         session: str,
         state_dir: Path,
         on_state: StateCallback,
+        feedback: str | None = None,
     ) -> ImplementResult:
         ran = run_cli_agent(
             self.host,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -88,6 +88,7 @@ class ExecutionResult:
     calls: int
     tokens_in: int | None
     tokens_out: int | None
+    permanent: bool = False  # blocked for good: another run of this plan cannot get further
 
 
 class ModelCaller(Protocol):
@@ -106,10 +107,11 @@ class ModelCaller(Protocol):
 
 class _RunBlocked(Exception):
     # Control flow only: caught in execute() and turned into a blocked ExecutionResult.
-    def __init__(self, blocker: str, step: str | None) -> None:
+    def __init__(self, blocker: str, step: str | None, permanent: bool = False) -> None:
         super().__init__(blocker)
         self.blocker = blocker
         self.step = step
+        self.permanent = permanent
 
 
 class _ModelTrouble(Exception):
@@ -177,19 +179,30 @@ class Executor:
     # -- entry -----------------------------------------------------------------------------
 
     def execute(
-        self, item: WorkItem, worktree: Path, plan_path: Path, *, resume: bool = False
+        self,
+        item: WorkItem,
+        worktree: Path,
+        plan_path: Path,
+        *,
+        resume: bool = False,
+        feedback: str | None = None,
     ) -> ExecutionResult:
         """Plan (or, with `resume`, reload the plan of) `item` and run it to done or blocked.
 
-        Running out of any budget returns a blocked result with the partial plan; only an
-        unreadable plan file on resume, or an exception from the event sink, is raised.
+        `feedback` is what the finished work was sent back for (a failed check, a reviewer's
+        no): a finished plan is revised with it, never resumed past it. Running out of any
+        budget returns a blocked result with the partial plan; an unreadable plan file on
+        resume, a parked endpoint (`EndpointParked`), or an exception from the event sink is
+        raised.
         """
-        worktree = Path(worktree)
-        plan_path = Path(plan_path)
-        run = _Run(item, worktree, plan_path, self._fresh_plan(item), self._environment())
-        if resume and plan_path.exists():
-            saved = load_plan(plan_path)
+        run = _Run(
+            item, Path(worktree), Path(plan_path), self._fresh_plan(item), self._environment()
+        )
+        sent_back = None
+        if resume and run.plan_path.exists():
+            saved = load_plan(run.plan_path)
             if saved.item_id == item.id and saved.item_hash == item.content_hash:
+                sent_back = feedback if saved.status == "done" else None
                 run.plan = saved
                 self._resume(run)
             else:
@@ -197,16 +210,24 @@ class Executor:
         try:
             if not run.plan.steps:
                 self._make_plan(run)
+            elif sent_back:
+                self._revise(run, [], f"The finished work was sent back:\n{sent_back}")
             self._loop(run)
         except _RunBlocked as stop:
-            plan = run.plan
-            plan.status, plan.blocker, plan.blocking_step = "blocked", stop.blocker, stop.step
-            for step in plan.steps:
-                if step.status is StepStatus.RUNNING:
-                    step.status = StepStatus.PENDING  # it got no verdict; a resume retries it
-            self._save(run)
-            self._emit(run, "executor.blocked", blocker=stop.blocker, step=stop.step)
+            self._blocked(run, stop)
+            return replace(self._result(run.plan), permanent=stop.permanent)
         return self._result(run.plan)
+
+    def _blocked(self, run: _Run, stop: _RunBlocked) -> None:
+        plan = run.plan
+        plan.status, plan.blocker, plan.blocking_step = "blocked", stop.blocker, stop.step
+        for step in plan.steps:
+            if step.status is StepStatus.RUNNING:
+                step.status = StepStatus.PENDING  # it got no verdict; a resume retries it
+        self._save(run)
+        self._emit(
+            run, "executor.blocked", blocker=stop.blocker, step=stop.step, permanent=stop.permanent
+        )
 
     def _fresh_plan(self, item: WorkItem) -> StepPlan:
         goal = f"{item.id}: {item.title}"
@@ -258,14 +279,12 @@ class Executor:
                 self._save(run)
                 self._emit(run, "executor.done", steps=len(plan.steps))
                 return
-            first = failed[0]
-            if plan.revision >= self.budgets.max_replans:
-                raise _RunBlocked(
-                    f"step {first.id} ({first.description}) failed: {first.result}; "
-                    f"no replans left ({self.budgets.max_replans} allowed)",
-                    first.id,
-                )
-            self._replan(run, failed)
+            failed_text = "\n".join(
+                f"- {s.id}: {s.description} (check: {s.success_check.describe()})\n"
+                f"  failed after {s.attempts} attempt(s): {s.result}"
+                for s in failed
+            )
+            self._revise(run, failed, f"Steps that failed, and why:\n{failed_text}")
 
     # -- planning --------------------------------------------------------------------------
 
@@ -282,45 +301,49 @@ class Executor:
         self._save(run)
         self._emit(run, "executor.plan", steps=[s.model_dump(mode="json") for s in steps])
 
-    def _replan(self, run: _Run, failed: list[Step]) -> None:
+    def _revise(self, run: _Run, failed: list[Step], why: str) -> None:
+        """Revise the plan: steps that failed, or finished work sent back (`failed` empty),
+        get new steps that do it another way. Each revision spends one of `max_replans`;
+        with none left the run is blocked for good (another run would find the same)."""
         plan = run.plan
+        first = failed[0] if failed else None
+        if plan.revision >= self.budgets.max_replans:
+            what = f"step {first.id} ({first.description}) failed: {first.result}" if first else why
+            raise _RunBlocked(
+                f"{what}; no replans left ({self.budgets.max_replans} allowed)",
+                first.id if first else None,
+                permanent=True,
+            )
         kept = [s for s in plan.steps if s.status is StepStatus.DONE]
         first_number = 1 + max((int(s.id) for s in plan.steps if s.id.isdigit()), default=0)
         done_text = "\n".join(f"- {s.id}: {s.description} -> {s.result}" for s in kept)
-        failed_text = "\n".join(
-            f"- {s.id}: {s.description} (check: {s.success_check.describe()})\n"
-            f"  failed after {s.attempts} attempt(s): {s.result}"
-            for s in failed
-        )
         prompt = (
             f"{item_brief(run.item, self._item_checks)}\n\n"
             f"Steps already done (keep them; depends_on may name their ids):\n"
-            f"{done_text or '(none)'}\n\n"
-            f"Steps that failed, and why:\n{failed_text}\n\n"
+            f"{done_text or '(none)'}\n\n{why}\n\n"
             "Write the remaining steps so the item gets done another way: do not repeat what "
             f"failed. Number the new steps from {first_number}."
         )
+        kept_ids = [s.id for s in kept]
         try:
             steps = self._ask_planner(
-                run,
-                prompt,
-                kept_ids=[s.id for s in kept],
-                first_number=first_number,
-                replanning=True,
+                run, prompt, kept_ids=kept_ids, first_number=first_number, replanning=True
             )
         except _RunBlocked as stop:
-            raise _RunBlocked(stop.blocker, failed[0].id) from None
+            raise _RunBlocked(stop.blocker, first.id if first else None) from None
         plan.revision += 1
+        reasons = [(s.id, s.result or "") for s in failed] or [("sent back", why)]
         plan.replans += [
-            Replan(revision=plan.revision, failed_step=s.id, reason=s.result or "") for s in failed
+            Replan(revision=plan.revision, failed_step=i, reason=r) for i, r in reasons
         ]
-        plan.steps = kept + steps
+        plan.steps, plan.status = kept + steps, "running"
         self._save(run)
         self._emit(
             run,
             "executor.replan",
             failed=[s.id for s in failed],
             steps=[s.model_dump(mode="json") for s in steps],
+            sent_back=None if failed else why,
         )
 
     def _ask_planner(
@@ -518,6 +541,7 @@ class Executor:
                 f"the model call budget is spent ({plan.calls} of "
                 f"{self.budgets.max_model_calls} calls)",
                 step_id,
+                permanent=True,  # counted over every run of the plan: the next finds it spent
             )
         plan.calls += 1  # counted before the call: a call that fails still cost a call
         try:
@@ -529,8 +553,10 @@ class Executor:
             if kind in (FailureKind.CAP, FailureKind.AUTH, FailureKind.WINDOW):
                 raise _RunBlocked(exc.message, step_id) from None
             raise _ModelTrouble(exc.message, permanent=not exc.failure.retryable) from None
-        except EndpointParked as exc:
-            raise _RunBlocked(exc.message, step_id) from None
+        except EndpointParked:
+            # A spent window or cap: the item waits for the endpoint (the plan is saved, its
+            # step left running so a resume checks it first); not a blocked plan.
+            raise
         except HarnessError as exc:  # no route, no key, a dead transport: nothing to retry
             raise _RunBlocked(exc.message, step_id) from None
         plan.tokens_in = (

@@ -50,4 +50,9 @@ class Implementer(Protocol):
         session: str,
         state_dir: Path,
         on_state: StateCallback,
-    ) -> ImplementResult: ...
+        feedback: str | None = None,
+    ) -> ImplementResult:
+        """Do the item in `tree`. `prompt` says everything, including `feedback`: what the
+        previous attempt ran into (a failed check, the reviewer's no), which an implementer
+        that keeps its own state (the direct-API executor) must act on, not resume past."""
+        ...

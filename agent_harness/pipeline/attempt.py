@@ -176,11 +176,12 @@ class Attempt:
 
     def _implement(self, tree: Worktree) -> ImplementResult:
         parts, item = self.parts, self.item
+        feedback = self.history.feedback()
         prompt = build_prompt(
             item,
             checks=parts.settings.checks,
             agents_md=read_agents_md(tree.path),
-            feedback=self.history.feedback(),
+            feedback=feedback,
             attempt=self.lease.attempt,
         )
         session = parts.session_name(item.id)
@@ -206,6 +207,7 @@ class Attempt:
             on_state=lambda state, detail: self._emit(
                 AgentStateChanged(state=state, detail=detail)
             ),
+            feedback=None if feedback is None else feedback.text(),
         )
         self._emit(_finished(result, parts.run_id))
         return result
@@ -273,9 +275,14 @@ class Attempt:
         repo = self.parts.repo
         repo.verify_branch(tree)
         sha = repo.commit_all(tree, f"{self.item.id}: {self.item.title}") or repo.head(tree)
-        if sha != tree.base_sha:
+        refused = any(r.sha == sha and not r.approved for r in self.history.all(Reviewed))
+        if sha != tree.base_sha and not refused:
             return sha
         reason = f"the agent finished but changed nothing ({result.reason})"
+        if refused:
+            # The reviewer already said no to this very commit: asking again pays for the
+            # same answer.
+            reason = f"the agent left the commit the reviewer refused unchanged ({result.reason})"
         feedback = Feedback("agent", reason, result.output_tail)
         self.parts.remember(self.item.id, feedback, self.history)
         self.parts.fail(self.lease, reason, FailureClass.NO_CHANGE)

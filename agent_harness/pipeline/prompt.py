@@ -24,6 +24,11 @@ class Feedback:
     summary: str
     detail: str = ""
 
+    def text(self) -> str:
+        """The feedback as an implementer that keeps its own plan reads it."""
+        detail = self.detail.strip()
+        return f"{self.summary}\n{detail}" if detail else self.summary
+
 
 def build_prompt(
     item: WorkItem,

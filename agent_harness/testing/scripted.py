@@ -51,9 +51,12 @@ class ScriptedImplementer:
         session: str,
         state_dir: Path,
         on_state: StateCallback,
+        feedback: str | None = None,
     ) -> ImplementResult:
         step = self.steps[min(len(self.calls), len(self.steps) - 1)]
-        self.calls.append({"item": item.id, "prompt": prompt, "session": session})
+        self.calls.append(
+            {"item": item.id, "prompt": prompt, "session": session, "feedback": feedback}
+        )
         for state, detail in step.states:
             on_state(state, detail)
         for name, text in step.files.items():

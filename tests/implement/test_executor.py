@@ -324,27 +324,31 @@ def test_a_plan_refused_twice_is_a_clear_blocker(rig: Rig) -> None:
     assert not (rig.worktree / "notes.txt").exists()
 
 
-@pytest.mark.parametrize(
-    ("failure", "words"),
-    [
-        (ScriptedFailure.openai_insufficient_quota(), "cap from openai"),
-        (
-            ScriptedFailure.openai(
-                401, "Incorrect API key", "invalid_request_error", "invalid_api_key"
-            ),
-            "auth",
-        ),
-    ],
-)
-def test_a_cap_or_auth_failure_stops_at_once(
-    rig: Rig, failure: ScriptedFailure, words: str
-) -> None:
+def test_a_spent_cap_parks_the_run_with_its_step_kept_for_a_resume(rig: Rig) -> None:
+    from agent_harness.models.parking import EndpointParked
+
+    rig.server.enqueue(THREE_STEPS, EDIT_1, ScriptedFailure.openai_insufficient_quota())
+
+    with pytest.raises(EndpointParked, match="cap from openai"):
+        rig.run()
+
+    assert len(rig.implementer_requests) == 2 and len(rig.planner_requests) == 1
+    saved = load_plan(rig.plan_path)
+    assert saved.step("1").status is StepStatus.DONE
+    assert saved.step("2").status is StepStatus.RUNNING  # a resume checks it first
+    assert rig.server.remaining == 0
+
+
+def test_an_auth_failure_stops_at_once(rig: Rig) -> None:
+    failure = ScriptedFailure.openai(
+        401, "Incorrect API key", "invalid_request_error", "invalid_api_key"
+    )
     rig.server.enqueue(THREE_STEPS, EDIT_1, failure)
 
     result = rig.run()
 
     assert result.status == "blocked" and result.blocking_step == "2"
-    assert words in (result.blocker or "")
+    assert "auth" in (result.blocker or "")
     assert len(rig.implementer_requests) == 2  # one for step 1, one (never retried) for step 2
     assert len(rig.planner_requests) == 1  # never replanned
     assert result.plan.step("2").status is StepStatus.PENDING  # a resume may try it again
@@ -462,3 +466,43 @@ def test_a_worktree_that_breaks_mid_step_blocks_with_the_step_left_for_a_resume(
     assert (result.blocker or "").startswith("cannot list the worktree's files: git ls-files")
     assert len(rig.implementer_requests) == 0  # nobody was asked to edit blind
     assert load_plan(rig.plan_path).step("1").status is StepStatus.PENDING
+
+
+# -- feedback from the checks and the reviewer --------------------------------------------------
+
+
+def test_finished_work_sent_back_is_revised_with_the_feedback_not_resumed(rig: Rig) -> None:
+    rig.server.enqueue(THREE_STEPS, EDIT_1, EDIT_2, EDIT_3)
+    assert rig.run().status == "done"
+    no = "the reviewer said no: farewell() must say 'goodbye', not 'bye'"
+    fix = plan_answer(step("4", "Make farewell() say goodbye", matches("app.py", "goodbye")))
+    rig.server.enqueue(fix, whole_file("app.py", FAREWELL.replace("bye", "goodbye")))
+
+    result = rig.executor().execute(rig.item, rig.worktree, rig.plan_path, resume=True, feedback=no)
+
+    assert result.status == "done"
+    assert len(rig.planner_requests) == 2 and len(rig.implementer_requests) == 4
+    revision = user_text(rig.planner_requests[1])
+    assert "The finished work was sent back" in revision and "must say 'goodbye'" in revision
+    assert "3: Record the change in CHANGES.md" in revision  # what was done is kept
+    assert "goodbye" in (rig.worktree / "app.py").read_text()
+    assert [s.id for s in result.plan.steps] == ["1", "2", "3", "4"]
+    assert result.plan.revision == 1 and result.plan.replans[-1].failed_step == "sent back"
+
+
+def test_a_blocked_plan_with_its_replans_spent_is_blocked_for_good(rig: Rig) -> None:
+    impossible = matches("app.py", r"def impossible\(\)")
+    rig.server.enqueue(
+        plan_answer(step("1", "Add impossible() to app.py", impossible)), EDIT_2, EDIT_2
+    )
+    first = rig.run(max_replans=0, min_steps=1)
+    assert first.status == "blocked" and first.permanent, first.blocker
+    asked = len(rig.server.requests)
+    # Another attempt can only find the same: it says so again, and pays for nothing.
+    again = rig.run(resume=True, max_replans=0, min_steps=1)
+    assert again.status == "blocked" and again.permanent
+    assert len(rig.server.requests) == asked
+    sent_back = rig.executor(max_replans=0, min_steps=1).execute(
+        rig.item, rig.worktree, rig.plan_path, resume=True, feedback="checks failed"
+    )
+    assert sent_back.permanent and len(rig.server.requests) == asked

@@ -247,3 +247,44 @@ def test_a_refusal_at_delivery_that_will_not_change_fails_the_item_at_once(rig: 
         record.reason
         == "delivery: GitHub refused POST /pulls: refusing to merge unrelated histories"
     )
+
+
+def _next_attempt(rig: Rig) -> None:
+    lease = leases.claim_next(rig.store, "octo/app:PLAN", "w2", 60.0)
+    assert lease is not None
+    Attempt(rig.parts(), parse_plan(PLAN).item("T1"), lease).run()
+
+
+def test_the_reviewers_no_reaches_the_implementers_next_attempt(rig: Rig) -> None:
+    rig.reviewer = ScriptedReviewer([verdict(False, "count hyphenated words once"), verdict(True)])
+    rig.implementer = ScriptedImplementer(
+        [Step(files={"words.py": "N = 1\n"}), Step(files={"words.py": "N = 2\n"})]
+    )
+    attempt(rig).run()
+    _next_attempt(rig)
+    assert rig.implementer.calls[0]["feedback"] is None
+    assert rig.implementer.calls[1]["feedback"] == (
+        "the reviewer said no: count hyphenated words once"
+    )
+    assert rig.state().state == "pr_open"
+
+
+def test_a_commit_the_reviewer_refused_is_never_sent_to_review_again(rig: Rig) -> None:
+    # The second attempt leaves the worktree exactly as the refused commit had it.
+    rig.reviewer = ScriptedReviewer([verdict(False, "count hyphenated words once")])
+    rig.implementer = ScriptedImplementer([Step(files={"words.py": "N = 1\n"})])
+    attempt(rig).run()
+    _next_attempt(rig)
+    assert len(rig.reviewer.prompts) == 1 and len(rig.checks.runs) == 1
+    record = rig.state()
+    assert (record.state, record.attempts) == ("pending", 2)
+    assert record.reason == ("the agent left the commit the reviewer refused unchanged (exited 0)")
+
+
+def test_an_implementer_blocked_for_good_ends_the_item(rig: Rig) -> None:
+    blocked = ImplementResult(
+        ok=False, state="blocked", reason="no replans left (2 allowed)", permanent=True
+    )
+    rig.implementer = ScriptedImplementer([Step(result=blocked)])
+    attempt(rig).run()
+    assert rig.state().state == "failed"
