@@ -21,6 +21,15 @@ from pathlib import Path
 from agent_harness.implement.patching import RUNGS, apply_edit
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "implement" / "patching_corpus"
+# Shapes models really write in edit blocks, each reported on its own line.
+SHAPES = {
+    "34-search-replace-ellipsis-between-blocks": "a '...' line between two blocks",
+    "35-search-replace-makefile": "a block for Makefile (no extension)",
+    "36-blocks-for-files-without-extension": "Dockerfile, LICENSE, a temporary name",
+    "37-search-stray-blank-first-line": "a stray blank first line in SEARCH",
+    "38-search-bare-name-one-match": "a bare name that fits one file in the tree",
+    "48-fail-bare-name-two-matches": "a bare name that fits two files (refuse)",
+}
 
 
 def files_under(root: Path) -> dict[str, bytes]:
@@ -52,6 +61,7 @@ def main() -> int:
     cases = sorted(p.parent for p in CORPUS.glob("*/case.json"))
     first_rung: Counter[str] = Counter()
     wrong: list[str] = []
+    shapes: dict[str, str] = {}
     baseline_ok = 0
     intended = 0
     refused_ok = 0
@@ -69,6 +79,8 @@ def main() -> int:
             elapsed += time.perf_counter() - started
             after = files_under(work)
         first_rung[result.rung or "refused"] += 1
+        if case.name in SHAPES:
+            shapes[case.name] = result.rung or "refused"
         if meta["expect"] == "refused":
             must_fail += 1
             if not result.applied and after == before:
@@ -103,6 +115,10 @@ def main() -> int:
         print(f"ratio ladder / plain git apply: {ladder_ok / baseline_ok:.2f}x")
     print(f"must-fail edits refused, worktree untouched: {refused_ok}/{must_fail}")
     print(f"mean apply_edit time: {1000 * elapsed / total:.1f} ms per case")
+    print()
+    for name, shape in SHAPES.items():
+        verdict = "as expected" if name not in wrong else "NOT as expected"
+        print(f"{shape:<46}{shapes.get(name, 'missing'):>14}  {verdict}")
     if wrong:
         print("cases that did not end as expected: " + ", ".join(wrong))
     return 1 if wrong else 0

@@ -248,13 +248,31 @@ _PATH_LINE = re.compile(
 )
 
 
-def _path_from_line(line: str) -> str | None:
+# Files that commonly have no extension; any other bare word names a file only when the
+# worktree has it (a line saying `python` or `Here` is not a file name).
+_NO_EXTENSION = frozenset(
+    {
+        "Makefile", "makefile", "GNUmakefile", "Dockerfile", "Containerfile", "LICENSE",
+        "LICENCE", "COPYING", "NOTICE", "AUTHORS", "README", "CHANGELOG", "CODEOWNERS",
+        "Gemfile", "Rakefile", "Procfile", "Vagrantfile", "Jenkinsfile", "Brewfile", "Pipfile",
+    }
+)  # fmt: skip
+Known = Callable[[str], bool]
+
+
+def _path_from_line(line: str, known: Known | None = None) -> str | None:
+    """The file a line names, if it is nothing but a path. A line of dots (`...`, the model
+    eliding what lies between two blocks) names nothing; a bare word with no extension names
+    a file only when it is a usual extension-less name or `known` says the worktree has it."""
     m = _PATH_LINE.match(line)
     if not m:
         return None
     path = m.group("path")
-    if "." not in path and "/" not in path:
+    if not re.search(r"[A-Za-z0-9_]", path):
         return None
+    if "." not in path and "/" not in path:
+        bare = path in _NO_EXTENSION or (known is not None and known(path))
+        return path if bare else None
     return path
 
 
@@ -326,8 +344,9 @@ def _ops_between(old: list[str], new: list[str]) -> list[tuple[str, str]]:
     return ops
 
 
-def parse_search_replace(text: str) -> list[FileEdit]:
-    """Read aider-style SEARCH/REPLACE blocks, each after a line naming its file."""
+def parse_search_replace(text: str, known: Known | None = None) -> list[FileEdit]:
+    """Read aider-style SEARCH/REPLACE blocks, each after a line naming its file (see
+    `_path_from_line` for what `known` is)."""
     lines = _normalise_newlines(text).split("\n")
     by_path: dict[str, FileEdit] = {}
     path: str | None = None
@@ -341,7 +360,7 @@ def parse_search_replace(text: str) -> list[FileEdit]:
         j = i - 1
         while j >= 0 and (not lines[j].strip() or _FENCE.match(lines[j])):
             j -= 1
-        named = _path_from_line(lines[j]) if j >= 0 else None
+        named = _path_from_line(lines[j], known) if j >= 0 else None
         path = named or path
         try:
             mid = next(k for k in range(i + 1, len(lines)) if lines[k].strip() == "=======")
@@ -372,7 +391,7 @@ def _looks_like_an_edit(body: list[str]) -> bool:
     return any(line.startswith(markers) for line in body)
 
 
-def parse_whole_files(text: str) -> list[FileEdit]:
+def parse_whole_files(text: str, known: Known | None = None) -> list[FileEdit]:
     """Read fenced blocks that each follow a line naming the file they replace."""
     lines = _normalise_newlines(text).split("\n")
     edits: list[FileEdit] = []
@@ -386,7 +405,7 @@ def parse_whole_files(text: str) -> list[FileEdit]:
         j = i - 1
         while j >= 0 and not lines[j].strip():
             j -= 1
-        path = _path_from_line(lines[j]) if j >= 0 else None
+        path = _path_from_line(lines[j], known) if j >= 0 else None
         end = next((k for k in range(i + 1, len(lines)) if lines[k].strip() == fence), len(lines))
         body = lines[i + 1 : end]
         if path is not None and not _looks_like_an_edit(body):

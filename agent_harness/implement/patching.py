@@ -11,13 +11,14 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agent_harness.git.runner import run_git
 from agent_harness.implement.edits import (
     EditRefused,
     FileEdit,
+    Hunk,
     NotThisFormat,
     UnsafeEditPath,
     parse_codex_patch,
@@ -27,6 +28,7 @@ from agent_harness.implement.edits import (
 )
 from agent_harness.implement.placement import (
     FileText,
+    HunkMatch,
     apply_hunk,
     describe_hunk,
     find_all,
@@ -131,9 +133,9 @@ class _Plan:
     already: int = 0
 
 
-def _plan_edits(worktree: Path, edits: list[FileEdit]) -> _Plan:
+def _plan_edits(worktree: Path, edits: list[FileEdit], tree: _Tree) -> _Plan:
     """Every file's new bytes (None: delete), computed before anything is written."""
-    space = _Workspace(worktree)
+    space = _Workspace(worktree, tree)
     for edit in edits:
         if edit.new_path is None:
             assert edit.old_path is not None
@@ -152,8 +154,9 @@ class _Workspace:
     compose; `already` counts hunks whose change the file holds already.
     """
 
-    def __init__(self, worktree: Path) -> None:
+    def __init__(self, worktree: Path, tree: _Tree) -> None:
         self.worktree = worktree
+        self.tree = tree
         self.files: dict[str, FileText | None] = {}
         self.already = 0
 
@@ -189,6 +192,8 @@ class _Workspace:
             )
 
     def change(self, edit: FileEdit, old_path: str, new_path: str) -> None:
+        if edit.hunks and old_path == new_path and self.load(old_path) is None:
+            old_path = new_path = self.tree.the_one(old_path) or old_path
         source = old_path
         current = self.load(source)
         if current is None and old_path != new_path and self.load(new_path):
@@ -207,11 +212,11 @@ class _Workspace:
             text.lines, text.final_newline = wanted.lines, wanted.final_newline
         for hunk in edit.hunks:
             label = describe_hunk(hunk, edit, len(edit.hunks))
-            match = place_hunk(hunk, text, label, edit.path)
+            placed, match = _place(hunk, text, label, edit.path)
             if match is None:
                 self.already += 1
             else:
-                apply_hunk(hunk, text, match)
+                apply_hunk(placed, text, match)
         if source != new_path:
             self.files[source] = None
         self.files[new_path] = text
@@ -226,6 +231,65 @@ class _Workspace:
             if before != after:
                 changed[path] = after
         return changed
+
+
+class _Tree:
+    """The worktree's files as git lists them (read once, when first asked): what a bare file
+    name in a block may stand for."""
+
+    def __init__(self, worktree: Path) -> None:
+        self.worktree = worktree
+        self._files: list[str] | None = None
+
+    def files(self) -> list[str]:
+        if self._files is None:
+            listed = run_git(
+                self.worktree, "ls-files", "-z", "-co", "--exclude-standard", check=False
+            )
+            self._files = [p for p in listed.stdout.split("\0") if p] if listed.ok else []
+        return self._files
+
+    def has(self, name: str) -> bool:
+        """Does the worktree hold `name`, or exactly one file whose path ends with it?"""
+        return (self.worktree / name).is_file() or bool(self._ending_with(name))
+
+    def the_one(self, name: str) -> str | None:
+        """The one file `name` (a bare name or a path's tail, itself no file) stands for; None
+        when no file fits. Two or more that fit are refused, never guessed between."""
+        fits = self._ending_with(name)
+        if len(fits) > 1:
+            shown = ", ".join(fits[:5])
+            raise EditRefused(
+                f"{name}: no such file, and the name fits {len(fits)} files in the worktree "
+                f"({shown}); name the one to edit by its path",
+                path=name,
+            )
+        if fits:
+            _check_path(self.worktree, fits[0])
+        return fits[0] if fits else None
+
+    def _ending_with(self, name: str) -> list[str]:
+        tail = "/" + name.replace("\\", "/").strip("/")
+        return [path for path in self.files() if path.endswith(tail)]
+
+
+def _place(hunk: Hunk, text: FileText, label: str, path: str) -> tuple[Hunk, HunkMatch | None]:
+    """Place the hunk; one that misses only for blank lines it starts with (a stray blank first
+    line in a SEARCH block) is placed without them. Ambiguity is refused either way."""
+    try:
+        return hunk, place_hunk(hunk, text, label, path)
+    except EditRefused as missed:
+        lead = 0
+        while lead < len(hunk.ops) and hunk.ops[lead][0] != "+" and not hunk.ops[lead][1].strip():
+            lead += 1
+        rest = hunk.ops[lead:]
+        if not lead or not any(op != "+" and line.strip() for op, line in rest):
+            raise
+        trimmed = replace(hunk, ops=rest)
+        try:
+            return trimmed, place_hunk(trimmed, text, label, path)
+        except EditRefused:
+            raise missed from None
 
 
 def _check_deletion(edit: FileEdit, current: FileText) -> None:
@@ -373,10 +437,16 @@ class _Ladder:
     def __init__(self, worktree: Path, edit_text: str) -> None:
         self.worktree = worktree
         self.edit_text = edit_text
+        self.tree = _Tree(worktree)
         self.diff_edits = parse_unified_diff(edit_text, lambda path: (worktree / path).exists())
         self.block_edits: list[FileEdit] = []
         self.block_error: Exception | None = None
-        for parser in (parse_codex_patch, parse_search_replace, parse_whole_files):
+        parsers: list[Callable[[str], list[FileEdit]]] = [
+            parse_codex_patch,
+            lambda text: parse_search_replace(text, self.tree.has),
+            lambda text: parse_whole_files(text, self.tree.has),
+        ]
+        for parser in parsers:
             try:
                 self.block_edits = parser(edit_text)
                 break
@@ -415,7 +485,7 @@ class _Ladder:
     def in_memory(self, edits: list[FileEdit], error: Exception | None) -> tuple[list[str], int]:
         if not edits:
             raise error or NotThisFormat("nothing this rung can read")
-        plan = _plan_edits(self.worktree, edits)
+        plan = _plan_edits(self.worktree, edits, self.tree)
         _write(self.worktree, plan.writes)
         return list(plan.writes), plan.already
 

@@ -197,3 +197,16 @@ def test_git_quoted_non_ascii_path_is_read_and_reported(repo: Path) -> None:
 
     assert result.applied and result.files == ["café.txt"]
     assert (repo / "café.txt").read_text() == "espresso\n"
+
+
+@pytest.mark.unit
+def test_a_bare_word_names_a_file_only_when_usual_or_in_the_worktree() -> None:
+    from agent_harness.implement.edits import EditRefused, parse_search_replace
+
+    block = "<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n"
+    with pytest.raises(EditRefused, match="names no file"):
+        parse_search_replace("python\n" + block)  # a language, not a file
+    with pytest.raises(EditRefused, match="names no file"):
+        parse_search_replace("...\n" + block)  # elision, not a file
+    assert parse_search_replace("Makefile\n" + block)[0].path == "Makefile"
+    assert parse_search_replace("tmpq8\n" + block, known={"tmpq8"}.__contains__)[0].path == "tmpq8"

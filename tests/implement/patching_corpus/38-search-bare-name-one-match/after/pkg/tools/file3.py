@@ -1,0 +1,2 @@
+def file3():
+    return 3.0

@@ -1,0 +1,2 @@
+def file1():
+    return 1
