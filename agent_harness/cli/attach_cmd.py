@@ -35,6 +35,7 @@ def attach(item_id: str, project: str | None, db: str | None, print_only: bool) 
     When the session has ended (or agents run headless), its log is shown instead. An agent on
     a remote session host (`run --session-host`): the host is asked for its attach command,
     with the token in AGENT_HARNESS_SESSION_TOKEN.
+    An item worked by the direct-API executor has no terminal: its step log is printed instead.
     """
     import shlex
 
@@ -50,6 +51,10 @@ def attach(item_id: str, project: str | None, db: str | None, print_only: bool) 
     finally:
         store.close()
     click.echo(target.note, err=True)
+    if not target.command:
+        for line in target.steps:
+            click.echo(line)
+        return 0
     if print_only:
         click.echo(shlex.join(target.command))
         return 0

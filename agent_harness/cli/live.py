@@ -22,6 +22,7 @@ from agent_harness.store.events import (
     RetryNote,
     Waiting,
 )
+from agent_harness.store.executor_events import ExecutorEvent
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -60,7 +61,7 @@ class LiveView:
             if self.live is not None:
                 self.live.refresh()
             return
-        if kind not in STAGE_OF and kind != "agent_state":
+        if kind not in STAGE_OF and not isinstance(payload, AgentStateChanged | ExecutorEvent):
             return  # run-level notes (reconciled, reclaimed) are not a worker's progress
         with self.lock:
             row = self.rows.setdefault(
@@ -108,6 +109,9 @@ def _follow(row: dict[str, Any], payload: Payload, now: float) -> None:
         row.update(started=now, attempt=payload.attempt, worker=payload.worker, note="")
     elif isinstance(payload, AgentStateChanged):
         row["stage"] = f"agent: {payload.state}"
+    elif isinstance(payload, ExecutorEvent):
+        row["stage"] = "executor"
+        row["note"] = payload.describe()[:60]
     elif isinstance(payload, FailedNote | RetryNote):
         row["note"] = payload.reason[:60]
     elif isinstance(payload, PullOpened):

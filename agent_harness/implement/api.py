@@ -10,10 +10,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_harness.implement.protocol import ImplementResult, StateCallback
+from agent_harness.implement.protocol import EventCallback, ImplementResult, StateCallback
 
 if TYPE_CHECKING:
     from agent_harness.git.worktrees import Worktree
+    from agent_harness.implement.executor import ExecutionResult
     from agent_harness.models.client import ModelCallFailed
     from agent_harness.plan.model import WorkItem
 
@@ -53,6 +54,7 @@ class ApiImplementer:
         state_dir: Path,
         on_state: StateCallback,
         feedback: str | None = None,
+        on_event: EventCallback | None = None,
     ) -> ImplementResult:
         from agent_harness.implement.executor import Executor
         from agent_harness.models.client import ModelCallFailed
@@ -62,7 +64,7 @@ class ApiImplementer:
         executor = Executor(
             self.client,
             budgets=self.budgets,
-            events=lambda kind, payload: on_state(kind, str(payload.get("step", ""))),
+            events=_recorder(on_state, on_event),
             worker=session,
             item_checks=self.item_checks(item),
             check_env=self.check_env,
@@ -83,23 +85,43 @@ class ApiImplementer:
             )
         except ModelCallFailed as exc:
             return _failed_call(exc)
-        if result.status == "done":
-            return ImplementResult(
-                True,
-                "done",
-                f"plan done in {result.calls} model calls",
-                tokens_in=result.tokens_in,
-                tokens_out=result.tokens_out,
-            )
-        where = f" at step {result.blocking_step}" if result.blocking_step else ""
+        return _ended(result)
+
+
+def _recorder(
+    on_state: StateCallback, on_event: EventCallback | None
+) -> Callable[[str, dict[str, Any]], None]:
+    """The executor's events as typed events of the item (its id is the event's own)."""
+    from agent_harness.store.events import payload_of
+
+    def record(kind: str, fields: dict[str, Any]) -> None:
+        if on_event is None:
+            on_state(kind, str(fields.get("step", "")))
+        else:
+            on_event(payload_of(kind, {k: v for k, v in fields.items() if k != "item"}))
+
+    return record
+
+
+def _ended(result: ExecutionResult) -> ImplementResult:
+    """How the executor's run ended, as the pipeline reads an implementer's."""
+    if result.status == "done":
         return ImplementResult(
-            False,
-            "blocked",
-            f"executor blocked{where}: {result.blocker}",
-            permanent=result.permanent,
+            True,
+            "done",
+            f"plan done in {result.calls} model calls",
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
         )
+    where = f" at step {result.blocking_step}" if result.blocking_step else ""
+    return ImplementResult(
+        False,
+        "blocked",
+        f"executor blocked{where}: {result.blocker}",
+        permanent=result.permanent,
+        tokens_in=result.tokens_in,
+        tokens_out=result.tokens_out,
+    )
 
 
 def _failed_call(exc: ModelCallFailed) -> ImplementResult:

@@ -18,7 +18,7 @@ from agent_harness.agents.output import CliReport, read_cli_report
 from agent_harness.agents.runner import AgentOutcome, AgentState, run_cli_agent
 from agent_harness.failures import FailureClass, ends_the_item
 from agent_harness.git.runner import GitError, git
-from agent_harness.implement.protocol import ImplementResult, StateCallback
+from agent_harness.implement.protocol import EventCallback, ImplementResult, StateCallback
 from agent_harness.models.agent_output import agent_wait_until
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.models.parking import UNTIL_CLEARED
@@ -108,6 +108,7 @@ class CliImplementer:
         state_dir: Path,
         on_state: StateCallback,
         feedback: str | None = None,
+        on_event: EventCallback | None = None,
     ) -> ImplementResult:
         ran = run_cli_agent(
             self.host,

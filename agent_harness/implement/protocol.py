@@ -11,9 +11,12 @@ if TYPE_CHECKING:
     from agent_harness.git.worktrees import Worktree
     from agent_harness.models.failures import Failure
     from agent_harness.plan.model import WorkItem
+    from agent_harness.store.payload import Payload
 
 
 StateCallback = Callable[[str, str], None]
+# A typed event of the implementer's own (the executor's steps), stored on the item.
+EventCallback = Callable[["Payload"], None]
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Implementer(Protocol):
         state_dir: Path,
         on_state: StateCallback,
         feedback: str | None = None,
+        on_event: EventCallback | None = None,
     ) -> ImplementResult:
         """Do the item in `tree`. `prompt` says everything, including `feedback`: what the
         previous attempt ran into (a failed check, the reviewer's no), which an implementer

@@ -208,6 +208,7 @@ class Attempt:
                 AgentStateChanged(state=state, detail=detail)
             ),
             feedback=None if feedback is None else feedback.text(),
+            on_event=self._emit,
         )
         self._emit(_finished(result, parts.run_id))
         return result

@@ -36,6 +36,7 @@ from agent_harness.store.events import (
     Waiting,
     WorktreeReady,
 )
+from agent_harness.store.executor_events import ExecutorStepStarted
 
 P = TypeVar("P", bound=Payload)
 # Events after which an attempt's agent run is spent: it was judged, or the attempt ended.
@@ -145,7 +146,9 @@ class ItemHistory:
         """What a claimed item is doing now, in a few words, from its latest events."""
         note = ""
         for payload in self._payloads:
-            if isinstance(payload, AgentStateChanged):
+            if isinstance(payload, ExecutorStepStarted):
+                note = f"executor step {payload.step}"
+            elif isinstance(payload, AgentStateChanged):
                 waiting = payload.state == "waiting_for_input"
                 note = (
                     "waiting for input: attach to answer" if waiting else f"agent {payload.state}"

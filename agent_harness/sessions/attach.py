@@ -14,6 +14,7 @@ from pathlib import Path
 from agent_harness.errors import HarnessError
 from agent_harness.store.database import Store
 from agent_harness.store.events import AgentStarted, last_of
+from agent_harness.store.executor_events import ExecutorEvent
 
 
 class NothingToAttach(HarnessError):
@@ -22,10 +23,11 @@ class NothingToAttach(HarnessError):
 
 @dataclass(frozen=True)
 class AttachTarget:
-    command: list[str]
+    command: list[str]  # empty: nothing to run (an implementer without a terminal)
     live: bool
     session: str
     note: str
+    steps: tuple[str, ...] = ()  # the direct-API executor's step log, one line a step event
 
 
 def attach_target(
@@ -37,10 +39,23 @@ def attach_target(
 ) -> AttachTarget:
     """How to watch the item's agent: its live session, or its log. `env` holds the remote
     session host's token (AGENT_HARNESS_SESSION_TOKEN) when the agent ran on one."""
-    started = last_of(store.all_events(project=project, item=item_id), AgentStarted)
+    events = store.all_events(project=project, item=item_id)
+    started = last_of(events, AgentStarted)
     if started is None:
         raise NothingToAttach(f"{item_id} has no agent session on record in {project}")
     session = started.session
+    if started.host is None and started.implementer.startswith("executor"):
+        # The direct-API executor edits the worktree through model calls: no terminal.
+        steps = tuple(
+            event.payload.describe()
+            for event in events
+            if isinstance(event.payload, ExecutorEvent) and event.written_by_harness
+        )
+        note = (
+            f"{item_id} is worked by the direct-API executor ({started.implementer}): it has no "
+            f"terminal to attach to; its steps ({len(steps)} events):"
+        )
+        return AttachTarget([], False, session, note, steps)
     host_kind = started.host
     log = Path(started.log or "")
     if host_kind == "remote" and started.host_url:

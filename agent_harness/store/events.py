@@ -17,6 +17,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agent_harness.store.event_docs import render_reference
+from agent_harness.store.executor_events import ExecutorKind
 from agent_harness.store.inception_events import InceptionKind
 from agent_harness.store.payload import Payload as Payload
 from agent_harness.store.payload import RawPayload as RawPayload
@@ -299,11 +300,12 @@ class AgentStarted(Payload):
 
 
 class AgentStateChanged(Payload):
-    """The agent is waiting for input, or the direct-API executor moved a step."""
+    """The agent in a session changed state (e.g. it waits for input); the direct-API
+    executor's steps are `executor.*` events of their own."""
 
     KIND = EventKind.AGENT_STATE
-    state: str = Field(description="e.g. waiting_for_input, or an executor step event.")
-    detail: str = Field(default="", description="The question shown, or the step.")
+    state: str = Field(description="e.g. waiting_for_input.")
+    detail: str = Field(default="", description="The question shown.")
 
 
 class AgentFinished(Payload):
@@ -572,9 +574,9 @@ class HeldElsewhere(Note):
 AnyPayload = Payload | RawPayload
 PayloadT = TypeVar("PayloadT", bound=Payload)
 
-# Every kind: the pipeline's, its PR rounds' (store/round_events.py), then inception's
-# (agent_harness/store/inception_events.py).
-ALL_KINDS: tuple[StrEnum, ...] = (*EventKind, *RoundKind, *InceptionKind)
+# Every kind: the pipeline's, its PR rounds' (store/round_events.py), the executor's
+# (store/executor_events.py), then inception's (agent_harness/store/inception_events.py).
+ALL_KINDS: tuple[StrEnum, ...] = (*EventKind, *RoundKind, *ExecutorKind, *InceptionKind)
 # The stored kinds and the model each is read back as (notes are never read back).
 STORED_MODELS: dict[str, type[Payload]] = {}
 NOTE_MODELS: dict[str, type[Payload]] = {}
@@ -587,7 +589,7 @@ def _register() -> None:
         pending.extend(model.__subclasses__())
         kind = model.__dict__.get("KIND")
         if kind is None:
-            continue  # an abstract base (Transition, LeaseMove, ModelEvent, Note)
+            continue  # an abstract base (Transition, LeaseMove, ModelEvent, ExecutorEvent, Note)
         assert kind in ALL_KINDS, f"{kind} is not in ALL_KINDS"
         table = STORED_MODELS if model.STORED else NOTE_MODELS
         assert kind.value not in table, f"two models for {kind.value}"

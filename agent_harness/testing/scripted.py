@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.git.worktrees import Worktree
-from agent_harness.implement.protocol import ImplementResult, StateCallback
+from agent_harness.implement.protocol import EventCallback, ImplementResult, StateCallback
 from agent_harness.pipeline.checks import CheckResult, CheckRun
 from agent_harness.plan.model import WorkItem
 from agent_harness.review.verdict import ReviewReply
@@ -52,6 +52,7 @@ class ScriptedImplementer:
         state_dir: Path,
         on_state: StateCallback,
         feedback: str | None = None,
+        on_event: EventCallback | None = None,
     ) -> ImplementResult:
         step = self.steps[min(len(self.calls), len(self.steps) - 1)]
         self.calls.append(

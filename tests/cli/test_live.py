@@ -33,3 +33,16 @@ def test_elapsed_ticks_between_events() -> None:
     clock.advance(60.0)
     later = shown(console, live.get_renderable())
     assert "102.5s" in later and "agent: working" in later
+
+
+def test_the_executors_steps_show_as_they_happen() -> None:
+    from agent_harness.store.executor_events import ExecutorStepDone, ExecutorStepStarted
+
+    console = Console(file=io.StringIO(), width=120)
+    view = LiveView(console, clock=FakeClock(start=1000.0))
+    live = view.display()
+    view("attempt", "T1", AttemptStarted(attempt=1, worker="host/w1"))
+    view("executor.step_started", "T1", ExecutorStepStarted(step="2", attempt=1))
+    assert "step 2: try 1" in shown(console, live.get_renderable())
+    view("executor.step_done", "T1", ExecutorStepDone(step="2", result="notes.txt exists"))
+    assert "step 2: done: notes.txt exists" in shown(console, live.get_renderable())

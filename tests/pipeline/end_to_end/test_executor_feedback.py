@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from agent_harness.cli import main
 from agent_harness.implement.api import ApiImplementer
 from agent_harness.models.client import ModelClient
 from agent_harness.models.routes import Route
@@ -37,7 +38,7 @@ def brain(body: object) -> ScriptedCompletion:
 
 
 def test_a_reviewers_no_revises_the_executors_plan_and_the_new_commit_is_reviewed(
-    harness: Harness,
+    harness: Harness, capsys: pytest.CaptureFixture[str]
 ) -> None:
     h = harness
     refusal = {"approved": False, "reasons": [NO], "permanent": False}
@@ -60,6 +61,36 @@ def test_a_reviewers_no_revises_the_executors_plan_and_the_new_commit_is_reviewe
     assert len(planner) == 2 and NO in json.dumps(planner[1].body)
     reviewed = [e.payload.sha for e in h.store.all_events(item="T1") if e.kind == "review"]
     assert len(reviewed) == 2 and reviewed[0] != reviewed[1]  # each commit reviewed once
+
+    # Every step is a typed event of the item, not an `agent_state` line.
+    events = h.store.all_events(item="T1")
+    kinds = [e.kind for e in events]
+    assert "agent_state" not in kinds
+    steps = [e.payload for e in events if e.kind.startswith("executor.")]
+    assert [p.kind for p in steps] == [
+        "executor.plan", "executor.step_started", "executor.step_done", "executor.done",
+        "executor.resumed", "executor.replan", "executor.step_started", "executor.step_done",
+        "executor.done",
+    ]  # fmt: skip
+    replan = steps[5]
+    assert replan.sent_back is not None and NO in replan.sent_back  # type: ignore[attr-defined]
+
+    # attach: no terminal to attach to, and the step log instead.
+    db = str(h.tmp / "harness.sqlite")
+    assert main(["attach", "T1", "--db", db]) == 0
+    shown = capsys.readouterr()
+    assert "direct-API executor (executor:gpt-exec): it has no terminal" in shown.err
+    assert shown.out.splitlines() == [
+        "planned 1 steps: 1. write notes/one.txt",
+        "step 1: try 1",
+        "step 1: done: edited notes/one.txt (rung edit-blocks); notes/one.txt exists",
+        "done: all 1 steps",
+        "resumed the saved plan (1 steps done)",
+        "revision 1 (the work was sent back): 2. write notes/why.txt",
+        "step 2: try 1",
+        "step 2: done: edited notes/why.txt (rung edit-blocks); notes/why.txt exists",
+        "done: all 2 steps",
+    ]
 
 
 def _budgets() -> object:
