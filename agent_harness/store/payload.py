@@ -1,8 +1,8 @@
 """The base of every event payload, and the payload of a kind this version does not know.
 
 Each part's kinds and payload models live beside the schema (`events` for the pipeline's,
-`inception_events` for inception's, `executor_events` for the executor's); they all derive from `Payload` here, so the schema module
-can gather them without an import circle.
+`inception_events` for inception's, `executor_events` for the executor's); they all derive
+from `Payload` here, so the schema module can gather them without an import circle.
 """
 
 from __future__ import annotations
