@@ -229,6 +229,16 @@ class Attempt:
         parts.remember(lease.item_id, feedback, self.history)
         parts.fail(lease, f"agent {result.state}: {result.reason}", result_class(result))
 
+    def _reviewer_parked(self) -> bool:
+        """A CLI reviewer whose account is parked is not asked (and paid) again before its
+        reset or a person's `work unpark`: the checked commit waits, attempt refunded."""
+        key = getattr(self.parts.reviewer, "parking_key", None)
+        parked = self.parts.store.parked(key) if isinstance(key, str) else None
+        if parked is not None:
+            reason = f"reviewer: {key} is parked: {parked[1]}"
+            self.parts.defer(self.lease, parked[0], reason, self.history)
+        return parked is not None
+
     def _agent_parked(self) -> bool:
         """An agent account whose window or cap is spent is not started again before its
         reset (or a person's `work unpark`): the item waits, its attempt refunded."""
@@ -318,6 +328,8 @@ class Attempt:
 
     def _review_and_deliver(self, tree: Worktree, checks: CheckRun | None, sha: str) -> None:
         parts, lease = self.parts, self.lease
+        if self._reviewer_parked():
+            return
         held = self._may_pay("reviewer")
         if held is None:
             return
@@ -325,7 +337,11 @@ class Attempt:
             leases.advance(parts.store, lease, ItemState.REVIEW)
             verdict = self._review(tree, checks, sha)
         except EndpointParked as exc:
-            # The reviewer's window is spent: keep the checked commit and wait, attempt refunded.
+            # The reviewer's window or cap is spent: keep the checked commit and wait, attempt
+            # refunded; a CLI reviewer's account is parked here for every worker (a model
+            # endpoint's, by its client).
+            if exc.endpoint == getattr(parts.reviewer, "parking_key", None):
+                parts.store.park(exc.endpoint, exc.until, exc.reason)
             parts.defer(lease, exc.until, f"reviewer: {exc.message}", self.history)
             return
         except ModelCallFailed as exc:

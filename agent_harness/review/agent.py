@@ -23,7 +23,7 @@ from agent_harness.git.runner import run_git
 from agent_harness.models.agent_output import agent_wait_until
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.failures import Failure, FailureKind
-from agent_harness.models.parking import EndpointParked
+from agent_harness.models.parking import UNTIL_CLEARED, EndpointParked
 from agent_harness.review.verdict import ReviewReply
 
 if TYPE_CHECKING:
@@ -106,6 +106,11 @@ class CliReviewer:
         tokens_in, tokens_out, cost = usage_of(output)
         return ReviewReply(text, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
 
+    @property
+    def parking_key(self) -> str:
+        """Where this reviewer's spent window or cap is parked for every worker."""
+        return f"agent:{self.preset.name}"
+
     def _did_not_answer(self, outcome: AgentOutcome, report: CliReport) -> Exception:
         """The classified error for a reviewer that gave no answer at all: its provider's
         failure when the output names one, else a server-like failure (it timed out, crashed
@@ -122,7 +127,11 @@ class CliReviewer:
                 code = "no_output"
             reason = outcome.reason if report.error is None else f"{outcome.reason}: {report.error}"
             failure = Failure(kind, self.preset.name, None, reason, raw_code=code)
+        if failure.kind is FailureKind.CAP:
+            # Spent credit: parked (by the run, in its store) until a person clears it.
+            until = failure.reset_at or UNTIL_CLEARED
+            return EndpointParked(self.parking_key, until, failure.describe(), failure)
         if failure.kind in _WAIT_KINDS:
             until = agent_wait_until(failure, self.clock(), self.rng)
-            return EndpointParked(f"agent:{self.preset.name}", until, failure.describe(), failure)
+            return EndpointParked(self.parking_key, until, failure.describe(), failure)
         return ModelCallFailed(failure, "reviewer", self.model or self.preset.name, 1)

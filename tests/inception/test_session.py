@@ -15,7 +15,7 @@ from agent_harness.inception.model import (
     UnknownSession,
 )
 from agent_harness.inception.session import InceptionSession, project_of
-from agent_harness.models.client import ModelCallFailed
+from agent_harness.models.parking import EndpointParked
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.store.events import ModelCall, ModelRetry
 from agent_harness.store.inception_events import PlannerFailed, ScopeProposed
@@ -200,11 +200,15 @@ def test_a_rate_limited_planner_is_retried_by_the_client_after_a_wait(rig: Rig) 
 def test_a_planner_whose_spend_cap_is_hit_gets_exactly_one_request(rig: Rig) -> None:
     rig.server.enqueue_first(ScriptedFailure.openai_insufficient_quota())
     session = rig.start()
-    with pytest.raises(ModelCallFailed, match="on the first attempt"):
+    # A spent cap parks the planner's endpoint until a person clears it (work unpark).
+    with pytest.raises(EndpointParked, match="parked until a person clears it"):
         session.propose_scope()
     assert len(rig.server.requests) == 1 and rig.clock.slept == []
     [note] = [e.payload for e in session.events() if isinstance(e.payload, PlannerFailed)]
     assert note.stage == "scope"
     assert session.view().status == "started"
     kinds = [e.kind for e in rig.store.all_events(project=project_of(session.id))]
-    assert kinds == ["inception.started", "model.call", "inception.planner_failed"]
+    assert kinds == ["inception.started", "model.parked", "inception.planner_failed"]
+    with pytest.raises(EndpointParked):  # asked again: not one more request
+        session.propose_scope()
+    assert len(rig.server.requests) == 1

@@ -288,3 +288,27 @@ def test_an_implementer_blocked_for_good_ends_the_item(rig: Rig) -> None:
     rig.implementer = ScriptedImplementer([Step(result=blocked)])
     attempt(rig).run()
     assert rig.state().state == "failed"
+
+
+class CliLikeReviewer(ScriptedReviewer):
+    """A reviewer whose account the run parks itself (a CLI reviewer's `agent:NAME`)."""
+
+    parking_key = "agent:codex"
+
+
+def test_a_reviewers_spent_cap_is_met_once_and_every_item_waits(rig: Rig) -> None:
+    from agent_harness.models.parking import UNTIL_CLEARED
+
+    plan = PLAN + "\n### T2: Count lines\nMake it.\n"
+    cap = EndpointParked("agent:codex", UNTIL_CLEARED, "cap from codex: quota exceeded")
+    rig.reviewer = CliLikeReviewer([cap])
+    parsed, lease = rig.claim(plan)
+    Attempt(rig.parts(), parsed.item("T1"), lease).run()
+    second = leases.claim_next(rig.store, "octo/app:PLAN", "w2", 60.0)
+    assert second is not None and second.item_id == "T2"
+    Attempt(rig.parts(), parsed.item("T2"), second).run()
+    assert len(rig.reviewer.prompts) == 1  # T2 never asked the capped reviewer
+    for item in ("T1", "T2"):
+        record = rig.state(item)
+        assert (record.state, record.attempts, record.not_before) == ("waiting", 0, UNTIL_CLEARED)
+    assert rig.store.parked("agent:codex") is not None

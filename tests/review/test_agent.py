@@ -114,3 +114,14 @@ def test_an_answer_without_a_verdict_asks_the_reviewer_once_more(tmp_path: Path)
 
     assert (outcome.verdict.approved, outcome.attempts, outcome.malformed) == (True, 2, False)
     assert outcome.problems == ("the answer contained no JSON object",)
+
+
+def test_a_reviewer_whose_credit_is_spent_parks_until_a_person_clears_it(tmp_path: Path) -> None:
+    from agent_harness.models.parking import UNTIL_CLEARED
+
+    lines = recorded("claude", '`result` 400: "Credit balance is too low"')
+    cli = scripted(tmp_path, lines, 1)
+    with pytest.raises(EndpointParked) as parked:
+        review(cli, REQUEST)
+    assert parked.value.until == UNTIL_CLEARED and parked.value.endpoint == cli.parking_key
+    assert f"agent-harness work unpark {cli.parking_key}" in parked.value.message
