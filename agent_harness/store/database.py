@@ -25,6 +25,7 @@ from agent_harness.store.chain import seal_pending
 from agent_harness.store.dialects import POSTGRES, SQLITE, Dialect, redact
 from agent_harness.store.events import Event, Payload, read_payload
 from agent_harness.store.migrations import MIGRATIONS
+from agent_harness.store.parked import ParkedKeys
 
 Clock = Callable[[], float]
 
@@ -210,7 +211,7 @@ class Tx:
         return added
 
 
-class Store:
+class Store(ParkedKeys):
     """A database opened by URL. Safe to share between threads: each thread has a connection."""
 
     def __init__(self, url: str, dialect: Dialect, *, clock: Clock, where: str) -> None:
@@ -465,35 +466,7 @@ class Store:
                 return out
             after = page[-1].id
 
-    # --- parking and meta -------------------------------------------------------------------
-
-    def park(self, key: str, until: float, reason: str) -> None:
-        """Record that `key` (e.g. a model endpoint) should not be used before `until`."""
-        with self.transaction() as tx:
-            tx.execute(
-                "INSERT INTO parked (key, until, reason) VALUES (?, ?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET until = excluded.until, reason = excluded.reason",
-                (key, until, reason),
-            )
-
-    def parked(self, key: str) -> tuple[float, str] | None:
-        """(until, reason) while `key` is parked; None once the clock has passed `until`."""
-        with self.transaction(write=False) as tx:
-            row = tx.one("SELECT until, reason FROM parked WHERE key = ?", (key,))
-        if row is None or float(row[0]) <= self.clock():
-            return None
-        return float(row[0]), str(row[1])
-
-    def parked_keys(self) -> list[str]:
-        """Every key parked now."""
-        with self.transaction(write=False) as tx:
-            rows = tx.all("SELECT key FROM parked WHERE until > ? ORDER BY key", (self.clock(),))
-        return [str(row[0]) for row in rows]
-
-    def clear(self, key: str) -> None:
-        """`key` is no longer parked (a person cleared it)."""
-        with self.transaction() as tx:
-            tx.execute("DELETE FROM parked WHERE key = ?", (key,))
+    # --- meta (the parked keys are `store.parked`) -----------------------------------------
 
     def get_meta(self, key: str) -> str | None:
         with self.transaction(write=False) as tx:
