@@ -69,6 +69,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "classify",
         "Name the limit an agent's output reports (burst, window, cap, …).",
     ),
+    "serve": (
+        "agent_harness.cli.serve_cmd",
+        "serve",
+        "Serve the HTTP API: watch the fleet, or run it with --supervise.",
+    ),
     "steps": (
         "agent_harness.cli.steps_cmd",
         "steps",

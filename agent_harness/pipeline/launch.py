@@ -291,18 +291,27 @@ def pipeline_for(
     open_tracker: Callable[[], AbstractContextManager[GitHubTracker]],
     observer: Observer | None = None,
     env: Mapping[str, str] | None = None,
+    plan: Plan | None = None,
 ) -> Iterator[tuple[Pipeline, Plan]]:
-    """The pipeline of a run of one plan (see `pipelines_for`)."""
-    with pipelines_for(request, settings, lambda _repo: open_tracker(), observer, env) as run:
+    """The pipeline of a run of one plan (see `pipelines_for`). `plan`, when given, is run
+    instead of the one read from `request.plan_path` (a served project's, with the items
+    added to it)."""
+    with pipelines_for(
+        request, settings, lambda _repo: open_tracker(), observer, env, plan=plan
+    ) as run:
         yield run.built[0]
 
 
-def _plans(request: RunRequest, settings: Settings) -> list[tuple[Target, str, Plan]]:
-    """Each project with its plan key and plan; refuses keys two plans of one repository share
-    and --only ids no plan has."""
+def _plans(
+    request: RunRequest, settings: Settings, given: Plan | None = None
+) -> list[tuple[Target, str, Plan]]:
+    """Each project with its plan key and plan (`given` instead of the file's, for a run of
+    one plan); refuses keys two plans of one repository share and --only ids no plan has."""
     from agent_harness.plan.backlog import load_plan
 
     chosen = targets(request, settings)
+    if given is not None and len(chosen) != 1:
+        raise UsageError("a plan given in place of its file is for a run of one plan")
     if len(chosen) > 1 and request.plan_key:
         raise UsageError(
             "--plan-key names one plan's issues; with several plans, each plan's key is "
@@ -312,7 +321,7 @@ def _plans(request: RunRequest, settings: Settings) -> list[tuple[Target, str, P
         (
             target,
             request.plan_key or settings.tracker.plan_key or target.plan.stem,
-            load_plan(target.plan),
+            load_plan(target.plan) if given is None else given,
         )
         for target in chosen
     ]
@@ -347,6 +356,7 @@ def pipelines_for(
     observer: Observer | None = None,
     env: Mapping[str, str] | None = None,
     config_file: Path | None = None,
+    plan: Plan | None = None,
 ) -> Iterator[Launched]:
     """Everything a run needs, one pipeline per plan (one project each; the plans share one
     database, and a tracker client per repository and a work repo per clone), opened in
@@ -359,7 +369,7 @@ def pipelines_for(
     from agent_harness.secrets.process import process_env
 
     env = process_env() if env is None else dict(env)
-    plans = _plans(request, settings)
+    plans = _plans(request, settings, plan)
     state_dir = Path(settings.state_dir).resolve()
     works: dict[Path, WorkRepo] = {}
     for target, _key, _plan in plans:

@@ -196,4 +196,26 @@ MIGRATIONS: tuple[Migration, ...] = (
         sqlite=("ALTER TABLE items ADD COLUMN reclaims INTEGER NOT NULL DEFAULT 0",),
         postgres=("ALTER TABLE items ADD COLUMN reclaims INTEGER NOT NULL DEFAULT 0",),
     ),
+    Migration(
+        11,
+        "registered projects: what `serve --supervise` runs, and whether it runs them",
+        sqlite=(
+            """CREATE TABLE projects (
+                id TEXT PRIMARY KEY,
+                spec_json TEXT NOT NULL,
+                control TEXT NOT NULL,
+                added_json TEXT NOT NULL DEFAULT '[]',
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL)""",
+        ),
+        postgres=(
+            """CREATE TABLE projects (
+                id TEXT PRIMARY KEY,
+                spec_json TEXT NOT NULL,
+                control TEXT NOT NULL,
+                added_json TEXT NOT NULL DEFAULT '[]',
+                created_at DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL)""",
+        ),
+    ),
 )

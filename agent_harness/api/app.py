@@ -1,0 +1,45 @@
+"""The application: the routers, the error statuses, the guard, and the OpenAPI description.
+
+`create_app` is what `serve` runs under uvicorn and what the tests drive in-process.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.security import HTTPBearer
+
+from agent_harness.api import errors, operations, plan, projects, service, work
+from agent_harness.api.context import ApiContext
+from agent_harness.api.guard import DEFAULT_MAX_BODY, Guard
+
+DESCRIPTION = """\
+The documented API of agent-harness: a host (a dev environment, a dashboard, a script) watches
+and drives the fleet through it.
+
+Every route but `/healthz` needs `Authorization: Bearer <HARNESS_TOKEN>`. A monitoring server
+(the default) only reads; `serve --supervise` also runs a worker pool per started project.
+"""
+
+# Declared so the schema says how to authenticate; the guard is what enforces it.
+bearer = HTTPBearer(auto_error=False, description="The server's HARNESS_TOKEN.")
+
+
+def create_app(
+    ctx: ApiContext, *, token: str, root_path: str = "", max_body: int = DEFAULT_MAX_BODY
+) -> FastAPI:
+    from fastapi import Security
+
+    app = FastAPI(
+        title="agent-harness",
+        version=service.VERSION,
+        description=DESCRIPTION,
+        root_path=root_path,
+    )
+    app.state.ctx = ctx
+    app.include_router(service.router)
+    secured = [Security(bearer)]
+    for module in (projects, work, plan, operations):
+        app.include_router(module.router, dependencies=secured)
+    errors.install(app)
+    app.add_middleware(Guard, token=token, max_body=max_body)
+    return app

@@ -1,0 +1,65 @@
+"""What every route is handed: the database, the mode, and the worker pools when supervising."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from fastapi import Request
+
+from agent_harness.errors import HarnessError
+from agent_harness.queue.projects import ProjectRecord
+from agent_harness.store.database import Store
+
+if TYPE_CHECKING:
+    from agent_harness.tracker.sync import SyncReport
+
+
+class Pools(Protocol):
+    """The worker pools of a supervising server, one per running project."""
+
+    def start(self, project: str) -> ProjectRecord: ...
+
+    def stop(self, project: str) -> ProjectRecord: ...
+
+    def running(self) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+class MonitoringOnly(HarnessError):
+    """This server only watches: it runs no worker pool and writes nothing."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"monitoring only: no worker pool ({what} needs `serve --supervise`)")
+
+
+@dataclass
+class ApiContext:
+    store: Store
+    mode: Literal["monitoring", "supervised"]
+    pools: Pools | None = None
+    work_root: Path | None = None
+    audit_url: str | None = None
+    settings: Any = None  # agent_harness.config.Settings; the defaults when None
+
+    def writable(self, what: str) -> Pools:
+        """The pools, when this server may change anything; MonitoringOnly otherwise."""
+        if self.pools is None:
+            raise MonitoringOnly(what)
+        return self.pools
+
+    def running(self) -> list[str]:
+        return [] if self.pools is None else self.pools.running()
+
+    def sync(self, project: str, *, dry_run: bool) -> SyncReport:
+        from agent_harness.api.pools import sync_project
+
+        return sync_project(self.store, self.settings, project, dry_run=dry_run)
+
+
+def context(request: Request) -> ApiContext:
+    ctx = request.app.state.ctx
+    assert isinstance(ctx, ApiContext)
+    return ctx

@@ -1,0 +1,70 @@
+"""The library's errors as HTTP answers: one status per kind of error, the message as `detail`.
+
+Messages are the library's own one-line texts, which never hold a token or a key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from agent_harness.api.context import MonitoringOnly
+from agent_harness.api.schemas import ErrorBody
+from agent_harness.errors import HarnessError, InputError, PlanRefused, UsageError
+from agent_harness.pipeline.settings import RunRefused
+from agent_harness.queue.items import IllegalTransition, ItemBusy, UnknownItem
+from agent_harness.queue.projects import BadProjectPath, ProjectExists, UnknownProject
+from agent_harness.store.database import StoreError
+from agent_harness.tracker.protocol import TrackerError
+
+# Checked in order: the first class the error is an instance of gives the status.
+STATUS: tuple[tuple[type[HarnessError], int], ...] = (
+    (UnknownProject, 404),
+    (UnknownItem, 404),
+    (MonitoringOnly, 409),
+    (ProjectExists, 409),
+    (ItemBusy, 409),
+    (IllegalTransition, 409),
+    (RunRefused, 409),
+    (BadProjectPath, 422),
+    (PlanRefused, 422),
+    (InputError, 422),
+    (UsageError, 400),
+    (TrackerError, 502),
+    (StoreError, 503),
+)
+
+
+def status_of(exc: HarnessError) -> int:
+    for kind, status in STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def _doc(text: str) -> dict[str, Any]:
+    return {"model": ErrorBody, "description": text}
+
+
+Responses = dict[int | str, dict[str, Any]]
+
+
+AUTH: Responses = {
+    401: _doc("Missing or wrong bearer token."),
+    503: _doc("The database cannot be used."),
+}
+BODY: Responses = {413: _doc("Request body over the size limit.")}
+MISSING: Responses = {404: _doc("No such project or item.")}
+REFUSED: Responses = {409: _doc("Refused as things stand (monitoring only, a live claim, exists).")}
+BAD: Responses = {400: _doc("Input the server cannot use (e.g. several projects, name one).")}
+UPSTREAM: Responses = {502: _doc("The tracker failed or refused.")}
+
+
+def install(app: FastAPI) -> None:
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HarnessError)
+        return JSONResponse({"detail": exc.message}, status_code=status_of(exc))
+
+    app.add_exception_handler(HarnessError, handle)

@@ -1,0 +1,172 @@
+"""The worker pools of a supervising server (`serve --supervise`), and syncing a registered
+project's plan: both reach the project's tracker, opened as `agent-harness run` opens it.
+
+Each started project runs in a thread of its own, as `agent-harness run` would: sync the plan,
+queue it, let its fleet work every ready item, then look again after a pause, until stopped.
+Stopping drains the fleet (work in flight finishes); a killed server leaves its leases to
+lapse or to be taken back by the next start, and a restarted server starts again every project
+whose control state says running.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from agent_harness.queue import projects
+from agent_harness.queue.projects import ControlState, ProjectRecord
+from agent_harness.store.database import Store
+from agent_harness.tracker.sync import SyncReport, sync_plan
+
+
+def _settings(settings: Any) -> Any:
+    if settings is not None:
+        return settings
+    from agent_harness.config import load_settings
+
+    return load_settings().settings
+
+
+def sync_project(store: Store, settings: Any, project: str, *, dry_run: bool) -> SyncReport:
+    """Mirror a registered project's plan (and the items added to it) to its issues."""
+    from agent_harness.pipeline.trackers import open_tracker
+
+    record = projects.get_project(store, project)
+    plan = projects.read_plan(store, project)
+    spec = record.spec
+    with open_tracker(
+        spec.repo, spec.forge, None, _settings(settings), create=False, dry_run=dry_run
+    ) as tracker:
+        return sync_plan(plan, tracker, spec.key, dry_run=dry_run)
+
+
+class _Runner(threading.Thread):
+    """One project's pipeline, run again after each pass until told to stop."""
+
+    def __init__(self, owner: ProjectPools, record: ProjectRecord) -> None:
+        super().__init__(name=f"pool-{record.id}", daemon=True)
+        self.owner = owner
+        self.project = record.id
+        self.stopping = threading.Event()
+        self.fleet: Any = None
+        self.error: str | None = None
+
+    def capture(self, *args: Any, **kwargs: Any) -> Any:
+        from agent_harness.queue.fleet import Fleet
+
+        self.fleet = Fleet(*args, **kwargs)
+        if self.stopping.is_set():
+            self.fleet.drain(self.project)
+        return self.fleet
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.fleet is not None:
+            self.fleet.drain(self.project)
+
+    def run(self) -> None:
+        from agent_harness.errors import HarnessError
+
+        while not self.stopping.is_set():
+            try:
+                self.owner.run_once(self.project, self.capture)
+                self.error = None
+            except HarnessError as exc:  # recorded for GET /api/projects; tried again later
+                self.error = exc.message
+            self.stopping.wait(self.owner.idle_s)
+
+
+class ProjectPools:
+    """A worker pool per started project; see the module's docstring."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Any = None,
+        *,
+        db_url: str | None = None,
+        idle_s: float = 30.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = _settings(settings)
+        self.db_url = db_url
+        self.idle_s = idle_s
+        self.env = env
+        self._runners: dict[str, _Runner] = {}
+        self._lock = threading.Lock()
+
+    def resume(self) -> list[str]:
+        """Start again every project left running (after a restart, or a kill)."""
+        names = [r.id for r in projects.registered(self.store) if r.control == "running"]
+        for name in names:
+            self.start(name)
+        return names
+
+    def start(self, project: str) -> ProjectRecord:
+        record = projects.get_project(self.store, project)
+        projects.check_paths(record.spec, None)
+        with self._lock:
+            runner = self._runners.get(project)
+            if runner is None or not runner.is_alive() or runner.stopping.is_set():
+                runner = _Runner(self, record)
+                self._runners[project] = runner
+                runner.start()
+        return projects.set_control(self.store, project, ControlState.RUNNING)
+
+    def stop(self, project: str) -> ProjectRecord:
+        record = projects.set_control(self.store, project, ControlState.STOPPED)
+        with self._lock:
+            runner = self._runners.pop(project, None)
+        if runner is not None:
+            runner.stop()
+        return record
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return sorted(name for name, r in self._runners.items() if r.is_alive())
+
+    def close(self) -> None:
+        """Drain every pool without waiting: leases still held lapse, or the next start takes
+        them back, as after a killed `agent-harness run`."""
+        with self._lock:
+            runners, self._runners = list(self._runners.values()), {}
+        for runner in runners:
+            runner.stop()
+
+    def run_once(self, project: str, fleet_factory: Any) -> None:
+        """One pass of the project's pipeline, as `agent-harness run` would make it."""
+        from agent_harness.pipeline.launch import RunRequest, pipeline_for
+        from agent_harness.pipeline.trackers import open_tracker
+
+        record = projects.get_project(self.store, project)
+        work, plan_path = projects.check_paths(record.spec, None)
+        spec = record.spec
+        request = RunRequest(
+            repo=spec.repo,
+            work=work,
+            plan_path=plan_path,
+            checks=list(spec.checks),
+            agent=spec.agent,
+            implementer=spec.implementer,
+            reviewer=spec.reviewer,
+            workers=spec.workers,
+            plan_key=spec.key,
+            forge=spec.forge,
+            db=self.db_url,
+            model=spec.model,
+            max_attempts=spec.max_attempts,
+            wait_for_others=False,
+        )
+
+        def tracker() -> Any:
+            return open_tracker(
+                spec.repo, spec.forge, None, self.settings, False, need_history=True
+            )
+
+        plan = projects.read_plan(self.store, project)
+        with pipeline_for(request, self.settings, tracker, env=self.env, plan=plan) as (
+            pipeline,
+            _plan,
+        ):
+            pipeline.run(fleet_factory=fleet_factory)

@@ -1,0 +1,72 @@
+"""/api/projects: every project with counts and control state; register, start and stop one."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from fastapi import Path as PathParam
+
+from agent_harness.api.context import ApiContext, context
+from agent_harness.api.errors import AUTH, BODY, MISSING, REFUSED
+from agent_harness.api.schemas import ErrorBody, ProjectList, ProjectOut
+from agent_harness.queue import projects
+from agent_harness.queue.projects import PROJECT_PATTERN, ProjectSpec
+
+router = APIRouter(prefix="/api/projects", tags=["projects"], responses=AUTH)
+
+Ctx = Annotated[ApiContext, Depends(context)]
+ProjectId = Annotated[
+    str, PathParam(pattern=PROJECT_PATTERN, description="owner/repo:plankey (slash unescaped).")
+]
+
+
+@router.get("", summary="Every project, with counts and control state")
+def list_projects(ctx: Ctx) -> ProjectList:
+    return ProjectList(
+        projects=[ProjectOut.from_overview(view) for view in projects.overview(ctx.store)]
+    )
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Register a project; it starts STOPPED",
+    responses={
+        **BODY,
+        **REFUSED,
+        422: {"model": ErrorBody, "description": "A path the server may not use."},
+    },
+)
+def register(spec: ProjectSpec, ctx: Ctx) -> ProjectOut:
+    """The work dir must be the top of a git clone on the server (inside `--work-root` when
+    set); the plan a file inside it. Registering creates no worker: `start` does."""
+    ctx.writable("registering a project")
+    record = projects.register(ctx.store, spec, allowed_root=ctx.work_root)
+    return ProjectOut.from_record(record, {})
+
+
+@router.get("/{project:path}", summary="One project", responses=MISSING)
+def get_project(project: ProjectId, ctx: Ctx) -> ProjectOut:
+    return ProjectOut.from_overview(projects.describe(ctx.store, project))
+
+
+@router.post(
+    "/{project:path}/start",
+    summary="Start its worker pool (supervised mode only)",
+    responses={**MISSING, **REFUSED},
+)
+def start(project: ProjectId, ctx: Ctx) -> ProjectOut:
+    """The only thing that creates workers. A monitoring server answers 409."""
+    record = ctx.writable("start").start(project)
+    return ProjectOut.from_overview(projects.describe(ctx.store, record.id))
+
+
+@router.post(
+    "/{project:path}/stop",
+    summary="Stop its worker pool; work in flight is finished, never interrupted",
+    responses={**MISSING, **REFUSED},
+)
+def stop(project: ProjectId, ctx: Ctx) -> ProjectOut:
+    record = ctx.writable("stop").stop(project)
+    return ProjectOut.from_overview(projects.describe(ctx.store, record.id))

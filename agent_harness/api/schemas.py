@@ -1,0 +1,401 @@
+"""The API's request and response bodies: every field typed and described, so /openapi.json is
+the reference a host codes against. Each `from_*` turns a library record into its answer."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_harness.plan.model import Notice, WorkItem
+from agent_harness.queue.items import ItemRecord
+from agent_harness.queue.projects import (
+    ITEM_PATTERN,
+    PROJECT_PATTERN,
+    ProjectOverview,
+    ProjectRecord,
+    ProjectSpec,
+)
+from agent_harness.queue.views import ClaimView, ErrorsView, ItemView, Summary, WorkView
+from agent_harness.store.events import Event
+
+Mode = Literal["monitoring", "supervised"]
+Control = Literal["stopped", "running", "unmanaged"]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(_Out):
+    """Why a request was refused."""
+
+    detail: str = Field(description="What is wrong, in one sentence.")
+
+
+class Health(_Out):
+    """The server is up (says nothing about whether it can run anything)."""
+
+    status: Literal["ok"] = Field(description="Always 'ok' when the server answers.")
+    mode: Mode = Field(description="monitoring (read-only) or supervised (runs worker pools).")
+    version: str = Field(description="agent-harness version.")
+
+
+class ProjectOut(_Out):
+    """A project: registered here, or only known from the queue (run by `agent-harness run`)."""
+
+    id: str = Field(description="owner/repo:plankey, the queue's project name.")
+    counts: dict[str, int] = Field(description="Items by state.")
+    control: Control = Field(
+        description="running or stopped (registered here); unmanaged: this server does not "
+        "run it (another process may)."
+    )
+    registered: bool = Field(description="Registered with this server.")
+    spec: ProjectSpec | None = Field(description="What was registered; null when unmanaged.")
+    added: list[str] = Field(description="Ids of items added through the API (not in the plan).")
+
+    @classmethod
+    def from_overview(cls, view: ProjectOverview) -> ProjectOut:
+        return cls._build(view.id, view.counts, view.registered)
+
+    @classmethod
+    def from_record(cls, record: ProjectRecord, counts: dict[str, int]) -> ProjectOut:
+        return cls._build(record.id, counts, record)
+
+    @classmethod
+    def _build(cls, pid: str, counts: dict[str, int], record: ProjectRecord | None) -> ProjectOut:
+        return cls(
+            id=pid,
+            counts=counts,
+            control=record.control.value if record else "unmanaged",
+            registered=record is not None,
+            spec=record.spec if record else None,
+            added=[item.id for item in record.added] if record else [],
+        )
+
+
+class ProjectList(_Out):
+    """Every project with its counts and control state."""
+
+    projects: list[ProjectOut] = Field(description="Sorted by id.")
+
+
+class ItemOut(_Out):
+    """A work item as the queue holds it."""
+
+    id: str = Field(description="Item id from the plan, e.g. T4.")
+    title: str = Field(description="One-line title.")
+    state: str = Field(description="pending, waiting, claimed, checks, review, pr_open, ...")
+    attempts: int = Field(description="Attempts spent.")
+    max_attempts: int = Field(description="Attempt budget.")
+    worker: str | None = Field(description="Worker holding its lease, if any.")
+    lease_expires: float | None = Field(description="Epoch seconds the lease lapses.")
+    not_before: float | None = Field(description="Waiting until (epoch seconds).")
+    reason: str | None = Field(description="Why it failed, waits or was skipped.")
+    blocked_by: str | None = Field(description="The item whose failure skipped this one.")
+    flagged: bool = Field(description="Edited in the plan while in flight (edit waits).")
+    depends_on: list[str] = Field(description="Items that must be done first (detail only).")
+
+    @classmethod
+    def of(cls, record: ItemRecord) -> ItemOut:
+        return cls(
+            id=record.id,
+            title=record.title,
+            state=record.state.value,
+            attempts=record.attempts,
+            max_attempts=record.max_attempts,
+            worker=record.worker,
+            lease_expires=record.lease_expires,
+            not_before=record.not_before,
+            reason=record.reason,
+            blocked_by=record.blocked_by,
+            flagged=record.flagged,
+            depends_on=list(record.depends_on),
+        )
+
+
+class ClaimOut(_Out):
+    """A lease on an item."""
+
+    item: str = Field(description="Item id.")
+    state: str = Field(description="The item's stage.")
+    worker: str = Field(description="Worker holding the lease.")
+    attempt: int = Field(description="Attempt number.")
+    expires_at: float = Field(description="Epoch seconds the lease lapses.")
+
+    @classmethod
+    def of(cls, claim: ClaimView) -> ClaimOut:
+        return cls(
+            item=claim.item_id,
+            state=claim.state,
+            worker=claim.worker,
+            attempt=claim.attempt,
+            expires_at=claim.expires_at,
+        )
+
+
+class WorkOut(_Out):
+    """A project's queue in one answer."""
+
+    project: str = Field(description="owner/repo:plankey.")
+    counts: dict[str, int] = Field(description="Items by state.")
+    total: int = Field(description="Items in the chosen states; `backlog` is a page of them.")
+    offset: int = Field(description="Where this page starts.")
+    backlog: list[ItemOut] = Field(description="A page of the chosen items, in plan order.")
+    live: list[ClaimOut] = Field(description="Claims whose lease is live.")
+    stale: list[ClaimOut] = Field(
+        description="Claims whose lease lapsed and nobody took over yet (the next worker will)."
+    )
+
+    @classmethod
+    def of(cls, view: WorkView, offset: int) -> WorkOut:
+        return cls(
+            project=view.project,
+            counts=view.counts,
+            total=view.total,
+            offset=offset,
+            backlog=[ItemOut.of(r) for r in view.backlog],
+            live=[ClaimOut.of(c) for c in view.live],
+            stale=[ClaimOut.of(c) for c in view.stale],
+        )
+
+
+class EventOut(_Out):
+    """One row of the append-only event log."""
+
+    id: int = Field(description="Row id; increases in commit order; page by it.")
+    ts: float = Field(description="Epoch seconds when it happened.")
+    project: str = Field(description="Project.")
+    item: str | None = Field(description="Item id, if any.")
+    kind: str = Field(description="What happened (docs/EVENTS.md lists every kind).")
+    payload: dict[str, Any] = Field(description="Its fields, as docs/EVENTS.md gives them.")
+    external_id: str | None = Field(description="Id given by an outside source (ingest).")
+
+    @classmethod
+    def of(cls, event: Event) -> EventOut:
+        return cls(
+            id=event.id,
+            ts=event.ts,
+            project=event.project,
+            item=event.item,
+            kind=event.kind,
+            payload=event.payload.as_dict(),
+            external_id=event.external_id,
+        )
+
+
+class SessionOut(_Out):
+    """Where the item's agent runs (or ran)."""
+
+    name: str = Field(description="Session name on its host.")
+    host: str | None = Field(description="tmux, headless or remote.")
+    log: str | None = Field(description="Path of the session's log on the server.")
+    attach: str = Field(description="The command that watches or answers it.")
+
+
+class ItemDetail(_Out):
+    """One item, its events (oldest first) and its agent's session."""
+
+    project: str = Field(description="owner/repo:plankey.")
+    item: ItemOut = Field(description="The item as it stands.")
+    events: list[EventOut] = Field(description="Its latest events, oldest first.")
+    session: SessionOut | None = Field(description="Its agent's session; null before one.")
+
+    @classmethod
+    def of(cls, view: ItemView) -> ItemDetail:
+        session = None
+        if view.session is not None:
+            s = view.session
+            session = SessionOut(name=s.name, host=s.host, log=s.log, attach=s.attach)
+        return cls(
+            project=view.project,
+            item=ItemOut.of(view.record),
+            events=[EventOut.of(e) for e in view.events],
+            session=session,
+        )
+
+
+class NewItem(BaseModel):
+    """An item added directly, outside the plan file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=ITEM_PATTERN, description="A new id, e.g. X1.")
+    title: str = Field(min_length=1, max_length=300, description="One-line title.")
+    body: str = Field(default="", max_length=20_000, description="Markdown: what to do.")
+    depends_on: list[str] = Field(
+        default_factory=list, max_length=50, description="Ids that must be done first."
+    )
+    success_check: str | None = Field(
+        default=None, max_length=500, description="How to tell it is done, e.g. `pytest -q`."
+    )
+    labels: list[str] = Field(default_factory=list, max_length=20, description="Tracker labels.")
+
+    def as_item(self) -> WorkItem:
+        return WorkItem(
+            id=self.id,
+            title=self.title,
+            body=self.body,
+            depends_on=tuple(self.depends_on),
+            success_check=self.success_check,
+            labels=tuple(self.labels),
+            line=0,
+            form="heading",
+        )
+
+
+class AddWork(BaseModel):
+    """Items to add to a registered project's queue."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: str = Field(pattern=PROJECT_PATTERN, description="owner/repo:plankey.")
+    items: list[NewItem] = Field(min_length=1, max_length=200, description="The items.")
+
+
+class AddWorkOut(_Out):
+    """What adding did."""
+
+    project: str = Field(description="owner/repo:plankey.")
+    added: list[str] = Field(description="Ids queued now.")
+    unchanged: list[str] = Field(description="Ids already queued as given.")
+
+
+class RetryOut(_Out):
+    """Items put back in the queue."""
+
+    project: str = Field(description="owner/repo:plankey.")
+    requeued: list[str] = Field(description="The item and the items it had skipped.")
+
+
+class PlanParseIn(BaseModel):
+    """A plan to read: its text, or a registered project's plan file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = Field(
+        default=None, max_length=512_000, description="Markdown of a plan (give this or project)."
+    )
+    project: str | None = Field(
+        default=None, pattern=PROJECT_PATTERN, description="Read this registered project's plan."
+    )
+
+
+class PlanParseOut(_Out):
+    """The items of a plan, and the lines that could not be read."""
+
+    source: str = Field(description="Where the plan came from.")
+    items: list[WorkItem] = Field(description="The items, in plan order.")
+    unread: list[Notice] = Field(description="Lines that look like items but were not read.")
+    notes: list[str] = Field(description="Remarks on the whole plan.")
+
+
+class PlanSyncIn(BaseModel):
+    """Mirror a registered project's plan to its issues."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: str = Field(pattern=PROJECT_PATTERN, description="owner/repo:plankey.")
+    dry_run: bool = Field(default=True, description="Say what would change, write nothing.")
+
+
+class IssueChange(_Out):
+    id: str = Field(description="Item id.")
+    issue: int | None = Field(description="Issue number (null: not created yet).")
+    changes: list[str] = Field(description="What differs, field by field.")
+
+
+class PlanSyncOut(_Out):
+    """What a sync did, or with dry_run would do."""
+
+    repo: str = Field(description="OWNER/NAME.")
+    plan_key: str = Field(description="The plan's key.")
+    dry_run: bool = Field(description="Nothing was written.")
+    created: list[IssueChange] = Field(description="Issues created (or to create).")
+    updated: list[IssueChange] = Field(description="Issues updated (or to update).")
+    unchanged: list[IssueChange] = Field(description="Issues that say what the plan says.")
+    orphaned: list[IssueChange] = Field(description="Issues of items gone from the plan.")
+    skipped_done: list[str] = Field(description="Items done in the plan, never created.")
+    done_but_open: list[IssueChange] = Field(description="Done in the plan, issue still open.")
+    notices: list[str] = Field(description="What a person should act on.")
+    labels_created: list[str] = Field(description="Labels made.")
+    milestones_created: list[str] = Field(description="Milestones made.")
+    problems: list[str] = Field(description="Per-item problems (the rest was kept).")
+    requests: int = Field(description="Tracker requests made.")
+    writes: int = Field(description="Tracker writes made.")
+
+
+class FailureOut(_Out):
+    failure: str = Field(description="Failure class (agent_harness/failures.py).")
+    action: str | None = Field(description="What the failure policy does: retry, park, ...")
+    count: int = Field(description="How many times it happened.")
+    last_at: float = Field(description="Epoch seconds of the latest.")
+    last_message: str | None = Field(description="The provider's words, latest.")
+
+
+class ParkedOut(_Out):
+    key: str = Field(description="Endpoint (vendor:model or URL) that is parked.")
+    until: float = Field(description="Epoch seconds it reopens.")
+    reason: str = Field(description="Why.")
+
+
+class ErrorsOut(_Out):
+    """Rate limits and failures by class."""
+
+    by_class: list[FailureOut] = Field(description="Failures by class, most frequent first.")
+    rate_limited: int = Field(description="Failures of the rate-limit classes burst/window/cap.")
+    attempts_failed: int = Field(description="Attempts that failed.")
+    items_failed: int = Field(description="Items failed for good.")
+    parked: list[ParkedOut] = Field(description="Endpoints parked now.")
+
+    @classmethod
+    def of(cls, view: ErrorsView) -> ErrorsOut:
+        return cls(
+            by_class=[
+                FailureOut(
+                    failure=c.failure,
+                    action=c.action,
+                    count=c.count,
+                    last_at=c.last_at,
+                    last_message=c.last_message,
+                )
+                for c in view.by_class
+            ],
+            rate_limited=view.rate_limited,
+            attempts_failed=view.attempts_failed,
+            items_failed=view.items_failed,
+            parked=[ParkedOut(key=p.key, until=p.until, reason=p.reason) for p in view.parked],
+        )
+
+
+class EventPage(_Out):
+    """Events after a row id, oldest first."""
+
+    events: list[EventOut] = Field(description="At most `limit` events.")
+    next_after: int = Field(description="Pass as `after` for the next page (same when none).")
+
+
+class SummaryOut(_Out):
+    """Enough for a status line."""
+
+    mode: Mode = Field(description="monitoring or supervised.")
+    projects: int = Field(description="Projects known (queued or registered).")
+    counts: dict[str, int] = Field(description="Items by state over every project.")
+    live: int = Field(description="Live claims.")
+    stale: int = Field(description="Lapsed claims nobody took over yet.")
+    last_event_id: int = Field(description="Newest event's id: poll /api/events after it.")
+    parked: int = Field(description="Model endpoints parked now.")
+    running: list[str] = Field(description="Projects whose worker pool runs on this server.")
+
+    @classmethod
+    def of(cls, view: Summary, mode: Mode, running: list[str]) -> SummaryOut:
+        return cls(
+            mode=mode,
+            projects=view.projects,
+            counts=view.counts,
+            live=view.live,
+            stale=view.stale,
+            last_event_id=view.last_event_id,
+            parked=view.parked,
+            running=running,
+        )

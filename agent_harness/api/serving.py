@@ -1,0 +1,85 @@
+"""Run the API under uvicorn: open the database, build the pools when supervising, serve until
+told to stop, then drain the pools without waiting for their work (see `pools`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_harness.api.context import ApiContext
+
+
+@dataclass(frozen=True)
+class ServeRequest:
+    db: str | None
+    audit_db: str | None
+    host: str
+    port: int
+    root_path: str
+    supervise: bool
+    work_root: Path | None
+    max_body: int
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> ServeRequest:
+        root = str(options.get("root_path") or "").rstrip("/")
+        work_root = options.get("work_root")
+        return cls(
+            db=options.get("db"),
+            audit_db=options.get("audit_db"),
+            host=str(options["host"]),
+            port=int(options["port"]),
+            root_path=root,
+            supervise=bool(options.get("supervise")),
+            work_root=Path(work_root) if work_root else None,
+            max_body=int(options.get("max_body") or 1024 * 1024),
+        )
+
+
+def build_context(request: ServeRequest, settings: Any) -> ApiContext:
+    """The store, opened and migrated, and the pools when supervising (resumed: every project
+    a killed server left running is started again)."""
+    from agent_harness.config import database_url
+    from agent_harness.store.database import open_store
+
+    url = database_url(settings, request.db)
+    store = open_store(url)
+    ctx = ApiContext(
+        store=store,
+        mode="supervised" if request.supervise else "monitoring",
+        work_root=request.work_root,
+        audit_url=request.audit_db,
+        settings=settings,
+    )
+    if request.supervise:
+        from agent_harness.api.pools import ProjectPools
+
+        pools = ProjectPools(store, settings, db_url=url)
+        ctx.pools = pools
+        pools.resume()
+    return ctx
+
+
+def serve_api(request: ServeRequest, token: str) -> int:
+    import uvicorn
+
+    from agent_harness.api.app import create_app
+    from agent_harness.config import load_settings
+
+    ctx = build_context(request, load_settings().settings)
+    try:
+        app = create_app(ctx, token=token, root_path=request.root_path, max_body=request.max_body)
+        uvicorn.run(
+            app,
+            host=request.host,
+            port=request.port,
+            root_path=request.root_path,
+            log_level="info",
+            server_header=False,
+        )
+    finally:
+        if ctx.pools is not None:
+            ctx.pools.close()
+        ctx.store.close()
+    return 0

@@ -1,0 +1,80 @@
+"""`agent-harness serve`: the HTTP API, watching the fleet (default) or also running it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agent_harness.cli.output import from_env
+
+
+@click.command(
+    epilog="""\b
+Two modes:
+  monitoring (default)  reads only: projects, work, events, errors, summary, plan parse and
+                        dry-run sync. Nothing is written; `start` answers 409.
+  --supervise           the same API plus a worker pool per started project: register a
+                        project, start and stop it, add work, retry items, sync for real.
+
+\b
+Examples:
+  export HARNESS_TOKEN=$(openssl rand -hex 32)
+  agent-harness serve                                  # monitoring, on 127.0.0.1:8765
+  agent-harness serve --db postgresql://h/harness --host 0.0.0.0 --root-path /harness
+  agent-harness serve --supervise --work-root /srv/clones
+  curl -H "Authorization: Bearer $HARNESS_TOKEN" http://127.0.0.1:8765/api/summary
+  open http://127.0.0.1:8765/docs                      # Swagger UI (token needed)
+"""
+)
+@click.option(
+    "--db",
+    metavar="URL",
+    callback=from_env("AGENT_HARNESS_DB"),
+    help="Database URL (env AGENT_HARNESS_DB), as for every other command.",
+)
+@click.option(
+    "--audit-db",
+    metavar="URL",
+    callback=from_env("AGENT_HARNESS_AUDIT_DB"),
+    help="Audit database URL (env AGENT_HARNESS_AUDIT_DB), as for every other command.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--root-path",
+    default="",
+    metavar="PATH",
+    help="Prefix a proxy serves the API under (e.g. /harness), so the schema's URLs work.",
+)
+@click.option(
+    "--supervise",
+    is_flag=True,
+    help="Also run a worker pool per started project (default: monitoring only).",
+)
+@click.option(
+    "--work-root",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="With --supervise: registered work dirs must lie under this directory.",
+)
+@click.option(
+    "--max-body",
+    default=1024 * 1024,
+    show_default=True,
+    type=click.IntRange(1024, 64 * 1024 * 1024),
+    help="Largest request body accepted, in bytes.",
+)
+def serve(**options: object) -> int:
+    """Serve the documented HTTP API (OpenAPI at /openapi.json, Swagger UI at /docs).
+
+    HARNESS_TOKEN must be set: every route but /healthz needs `Authorization: Bearer
+    <token>`, and without a token the server refuses to start rather than come up open.
+    """
+    from agent_harness.api.serving import ServeRequest, serve_api
+    from agent_harness.errors import UsageError
+    from agent_harness.secrets.process import process_env
+
+    token = process_env().get("HARNESS_TOKEN", "")
+    if not token.strip():
+        raise UsageError("HARNESS_TOKEN is not set: the API refuses to start without a token")
+    return serve_api(ServeRequest.of(options), token)

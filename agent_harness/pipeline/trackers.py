@@ -1,0 +1,82 @@
+"""Which tracker a run talks to: GitHub with a token, or the embedded forge on loopback.
+
+Shared by the CLI's commands and the API's supervised pools, so both open a project's tracker
+the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_harness.config import Settings
+    from agent_harness.tracker.github import GitHubTracker
+
+
+@contextmanager
+def open_tracker(
+    repo: str,
+    forge: str | None,
+    github_url: str | None,
+    settings: Settings,
+    create: bool,
+    *,
+    dry_run: bool = False,
+    need_history: bool = False,
+) -> Iterator[GitHubTracker]:
+    """A tracker for `repo`: the local forge or GitHub with a token.
+
+    On the local forge the repository is made on first use, empty, so that the history of the
+    user's own clone can be pushed into it; a `dry_run` writes nothing there, not even that.
+    With `need_history` (a run, which branches from it) an empty one is refused, saying how
+    to push that history.
+    """
+    from agent_harness.secrets.process import process_env
+    from agent_harness.tracker.github import GitHubTracker, resolve_api_url, resolve_token
+
+    tracker_cfg = settings.tracker
+    options: dict[str, Any] = {
+        "write_spacing_s": tracker_cfg.write_spacing_s,
+        "max_rate_wait_s": tracker_cfg.max_rate_wait_s,
+        "timeout_s": tracker_cfg.request_timeout_s,
+    }
+    if forge == "local":
+        from agent_harness.forge.local import local_forge
+
+        with local_forge(Path(settings.state_dir), dry_run=dry_run, repo=repo) as local:
+            options["write_spacing_s"] = 0.0  # loopback: GitHub's pacing protects nothing here
+            tracker = GitHubTracker(repo, local.token, local.api_url, **options)
+            try:
+                tracker.ensure_repo(create=True, auto_init=False)
+                if need_history:
+                    _refuse_empty(Path(settings.state_dir), tracker.repo)
+                yield tracker
+            finally:
+                tracker.close()
+        return
+    env = process_env()
+    # Every check that costs nothing comes before the token lookup (which may run `gh`).
+    api_url = resolve_api_url(github_url or tracker_cfg.api_url, env)
+    secret = tracker_cfg.token.get_secret_value() if tracker_cfg.token else None
+    token = secret or resolve_token(env)
+    tracker = GitHubTracker(repo, token, api_url, **options)
+    try:
+        tracker.ensure_repo(create=create)
+        yield tracker
+    finally:
+        tracker.close()
+
+
+def _refuse_empty(state_dir: Path, repo: str) -> None:
+    from agent_harness.errors import UsageError
+    from agent_harness.forge.local import describe_repo
+
+    local = describe_repo(state_dir, repo)
+    if local.empty:
+        raise UsageError(
+            f"{repo} on the local forge is empty: push your clone's history to it first "
+            f"(git remote add origin {local.clone_url}; git push origin {local.default_branch})"
+        )

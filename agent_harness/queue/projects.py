@@ -1,0 +1,287 @@
+"""Registered projects: what a supervising server runs (repository, plan, clone, checks, roles),
+whether it is told to run them, and how the queue stands for every project at a glance.
+
+A project is registered STOPPED; only `start` (of a supervising server) makes workers for it.
+Its id is the queue's project name, `owner/repo:plankey`, so the items and events of a
+project run by `agent-harness run` and of the same one registered here are one history.
+Every path a registration names is checked here: the work dir must be the top of a git clone
+(inside the allowed root, when one is set) and the plan must be a file inside that clone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_harness.errors import HarnessError, UsageError
+from agent_harness.plan.model import Plan, WorkItem
+from agent_harness.queue.items import EnqueueResult, enqueue
+from agent_harness.store.database import Store
+
+_OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
+_NAME = r"[A-Za-z0-9._-]{1,100}"
+_KEY = r"[A-Za-z0-9._-]{1,64}"
+REPO_PATTERN = rf"^{_OWNER}/{_NAME}$"
+PLAN_KEY_PATTERN = rf"^{_KEY}$"
+PROJECT_PATTERN = rf"^{_OWNER}/{_NAME}:{_KEY}$"
+ITEM_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+class ControlState(StrEnum):
+    STOPPED = "stopped"  # registered; no worker of this server takes its items
+    RUNNING = "running"  # this server's worker pool works its items
+
+
+class ProjectSpec(BaseModel):
+    """What to run: the repository, the plan, the clone, the checks and the roles."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    repo: str = Field(
+        pattern=REPO_PATTERN, max_length=140, description="Repository on the tracker, OWNER/NAME."
+    )
+    work_dir: str = Field(
+        min_length=1,
+        max_length=1024,
+        description="Absolute path of the top of a git clone of the repository on the server.",
+    )
+    plan: str = Field(
+        min_length=1,
+        max_length=512,
+        description="The plan file, relative to work_dir (markdown or backlog.json); no '..'.",
+    )
+    plan_key: str | None = Field(
+        default=None,
+        pattern=PLAN_KEY_PATTERN,
+        description="Scopes the plan's issues; default: the plan file's stem.",
+    )
+    checks: tuple[str, ...] = Field(
+        default=(),
+        max_length=32,
+        description="Check commands run in each worktree, cheapest first.",
+    )
+    agent: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Implementer role: a CLI agent preset (claude, codex, ...) or template.",
+    )
+    implementer: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Implementer role as a model, vendor:model (the direct-API executor).",
+    )
+    reviewer: str = Field(
+        min_length=1, max_length=200, description="Reviewer role: vendor:model or agent preset."
+    )
+    model: str | None = Field(
+        default=None, max_length=200, description="Model passed to the CLI agent preset."
+    )
+    workers: int = Field(default=1, ge=1, le=64, description="Workers of this project's pool.")
+    max_attempts: int | None = Field(default=None, ge=1, le=100, description="Attempts per item.")
+    forge: Literal["local"] | None = Field(
+        default=None, description="'local' for the embedded forge; null for GitHub."
+    )
+
+    @property
+    def key(self) -> str:
+        return self.plan_key or PurePosixPath(self.plan).stem
+
+    @property
+    def project_id(self) -> str:
+        return f"{self.repo}:{self.key}"
+
+
+@dataclass(frozen=True)
+class ProjectRecord:
+    id: str
+    spec: ProjectSpec
+    control: ControlState
+    added: tuple[WorkItem, ...]  # items added through the API, outside the plan file
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class ProjectOverview:
+    """One project as the queue knows it: registered here or only run by `agent-harness run`."""
+
+    id: str
+    counts: dict[str, int]
+    registered: ProjectRecord | None
+
+
+class UnknownProject(HarnessError):
+    """No such project."""
+
+    exit_code = 2
+
+    def __init__(self, project: str) -> None:
+        self.project = project
+        super().__init__(f"no project {project} is registered")
+
+
+class ProjectExists(HarnessError):
+    """A project with this id is registered already."""
+
+    def __init__(self, project: str) -> None:
+        self.project = project
+        super().__init__(f"project {project} is registered already")
+
+
+class BadProjectPath(UsageError):
+    """A path of a registration the server may not use."""
+
+
+def check_project_id(text: str) -> str:
+    if not re.fullmatch(PROJECT_PATTERN, text):
+        raise UsageError(f"project '{text[:200]}' must be OWNER/NAME:PLANKEY")
+    return text
+
+
+def check_paths(spec: ProjectSpec, allowed_root: Path | None) -> tuple[Path, Path]:
+    """The clone and the plan file a registration names, resolved; BadProjectPath when the
+    work dir is not the top of a git clone (under `allowed_root`, if set) or the plan leaves it.
+    """
+    from agent_harness.git.runner import run_git
+
+    raw = Path(spec.work_dir)
+    if not raw.is_absolute() or ".." in raw.parts:
+        raise BadProjectPath(f"work_dir '{spec.work_dir}' must be an absolute path without '..'")
+    work = raw.resolve()
+    if allowed_root is not None and not work.is_relative_to(allowed_root.resolve()):
+        raise BadProjectPath(f"work_dir '{spec.work_dir}' is outside {allowed_root}")
+    if not work.is_dir():
+        raise BadProjectPath(f"work_dir '{spec.work_dir}' is not a directory")
+    top = run_git(work, "rev-parse", "--show-toplevel", check=False)
+    if not top.ok or Path(top.stdout.strip()).resolve() != work:
+        raise BadProjectPath(f"work_dir '{spec.work_dir}' is not the top of a git clone")
+    plan_rel = PurePosixPath(spec.plan)
+    if plan_rel.is_absolute() or ".." in plan_rel.parts or "\\" in spec.plan:
+        raise BadProjectPath(f"plan '{spec.plan}' must be a path inside work_dir, without '..'")
+    plan = (work / plan_rel).resolve()
+    if not plan.is_relative_to(work):
+        raise BadProjectPath(f"plan '{spec.plan}' leads outside work_dir")
+    if not plan.is_file():
+        raise BadProjectPath(f"plan '{spec.plan}' is not a file in work_dir")
+    return work, plan
+
+
+_COLUMNS = "id, spec_json, control, added_json, created_at, updated_at"
+
+
+def _record(row: Sequence[Any]) -> ProjectRecord:
+    return ProjectRecord(
+        id=str(row[0]),
+        spec=ProjectSpec.model_validate_json(row[1]),
+        control=ControlState(row[2]),
+        added=tuple(WorkItem.model_validate(item) for item in json.loads(row[3])),
+        created_at=float(row[4]),
+        updated_at=float(row[5]),
+    )
+
+
+def register(store: Store, spec: ProjectSpec, *, allowed_root: Path | None = None) -> ProjectRecord:
+    """Record a project, STOPPED. Its paths are checked first (see `check_paths`)."""
+    check_paths(spec, allowed_root)
+    now = store.clock()
+    with store.transaction() as tx:
+        inserted = tx.execute(
+            f"INSERT INTO projects ({_COLUMNS}) VALUES (?, ?, ?, '[]', ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (spec.project_id, spec.model_dump_json(), ControlState.STOPPED, now, now),
+        )
+    if not inserted:
+        raise ProjectExists(spec.project_id)
+    return get_project(store, spec.project_id)
+
+
+def get_project(store: Store, project: str) -> ProjectRecord:
+    with store.transaction(write=False) as tx:
+        row = tx.one(f"SELECT {_COLUMNS} FROM projects WHERE id = ?", (project,))
+    if row is None:
+        raise UnknownProject(project)
+    return _record(row)
+
+
+def registered(store: Store) -> list[ProjectRecord]:
+    with store.transaction(write=False) as tx:
+        rows = tx.all(f"SELECT {_COLUMNS} FROM projects ORDER BY id")
+    return [_record(row) for row in rows]
+
+
+def set_control(store: Store, project: str, state: ControlState) -> ProjectRecord:
+    with store.transaction() as tx:
+        changed = tx.execute(
+            "UPDATE projects SET control = ?, updated_at = ? WHERE id = ?",
+            (state, store.clock(), project),
+        )
+    if not changed:
+        raise UnknownProject(project)
+    return get_project(store, project)
+
+
+def add_items(store: Store, project: str, new: Iterable[WorkItem]) -> EnqueueResult:
+    """Queue items that are in no plan file; a supervising server mirrors them to issues with
+    the plan's. Ids the plan (or an earlier addition) uses are refused."""
+    record = get_project(store, project)
+    wanted = list(new)
+    taken = {item.id for item in read_plan(store, project).items}
+    clash = sorted({item.id for item in wanted} & taken)
+    if clash:
+        raise UsageError(f"{', '.join(clash)} already in {project}: pick other ids")
+    ids = [item.id for item in wanted]
+    if len(set(ids)) != len(ids):
+        raise UsageError("the same id twice in one request")
+    added = [*record.added, *wanted]
+    with store.transaction() as tx:
+        tx.execute(
+            "UPDATE projects SET added_json = ?, updated_at = ? WHERE id = ?",
+            (json.dumps([i.model_dump(mode="json") for i in added]), store.clock(), project),
+        )
+    return enqueue(store, project, wanted, max_attempts=record.spec.max_attempts or 3)
+
+
+def overview(store: Store) -> list[ProjectOverview]:
+    """Every project: those with queued items and those registered, with counts by state,
+    in one read."""
+    with store.transaction(write=False) as tx:
+        counted = tx.all("SELECT project, state, COUNT(*) FROM items GROUP BY project, state")
+        rows = tx.all(f"SELECT {_COLUMNS} FROM projects ORDER BY id")
+    counts: dict[str, dict[str, int]] = {}
+    for project, state, n in counted:
+        counts.setdefault(str(project), {})[str(state)] = int(n)
+    records = {str(row[0]): _record(row) for row in rows}
+    names = sorted(set(counts) | set(records))
+    return [ProjectOverview(name, counts.get(name, {}), records.get(name)) for name in names]
+
+
+def describe(store: Store, project: str) -> ProjectOverview:
+    """One project as `overview` shows it; UnknownProject when neither queued nor registered."""
+    with store.transaction(write=False) as tx:
+        counted = tx.all(
+            "SELECT state, COUNT(*) FROM items WHERE project = ? GROUP BY state", (project,)
+        )
+        row = tx.one(f"SELECT {_COLUMNS} FROM projects WHERE id = ?", (project,))
+    if row is None and not counted:
+        raise UnknownProject(project)
+    counts = {str(state): int(n) for state, n in counted}
+    return ProjectOverview(project, counts, None if row is None else _record(row))
+
+
+def read_plan(store: Store, project: str) -> Plan:
+    """A registered project's plan: its file's items, then the items added outside it."""
+    from agent_harness.plan.backlog import load_plan
+
+    record = get_project(store, project)
+    _, plan_path = check_paths(record.spec, None)
+    plan = load_plan(plan_path)
+    if not record.added:
+        return plan
+    return plan.model_copy(update={"items": (*plan.items, *record.added)})

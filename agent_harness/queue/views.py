@@ -1,0 +1,274 @@
+"""What a host watching the fleet asks, each answered in one read of the database: a project's
+work (counts, a page of its backlog, claims live and stale), one item with its history and its
+session, failures by class, and a summary fit for a status line.
+
+Every query here is bounded (a page, a count, an index range), so the answers stay quick with
+tens of thousands of items and millions of events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_harness.failures import POLICY, FailureClass
+from agent_harness.queue.items import ItemRecord, ItemState, get_item
+from agent_harness.store.database import Store
+from agent_harness.store.events import AgentStarted, Event, last_of
+
+# Not ended: still to be claimed, or being worked.
+OPEN_STATES: tuple[ItemState, ...] = (
+    ItemState.PENDING,
+    ItemState.WAITING,
+    ItemState.CLAIMED,
+    ItemState.CHECKS,
+    ItemState.REVIEW,
+)
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    item_id: str
+    state: str
+    worker: str
+    attempt: int
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class WorkView:
+    project: str
+    counts: dict[str, int]
+    total: int  # items of the chosen states, of which `backlog` is a page
+    backlog: tuple[ItemRecord, ...]
+    live: tuple[ClaimView, ...]
+    stale: tuple[ClaimView, ...]
+
+
+@dataclass(frozen=True)
+class SessionLink:
+    name: str
+    host: str | None
+    log: str | None
+    attach: str  # the command that watches or answers it
+
+
+@dataclass(frozen=True)
+class ItemView:
+    project: str
+    record: ItemRecord
+    events: tuple[Event, ...]
+    session: SessionLink | None
+
+
+@dataclass(frozen=True)
+class FailureCount:
+    failure: str
+    action: str | None  # what the failure policy does about it; None for a class unknown here
+    count: int
+    last_at: float
+    last_message: str | None
+
+
+@dataclass(frozen=True)
+class ParkedEndpoint:
+    key: str
+    until: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class ErrorsView:
+    by_class: tuple[FailureCount, ...]
+    rate_limited: int  # failures of the rate-limit classes (burst, window, cap)
+    attempts_failed: int
+    items_failed: int
+    parked: tuple[ParkedEndpoint, ...]
+
+
+@dataclass(frozen=True)
+class Summary:
+    projects: int
+    counts: dict[str, int]
+    live: int
+    stale: int
+    last_event_id: int
+    parked: int
+    by_project: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+_ITEM_COLUMNS = (
+    "project, id, title, state, attempts, max_attempts, lease_worker, lease_expires, "
+    "not_before, reason, blocked_by, flagged_json"
+)
+
+
+def _record(row: Sequence[Any]) -> ItemRecord:
+    return ItemRecord(
+        project=row[0],
+        id=row[1],
+        title=row[2],
+        state=ItemState(row[3]),
+        attempts=int(row[4]),
+        max_attempts=int(row[5]),
+        worker=row[6],
+        lease_expires=row[7],
+        not_before=row[8],
+        reason=row[9],
+        blocked_by=row[10],
+        flagged=row[11] is not None,
+        depends_on=(),
+    )
+
+
+def work_view(
+    store: Store,
+    project: str,
+    *,
+    states: Sequence[ItemState] = OPEN_STATES,
+    offset: int = 0,
+    limit: int = 100,
+) -> WorkView:
+    """Counts by state, a page of the items in `states` (plan order), and every claim."""
+    marks = ", ".join("?" for _ in states)
+    chosen = [s.value for s in states]
+    now = store.clock()
+    with store.transaction(write=False) as tx:
+        counted = tx.all(
+            "SELECT state, COUNT(*) FROM items WHERE project = ? GROUP BY state", (project,)
+        )
+        page = tx.all(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE project = ? AND state IN ({marks}) "
+            "ORDER BY seq, id LIMIT ? OFFSET ?",
+            (project, *chosen, limit, offset),
+        )
+        claims = tx.all(
+            "SELECT id, state, lease_worker, attempts, lease_expires FROM items "
+            "WHERE project = ? AND lease_expires IS NOT NULL ORDER BY lease_expires",
+            (project,),
+        )
+    counts = {str(state): int(n) for state, n in counted}
+    live: list[ClaimView] = []
+    stale: list[ClaimView] = []
+    for item_id, state, worker, attempt, expires in claims:
+        claim = ClaimView(item_id, state, worker or "?", int(attempt), float(expires))
+        (live if claim.expires_at >= now else stale).append(claim)
+    return WorkView(
+        project=project,
+        counts=counts,
+        total=sum(counts.get(s, 0) for s in chosen),
+        backlog=tuple(_record(row) for row in page),
+        live=tuple(live),
+        stale=tuple(stale),
+    )
+
+
+def item_view(store: Store, project: str, item_id: str, *, limit: int = 1000) -> ItemView:
+    """One item as it stands, its latest `limit` events (oldest first), and its agent's
+    session when one was started."""
+    record = get_item(store, project, item_id)
+    with store.transaction(write=False) as tx:
+        newest = tx.all(
+            "SELECT id FROM events WHERE project = ? AND item = ? ORDER BY id DESC LIMIT ?",
+            (project, item_id, limit),
+        )
+    first = int(newest[-1][0]) - 1 if newest else 0
+    events = tuple(store.events(first, limit, project=project, item=item_id))
+    started = last_of(events, AgentStarted)
+    session = None
+    if started is not None:
+        session = SessionLink(
+            name=started.session,
+            host=started.host,
+            log=started.log,
+            attach=f"agent-harness attach {item_id} --project {project}",
+        )
+    return ItemView(project, record, events, session)
+
+
+# Events whose payload names a failure class.
+_FAILURE_KINDS = ("model.call", "model.retry", "model.parked", "agent_finished")
+
+_RATE_LIMITS = {FailureClass.BURST.value, FailureClass.WINDOW.value, FailureClass.CAP.value}
+
+
+def errors_view(store: Store, *, project: str | None = None) -> ErrorsView:
+    """Failures by class (model calls and agent runs), rate limits among them, failed attempts
+    and items, and the endpoints parked now."""
+    where = " AND project = ?" if project else ""
+    extra: tuple[Any, ...] = (project,) if project else ()
+    marks = ", ".join("?" for _ in _FAILURE_KINDS)
+    with store.transaction(write=False) as tx:
+        rows = tx.all(
+            f"SELECT ts, payload FROM events WHERE kind IN ({marks}){where} ORDER BY id",
+            (*_FAILURE_KINDS, *extra),
+        )
+        attempts = tx.one(
+            f"SELECT COUNT(*) FROM events WHERE kind = ?{where}", ("attempt_failed", *extra)
+        )
+        failed = tx.one(f"SELECT COUNT(*) FROM items WHERE state = ?{where}", ("failed", *extra))
+        parked = tx.all(
+            "SELECT key, until, reason FROM parked WHERE until > ? ORDER BY key", (store.clock(),)
+        )
+    found: dict[str, list[Any]] = {}
+    for ts, payload in rows:
+        data = json.loads(payload)
+        failure = data.get("failure") if isinstance(data, dict) else None
+        if not isinstance(failure, str) or not failure:
+            continue
+        entry = found.setdefault(failure, [0, 0.0, None])
+        entry[0] += 1
+        entry[1] = float(ts)
+        entry[2] = data.get("failure_message") or entry[2]
+    known = {c.value: c for c in FailureClass}
+    by_class = tuple(
+        FailureCount(
+            failure=name,
+            action=POLICY[known[name]].value if name in known else None,
+            count=count,
+            last_at=last,
+            last_message=message,
+        )
+        for name, (count, last, message) in sorted(found.items(), key=lambda kv: -kv[1][0])
+    )
+    return ErrorsView(
+        by_class=by_class,
+        rate_limited=sum(c.count for c in by_class if c.failure in _RATE_LIMITS),
+        attempts_failed=int(attempts[0]) if attempts else 0,
+        items_failed=int(failed[0]) if failed else 0,
+        parked=tuple(ParkedEndpoint(str(k), float(u), str(r)) for k, u, r in parked),
+    )
+
+
+def summary(store: Store) -> Summary:
+    """Enough for a status line: items by state over every project, claims live and stale,
+    the newest event's id (poll /events after it) and how many endpoints are parked."""
+    now = store.clock()
+    with store.transaction(write=False) as tx:
+        counted = tx.all("SELECT project, state, COUNT(*) FROM items GROUP BY project, state")
+        claims = tx.one(
+            "SELECT COALESCE(SUM(CASE WHEN lease_expires >= ? THEN 1 ELSE 0 END), 0), "
+            "COALESCE(SUM(CASE WHEN lease_expires < ? THEN 1 ELSE 0 END), 0) "
+            "FROM items WHERE lease_expires IS NOT NULL",
+            (now, now),
+        )
+        last = tx.one("SELECT MAX(id) FROM events")
+        parked = tx.one("SELECT COUNT(*) FROM parked WHERE until > ?", (now,))
+        registered = tx.all("SELECT id FROM projects")
+    counts: dict[str, int] = {}
+    by_project: dict[str, dict[str, int]] = {}
+    for project, state, n in counted:
+        counts[str(state)] = counts.get(str(state), 0) + int(n)
+        by_project.setdefault(str(project), {})[str(state)] = int(n)
+    names = set(by_project) | {str(row[0]) for row in registered}
+    return Summary(
+        projects=len(names),
+        counts=counts,
+        live=int(claims[0]) if claims else 0,
+        stale=int(claims[1]) if claims else 0,
+        last_event_id=int(last[0] or 0) if last else 0,
+        parked=int(parked[0]) if parked else 0,
+        by_project=by_project,
+    )

@@ -1,0 +1,161 @@
+"""The routes over what exists today, as a host calls them: typed answers, one call each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.api.conftest import AUTH, PROJECT
+
+pytestmark = pytest.mark.integration
+
+
+def test_work_gives_backlog_counts_and_claims_in_one_call(monitoring: TestClient) -> None:
+    answer = monitoring.get("/api/work", headers=AUTH)
+    assert answer.status_code == 200
+    work = answer.json()
+    assert work["project"] == PROJECT
+    assert work["counts"] == {"claimed": 1, "failed": 1, "skipped": 1, "pending": 1}
+    assert [i["id"] for i in work["backlog"]] == ["T1", "T4"]  # not ended, in plan order
+    assert work["total"] == 2
+    assert [c["worker"] for c in work["live"]] == ["host-a/w1"] and work["stale"] == []
+    failed = monitoring.get("/api/work", params={"state": "failed"}, headers=AUTH).json()
+    assert [(i["id"], i["reason"]) for i in failed["backlog"]] == [("T2", "checks failed")]
+
+
+def test_stale_claims_show_once_the_lease_lapsed(
+    monitoring: TestClient, clock: object, api_store: object
+) -> None:
+    clock.advance(3600)  # type: ignore[attr-defined]
+    work = monitoring.get("/api/work", headers=AUTH).json()
+    assert work["live"] == [] and [c["item"] for c in work["stale"]] == ["T1"]
+
+
+def test_one_item_comes_with_its_events_and_session(monitoring: TestClient) -> None:
+    detail = monitoring.get("/api/work/T1", headers=AUTH).json()
+    assert detail["item"]["state"] == "claimed"
+    assert [e["kind"] for e in detail["events"]] == ["enqueued", "claimed", "agent_started"]
+    assert detail["session"]["name"] == "ah-app-T1"
+    assert detail["session"]["attach"] == f"agent-harness attach T1 --project {PROJECT}"
+    missing = monitoring.get("/api/work/T9", headers=AUTH)
+    assert missing.status_code == 404 and "T9" in missing.json()["detail"]
+
+
+def test_events_page_by_row_id(monitoring: TestClient) -> None:
+    first = monitoring.get("/api/events", params={"limit": 3}, headers=AUTH).json()
+    ids = [e["id"] for e in first["events"]]
+    assert len(ids) == 3 and first["next_after"] == ids[-1]
+    rest = monitoring.get(
+        "/api/events", params={"after": first["next_after"], "limit": 1000}, headers=AUTH
+    ).json()
+    assert rest["events"] and all(e["id"] > ids[-1] for e in rest["events"])
+    done = monitoring.get("/api/events", params={"after": rest["next_after"]}, headers=AUTH)
+    assert done.json() == {"events": [], "next_after": rest["next_after"]}
+
+
+def test_errors_by_class_and_summary(monitoring: TestClient) -> None:
+    errors = monitoring.get("/api/errors", headers=AUTH).json()
+    assert [(c["failure"], c["action"], c["count"]) for c in errors["by_class"]] == [
+        ("window", "park", 1)
+    ]
+    assert errors["rate_limited"] == 1 and errors["items_failed"] == 1
+    assert errors["attempts_failed"] == 1
+    summary = monitoring.get("/api/summary", headers=AUTH).json()
+    assert summary["mode"] == "monitoring" and summary["projects"] == 1
+    assert summary["live"] == 1 and summary["counts"]["pending"] == 1
+    last = monitoring.get("/api/events", params={"limit": 1000}, headers=AUTH).json()
+    assert summary["last_event_id"] == last["next_after"]
+
+
+def test_projects_list_counts_and_control_state(monitoring: TestClient) -> None:
+    listed = monitoring.get("/api/projects", headers=AUTH).json()["projects"]
+    assert [(p["id"], p["control"], p["counts"]["pending"]) for p in listed] == [
+        (PROJECT, "unmanaged", 1)
+    ]
+    one = monitoring.get(f"/api/projects/{PROJECT}", headers=AUTH)
+    assert one.status_code == 200 and one.json()["registered"] is False
+    assert monitoring.get("/api/projects/me/none:PLAN", headers=AUTH).status_code == 404
+
+
+def test_monitoring_only_reads(monitoring: TestClient, clone: Path) -> None:
+    """Every write answers 409 with the reason; nothing is written."""
+    before = monitoring.get("/api/summary", headers=AUTH).json()["last_event_id"]
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "reviewer": "codex"}
+    writes = [
+        monitoring.post(f"/api/projects/{PROJECT}/start", headers=AUTH),
+        monitoring.post(f"/api/projects/{PROJECT}/stop", headers=AUTH),
+        monitoring.post("/api/projects", json=spec, headers=AUTH),
+        monitoring.post(
+            "/api/work", json={"project": PROJECT, "items": [{"id": "X1", "title": "x"}]},
+            headers=AUTH,
+        ),
+        monitoring.post("/api/work/T2/retry", headers=AUTH),
+        monitoring.post("/api/plan/sync", json={"project": PROJECT, "dry_run": False}, headers=AUTH),
+    ]
+    for answer in writes:
+        assert answer.status_code == 409
+        assert answer.json()["detail"].startswith("monitoring only: no worker pool")
+    after = monitoring.get("/api/summary", headers=AUTH).json()["last_event_id"]
+    assert after == before
+
+
+def test_retry_is_refused_while_a_claim_is_live(supervised: TestClient) -> None:
+    busy = supervised.post("/api/work/T1/retry", headers=AUTH)
+    assert busy.status_code == 409 and "held by host-a/w1" in busy.json()["detail"]
+    done = supervised.post("/api/work/T2/retry", headers=AUTH)
+    assert done.status_code == 200 and done.json()["requeued"] == ["T2", "T3"]
+    again = supervised.post("/api/work/T4/retry", headers=AUTH)
+    assert again.status_code == 409 and "only failed" in again.json()["detail"]
+
+
+def test_register_starts_stopped_and_items_can_be_added(
+    supervised: TestClient, clone: Path
+) -> None:
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "reviewer": "codex",
+            "agent": "claude", "plan_key": "API"}  # fmt: skip
+    made = supervised.post("/api/projects", json=spec, headers=AUTH)
+    assert made.status_code == 201, made.text
+    assert made.json()["id"] == "me/app:API" and made.json()["control"] == "stopped"
+    twice = supervised.post("/api/projects", json=spec, headers=AUTH)
+    assert twice.status_code == 409
+    added = supervised.post(
+        "/api/work",
+        json={"project": "me/app:API", "items": [{"id": "X1", "title": "Extra", "body": "b"}]},
+        headers=AUTH,
+    )
+    assert added.status_code == 201 and added.json()["added"] == ["X1"]
+    clash = supervised.post(
+        "/api/work", json={"project": "me/app:API", "items": [{"id": "T1", "title": "x"}]},
+        headers=AUTH,
+    )
+    assert clash.status_code == 400 and "T1 already in" in clash.json()["detail"]
+    parsed = supervised.post("/api/plan/parse", json={"project": "me/app:API"}, headers=AUTH)
+    assert [i["id"] for i in parsed.json()["items"]] == ["T1", "X1"]
+    one = supervised.get("/api/projects/me/app:API", headers=AUTH).json()
+    assert one["counts"] == {"pending": 1} and one["added"] == ["X1"]
+
+
+def test_plan_parse_says_what_it_could_not_read(monitoring: TestClient) -> None:
+    text = "# Plan\n\n### T1: Good\n\nBody.\n\n- [ ] T2 Fine\n\n## T-3 broken\n"
+    parsed = monitoring.post("/api/plan/parse", json={"text": text}, headers=AUTH).json()
+    assert [i["id"] for i in parsed["items"]] == ["T1", "T2"]
+    assert [u["line"] for u in parsed["unread"]] == [9]
+    refused = monitoring.post(
+        "/api/plan/parse", json={"text": "### T1: a\n\n### T1: b\n"}, headers=AUTH
+    )
+    assert refused.status_code == 422 and "T1" in refused.json()["detail"]
+    neither = monitoring.post("/api/plan/parse", json={}, headers=AUTH)
+    assert neither.status_code == 400
+
+
+def test_root_path_is_advertised(api_store: object) -> None:
+    from agent_harness.api.context import ApiContext
+    from tests.api.conftest import client_for
+
+    client = client_for(ApiContext(store=api_store, mode="monitoring"), root_path="/harness")  # type: ignore[arg-type]
+    schema = client.get("/harness/openapi.json", headers=AUTH).json()
+    assert schema["servers"] == [{"url": "/harness"}]
+    assert client.get("/harness/api/summary", headers=AUTH).status_code == 200
+    assert client.get("/harness/healthz").status_code == 200

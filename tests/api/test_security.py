@@ -1,0 +1,108 @@
+"""The guard: a token on every route but /healthz, bodies with a size limit, paths checked."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agent_harness.api.context import ApiContext
+from agent_harness.store.database import Store
+from tests.api.conftest import AUTH, PROJECT, TOKEN, client_for
+
+pytestmark = pytest.mark.integration
+
+
+def _every_route(client: TestClient) -> list[tuple[str, str]]:
+    schema = client.get("/openapi.json", headers=AUTH).json()
+    routes = [("get", "/openapi.json"), ("get", "/docs")]
+    for path, operations in schema["paths"].items():
+        concrete = path.replace("{project}", PROJECT).replace("{item_id}", "T1")
+        routes += [(method, concrete) for method in operations]
+    return routes
+
+
+def test_every_route_but_healthz_needs_the_token(monitoring: TestClient) -> None:
+    routes = _every_route(monitoring)
+    assert len(routes) >= 14
+    for method, path in routes:
+        if path == "/healthz":
+            continue
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+            answer = monitoring.request(method, path, headers=headers)
+            assert answer.status_code == 401, (method, path, headers)
+            assert answer.headers["content-type"] == "application/json"
+            assert "bearer token" in answer.json()["detail"]
+    assert monitoring.get("/healthz").json()["status"] == "ok"
+
+
+def test_the_token_is_in_no_answer(monitoring: TestClient) -> None:
+    for method, path in _every_route(monitoring):
+        if method == "get":
+            answer = monitoring.get(path, headers=AUTH)
+            assert answer.status_code < 500 and TOKEN not in answer.text, path
+
+
+def test_bodies_over_the_limit_are_refused(api_store: Store) -> None:
+    client = client_for(ApiContext(store=api_store, mode="monitoring"), max_body=2048)
+    big = {"text": "### T1: x\n\n" + "y" * 4096}
+    declared = client.post("/api/plan/parse", json=big, headers=AUTH)
+    assert declared.status_code == 413 and "2048 bytes" in declared.json()["detail"]
+
+    def chunks() -> object:  # no Content-Length: counted as it arrives
+        yield b'{"text": "'
+        for _ in range(10):
+            yield b"z" * 512
+        yield b'"}'
+
+    streamed = client.post(
+        "/api/plan/parse", content=chunks(), headers={**AUTH, "content-type": "application/json"}
+    )
+    assert streamed.status_code == 413
+    small = client.post("/api/plan/parse", json={"text": "### T1: x\n"}, headers=AUTH)
+    assert small.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("work_dir", "plan", "says"),
+    [
+        ("{clone}", "../outside.md", "without '..'"),
+        ("{clone}", "/etc/passwd", "without '..'"),
+        ("{clone}", "sub/../../outside.md", "without '..'"),
+        ("{clone}", "escape.md", "leads outside work_dir"),
+        ("{clone}/../clone", "PLAN.md", "without '..'"),
+        ("relative/clone", "PLAN.md", "absolute path"),
+        ("{root}/plain", "PLAN.md", "not the top of a git clone"),
+        ("{clone}/sub", "PLAN.md", "not the top of a git clone"),
+        ("/", "etc/passwd", "outside"),
+        ("{clone}", "missing.md", "is not a file"),
+    ],
+)
+def test_paths_that_leave_the_clone_are_refused(
+    supervised: TestClient, clone: Path, work_dir: str, plan: str, says: str
+) -> None:
+    root = clone.parent
+    (root / "outside.md").write_text("### T1: x\n", encoding="utf-8")
+    (root / "plain").mkdir()
+    (root / "plain" / "PLAN.md").write_text("### T1: x\n", encoding="utf-8")
+    (clone / "sub").mkdir()
+    (clone / "sub" / "PLAN.md").write_text("### T1: x\n", encoding="utf-8")
+    os.symlink(root / "outside.md", clone / "escape.md")
+    spec = {
+        "repo": "me/app",
+        "work_dir": work_dir.format(clone=clone, root=root),
+        "plan": plan,
+        "reviewer": "codex",
+    }
+    answer = supervised.post("/api/projects", json=spec, headers=AUTH)
+    assert answer.status_code == 422, answer.text
+    assert says in answer.json()["detail"]
+    assert supervised.get("/api/projects", headers=AUTH).json()["projects"][0]["id"] == PROJECT
+
+
+def test_ids_are_validated(monitoring: TestClient) -> None:
+    for path in ("/api/work/..%2F..%2Fetc", "/api/work/T1;rm", "/api/projects/not-a-project"):
+        assert monitoring.get(path, headers=AUTH).status_code in (404, 422), path
+    assert monitoring.get("/api/work", params={"project": "../x"}, headers=AUTH).status_code == 422
