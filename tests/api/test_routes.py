@@ -88,11 +88,14 @@ def test_monitoring_only_reads(monitoring: TestClient, clone: Path) -> None:
         monitoring.post(f"/api/projects/{PROJECT}/stop", headers=AUTH),
         monitoring.post("/api/projects", json=spec, headers=AUTH),
         monitoring.post(
-            "/api/work", json={"project": PROJECT, "items": [{"id": "X1", "title": "x"}]},
+            "/api/work",
+            json={"project": PROJECT, "items": [{"id": "X1", "title": "x"}]},
             headers=AUTH,
         ),
         monitoring.post("/api/work/T2/retry", headers=AUTH),
-        monitoring.post("/api/plan/sync", json={"project": PROJECT, "dry_run": False}, headers=AUTH),
+        monitoring.post(
+            "/api/plan/sync", json={"project": PROJECT, "dry_run": False}, headers=AUTH
+        ),
     ]
     for answer in writes:
         assert answer.status_code == 409
@@ -127,7 +130,8 @@ def test_register_starts_stopped_and_items_can_be_added(
     )
     assert added.status_code == 201 and added.json()["added"] == ["X1"]
     clash = supervised.post(
-        "/api/work", json={"project": "me/app:API", "items": [{"id": "T1", "title": "x"}]},
+        "/api/work",
+        json={"project": "me/app:API", "items": [{"id": "T1", "title": "x"}]},
         headers=AUTH,
     )
     assert clash.status_code == 400 and "T1 already in" in clash.json()["detail"]
