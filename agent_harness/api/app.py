@@ -24,16 +24,15 @@ Every route but `/healthz` needs `Authorization: Bearer <HARNESS_TOKEN>`. A moni
 bearer = HTTPBearer(auto_error=False, description="The server's HARNESS_TOKEN.")
 
 
-def create_app(
-    ctx: ApiContext, *, token: str, root_path: str = "", max_body: int = DEFAULT_MAX_BODY
-) -> FastAPI:
+def create_app(ctx: ApiContext, *, token: str, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
+    """The app; a proxy prefix (`--root-path`) is the server's to set (uvicorn's root_path),
+    and the schema then advertises it as its server URL."""
     from fastapi import Security
 
     app = FastAPI(
         title="agent-harness",
         version=service.VERSION,
         description=DESCRIPTION,
-        root_path=root_path,
     )
     app.state.ctx = ctx
     app.include_router(service.router)

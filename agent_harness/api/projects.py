@@ -11,14 +11,24 @@ from agent_harness.api.context import ApiContext, context
 from agent_harness.api.errors import AUTH, BODY, MISSING, REFUSED
 from agent_harness.api.schemas import ErrorBody, ProjectList, ProjectOut
 from agent_harness.queue import projects
-from agent_harness.queue.projects import PROJECT_PATTERN, ProjectSpec
+from agent_harness.queue.projects import NAME_PATTERN, OWNER_PATTERN, PLAN_KEY_PATTERN, ProjectSpec
 
 router = APIRouter(prefix="/api/projects", tags=["projects"], responses=AUTH)
 
 Ctx = Annotated[ApiContext, Depends(context)]
-ProjectId = Annotated[
-    str, PathParam(pattern=PROJECT_PATTERN, description="owner/repo:plankey (slash unescaped).")
-]
+
+
+def project_id(
+    owner: Annotated[str, PathParam(pattern=OWNER_PATTERN, description="Repository owner.")],
+    repo: Annotated[str, PathParam(pattern=NAME_PATTERN, description="Repository name.")],
+    key: Annotated[str, PathParam(pattern=PLAN_KEY_PATTERN, description="Plan key.")],
+) -> str:
+    """The project id, owner/repo:key, from the path /api/projects/{owner}/{repo}:{key}."""
+    return f"{owner}/{repo}:{key}"
+
+
+ProjectId = Annotated[str, Depends(project_id)]
+ONE = "/{owner}/{repo}:{key}"
 
 
 @router.get("", summary="Every project, with counts and control state")
@@ -46,13 +56,13 @@ def register(spec: ProjectSpec, ctx: Ctx) -> ProjectOut:
     return ProjectOut.from_record(record, {})
 
 
-@router.get("/{project:path}", summary="One project", responses=MISSING)
+@router.get(ONE, summary="One project", responses=MISSING)
 def get_project(project: ProjectId, ctx: Ctx) -> ProjectOut:
     return ProjectOut.from_overview(projects.describe(ctx.store, project))
 
 
 @router.post(
-    "/{project:path}/start",
+    ONE + "/start",
     summary="Start its worker pool (supervised mode only)",
     responses={**MISSING, **REFUSED},
 )
@@ -63,7 +73,7 @@ def start(project: ProjectId, ctx: Ctx) -> ProjectOut:
 
 
 @router.post(
-    "/{project:path}/stop",
+    ONE + "/stop",
     summary="Stop its worker pool; work in flight is finished, never interrupted",
     responses={**MISSING, **REFUSED},
 )

@@ -69,7 +69,7 @@ def serve_api(request: ServeRequest, token: str) -> int:
 
     ctx = build_context(request, load_settings().settings)
     try:
-        app = create_app(ctx, token=token, root_path=request.root_path, max_body=request.max_body)
+        app = create_app(ctx, token=token, max_body=request.max_body)
         uvicorn.run(
             app,
             host=request.host,

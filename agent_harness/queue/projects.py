@@ -28,6 +28,8 @@ from agent_harness.store.database import Store
 _OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
 _NAME = r"[A-Za-z0-9._-]{1,100}"
 _KEY = r"[A-Za-z0-9._-]{1,64}"
+OWNER_PATTERN = rf"^{_OWNER}$"
+NAME_PATTERN = rf"^{_NAME}$"
 REPO_PATTERN = rf"^{_OWNER}/{_NAME}$"
 PLAN_KEY_PATTERN = rf"^{_KEY}$"
 PROJECT_PATTERN = rf"^{_OWNER}/{_NAME}:{_KEY}$"

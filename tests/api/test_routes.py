@@ -155,10 +155,12 @@ def test_plan_parse_says_what_it_could_not_read(monitoring: TestClient) -> None:
 
 
 def test_root_path_is_advertised(api_store: object) -> None:
+    from agent_harness.api.app import create_app
     from agent_harness.api.context import ApiContext
-    from tests.api.conftest import client_for
+    from tests.api.conftest import TOKEN
 
-    client = client_for(ApiContext(store=api_store, mode="monitoring"), root_path="/harness")  # type: ignore[arg-type]
+    app = create_app(ApiContext(store=api_store, mode="monitoring"), token=TOKEN)  # type: ignore[arg-type]
+    client = TestClient(app, root_path="/harness")
     schema = client.get("/harness/openapi.json", headers=AUTH).json()
     assert schema["servers"] == [{"url": "/harness"}]
     assert client.get("/harness/api/summary", headers=AUTH).status_code == 200

@@ -19,7 +19,7 @@ def _every_route(client: TestClient) -> list[tuple[str, str]]:
     schema = client.get("/openapi.json", headers=AUTH).json()
     routes = [("get", "/openapi.json"), ("get", "/docs")]
     for path, operations in schema["paths"].items():
-        concrete = path.replace("{project}", PROJECT).replace("{item_id}", "T1")
+        concrete = path.replace("{owner}/{repo}:{key}", PROJECT).replace("{item_id}", "T1")
         routes += [(method, concrete) for method in operations]
     return routes
 

@@ -1,0 +1,77 @@
+"""`agent-harness serve` as a user starts it: refused without a token, bound to loopback, the
+token in no log line, stopped cleanly by SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent_harness.cli import main
+
+TOKEN = "serve-token-9f8e7d6c5b4a"
+
+
+@pytest.mark.integration
+def test_serve_refuses_to_start_without_a_token(capsys: pytest.CaptureFixture[str]) -> None:
+    # HARNESS_TOKEN is unset in the suite's environment: the server never comes up open.
+    assert "HARNESS_TOKEN" not in os.environ
+    assert main(["serve", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "HARNESS_TOKEN is not set" in err
+
+
+@pytest.mark.integration
+def test_help_teaches_both_modes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "monitoring (default)" in text and "--supervise" in text and "HARNESS_TOKEN" in text
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.acceptance
+def test_serve_answers_on_loopback_and_logs_no_token(db_dir: Path) -> None:
+    port = _free_port()
+    env = {**os.environ, "HARNESS_TOKEN": TOKEN}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agent_harness", "serve", "--port", str(port),
+         "--db", str(db_dir / "h.sqlite"), "--root-path", "/harness"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30  # a fail-safe for a server that never comes up
+        while True:
+            try:
+                health = httpx.get(f"{base}/healthz")
+                break
+            except httpx.ConnectError:
+                assert server.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+        assert health.json()["mode"] == "monitoring"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(f"{base}/api/summary").status_code == 401
+        assert httpx.get(f"{base}/api/summary", headers=headers).status_code == 200
+        schema = httpx.get(f"{base}/openapi.json", headers=headers).json()
+        assert schema["servers"] == [{"url": "/harness"}]
+        assert httpx.get(f"{base}/docs", headers=headers).status_code == 200
+    finally:
+        server.send_signal(signal.SIGTERM)
+        out, _ = server.communicate(timeout=30)
+    # uvicorn shuts down gracefully, then re-raises the signal so the exit status tells it.
+    assert server.returncode in (0, -signal.SIGTERM)
+    assert "Application shutdown complete" in out
+    assert "Uvicorn running on http://127.0.0.1:" in out  # loopback unless --host says so
+    assert "GET /api/summary" in out and TOKEN not in out
