@@ -44,7 +44,7 @@ def _free_port() -> int:
 @pytest.mark.acceptance
 def test_serve_answers_on_loopback_and_logs_no_token(db_dir: Path) -> None:
     port = _free_port()
-    env = {**os.environ, "HARNESS_TOKEN": TOKEN}
+    env = {**os.environ, "HARNESS_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
     server = subprocess.Popen(
         [sys.executable, "-m", "agent_harness", "serve", "--port", str(port),
          "--db", str(db_dir / "h.sqlite"), "--root-path", "/harness"],
