@@ -27,6 +27,8 @@ class Pools(Protocol):
 
     def close(self) -> None: ...
 
+    def sync(self, project: str, *, dry_run: bool) -> SyncReport: ...
+
 
 class MonitoringOnly(HarnessError):
     """This server only watches: it runs no worker pool and writes nothing."""
@@ -56,6 +58,8 @@ class ApiContext:
     def sync(self, project: str, *, dry_run: bool) -> SyncReport:
         from agent_harness.api.pools import sync_project
 
+        if self.pools is not None:
+            return self.pools.sync(project, dry_run=dry_run)
         return sync_project(self.store, self.settings, project, dry_run=dry_run)
 
 

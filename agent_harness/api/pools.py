@@ -11,6 +11,8 @@ whose control state says running.
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from agent_harness.queue import projects
@@ -27,7 +29,9 @@ def _settings(settings: Any) -> Any:
     return load_settings().settings
 
 
-def sync_project(store: Store, settings: Any, project: str, *, dry_run: bool) -> SyncReport:
+def sync_project(
+    store: Store, settings: Any, project: str, *, dry_run: bool, serving: Any = None
+) -> SyncReport:
     """Mirror a registered project's plan (and the items added to it) to its issues."""
     from agent_harness.pipeline.trackers import open_tracker
 
@@ -35,7 +39,13 @@ def sync_project(store: Store, settings: Any, project: str, *, dry_run: bool) ->
     plan = projects.read_plan(store, project)
     spec = record.spec
     with open_tracker(
-        spec.repo, spec.forge, None, _settings(settings), create=False, dry_run=dry_run
+        spec.repo,
+        spec.forge,
+        None,
+        _settings(settings),
+        create=False,
+        dry_run=dry_run,
+        serving=serving if spec.forge == "local" else None,
     ) as tracker:
         return sync_plan(plan, tracker, spec.key, dry_run=dry_run)
 
@@ -90,11 +100,37 @@ class ProjectPools:
     ) -> None:
         self.store = store
         self.settings = _settings(settings)
-        self.db_url = db_url
+        self.db_url = db_url or store.url  # the runs write where the API reads
         self.idle_s = idle_s
         self.env = env
         self._runners: dict[str, _Runner] = {}
         self._lock = threading.Lock()
+        self._forge_stack = ExitStack()
+        self._local: Any = None  # the local forge, started on first use, shared by projects
+
+    def local_forge(self) -> Any:
+        """The embedded forge every local project of this server uses (one address)."""
+        from agent_harness.forge.local import local_forge
+
+        with self._lock:
+            if self._local is None:
+                state_dir = Path(self.settings.state_dir)
+                self._local = self._forge_stack.enter_context(local_forge(state_dir))
+            return self._local
+
+    def project_settings(self, project: str) -> Any:
+        """The settings a project's runs use: the server's, with a state directory of the
+        project's own (worktrees, sessions and locks of two projects never meet)."""
+        import re
+
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", project)
+        state_dir = Path(self.settings.state_dir) / "projects" / slug
+        return self.settings.model_copy(update={"state_dir": str(state_dir)})
+
+    def sync(self, project: str, *, dry_run: bool) -> SyncReport:
+        spec = projects.get_project(self.store, project).spec
+        serving = self.local_forge() if spec.forge == "local" else None
+        return sync_project(self.store, self.settings, project, dry_run=dry_run, serving=serving)
 
     def resume(self) -> list[str]:
         """Start again every project left running (after a restart, or a kill)."""
@@ -126,13 +162,18 @@ class ProjectPools:
         with self._lock:
             return sorted(name for name, r in self._runners.items() if r.is_alive())
 
-    def close(self) -> None:
+    def close(self, join_s: float = 0.0) -> None:
         """Drain every pool without waiting: leases still held lapse, or the next start takes
         them back, as after a killed `agent-harness run`."""
         with self._lock:
             runners, self._runners = list(self._runners.values()), {}
         for runner in runners:
             runner.stop()
+        for runner in runners:
+            runner.join(timeout=join_s)
+        with self._lock:
+            self._local = None
+        self._forge_stack.close()
 
     def run_once(self, project: str, fleet_factory: Any) -> None:
         """One pass of the project's pipeline, as `agent-harness run` would make it."""
@@ -159,13 +200,18 @@ class ProjectPools:
             wait_for_others=False,
         )
 
+        serving = self.local_forge() if spec.forge == "local" else None
+
         def tracker() -> Any:
             return open_tracker(
-                spec.repo, spec.forge, None, self.settings, False, need_history=True
-            )
+                spec.repo, spec.forge, None, self.settings, False, need_history=True,
+                serving=serving,
+            )  # fmt: skip
 
         plan = projects.read_plan(self.store, project)
-        with pipeline_for(request, self.settings, tracker, env=self.env, plan=plan) as (
+        with pipeline_for(
+            request, self.project_settings(project), tracker, env=self.env, plan=plan
+        ) as (
             pipeline,
             _plan,
         ):

@@ -7,12 +7,13 @@ the same way.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent_harness.config import Settings
+    from agent_harness.forge.local import LocalForge
     from agent_harness.tracker.github import GitHubTracker
 
 
@@ -26,8 +27,12 @@ def open_tracker(
     *,
     dry_run: bool = False,
     need_history: bool = False,
+    serving: LocalForge | None = None,
 ) -> Iterator[GitHubTracker]:
     """A tracker for `repo`: the local forge or GitHub with a token.
+
+    `serving` is a local forge the caller keeps running (a server with several projects on
+    it); without it, the local forge runs for the duration of the block.
 
     On the local forge the repository is made on first use, empty, so that the history of the
     user's own clone can be pushed into it; a `dry_run` writes nothing there, not even that.
@@ -46,11 +51,15 @@ def open_tracker(
     if forge == "local":
         from agent_harness.forge.local import local_forge
 
-        with local_forge(Path(settings.state_dir), dry_run=dry_run, repo=repo) as local:
-            options["write_spacing_s"] = 0.0  # loopback: GitHub's pacing protects nothing here
+        options["write_spacing_s"] = 0.0  # loopback: GitHub's pacing protects nothing here
+        with ExitStack() as stack:
+            local = serving or stack.enter_context(
+                local_forge(Path(settings.state_dir), dry_run=dry_run, repo=repo)
+            )
             tracker = GitHubTracker(repo, local.token, local.api_url, **options)
             try:
-                tracker.ensure_repo(create=True, auto_init=False)
+                if not (dry_run and serving is not None):
+                    tracker.ensure_repo(create=True, auto_init=False)
                 if need_history:
                     _refuse_empty(Path(settings.state_dir), tracker.repo)
                 yield tracker

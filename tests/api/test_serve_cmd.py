@@ -74,4 +74,4 @@ def test_serve_answers_on_loopback_and_logs_no_token(db_dir: Path) -> None:
     assert server.returncode in (0, -signal.SIGTERM)
     assert "Application shutdown complete" in out
     assert "Uvicorn running on http://127.0.0.1:" in out  # loopback unless --host says so
-    assert "/api/summary HTTP/1.1\" 401" in out and TOKEN not in out
+    assert '/api/summary HTTP/1.1" 401' in out and TOKEN not in out

@@ -1,0 +1,136 @@
+"""Supervised mode end to end on the embedded forge: two projects registered over HTTP, started,
+watched through /api/work until their items have pull requests, both at once; stopping the
+server leaves its leases to the next start."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agent_harness.api.app import create_app
+from agent_harness.api.context import ApiContext
+from agent_harness.api.pools import ProjectPools
+from agent_harness.config import Settings
+from agent_harness.demo.rules import review_rules
+from agent_harness.forge.local import describe_repo
+from agent_harness.git.runner import git
+from agent_harness.pipeline.trackers import open_tracker
+from agent_harness.store.database import Store, open_store
+from agent_harness.testing.model_server import ModelServer, ScriptedResponder
+from tests.api.conftest import AUTH, TOKEN
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+PLAN = """\
+### T1: Count words
+Add `word_count(text: str) -> int` to `tally/words.py`. Words are runs of
+non-whitespace characters; an empty string has 0 words.
+
+check: `python -m unittest tests.test_words`
+"""
+
+
+def _clone(root: Path, repo: str, settings: Settings) -> Path:
+    """The example project as a user's clone, its history pushed to the local forge."""
+    work = root / "clones" / repo.replace("/", "-")
+    shutil.copytree(EXAMPLES / "project", work)
+    (work / "PLAN.md").write_text(PLAN, encoding="utf-8")
+    git(work, "init", "-q", "--initial-branch=main")
+    git(work, "config", "user.name", "Dee")
+    git(work, "config", "user.email", "dee@example.com")
+    git(work, "add", "--all")
+    git(work, "commit", "-q", "-m", "tally as it is")
+    with open_tracker(repo, "local", None, settings, True):
+        pass  # the repository is made, empty, for this history
+    git(work, "remote", "add", "origin", describe_repo(Path(settings.state_dir), repo).clone_url)
+    git(work, "push", "-q", "origin", "main")
+    return work
+
+
+@dataclass
+class Server:
+    client: TestClient
+    pools: ProjectPools
+    store: Store
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Server, dict[str, Path]]]:
+    settings = Settings(state_dir=str(tmp_path / "state"), sessions={"host": "headless"})
+    clones = {repo: _clone(tmp_path, repo, settings) for repo in ("me/app", "me/lib")}
+    with ModelServer([ScriptedResponder(review_rules)]) as reviewer:
+        env = {
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+            "HOME": str(tmp_path),
+            "OPENAI_BASE_URL": f"{reviewer.url}/v1",
+            "OPENAI_API_KEY": "sk-local",
+        }
+        store = open_store(str(tmp_path / "harness.sqlite"))
+        pools = ProjectPools(store, settings, idle_s=0.2, env=env)
+        ctx = ApiContext(store=store, mode="supervised", pools=pools, settings=settings)
+        try:
+            yield Server(TestClient(create_app(ctx, token=TOKEN)), pools, store), clones
+        finally:
+            pools.close(join_s=30)
+            store.close()
+
+
+def _wait_for(client: TestClient, project: str, state: str) -> dict[str, object]:
+    deadline = time.monotonic() + 120  # a fail-safe for a stuck run, not a measurement
+    while time.monotonic() < deadline:
+        work = client.get("/api/work", params={"project": project}, headers=AUTH).json()
+        if work["counts"].get(state):
+            return work  # type: ignore[no-any-return]
+        time.sleep(0.1)
+    raise AssertionError(f"{project} never reached {state}: {work}")
+
+
+def test_two_projects_registered_over_http_run_to_pull_requests(
+    server: tuple[Server, dict[str, Path]],
+) -> None:
+    running, clones = server
+    client = running.client
+    agent = shlex.join([sys.executable, str(EXAMPLES / "agent" / "tally_agent.py")])
+    for repo, work in clones.items():
+        spec = {
+            "repo": repo, "work_dir": str(work), "plan": "PLAN.md", "forge": "local",
+            "agent": agent + " --prompt-file {prompt_file}", "reviewer": "openai:gpt-test",
+            "checks": ["python -m unittest"],
+        }  # fmt: skip
+        made = client.post("/api/projects", json=spec, headers=AUTH)
+        assert made.status_code == 201, made.text
+        assert made.json()["control"] == "stopped"
+    dry = client.post("/api/plan/sync", json={"project": "me/app:PLAN"}, headers=AUTH).json()
+    assert dry["dry_run"] is True and [c["id"] for c in dry["created"]] == ["T1"]
+    assert dry["writes"] == 0
+    for project in ("me/app:PLAN", "me/lib:PLAN"):
+        started = client.post(f"/api/projects/{project}/start", headers=AUTH)
+        assert started.status_code == 200 and started.json()["control"] == "running"
+    assert client.get("/api/summary", headers=AUTH).json()["running"] == [
+        "me/app:PLAN",
+        "me/lib:PLAN",
+    ]
+    for project in ("me/app:PLAN", "me/lib:PLAN"):
+        work = _wait_for(client, project, "pr_open")
+        assert work["counts"] == {"pr_open": 1}
+        detail = client.get("/api/work/T1", params={"project": project}, headers=AUTH).json()
+        kinds = [e["kind"] for e in detail["events"]]
+        assert "pr_opened" in kinds and detail["session"] is not None
+    stopped = client.post("/api/projects/me/app:PLAN/stop", headers=AUTH)
+    assert stopped.status_code == 200 and stopped.json()["control"] == "stopped"
+    listed = client.get("/api/projects", headers=AUTH).json()["projects"]
+    assert [(p["id"], p["control"]) for p in listed] == [
+        ("me/app:PLAN", "stopped"),
+        ("me/lib:PLAN", "running"),
+    ]
