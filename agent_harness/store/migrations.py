@@ -198,7 +198,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         11,
-        "registered projects: what `serve --supervise` runs, and whether it runs them",
+        "registered projects (what `serve --supervise` runs); items counted by state from an index",
         sqlite=(
             """CREATE TABLE projects (
                 id TEXT PRIMARY KEY,
@@ -207,6 +207,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                 added_json TEXT NOT NULL DEFAULT '[]',
                 created_at REAL NOT NULL,
                 updated_at REAL NOT NULL)""",
+            # Counts by state and a page of one state read the index alone (GET /api/work).
+            "CREATE INDEX items_by_state ON items (project, state, seq, id)",
         ),
         postgres=(
             """CREATE TABLE projects (
@@ -216,6 +218,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 added_json TEXT NOT NULL DEFAULT '[]',
                 created_at DOUBLE PRECISION NOT NULL,
                 updated_at DOUBLE PRECISION NOT NULL)""",
+            "CREATE INDEX items_by_state ON items (project, state, seq, id)",
         ),
     ),
 )
