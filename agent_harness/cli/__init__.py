@@ -74,6 +74,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "serve",
         "Serve the HTTP API: watch the fleet, or run it with --supervise.",
     ),
+    "smoke": (
+        "agent_harness.cli.smoke_cmd",
+        "smoke",
+        "Check a deployed `serve`: healthy, and able to run anything?",
+    ),
     "steps": (
         "agent_harness.cli.steps_cmd",
         "steps",

@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from agent_harness.api.app import create_app
 from agent_harness.api.context import ApiContext
 from agent_harness.api.pools import ProjectPools
+from agent_harness.api.smoke import smoke
 from agent_harness.config import Settings
 from agent_harness.demo.rules import review_rules
 from agent_harness.forge.local import describe_repo
@@ -111,6 +112,12 @@ def test_two_projects_registered_over_http_run_to_pull_requests(
         made = client.post("/api/projects", json=spec, headers=AUTH)
         assert made.status_code == 201, made.text
         assert made.json()["control"] == "stopped"
+    able = smoke("http://testserver", TOKEN, client=client)
+    assert able.able_to_run, able.as_json()
+    assert [c.name for c in able.checks][-2:] == [
+        "me/lib:PLAN: clone and plan",
+        "me/lib:PLAN: tracker (dry-run sync)",
+    ]
     dry = client.post("/api/plan/sync", json={"project": "me/app:PLAN"}, headers=AUTH).json()
     assert dry["dry_run"] is True and [c["id"] for c in dry["created"]] == ["T1"]
     assert dry["writes"] == 0
