@@ -21,8 +21,14 @@ ProjectFilter = Annotated[
 
 
 @router.get("/errors", summary="Rate limits and failures by class")
-def errors(ctx: Ctx, project: ProjectFilter = None) -> ErrorsOut:
-    return ErrorsOut.of(views.errors_view(ctx.store, project=project))
+def errors(
+    ctx: Ctx,
+    project: ProjectFilter = None,
+    window: Annotated[
+        int, Query(ge=1, le=10_000_000, description="How many of the latest events to read.")
+    ] = 100_000,
+) -> ErrorsOut:
+    return ErrorsOut.of(views.errors_view(ctx.store, project=project, window=window))
 
 
 @router.get("/events", summary="Events after a row id, oldest first (page by id, not time)")

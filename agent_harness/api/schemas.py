@@ -339,14 +339,26 @@ class ParkedOut(_Out):
     reason: str = Field(description="Why.")
 
 
-class ErrorsOut(_Out):
-    """Rate limits and failures by class."""
+class RecentFailureOut(_Out):
+    event: int = Field(description="Id of the attempt_failed event.")
+    at: float = Field(description="Epoch seconds.")
+    project: str = Field(description="owner/repo:plankey.")
+    item: str | None = Field(description="Item id.")
+    reason: str = Field(description="Why the attempt failed.")
 
-    by_class: list[FailureOut] = Field(description="Failures by class, most frequent first.")
+
+class ErrorsOut(_Out):
+    """Rate limits and failures by class, over the latest events (see first_event_id)."""
+
+    by_class: list[FailureOut] = Field(
+        description="Failures named by class (model calls, agent runs), most frequent first."
+    )
     rate_limited: int = Field(description="Failures of the rate-limit classes burst/window/cap.")
     attempts_failed: int = Field(description="Attempts that failed.")
-    items_failed: int = Field(description="Items failed for good.")
+    items_failed: int = Field(description="Items failed for good (all time).")
     parked: list[ParkedOut] = Field(description="Endpoints parked now.")
+    recent: list[RecentFailureOut] = Field(description="The latest failed attempts, newest first.")
+    first_event_id: int = Field(description="The counts cover events from this id to the newest.")
 
     @classmethod
     def of(cls, view: ErrorsView) -> ErrorsOut:
@@ -365,6 +377,13 @@ class ErrorsOut(_Out):
             attempts_failed=view.attempts_failed,
             items_failed=view.items_failed,
             parked=[ParkedOut(key=p.key, until=p.until, reason=p.reason) for p in view.parked],
+            recent=[
+                RecentFailureOut(
+                    event=r.event_id, at=r.at, project=r.project, item=r.item, reason=r.reason
+                )
+                for r in view.recent
+            ],
+            first_event_id=view.first_event_id,
         )
 
 

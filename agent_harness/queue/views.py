@@ -80,12 +80,23 @@ class ParkedEndpoint:
 
 
 @dataclass(frozen=True)
+class RecentFailure:
+    event_id: int
+    at: float
+    project: str
+    item: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
 class ErrorsView:
     by_class: tuple[FailureCount, ...]
     rate_limited: int  # failures of the rate-limit classes (burst, window, cap)
     attempts_failed: int
     items_failed: int
     parked: tuple[ParkedEndpoint, ...]
+    recent: tuple[RecentFailure, ...]  # the latest failed attempts, newest first
+    first_event_id: int  # the events read: from this id to the newest
 
 
 @dataclass(frozen=True)
@@ -194,36 +205,75 @@ _FAILURE_KINDS = ("model.call", "model.retry", "model.parked", "agent_finished")
 _RATE_LIMITS = {FailureClass.BURST.value, FailureClass.WINDOW.value, FailureClass.CAP.value}
 
 
-def errors_view(store: Store, *, project: str | None = None) -> ErrorsView:
+def errors_view(
+    store: Store, *, project: str | None = None, window: int = 100_000, recent: int = 10
+) -> ErrorsView:
     """Failures by class (model calls and agent runs), rate limits among them, failed attempts
-    and items, and the endpoints parked now."""
+    (with the latest reasons) and items, and the endpoints parked now. Events are read from the
+    latest `window` only (a range of row ids), so the cost stays bounded as the log grows."""
     where = " AND project = ?" if project else ""
     extra: tuple[Any, ...] = (project,) if project else ()
     marks = ", ".join("?" for _ in _FAILURE_KINDS)
     with store.transaction(write=False) as tx:
+        newest = tx.one("SELECT MAX(id) FROM events")
+        first = max(0, int(newest[0] or 0) - window) if newest else 0
         rows = tx.all(
-            f"SELECT ts, payload FROM events WHERE kind IN ({marks}){where} ORDER BY id",
-            (*_FAILURE_KINDS, *extra),
+            f"SELECT ts, payload FROM events WHERE id > ? AND kind IN ({marks}){where} ORDER BY id",
+            (first, *_FAILURE_KINDS, *extra),
         )
-        attempts = tx.one(
-            f"SELECT COUNT(*) FROM events WHERE kind = ?{where}", ("attempt_failed", *extra)
+        attempts = tx.all(
+            "SELECT id, ts, project, item, payload FROM events "
+            f"WHERE id > ? AND kind = 'attempt_failed'{where} ORDER BY id DESC",
+            (first, *extra),
         )
-        failed = tx.one(f"SELECT COUNT(*) FROM items WHERE state = ?{where}", ("failed", *extra))
+        failed = tx.one(f"SELECT COUNT(*) FROM items WHERE state = 'failed'{where}", extra)
         parked = tx.all(
             "SELECT key, until, reason FROM parked WHERE until > ? ORDER BY key", (store.clock(),)
         )
+    return ErrorsView(
+        by_class=_by_class(rows),
+        rate_limited=sum(n for name, n in _counts(rows).items() if name in _RATE_LIMITS),
+        attempts_failed=len(attempts),
+        items_failed=int(failed[0]) if failed else 0,
+        parked=tuple(ParkedEndpoint(str(k), float(u), str(r)) for k, u, r in parked),
+        recent=tuple(
+            RecentFailure(int(i), float(ts), str(p), item, str(json.loads(data).get("reason", "")))
+            for i, ts, p, item, data in attempts[:recent]
+        ),
+        first_event_id=first + 1,
+    )
+
+
+def _failure_of(payload: str) -> tuple[str, dict[str, Any]] | None:
+    data = json.loads(payload)
+    failure = data.get("failure") if isinstance(data, dict) else None
+    if not isinstance(failure, str) or not failure:
+        return None
+    return failure, data
+
+
+def _counts(rows: Sequence[Sequence[Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for _ts, payload in rows:
+        found = _failure_of(payload)
+        if found is not None:
+            counts[found[0]] = counts.get(found[0], 0) + 1
+    return counts
+
+
+def _by_class(rows: Sequence[Sequence[Any]]) -> tuple[FailureCount, ...]:
     found: dict[str, list[Any]] = {}
     for ts, payload in rows:
-        data = json.loads(payload)
-        failure = data.get("failure") if isinstance(data, dict) else None
-        if not isinstance(failure, str) or not failure:
+        failure = _failure_of(payload)
+        if failure is None:
             continue
-        entry = found.setdefault(failure, [0, 0.0, None])
+        name, data = failure
+        entry = found.setdefault(name, [0, 0.0, None])
         entry[0] += 1
         entry[1] = float(ts)
         entry[2] = data.get("failure_message") or entry[2]
     known = {c.value: c for c in FailureClass}
-    by_class = tuple(
+    return tuple(
         FailureCount(
             failure=name,
             action=POLICY[known[name]].value if name in known else None,
@@ -232,13 +282,6 @@ def errors_view(store: Store, *, project: str | None = None) -> ErrorsView:
             last_message=message,
         )
         for name, (count, last, message) in sorted(found.items(), key=lambda kv: -kv[1][0])
-    )
-    return ErrorsView(
-        by_class=by_class,
-        rate_limited=sum(c.count for c in by_class if c.failure in _RATE_LIMITS),
-        attempts_failed=int(attempts[0]) if attempts else 0,
-        items_failed=int(failed[0]) if failed else 0,
-        parked=tuple(ParkedEndpoint(str(k), float(u), str(r)) for k, u, r in parked),
     )
 
 

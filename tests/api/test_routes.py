@@ -62,6 +62,11 @@ def test_errors_by_class_and_summary(monitoring: TestClient) -> None:
     ]
     assert errors["rate_limited"] == 1 and errors["items_failed"] == 1
     assert errors["attempts_failed"] == 1
+    assert [(r["item"], r["reason"]) for r in errors["recent"]] == [("T2", "checks failed")]
+    assert errors["first_event_id"] == 1
+    narrow = monitoring.get("/api/errors", params={"window": 1}, headers=AUTH).json()
+    assert narrow["by_class"][0]["failure"] == "window"  # the newest event is the model call
+    assert narrow["attempts_failed"] == 0 and narrow["first_event_id"] > 1
     summary = monitoring.get("/api/summary", headers=AUTH).json()
     assert summary["mode"] == "monitoring" and summary["projects"] == 1
     assert summary["live"] == 1 and summary["counts"]["pending"] == 1
