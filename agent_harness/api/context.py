@@ -25,6 +25,8 @@ class Pools(Protocol):
 
     def running(self) -> list[str]: ...
 
+    def error(self, project: str) -> str | None: ...
+
     def close(self) -> None: ...
 
     def sync(self, project: str, *, dry_run: bool) -> SyncReport: ...
@@ -54,6 +56,9 @@ class ApiContext:
 
     def running(self) -> list[str]:
         return [] if self.pools is None else self.pools.running()
+
+    def pool_error(self, project: str) -> str | None:
+        return None if self.pools is None else self.pools.error(project)
 
     def sync(self, project: str, *, dry_run: bool) -> SyncReport:
         from agent_harness.api.pools import sync_project

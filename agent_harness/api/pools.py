@@ -158,6 +158,12 @@ class ProjectPools:
             runner.stop()
         return record
 
+    def error(self, project: str) -> str | None:
+        """Why the project's last pass failed (its runner tries again after a pause)."""
+        with self._lock:
+            runner = self._runners.get(project)
+        return None if runner is None else runner.error
+
     def running(self) -> list[str]:
         with self._lock:
             return sorted(name for name, r in self._runners.items() if r.is_alive())

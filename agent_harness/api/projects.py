@@ -34,7 +34,10 @@ ONE = "/{owner}/{repo}:{key}"
 @router.get("", summary="Every project, with counts and control state")
 def list_projects(ctx: Ctx) -> ProjectList:
     return ProjectList(
-        projects=[ProjectOut.from_overview(view) for view in projects.overview(ctx.store)]
+        projects=[
+            ProjectOut.from_overview(view, ctx.pool_error(view.id))
+            for view in projects.overview(ctx.store)
+        ]
     )
 
 
@@ -58,7 +61,7 @@ def register(spec: ProjectSpec, ctx: Ctx) -> ProjectOut:
 
 @router.get(ONE, summary="One project", responses=MISSING)
 def get_project(project: ProjectId, ctx: Ctx) -> ProjectOut:
-    return ProjectOut.from_overview(projects.describe(ctx.store, project))
+    return ProjectOut.from_overview(projects.describe(ctx.store, project), ctx.pool_error(project))
 
 
 @router.post(
@@ -69,7 +72,9 @@ def get_project(project: ProjectId, ctx: Ctx) -> ProjectOut:
 def start(project: ProjectId, ctx: Ctx) -> ProjectOut:
     """The only thing that creates workers. A monitoring server answers 409."""
     record = ctx.writable("start").start(project)
-    return ProjectOut.from_overview(projects.describe(ctx.store, record.id))
+    return ProjectOut.from_overview(
+        projects.describe(ctx.store, record.id), ctx.pool_error(record.id)
+    )
 
 
 @router.post(
@@ -79,4 +84,6 @@ def start(project: ProjectId, ctx: Ctx) -> ProjectOut:
 )
 def stop(project: ProjectId, ctx: Ctx) -> ProjectOut:
     record = ctx.writable("stop").stop(project)
-    return ProjectOut.from_overview(projects.describe(ctx.store, record.id))
+    return ProjectOut.from_overview(
+        projects.describe(ctx.store, record.id), ctx.pool_error(record.id)
+    )

@@ -53,17 +53,23 @@ class ProjectOut(_Out):
     registered: bool = Field(description="Registered with this server.")
     spec: ProjectSpec | None = Field(description="What was registered; null when unmanaged.")
     added: list[str] = Field(description="Ids of items added through the API (not in the plan).")
+    pool_error: str | None = Field(
+        description="Why this server's last pass over the project failed (it tries again); "
+        "null when it did not."
+    )
 
     @classmethod
-    def from_overview(cls, view: ProjectOverview) -> ProjectOut:
-        return cls._build(view.id, view.counts, view.registered)
+    def from_overview(cls, view: ProjectOverview, pool_error: str | None = None) -> ProjectOut:
+        return cls._build(view.id, view.counts, view.registered, pool_error)
 
     @classmethod
     def from_record(cls, record: ProjectRecord, counts: dict[str, int]) -> ProjectOut:
-        return cls._build(record.id, counts, record)
+        return cls._build(record.id, counts, record, None)
 
     @classmethod
-    def _build(cls, pid: str, counts: dict[str, int], record: ProjectRecord | None) -> ProjectOut:
+    def _build(
+        cls, pid: str, counts: dict[str, int], record: ProjectRecord | None, error: str | None
+    ) -> ProjectOut:
         return cls(
             id=pid,
             counts=counts,
@@ -71,6 +77,7 @@ class ProjectOut(_Out):
             registered=record is not None,
             spec=record.spec if record else None,
             added=[item.id for item in record.added] if record else [],
+            pool_error=error,
         )
 
 

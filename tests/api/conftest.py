@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from agent_harness.api.app import create_app
 from agent_harness.api.context import ApiContext
 from agent_harness.api.pools import ProjectPools
+from agent_harness.config import Settings
 from agent_harness.git.runner import git
 from agent_harness.queue.items import enqueue
 from agent_harness.queue.leases import claim_next, fail
@@ -63,8 +64,11 @@ def monitoring(api_store: Store) -> TestClient:
 
 @pytest.fixture
 def supervised(api_store: Store, db_dir: Path) -> Iterator[TestClient]:
-    pools = ProjectPools(api_store, None, idle_s=3600)
-    ctx = ApiContext(store=api_store, mode="supervised", pools=pools, work_root=db_dir)
+    settings = Settings(state_dir=str(db_dir / "state"), sessions={"host": "headless"})
+    pools = ProjectPools(api_store, settings, idle_s=3600)
+    ctx = ApiContext(
+        store=api_store, mode="supervised", pools=pools, work_root=db_dir, settings=settings
+    )
     try:
         yield client_for(ctx)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,22 @@ def test_root_path_is_advertised(api_store: object) -> None:
     assert schema["servers"] == [{"url": "/harness"}]
     assert client.get("/harness/api/summary", headers=AUTH).status_code == 200
     assert client.get("/harness/healthz").status_code == 200
+
+
+def test_a_pass_that_fails_is_told_on_the_project(supervised: TestClient, clone: Path) -> None:
+    """The clone has no commit yet: the pool says why it cannot run, and keeps the project
+    running to try again."""
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "forge": "local",
+            "agent": "claude", "reviewer": "codex", "plan_key": "EMPTY"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    assert supervised.get("/api/projects/me/app:EMPTY", headers=AUTH).json()["pool_error"] is None
+    started = supervised.post("/api/projects/me/app:EMPTY/start", headers=AUTH)
+    assert started.status_code == 200
+    deadline = time.monotonic() + 60  # a fail-safe, not a measurement
+    while time.monotonic() < deadline:
+        project = supervised.get("/api/projects/me/app:EMPTY", headers=AUTH).json()
+        if project["pool_error"]:
+            break
+        time.sleep(0.02)
+    assert project["control"] == "running"
+    assert project["pool_error"] == f"--work {clone} has no commits yet; commit something first"
