@@ -11,12 +11,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
+from agent_harness.api.app import create_app
+from agent_harness.api.context import ApiContext
+from agent_harness.api.pools import ProjectPools
 from agent_harness.config import Settings
 from agent_harness.demo.rules import review_rules
+from agent_harness.store.database import open_store
 from agent_harness.testing.model_server import ModelServer, ScriptedResponder
 from tests.api.test_supervised import EXAMPLES, _clone
 
@@ -47,11 +53,11 @@ def _serve(home: Path, port: int, env: dict[str, str]) -> subprocess.Popen[bytes
             time.sleep(0.05)
 
 
-def _until(url: str, test: object, what: str) -> dict[str, object]:
+def _until(ask: Any, test: Any, what: str) -> dict[str, Any]:
     deadline = time.monotonic() + 120  # a fail-safe, not a measurement
     while time.monotonic() < deadline:
-        answer = httpx.get(url, headers=AUTH).json()
-        if test(answer):  # type: ignore[operator]
+        answer = ask()
+        if test(answer):
             return answer  # type: ignore[no-any-return]
         time.sleep(0.05)
     raise AssertionError(f"never {what}: {answer}")
@@ -60,7 +66,7 @@ def _until(url: str, test: object, what: str) -> dict[str, object]:
 def test_a_killed_server_resumes_without_losing_or_repeating_work(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    settings = Settings(state_dir=str(home / ".agent-harness"))
+    settings = Settings(state_dir=str(home / ".agent-harness"), sessions={"host": "headless"})
     work = _clone(tmp_path, "me/app", settings)
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
@@ -85,25 +91,32 @@ def test_a_killed_server_resumes_without_losing_or_repeating_work(tmp_path: Path
             started = httpx.post(f"{base}/api/projects/me/app:PLAN/start", headers=AUTH)
             assert started.status_code == 200
             _until(
-                f"{base}/api/work/T1?project=me/app:PLAN",
+                lambda: httpx.get(f"{base}/api/work/T1?project=me/app:PLAN", headers=AUTH).json(),
                 lambda d: any(e["kind"] == "agent_started" for e in d.get("events", [])),
                 "saw the agent start",
             )
         finally:
             first.send_signal(signal.SIGKILL)
             first.wait()
-        second = _serve(home, port, env)  # the same database; the project was left running
+        # Started again on the same database, as `serve --supervise` starts (in this process,
+        # to save a second start-up): the project was left running, so it is resumed.
+        store = open_store(str(home / ".agent-harness" / "harness.sqlite"))
+        pools = ProjectPools(store, settings, env=env)
+        client = TestClient(
+            create_app(ApiContext(store, "supervised", pools=pools, settings=settings), token=TOKEN)
+        )
         try:
+            assert pools.resume() == ["me/app:PLAN"]
             work_view = _until(
-                f"{base}/api/work?project=me/app:PLAN",
+                lambda: client.get("/api/work?project=me/app:PLAN", headers=AUTH).json(),
                 lambda w: w.get("counts", {}).get("pr_open") == 1,
                 "opened the pull request",
             )
             assert work_view["counts"] == {"pr_open": 1}
-            detail = httpx.get(f"{base}/api/work/T1?project=me/app:PLAN", headers=AUTH).json()
+            detail = client.get("/api/work/T1?project=me/app:PLAN", headers=AUTH).json()
         finally:
-            second.send_signal(signal.SIGTERM)
-            second.wait(timeout=30)
+            pools.close(join_s=30)
+            store.close()
     kinds = [e["kind"] for e in detail["events"]]
     assert kinds.count("pr_opened") == 1 and kinds.count("pushed") == 1
     assert "lease_reclaimed" in kinds  # taken back from the killed server's worker at once

@@ -1,5 +1,5 @@
 """schemathesis, in-process against the ASGI app with the token, over every route and method
-in /openapi.json, in both modes: no server error, no answer that breaks its own schema, no
+in /openapi.json: no server error, no answer that breaks its own schema, no
 status the schema does not list, no content type it does not say."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from schemathesis.specs.openapi.checks import (
 from agent_harness.api.app import create_app
 from agent_harness.api.context import ApiContext
 from agent_harness.api.pools import ProjectPools
+from agent_harness.config import Settings
 from agent_harness.store.database import open_store
 from agent_harness.testing.clock import FakeClock
 from tests.api.conftest import AUTH, TOKEN, seed
@@ -27,12 +28,15 @@ from tests.api.conftest import AUTH, TOKEN, seed
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(params=["monitoring", "supervised"])
+# Supervised: every write route runs its code (a monitoring server answers them 409 up front,
+# which test_routes.py shows).
+@pytest.fixture(params=["supervised"])
 def api_schema(request: pytest.FixtureRequest, db_dir: Path) -> Iterator[object]:
     clock = FakeClock()
     store = open_store(str(db_dir / "fuzz.sqlite"), clock=clock)
     seed(store, clock)
-    pools = ProjectPools(store, None, idle_s=3600) if request.param == "supervised" else None
+    settings = Settings(state_dir=str(db_dir / "state"))
+    pools = ProjectPools(store, settings, idle_s=3600) if request.param == "supervised" else None
     ctx = ApiContext(store=store, mode=request.param, pools=pools, work_root=db_dir)
     app = create_app(ctx, token=TOKEN)
     try:

@@ -42,7 +42,9 @@ def _free_port() -> int:
 
 
 @pytest.mark.acceptance
-def test_serve_answers_on_loopback_and_logs_no_token(db_dir: Path) -> None:
+def test_serve_answers_on_loopback_and_logs_no_token(
+    db_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     port = _free_port()
     env = {**os.environ, "HARNESS_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
     server = subprocess.Popen(
@@ -67,19 +69,14 @@ def test_serve_answers_on_loopback_and_logs_no_token(db_dir: Path) -> None:
         schema = httpx.get(f"{base}/openapi.json", headers=headers).json()
         assert schema["servers"] == [{"url": "/harness"}]
         assert httpx.get(f"{base}/docs", headers=headers).status_code == 200
-        smoke = subprocess.run(
-            [sys.executable, "-m", "agent_harness", "smoke", base],
-            env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert smoke.returncode == 1, smoke.stdout + smoke.stderr  # healthy, cannot run
-        assert smoke.stdout.splitlines()[-1] == f"{base}: healthy, NOT able to run"
-        assert "FAIL worker pools: mode monitoring" in smoke.stdout
-        wrong = subprocess.run(
-            [sys.executable, "-m", "agent_harness", "smoke", base, "--json"],
-            env={**env, "HARNESS_TOKEN": "not-the-token"}, capture_output=True, text=True,
-            timeout=60,
-        )  # fmt: skip
-        assert wrong.returncode == 2 and '"healthy": false' in wrong.stdout
+        monkeypatch.setenv("HARNESS_TOKEN", TOKEN)
+        assert main(["smoke", base]) == 1  # healthy, cannot run anything
+        told = capsys.readouterr().out
+        assert told.splitlines()[-1] == f"{base}: healthy, NOT able to run"
+        assert "FAIL worker pools: mode monitoring" in told
+        monkeypatch.setenv("HARNESS_TOKEN", "not-the-token")
+        assert main(["smoke", base, "--json"]) == 2
+        assert '"healthy": false' in capsys.readouterr().out
     finally:
         server.send_signal(signal.SIGTERM)
         out, _ = server.communicate(timeout=30)
