@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import AUTH, PROJECT
+from agent_harness.api.app import create_app
+from agent_harness.api.context import ApiContext
+from agent_harness.testing.clock import FakeClock
+from tests.api.conftest import AUTH, PROJECT, TOKEN, seed
+from tests.shared.stores import Engine
 
 pytestmark = pytest.mark.integration
 
@@ -161,10 +165,6 @@ def test_plan_parse_says_what_it_could_not_read(monitoring: TestClient) -> None:
 
 
 def test_root_path_is_advertised(api_store: object) -> None:
-    from agent_harness.api.app import create_app
-    from agent_harness.api.context import ApiContext
-    from tests.api.conftest import TOKEN
-
     app = create_app(ApiContext(store=api_store, mode="monitoring"), token=TOKEN)  # type: ignore[arg-type]
     client = TestClient(app, root_path="/harness")
     schema = client.get("/harness/openapi.json", headers=AUTH).json()
@@ -190,3 +190,26 @@ def test_a_pass_that_fails_is_told_on_the_project(supervised: TestClient, clone:
         time.sleep(0.02)
     assert project["control"] == "running"
     assert project["pool_error"] == f"--work {clone} has no commits yet; commit something first"
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("engine", ["postgres"], indirect=True)  # SQLite: every other test
+def test_the_reads_on_postgresql(engine: Engine, clock: FakeClock) -> None:
+    """The same answers from PostgreSQL (projects and counts, work, errors, summary, events)."""
+    store = engine.open(clock=clock)
+    try:
+        seed(store, clock)
+        client = TestClient(create_app(ApiContext(store=store, mode="monitoring"), token=TOKEN))
+        work = client.get("/api/work", headers=AUTH).json()
+        assert work["counts"] == {"claimed": 1, "failed": 1, "skipped": 1, "pending": 1}
+        assert [c["item"] for c in work["live"]] == ["T1"]
+        summary = client.get("/api/summary", headers=AUTH).json()
+        assert summary["live"] == 1 and summary["projects"] == 1
+        errors = client.get("/api/errors", headers=AUTH).json()
+        assert errors["rate_limited"] == 1 and errors["items_failed"] == 1
+        listed = client.get("/api/projects", headers=AUTH).json()["projects"]
+        assert [p["id"] for p in listed] == [PROJECT]
+        events = client.get("/api/events", params={"limit": 2}, headers=AUTH).json()
+        assert [e["kind"] for e in events["events"]] == ["enqueued", "enqueued"]
+    finally:
+        store.close()
