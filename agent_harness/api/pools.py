@@ -83,6 +83,9 @@ class _Runner(threading.Thread):
                 self.error = None
             except HarnessError as exc:  # recorded for GET /api/projects; tried again later
                 self.error = exc.message
+            except Exception as exc:  # a bug: said on the project, and this pool stops
+                self.error = f"internal error: {type(exc).__name__}: {exc} (this pool stopped)"
+                return
             self.stopping.wait(self.owner.idle_s)
 
 
