@@ -213,3 +213,26 @@ def test_the_reads_on_postgresql(engine: Engine, clock: FakeClock) -> None:
         assert [e["kind"] for e in events["events"]] == ["enqueued", "enqueued"]
     finally:
         store.close()
+
+
+def test_every_field_and_parameter_is_described(monitoring: TestClient) -> None:
+    schema = monitoring.get("/openapi.json", headers=AUTH).json()
+    fastapis_own = {"HTTPValidationError", "ValidationError"}  # the 422 body FastAPI writes
+    bare = [
+        f"{name}.{field}"
+        for name, component in schema["components"]["schemas"].items()
+        if name not in fastapis_own
+        for field, spec in component.get("properties", {}).items()
+        if "description" not in spec
+    ]
+    bare += [
+        f"{method} {path} {parameter['name']}"
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+        for parameter in operation.get("parameters", [])
+        if "description" not in parameter and "description" not in parameter["schema"]
+    ]
+    assert bare == []
+    summaries = [op.get("summary") for ops in schema["paths"].values() for op in ops.values()]
+    assert all(summaries) and len(summaries) == 15
+    assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
