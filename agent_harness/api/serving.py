@@ -3,6 +3,7 @@ told to stop, then drain the pools without waiting for their work (see `pools`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,14 +71,21 @@ def serve_api(request: ServeRequest, token: str) -> int:
     ctx = build_context(request, load_settings().settings)
     try:
         app = create_app(ctx, token=token, max_body=request.max_body)
-        uvicorn.run(
+        config = uvicorn.Config(
             app,
             host=request.host,
             port=request.port,
             root_path=request.root_path,
             log_level="info",
             server_header=False,
+        )  # configures uvicorn's loggers, so the line below is shown with its own
+        logging.getLogger("uvicorn.error").info(
+            "agent-harness serve: %s mode, database %s, projects running: %s",
+            ctx.mode,
+            ctx.store.where,  # a PostgreSQL URL is shown with its password masked
+            ", ".join(ctx.running()) or "none",
         )
+        uvicorn.Server(config).run()
     finally:
         if ctx.pools is not None:
             ctx.pools.close()

@@ -84,4 +84,5 @@ def test_serve_answers_on_loopback_and_logs_no_token(
     assert server.returncode in (0, -signal.SIGTERM)
     assert "Application shutdown complete" in out
     assert "Uvicorn running on http://127.0.0.1:" in out  # loopback unless --host says so
+    assert f"agent-harness serve: monitoring mode, database {db_dir / 'h.sqlite'}" in out
     assert '/api/summary HTTP/1.1" 401' in out and TOKEN not in out
