@@ -103,6 +103,7 @@ def test_monitoring_only_reads(monitoring: TestClient, clone: Path) -> None:
             headers=AUTH,
         ),
         monitoring.post("/api/work/T2/retry", headers=AUTH),
+        monitoring.post("/api/control", json={"action": "pause"}, headers=AUTH),
         monitoring.post(
             "/api/plan/sync", json={"project": PROJECT, "dry_run": False}, headers=AUTH
         ),
@@ -234,5 +235,24 @@ def test_every_field_and_parameter_is_described(monitoring: TestClient) -> None:
     ]
     assert bare == []
     summaries = [op.get("summary") for ops in schema["paths"].values() for op in ops.values()]
-    assert all(summaries) and len(summaries) == 15
+    assert all(summaries) and len(summaries) == 17
     assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+def test_control_pauses_and_resumes_a_projects_workers(supervised: TestClient) -> None:
+    before = supervised.get("/api/control", headers=AUTH).json()["controls"]
+    assert [(c["project"], c["asked"], c["pool"]) for c in before] == [(PROJECT, "running", None)]
+    paused = supervised.post(
+        "/api/control", json={"action": "pause", "project": PROJECT}, headers=AUTH
+    )
+    assert paused.status_code == 200
+    [asked] = paused.json()["controls"]
+    assert (asked["asked"], asked["asked_by"]) == ("paused", "api")
+    events = supervised.get("/api/events", params={"limit": 1000}, headers=AUTH).json()["events"]
+    assert [e["payload"] for e in events if e["kind"] == "control"] == [
+        {"state": "paused", "previous": "running", "by": "api"}
+    ]
+    resumed = supervised.post("/api/control", json={"action": "resume"}, headers=AUTH).json()
+    assert [c["asked"] for c in resumed["controls"]] == ["running"]
+    unknown = supervised.get("/api/control", params={"project": "me/none:PLAN"}, headers=AUTH)
+    assert unknown.status_code == 400 and "no project 'me/none:PLAN'" in unknown.json()["detail"]
