@@ -27,6 +27,10 @@ class Pools(Protocol):
 
     def error(self, project: str) -> str | None: ...
 
+    def roles(self, project: str) -> tuple[dict[str, str], bool]: ...
+
+    def set_role(self, project: str, role: str, route: str) -> tuple[dict[str, str], bool]: ...
+
     def close(self) -> None: ...
 
     def sync(self, project: str, *, dry_run: bool) -> SyncReport: ...
@@ -56,6 +60,15 @@ class ApiContext:
 
     def running(self) -> list[str]:
         return [] if self.pools is None else self.pools.running()
+
+    def roles(self, project: str) -> tuple[dict[str, str], bool]:
+        """The project's role routes, and whether a running pass uses them now; a monitoring
+        server runs nothing, so what was kept for the project is its answer."""
+        if self.pools is not None:
+            return self.pools.roles(project)
+        from agent_harness.queue.projects import get_project
+
+        return dict(get_project(self.store, project).roles), False
 
     def pool_error(self, project: str) -> str | None:
         return None if self.pools is None else self.pools.error(project)

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from agent_harness.api.context import MonitoringOnly
 from agent_harness.api.schemas import ErrorBody
-from agent_harness.errors import HarnessError, InputError, PlanRefused, UsageError
+from agent_harness.errors import ConfigError, HarnessError, InputError, PlanRefused, UsageError
 from agent_harness.pipeline.settings import RunRefused
 from agent_harness.queue.items import IllegalTransition, ItemBusy, UnknownItem
 from agent_harness.queue.projects import BadProjectPath, ProjectExists, UnknownProject
@@ -32,6 +32,7 @@ STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (PlanRefused, 422),
     (InputError, 422),
     (UsageError, 400),
+    (ConfigError, 400),
     (TrackerError, 502),
     (StoreError, 503),
 )

@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from agent_harness.models.routes import describe_route
 from agent_harness.queue import projects
 from agent_harness.queue.projects import ControlState, ProjectRecord
 from agent_harness.store.database import Store
@@ -60,6 +61,7 @@ class _Runner(threading.Thread):
         self.stopping = threading.Event()
         self.fleet: Any = None
         self.error: str | None = None
+        self.book: Any = None  # the running pass's role routes (models.roles.RoleBook)
 
     def capture(self, *args: Any, **kwargs: Any) -> Any:
         from agent_harness.queue.fleet import Fleet
@@ -186,7 +188,7 @@ class ProjectPools:
 
     def run_once(self, project: str, fleet_factory: Any) -> None:
         """One pass of the project's pipeline, as `agent-harness run` would make it."""
-        from agent_harness.pipeline.launch import RunRequest, pipeline_for
+        from agent_harness.pipeline.launch import RunRequest, pipelines_for
         from agent_harness.pipeline.trackers import open_tracker
 
         record = projects.get_project(self.store, project)
@@ -218,10 +220,53 @@ class ProjectPools:
             )  # fmt: skip
 
         plan = projects.read_plan(self.store, project)
-        with pipeline_for(
-            request, self.project_settings(project), tracker, env=self.env, plan=plan
-        ) as (
-            pipeline,
-            _plan,
-        ):
-            pipeline.run(fleet_factory=fleet_factory)
+        with pipelines_for(
+            request,
+            self.project_settings(project),
+            lambda _repo: tracker(),
+            env=self.env,
+            plan=plan,
+        ) as launched:
+            [(pipeline, _plan)] = launched.built
+            for role, route in record.roles.items():  # routes set over the API, kept
+                launched.roles.set_route(role, route, source="api (kept)")
+            runner = self._runners.get(project)
+            if runner is not None:
+                runner.book = launched.roles
+            try:
+                pipeline.run(fleet_factory=fleet_factory)
+            finally:
+                if runner is not None:
+                    runner.book = None
+
+    def roles(self, project: str) -> tuple[dict[str, str], bool]:
+        """The project's role routes: its running pass's (live), else the ones kept for it."""
+        record = projects.get_project(self.store, project)
+        with self._lock:
+            runner = self._runners.get(project)
+        book = None if runner is None else runner.book
+        if book is None:
+            return dict(record.roles), False
+        return {role: describe_route(route) for role, route in book.routes().items()}, True
+
+    def set_role(self, project: str, role: str, route: str) -> tuple[dict[str, str], bool]:
+        """Re-route `role`: the running pass's next model call takes it (a change its rules
+        refuse is refused here), and every later pass starts with it."""
+        from agent_harness.errors import UsageError
+        from agent_harness.models.roles import route_of
+        from agent_harness.secrets.process import process_env
+
+        spec = projects.get_project(self.store, project).spec
+        served = {"reviewer"} if ":" in spec.reviewer else set()
+        served |= {"implementer", "planner"} if spec.implementer else set()
+        if role not in served:
+            names = ", ".join(sorted(served)) or "none (its roles are CLI agents)"
+            raise UsageError(f"{project} has no model role {role!r}; its model roles: {names}")
+        route_of(role, route, self.env or process_env(), "PUT /api/roles")  # a bad one: no change
+        with self._lock:
+            runner = self._runners.get(project)
+        book = None if runner is None else runner.book
+        if book is not None:
+            book.set_route(role, route, source="api")
+        projects.set_roles(self.store, project, {role: route})
+        return self.roles(project)

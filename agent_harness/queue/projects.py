@@ -106,6 +106,7 @@ class ProjectRecord:
     spec: ProjectSpec
     control: ControlState
     added: tuple[WorkItem, ...]  # items added through the API, outside the plan file
+    roles: dict[str, str]  # role -> "vendor:model", set live over the API; kept for restarts
     created_at: float
     updated_at: float
 
@@ -175,7 +176,7 @@ def check_paths(spec: ProjectSpec, allowed_root: Path | None) -> tuple[Path, Pat
     return work, plan
 
 
-_COLUMNS = "id, spec_json, control, added_json, created_at, updated_at"
+_COLUMNS = "id, spec_json, control, added_json, roles_json, created_at, updated_at"
 
 
 def _record(row: Sequence[Any]) -> ProjectRecord:
@@ -184,8 +185,9 @@ def _record(row: Sequence[Any]) -> ProjectRecord:
         spec=ProjectSpec.model_validate_json(row[1]),
         control=ControlState(row[2]),
         added=tuple(WorkItem.model_validate(item) for item in json.loads(row[3])),
-        created_at=float(row[4]),
-        updated_at=float(row[5]),
+        roles={str(k): str(v) for k, v in json.loads(row[4]).items()},
+        created_at=float(row[5]),
+        updated_at=float(row[6]),
     )
 
 
@@ -195,7 +197,7 @@ def register(store: Store, spec: ProjectSpec, *, allowed_root: Path | None = Non
     now = store.clock()
     with store.transaction() as tx:
         inserted = tx.execute(
-            f"INSERT INTO projects ({_COLUMNS}) VALUES (?, ?, ?, '[]', ?, ?) "
+            f"INSERT INTO projects ({_COLUMNS}) VALUES (?, ?, ?, '[]', '{{}}', ?, ?) "
             "ON CONFLICT (id) DO NOTHING",
             (spec.project_id, spec.model_dump_json(), ControlState.STOPPED, now, now),
         )
@@ -226,6 +228,19 @@ def set_control(store: Store, project: str, state: ControlState) -> ProjectRecor
         )
     if not changed:
         raise UnknownProject(project)
+    return get_project(store, project)
+
+
+def set_roles(store: Store, project: str, routes: dict[str, str]) -> ProjectRecord:
+    """Keep these role routes for the project (merged over those kept before), so every later
+    run of it starts with them."""
+    record = get_project(store, project)
+    kept = {**record.roles, **routes}
+    with store.transaction() as tx:
+        tx.execute(
+            "UPDATE projects SET roles_json = ?, updated_at = ? WHERE id = ?",
+            (json.dumps(kept, sort_keys=True), store.clock(), project),
+        )
     return get_project(store, project)
 
 

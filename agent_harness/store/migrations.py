@@ -205,6 +205,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 spec_json TEXT NOT NULL,
                 control TEXT NOT NULL,
                 added_json TEXT NOT NULL DEFAULT '[]',
+                roles_json TEXT NOT NULL DEFAULT '{}',
                 created_at REAL NOT NULL,
                 updated_at REAL NOT NULL)""",
             # Counts by state and a page of one state read the index alone (GET /api/work).
@@ -216,6 +217,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 spec_json TEXT NOT NULL,
                 control TEXT NOT NULL,
                 added_json TEXT NOT NULL DEFAULT '[]',
+                roles_json TEXT NOT NULL DEFAULT '{}',
                 created_at DOUBLE PRECISION NOT NULL,
                 updated_at DOUBLE PRECISION NOT NULL)""",
             "CREATE INDEX items_by_state ON items (project, state, seq, id)",

@@ -104,6 +104,11 @@ def test_monitoring_only_reads(monitoring: TestClient, clone: Path) -> None:
         ),
         monitoring.post("/api/work/T2/retry", headers=AUTH),
         monitoring.post("/api/control", json={"action": "pause"}, headers=AUTH),
+        monitoring.put(
+            "/api/roles",
+            json={"project": PROJECT, "role": "reviewer", "route": "openai:gpt-4.1"},
+            headers=AUTH,
+        ),
         monitoring.post(
             "/api/plan/sync", json={"project": PROJECT, "dry_run": False}, headers=AUTH
         ),
@@ -235,7 +240,7 @@ def test_every_field_and_parameter_is_described(monitoring: TestClient) -> None:
     ]
     assert bare == []
     summaries = [op.get("summary") for ops in schema["paths"].values() for op in ops.values()]
-    assert all(summaries) and len(summaries) == 17
+    assert all(summaries) and len(summaries) == 19
     assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 
@@ -256,3 +261,30 @@ def test_control_pauses_and_resumes_a_projects_workers(supervised: TestClient) -
     assert [c["asked"] for c in resumed["controls"]] == ["running"]
     unknown = supervised.get("/api/control", params={"project": "me/none:PLAN"}, headers=AUTH)
     assert unknown.status_code == 400 and "no project 'me/none:PLAN'" in unknown.json()["detail"]
+
+
+def test_roles_are_kept_for_the_project(supervised: TestClient, clone: Path) -> None:
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "agent": "claude",
+            "reviewer": "openai:gpt-4.1", "plan_key": "ROLES"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    ask = {"project": "me/app:ROLES"}
+    assert supervised.get("/api/roles", params=ask, headers=AUTH).json() == {
+        "project": "me/app:ROLES", "routes": {}, "live": False
+    }  # fmt: skip
+    changed = supervised.put(
+        "/api/roles", json={**ask, "role": "reviewer", "route": "openai:gpt-4.1-mini"}, headers=AUTH
+    )
+    assert changed.status_code == 200
+    assert changed.json()["routes"] == {"reviewer": "openai:gpt-4.1-mini"}
+    again = supervised.get("/api/roles", params=ask, headers=AUTH).json()
+    assert again["routes"] == {"reviewer": "openai:gpt-4.1-mini"} and again["live"] is False
+    not_a_model = supervised.put(
+        "/api/roles", json={**ask, "role": "implementer", "route": "openai:gpt-4.1"}, headers=AUTH
+    )
+    assert not_a_model.status_code == 400
+    assert "no model role 'implementer'" in not_a_model.json()["detail"]
+    unknown = supervised.put(
+        "/api/roles", json={**ask, "role": "reviewer", "route": "nobody:model"}, headers=AUTH
+    )
+    assert unknown.status_code == 400 and "nobody" in unknown.json()["detail"]
+    assert supervised.get("/api/roles", params=ask, headers=AUTH).json() == again
