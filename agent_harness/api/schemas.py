@@ -264,8 +264,11 @@ class AddWorkOut(_Out):
     """What adding did."""
 
     project: str = Field(description="owner/repo:plankey.")
-    added: list[str] = Field(description="Ids queued now.")
-    unchanged: list[str] = Field(description="Ids already queued as given.")
+    added: list[str] = Field(
+        description="Ids kept now; the project's next pass mirrors them to issues and queues "
+        "them with its plan."
+    )
+    unchanged: list[str] = Field(description="Ids kept already, exactly as given.")
 
 
 class RetryOut(_Out):

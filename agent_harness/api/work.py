@@ -61,8 +61,8 @@ def item(
     responses={**BAD, **BODY, **MISSING, **REFUSED},
 )
 def add(body: AddWork, ctx: Ctx) -> AddWorkOut:
-    """Items outside the plan file; their ids must be new. They are mirrored to issues and
-    worked with the plan's the next time the project's pool syncs."""
+    """Items outside the plan file; their ids must be new (sending the same item again changes
+    nothing). The project's next pass mirrors them to issues and queues them with its plan."""
     ctx.writable("adding work")
     result = projects.add_items(ctx.store, body.project, [i.as_item() for i in body.items])
     return AddWorkOut(

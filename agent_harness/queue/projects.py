@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.plan.model import Plan, WorkItem
-from agent_harness.queue.items import EnqueueResult, enqueue
 from agent_harness.store.database import Store
 
 _OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
@@ -244,25 +243,36 @@ def set_roles(store: Store, project: str, routes: dict[str, str]) -> ProjectReco
     return get_project(store, project)
 
 
-def add_items(store: Store, project: str, new: Iterable[WorkItem]) -> EnqueueResult:
-    """Queue items that are in no plan file; a supervising server mirrors them to issues with
-    the plan's. Ids the plan (or an earlier addition) uses are refused."""
+@dataclass(frozen=True)
+class Added:
+    added: tuple[str, ...]  # kept now; the project's next pass queues them with its plan
+    unchanged: tuple[str, ...]  # kept already, exactly as given (a repeated request)
+
+
+def add_items(store: Store, project: str, new: Iterable[WorkItem]) -> Added:
+    """Keep items that are in no plan file for the project. Its pool's next pass mirrors them
+    to issues and queues them with the plan's (a pass already running works only the plan it
+    started with). Ids the plan uses, or an addition with other content, are refused."""
     record = get_project(store, project)
     wanted = list(new)
-    taken = {item.id for item in read_plan(store, project).items}
-    clash = sorted({item.id for item in wanted} & taken)
-    if clash:
-        raise UsageError(f"{', '.join(clash)} already in {project}: pick other ids")
     ids = [item.id for item in wanted]
     if len(set(ids)) != len(ids):
         raise UsageError("the same id twice in one request")
-    added = [*record.added, *wanted]
-    with store.transaction() as tx:
-        tx.execute(
-            "UPDATE projects SET added_json = ?, updated_at = ? WHERE id = ?",
-            (json.dumps([i.model_dump(mode="json") for i in added]), store.clock(), project),
-        )
-    return enqueue(store, project, wanted, max_attempts=record.spec.max_attempts or 3)
+    kept = {item.id: item for item in record.added}
+    same = [item.id for item in wanted if kept.get(item.id) == item]
+    fresh = [item for item in wanted if item.id not in same]
+    taken = {item.id for item in read_plan(store, project).items}
+    clash = sorted({item.id for item in fresh} & taken)
+    if clash:
+        raise UsageError(f"{', '.join(clash)} already in {project}: pick other ids")
+    if fresh:
+        added = [*record.added, *fresh]
+        with store.transaction() as tx:
+            tx.execute(
+                "UPDATE projects SET added_json = ?, updated_at = ? WHERE id = ?",
+                (json.dumps([i.model_dump(mode="json") for i in added]), store.clock(), project),
+            )
+    return Added(tuple(item.id for item in fresh), tuple(same))
 
 
 def overview(store: Store) -> list[ProjectOverview]:

@@ -154,7 +154,19 @@ def test_register_starts_stopped_and_items_can_be_added(
     parsed = supervised.post("/api/plan/parse", json={"project": "me/app:API"}, headers=AUTH)
     assert [i["id"] for i in parsed.json()["items"]] == ["T1", "X1"]
     one = supervised.get("/api/projects/me/app:API", headers=AUTH).json()
-    assert one["counts"] == {"pending": 1} and one["added"] == ["X1"]
+    assert one["counts"] == {} and one["added"] == ["X1"]  # queued by the next pass
+    repeated = supervised.post(
+        "/api/work",
+        json={"project": "me/app:API", "items": [{"id": "X1", "title": "Extra", "body": "b"}]},
+        headers=AUTH,
+    )
+    assert repeated.json() == {"project": "me/app:API", "added": [], "unchanged": ["X1"]}
+    changed = supervised.post(
+        "/api/work",
+        json={"project": "me/app:API", "items": [{"id": "X1", "title": "Other", "body": "b"}]},
+        headers=AUTH,
+    )
+    assert changed.status_code == 400 and "X1 already in" in changed.json()["detail"]
 
 
 def test_plan_parse_says_what_it_could_not_read(monitoring: TestClient) -> None:

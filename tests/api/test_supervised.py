@@ -1,6 +1,7 @@
 """Supervised mode end to end on the embedded forge: two projects registered over HTTP, started,
-watched through /api/work until their items have pull requests, both at once; stopping the
-server leaves its leases to the next start."""
+watched through /api/work until their items have pull requests, both at once; one stopped
+while the other runs on; the other's reviewer re-routed live, and the next review is asked of
+the new route."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ class Server:
     client: TestClient
     pools: ProjectPools
     store: Store
+    reviewer: ModelServer
 
 
 @pytest.fixture
@@ -81,7 +83,7 @@ def server(tmp_path: Path) -> Iterator[tuple[Server, dict[str, Path]]]:
         pools = ProjectPools(store, settings, idle_s=0.2, env=env)
         ctx = ApiContext(store=store, mode="supervised", pools=pools, settings=settings)
         try:
-            yield Server(TestClient(create_app(ctx, token=TOKEN)), pools, store), clones
+            yield Server(TestClient(create_app(ctx, token=TOKEN)), pools, store, reviewer), clones
         finally:
             pools.close(join_s=30)
             store.close()
@@ -107,7 +109,8 @@ def test_two_projects_registered_over_http_run_to_pull_requests(
         spec = {
             "repo": repo, "work_dir": str(work), "plan": "PLAN.md", "forge": "local",
             "agent": agent + " --prompt-file {prompt_file}", "reviewer": "openai:gpt-test",
-            "checks": ["python -m unittest"],
+            # me/lib runs only each item's own check: T2, added below with none, goes to review
+            "checks": ["python -m unittest"] if repo == "me/app" else [],
         }  # fmt: skip
         made = client.post("/api/projects", json=spec, headers=AUTH)
         assert made.status_code == 201, made.text
@@ -141,3 +144,25 @@ def test_two_projects_registered_over_http_run_to_pull_requests(
         ("me/app:PLAN", "stopped"),
         ("me/lib:PLAN", "running"),
     ]
+
+    # Re-route the reviewer of me/lib live: the next review is asked of the new model.
+    ask = {"project": "me/lib:PLAN", "role": "reviewer", "route": "openai:gpt-other"}
+    rerouted = client.put("/api/roles", json=ask, headers=AUTH)
+    assert rerouted.status_code == 200, rerouted.text
+    assert "gpt-other" in rerouted.json()["routes"]["reviewer"]
+    before = len(running.reviewer.requests)
+    more = {"project": "me/lib:PLAN", "items": [{"id": "T2", "title": "Count lines",
+            "body": "Add line_count(text: str) -> int to tally/lines.py."}]}  # fmt: skip
+    assert client.post("/api/work", json=more, headers=AUTH).status_code == 201
+    deadline = time.monotonic() + 120  # a fail-safe, not a measurement
+    while time.monotonic() < deadline:
+        t2 = client.get("/api/work/T2", params={"project": "me/lib:PLAN"}, headers=AUTH).json()
+        if any(e["kind"] == "review" for e in t2.get("events", [])):
+            break
+        time.sleep(0.1)
+    asked = [r.body.get("model") for r in running.reviewer.requests[before:]]
+    assert asked, t2["item"]  # T2 was reviewed, by the new route only
+    assert set(asked) == {"gpt-other"}
+    events = client.get("/api/events", params={"limit": 1000}, headers=AUTH).json()["events"]
+    changes = [e for e in events if e["kind"] == "roles_changed" and e["project"] == "me/lib:PLAN"]
+    assert changes and "gpt-other" in changes[-1]["payload"]["roles"]["reviewer"]
