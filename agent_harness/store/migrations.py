@@ -197,7 +197,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         postgres=("ALTER TABLE items ADD COLUMN reclaims INTEGER NOT NULL DEFAULT 0",),
     ),
     Migration(
-        11,
+        6,
         "registered projects (what `serve --supervise` runs); items counted by state from an index",
         sqlite=(
             """CREATE TABLE projects (
