@@ -97,8 +97,10 @@ def execute_run(
         for pipeline, _plan in built:
             pipeline.check_setup()  # refusals come before the live view draws anything
         pipelines = [pipeline for pipeline, _plan in built]
-        if ask and not approve(out, pipelines, settings.protected_paths):
-            out.print("nothing was run")
+        # With --json, stdout carries only JSON: the table and the questions go to stderr.
+        talk = err if as_json else out
+        if ask and not approve(talk, pipelines, settings.protected_paths, to_err=as_json):
+            talk.print("nothing was run")
             return 1
         fleet = FleetRun(
             pipelines,
@@ -162,7 +164,9 @@ def render_local_pages(out: Console, repo: str, state_dir: Path, report: RunRepo
         )
 
 
-def approve(out: Console, pipelines: list[Pipeline], protected: list[str]) -> bool:
+def approve(
+    out: Console, pipelines: list[Pipeline], protected: list[str], to_err: bool = False
+) -> bool:
     """Show what the run would work on and ask; a person may leave items out first. Whatever
     is left out is held back for this run only, like `--only`. With several plans an item is
     named `PLANKEY:ID`."""
@@ -176,11 +180,12 @@ def approve(out: Console, pipelines: list[Pipeline], protected: list[str]) -> bo
             listed[f"{pipeline.plan_key}:{item.id}" if several else item.id] = (pipeline, item.id)
     if not listed:
         return False
-    left_out = _ask_left_out(out, listed)
+    left_out = _ask_left_out(out, listed, to_err)
     chosen = [name for name in listed if name not in left_out]
     if not chosen:
         return False
-    if not click.confirm(f"Run {len(chosen)} of them ({', '.join(chosen)})?", default=False):
+    question = f"Run {len(chosen)} of them ({', '.join(chosen)})?"
+    if not click.confirm(question, default=False, err=to_err):
         return False
     for pipeline in pipelines:
         mine = [(name, item_id) for name, (owner, item_id) in listed.items() if owner is pipeline]
@@ -189,7 +194,7 @@ def approve(out: Console, pipelines: list[Pipeline], protected: list[str]) -> bo
     return True
 
 
-def _ask_left_out(out: Console, listed: dict[str, Any]) -> set[str]:
+def _ask_left_out(out: Console, listed: dict[str, Any], to_err: bool) -> set[str]:
     """The listed items a person leaves out; asked again until every name is in the list."""
     first = next(iter(listed))
     example = f"{first.split(':')[0]}:T2" if ":" in first else "T2 T5"
@@ -198,6 +203,7 @@ def _ask_left_out(out: Console, listed: dict[str, Any]) -> set[str]:
             f"Leave any out? Type their ids (e.g. {example}), or press Enter to keep them all",
             default="",
             show_default=False,
+            err=to_err,
         )
         left_out = {word for word in answer.replace(",", " ").split() if word}
         unknown = sorted(left_out - set(listed))

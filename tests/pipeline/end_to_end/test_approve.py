@@ -54,10 +54,18 @@ def run_args(h: Harness, *extra: str) -> list[str]:
 class Terminal:
     """A process on a pseudo-terminal: read what it shows, type answers."""
 
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, args: list[str], cwd: Path, env: dict[str, str], stdout: int | None = None
+    ) -> None:
         self.fd, child = os.openpty()
         self.proc = subprocess.Popen(
-            args, cwd=cwd, env=env, stdin=child, stdout=child, stderr=child, start_new_session=True
+            args,
+            cwd=cwd,
+            env=env,
+            stdin=child,
+            stdout=child if stdout is None else stdout,
+            stderr=child,
+            start_new_session=True,
         )
         os.close(child)
         self.seen = ""
@@ -134,3 +142,21 @@ def test_a_person_sees_only_what_will_run_and_may_leave_items_out(
     finally:
         store.close()
     assert sorted(claimed) == ["T1", "T4"]  # T4 by the earlier run; T2 and T3 were left out
+
+
+def test_with_json_the_table_and_questions_keep_out_of_stdout(
+    harness: Harness, tmp_path: Path
+) -> None:
+    h = harness
+    cwd = tmp_path / "user"
+    cwd.mkdir()
+    (cwd / "PLAN.md").write_text(PLAN)
+    term = Terminal(run_args(h, "--approve", "--json"), cwd, cli_env(h), stdout=subprocess.PIPE)
+    term.wait_for("Leave any out?")  # on the terminal, through stderr
+    term.type("")
+    term.wait_for("Run 4 of them (T1, T2, T3, T4)? [y/N]")
+    term.type("n")
+    assert term.finish() == 1
+    assert "nothing was run" in term.seen
+    assert term.proc.stdout is not None
+    assert term.proc.stdout.read() == b""  # stdout is for JSON alone
