@@ -102,11 +102,8 @@ def execute_run(
         if ask and not approve(talk, pipelines, settings.protected_paths, to_err=as_json):
             talk.print("nothing was run")
             return 1
-        fleet = FleetRun(
-            pipelines,
-            global_limit=request.max_workers,
-            watchers=[launched.roles.refresh],
-        )
+        watchers = [launched.roles.refresh]
+        fleet = FleetRun(pipelines, global_limit=request.max_workers, watchers=watchers)
         if as_json:
             reports = fleet.run()
         else:

@@ -22,6 +22,7 @@ from typing import Any
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.store import protection
 from agent_harness.store.chain import seal_pending
+from agent_harness.store.dbclock import DatabaseClock
 from agent_harness.store.dialects import POSTGRES, SQLITE, Dialect, redact
 from agent_harness.store.events import Event, Payload, read_payload
 from agent_harness.store.migrations import MIGRATIONS
@@ -562,6 +563,19 @@ class PostgresStore(Store):
 
         return (psycopg.Error,)
 
+    def server_time(self) -> float:
+        """The server's wall clock, on a connection of its own (clocks are read mid-transaction)."""
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
+                row = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+        except psycopg.Error as exc:
+            raise StoreError(self.where, self._describe(exc)) from None
+        if row is None:
+            raise StoreError(self.where, "the server did not say what time it is")
+        return float(row[0])
+
     def _describe(self, exc: BaseException) -> str:
         text = " ".join(str(exc).split())
         return text.replace(self.url, self.where) or type(exc).__name__
@@ -645,6 +659,7 @@ def open_store(
     schema: str | None = None,
     migrate: bool = True,
     check_protection: bool = True,
+    database_clock: bool | None = None,
 ) -> Store:
     """Open (and migrate) the database at `url`.
 
@@ -654,12 +669,17 @@ def open_store(
 
     An event log whose append-only triggers were dropped, disabled or altered is refused
     (`EventsUnprotected`) unless `check_protection` is False, which only the repair uses.
+    On PostgreSQL, times (leases above all) follow the database's clock (`store.dbclock`), so
+    a host whose clock is off takes no live lease; by default only when `clock` is the real one.
     """
     store: Store
     if url is None or url == "":
         store = SqliteStore(Path.cwd() / DEFAULT_SQLITE_PATH, clock=clock)
     elif url.startswith(("postgresql://", "postgres://")):
-        store = PostgresStore(url, clock=clock, schema=schema)
+        postgres = PostgresStore(url, clock=clock, schema=schema)
+        if database_clock or (database_clock is None and clock is time.time):
+            postgres.clock = DatabaseClock(clock, postgres.server_time)
+        store = postgres
     elif url.startswith("sqlite:///"):
         store = SqliteStore(Path(url[len("sqlite:///") :]), clock=clock)
     elif "://" in url:
