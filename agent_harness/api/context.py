@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -13,6 +14,7 @@ from agent_harness.queue.projects import ProjectRecord
 from agent_harness.store.database import Store
 
 if TYPE_CHECKING:
+    from agent_harness.inception.planner import Planner
     from agent_harness.tracker.sync import SyncReport
 
 
@@ -51,12 +53,26 @@ class ApiContext:
     work_root: Path | None = None
     audit_url: str | None = None
     settings: Any = None  # agent_harness.config.Settings; the defaults when None
+    # Where the planner's keys and base URLs are read (OPENAI_API_KEY, OPENAI_BASE_URL, ...):
+    # the process's sealed environment when None.
+    env: Mapping[str, str] | None = None
 
     def writable(self, what: str) -> Pools:
         """The pools, when this server may change anything; MonitoringOnly otherwise."""
         if self.pools is None:
             raise MonitoringOnly(what)
         return self.pools
+
+    def model_env(self) -> Mapping[str, str]:
+        from agent_harness.secrets.process import process_env
+
+        return process_env() if self.env is None else self.env
+
+    def planner(self, session_id: str, spec: str) -> Planner:
+        """The inception planner of a session, over the model client."""
+        from agent_harness.inception.session import planner_for
+
+        return planner_for(self.store, session_id, spec, self.model_env())
 
     def running(self) -> list[str]:
         return [] if self.pools is None else self.pools.running()

@@ -13,6 +13,15 @@ from fastapi.responses import JSONResponse
 from agent_harness.api.context import MonitoringOnly
 from agent_harness.api.schemas import ErrorBody
 from agent_harness.errors import ConfigError, HarnessError, InputError, PlanRefused, UsageError
+from agent_harness.inception.model import (
+    PlannerAnswerInvalid,
+    StepRefused,
+    UnknownQuestion,
+    UnknownSession,
+)
+from agent_harness.models.client import ModelCallFailed
+from agent_harness.models.parking import EndpointParked
+from agent_harness.models.transport import TransportFailed
 from agent_harness.pipeline.settings import RunRefused
 from agent_harness.queue.items import IllegalTransition, ItemBusy, UnknownItem
 from agent_harness.queue.projects import BadProjectPath, ProjectExists, UnknownProject
@@ -23,17 +32,26 @@ from agent_harness.tracker.protocol import TrackerError
 STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (UnknownProject, 404),
     (UnknownItem, 404),
+    (UnknownSession, 404),
+    (UnknownQuestion, 404),  # before StepRefused, its base
     (MonitoringOnly, 409),
     (ProjectExists, 409),
     (ItemBusy, 409),
     (IllegalTransition, 409),
     (RunRefused, 409),
+    (StepRefused, 409),  # BlockingOpen among them: approval with a BLOCKING question open
     (BadProjectPath, 422),
     (PlanRefused, 422),
     (InputError, 422),
     (UsageError, 400),
     (ConfigError, 400),
     (TrackerError, 502),
+    # The planner (a model behind the server) failed: its answer did not fit twice, its
+    # provider refused or is parked, or it could not be reached. The client's input was fine.
+    (PlannerAnswerInvalid, 502),
+    (ModelCallFailed, 502),
+    (EndpointParked, 502),
+    (TransportFailed, 502),
     (StoreError, 503),
 )
 

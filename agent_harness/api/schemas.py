@@ -428,3 +428,53 @@ class SummaryOut(_Out):
             parked=view.parked,
             running=running,
         )
+
+
+# --- inception ---------------------------------------------------------------------------------
+
+
+class InceptionStart(_Out):
+    """A paragraph to argue into a plan, and the model that plans it."""
+
+    paragraph: str = Field(
+        min_length=1, max_length=20_000, description="The work in your words, a few sentences."
+    )
+    planner: str = Field(
+        pattern=r"^[A-Za-z][A-Za-z0-9_-]*:\S+$",
+        max_length=200,
+        description="The planner's route, vendor:model (e.g. openai:gpt-4.1).",
+    )
+
+
+class InceptionScopeIn(_Out):
+    """Propose the scope (no feedback), or revise the proposed one with feedback."""
+
+    feedback: str | None = Field(
+        default=None,
+        max_length=5_000,
+        description="What to change in the proposed scope; leave out for the first proposal.",
+    )
+
+
+class QuestionStep(_Out):
+    """Settle one question: answer it, defer it (not while BLOCKING) or re-grade it."""
+
+    action: Literal["answer", "defer", "regrade"] = Field(description="What to do.")
+    answer: str | None = Field(
+        default=None, max_length=5_000, description="The answer (action=answer)."
+    )
+    grade: Literal["BLOCKING", "IMPORTANT", "NICE"] | None = Field(
+        default=None, description="The new grade (action=regrade)."
+    )
+    reason: str | None = Field(
+        default=None, max_length=1_000, description="Why it is re-graded (action=regrade)."
+    )
+
+
+class InceptionPlanOut(_Out):
+    """An approved session's PLAN.md, as `agent-harness plan` and /api/plan/parse read it."""
+
+    session: str = Field(description="The session id.")
+    markdown: str = Field(description="The PLAN.md text.")
+    items: list[str] = Field(description="The plan's item ids, in order.")
+    flagged: list[str] = Field(description="Items whose check cannot be observed by a command.")

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from agent_harness.inception.model import SessionView
     from agent_harness.inception.planner import Planner
     from agent_harness.inception.session import InceptionSession
-    from agent_harness.models.routes import Route
     from agent_harness.store.database import Store
 
 
@@ -129,32 +128,18 @@ def _open_session(
     return session
 
 
-def _planner_route(spec: str) -> Route:
-    from agent_harness.errors import UsageError
-    from agent_harness.models.routes import route_from_spec
+def _planner_route(spec: str) -> None:
+    from agent_harness.inception.session import planner_route
     from agent_harness.secrets.process import process_env
 
-    env = process_env()
-    route = route_from_spec(spec, env)
-    if not env.get(route.api_key_env):
-        raise UsageError(f"planner {spec} needs its API key: set {route.api_key_env}")
-    return route
+    planner_route(spec, process_env())
 
 
 def _planner(store: Store, session_id: str, spec: str) -> Planner:
-    from agent_harness.inception.planner import Planner
-    from agent_harness.inception.session import model_events
-    from agent_harness.models.client import ModelClient
+    from agent_harness.inception.session import planner_for
     from agent_harness.secrets.process import process_env
 
-    route = _planner_route(spec)
-    client = ModelClient(
-        {"planner": route},
-        env=process_env(),
-        parking=store,
-        events=model_events(store, session_id),
-    )
-    return Planner(client)
+    return planner_for(store, session_id, spec, process_env())
 
 
 def _drive(

@@ -15,7 +15,7 @@ BLOCKING question that is unanswered: the question is kept BLOCKING, and the eve
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from agent_harness.errors import HarnessError, UsageError
@@ -41,6 +41,7 @@ from agent_harness.store.inception_events import (
 
 if TYPE_CHECKING:
     from agent_harness.inception.planner import Planner
+    from agent_harness.models.routes import Route
     from agent_harness.store.database import Store
     from agent_harness.store.payload import Payload
 
@@ -62,6 +63,29 @@ def model_events(store: Store, session_id: str) -> Callable[[str, dict[str, obje
         store.append_event(project_of(session_id), None, payload_of(kind, payload))
 
     return sink
+
+
+def planner_route(spec: str, env: Mapping[str, str]) -> Route:
+    """The planner's route from `vendor:model`; refused while its API key is not set, so a
+    session is never started that could not be planned."""
+    from agent_harness.models.routes import route_from_spec
+
+    route = route_from_spec(spec, env)
+    if not env.get(route.api_key_env):
+        raise UsageError(f"planner {spec} needs its API key: set {route.api_key_env}")
+    return route
+
+
+def planner_for(store: Store, session_id: str, spec: str, env: Mapping[str, str]) -> Planner:
+    """A planner over the model client, its calls recorded as events of the session."""
+    from agent_harness.inception.planner import Planner
+    from agent_harness.models.client import ModelClient
+
+    route = planner_route(spec, env)
+    client = ModelClient(
+        {"planner": route}, env=env, parking=store, events=model_events(store, session_id)
+    )
+    return Planner(client)
 
 
 class InceptionSession:

@@ -23,7 +23,10 @@ from agent_harness.api.pools import ProjectPools
 from agent_harness.config import Settings
 from agent_harness.store.database import open_store
 from agent_harness.testing.clock import FakeClock
+from agent_harness.testing.model_server import ModelServer, ScriptedResponder
+from agent_harness.testing.planner_rules import inception_rules
 from tests.api.conftest import AUTH, TOKEN, seed
+from tests.inception.conftest import KEY
 
 pytestmark = pytest.mark.integration
 
@@ -37,11 +40,15 @@ def api_schema(request: pytest.FixtureRequest, db_dir: Path) -> Iterator[object]
     seed(store, clock)
     settings = Settings(state_dir=str(db_dir / "state"))
     pools = ProjectPools(store, settings, idle_s=3600) if request.param == "supervised" else None
-    ctx = ApiContext(store=store, mode=request.param, pools=pools, work_root=db_dir)
+    # The inception routes reach a planner: the scripted one, on loopback.
+    planner = ModelServer([ScriptedResponder(inception_rules)], api_key=KEY).start()
+    env = {"OPENAI_BASE_URL": f"{planner.url}/v1", "OPENAI_API_KEY": KEY}
+    ctx = ApiContext(store=store, mode=request.param, pools=pools, work_root=db_dir, env=env)
     app = create_app(ctx, token=TOKEN)
     try:
         yield schemathesis.openapi.from_asgi("/openapi.json", app, headers=AUTH)
     finally:
+        planner.close()
         if pools is not None:
             pools.close()
         store.close()
@@ -73,6 +80,7 @@ def test_every_route_keeps_to_its_schema(api_schema: Any) -> None:
     operations = [result.ok() for result in api_schema.get_all_operations()]
     labels = {operation.label for operation in operations}
     assert {"GET /api/work", "POST /api/projects", "POST /api/plan/sync", "GET /healthz"} <= labels
-    assert len(operations) == 19
+    assert "POST /api/inception/{session_id}/questions/{question_id}" in labels
+    assert len(operations) == 24
     for operation in operations:
         _fuzz(operation)
