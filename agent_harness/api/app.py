@@ -8,7 +8,17 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.security import HTTPBearer
 
-from agent_harness.api import control, errors, operations, plan, projects, roles, service, work
+from agent_harness.api import (
+    audit,
+    control,
+    errors,
+    operations,
+    plan,
+    projects,
+    roles,
+    service,
+    work,
+)
 from agent_harness.api.context import ApiContext
 from agent_harness.api.guard import DEFAULT_MAX_BODY, Guard
 
@@ -37,7 +47,7 @@ def create_app(ctx: ApiContext, *, token: str, max_body: int = DEFAULT_MAX_BODY)
     app.state.ctx = ctx
     app.include_router(service.router)
     secured = [Security(bearer)]
-    for module in (projects, work, plan, operations, control, roles):
+    for module in (projects, work, plan, operations, control, roles, audit):
         app.include_router(module.router, dependencies=secured)
     errors.install(app)
     app.add_middleware(Guard, token=token, max_body=max_body)

@@ -10,8 +10,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from agent_harness.api.context import MonitoringOnly
+from agent_harness.api.context import AuditNotRecorded, MonitoringOnly, NoAuditDatabase
 from agent_harness.api.schemas import ErrorBody
+from agent_harness.audit.baselines import BaselineExists
+from agent_harness.audit.database import AuditUnprotected
 from agent_harness.errors import ConfigError, HarnessError, InputError, PlanRefused, UsageError
 from agent_harness.pipeline.settings import RunRefused
 from agent_harness.queue.items import IllegalTransition, ItemBusy, UnknownItem
@@ -23,11 +25,13 @@ from agent_harness.tracker.protocol import TrackerError
 STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (UnknownProject, 404),
     (UnknownItem, 404),
+    (NoAuditDatabase, 404),
     (MonitoringOnly, 409),
     (ProjectExists, 409),
     (ItemBusy, 409),
     (IllegalTransition, 409),
     (RunRefused, 409),
+    (BaselineExists, 409),
     (BadProjectPath, 422),
     (PlanRefused, 422),
     (InputError, 422),
@@ -35,6 +39,8 @@ STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (ConfigError, 400),
     (TrackerError, 502),
     (StoreError, 503),
+    (AuditUnprotected, 503),
+    (AuditNotRecorded, 503),
 )
 
 
@@ -60,6 +66,9 @@ BODY: Responses = {413: _doc("Request body over the size limit.")}
 MISSING: Responses = {404: _doc("No such project or item.")}
 REFUSED: Responses = {409: _doc("Refused as things stand (monitoring only, a live claim, exists).")}
 BAD: Responses = {400: _doc("Input the server cannot use (e.g. several projects, name one).")}
+NO_AUDIT: Responses = {
+    404: _doc("No audit database yet: nothing was recorded (POST /api/audit/reconcile).")
+}
 UPSTREAM: Responses = {502: _doc("The tracker failed or refused.")}
 
 
