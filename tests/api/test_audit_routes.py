@@ -42,7 +42,8 @@ def test_a_call_of_unknown_price_costs_null_with_its_reason_never_zero(
     [line] = [row for row in spent["lines"] if row["model"] == UNPRICED]
     assert (line["cost_usd"], line["unknown_calls"], line["calls"]) == (None, 2, 2)
     [unknown] = [row for row in spent["unknown"] if row["model"] == UNPRICED]
-    assert unknown["calls"] == 2 and unknown["reason"]
+    assert unknown["calls"] == 2 and unknown["reason"].startswith("no price known")
+    assert UNPRICED in unknown["reason"]
     assert "unknown price" in spent["summary"]
     again = supervised.post("/api/audit/reconcile", headers=AUTH).json()
     assert again["added"] == 0  # recording twice adds nothing twice
