@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from fastapi.security import HTTPBearer
 
 from agent_harness.api import (
+    audit,
     control,
     errors,
     inception,
@@ -47,7 +48,7 @@ def create_app(ctx: ApiContext, *, token: str, max_body: int = DEFAULT_MAX_BODY)
     app.state.ctx = ctx
     app.include_router(service.router)
     secured = [Security(bearer)]
-    for module in (projects, work, plan, operations, control, roles, inception):
+    for module in (projects, work, plan, operations, control, roles, inception, audit):
         app.include_router(module.router, dependencies=secured)
     errors.install(app)
     app.add_middleware(Guard, token=token, max_body=max_body)

@@ -38,6 +38,20 @@ class Pools(Protocol):
     def sync(self, project: str, *, dry_run: bool) -> SyncReport: ...
 
 
+class NoAuditDatabase(HarnessError):
+    """Nothing was ever recorded in the audit: its database does not exist yet."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(
+            f"no audit database at {where}: POST /api/audit/reconcile (or `agent-harness "
+            "ingest`) records the work log into it"
+        )
+
+
+class AuditNotRecorded(HarnessError):
+    """The audit database could not be written; the drop was counted (`audit health`)."""
+
+
 class MonitoringOnly(HarnessError):
     """This server only watches: it runs no worker pool and writes nothing."""
 
@@ -73,6 +87,23 @@ class ApiContext:
         from agent_harness.inception.session import planner_for
 
         return planner_for(self.store, session_id, spec, self.model_env())
+
+    def audit_target(self) -> str:
+        """`serve --audit-db`, else audit.sqlite beside the work database, as for the CLI."""
+        from agent_harness.audit.database import audit_url
+
+        return audit_url(self.audit_url, self.store.url)
+
+    def open_audit(self, *, must_exist: bool) -> Store:
+        """The audit database, opened (and migrated) for one request; with `must_exist`, a
+        SQLite file that is not there is `NoAuditDatabase` rather than made empty."""
+        from agent_harness.audit.database import open_audit
+
+        target = self.audit_target()
+        path = target.removeprefix("sqlite:///")
+        if must_exist and "://" not in path and not Path(path).exists():
+            raise NoAuditDatabase(target)
+        return open_audit(target, clock=self.store.clock)
 
     def running(self) -> list[str]:
         return [] if self.pools is None else self.pools.running()

@@ -10,8 +10,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from agent_harness.api.context import MonitoringOnly
+from agent_harness.api.context import AuditNotRecorded, MonitoringOnly, NoAuditDatabase
 from agent_harness.api.schemas import ErrorBody
+from agent_harness.audit.baselines import BaselineExists
+from agent_harness.audit.database import AuditUnprotected
 from agent_harness.errors import ConfigError, HarnessError, InputError, PlanRefused, UsageError
 from agent_harness.inception.model import (
     PlannerAnswerInvalid,
@@ -34,12 +36,14 @@ STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (UnknownItem, 404),
     (UnknownSession, 404),
     (UnknownQuestion, 404),  # before StepRefused, its base
+    (NoAuditDatabase, 404),
     (MonitoringOnly, 409),
     (ProjectExists, 409),
     (ItemBusy, 409),
     (IllegalTransition, 409),
     (RunRefused, 409),
     (StepRefused, 409),  # BlockingOpen among them: approval with a BLOCKING question open
+    (BaselineExists, 409),
     (BadProjectPath, 422),
     (PlanRefused, 422),
     (InputError, 422),
@@ -53,6 +57,8 @@ STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (EndpointParked, 502),
     (TransportFailed, 502),
     (StoreError, 503),
+    (AuditUnprotected, 503),
+    (AuditNotRecorded, 503),
 )
 
 
@@ -78,6 +84,9 @@ BODY: Responses = {413: _doc("Request body over the size limit.")}
 MISSING: Responses = {404: _doc("No such project or item.")}
 REFUSED: Responses = {409: _doc("Refused as things stand (monitoring only, a live claim, exists).")}
 BAD: Responses = {400: _doc("Input the server cannot use (e.g. several projects, name one).")}
+NO_AUDIT: Responses = {
+    404: _doc("No audit database yet: nothing was recorded (POST /api/audit/reconcile).")
+}
 UPSTREAM: Responses = {502: _doc("The tracker failed or refused.")}
 
 

@@ -7,6 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_harness.audit.baselines import Comparison
+from agent_harness.audit.ingest import IngestReport
+from agent_harness.audit.maintenance import RollupDay
 from agent_harness.plan.model import Notice, WorkItem
 from agent_harness.queue.items import ItemRecord
 from agent_harness.queue.projects import (
@@ -478,3 +481,64 @@ class InceptionPlanOut(_Out):
     markdown: str = Field(description="The PLAN.md text.")
     items: list[str] = Field(description="The plan's item ids, in order.")
     flagged: list[str] = Field(description="Items whose check cannot be observed by a command.")
+
+
+# --- audit -------------------------------------------------------------------------------------
+
+
+class RollupsOut(_Out):
+    """The daily rollups maintenance made, oldest first: the long series, kept forever."""
+
+    days: list[RollupDay] = Field(description="One entry per rolled-up UTC day.")
+
+
+class BaselinesOut(_Out):
+    """Every recorded baseline against what the audit measured."""
+
+    baselines: list[Comparison] = Field(description="By label; empty when none is recorded.")
+
+
+BASELINE_LABEL = r"^[A-Za-z0-9._:/-]([A-Za-z0-9 ._:/-]{0,98}[A-Za-z0-9._:/-])?$"
+
+
+class BaselineIn(_Out):
+    """A prior measurement of the workload, recorded once and never changed."""
+
+    label: str = Field(pattern=BASELINE_LABEL, description="Its name, e.g. before-harness.")
+    delivered: int = Field(ge=0, le=10**9, description="Items delivered in the period.")
+    days: float = Field(
+        gt=0, le=36_500, allow_inf_nan=False, description="Length of the period in days."
+    )
+
+    def spec(self) -> str:
+        """As the CLI's --baseline TOTAL:DAYS:LABEL."""
+        return f"{self.delivered}:{self.days!r}:{self.label}"
+
+
+class SkippedOut(_Out):
+    """A line or record the ingest could not read."""
+
+    where: str = Field(description="Where it is (file:line or record).")
+    reason: str = Field(description="Why it was not read.")
+
+
+class ReconcileOut(_Out):
+    """What recording the work log into the audit did (as `agent-harness ingest`)."""
+
+    source: str = Field(description="The work log read, by a name that survives restarts.")
+    added: int = Field(description="Audit rows added now.")
+    duplicates: int = Field(description="Rows already recorded (an ingest never adds twice).")
+    deliveries: int = Field(description="Merged, closed or reverted outcomes among those added.")
+    high_water: int = Field(description="Last work-log event id now recorded.")
+    skipped: list[SkippedOut] = Field(description="What could not be read; the rest was.")
+
+    @classmethod
+    def of(cls, report: IngestReport) -> ReconcileOut:
+        return cls(
+            source=report.source,
+            added=report.added,
+            duplicates=report.duplicates,
+            deliveries=report.deliveries,
+            high_water=report.high_water,
+            skipped=[SkippedOut(where=s.where, reason=s.reason) for s in report.skipped],
+        )

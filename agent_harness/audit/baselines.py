@@ -21,7 +21,7 @@ class BaselineExists(HarnessError):
 
 
 class Baseline(BaseModel):
-    label: str
+    label: str = Field(description="Its name, unique; e.g. before-harness.")
     delivered: int = Field(description="Items delivered in the measured period.")
     days: float = Field(description="Length of the measured period in days.")
     recorded_at: float = Field(description="Epoch seconds it was recorded.")
@@ -30,8 +30,8 @@ class Baseline(BaseModel):
 class Comparison(BaseModel):
     """A baseline against what the audit measured."""
 
-    baseline: Baseline
-    baseline_per_day: float
+    baseline: Baseline = Field(description="The baseline as recorded.")
+    baseline_per_day: float = Field(description="Its delivery rate: items per day.")
     measured_per_day: float | None = Field(description="Merged items per day over `days`.")
     days: int = Field(description="UTC days with recorded deliveries or reviews.")
     ratio: float | None = Field(description="measured / baseline delivery rate.")

@@ -24,53 +24,63 @@ _LABELS = {
 class CostLine(BaseModel):
     """Spend of one project, role, vendor and model, from one kind of usage record."""
 
-    project: str
-    role: str
-    vendor: str | None
-    model: str | None
+    project: str = Field(description="Project (owner/repo:key).")
+    role: str = Field(description="Role that made the calls (implementer, reviewer, ...).")
+    vendor: str | None = Field(description="Model vendor; null when not recorded.")
+    model: str | None = Field(description="Model name; null when not recorded.")
     usage_source: str = Field(description="api, cli, claude-code or codex.")
     label: str = Field(description="Where the usage figures come from, in words.")
-    calls: int
-    priced_calls: int
+    calls: int = Field(description="Calls (or CLI-reported attempts) in this line.")
+    priced_calls: int = Field(description="Calls with a known price.")
     unknown_calls: int = Field(description="Calls with no known price; their cost is null.")
     cost_usd: float | None = Field(description="Sum over priced calls; null if none was priced.")
     reported_cost_usd: float | None = Field(
         description="What the tool itself reported it cost, kept beside our price; null if none."
     )
     tokens_in: int = Field(description="Prompt tokens, cache reads and writes included.")
-    tokens_out: int
-    cache_read: int
-    cache_write: int
+    tokens_out: int = Field(description="Completion tokens.")
+    cache_read: int = Field(description="Prompt tokens read from the cache.")
+    cache_write: int = Field(description="Prompt tokens written to the cache.")
 
 
 class DayCost(BaseModel):
-    day: str
-    calls: int
-    cost_usd: float | None
-    unknown_calls: int
-    reported_cost_usd: float | None
+    day: str = Field(description="UTC day, YYYY-MM-DD.")
+    calls: int = Field(description="Calls that day.")
+    cost_usd: float | None = Field(description="Priced cost that day; null if no call was priced.")
+    unknown_calls: int = Field(
+        description="Calls that day with no known price (never counted as 0)."
+    )
+    reported_cost_usd: float | None = Field(
+        description="What the tools reported that day; null if none."
+    )
 
 
 class UnknownPrice(BaseModel):
     """Calls that could not be priced, and why."""
 
-    vendor: str | None
-    model: str | None
-    reason: str
-    calls: int
+    vendor: str | None = Field(description="Model vendor; null when not recorded.")
+    model: str | None = Field(description="Model name; null when not recorded.")
+    reason: str = Field(description="Why no price is known, in words.")
+    calls: int = Field(description="Calls left unpriced for that reason.")
 
 
 class CostReport(BaseModel):
     """The answer to "what did this cost?"."""
 
-    lines: list[CostLine]
-    days: list[DayCost]
-    unknown: list[UnknownPrice]
+    lines: list[CostLine] = Field(
+        description="Spend by project, role, vendor, model and usage source."
+    )
+    days: list[DayCost] = Field(description="Spend per UTC day, oldest first.")
+    unknown: list[UnknownPrice] = Field(
+        description="The calls with no known price, grouped by reason."
+    )
     cost_usd: float | None = Field(description="Total over priced calls; null if none.")
-    priced_calls: int
-    unknown_calls: int
+    priced_calls: int = Field(description="Calls with a known price, in all.")
+    unknown_calls: int = Field(
+        description="Calls with no known price, in all; their cost is null, never 0."
+    )
     reported_cost_usd: float | None = Field(description="Total the tools reported themselves.")
-    reported_calls: int
+    reported_calls: int = Field(description="Calls whose tool reported its own cost.")
     price_versions: list[str] = Field(description="The price data that priced these rows.")
     summary: str = Field(description='e.g. "$12.40 + 37 calls of unknown price".')
 

@@ -18,29 +18,29 @@ from agent_harness.store.database import Store
 
 
 class DeliveryDay(BaseModel):
-    day: str
-    merged: int
-    closed: int
-    reverted: int
-    reviews: int
-    rejections: int
+    day: str = Field(description="UTC day, YYYY-MM-DD.")
+    merged: int = Field(description="Items merged that day.")
+    closed: int = Field(description="Items closed unmerged that day.")
+    reverted: int = Field(description="Items reverted that day.")
+    reviews: int = Field(description="Review verdicts that day.")
+    rejections: int = Field(description="Reviews that said no that day.")
 
 
 class DeliveryReport(BaseModel):
     """The answer to "what was delivered, and how fast?"."""
 
-    days: list[DeliveryDay]
-    merged: int
-    closed: int
-    reverted: int
+    days: list[DeliveryDay] = Field(description="Per UTC day, oldest first.")
+    merged: int = Field(description="Items merged, in all.")
+    closed: int = Field(description="Items closed unmerged, in all.")
+    reverted: int = Field(description="Items reverted, in all.")
     hours_claim_to_pr: float | None = Field(description="Median; null when nothing to measure.")
     hours_pr_to_merge: float | None = Field(description="Median; null when nothing to measure.")
     hours_claim_to_merge: float | None = Field(description="Median; null when none.")
     attempts_per_delivered: float | None = Field(
         description="Mean claims per merged item; null when nothing was merged."
     )
-    reviews: int
-    rejections: int
+    reviews: int = Field(description="Review verdicts, in all.")
+    rejections: int = Field(description="Reviews that said no, in all.")
     rejection_rate: float | None = Field(description="Rejections / reviews; null if no review.")
 
 

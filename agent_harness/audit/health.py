@@ -20,20 +20,28 @@ DROPS_KEY = "audit.drops"
 
 class Drops(BaseModel):
     count: int = Field(description="Times the audit database could not be written.")
-    last_at: float | None = None
-    last_reason: str | None = None
+    last_at: float | None = Field(
+        default=None, description="When the last drop happened, epoch seconds; null if none."
+    )
+    last_reason: str | None = Field(
+        default=None, description="Why the last drop happened; null if none."
+    )
 
 
-class Health(BaseModel):
+class AuditHealth(BaseModel):
     """The answer to "is anything being recorded?"."""
 
     ok: bool = Field(description="True when nothing below is a problem.")
     problems: list[str] = Field(description="What is wrong, in words.")
     last_event_id: int | None = Field(description="Newest raw audit row; null once thinned.")
     last_event_ts: float | None = Field(description="When the newest event ingested happened.")
-    last_event_kind: str | None
-    last_ingest_at: float | None
-    last_ingest_added: int | None
+    last_event_kind: str | None = Field(
+        description="Kind of the newest raw audit row; null if none."
+    )
+    last_ingest_at: float | None = Field(
+        description="When an ingest last ran, epoch seconds; null if never."
+    )
+    last_ingest_added: int | None = Field(description="Rows the last ingest added; null if never.")
     work_events_waiting: int | None = Field(
         description="Work-log events not yet in the audit; null without the work database."
     )
@@ -42,9 +50,13 @@ class Health(BaseModel):
         "newest work event's time less that of the last one recorded; null without it."
     )
     skipped_lines: int = Field(description="Lines and records ingest could not read, in all.")
-    drops: Drops
+    drops: Drops = Field(
+        description="Times recording into the audit failed (counted in the work database)."
+    )
     protected: bool = Field(description="The append-only triggers are intact.")
-    last_maintenance_at: float | None
+    last_maintenance_at: float | None = Field(
+        description="When maintenance last ran, epoch seconds; null if never."
+    )
 
 
 def count_drop(work: Store, reason: str) -> None:
@@ -82,7 +94,9 @@ def _behind(audit: Store, work: Store) -> tuple[int, float]:
     return newest - mark, max(0.0, newest_ts - since)
 
 
-def health(audit: Store, work: Store | None = None, *, stale_after_s: float = 3600.0) -> Health:
+def health(
+    audit: Store, work: Store | None = None, *, stale_after_s: float = 3600.0
+) -> AuditHealth:
     """How the record stands; `work` (the work database, if it still exists) gives the lag."""
     with audit.transaction(write=False) as tx:
         last = tx.one("SELECT id, ts, kind FROM audit_events ORDER BY id DESC LIMIT 1")
@@ -116,7 +130,7 @@ def health(audit: Store, work: Store | None = None, *, stale_after_s: float = 36
     skipped_total = int(skipped[0]) if skipped else 0
     if skipped_total:
         problems.append(f"{skipped_total} lines or records could not be read")
-    return Health(
+    return AuditHealth(
         ok=not problems,
         problems=problems,
         last_event_id=int(last[0]) if last else None,

@@ -13,23 +13,29 @@ from agent_harness.store.database import Store
 
 class AuditEvent(BaseModel):
     id: int = Field(description="Audit row id; page by passing the last one back as `after`.")
-    ts: float
-    day: str
-    project: str
-    item: str | None
-    kind: str
+    ts: float = Field(description="When it happened, epoch seconds.")
+    day: str = Field(description="Its UTC day, YYYY-MM-DD.")
+    project: str = Field(description="Project (owner/repo:key).")
+    item: str | None = Field(description="Work item id; null for a project-wide event.")
+    kind: str = Field(description="Kind of event (as in EVENTS.md).")
     source: str = Field(description="work, jsonl, claude-code or codex.")
-    payload: dict[str, Any]
-    role: str | None = None
-    model: str | None = None
-    cost_usd: float | None = None
-    cost_reason: str | None = None
-    price_version: str | None = None
-    reported_cost_usd: float | None = None
+    payload: dict[str, Any] = Field(description="The event as recorded.")
+    role: str | None = Field(default=None, description="Role of a model call; null otherwise.")
+    model: str | None = Field(default=None, description="Model of a model call; null otherwise.")
+    cost_usd: float | None = Field(
+        default=None, description="Priced cost of a call; null when unpriced or not a call."
+    )
+    cost_reason: str | None = Field(
+        default=None, description="Why a call has no price; null when priced."
+    )
+    price_version: str | None = Field(default=None, description="The price data that priced it.")
+    reported_cost_usd: float | None = Field(
+        default=None, description="What the tool itself reported it cost; null if none."
+    )
 
 
 class EventsPage(BaseModel):
-    events: list[AuditEvent]
+    events: list[AuditEvent] = Field(description="Up to `limit` rows, oldest first.")
     next_after: int | None = Field(description="Pass as `after` for the next page; null at end.")
     thinned_before: str | None = Field(
         description="Raw rows of days before this were thinned; their rollups remain."

@@ -118,13 +118,13 @@ def _write_rollups(tx: Tx, run: int, costs: list[tuple], activity: list[tuple]) 
 class RollupDay(BaseModel):
     """One rolled-up UTC day, all projects together."""
 
-    day: str
+    day: str = Field(description="UTC day, YYYY-MM-DD.")
     events: int = Field(description="Raw events the day had when rolled up.")
     calls: int = Field(description="Model calls and CLI-reported attempts with usage.")
     cost_usd: float | None = Field(description="Priced cost; null when no call had a price.")
     unknown_calls: int = Field(description="Calls with no known price (never counted as 0).")
-    reviews: int
-    rejections: int
+    reviews: int = Field(description="Review verdicts that day.")
+    rejections: int = Field(description="Reviews that said no that day.")
 
 
 def rollups(audit: Store, *, since: str | None = None, until: str | None = None) -> list[RollupDay]:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from agent_harness.audit.baselines import Comparison
     from agent_harness.audit.cost import CostReport
     from agent_harness.audit.delivery import DeliveryReport
-    from agent_harness.audit.health import Health
+    from agent_harness.audit.health import AuditHealth
     from agent_harness.audit.history import EventsPage
     from agent_harness.audit.maintenance import MaintenanceReport, RollupDay
 
@@ -121,7 +121,7 @@ def _ago(ts: float | None) -> str:
     return f"{stamp} ({int(seconds // 60)} min ago)"
 
 
-def render_health(out: Console, health: Health) -> None:
+def render_health(out: Console, health: AuditHealth) -> None:
     out.print("recording: " + ("[green]yes[/green]" if health.ok else "[red]problems[/red]"))
     out.print(
         f"last event: {health.last_event_kind or '-'} at {_ago(health.last_event_ts)}",

@@ -12,10 +12,11 @@ from agent_harness.cli.output import from_env
 @click.command(
     epilog="""\b
 Two modes:
-  monitoring (default)  reads only: projects, work, events, errors, summary, plan parse and
-                        dry-run sync. Nothing is written; `start` answers 409.
+  monitoring (default)  reads only: projects, work, events, errors, summary, the audit, plan
+                        parse and dry-run sync. Nothing is written; `start` answers 409.
   --supervise           the same API plus a worker pool per started project: register a
-                        project, start and stop it, add work, retry items, sync for real.
+                        project, start and stop it, add work, retry items, sync for real,
+                        and write the audit (baselines, recording the work log, maintenance).
 
 \b
 Examples:

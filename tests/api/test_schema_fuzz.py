@@ -20,6 +20,7 @@ from schemathesis.specs.openapi.checks import (
 from agent_harness.api.app import create_app
 from agent_harness.api.context import ApiContext
 from agent_harness.api.pools import ProjectPools
+from agent_harness.audit.observe import observe
 from agent_harness.config import Settings
 from agent_harness.store.database import open_store
 from agent_harness.testing.clock import FakeClock
@@ -38,6 +39,7 @@ def api_schema(request: pytest.FixtureRequest, db_dir: Path) -> Iterator[object]
     clock = FakeClock()
     store = open_store(str(db_dir / "fuzz.sqlite"), clock=clock)
     seed(store, clock)
+    observe(store, str(db_dir / "audit.sqlite"))  # the audit routes answer from a record
     settings = Settings(state_dir=str(db_dir / "state"))
     pools = ProjectPools(store, settings, idle_s=3600) if request.param == "supervised" else None
     # The inception routes reach a planner: the scripted one, on loopback.
@@ -81,6 +83,8 @@ def test_every_route_keeps_to_its_schema(api_schema: Any) -> None:
     labels = {operation.label for operation in operations}
     assert {"GET /api/work", "POST /api/projects", "POST /api/plan/sync", "GET /healthz"} <= labels
     assert "POST /api/inception/{session_id}/questions/{question_id}" in labels
-    assert len(operations) == 24
+    audit = {"GET /api/audit/cost", "POST /api/audit/baselines", "POST /api/audit/reconcile"}
+    assert audit <= labels
+    assert len(operations) == 33
     for operation in operations:
         _fuzz(operation)

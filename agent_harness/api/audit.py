@@ -1,0 +1,144 @@
+"""/api/audit: the audited answers (health, cost, delivery, rollups, events, baselines) and the
+three writes (a baseline, recording the work log now, maintenance), over `agent_harness.audit`.
+
+The audit database is `serve --audit-db`, else audit.sqlite beside the work database, opened
+per request. The writes follow the API's one rule: a monitoring server changes nothing, so
+it answers them 409, although they touch only the audit database (see DEPLOYMENT.md).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from agent_harness.api.context import ApiContext, AuditNotRecorded, context
+from agent_harness.api.errors import AUTH, BAD, BODY, NO_AUDIT, REFUSED
+from agent_harness.api.schemas import BaselineIn, BaselinesOut, ReconcileOut, RollupsOut
+from agent_harness.audit import baselines as audit_baselines
+from agent_harness.audit import cost as audit_cost
+from agent_harness.audit import delivery as audit_delivery
+from agent_harness.audit import health as audit_health
+from agent_harness.audit import history, maintenance
+from agent_harness.queue.projects import ITEM_PATTERN, PROJECT_PATTERN
+
+router = APIRouter(prefix="/api/audit", tags=["audit"], responses={**AUTH, **NO_AUDIT})
+
+Ctx = Annotated[ApiContext, Depends(context)]
+ProjectFilter = Annotated[
+    str | None, Query(pattern=PROJECT_PATTERN, description="Only this project (owner/repo:key).")
+]
+Since = Annotated[date | None, Query(description="First UTC day, YYYY-MM-DD.")]
+Until = Annotated[date | None, Query(description="Last UTC day (inclusive), YYYY-MM-DD.")]
+
+
+def _day(value: date | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+@router.get("/health", summary="Is anything being recorded? Lag, drops, last ingest, problems")
+def health(ctx: Ctx) -> audit_health.AuditHealth:
+    """`ok` is false when something below is a problem (answered 200 all the same)."""
+    with ctx.open_audit(must_exist=True) as audit:
+        return audit_health.health(audit, ctx.store)
+
+
+@router.get(
+    "/cost", summary="Spend by project, role, model and day; unknown price is null", responses=BAD
+)
+def cost(
+    ctx: Ctx, project: ProjectFilter = None, since: Since = None, until: Until = None
+) -> audit_cost.CostReport:
+    """A call with no known price is counted in `unknown_calls` with its reason, never as $0."""
+    with ctx.open_audit(must_exist=True) as audit:
+        return audit_cost.cost(audit, project=project, since=_day(since), until=_day(until))
+
+
+@router.get(
+    "/delivery",
+    summary="Merged, closed and reverted per day; how fast; review verdicts",
+    responses=BAD,
+)
+def delivery(
+    ctx: Ctx, project: ProjectFilter = None, since: Since = None, until: Until = None
+) -> audit_delivery.DeliveryReport:
+    with ctx.open_audit(must_exist=True) as audit:
+        return audit_delivery.delivery(audit, project=project, since=_day(since), until=_day(until))
+
+
+@router.get("/rollups", summary="The daily rollups maintenance made (kept forever)", responses=BAD)
+def rollups(ctx: Ctx, since: Since = None, until: Until = None) -> RollupsOut:
+    with ctx.open_audit(must_exist=True) as audit:
+        return RollupsOut(days=maintenance.rollups(audit, since=_day(since), until=_day(until)))
+
+
+@router.get("/events", summary="Raw audit rows after a row id, oldest first (page by id)")
+def events(
+    ctx: Ctx,
+    after: Annotated[int, Query(ge=0, le=2**62, description="Last audit row id seen.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=10_000, description="Page size.")] = 100,
+    project: ProjectFilter = None,
+    item: Annotated[str | None, Query(pattern=ITEM_PATTERN, description="Only this item.")] = None,
+    kind: Annotated[
+        str | None, Query(pattern=r"^[a-z_]{1,64}$", description="Only this kind of event.")
+    ] = None,
+) -> history.EventsPage:
+    with ctx.open_audit(must_exist=True) as audit:
+        return history.events(
+            audit, after=after, limit=limit, project=project, item=item, kind=kind
+        )
+
+
+@router.get("/baselines", summary="Recorded baselines against the measured delivery and cost")
+def baselines(ctx: Ctx, project: ProjectFilter = None) -> BaselinesOut:
+    with ctx.open_audit(must_exist=True) as audit:
+        return BaselinesOut(baselines=audit_baselines.baselines(audit, project=project))
+
+
+@router.post(
+    "/baselines",
+    status_code=201,
+    summary="Record a baseline; immutable, so a label already recorded is 409",
+    responses={**BODY, **REFUSED},
+)
+def record_baseline(body: BaselineIn, ctx: Ctx) -> audit_baselines.Baseline:
+    ctx.writable("recording a baseline")
+    with ctx.open_audit(must_exist=False) as audit:
+        return audit_baselines.record_baseline(audit, body.spec())
+
+
+@router.post(
+    "/reconcile",
+    summary="Record the work log into the audit now (what `agent-harness ingest` does)",
+    responses=REFUSED,
+)
+def reconcile(ctx: Ctx) -> ReconcileOut:
+    """Reads this server's work log from the last event recorded on and appends what is new;
+    again adds nothing twice. It touches no tracker: this is not `agent-harness reconcile`.
+    When the audit cannot be written the drop is counted (`audit health`) and this is 503."""
+    from agent_harness.audit.observe import observe
+
+    ctx.writable("recording the work log into the audit")
+    outcome = observe(ctx.store, ctx.audit_target())
+    if isinstance(outcome, str):
+        raise AuditNotRecorded(f"audit: not recorded ({outcome}); counted as a drop")
+    return ReconcileOut.of(outcome)
+
+
+@router.post(
+    "/maintenance",
+    summary="Roll complete UTC days up; thin covered raw rows past retention",
+    responses=REFUSED,
+)
+def maintain(
+    ctx: Ctx,
+    retention_days: Annotated[
+        float,
+        Query(ge=0, le=36_500, description="Thin raw rows older than this many days."),
+    ] = maintenance.DEFAULT_RETENTION_DAYS,
+) -> maintenance.MaintenanceReport:
+    """No audited answer changes: what is thinned is read from the rollups from then on."""
+    ctx.writable("audit maintenance")
+    with ctx.open_audit(must_exist=True) as audit:
+        return maintenance.maintain(audit, now=ctx.store.clock(), retention_days=retention_days)
