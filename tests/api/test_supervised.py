@@ -1,7 +1,8 @@
 """Supervised mode end to end on the embedded forge: two projects registered over HTTP, started,
 watched through /api/work until their items have pull requests, both at once; one stopped
 while the other runs on; the other's reviewer re-routed live, and the next review is asked of
-the new route."""
+the new route; then paused over /api/control, an item added meanwhile waits, and after a
+resume it is worked to a pull request."""
 
 from __future__ import annotations
 
@@ -166,3 +167,49 @@ def test_two_projects_registered_over_http_run_to_pull_requests(
     events = client.get("/api/events", params={"limit": 1000}, headers=AUTH).json()["events"]
     changes = [e for e in events if e["kind"] == "roles_changed" and e["project"] == "me/lib:PLAN"]
     assert changes and "gpt-other" in changes[-1]["payload"]["roles"]["reviewer"]
+
+    # Pause me/lib over HTTP: its pool says so, and an item added meanwhile waits unclaimed
+    # until it is resumed; then it is worked to a pull request like the others.
+    paused = client.post(
+        "/api/control", json={"action": "pause", "project": "me/lib:PLAN"}, headers=AUTH
+    )
+    assert paused.status_code == 200, paused.text
+    asked = client.get("/api/control", params={"project": "me/lib:PLAN"}, headers=AUTH).json()
+    assert asked["controls"][0]["asked"] == "paused"
+    before = asked["controls"][0]["pool"]["reports"]
+    # Passes come and go (each ends when nothing is left to claim); the next ones see the pause.
+    pool = _pool_report(client, "me/lib:PLAN", lambda r: r["reports"] >= before + 2)
+    more = {"project": "me/lib:PLAN", "items": [{"id": "T6", "title": "Usage section",
+            "body": "Add a Usage section to the project README."}]}  # fmt: skip
+    assert client.post("/api/work", json=more, headers=AUTH).status_code == 201
+    # Several more reports of the paused pool (passes come and go; each enqueues T6): no claim.
+    _pool_report(client, "me/lib:PLAN", lambda r: r["reports"] >= pool["reports"] + 6)
+    held = client.get("/api/work/T6", params={"project": "me/lib:PLAN"}, headers=AUTH)
+    if held.status_code != 404:  # 404: not queued yet, which holds it back all the same
+        assert held.json()["item"]["state"] == "pending", held.text
+        assert not any(e["kind"] == "claimed" for e in held.json()["events"]), held.text
+    resumed = client.post(
+        "/api/control", json={"action": "resume", "project": "me/lib:PLAN"}, headers=AUTH
+    )
+    assert resumed.status_code == 200, resumed.text
+    deadline = time.monotonic() + 120  # a fail-safe, not a measurement
+    while time.monotonic() < deadline:
+        t6 = client.get("/api/work/T6", params={"project": "me/lib:PLAN"}, headers=AUTH).json()
+        if any(e["kind"] == "pr_opened" for e in t6.get("events", [])):
+            break
+        time.sleep(0.1)
+    assert any(e["kind"] == "pr_opened" for e in t6.get("events", [])), t6
+
+
+def _pool_report(client: TestClient, project: str, ok: object) -> dict[str, object]:
+    """Wait until the project's running pool reports what `ok` accepts; that report."""
+    assert callable(ok)
+    deadline = time.monotonic() + 60  # a fail-safe, not a measurement
+    report: object = None
+    while time.monotonic() < deadline:
+        got = client.get("/api/control", params={"project": project}, headers=AUTH).json()
+        report = got["controls"][0]["pool"]
+        if report is not None and ok(report):
+            return report  # type: ignore[no-any-return]
+        time.sleep(0.05)
+    raise AssertionError(f"{project}'s pool never reported as wanted: {report}")
