@@ -10,18 +10,17 @@ library raises LookupError) has no price: the cost is None with the reason, neve
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 # The harness's vendor names where genai-prices calls the provider otherwise.
 _PROVIDER_OF = {"gemini": "google", "claude": "anthropic", "claude-code": "anthropic"}
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Tokens of one call: `tokens_in` is the whole prompt, cache reads and writes included."""
+class Usage(NamedTuple):
+    """Tokens of one call: `tokens_in` is the whole prompt, cache reads and writes included.
+    (An immutable tuple in this order: ingest builds one per call, and unpacks it.)"""
 
     tokens_in: int | None
     tokens_out: int | None
@@ -29,8 +28,7 @@ class Usage:
     cache_write: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Price:
+class Price(NamedTuple):
     """What a call cost in USD, or None with `reason`; `version` names the price data used."""
 
     cost_usd: float | None
@@ -41,8 +39,7 @@ class Price:
 def price_data_version() -> str:
     """Which price data priced a row: the library's version, and its snapshot's date when the
     prices were updated at run time rather than bundled."""
-    snapshot = _snapshot()
-    return _version_of(snapshot.from_auto_update, snapshot.timestamp)
+    return _PRICES.version()
 
 
 def _snapshot() -> Any:
@@ -74,14 +71,15 @@ def price(vendor: str | None, model: str | None, usage: Usage, at: float) -> Pri
         return Price(None, "the model was not reported", None)
     if not vendor:
         return Price(None, "the provider was not reported", None)
-    if usage.tokens_in is None and usage.tokens_out is None:
+    tokens_in, tokens_out, read, write = usage
+    if tokens_in is None and tokens_out is None:
         return Price(None, "no token usage was reported", None)
-    cache = (usage.cache_read or 0) + (usage.cache_write or 0)
-    if cache > (usage.tokens_in or 0):
-        return Price(
-            None, f"cache tokens ({cache}) exceed the input tokens ({usage.tokens_in or 0})", None
-        )
-    return _PRICES.price(_PROVIDER_OF.get(vendor.lower(), vendor.lower()), model, usage, at)
+    cache = (read or 0) + (write or 0)
+    if cache > (tokens_in or 0):
+        reason = f"cache tokens ({cache}) exceed the input tokens ({tokens_in or 0})"
+        return Price(None, reason, None)
+    provider = vendor.lower()
+    return _PRICES.price(_PROVIDER_OF.get(provider, provider), model, usage, at)
 
 
 def _exact(provider: str, model: str, usage: Usage, at: float) -> Decimal:
@@ -126,66 +124,104 @@ class _Prices:
     this provider, model and day, and is compared again every few hundred calls. On any
     difference the model is priced by `calc_price` alone from then on. Lookups that fail are
     remembered too, as the library does not cache them.
+
+    The common case (a trusted model) is one dictionary lookup and the sum: ingest prices every
+    model call it reads, and this was most of its time.
     """
 
     def __init__(self) -> None:
         self._misses: dict[tuple[str, str, str], str] = {}
         self._models: dict[_Key, _Rates | None] = {}
         self._trusted: dict[_Key, bool] = {}
+        # Per (provider, model as named, day) of the price data in use: the rates trusted for
+        # the per-token sum, or the reason the model has no price.
+        self._fast: dict[tuple[str, str, int], _Rates | str] = {}
         self._calls = 0
+        self._get_snapshot: Any = _snapshot
+        self._seen: Any = None  # the price data the version below names
+        self._version = ""
+
+    def version(self) -> str:
+        snapshot = self._get_snapshot()
+        if snapshot is not self._seen:
+            self._see(snapshot)
+        return self._version
+
+    def _see(self, snapshot: Any) -> None:
+        """New price data (the first call, or `UpdatePrices` installed another snapshot)."""
+        self._get_snapshot = _get_snapshot or _snapshot
+        self._version = _version_of(snapshot.from_auto_update, snapshot.timestamp)
+        self._seen = snapshot
+        self._fast = {}
 
     def price(self, provider: str, model: str, usage: Usage, at: float) -> Price:
-        version = price_data_version()
+        snapshot = self._get_snapshot()
+        if snapshot is not self._seen:
+            self._see(snapshot)
+        found = self._fast.get((provider, model, int(at // 86_400)))
+        if found is not None:
+            if isinstance(found, str):
+                return Price(None, found, self._version)
+            self._calls += 1
+            if self._calls % _RECHECK_EVERY:
+                fast = _linear(found, usage)
+                if fast is not None:
+                    return Price(fast / PICO, None, self._version)
+        return self._checked(provider, model, usage, at, self._version)
+
+    def _checked(self, provider: str, model: str, usage: Usage, at: float, version: str) -> Price:
+        """The library's price, and whether the per-token sum may stand in for it."""
         name = model.lower()
-        miss = self._misses.get((provider, name, version))
         key: _Key = (provider, name, int(at // 86_400), version)
+        miss = self._misses.get((provider, name, version))
         if miss is not None:
+            self._fast[(provider, model, key[2])] = miss
             return Price(None, miss, version)
-        self._calls += 1
-        fast = self._linear(key, usage, at)
         trusted = self._trusted.get(key)
-        if fast is not None and trusted and self._calls % _RECHECK_EVERY:
-            return Price(fast / PICO, None, version)
+        rates = None if trusted is False else self._rates(key, at)
+        fast = None if rates is None else _linear(rates, usage)
         try:
             exact = _exact(provider, model, usage, at)
         except LookupError as exc:
             reason = f"no price known: {exc}"
             self._misses[(provider, name, version)] = reason
+            self._fast[(provider, model, key[2])] = reason
             return Price(None, reason, version)
+        fast_key = (provider, model, key[2])
         if fast is not None:
             self._trusted[key] = Decimal(fast) / PICO == exact and trusted is not False
+            if self._trusted[key] and rates is not None:
+                self._fast[fast_key] = rates
+            else:
+                self._fast.pop(fast_key, None)
         return Price(float(exact), None, version)
-
-    def _linear(self, key: _Key, usage: Usage, at: float) -> int | None:
-        """The per-token sum in pico-dollars (exact integers), or None when the model's price
-        is not per token only."""
-        if self._trusted.get(key) is False:
-            return None
-        rates = self._rates(key, at)
-        if rates is None:
-            return None
-        total_in = usage.tokens_in or 0
-        read, write = usage.cache_read or 0, usage.cache_write or 0
-        counts = (total_in - read - write, read, write, usage.tokens_out or 0)
-        cost = 0
-        for rate, count in zip(rates, counts, strict=True):
-            if not count:
-                continue
-            if rate is None:
-                return None  # the library decides what an unpriced kind of token costs
-            base, tiers = rate
-            for start, tier_rate in tiers:  # highest first: the tier the prompt's size selects
-                if total_in > start:
-                    base = tier_rate
-                    break
-            cost += base * count
-        return cost
 
     def _rates(self, key: _Key, at: float) -> _Rates | None:
         if key not in self._models:
             self._models[key] = _rates_of(key, at)
         found: _Rates | None = self._models[key]
         return found
+
+
+def _linear(rates: _Rates, usage: Usage) -> int | None:
+    """The per-token sum in pico-dollars (exact integers), or None when a count is of a kind
+    the model has no per-token price for."""
+    total_in, out, read, write = usage
+    total_in, read, write = total_in or 0, read or 0, write or 0
+    counts = (total_in - read - write, read, write, out or 0)
+    cost = 0
+    for rate, count in zip(rates, counts, strict=True):
+        if not count:
+            continue
+        if rate is None:
+            return None  # the library decides what an unpriced kind of token costs
+        base, tiers = rate
+        for start, tier_rate in tiers:  # highest first: the tier the prompt's size selects
+            if total_in > start:
+                base = tier_rate
+                break
+        cost += base * count
+    return cost
 
 
 # Per token kind: the base rate and the tiers (start, rate), highest start first, in

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -42,9 +41,9 @@ def _day_number(number: int) -> str:
     return datetime.fromtimestamp(number * 86_400, UTC).strftime("%Y-%m-%d")
 
 
-@dataclass(frozen=True, slots=True)
-class UsageFacts:
-    """Who used what: the role, where the call went, the tokens and any cost the tool reported."""
+class UsageFacts(NamedTuple):
+    """Who used what: the role, where the call went, the tokens and any cost the tool reported.
+    (Immutable tuples, as ingest builds one per model call and a frozen dataclass showed.)"""
 
     role: str
     vendor: str | None
@@ -54,51 +53,65 @@ class UsageFacts:
     reported_cost_usd: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class AuditRow:
-    """A row of `audit_events`, ready to insert."""
+class AuditRow(NamedTuple):
+    """A row of `audit_events` as its columns in the table's order, all but `ingested_at`
+    (given when it is written). Build one with `audit_row`. A plain tuple underneath, so the
+    insert's parameters are the row and the time (ingest builds one per event it reads)."""
 
     source_id: str
     source: str
     ts: float
+    day: str
     project: str
     item: str | None
     kind: str
     payload: str
-    outcome: str | None = None  # a review's verdict (approved, rejected) or an outcome's state
-    facts: UsageFacts | None = None
-    price: Price | None = None
-
-    @property
-    def day(self) -> str:
-        return day_of(self.ts)
+    outcome: str | None  # a review's verdict (approved, rejected) or an outcome's state
+    role: str | None
+    vendor: str | None
+    model: str | None
+    usage_source: str | None
+    tokens_in: int | None
+    tokens_out: int | None
+    cache_read: int | None
+    cache_write: int | None
+    cost_usd: float | None
+    cost_reason: str | None
+    price_version: str | None
+    reported_cost_usd: float | None
 
     def values(self, ingested_at: float) -> tuple[Any, ...]:
-        facts, cost = self.facts, self.price
-        return (
-            self.source_id,
-            self.source,
-            self.ts,
-            self.day,
-            self.project,
-            self.item,
-            self.kind,
-            self.payload,
-            self.outcome,
-            facts.role if facts else None,
-            facts.vendor if facts else None,
-            facts.model if facts else None,
-            facts.usage_source if facts else None,
-            facts.usage.tokens_in if facts else None,
-            facts.usage.tokens_out if facts else None,
-            facts.usage.cache_read if facts else None,
-            facts.usage.cache_write if facts else None,
-            cost.cost_usd if cost else None,
-            cost.reason if cost else None,
-            cost.version if cost else None,
-            facts.reported_cost_usd if facts else None,
-            ingested_at,
-        )
+        return (*self, ingested_at)
+
+
+# The columns from `role` to `reported_cost_usd` of a row that is not usage.
+_NOT_USAGE: tuple[None, ...] = (None,) * 12
+_NO_PRICE: tuple[None, None, None] = (None, None, None)
+_new_row = AuditRow._make
+
+
+def audit_row(
+    source_id: str,
+    source: str,
+    ts: float,
+    project: str,
+    item: str | None,
+    kind: str,
+    payload: str,
+    outcome: str | None = None,
+    facts: UsageFacts | None = None,
+    price: Price | None = None,
+) -> AuditRow:
+    """The row of one event: where it came from, what it says, and its usage and price."""
+    head = (source_id, source, ts, day_of(ts), project, item, kind, payload, outcome)
+    return _new_row(head + _usage_columns(facts, price))
+
+
+def _usage_columns(facts: UsageFacts | None, cost: Price | None) -> tuple[Any, ...]:
+    if facts is None:
+        return _NOT_USAGE if cost is None else (None,) * 8 + (*cost, None)
+    role, vendor, model, usage_source, usage, reported = facts
+    return (role, vendor, model, usage_source, *usage, *(cost or _NO_PRICE), reported)
 
 
 INSERT_ROW = (
@@ -194,7 +207,7 @@ def _typed(kind: str, payload: str) -> object:
     """The payload as its model, parsed straight from its JSON; as `read_payload` has it (a
     `RawPayload` with the problem) when its fields do not fit."""
     try:
-        return STORED_MODELS[kind].model_validate_json(payload)
+        return STORED_MODELS[kind].__pydantic_validator__.validate_json(payload)
     except ValidationError:
         data = json.loads(payload)
         return read_payload(kind, data if isinstance(data, dict) else {})
@@ -209,21 +222,11 @@ def row_of_stored(stored: tuple[Any, ...], log_id: str) -> AuditRow:
         source_id, source = f"ext:{external_id}", "jsonl"
     else:
         source_id, source = f"work:{log_id}:{event_id}", "work"
-    facts: UsageFacts | None = None
-    outcome: str | None = None
-    if kind in READ_KINDS:
-        typed = _typed(kind, payload)
-        facts = usage_of(typed)
-        outcome = outcome_of(typed)
-    return AuditRow(
-        source_id=source_id,
-        source=source,
-        ts=float(ts),
-        project=project,
-        item=item,
-        kind=kind,
-        payload=payload,
-        outcome=outcome,
-        facts=facts,
-        price=priced(facts, float(ts)),
-    )
+    ts = float(ts)
+    head = (source_id, source, ts, day_of(ts), project, item, kind, payload)
+    if kind not in READ_KINDS:
+        return _new_row((*head, None, *_NOT_USAGE))
+    typed = _typed(kind, payload)
+    facts = usage_of(typed)
+    cost = None if facts is None else priced(facts, ts)
+    return _new_row((*head, outcome_of(typed), *_usage_columns(facts, cost)))

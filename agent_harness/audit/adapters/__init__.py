@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agent_harness.audit.ingest import IngestReport, Skipped, write_rows
 from agent_harness.audit.pricing import Usage
-from agent_harness.audit.records import AuditRow, UsageFacts, priced
+from agent_harness.audit.records import AuditRow, UsageFacts, audit_row, priced
 from agent_harness.errors import UsageError
 from agent_harness.secrets.process import process_env
 from agent_harness.store.database import Store
@@ -90,7 +90,7 @@ def to_row(tool: str, found: LogUsage, places: dict[str, tuple[str, str]]) -> Au
         usage_source=tool,
         usage=found.usage,
     )
-    return AuditRow(
+    return audit_row(
         source_id=found.source_id,
         source=tool,
         ts=found.ts,
