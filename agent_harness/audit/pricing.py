@@ -78,8 +78,7 @@ def price(vendor: str | None, model: str | None, usage: Usage, at: float) -> Pri
     if cache > (tokens_in or 0):
         reason = f"cache tokens ({cache}) exceed the input tokens ({tokens_in or 0})"
         return Price(None, reason, None)
-    provider = vendor.lower()
-    return _PRICES.price(_PROVIDER_OF.get(provider, provider), model, usage, at)
+    return _PRICES.price(vendor, model, usage, at)
 
 
 def _exact(provider: str, model: str, usage: Usage, at: float) -> Decimal:
@@ -133,9 +132,9 @@ class _Prices:
         self._misses: dict[tuple[str, str, str], str] = {}
         self._models: dict[_Key, _Rates | None] = {}
         self._trusted: dict[_Key, bool] = {}
-        # Per (provider, model as named, day) of the price data in use: the rates trusted for
+        # Per (vendor, model as named, day) of the price data in use: the rates trusted for
         # the per-token sum, or the reason the model has no price.
-        self._fast: dict[tuple[str, str, int], _Rates | str] = {}
+        self._fast: dict[tuple[str, str, int], _Fast | str] = {}
         self._calls = 0
         self._get_snapshot: Any = _snapshot
         self._seen: Any = None  # the price data the version below names
@@ -154,28 +153,29 @@ class _Prices:
         self._seen = snapshot
         self._fast = {}
 
-    def price(self, provider: str, model: str, usage: Usage, at: float) -> Price:
+    def price(self, vendor: str, model: str, usage: Usage, at: float) -> Price:
         snapshot = self._get_snapshot()
         if snapshot is not self._seen:
             self._see(snapshot)
-        found = self._fast.get((provider, model, int(at // 86_400)))
+        found = self._fast.get((vendor, model, int(at // 86_400)))
         if found is not None:
             if isinstance(found, str):
                 return Price(None, found, self._version)
             self._calls += 1
             if self._calls % _RECHECK_EVERY:
-                fast = _linear(found, usage)
+                fast = _quick(found, usage)
                 if fast is not None:
                     return Price(fast / PICO, None, self._version)
-        return self._checked(provider, model, usage, at, self._version)
+        return self._checked(vendor, model, usage, at, self._version)
 
-    def _checked(self, provider: str, model: str, usage: Usage, at: float, version: str) -> Price:
+    def _checked(self, vendor: str, model: str, usage: Usage, at: float, version: str) -> Price:
         """The library's price, and whether the per-token sum may stand in for it."""
+        provider = _PROVIDER_OF.get(vendor.lower(), vendor.lower())
         name = model.lower()
         key: _Key = (provider, name, int(at // 86_400), version)
         miss = self._misses.get((provider, name, version))
         if miss is not None:
-            self._fast[(provider, model, key[2])] = miss
+            self._fast[(vendor, model, key[2])] = miss
             return Price(None, miss, version)
         trusted = self._trusted.get(key)
         rates = None if trusted is False else self._rates(key, at)
@@ -185,13 +185,13 @@ class _Prices:
         except LookupError as exc:
             reason = f"no price known: {exc}"
             self._misses[(provider, name, version)] = reason
-            self._fast[(provider, model, key[2])] = reason
+            self._fast[(vendor, model, key[2])] = reason
             return Price(None, reason, version)
-        fast_key = (provider, model, key[2])
+        fast_key = (vendor, model, key[2])
         if fast is not None:
             self._trusted[key] = Decimal(fast) / PICO == exact and trusted is not False
             if self._trusted[key] and rates is not None:
-                self._fast[fast_key] = rates
+                self._fast[fast_key] = _fast_of(rates)
             else:
                 self._fast.pop(fast_key, None)
         return Price(float(exact), None, version)
@@ -201,6 +201,36 @@ class _Prices:
             self._models[key] = _rates_of(key, at)
         found: _Rates | None = self._models[key]
         return found
+
+
+# A trusted model's rates, with the four base rates and the prompt size up to which no tier
+# applies, so the common call is one sum (see `_quick`).
+_Fast = tuple["_Rates", tuple[int | None, ...], int]
+
+
+def _fast_of(rates: _Rates) -> _Fast:
+    bases = tuple(None if rate is None else rate[0] for rate in rates)
+    starts = [start for rate in rates if rate is not None for start, _ in rate[1]]
+    return rates, bases, min(starts, default=2**63)
+
+
+def _quick(found: _Fast, usage: Usage) -> int | None:
+    """`_linear` for a prompt below every tier: the four counts times the base rates."""
+    rates, (fresh_rate, read_rate, write_rate, out_rate), below = found
+    total_in, out, read, write = usage
+    total_in, read, write = total_in or 0, read or 0, write or 0
+    if total_in > below:
+        return _linear(rates, usage)
+    fresh = total_in - read - write
+    try:  # a rate of None times a count that is not zero: the library decides
+        return (
+            (fresh_rate * fresh if fresh else 0)  # type: ignore[operator]
+            + (read_rate * read if read else 0)  # type: ignore[operator]
+            + (write_rate * write if write else 0)  # type: ignore[operator]
+            + (out_rate * out if out else 0)  # type: ignore[operator]
+        )
+    except TypeError:
+        return None
 
 
 def _linear(rates: _Rates, usage: Usage) -> int | None:

@@ -123,6 +123,10 @@ INSERT_ROW = (
 )
 
 
+def _call_usage(call: ModelCall) -> Usage:
+    return Usage(call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
+
+
 def usage_of(payload: object) -> UsageFacts | None:
     """The usage an event's payload stands for, or None when it is not usage."""
     if isinstance(payload, ModelCall):
@@ -133,12 +137,7 @@ def usage_of(payload: object) -> UsageFacts | None:
             vendor=payload.vendor,
             model=payload.model,
             usage_source="api",
-            usage=Usage(
-                payload.tokens_in,
-                payload.tokens_out,
-                payload.tokens_cached,
-                payload.tokens_cache_write,
-            ),
+            usage=_call_usage(payload),
         )
     if isinstance(payload, AgentFinished):
         if payload.tokens_in is None and payload.tokens_out is None and payload.cost_usd is None:
@@ -203,6 +202,9 @@ def row_of_event(event: Event, log_id: str) -> AuditRow:
     )
 
 
+_read_call = ModelCall.__pydantic_validator__.validate_json
+
+
 def _typed(kind: str, payload: str) -> object:
     """The payload as its model, parsed straight from its JSON; as `read_payload` has it (a
     `RawPayload` with the problem) when its fields do not fit."""
@@ -226,7 +228,31 @@ def row_of_stored(stored: tuple[Any, ...], log_id: str) -> AuditRow:
     head = (source_id, source, ts, day_of(ts), project, item, kind, payload)
     if kind not in READ_KINDS:
         return _new_row((*head, None, *_NOT_USAGE))
+    if kind == "model.call":  # most of what is read: straight to its columns
+        try:
+            call = _read_call(payload)
+        except ValidationError:
+            pass  # read below as `read_payload` has it
+        else:
+            return _new_row((*head, None, *_call_columns(call, ts)))
     typed = _typed(kind, payload)
     facts = usage_of(typed)
     cost = None if facts is None else priced(facts, ts)
     return _new_row((*head, outcome_of(typed), *_usage_columns(facts, cost)))
+
+
+def _call_columns(call: ModelCall, ts: float) -> tuple[Any, ...]:
+    """`_usage_columns(usage_of(call), priced(...))` of a model call, without the objects."""
+    if call.failure is not None or call.parked:
+        return _NOT_USAGE
+    usage = _call_usage(call)
+    vendor, model = call.vendor, call.model
+    return (
+        call.role or "unknown",
+        vendor,
+        model,
+        "api",
+        *usage,
+        *price(vendor, model, usage, ts),
+        None,
+    )
