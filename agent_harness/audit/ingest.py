@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -19,6 +20,14 @@ from agent_harness.audit.records import INSERT_ROW, AuditRow, day_of, row_of_sto
 from agent_harness.store.database import Store, Tx
 
 OUTCOMES = ("merged", "closed", "reverted")
+
+# A batch of the work log after the high-water mark (rows as the driver gives them: tuples).
+_READ_EVENTS = (
+    "SELECT id, ts, project, item, kind, payload, external_id FROM events "
+    "WHERE id > ? ORDER BY id LIMIT ?"
+)
+
+_TS = operator.attrgetter("ts")
 
 # An idle watch writes a run record at most this often, so "last ingest" stays fresh without
 # a row every few seconds.
@@ -102,11 +111,7 @@ def ingest_work_store(
     first = True
     while True:
         with work.transaction(write=False) as tx:
-            events = tx.all(
-                "SELECT id, ts, project, item, kind, payload, external_id FROM events "
-                "WHERE id > ? ORDER BY id LIMIT ?",
-                (after, batch),
-            )
+            events = tx.conn.execute(tx.dialect.sql(_READ_EVENTS), (after, batch)).fetchall()
         if not events and not first:
             return report
         rows = [row_of_stored(event, ident) for event in events]
@@ -137,10 +142,11 @@ def write_rows(
         rows, refused = _outside_thinned_days(tx, rows)
         skipped.extend(refused)
         report.skipped = list(skipped)
-        newest = max(rows, key=lambda row: row.ts) if rows else None
+        newest = max(rows, key=_TS) if rows else None
         if rows:
             cursor = tx.conn.cursor()
-            cursor.executemany(tx.dialect.sql(INSERT_ROW), [row.values(now) for row in rows])
+            # Each row's `values(now)`, spelled out: it is per row, and the call showed.
+            cursor.executemany(tx.dialect.sql(INSERT_ROW), [(*row, now) for row in rows])
             report.added = max(0, int(cursor.rowcount))
             report.duplicates = len(rows) - report.added
             report.deliveries = _record_deliveries(tx, rows)

@@ -87,7 +87,8 @@ class AuditRow(NamedTuple):
 # The columns from `role` to `reported_cost_usd` of a row that is not usage.
 _NOT_USAGE: tuple[None, ...] = (None,) * 12
 _NO_PRICE: tuple[None, None, None] = (None, None, None)
-_new_row = AuditRow._make
+# `AuditRow._make` without its length check (every caller here builds all 21 columns).
+_new_row = functools.partial(tuple.__new__, AuditRow)
 
 
 def audit_row(
@@ -123,10 +124,6 @@ INSERT_ROW = (
 )
 
 
-def _call_usage(call: ModelCall) -> Usage:
-    return Usage(call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
-
-
 def usage_of(payload: object) -> UsageFacts | None:
     """The usage an event's payload stands for, or None when it is not usage."""
     if isinstance(payload, ModelCall):
@@ -137,7 +134,12 @@ def usage_of(payload: object) -> UsageFacts | None:
             vendor=payload.vendor,
             model=payload.model,
             usage_source="api",
-            usage=_call_usage(payload),
+            usage=Usage(
+                payload.tokens_in,
+                payload.tokens_out,
+                payload.tokens_cached,
+                payload.tokens_cache_write,
+            ),
         )
     if isinstance(payload, AgentFinished):
         if payload.tokens_in is None and payload.tokens_out is None and payload.cost_usd is None:
@@ -225,9 +227,11 @@ def row_of_stored(stored: tuple[Any, ...], log_id: str) -> AuditRow:
     else:
         source_id, source = f"work:{log_id}:{event_id}", "work"
     ts = float(ts)
-    head = (source_id, source, ts, day_of(ts), project, item, kind, payload)
     if kind not in READ_KINDS:
-        return _new_row((*head, None, *_NOT_USAGE))
+        return _new_row(
+            (source_id, source, ts, day_of(ts), project, item, kind, payload, None, *_NOT_USAGE)
+        )
+    head = (source_id, source, ts, day_of(ts), project, item, kind, payload)
     if kind == "model.call":  # most of what is read: straight to its columns
         try:
             call = _read_call(payload)
@@ -245,7 +249,7 @@ def _call_columns(call: ModelCall, ts: float) -> tuple[Any, ...]:
     """`_usage_columns(usage_of(call), priced(...))` of a model call, without the objects."""
     if call.failure is not None or call.parked:
         return _NOT_USAGE
-    usage = _call_usage(call)
+    usage = Usage(call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
     vendor, model = call.vendor, call.model
     return (
         call.role or "unknown",

@@ -139,3 +139,25 @@ def test_a_watch_records_every_round_and_maintains_once_a_utc_day(
             assert tx.one("SELECT COUNT(*) FROM maintenance_runs") == (3,)
     finally:
         audit.close()
+
+
+def test_a_model_call_is_priced_only_when_its_whole_payload_fits_and_unknown_stays_null(
+    sqlite_work: Store, sqlite_audit: Store, clock: FakeClock
+) -> None:
+    """Ingest reads a model call straight to its columns; a payload with any field that does
+    not fit (even one the audit never reads) is kept but is not usage, and a model of unknown
+    price is NULL with its reason every time, not only the first."""
+    good = {"role": "reviewer", "vendor": "openai", "model": "gpt-4o", "tokens_in": 1000}
+    with sqlite_work.transaction() as tx:
+        tx.record_outside_event(PROJECT, None, "model.call", {**good, "tokens_out": 10})
+        tx.record_outside_event(PROJECT, None, "model.call", {**good, "latency_s": "slow"})
+        for tokens_out in (10, 20):
+            unknown = {**good, "model": "gpt-nowhere", "tokens_out": tokens_out}
+            tx.record_outside_event(PROJECT, None, "model.call", unknown)
+    ingest_work_store(sqlite_work, sqlite_audit)
+    with sqlite_audit.transaction(write=False) as tx:
+        rows = tx.all("SELECT usage_source, cost_usd, cost_reason FROM audit_events ORDER BY id")
+    priced, unfit, *unknown = rows
+    assert priced[0] == "api" and priced[1] is not None and priced[1] > 0
+    assert unfit == (None, None, None)
+    assert [(row[1], "no price known" in str(row[2])) for row in unknown] == [(None, True)] * 2
