@@ -36,6 +36,12 @@ class Price(NamedTuple):
     version: str | None
 
 
+# `Price(...)` and `Usage(...)` from a tuple, without a Python frame (ingest makes one of each
+# per model call).
+_new_price = functools.partial(tuple.__new__, Price)
+new_usage = functools.partial(tuple.__new__, Usage)
+
+
 def price_data_version() -> str:
     """Which price data priced a row: the library's version, and its snapshot's date when the
     prices were updated at run time rather than bundled."""
@@ -160,12 +166,12 @@ class _Prices:
         found = self._fast.get((vendor, model, int(at // 86_400)))
         if found is not None:
             if isinstance(found, str):
-                return Price(None, found, self._version)
+                return _new_price((None, found, self._version))
             self._calls += 1
             if self._calls % _RECHECK_EVERY:
                 fast = _quick(found, usage)
                 if fast is not None:
-                    return Price(fast / PICO, None, self._version)
+                    return _new_price((fast / PICO, None, self._version))
         return self._checked(vendor, model, usage, at, self._version)
 
     def _checked(self, vendor: str, model: str, usage: Usage, at: float, version: str) -> Price:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from agent_harness.audit.pricing import Price, Usage, price
+from agent_harness.audit.pricing import Price, Usage, new_usage, price
 from agent_harness.store.events import (
     STORED_MODELS,
     AgentFinished,
@@ -249,7 +249,9 @@ def _call_columns(call: ModelCall, ts: float) -> tuple[Any, ...]:
     """`_usage_columns(usage_of(call), priced(...))` of a model call, without the objects."""
     if call.failure is not None or call.parked:
         return _NOT_USAGE
-    usage = Usage(call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
+    usage = new_usage(
+        (call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
+    )
     vendor, model = call.vendor, call.model
     return (
         call.role or "unknown",
