@@ -73,18 +73,22 @@ def _version_of(updated: bool, stamp: datetime) -> str:
 
 def price(vendor: str | None, model: str | None, usage: Usage, at: float) -> Price:
     """The cost of one call made at epoch second `at`, or None and why it is unknown."""
+    return _PRICES.price(vendor, model, usage, at)
+
+
+def _unpriceable(vendor: str | None, model: str | None, usage: Usage) -> str | None:
+    """Why a call cannot be priced whatever the price data says, or None."""
     if not model:
-        return Price(None, "the model was not reported", None)
+        return "the model was not reported"
     if not vendor:
-        return Price(None, "the provider was not reported", None)
+        return "the provider was not reported"
     tokens_in, tokens_out, read, write = usage
     if tokens_in is None and tokens_out is None:
-        return Price(None, "no token usage was reported", None)
+        return "no token usage was reported"
     cache = (read or 0) + (write or 0)
     if cache > (tokens_in or 0):
-        reason = f"cache tokens ({cache}) exceed the input tokens ({tokens_in or 0})"
-        return Price(None, reason, None)
-    return _PRICES.price(vendor, model, usage, at)
+        return f"cache tokens ({cache}) exceed the input tokens ({tokens_in or 0})"
+    return None
 
 
 def _exact(provider: str, model: str, usage: Usage, at: float) -> Decimal:
@@ -140,7 +144,7 @@ class _Prices:
         self._trusted: dict[_Key, bool] = {}
         # Per (vendor, model as named, day) of the price data in use: the rates trusted for
         # the per-token sum, or the reason the model has no price.
-        self._fast: dict[tuple[str, str, int], _Fast | str] = {}
+        self._fast: dict[tuple[str | None, str | None, int], _Fast | str] = {}
         self._calls = 0
         self._get_snapshot: Any = _snapshot
         self._seen: Any = None  # the price data the version below names
@@ -159,12 +163,18 @@ class _Prices:
         self._seen = snapshot
         self._fast = {}
 
-    def price(self, vendor: str, model: str, usage: Usage, at: float) -> Price:
+    def price(self, vendor: str | None, model: str | None, usage: Usage, at: float) -> Price:
         snapshot = self._get_snapshot()
         if snapshot is not self._seen:
             self._see(snapshot)
+        # Only a named vendor and model are remembered, so a hit needs only the usage checked.
         found = self._fast.get((vendor, model, int(at // 86_400)))
-        if found is not None:
+        tokens_in, tokens_out, read, write = usage
+        if (
+            found is not None
+            and (tokens_in is not None or tokens_out is not None)
+            and (read or 0) + (write or 0) <= (tokens_in or 0)
+        ):
             if isinstance(found, str):
                 return _new_price((None, found, self._version))
             self._calls += 1
@@ -172,6 +182,9 @@ class _Prices:
                 fast = _quick(found, usage)
                 if fast is not None:
                     return _new_price((fast / PICO, None, self._version))
+        reason = _unpriceable(vendor, model, usage)
+        if reason is not None or vendor is None or model is None:
+            return Price(None, reason, None)
         return self._checked(vendor, model, usage, at, self._version)
 
     def _checked(self, vendor: str, model: str, usage: Usage, at: float, version: str) -> Price:
