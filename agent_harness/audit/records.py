@@ -232,33 +232,24 @@ def row_of_stored(stored: tuple[Any, ...], log_id: str) -> AuditRow:
             (source_id, source, ts, day_of(ts), project, item, kind, payload, None, *_NOT_USAGE)
         )
     head = (source_id, source, ts, day_of(ts), project, item, kind, payload)
-    if kind == "model.call":  # most of what is read: straight to its columns
+    # Most of what is read: a model call goes straight to its columns (`usage_of` and `priced`
+    # spelled out, as their objects showed in the profile of a log of model calls).
+    if kind == "model.call":
         try:
             call = _read_call(payload)
         except ValidationError:
             pass  # read below as `read_payload` has it
         else:
-            return _new_row((*head, None, *_call_columns(call, ts)))
+            if call.failure is not None or call.parked:
+                return _new_row((*head, None, *_NOT_USAGE))
+            usage = new_usage(
+                (call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
+            )
+            vendor, model = call.vendor, call.model
+            paid = price(vendor, model, usage, ts)
+            role = call.role or "unknown"
+            return _new_row((*head, None, role, vendor, model, "api", *usage, *paid, None))
     typed = _typed(kind, payload)
     facts = usage_of(typed)
     cost = None if facts is None else priced(facts, ts)
     return _new_row((*head, outcome_of(typed), *_usage_columns(facts, cost)))
-
-
-def _call_columns(call: ModelCall, ts: float) -> tuple[Any, ...]:
-    """`_usage_columns(usage_of(call), priced(...))` of a model call, without the objects."""
-    if call.failure is not None or call.parked:
-        return _NOT_USAGE
-    usage = new_usage(
-        (call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
-    )
-    vendor, model = call.vendor, call.model
-    return (
-        call.role or "unknown",
-        vendor,
-        model,
-        "api",
-        *usage,
-        *price(vendor, model, usage, ts),
-        None,
-    )
