@@ -66,7 +66,7 @@ def _work_log(path: Path, count: int, usage_share: float) -> None:
     store.close()
 
 
-def bench_ingest(folder: Path, count: int, usage_share: float, rounds: int = 3) -> None:
+def bench_ingest(folder: Path, count: int, usage_share: float, rounds: int = 5) -> None:
     """Best of `rounds`, each into a fresh database, alternating with the baseline, so a busy
     machine slows both alike. `usage_share`: the model calls among the events (each is typed
     and priced; the others are copied)."""

@@ -288,6 +288,8 @@ def _rates_of(key: _Key, at: float) -> _Rates | None:
         _, info = _snapshot().find_provider_model(key[1], None, key[0], None)
     except LookupError:
         return None
+    if not _same_all_day(info):
+        return None
     prices = info.get_prices(datetime.fromtimestamp(at, UTC))
     fields = {name: value for name, value in vars(prices).items() if value is not None}
     if not set(fields) <= set(_TOKEN_FIELDS) | _ALSO_ALLOWED:
@@ -305,6 +307,20 @@ def _rates_of(key: _Key, at: float) -> _Rates | None:
             return None
         rates.append((base, tuple((start, rate) for start, rate in steps if rate is not None)))
     return tuple(rates)
+
+
+def _same_all_day(info: Any) -> bool:
+    """Whether the model's price holds for a whole UTC day: it is unconditional, or changes
+    only on a start date. A price by time of day (DeepSeek's off-peak hours) is not, and is
+    priced by `calc_price` alone, as the rates are kept per day."""
+    from genai_prices.types import ModelPrice, StartDateConstraint
+
+    if isinstance(info.prices, ModelPrice):
+        return True
+    return all(
+        each.constraint is None or isinstance(each.constraint, StartDateConstraint)
+        for each in info.prices
+    )
 
 
 def _pico(per_million: Any) -> int | None:

@@ -107,3 +107,19 @@ def test_every_price_is_the_librarys_own_to_the_last_digit(vendor: str, model: s
             genai_request_timestamp=datetime.fromtimestamp(AT, UTC),
         )
         assert got.cost_usd == float(found.total_price)
+
+
+def test_a_price_by_time_of_day_is_the_librarys_at_every_hour() -> None:
+    """DeepSeek is cheaper off-peak (16:30 to 00:30 UTC): a day's first call at the peak rate
+    must not price the evening's calls."""
+    day = AT - AT % 86_400
+    for hour in (12, 20, 2, 12, 20):
+        at = day + hour * 3600
+        got = price("deepseek", "deepseek-chat", Usage(10_000, 500), at)
+        found = calc_price(
+            LibUsage(input_tokens=10_000, output_tokens=500),
+            model_ref="deepseek-chat",
+            provider_id="deepseek",
+            genai_request_timestamp=datetime.fromtimestamp(at, UTC),
+        )
+        assert got.cost_usd == float(found.total_price), hour
