@@ -1,0 +1,453 @@
+"""A standing soak: the real pipeline, several projects in one fleet, faults and kills at random.
+
+Each cycle seeds a repository on the embedded forge, writes a few plans (one project each) whose
+items are done by scripted agents that succeed, crash or change nothing, and runs
+`agent-harness run --plan A --plan B ... --workers N` against it as a subprocess. Before every
+pass the forge is told to answer some requests badly (5xx, a dropped connection, a write applied
+but its answer dropped, a secondary rate limit with retry-after); some passes are SIGKILLed at a
+random moment after their first request, and `run` is started again until a pass ends cleanly
+with every item terminal. Canary secrets are planted in the environment `run` is started with.
+
+At the end the invariants are counted and printed, one figure a line, and the exit code says
+whether they all hold. Nothing is timed: `--minutes` only decides how many cycles to start.
+
+    .venv/bin/python benchmarks/soak.py --short            # CI: one cycle, a few kills
+    .venv/bin/python benchmarks/soak.py --minutes 5        # cycles until 5 minutes have passed
+    .venv/bin/python benchmarks/soak.py --short --seed 7   # the same choices again
+
+Shared pieces (kills, reporting, secret-shaped tokens, marker counting) come from
+reliability.py beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import random
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from reliability import (
+    EXAMPLES,
+    Figure,
+    after_requests,
+    base_env,
+    final_report,
+    forge_noise,
+    git,
+    harness,
+    kill_when,
+    last_event,
+    marked_issues,
+    pull_item,
+    show,
+    tally,
+    token_like,
+    twins,
+)
+
+from agent_harness.demo.rules import review_rules
+from agent_harness.demo.run import seed_repository
+from agent_harness.forge import FaultKind, Forge, ForgeServer
+from agent_harness.queue.items import ItemState, list_items
+from agent_harness.store.database import open_store
+from agent_harness.testing.agents import write_scripted_agent
+from agent_harness.testing.forge import RunningForge, make_client
+from agent_harness.testing.model_server import ModelServer, ScriptedResponder
+
+OWNER = "soak"
+# States an item may rest in when a pass has ended cleanly (the run stops at pr_open: merging
+# is a person's move, and the soak makes none, so the default branch must never move).
+TERMINAL = {ItemState.PR_OPEN, ItemState.MERGED, ItemState.CLOSED, ItemState.FAILED,
+            ItemState.SKIPPED, ItemState.DONE}  # fmt: skip
+# What a scripted agent does for an item, by the item's kind.
+KINDS = ("succeed", "crash", "nothing")
+NOTHING: dict[str, Any] = {"steps": [{"print": "looked, found nothing to change"}], "exit": 0}
+MAX_PASSES = 12
+
+# The agent each item is given: find the item's id in the prompt, dump the environment it was
+# given where the soak can look for canaries, then run the scripted behaviour of its kind.
+DISPATCH = """\
+import json, os, pathlib, re, sys
+here = pathlib.Path(__file__).parent
+prompt = pathlib.Path(sys.argv[1]).read_text()
+item = re.search(r"# Work item (\\S+):", prompt).group(1)
+(here / "env").mkdir(exist_ok=True)
+(here / "env" / f"{item}-{os.getpid()}.json").write_text(json.dumps(dict(os.environ)))
+argv = json.loads((here / "kinds.json").read_text())[item]
+if argv is None:
+    pathlib.Path(f"notes/{item.lower()}.txt").parent.mkdir(exist_ok=True)
+    pathlib.Path(f"notes/{item.lower()}.txt").write_text(item + "\\n")
+    sys.exit(0)
+os.execv(argv[0], argv)
+"""
+
+
+@dataclass
+class Soak:
+    """What the soak did and what it counted, over all cycles."""
+
+    cycles: int = 0
+    items: collections.Counter[str] = field(default_factory=collections.Counter)  # by kind
+    states: collections.Counter[str] = field(default_factory=collections.Counter)
+    faults: collections.Counter[str] = field(default_factory=collections.Counter)  # met
+    faults_set: int = 0
+    passes: int = 0
+    kills: int = 0
+    killed_after: collections.Counter[str] = field(default_factory=collections.Counter)
+    duplicate_issues: int = 0
+    unmarked_issues: int = 0
+    duplicate_prs: int = 0
+    main_writes: int = 0
+    unsettled: list[str] = field(default_factory=list)
+    inconsistent: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    leaks: list[str] = field(default_factory=list)
+    noise: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Rig:
+    root: Path
+    rf: RunningForge
+    model_url: str
+    secrets: dict[str, str]  # name -> planted value
+    rng: random.Random
+    args: argparse.Namespace
+
+
+def start_rig(root: Path, rng: random.Random, args: argparse.Namespace) -> tuple[Rig, Forge, Any]:
+    planted = {
+        "GH_TOKEN": token_like("ghp_", 36),
+        "OPENAI_API_KEY": token_like("sk-proj-", 40),
+        "ANTHROPIC_API_KEY": token_like("sk-ant-api03-", 40),
+        "SOAK_DB_PASSWORD": token_like("canary-", 24),
+        "RELEASE_NOTES": token_like("ghp_", 36),  # a token under a harmless name
+    }
+    forge = Forge(root / "forge", token=planted["GH_TOKEN"])
+    server = ForgeServer(forge, host="127.0.0.1", port=0)
+    server.__enter__()
+    rf = RunningForge(forge, server, make_client(server.api_url, planted["GH_TOKEN"]))
+    return Rig(root, rf, "", planted, rng, args), forge, server
+
+
+# -- one cycle -------------------------------------------------------------------------------
+
+
+def write_plans(rig: Rig, cwd: Path, cycle: int, soak: Soak) -> tuple[list[str], dict[str, Any]]:
+    """Plans P1..Pn for this cycle, and each item's agent argv (None: write a note)."""
+    agents = rig.root / "agents"
+    kinds: dict[str, Any] = {}
+    names = []
+    for p in range(1, rig.args.projects + 1):
+        lines = []
+        for n in range(1, rig.args.items + 1):
+            item = f"C{cycle}P{p}N{n}"
+            kind = rig.rng.choices(KINDS, weights=(6, 2, 2))[0]
+            soak.items[kind] += 1
+            lines.append(f"### {item}: Note {item} ({kind})\n\nWrite notes/{item.lower()}.txt.\n")
+            kinds[item] = {
+                "succeed": None,
+                "crash": write_scripted_agent(agents, "crash"),
+                "nothing": write_scripted_agent(agents, NOTHING),
+            }[kind]
+        name = f"P{p}.md"
+        (cwd / name).write_text("\n".join(lines))
+        names.append(name)
+    return names, kinds
+
+
+def set_faults(rig: Rig) -> list[tuple[Any, int]]:
+    """A few fault rules for the next pass, chosen at random, each with the count it was given
+    (the forge counts a rule down as requests meet it)."""
+    forge = rig.rf.forge
+    rules = []
+    for _ in range(rig.rng.randint(1, 4)):
+        kind = rig.rng.choice(
+            ["status", "drop", "drop_after", "secondary_rate_limit", "secondary_rate_limit_429"]
+        )
+        if kind == "drop_after":  # a write that lands while its answer is lost
+            method, path = "POST", rig.rng.choice(["*/issues", "*/pulls", "*/comments"])
+        else:
+            method, path = rig.rng.choice(
+                [("*", "*"), ("GET", "*/issues"), ("POST", "*/issues"), ("PATCH", "*"),
+                 ("POST", "*/pulls"), ("GET", "*/pulls")]
+            )  # fmt: skip
+        count = rig.rng.randint(1, 2)
+        options: dict[str, Any] = {}
+        if kind == "status":
+            options["status"] = rig.rng.choice([500, 502, 503])
+        if kind.startswith("secondary"):
+            options["retry_after"] = 1
+        rules.append((forge.faults.inject(FaultKind(kind), method, path, count=count, **options),
+                      count))  # fmt: skip
+    return rules
+
+
+def run_env(rig: Rig) -> dict[str, str]:
+    return base_env(
+        GITHUB_API_URL=rig.rf.server.api_url,
+        OPENAI_BASE_URL=f"{rig.model_url}/v1",
+        AGENT_HARNESS_SESSIONS__HOST="headless",
+        **rig.secrets,
+    )
+
+
+def one_pass(rig: Rig, argv: list[str], cwd: Path, out: Path, kill: bool, soak: Soak) -> bool:
+    """One `run`; SIGKILLed at a random moment after its first request when `kill`. True when
+    it was killed."""
+    rules = set_faults(rig)
+    soak.faults_set += sum(count for _, count in rules)
+    moment = after_requests(rig.rf, "", rig.rf.forge.mark(), 1, rig.rng.uniform(0, 2.5))
+    with open(out, "w") as sink, open(out.with_suffix(".err"), "w") as errors:
+        proc = subprocess.Popen(argv, cwd=cwd, env=run_env(rig), stdout=sink, stderr=errors)
+        killed = kill_when(proc, moment) if kill else proc.wait(timeout=600) == -signal.SIGKILL
+    for rule, count in rules:  # a used-up rule has been counted down to 0
+        soak.faults[rule.kind.value] += count - int(rule.count or 0)
+    rig.rf.forge.faults.clear()
+    return killed
+
+
+def one_cycle(rig: Rig, cycle: int, soak: Soak) -> None:
+    name = f"fleet{cycle}"
+    repo_name = f"{OWNER}/{name}"
+    rig.rf.forge.create_repo(OWNER, name, auto_init=False)
+    base = rig.root / f"c{cycle}"
+    work = base / "clone" / "work"
+    work.parent.mkdir(parents=True)
+    seed_repository(EXAMPLES / "project", rig.rf.forge.clone_url(OWNER, name), work)
+    bare = rig.rf.forge.repo_path(OWNER, name)
+    seed = git("--git-dir", str(bare), "rev-parse", "refs/heads/main")
+    cwd = base / "run"
+    cwd.mkdir()
+    plans, kinds = write_plans(rig, cwd, cycle, soak)
+    agents = rig.root / "agents"
+    (agents / "kinds.json").write_text(json.dumps(kinds))
+    (agents / "dispatch.py").write_text(DISPATCH)
+    agent = shlex.join([sys.executable, str(agents / "dispatch.py")])
+    argv = harness(
+        "run", "--repo", repo_name, "--work", str(work),
+        *[x for plan in plans for x in ("--plan", plan)],
+        "--agent", agent + " {prompt_file}", "--reviewer", "openai:gpt-test",
+        "--workers", str(rig.args.workers), "--max-workers", str(rig.args.workers),
+        "--max-attempts", "2", "--json",
+    )  # fmt: skip
+    kills_owed = rig.args.kills
+    finished = None
+    for number in range(1, MAX_PASSES + 1):
+        out = base / f"pass{number}.jsonl"
+        kill = kills_owed > 0 and rig.rng.random() < 0.75
+        soak.passes += 1
+        killed = one_pass(rig, argv, cwd, out, kill, soak)
+        if killed:
+            kills_owed -= 1
+            soak.kills += 1
+            soak.killed_after[last_event(cwd)] += 1
+            continue
+        report = final_report(out)
+        if report is not None and kills_owed <= 0:
+            finished = report
+            break
+    if finished is None:
+        soak.unsettled.append(f"cycle {cycle}: no clean final pass within {MAX_PASSES} passes")
+    count_cycle(rig, soak, repo_name, bare, seed, work, cwd, plans)
+
+
+# -- counting --------------------------------------------------------------------------------
+
+
+def count_cycle(
+    rig: Rig, soak: Soak, repo_name: str, bare: Path, seed: str, work: Path, cwd: Path,
+    plans: list[str],
+) -> None:  # fmt: skip
+    per_item, unmarked = marked_issues(rig.rf, repo_name)
+    soak.duplicate_issues += twins(per_item)
+    soak.unmarked_issues += unmarked
+    pulls = list(rig.rf.github.get_repo(repo_name).get_pulls(state="all"))
+    soak.duplicate_prs += twins(collections.Counter(map(pull_item, pulls)))
+    soak.main_writes += int(git("--git-dir", str(bare), "rev-list", "--count", f"{seed}..main"))
+    with_pr = {pull_item(p) for p in pulls}
+    store = open_store(str(cwd / ".agent-harness" / "harness.sqlite"))
+    try:
+        for plan in plans:
+            project = f"{repo_name}:{Path(plan).stem}"
+            for record in list_items(store, project):
+                soak.states[record.state.value] += 1
+                count_item(store, soak, project, record, with_pr)
+    finally:
+        store.close()
+    soak.orphans += orphan_worktrees(work, cwd)
+
+
+def count_item(store: Any, soak: Soak, project: str, record: Any, with_pr: set[str]) -> None:
+    live = record.lease_expires is not None and record.lease_expires >= time.time()
+    if record.state not in TERMINAL and not live:
+        soak.unsettled.append(f"{project} {record.id} {record.state.value} with no live lease")
+    moves = [
+        e.payload.as_dict().get("to") for e in store.all_events(project=project, item=record.id)
+    ]
+    moves = [m for m in moves if m]
+    if not moves or moves[-1] != record.state.value:
+        soak.inconsistent.append(
+            f"{project} {record.id}: state {record.state.value}, events end at "
+            f"{moves[-1] if moves else 'nothing'}"
+        )
+    if (record.state == ItemState.PR_OPEN) != (record.id in with_pr):
+        soak.inconsistent.append(
+            f"{project} {record.id}: state {record.state.value}, pull request on the forge: "
+            + ("yes" if record.id in with_pr else "no")
+        )
+
+
+def orphan_worktrees(work: Path, cwd: Path) -> list[str]:
+    """Worktrees git lists whose directory is gone, and directories under the state dir's
+    worktrees that git does not list."""
+    listing = git("worktree", "list", "--porcelain", cwd=work)
+    registered, orphans = set(), []
+    for block in listing.split("\n\n"):
+        lines = block.splitlines()
+        path = next((x.split(" ", 1)[1] for x in lines if x.startswith("worktree ")), None)
+        if path is None:
+            continue
+        registered.add(Path(path).resolve())
+        if any(x.startswith("prunable") for x in lines):
+            orphans.append(f"worktree {path} is registered but gone")
+    folder = cwd / ".agent-harness" / "worktrees"
+    if folder.is_dir():
+        for child in folder.iterdir():
+            if child.is_dir() and child.resolve() not in registered:
+                orphans.append(f"directory {child} is no registered worktree")
+    return orphans
+
+
+def orphan_processes(root: Path) -> list[str]:
+    """Processes still running whose command line names the soak's directory."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(root) in cmdline:
+            found.append(f"pid {proc.name}: {cmdline[:120]}")
+    return found
+
+
+def canary_leaks(rig: Rig) -> tuple[list[str], int, int]:
+    """Planted values found in any file under the soak's directory (state dirs, event logs,
+    logs, run output, worktrees, clones, the forge's repositories and database) or in any
+    environment an agent was given; and the files and agent environments read."""
+    needles = {name: value.encode() for name, value in rig.secrets.items()}
+    leaks, files = [], 0
+    for path in rig.root.rglob("*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        files += 1
+        data = path.read_bytes()
+        leaks += [f"{name} in {path.relative_to(rig.root)}" for name, v in needles.items()
+                  if v in data]  # fmt: skip
+    envs = list((rig.root / "agents" / "env").glob("*.json"))
+    for env in envs:
+        given = json.loads(env.read_text())
+        leaks += [f"{name} named in the environment of agent {env.stem}" for name in needles
+                  if name in given]  # fmt: skip
+    for bare in (rig.root / "forge").rglob("*.git"):
+        history = git("--git-dir", str(bare), "log", "--all", "-p", "--format=%H%n%B")
+        leaks += [f"{name} in the history of {bare.name}" for name, v in needles.items()
+                  if v.decode() in history]  # fmt: skip
+    return leaks, files, len(envs)
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def figures(soak: Soak, files: int, envs: int) -> list[Figure]:
+    items = sum(soak.items.values())
+    return [
+        Figure("soak", f"{soak.cycles} cycles, {items} items ({tally(soak.items)})",
+               f"final states: {tally(soak.states)}", True),
+        Figure("soak", f"{soak.passes} passes of `run`, {soak.kills} SIGKILLed",
+               f"kills landed after: {tally(soak.killed_after)}", True, soak.noise),
+        Figure("soak", f"{soak.faults_set} forge faults set",
+               f"met: {tally(soak.faults)} ({sum(soak.faults.values())} in all)", True),
+        Figure("soak", "duplicate issues", f"{soak.duplicate_issues} (issues with no marker "
+               f"{soak.unmarked_issues})", soak.duplicate_issues == soak.unmarked_issues == 0),
+        Figure("soak", "duplicate pull requests", str(soak.duplicate_prs), soak.duplicate_prs == 0),
+        Figure("soak", "items neither terminal nor held by a live lease",
+               str(len(soak.unsettled)), not soak.unsettled, soak.unsettled),
+        Figure("soak", "commits on a default branch", str(soak.main_writes),
+               soak.main_writes == 0),
+        Figure("soak", "orphan worktrees and processes", str(len(soak.orphans)),
+               not soak.orphans, soak.orphans),
+        Figure("soak", "items whose events or pull request disagree with their state",
+               str(len(soak.inconsistent)), not soak.inconsistent, soak.inconsistent),
+        Figure("soak", f"canaries looked for in {files} files, {envs} agent environments and "
+               "the forge's git history", f"found {len(soak.leaks)}", not soak.leaks,
+               soak.leaks),
+    ]  # fmt: skip
+
+
+def soak_run(args: argparse.Namespace, rng: random.Random) -> list[Figure]:
+    soak = Soak()
+    stop = time.monotonic() + args.minutes * 60
+    with tempfile.TemporaryDirectory(prefix="ah-soak-") as name:
+        root = Path(name)
+        rig, forge, server = start_rig(root, rng, args)
+        try:
+            with ModelServer([ScriptedResponder(review_rules)]) as model, forge_noise(soak.noise):
+                rig.model_url = model.url
+                while soak.cycles < args.cycles or time.monotonic() < stop:
+                    soak.cycles += 1
+                    one_cycle(rig, soak.cycles, soak)
+            soak.noise += [f"forge error: {exc!r}" for exc in forge.server_errors]
+        finally:
+            rig.rf.github.close()
+            server.__exit__(None, None, None)
+            forge.close()
+        soak.orphans += orphan_processes(root)
+        soak.leaks, files, envs = canary_leaks(rig)
+    return [show(f) for f in figures(soak, files, envs)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--short", action="store_true", help="one small cycle (CI)")
+    parser.add_argument("--minutes", type=float, default=0.0, help="start cycles until then")
+    parser.add_argument("--seed", type=int, help="seed of every random choice")
+    parser.add_argument("--workers", type=int, default=2, help="agents at once (default 2)")
+    parser.add_argument("--projects", type=int, help="plans per cycle (default 3)")
+    parser.add_argument("--items", type=int, help="items per plan (default 4)")
+    parser.add_argument("--kills", type=int, help="SIGKILLs of `run` per cycle (default 3)")
+    args = parser.parse_args(argv)
+    args.projects = args.projects or 3
+    args.items = args.items or (3 if args.short else 4)
+    args.kills = args.kills if args.kills is not None else (2 if args.short else 3)
+    args.cycles = 1
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    rng = random.Random(seed)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"soak: seed {seed}{' (short)' if args.short else ''}, {args.workers} workers; "
+          f"{os.cpu_count()} cores, load average {load}", flush=True)  # fmt: skip
+    start = time.monotonic()
+    results = soak_run(args, rng)
+    print(f"  ({time.monotonic() - start:.0f} s)", flush=True)
+    broken = [f for f in results if not f.holds]
+    print(f"{len(results) - len(broken)} of {len(results)} figures hold", flush=True)
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
