@@ -101,8 +101,11 @@ class Soak:
     cycles: int = 0
     items: collections.Counter[str] = field(default_factory=collections.Counter)  # by kind
     states: collections.Counter[str] = field(default_factory=collections.Counter)
+    outcomes: collections.Counter[str] = field(default_factory=collections.Counter)  # kind->state
     faults: collections.Counter[str] = field(default_factory=collections.Counter)  # met
-    faults_set: int = 0
+    slowest: tuple[float, str] = (0.0, "")  # a pass's seconds, for the reader only
+    rules: list[tuple[Any, int]] = field(default_factory=list)  # (rule, count it was given)
+    requests: collections.Counter[str] = field(default_factory=collections.Counter)
     passes: int = 0
     kills: int = 0
     killed_after: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -173,18 +176,18 @@ def set_faults(rig: Rig) -> list[tuple[Any, int]]:
     (the forge counts a rule down as requests meet it)."""
     forge = rig.rf.forge
     rules = []
-    for _ in range(rig.rng.randint(1, 4)):
+    for _ in range(rig.rng.randint(1, rig.args.faults)):
         kind = rig.rng.choice(
             ["status", "drop", "drop_after", "secondary_rate_limit", "secondary_rate_limit_429"]
         )
         if kind == "drop_after":  # a write that lands while its answer is lost
-            method, path = "POST", rig.rng.choice(["*/issues", "*/pulls", "*/comments"])
+            method, path = "POST", rig.rng.choice(["*/issues", "*/pulls"])
         else:
             method, path = rig.rng.choice(
-                [("*", "*"), ("GET", "*/issues"), ("POST", "*/issues"), ("PATCH", "*"),
-                 ("POST", "*/pulls"), ("GET", "*/pulls")]
+                [("*", "*"), ("GET", "*/issues"), ("POST", "*/issues"), ("GET", "/search/*"),
+                 ("POST", "*/pulls"), ("GET", "*/pulls"), ("GET", "/repos/*/*")]
             )  # fmt: skip
-        count = rig.rng.randint(1, 2)
+        count = rig.rng.randint(1, 2 if rig.args.faults > 2 else 1)
         options: dict[str, Any] = {}
         if kind == "status":
             options["status"] = rig.rng.choice([500, 502, 503])
@@ -200,6 +203,9 @@ def run_env(rig: Rig) -> dict[str, str]:
         GITHUB_API_URL=rig.rf.server.api_url,
         OPENAI_BASE_URL=f"{rig.model_url}/v1",
         AGENT_HARNESS_SESSIONS__HOST="headless",
+        # Loopback answers in milliseconds: a create whose answer was dropped is looked for
+        # after this timeout (3 looks) instead of GitHub's 30 s.
+        AGENT_HARNESS_TRACKER__REQUEST_TIMEOUT_S="2",
         **rig.secrets,
     )
 
@@ -207,15 +213,11 @@ def run_env(rig: Rig) -> dict[str, str]:
 def one_pass(rig: Rig, argv: list[str], cwd: Path, out: Path, kill: bool, soak: Soak) -> bool:
     """One `run`; SIGKILLed at a random moment after its first request when `kill`. True when
     it was killed."""
-    rules = set_faults(rig)
-    soak.faults_set += sum(count for _, count in rules)
+    soak.rules += set_faults(rig)
     moment = after_requests(rig.rf, "", rig.rf.forge.mark(), 1, rig.rng.uniform(0, 2.5))
     with open(out, "w") as sink, open(out.with_suffix(".err"), "w") as errors:
         proc = subprocess.Popen(argv, cwd=cwd, env=run_env(rig), stdout=sink, stderr=errors)
         killed = kill_when(proc, moment) if kill else proc.wait(timeout=600) == -signal.SIGKILL
-    for rule, count in rules:  # a used-up rule has been counted down to 0
-        soak.faults[rule.kind.value] += count - int(rule.count or 0)
-    rig.rf.forge.faults.clear()
     return killed
 
 
@@ -249,7 +251,9 @@ def one_cycle(rig: Rig, cycle: int, soak: Soak) -> None:
         out = base / f"pass{number}.jsonl"
         kill = kills_owed > 0 and rig.rng.random() < 0.75
         soak.passes += 1
+        began = time.monotonic()
         killed = one_pass(rig, argv, cwd, out, kill, soak)
+        soak.slowest = max(soak.slowest, (time.monotonic() - began, f"cycle {cycle} pass {number}"))
         if killed:
             kills_owed -= 1
             soak.kills += 1
@@ -284,6 +288,8 @@ def count_cycle(
             project = f"{repo_name}:{Path(plan).stem}"
             for record in list_items(store, project):
                 soak.states[record.state.value] += 1
+                kind = record.title.rsplit("(", 1)[-1].rstrip(")")
+                soak.outcomes[f"{kind} -> {record.state.value}"] += 1
                 count_item(store, soak, project, record, with_pr)
     finally:
         store.close()
@@ -378,10 +384,12 @@ def figures(soak: Soak, files: int, envs: int) -> list[Figure]:
     items = sum(soak.items.values())
     return [
         Figure("soak", f"{soak.cycles} cycles, {items} items ({tally(soak.items)})",
-               f"final states: {tally(soak.states)}", True),
+               f"final states: {tally(soak.states)}", True, [f"by kind: {tally(soak.outcomes)}"]),
         Figure("soak", f"{soak.passes} passes of `run`, {soak.kills} SIGKILLed",
-               f"kills landed after: {tally(soak.killed_after)}", True, soak.noise),
-        Figure("soak", f"{soak.faults_set} forge faults set",
+               f"kills landed after: {tally(soak.killed_after)}", True,
+               [f"slowest pass: {soak.slowest[1]}, {soak.slowest[0]:.0f} s", *soak.noise]),
+        Figure("soak", f"{sum(n for _, n in soak.rules)} forge faults set over "
+               f"{sum(soak.requests.values())} requests to the forge",
                f"met: {tally(soak.faults)} ({sum(soak.faults.values())} in all)", True),
         Figure("soak", "duplicate issues", f"{soak.duplicate_issues} (issues with no marker "
                f"{soak.unmarked_issues})", soak.duplicate_issues == soak.unmarked_issues == 0),
@@ -404,7 +412,8 @@ def soak_run(args: argparse.Namespace, rng: random.Random) -> list[Figure]:
     soak = Soak()
     stop = time.monotonic() + args.minutes * 60
     with tempfile.TemporaryDirectory(prefix="ah-soak-") as name:
-        root = Path(name)
+        root = Path(args.keep or name)
+        root.mkdir(parents=True, exist_ok=True)
         rig, forge, server = start_rig(root, rng, args)
         try:
             with ModelServer([ScriptedResponder(review_rules)]) as model, forge_noise(soak.noise):
@@ -412,6 +421,9 @@ def soak_run(args: argparse.Namespace, rng: random.Random) -> list[Figure]:
                 while soak.cycles < args.cycles or time.monotonic() < stop:
                     soak.cycles += 1
                     one_cycle(rig, soak.cycles, soak)
+            soak.requests = collections.Counter(forge.request_counts())
+            for rule, count in soak.rules:  # the forge counts a rule down to 0 as it is met
+                soak.faults[rule.kind.value] += count - int(rule.count or 0)
             soak.noise += [f"forge error: {exc!r}" for exc in forge.server_errors]
         finally:
             rig.rf.github.close()
@@ -430,11 +442,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="agents at once (default 2)")
     parser.add_argument("--projects", type=int, help="plans per cycle (default 3)")
     parser.add_argument("--items", type=int, help="items per plan (default 4)")
+    parser.add_argument(
+        "--faults", type=int, help="most fault rules set per pass (short 2, else 5)"
+    )
+    parser.add_argument("--keep", type=Path, help="work in this directory and leave it there")
     parser.add_argument("--kills", type=int, help="SIGKILLs of `run` per cycle (default 3)")
     args = parser.parse_args(argv)
     args.projects = args.projects or 3
     args.items = args.items or (3 if args.short else 4)
     args.kills = args.kills if args.kills is not None else (2 if args.short else 3)
+    args.faults = max(1, args.faults or (2 if args.short else 5))
     args.cycles = 1
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     rng = random.Random(seed)
