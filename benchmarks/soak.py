@@ -249,7 +249,9 @@ def one_cycle(rig: Rig, cycle: int, soak: Soak) -> None:
     finished = None
     for number in range(1, MAX_PASSES + 1):
         out = base / f"pass{number}.jsonl"
-        kill = kills_owed > 0 and rig.rng.random() < 0.75
+        # Kills go in the first half of the passes, so a cycle always has passes left to
+        # finish in even when a pass ends before its kill's moment came.
+        kill = kills_owed > 0 and number <= MAX_PASSES // 2 and rig.rng.random() < 0.75
         soak.passes += 1
         began = time.monotonic()
         killed = one_pass(rig, argv, cwd, out, kill, soak)
@@ -260,7 +262,7 @@ def one_cycle(rig: Rig, cycle: int, soak: Soak) -> None:
             soak.killed_after[last_event(cwd)] += 1
             continue
         report = final_report(out)
-        if report is not None and kills_owed <= 0:
+        if report is not None and (kills_owed <= 0 or number >= MAX_PASSES // 2):
             finished = report
             break
     if finished is None:
