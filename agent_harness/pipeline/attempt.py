@@ -50,9 +50,9 @@ if TYPE_CHECKING:
     from agent_harness.pipeline.checks import CheckRun
 
 
-_DELIVERY_WAITS = "delivery waits for the tracker"
+DELIVERY_WAITS = "delivery waits for the tracker"
 _DELIVERY_BACKOFF_S = 60.0
-_DELIVERY_BACKOFF_CAP_S = 1800.0
+DELIVERY_BACKOFF_CAP_S = 1800.0
 _REVIEWER_BACKOFF_S = 60.0
 _REVIEWER_BACKOFF_CAP_S = 1800.0
 
@@ -399,10 +399,10 @@ class Attempt:
             tries = sum(
                 1
                 for payload in self.history.all(Deferred)
-                if (payload.reason or "").startswith(_DELIVERY_WAITS)
+                if (payload.reason or "").startswith(DELIVERY_WAITS)
             )
-            wait = min(_DELIVERY_BACKOFF_CAP_S, _DELIVERY_BACKOFF_S * 2**tries)
-            reason = f"{_DELIVERY_WAITS}: {exc.message}"
+            wait = min(DELIVERY_BACKOFF_CAP_S, _DELIVERY_BACKOFF_S * 2**tries)
+            reason = f"{DELIVERY_WAITS}: {exc.message}"
             parts.defer(lease, parts.store.clock() + wait, reason, self.history)
 
     def _review(self, tree: Worktree, checks: CheckRun | None, sha: str) -> Reviewed:

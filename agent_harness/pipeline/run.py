@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import HarnessError
-from agent_harness.pipeline.attempt import Attempt
+from agent_harness.pipeline.attempt import DELIVERY_BACKOFF_CAP_S, DELIVERY_WAITS, Attempt
 from agent_harness.pipeline.budgets import RunBudget
 from agent_harness.pipeline.checks import missing_program, run_checks
 from agent_harness.pipeline.parts import CheckRunner, RunParts
@@ -32,6 +32,7 @@ from agent_harness.queue.leases import Lease
 from agent_harness.secrets.environment import without_secrets
 from agent_harness.secrets.process import process_env
 from agent_harness.store.events import (
+    DeliveryDue,
     FailedNote,
     HeldElsewhere,
     ReclaimedNote,
@@ -329,6 +330,13 @@ class Pipeline:
             return False
         if self.settings.reconcile and self._new_rounds():
             return False  # a pull request sent its item back: work on
+        due = self._delivery_due()
+        if due is not None:  # approved work the tracker refused for now: stay and deliver it
+            if due.describe() != watch.told:
+                watch.told = due.describe()
+                self.parts.note("", due)
+            watch.sleep_s = min(max(due.due_in_s, 0.0) + 0.01, 5.0)
+            return False
         held = self._held_elsewhere()
         if held is None or not self.settings.wait_for_others:
             return True
@@ -337,6 +345,22 @@ class Pipeline:
             self.parts.note("", held)
         watch.sleep_s = min(max(held.ends_in_s, 0.0) + 0.01, 5.0)
         return False
+
+    def _delivery_due(self) -> DeliveryDue | None:
+        """This project's items whose approved work waits for the tracker (a delivery parked
+        after a 5xx or a rate limit), due within the longest delivery backoff."""
+        now = self.store.clock()
+        due = [
+            record
+            for record in items.list_items(self.store, self.project)
+            if record.state == ItemState.WAITING
+            and (record.reason or "").startswith(DELIVERY_WAITS)
+            and (record.not_before or now) - now <= DELIVERY_BACKOFF_CAP_S
+        ]
+        if not due:
+            return None
+        soonest = min(float(record.not_before or now) for record in due) - now
+        return DeliveryDue(items=[r.id for r in due], due_in_s=round(max(soonest, 0.0), 1))
 
     def _held_elsewhere(self) -> HeldElsewhere | None:
         """Items whose live lease belongs to another host's worker."""

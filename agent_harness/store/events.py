@@ -81,6 +81,7 @@ class EventKind(StrEnum):
     RECLAIMED = "reclaimed"
     RECONCILED = "reconciled"
     HELD_ELSEWHERE = "held_elsewhere"
+    DELIVERY_DUE = "delivery_due"
 
 
 # --- the queue -------------------------------------------------------------------------------
@@ -569,6 +570,18 @@ class HeldElsewhere(Note):
             f"{what} held by host {', '.join(self.hosts)}, lease ends in {self.ends_in_s:.0f} s; "
             "waiting"
         )
+
+
+class DeliveryDue(Note):
+    """Nothing is left to claim, but approved work waits to be delivered once the tracker
+    answers again: the run stays for it (no agent or reviewer runs again)."""
+
+    KIND = EventKind.DELIVERY_DUE
+    items: list[str] = Field(description="The items whose delivery waits.")
+    due_in_s: float = Field(description="Seconds until the first is tried again.")
+
+    def describe(self) -> str:
+        return f"delivery of {', '.join(self.items)} tried again in {self.due_in_s:.0f} s; waiting"
 
 
 AnyPayload = Payload | RawPayload

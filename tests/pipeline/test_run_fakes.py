@@ -167,3 +167,24 @@ def test_the_pull_request_shows_cost_as_money_and_unknown_as_unknown(rig: Rig) -
     assert "0.00014000000000000001" not in body
     [implementer_row] = [line for line in body.splitlines() if line.startswith("| implementer")]
     assert implementer_row.endswith("| unknown | unknown | unknown |")
+
+
+def test_a_run_stays_to_deliver_work_the_tracker_refused_for_a_while(rig: Rig) -> None:
+    # The soak found it: a 5xx burst on POST /pulls parked T1's approved work for 60 s, the
+    # run saw nothing to claim and ended, and nothing came back to deliver it.
+    from agent_harness.store.events import DeliveryDue
+    from agent_harness.tracker.protocol import TrackerError
+
+    outage = TrackerError("POST /repos/octo/app/pulls failed 5 times; last: HTTP 502")
+    rig.tracker.fail_next("create_pull", outage)
+    heard: list[DeliveryDue] = []
+    run = pipeline(rig, "### T1: One\n")
+    run.sleep = rig.clock.sleep  # waiting moves the fake clock
+    run.parts.observer = lambda kind, item, payload: (
+        heard.append(payload) if isinstance(payload, DeliveryDue) else None
+    )
+    report = run.run()
+    assert {item.id: item.state for item in report.items} == {"T1": "pr_open"}
+    assert heard and heard[0].items == ["T1"]
+    assert heard[0].describe() == "delivery of T1 tried again in 60 s; waiting"
+    assert len(rig.implementer.calls) == 1 and len(rig.reviewer.prompts) == 1  # not paid twice
