@@ -332,8 +332,9 @@ class Pipeline:
             return False  # a pull request sent its item back: work on
         due = self._delivery_due()
         if due is not None:  # approved work the tracker refused for now: stay and deliver it
-            if due.describe() != watch.told:
-                watch.told = due.describe()
+            said = "delivery: " + ", ".join(due.items)  # once per set of items, not per poll
+            if said != watch.told:
+                watch.told = said
                 self.parts.note("", due)
             watch.sleep_s = min(max(due.due_in_s, 0.0) + 0.01, 5.0)
             return False
