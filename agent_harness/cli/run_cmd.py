@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from agent_harness.cli.output import console, from_env, print_json
 from agent_harness.cli.tracker_opts import checked_repo, tracker_options
+
+HOST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
+
+
+def checked_host_id(value: str | None) -> str | None:
+    """A host id names workers (HOST/w1), so it may hold no '/' and stays short and plain."""
+    if value is not None and not HOST_ID.match(value):
+        raise click.BadParameter(
+            f"{value!r}: use up to 40 letters, digits, '.', '_' or '-', starting with a letter "
+            "or digit (e.g. build-2)",
+            param_hint="--host-id",
+        )
+    return value
 
 
 @click.command(
@@ -128,6 +142,12 @@ Examples:
     "--max-pr-rounds",
     type=click.IntRange(0, 100),
     help="Rounds an open pull request may send its item back (default 3).",
+)
+@click.option(
+    "--host-id",
+    callback=lambda _ctx, _param, value: checked_host_id(value),
+    help="This host's name in the workers' names (HOST/w1) and in `work`; several hosts on "
+    "one PostgreSQL queue each take their own. Default: the machine's name and state dir.",
 )
 @click.option(
     "--no-wait",

@@ -52,6 +52,7 @@ def _request(options: dict[str, Any]) -> RunRequest:
         agent_timeout_s=options["agent_timeout"],
         own_login=bool(options["own_login"]),
         wait_for_others=not options["no_wait"],
+        host_id=options.get("host_id"),
         merge_when_green=bool(options["merge_when_green"]) or None,
         max_pr_rounds=options["max_pr_rounds"],
     )

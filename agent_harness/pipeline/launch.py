@@ -57,6 +57,7 @@ class RunRequest:
     agent_timeout_s: float | None = None
     own_login: bool = False  # agents use the user's own HOME and logins, not a throwaway one
     wait_for_others: bool = True  # wait for items other hosts hold before ending
+    host_id: str | None = None  # this host's name in its workers' names; None: machine + state dir
     more_plans: list[Path] = field(default_factory=list)  # further plans, one project each
     max_workers: int | None = None  # agents at once over every plan; None: --workers per plan
     session_host: str | None = None  # URL of a remote session host; None: this machine
@@ -275,6 +276,7 @@ def run_settings_for(request: RunRequest, settings: Settings) -> RunSettings:
         check_env_pass=list(settings.checks.env_pass),
         secret_shapes_ignored_in=list(settings.secrets.shapes_ignored_in),
         wait_for_others=request.wait_for_others,
+        worker_prefix=request.host_id,
         max_pr_rounds=(
             settings.reconcile.max_pr_rounds
             if request.max_pr_rounds is None

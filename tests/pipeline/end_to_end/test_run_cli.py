@@ -131,3 +131,26 @@ def test_approve_refuses_input_that_is_not_a_terminal_and_names_yes(
     assert "--approve asks at a terminal" in line and "pass --yes" in line
     assert not (tmp_path / ".agent-harness" / "harness.sqlite").exists()  # nothing started
     assert cli.pulls() == []
+
+
+def test_host_id_names_this_hosts_workers(cli: Harness, tmp_path: Path) -> None:
+    from agent_harness.store.database import open_store
+
+    args = ["--work", str(cli.work), "--agent", AGENT, "--reviewer", "openai:x"]
+    code = main(run(*args, "--max-attempts", "1", "--host-id", "build-2", "--json"))
+    assert code == 4  # the agent changed nothing: T1 failed, as it should
+    store = open_store(str(tmp_path / ".agent-harness" / "harness.sqlite"))
+    try:
+        claims = [e for e in store.all_events() if e.kind == "claimed"]
+    finally:
+        store.close()
+    assert claims and all(str(e.payload.worker).startswith("build-2/") for e in claims)
+
+
+def test_a_host_id_that_cannot_name_a_worker_is_refused(
+    cli: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--work", str(cli.work), "--agent", AGENT, "--reviewer", "openai:x"]
+    assert main(run(*args, "--host-id", "a/b")) == 2
+    assert "--host-id" in capsys.readouterr().err
+    assert cli.pulls() == []
