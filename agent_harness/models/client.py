@@ -9,6 +9,7 @@ auth and bad input stop at once with `ModelCallFailed`.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -97,6 +98,11 @@ class ModelClient:
         self._rng = rng or random.Random()
         self._rng_lock = threading.Lock()
         self.policy = policy or RetryPolicy()
+        # Until an endpoint has answered once, its calls go one at a time: a spent cap then
+        # costs one request, not one per worker that asked at the same moment.
+        self._proven: set[str] = set()
+        self._first: dict[str, threading.Lock] = {}
+        self._first_lock = threading.Lock()
 
     def close(self) -> None:
         """Release the transport's connections (the default transport pools them)."""
@@ -159,21 +165,30 @@ class ModelClient:
             "endpoint": route.endpoint,
             "worker": worker,
         }
-        attempt = 0
-        while True:
-            self._raise_if_parked(route, base)
-            attempt += 1
-            started = self._clock()
-            outcome = self._attempt(route, request, stream, key)
-            latency = max(0.0, self._clock() - started)
-            if isinstance(outcome, Completion):
-                return self._succeeded(outcome, base, attempt, latency)
-            wait = self._wait_before_retry(route, outcome, base, attempt, latency)
-            if wait is None:
-                self._give_up(role, route, outcome, base, attempt, latency)
-            self._sleep(wait)
+        with self._first_contact(route.parking_key):
+            attempt = 0
+            while True:
+                self._raise_if_parked(route, base)
+                attempt += 1
+                started = self._clock()
+                outcome = self._attempt(route, request, stream, key)
+                latency = max(0.0, self._clock() - started)
+                if isinstance(outcome, Completion):
+                    self._proven.add(route.parking_key)
+                    return self._succeeded(outcome, base, attempt, latency)
+                wait = self._wait_before_retry(route, outcome, base, attempt, latency)
+                if wait is None:
+                    self._give_up(role, route, outcome, base, attempt, latency)
+                self._sleep(wait)
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _first_contact(self, key: str) -> contextlib.AbstractContextManager[object]:
+        """The endpoint's one-at-a-time gate until it has answered once; then no gate."""
+        if key in self._proven:
+            return contextlib.nullcontext()
+        with self._first_lock:
+            return self._first.setdefault(key, threading.Lock())
 
     def _succeeded(
         self, completion: Completion, base: dict[str, Any], attempt: int, latency: float

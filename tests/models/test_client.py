@@ -465,3 +465,60 @@ def test_memory_parking_forgets_an_entry_once_its_time_has_passed() -> None:
     assert parking.parked("https://api.example#KEY") == (NOW + 10, "window")
     time.now = NOW + 10
     assert parking.parked("https://api.example#KEY") is None
+
+
+@pytest.mark.integration
+def test_workers_asking_a_new_endpoint_at_once_spend_one_request_on_a_cap(
+    server: ModelServer,
+) -> None:
+    # The soak of the reviewer's cap found it: two workers asked at the same moment, both
+    # requests were on the wire before the first came back, and the cap cost two.
+    from agent_harness.models.transport import HttpRequest, HttpResponse, HttpxTransport
+
+    second_sent = threading.Event()
+
+    class Overlapping(HttpxTransport):
+        """Holds the first request until a second one is sent (or a moment passes)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.sent = 0
+            self.lock = threading.Lock()
+
+        def send(self, request: HttpRequest) -> HttpResponse:
+            with self.lock:
+                self.sent += 1
+                first = self.sent == 1
+            if first:
+                second_sent.wait(0.5)  # without a gate, the other worker's request lands here
+            else:
+                second_sent.set()
+            return super().send(request)
+
+    h = Harness(server)
+    transport = Overlapping()
+    client = ModelClient(
+        h.routes,
+        env={"OAI_KEY": KEY},
+        parking=h.parking,
+        transport=transport,
+        clock=h.time,
+        sleep=h.time.sleep,
+    )
+    server.enqueue(ScriptedFailure.openai_insufficient_quota())
+    outcomes: list[str] = []
+
+    def ask(worker: str) -> None:
+        try:
+            client.complete("implementer", USER, worker=worker)
+            outcomes.append("answered")
+        except EndpointParked:
+            outcomes.append("parked")
+
+    threads = [threading.Thread(target=ask, args=(w,)) for w in ("w1", "w2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert outcomes == ["parked", "parked"]
+    assert transport.sent == 1 and len(server.requests) == 1
