@@ -165,9 +165,10 @@ class ModelClient:
             "endpoint": route.endpoint,
             "worker": worker,
         }
-        with self._first_contact(route.parking_key):
-            attempt = 0
-            while True:
+        attempt = 0
+        while True:
+            # The gate holds the request and what its answer decides (a park), never a backoff.
+            with self._first_contact(route.parking_key):
                 self._raise_if_parked(route, base)
                 attempt += 1
                 started = self._clock()
@@ -179,7 +180,7 @@ class ModelClient:
                 wait = self._wait_before_retry(route, outcome, base, attempt, latency)
                 if wait is None:
                     self._give_up(role, route, outcome, base, attempt, latency)
-                self._sleep(wait)
+            self._sleep(wait)
 
     # -- internals ---------------------------------------------------------------------------
 
