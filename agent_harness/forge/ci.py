@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_harness.forge.errors import ApiError
+from agent_harness.git.runner import run_git
 
 if TYPE_CHECKING:
     from agent_harness.forge.core import Forge
@@ -95,13 +96,10 @@ class LocalCI:
     def _run(self, bare: Path, sha: str) -> tuple[str, str]:
         work = Path(tempfile.mkdtemp(prefix="forge-ci-"))
         checkout = work / "w"
-        git = ["git", "--git-dir", str(bare)]
+        repo = bare.absolute()
+        git = ("--git-dir", str(repo))
         try:
-            subprocess.run(
-                [*git, "worktree", "add", "--detach", "--quiet", str(checkout), sha],
-                capture_output=True,
-                check=True,
-            )
+            run_git(repo, *git, "worktree", "add", "--detach", "--quiet", str(checkout), sha)
             env = {k: v for k, v in os.environ.items() if k in _PASSED_ON}
             try:
                 done = subprocess.run(
@@ -120,13 +118,9 @@ class LocalCI:
             said = (done.stdout + done.stderr)[-TAIL_CHARS:]
             return ("success" if done.returncode == 0 else "failure"), said
         finally:
-            subprocess.run(
-                [*git, "worktree", "remove", "--force", str(checkout)],
-                check=False,
-                capture_output=True,
-            )
+            run_git(repo, *git, "worktree", "remove", "--force", str(checkout), check=False)
             shutil.rmtree(work, ignore_errors=True)
-            subprocess.run([*git, "worktree", "prune"], check=False, capture_output=True)
+            run_git(repo, *git, "worktree", "prune", check=False)
 
     def start(self, interval_s: float = 1.0) -> None:
         """Scan in the background every `interval_s` seconds until `stop`."""

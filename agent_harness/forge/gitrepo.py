@@ -7,14 +7,13 @@ with `git merge-tree --write-tree` and written with `commit-tree`, so no worktre
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent_harness.forge.errors import ForgeError
+from agent_harness.git.runner import GitResult, run_git
 
 _SEP = "\x1f"
 _END = "\x1e"
@@ -68,17 +67,15 @@ class BareRepo:
         self.path = path
 
     def _git(
-        self, *args: str, env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)
-    ) -> subprocess.CompletedProcess[str]:
-        full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
-        proc = subprocess.run(
-            ["git", "--git-dir", str(self.path), *args],
-            capture_output=True,
-            text=True,
-            env=full_env,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        ok: tuple[int, ...] = (0,),
+        input: str | None = None,
+    ) -> GitResult:
+        """`git --git-dir <this repo> <args>` through the harness's one git runner."""
+        path = self.path.absolute()  # run_git starts git in the repository itself
+        proc = run_git(path, "--git-dir", str(path), *args, check=False, env=env, input=input)
         if proc.returncode not in ok:
             raise GitCommandError(list(args), proc.stderr)
         return proc
@@ -88,12 +85,8 @@ class BareRepo:
         cls, path: Path, default_branch: str, auto_init: bool, who: Identity, readme: str
     ) -> BareRepo:
         path.parent.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(
-            ["git", "init", "--bare", "--quiet", "--initial-branch", default_branch, str(path)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        init = ("init", "--bare", "--quiet", "--initial-branch", default_branch)
+        proc = run_git(path.parent, *init, str(path.absolute()), check=False)
         if proc.returncode != 0:
             raise GitCommandError(["init", str(path)], proc.stderr)
         repo = cls(path)
@@ -107,29 +100,11 @@ class BareRepo:
         return repo
 
     def _hash_blob(self, content: str) -> str:
-        proc = subprocess.run(
-            ["git", "--git-dir", str(self.path), "hash-object", "-w", "--stdin"],
-            input=content,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise GitCommandError(["hash-object"], proc.stderr)
-        return proc.stdout.strip()
+        return self._git("hash-object", "-w", "--stdin", input=content).stdout.strip()
 
     def _mktree(self, entries: list[tuple[str, str, str, str]]) -> str:
         text = "".join(f"{mode} {kind} {sha}\t{name}\n" for mode, kind, sha, name in entries)
-        proc = subprocess.run(
-            ["git", "--git-dir", str(self.path), "mktree"],
-            input=text,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise GitCommandError(["mktree"], proc.stderr)
-        return proc.stdout.strip()
+        return self._git("mktree", input=text).stdout.strip()
 
     def resolve(self, ref: str) -> str | None:
         """The commit a branch name, full ref or sha points at, or None."""
@@ -238,25 +213,15 @@ class BareRepo:
         work = Path(tempfile.mkdtemp(prefix="forge-rebase-"))
         try:
             self._git("worktree", "add", "--detach", "--quiet", str(work / "w"), base)
-            env = {**os.environ, **_identity_env(None, committer)}
+            env = _identity_env(None, committer)
             commits = self._git("rev-list", "--reverse", "--no-merges", head, f"^{base}").stdout
             for sha in commits.split():
-                proc = subprocess.run(
-                    ["git", "-C", str(work / "w"), "cherry-pick", "--allow-empty", sha],
-                    capture_output=True,
-                    text=True,
-                    env=env,
-                    check=False,
+                picked = run_git(
+                    work / "w", "cherry-pick", "--allow-empty", sha, check=False, env=env
                 )
-                if proc.returncode != 0:
+                if picked.returncode != 0:
                     return None
-            head_proc = subprocess.run(
-                ["git", "-C", str(work / "w"), "rev-parse", "HEAD"],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            return head_proc.stdout.strip()
+            return run_git(work / "w", "rev-parse", "HEAD").stdout.strip()
         finally:
             self._git("worktree", "remove", "--force", str(work / "w"), ok=(0, 128))
             shutil.rmtree(work, ignore_errors=True)
