@@ -178,13 +178,14 @@ class QueueStatus:
     stale: tuple[Claim, ...]  # lease expired, not yet claimed again
 
 
-_ITEM_COLUMNS = (
+ITEM_COLUMNS = (
     "project, id, title, state, attempts, max_attempts, lease_worker, lease_expires, "
     "not_before, reason, blocked_by, flagged_json, fence"
 )
 
 
-def _record(row: Sequence[Any], deps: tuple[str, ...] = ()) -> ItemRecord:
+def item_record(row: Sequence[Any], deps: tuple[str, ...] = ()) -> ItemRecord:
+    """An `ItemRecord` from a row selected as `ITEM_COLUMNS`."""
     return ItemRecord(
         project=row[0],
         id=row[1],
@@ -554,7 +555,7 @@ def resolve_project(store: Store, project: str | None) -> str:
 def get_item(store: Store, project: str, item_id: str) -> ItemRecord:
     with store.transaction(write=False) as tx:
         row = tx.one(
-            f"SELECT {_ITEM_COLUMNS} FROM items WHERE project = ? AND id = ?", (project, item_id)
+            f"SELECT {ITEM_COLUMNS} FROM items WHERE project = ? AND id = ?", (project, item_id)
         )
         if row is None:
             raise UnknownItem(project, item_id)
@@ -565,15 +566,15 @@ def get_item(store: Store, project: str, item_id: str) -> ItemRecord:
                 (project, item_id),
             )
         )
-    return _record(row, deps)
+    return item_record(row, deps)
 
 
 def list_items(store: Store, project: str) -> list[ItemRecord]:
     with store.transaction(write=False) as tx:
         rows = tx.all(
-            f"SELECT {_ITEM_COLUMNS} FROM items WHERE project = ? ORDER BY seq, id", (project,)
+            f"SELECT {ITEM_COLUMNS} FROM items WHERE project = ? ORDER BY seq, id", (project,)
         )
-    return [_record(r) for r in rows]
+    return [item_record(r) for r in rows]
 
 
 def history(store: Store, project: str, item_id: str) -> tuple[ItemRecord, list[Event]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_harness.failures import POLICY, FailureClass
-from agent_harness.queue.items import ItemRecord, ItemState, get_item
+from agent_harness.queue.items import ITEM_COLUMNS, ItemRecord, ItemState, get_item, item_record
 from agent_harness.store.database import Store
 from agent_harness.store.events import AgentStarted, Event, last_of
 
@@ -110,30 +110,6 @@ class Summary:
     by_project: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-_ITEM_COLUMNS = (
-    "project, id, title, state, attempts, max_attempts, lease_worker, lease_expires, "
-    "not_before, reason, blocked_by, flagged_json"
-)
-
-
-def _record(row: Sequence[Any]) -> ItemRecord:
-    return ItemRecord(
-        project=row[0],
-        id=row[1],
-        title=row[2],
-        state=ItemState(row[3]),
-        attempts=int(row[4]),
-        max_attempts=int(row[5]),
-        worker=row[6],
-        lease_expires=row[7],
-        not_before=row[8],
-        reason=row[9],
-        blocked_by=row[10],
-        flagged=row[11] is not None,
-        depends_on=(),
-    )
-
-
 def work_view(
     store: Store,
     project: str,
@@ -151,7 +127,7 @@ def work_view(
             "SELECT state, COUNT(*) FROM items WHERE project = ? GROUP BY state", (project,)
         )
         page = tx.all(
-            f"SELECT {_ITEM_COLUMNS} FROM items WHERE project = ? AND state IN ({marks}) "
+            f"SELECT {ITEM_COLUMNS} FROM items WHERE project = ? AND state IN ({marks}) "
             "ORDER BY seq, id LIMIT ? OFFSET ?",
             (project, *chosen, limit, offset),
         )
@@ -170,7 +146,7 @@ def work_view(
         project=project,
         counts=counts,
         total=sum(counts.get(s, 0) for s in chosen),
-        backlog=tuple(_record(row) for row in page),
+        backlog=tuple(item_record(row) for row in page),
         live=tuple(live),
         stale=tuple(stale),
     )
