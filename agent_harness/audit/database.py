@@ -13,11 +13,9 @@ from pathlib import Path
 
 from agent_harness.audit.schema import AUDIT_MIGRATIONS, PG_GUARDS, SQLITE_GUARDS
 from agent_harness.errors import HarnessError
-from agent_harness.store.database import Clock, SchemaTooNew, Store, open_store
+from agent_harness.store.database import Clock, Store, open_store
 
 AUDIT_FILE = "audit.sqlite"
-
-_MIGRATION_LOCK_KEY = 0x6A68_6164
 
 
 class AuditUnprotected(HarnessError):
@@ -58,35 +56,9 @@ def open_audit(
 
 
 def migrate(store: Store) -> int:
-    """Apply the audit migrations this database lacks; returns how many were applied."""
-    known = AUDIT_MIGRATIONS[-1].version
-    postgres = store.dialect.name == "postgresql"
-    with store.transaction() as tx:
-        if postgres:
-            tx.one(
-                "SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))",
-                (_MIGRATION_LOCK_KEY,),
-            )
-        tx.execute(
-            "CREATE TABLE IF NOT EXISTS audit_schema "
-            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-        )
-        row = tx.one("SELECT MAX(version) FROM audit_schema")
-        current = int(row[0]) if row and row[0] is not None else 0
-        if current > known:
-            raise SchemaTooNew(store.where, current, known)
-        applied = 0
-        for migration in AUDIT_MIGRATIONS:
-            if migration.version <= current:
-                continue
-            for statement in migration.postgres if postgres else migration.sqlite:
-                tx.execute(statement)
-            tx.execute(
-                "INSERT INTO audit_schema (version, name, applied_at) VALUES (?, ?, ?)",
-                (migration.version, migration.name, store.clock()),
-            )
-            applied += 1
-    return applied
+    """Apply the audit migrations this database lacks (kept in `audit_schema`, apart from a
+    work store's); returns how many were applied."""
+    return store.migrate(AUDIT_MIGRATIONS, table="audit_schema")
 
 
 def unprotected(store: Store) -> list[str]:

@@ -8,7 +8,7 @@ rollup already answers for. Released migrations are never edited: add a higher n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from agent_harness.store.migrations import Migration
 
 # Tables whose rows are never changed or removed once written.
 SEALED_TABLES = ("rollup_cost", "rollup_activity", "deliveries", "baselines", "ingest_runs")
@@ -185,17 +185,9 @@ def _book_tables(real: str, big_id: str) -> tuple[str, ...]:
 _PG_ID = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
 
 
-@dataclass(frozen=True)
-class AuditMigration:
-    version: int
-    name: str
-    sqlite: tuple[str, ...]
-    postgres: tuple[str, ...]
-
-
 # Released migrations are never edited: add a new one instead.
-AUDIT_MIGRATIONS: tuple[AuditMigration, ...] = (
-    AuditMigration(
+AUDIT_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
         1,
         "audit events, deliveries, rollups, baselines; append-only",
         sqlite=(

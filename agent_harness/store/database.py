@@ -25,7 +25,7 @@ from agent_harness.store.chain import seal_pending
 from agent_harness.store.dbclock import DatabaseClock
 from agent_harness.store.dialects import POSTGRES, SQLITE, Dialect, redact
 from agent_harness.store.events import Event, Payload, read_payload
-from agent_harness.store.migrations import MIGRATIONS
+from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
 
 Clock = Callable[[], float]
@@ -341,34 +341,32 @@ class Store(ParkedKeys):
             row = tx.one("SELECT MAX(version) FROM schema_migrations")
         return int(row[0]) if row and row[0] is not None else 0
 
-    def migrate(self) -> int:
-        """Apply the migrations this database lacks; returns how many were applied."""
-        known = MIGRATIONS[-1].version
+    def migrate(
+        self, migrations: Sequence[Migration] = MIGRATIONS, table: str = "schema_migrations"
+    ) -> int:
+        """Apply the migrations this database lacks (the work store's, or another numbered
+        list kept in its own `table`, as the audit's); returns how many were applied."""
+        known = migrations[-1].version
         with self.transaction() as tx:
             self._lock_migrations(tx)
             tx.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                f"CREATE TABLE IF NOT EXISTS {table} "
                 "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
             )
-            row = tx.one("SELECT MAX(version) FROM schema_migrations")
+            row = tx.one(f"SELECT MAX(version) FROM {table}")
             current = int(row[0]) if row and row[0] is not None else 0
             if current > known:
                 raise SchemaTooNew(self.where, current, known)
-            applied = 0
-            for migration in MIGRATIONS:
-                if migration.version <= current:
-                    continue
-                statements = (
-                    migration.postgres if self.dialect.name == "postgresql" else migration.sqlite
-                )
-                for statement in statements:
+            postgres = self.dialect.name == "postgresql"
+            fresh = [m for m in migrations if m.version > current]
+            for migration in fresh:
+                for statement in migration.postgres if postgres else migration.sqlite:
                     tx.execute(statement)
                 tx.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    f"INSERT INTO {table} (version, name, applied_at) VALUES (?, ?, ?)",
                     (migration.version, migration.name, self.clock()),
                 )
-                applied += 1
-        return applied
+        return len(fresh)
 
     # --- protection of the event log ---------------------------------------------------------
 
