@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from agent_harness.audit.ingest import IngestReport, Skipped, write_rows
 from agent_harness.audit.pricing import Usage
@@ -55,6 +57,16 @@ def _readers() -> dict[str, tuple[Reader, Callable[[], Path]]]:
 def env_path(name: str, *parts: str) -> Path | None:
     value = process_env().get(name)
     return Path(value).joinpath(*parts) if value else None
+
+
+def iso_ts(text: Any) -> float | None:
+    """Epoch seconds of an ISO 8601 time as the CLIs write it (`...Z`), or None."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def log_files(root: Path) -> Iterator[Path]:

@@ -12,11 +12,10 @@ CLI's own notices, model `<synthetic>`) are no model call and are skipped.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent_harness.audit.adapters import LogRead, LogUsage, env_path
+from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts
 from agent_harness.audit.ingest import Skipped
 from agent_harness.audit.pricing import Usage
 
@@ -29,15 +28,6 @@ def default_root() -> Path:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _ts(text: Any) -> float | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def read(path: Path) -> LogRead:
@@ -77,7 +67,7 @@ def _usage(
     if model == SYNTHETIC or not isinstance(usage, dict):
         return None
     message_id, request_id = message.get("id"), line.get("requestId")
-    ts = _ts(line.get("timestamp"))
+    ts = iso_ts(line.get("timestamp"))
     if not isinstance(message_id, str) or ts is None:
         skipped.append(Skipped(f"{path}:{number}", "an assistant message without id or timestamp"))
         return None

@@ -9,11 +9,10 @@ per-turn figures on top of it. The model is the one the latest `turn_context` na
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent_harness.audit.adapters import LogRead, LogUsage, env_path
+from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts
 from agent_harness.audit.ingest import Skipped
 from agent_harness.audit.pricing import Usage
 
@@ -22,15 +21,6 @@ _FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "o
 
 def default_root() -> Path:
     return env_path("CODEX_HOME", "sessions") or Path.home() / ".codex" / "sessions"
-
-
-def _ts(text: Any) -> float | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 class _Session:
@@ -66,7 +56,7 @@ def read(path: Path) -> LogRead:
                 session.model = payload.get("model") or session.model
                 session.cwd = payload.get("cwd") or session.cwd
             elif kind == "event_msg" and payload.get("type") == "token_count":
-                found = _growth(session, payload, _ts(line.get("timestamp")), number)
+                found = _growth(session, payload, iso_ts(line.get("timestamp")), number)
                 if found is not None:
                     out.usages.append(found)
     if not recognised:
