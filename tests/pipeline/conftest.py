@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agent_harness.pipeline.parts import RunParts
+from agent_harness.pipeline.run import Pipeline
 from agent_harness.pipeline.settings import RunSettings
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.plan.model import Plan
@@ -76,6 +77,26 @@ class Rig:
             observer=lambda kind, item, payload: self.heard.append((kind, item, payload)),
             check_runner=self.checks,
             clock=self.clock,
+        )
+
+    def pipeline(self, plan: str) -> Pipeline:
+        """A whole run's pipeline over this rig's fakes, polling fast, its workers `test/...`."""
+        self.settings.idle_poll_s = 0.01
+        self.settings.worker_prefix = "test"
+        parts = self.parts()
+        return Pipeline(
+            plan=parse_plan(plan),
+            plan_key="PLAN",
+            tracker=self.tracker,
+            store=self.store,
+            repo=parts.repo,
+            implementer=self.implementer,
+            reviewer=self.reviewer,
+            settings=self.settings,
+            state_dir=self.tmp / "state",
+            env=self.env,
+            clock=self.clock,
+            check_runner=self.checks,
         )
 
     def claim(self, plan: Plan | str = PLAN, item: str = "T1") -> tuple[Plan, Lease]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from agent_harness.pipeline.run import Pipeline
-from agent_harness.plan.markdown import parse_plan
 from agent_harness.queue.items import get_item
 from agent_harness.store.events import Pushed
 from agent_harness.testing.scripted import ScriptedImplementer, ScriptedReviewer, Step, verdict
@@ -22,23 +21,7 @@ ONE = "### T1: Count words\n"
 def opened(rig: Rig, *steps: Step) -> tuple[Pipeline, int, str]:
     rig.implementer = ScriptedImplementer([Step(files={"words.py": "N = 1\n"}), *steps])
     rig.reviewer = ScriptedReviewer([verdict(True)] * 4)
-    rig.settings.idle_poll_s = 0.01
-    rig.settings.worker_prefix = "test"
-    parts = rig.parts()
-    pipeline = Pipeline(
-        plan=parse_plan(ONE),
-        plan_key="PLAN",
-        tracker=rig.tracker,
-        store=rig.store,
-        repo=parts.repo,
-        implementer=rig.implementer,
-        reviewer=rig.reviewer,
-        settings=rig.settings,
-        state_dir=rig.tmp / "state",
-        env=rig.env,
-        clock=rig.clock,
-        check_runner=rig.checks,
-    )
+    pipeline = rig.pipeline(ONE)
     pipeline.run()
     [number] = rig.tracker.pulls
     events = rig.store.all_events(project=pipeline.project, item="T1")

@@ -17,24 +17,8 @@ TWO = "### T1: Count words\n\n### T2: Count lines\ndepends on: T1\n"
 
 
 def pipeline(rig: Rig, plan: str = TWO) -> Pipeline:
-    parts = rig.parts()
     rig.settings.reconcile = False
-    rig.settings.idle_poll_s = 0.01
-    rig.settings.worker_prefix = "test"
-    return Pipeline(
-        plan=parse_plan(plan),
-        plan_key="PLAN",
-        tracker=rig.tracker,
-        store=rig.store,
-        repo=parts.repo,
-        implementer=rig.implementer,
-        reviewer=rig.reviewer,
-        settings=rig.settings,
-        state_dir=rig.tmp / "state",
-        env=rig.env,
-        clock=rig.clock,
-        check_runner=rig.checks,
-    )
+    return rig.pipeline(plan)
 
 
 def test_items_become_issues_then_pull_requests_and_a_dependent_waits(rig: Rig) -> None:
