@@ -103,10 +103,7 @@ def cost(
 def _groups(
     audit: Store, project: str | None, since: str | None, until: str | None
 ) -> dict[Group, list[int]]:
-    where, params = day_range(since, until)
-    if project is not None:
-        where = (where + " AND " if where else "WHERE ") + "project = ?"
-        params = [*params, project]
+    where, params = day_range(since, until, project)
     extra = where.replace("WHERE", "AND", 1)
     with audit.transaction(write=False) as tx:
         covered = coverage(tx)

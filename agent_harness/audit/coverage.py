@@ -75,8 +75,11 @@ def coverage(tx: Tx) -> Coverage:
     return Coverage(int(row[0]), str(row[1]), str(row[2]))
 
 
-def day_range(since: str | None, until: str | None) -> tuple[str, list[str]]:
-    """A WHERE clause for UTC days `since`..`until` (inclusive, YYYY-MM-DD, either optional)."""
+def day_range(
+    since: str | None, until: str | None, project: str | None = None
+) -> tuple[str, list[str]]:
+    """A WHERE clause for UTC days `since`..`until` (inclusive, YYYY-MM-DD, either optional),
+    and for one project when it is named."""
     for name, value in (("since", since), ("until", until)):
         if value is not None and not _is_day(value):
             raise UsageError(f"{name} {value!r} is not a UTC day: write it as YYYY-MM-DD")
@@ -87,6 +90,9 @@ def day_range(since: str | None, until: str | None) -> tuple[str, list[str]]:
     if until:
         clauses.append("day <= ?")
         params.append(until)
+    if project is not None:
+        clauses.append("project = ?")
+        params.append(project)
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 

@@ -52,10 +52,7 @@ def delivery(
     until: str | None = None,
 ) -> DeliveryReport:
     """Deliveries and reviews between UTC days `since` and `until` (inclusive)."""
-    where, params = day_range(since, until)
-    if project is not None:
-        where = (where + " AND " if where else "WHERE ") + "project = ?"
-        params = [*params, project]
+    where, params = day_range(since, until, project)
     extra = where.replace("WHERE", "AND", 1)
     with audit.transaction(write=False) as tx:
         covered = coverage(tx)
