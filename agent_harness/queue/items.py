@@ -203,6 +203,17 @@ def item_record(row: Sequence[Any], deps: tuple[str, ...] = ()) -> ItemRecord:
     )
 
 
+def _locked_state(tx: Tx, store: Store, project: str, item_id: str) -> ItemState:
+    """The item's state, its row locked for the rest of the transaction (on PostgreSQL)."""
+    row = tx.one(
+        f"SELECT state FROM items WHERE project = ? AND id = ?{store.dialect.lock_rows}",
+        (project, item_id),
+    )
+    if row is None:
+        raise UnknownItem(project, item_id)
+    return ItemState(row[0])
+
+
 def _check(item_id: str, current: ItemState, wanted: ItemState) -> None:
     if wanted not in TRANSITIONS[current]:
         raise IllegalTransition(item_id, current.value, wanted.value)
@@ -498,13 +509,7 @@ def record_outcome(
     if wanted not in TRACKER_OUTCOMES:
         raise IllegalTransition(item_id, "the tracker", wanted.value)
     with store.transaction() as tx:
-        row = tx.one(
-            f"SELECT state FROM items WHERE project = ? AND id = ?{store.dialect.lock_rows}",
-            (project, item_id),
-        )
-        if row is None:
-            raise UnknownItem(project, item_id)
-        current = ItemState(row[0])
+        current = _locked_state(tx, store, project, item_id)
         if current == wanted:
             return False
         _check(item_id, current, wanted)
@@ -618,13 +623,7 @@ def reopen_for_round(
     ends failed for that reason. `payload` (the round's event) is recorded in the same
     transaction. False when the item is no longer pr_open (the round was already taken)."""
     with store.transaction() as tx:
-        row = tx.one(
-            f"SELECT state FROM items WHERE project = ? AND id = ?{store.dialect.lock_rows}",
-            (project, item_id),
-        )
-        if row is None:
-            raise UnknownItem(project, item_id)
-        if ItemState(row[0]) != S.PR_OPEN:
+        if _locked_state(tx, store, project, item_id) != S.PR_OPEN:
             return False
         wanted = S.FAILED if fail else S.PENDING
         tx.execute(
