@@ -78,18 +78,7 @@ def _create_repo(call: Call, owner: str) -> Reply:
     if not _NAME.match(name):
         raise validation_failed("Repository", "name", "invalid")
     if call.forge.repo_row(owner, name) is not None:
-        raise ApiError(
-            422,
-            "Repository creation failed.",
-            [
-                {
-                    "resource": "Repository",
-                    "code": "custom",
-                    "field": "name",
-                    "message": "name already exists on this account",
-                }
-            ],
-        )
+        raise _name_taken()
     call.forge.create_repo(
         owner,
         name,
@@ -144,18 +133,7 @@ def _rename(call: Call, ctx: RepoContext, name: Any) -> None:
     login = ctx.owner["login"]
     taken = call.forge.repo_row(login, name)
     if taken is not None and taken["id"] != ctx.id:
-        raise ApiError(
-            422,
-            "Repository creation failed.",
-            [
-                {
-                    "resource": "Repository",
-                    "code": "custom",
-                    "field": "name",
-                    "message": "name already exists on this account",
-                }
-            ],
-        )
+        raise _name_taken()
     target = call.forge.repo_path(login, name)
     if target != ctx.git.path:
         ctx.git.path.rename(target)
@@ -382,3 +360,19 @@ def rate_limit(call: Call) -> Reply:
         "used": state.used,
     }
     return Reply(200, {"resources": {"core": rate, "search": rate}, "rate": rate})
+
+
+def _name_taken() -> ApiError:
+    """GitHub's 422 for a repository name the account already uses (on create and rename)."""
+    return ApiError(
+        422,
+        "Repository creation failed.",
+        [
+            {
+                "resource": "Repository",
+                "code": "custom",
+                "field": "name",
+                "message": "name already exists on this account",
+            }
+        ],
+    )
