@@ -166,7 +166,7 @@ class Attempt:
     def _resume_finished_run(self, tree: Worktree) -> ImplementResult | None:
         """An agent that finished before its worker died (during the commit or the checks) is
         not run again: its work is in the worktree, and the attempt goes on from there."""
-        finished = self.history.finished_run()
+        finished = self.history.finished_run(str(tree.path))
         if finished is None:
             return None
         self._emit(Resumed(sha=self.parts.repo.head(tree), why="the agent had finished"))
