@@ -44,7 +44,7 @@ def postgres_url(engine: Engine) -> str:
     return f"{engine.url}{sep}options={path}"
 
 
-def host_command(h: Harness, engine: Engine, name: str) -> tuple[list[str], Path]:
+def host_command(h: Harness, engine: Engine, name: str, *checks: str) -> tuple[list[str], Path]:
     """`agent-harness run` for host `name`, and its own directory with a clone, the plan and
     its agent (which writes the item's note once `<item>.go` is in the host's gates)."""
     home = h.tmp / "hosts" / name
@@ -59,6 +59,8 @@ def host_command(h: Harness, engine: Engine, name: str) -> tuple[list[str], Path
         "--reviewer", "openai:gpt-test", "--github-url", h.forge.server.api_url,
         "--db", postgres_url(engine), "--host-id", name, "--json",
     ]  # fmt: skip
+    for check in checks:
+        argv += ["--check", check.format(gates=home / "gates")]
     return argv, home
 
 
@@ -80,10 +82,17 @@ def events_of(engine: Engine) -> list[Event]:
         store.close()
 
 
+# A check that says it started, then waits for a go that never comes.
+HELD_CHECK = "sh -c 'touch {gates}/checking; while [ ! -f {gates}/checks.go ]; do sleep 0.05; done'"
+
+
 @pytest.mark.parametrize("engine", ["postgres"], indirect=True)
+@pytest.mark.parametrize("stage", ["agent", "checks"])
 def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
-    harness: Harness, engine: Engine
+    harness: Harness, engine: Engine, stage: str
 ) -> None:
+    """Killed while its agent works, or after its agent finished (in the checks): either way
+    the host that takes the item over runs the agent in its own clone, and once."""
     env = cli_env(harness) | {
         "AGENT_HARNESS_BUDGETS__LEASE_S": str(LEASE_S),
         "AGENT_HARNESS_SESSIONS__HOST": "headless",
@@ -94,16 +103,22 @@ def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
     harness.forge.forge.faults.inject(
         FaultKind.LATENCY, "POST", "*/issues", delay_s=0.5, count=None
     )
-    homes = {name: host_command(harness, engine, name) for name in HOSTS}
+    homes = {name: host_command(harness, engine, name) for name in HOSTS[:2]}
+    homes["build-3"] = host_command(
+        harness, engine, "build-3", *([HELD_CHECK] if stage == "checks" else [])
+    )
+    if stage == "checks":  # build-3's agent finishes at once, and its check holds it there
+        for item in ITEMS:
+            (homes["build-3"][1] / "gates" / f"{item}.go").touch()
     hosts = {name: (start(argv, home, env), home / "gates") for name, (argv, home) in homes.items()}
-    # Every agent waits for its go: while build-1 and build-2 hold an item each, build-3
+    # Every other agent waits for its go: while build-1 and build-2 hold an item each, build-3
     # surely claims one too.
     doomed, doomed_gates = hosts["build-3"]
     try:
-        started = wait_for(
-            "build-3's agent starts", lambda: list(doomed_gates.glob("*.started")), doomed
-        )
-        held = started[0].name.removesuffix(".started")
+        there = "checking" if stage == "checks" else "*.started"
+        wait_for(f"build-3 at its {stage}", lambda: list(doomed_gates.glob(there)), doomed)
+        [started] = doomed_gates.glob("*.started")
+        held = started.name.removesuffix(".started")
         claims = [e for e in events_of(engine) if e.kind == "claimed" and e.item == held]
         assert [worker(e) for e in claims] == ["build-3/w1"]
         doomed.send_signal(signal.SIGKILL)  # dies holding `held`
@@ -114,8 +129,9 @@ def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
         others = {name: proc for name, (proc, _) in hosts.items() if name != "build-3"}
         outputs = {name: proc.communicate(timeout=120) for name, proc in others.items()}
     finally:
-        for item in ITEMS:  # the dead host's orphaned agent may end now
+        for item in ITEMS:  # the dead host's orphaned agent or check may end now
             (doomed_gates / f"{item}.go").touch()
+        (doomed_gates / "checks.go").touch()
         for proc, _ in hosts.values():
             if proc.poll() is None:
                 proc.kill()
@@ -151,13 +167,24 @@ def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
     assert states == {item: "pr_open" for item in ITEMS}
     completed = collections.Counter(e.item for e in events if e.kind == "completed")
     assert completed == {item: 1 for item in ITEMS}
+    told = "\n".join(f"{e.kind} {e.payload.as_dict()}" for e in events if e.item == held)
     story = [
         (e.kind, worker(e))
         for e in events
         if e.item == held and e.kind in ("claimed", "lease_expired", "completed")
     ]
-    assert story[:2] == [("claimed", "build-3/w1"), ("lease_expired", "build-3/w1")]
-    assert story[2][0] == "claimed" and story[2][1].split("/")[0] in ("build-1", "build-2")
-    assert story[3] == ("completed", story[2][1])
+    assert len(story) == 4, told
+    assert story[:2] == [("claimed", "build-3/w1"), ("lease_expired", "build-3/w1")], told
+    taker = story[2][1]
+    assert story[2][0] == "claimed" and taker.split("/")[0] in ("build-1", "build-2"), told
+    assert story[3] == ("completed", taker), told
+    assert [e.kind for e in events if e.kind in ("attempt_failed", "failed")] == [], told
+    # The agent ran again in the taker's own clone: the dead host's run did its work elsewhere.
+    worktrees = [
+        str(e.payload.as_dict()["worktree"])
+        for e in events
+        if e.item == held and e.kind == "agent_started"
+    ]
+    assert len(worktrees) == 2 and f"/{taker.split('/')[0]}/" in worktrees[1], told
     workers = {worker(e).split("/")[0] for e in events if e.kind == "claimed"}
-    assert workers == {"build-1", "build-2", "build-3"}
+    assert workers == set(HOSTS)
