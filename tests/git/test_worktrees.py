@@ -47,6 +47,26 @@ def test_a_new_worktree_on_its_own_branch_from_the_default(clone: Path) -> None:
     assert tree.base_sha == git(clone, "rev-parse", "origin/main") and not tree.reused
 
 
+def test_an_item_another_clone_pushed_continues_from_its_branch_despite_a_recent_fetch(
+    clone: Path,
+) -> None:
+    here = WorkRepo(clone, clone.parent / "state")
+    here.prepare("T0", "warm up")  # a fetch a moment ago, which items started soon after share
+    there_clone = clone.parent / "there"
+    git(clone.parent, "clone", "-q", str(clone.parent / "origin.git"), str(there_clone))
+    there = WorkRepo(there_clone, clone.parent / "state-there")
+    tree = there.prepare("T1", "x")  # another host worked on T1, pushed, and died
+    (tree.path / "work.txt").write_text("done there\n")
+    sha = there.commit_all(tree, "T1: x")
+    there.push(tree)
+    stale = here.prepare("T1", "x")  # the recent fetch has not seen that push
+    assert here.head(stale) != sha and not stale.reused
+    here.discard("T1")
+    taken = here.prepare("T1", "x", pushed=True)  # the item's history says it was pushed
+    assert here.head(taken) == sha and taken.reused and taken.branch == tree.branch
+    assert (taken.path / "work.txt").read_text() == "done there\n"
+
+
 def test_a_broken_worktree_is_rebuilt_and_keeps_its_commits(clone: Path) -> None:
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")

@@ -5,10 +5,12 @@ the others take that item over once its lease lapses, and every item is delivere
 from __future__ import annotations
 
 import collections
+import json
 import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -84,15 +86,27 @@ def events_of(engine: Engine) -> list[Event]:
 
 # A check that says it started, then waits for a go that never comes.
 HELD_CHECK = "sh -c 'touch {gates}/checking; while [ ! -f {gates}/checks.go ]; do sleep 0.05; done'"
+PULLS = "POST /repos/{owner}/{repo}/pulls"
+
+
+def reached(stage: str, h: Harness, gates: Path) -> Callable[[], bool]:
+    """Whether build-3 is at `stage` of its item: its agent working, its check running, or its
+    pull request's creation held at the forge."""
+    if stage == "agent":
+        return lambda: any(gates.glob("*.started"))
+    if stage == "checks":
+        return lambda: (gates / "checking").exists()
+    return lambda: h.forge.forge.request_counts(None).get(PULLS, 0) > 0
 
 
 @pytest.mark.parametrize("engine", ["postgres"], indirect=True)
-@pytest.mark.parametrize("stage", ["agent", "checks"])
+@pytest.mark.parametrize("stage", ["agent", "checks", "delivery"])
 def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
     harness: Harness, engine: Engine, stage: str
 ) -> None:
-    """Killed while its agent works, or after its agent finished (in the checks): either way
-    the host that takes the item over runs the agent in its own clone, and once."""
+    """Killed while its agent works, after its agent finished (in the checks), or while its
+    pull request is being opened: the host that takes the item over runs the agent again in
+    its own clone in the first two cases, and finds the pull request in the last."""
     env = cli_env(harness) | {
         "AGENT_HARNESS_BUDGETS__LEASE_S": str(LEASE_S),
         "AGENT_HARNESS_SESSIONS__HOST": "headless",
@@ -100,14 +114,15 @@ def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
     engine.open().close()  # the schema, made and migrated
     # All three start at once on a repository with no issues yet, and each one's sync of the
     # plan to issues is slow enough (half a second per issue) to overlap the others'.
-    harness.forge.forge.faults.inject(
-        FaultKind.LATENCY, "POST", "*/issues", delay_s=0.5, count=None
-    )
+    faults = harness.forge.forge.faults
+    faults.inject(FaultKind.LATENCY, "POST", "*/issues", delay_s=0.5, count=None)
+    # The first pull request (build-3's: the others' agents wait) is held, and then made.
+    faults.inject(FaultKind.LATENCY, "POST", "*/pulls", delay_s=LEASE_S / 2)
     homes = {name: host_command(harness, engine, name) for name in HOSTS[:2]}
     homes["build-3"] = host_command(
         harness, engine, "build-3", *([HELD_CHECK] if stage == "checks" else [])
     )
-    if stage == "checks":  # build-3's agent finishes at once, and its check holds it there
+    if stage != "agent":  # build-3's agent finishes at once, and is held after it
         for item in ITEMS:
             (homes["build-3"][1] / "gates" / f"{item}.go").touch()
     hosts = {name: (start(argv, home, env), home / "gates") for name, (argv, home) in homes.items()}
@@ -115,8 +130,7 @@ def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
     # surely claims one too.
     doomed, doomed_gates = hosts["build-3"]
     try:
-        there = "checking" if stage == "checks" else "*.started"
-        wait_for(f"build-3 at its {stage}", lambda: list(doomed_gates.glob(there)), doomed)
+        wait_for(f"build-3 at its {stage}", reached(stage, harness, doomed_gates), doomed)
         [started] = doomed_gates.glob("*.started")
         held = started.name.removesuffix(".started")
         claims = [e for e in events_of(engine) if e.kind == "claimed" and e.item == held]
@@ -137,8 +151,10 @@ def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
                 proc.kill()
                 proc.wait()
     for name, proc in others.items():
-        _, err = outputs[name]
-        assert proc.returncode == 0, (name, err)
+        out, err = outputs[name]
+        report = json.loads(out.splitlines()[-1]) if out.strip() else {"items": []}
+        ends = [(i["id"], i["state"], i.get("reason")) for i in report.get("items", [])]
+        assert proc.returncode == 0, (name, err, ends)
         assert "Traceback" not in err, (name, err)
 
     # On the forge: one issue and one pull request per item, no more.
@@ -179,12 +195,17 @@ def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
     assert story[2][0] == "claimed" and taker.split("/")[0] in ("build-1", "build-2"), told
     assert story[3] == ("completed", taker), told
     assert [e.kind for e in events if e.kind in ("attempt_failed", "failed")] == [], told
-    # The agent ran again in the taker's own clone: the dead host's run did its work elsewhere.
     worktrees = [
         str(e.payload.as_dict()["worktree"])
         for e in events
         if e.item == held and e.kind == "agent_started"
     ]
-    assert len(worktrees) == 2 and f"/{taker.split('/')[0]}/" in worktrees[1], told
+    if stage == "delivery":  # the approved, pushed work is delivered, not done again
+        assert len(worktrees) == 1, told
+        assert [e.kind for e in events if e.item == held].count("review") == 1, told
+        [opened] = [e.payload.as_dict() for e in events if e.kind == "pr_opened" and e.item == held]
+        assert opened["reused"] is True, told
+    else:  # the agent ran again in the taker's own clone: the dead host's work is elsewhere
+        assert len(worktrees) == 2 and f"/{taker.split('/')[0]}/" in worktrees[1], told
     workers = {worker(e).split("/")[0] for e in events if e.kind == "claimed"}
     assert workers == set(HOSTS)
