@@ -226,8 +226,10 @@ class WorkRepo:
             self.path, "rev-parse", default
         )
         local = refs.get(f"refs/heads/{branch}")
-        existing = local or refs.get(f"refs/remotes/{self.remote}/{branch}")
+        pushed_sha = refs.get(f"refs/remotes/{self.remote}/{branch}")
+        existing = local or pushed_sha
         if path.exists() and self._healthy(path, branch):
+            self._catch_up(path, pushed_sha)
             merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
             return Worktree(item_id, path, branch, merge_base, reused=True)
         if path.exists() or self._registered(path):
@@ -237,11 +239,23 @@ class WorkRepo:
         path.parent.mkdir(parents=True, exist_ok=True)
         if local:
             _git(self.path, "worktree", "add", "--quiet", str(path), branch)
+            self._catch_up(path, pushed_sha)
         else:  # pushed earlier from another clone (existing): continue from the remote's
             start = f"{self.remote}/{branch}" if existing else base
             _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), start)
         merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
         return Worktree(item_id, path, branch, merge_base, reused=existing is not None)
+
+    def _catch_up(self, path: Path, pushed_sha: str | None) -> None:
+        """Move a clean worktree's branch up to its pushed head when that only adds to it: an
+        item worked on here, then further from another clone (a host that took it over, a
+        later round on another host), goes on from the newest work. A branch with commits
+        of its own, or uncommitted changes, is left as it is."""
+        if pushed_sha is None or _git(path, "rev-parse", "HEAD") == pushed_sha:
+            return
+        behind = repo_git(path, "merge-base", "--is-ancestor", "HEAD", pushed_sha, check=False)
+        if behind.ok and not _git(path, "status", "--porcelain").strip():
+            _git(path, "merge", "--ff-only", "--quiet", pushed_sha)
 
     def _refs(self, *patterns: str) -> dict[str, str]:
         """Full ref name -> sha for the refs matching `patterns` (for-each-ref globs)."""
