@@ -39,7 +39,7 @@ from agent_harness.store.events import (
     ReconciledNote,
     Withdrawn,
 )
-from agent_harness.store.hostlock import held_by_this_host
+from agent_harness.store.hostlock import held_by_this_host, plan_sync_lock
 from agent_harness.tracker.sync import SyncReport, read_marker, sync_plan
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ class Pipeline:
         parts, store, project = self.parts, self.parts.store, self.parts.project
         # Hosts sharing the store sync one at a time: two syncs at once would each find no
         # issue for a new item and each open one.
-        mirror = f"plan sync {parts.tracker.repo} {parts.plan_key}"
+        mirror = plan_sync_lock(parts.tracker.repo, parts.plan_key)
         with parts.tracker_lock, held_by_this_host(store, mirror):
             report = sync_plan(self.plan, parts.tracker, parts.plan_key)
         for issue in parts.tracker.list_issues():

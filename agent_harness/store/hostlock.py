@@ -20,6 +20,12 @@ from agent_harness.store.database import PostgresStore, SqliteStore, Store, Stor
 HOST_LOCK_KEY = 0x6A68_686C
 
 
+def plan_sync_lock(repo: str, plan_key: str) -> str:
+    """The lock a sync of plan `plan_key` to `repo`'s issues is made under, wherever it runs
+    (a run, the HTTP API)."""
+    return f"plan sync {repo} {plan_key}"
+
+
 @contextlib.contextmanager
 def held_by_this_host(store: Store, name: str) -> Iterator[None]:
     """Hold the lock `name` of `store` for the block, waiting while another host holds it."""
