@@ -189,18 +189,26 @@ class WorkRepo:
 
     # -- worktrees -----------------------------------------------------------------------------
     def prepare(
-        self, item_id: str, title: str, namespace: str = "", generation: int = 0
+        self,
+        item_id: str,
+        title: str,
+        namespace: str = "",
+        generation: int = 0,
+        *,
+        pushed: bool = False,
     ) -> Worktree:
         """The item's worktree: reused when healthy, rebuilt when broken, new otherwise.
 
         `namespace` (the plan key of a plan that is not the repository's main one) keeps two
         plans' items with the same id in separate worktrees and branches; `generation` (the
         item's retries) gives a retried item a new branch and worktree from the current base,
-        leaving the old ones as they were."""
+        leaving the old ones as they were. With `pushed` (the branch was pushed before, maybe
+        by another host) the remote is fetched now, not as a recent fetch saw it: a branch
+        made from the base instead of the pushed one could never be pushed over it."""
         # An item keeps the branch it started on, even if its title is edited later: a new
         # name would orphan pushed work and open a second pull request.
         default = self.default_branch()
-        self.fetch(self.fetch_max_age_s)
+        self.fetch(0.0 if pushed else self.fetch_max_age_s)
         # One look at every ref that matters here, instead of a git call per question.
         space = f"{_clean(namespace)}/" if namespace else ""
         safe_id = f"{space}{_clean(item_id)}{generation_suffix(generation)}"
@@ -218,8 +226,10 @@ class WorkRepo:
             self.path, "rev-parse", default
         )
         local = refs.get(f"refs/heads/{branch}")
-        existing = local or refs.get(f"refs/remotes/{self.remote}/{branch}")
+        pushed_sha = refs.get(f"refs/remotes/{self.remote}/{branch}")
+        existing = local or pushed_sha
         if path.exists() and self._healthy(path, branch):
+            self._catch_up(path, pushed_sha)
             merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
             return Worktree(item_id, path, branch, merge_base, reused=True)
         if path.exists() or self._registered(path):
@@ -229,21 +239,23 @@ class WorkRepo:
         path.parent.mkdir(parents=True, exist_ok=True)
         if local:
             _git(self.path, "worktree", "add", "--quiet", str(path), branch)
-        elif existing:  # pushed earlier from a clone we no longer have: continue from the remote
-            _git(
-                self.path,
-                "worktree",
-                "add",
-                "--quiet",
-                "-b",
-                branch,
-                str(path),
-                f"{self.remote}/{branch}",
-            )
-        else:
-            _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), base)
+            self._catch_up(path, pushed_sha)
+        else:  # pushed earlier from another clone (existing): continue from the remote's
+            start = f"{self.remote}/{branch}" if existing else base
+            _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), start)
         merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
         return Worktree(item_id, path, branch, merge_base, reused=existing is not None)
+
+    def _catch_up(self, path: Path, pushed_sha: str | None) -> None:
+        """Move a clean worktree's branch up to its pushed head when that only adds to it: an
+        item worked on here, then further from another clone (a host that took it over, a
+        later round on another host), goes on from the newest work. A branch with commits
+        of its own, or uncommitted changes, is left as it is."""
+        if pushed_sha is None or _git(path, "rev-parse", "HEAD") == pushed_sha:
+            return
+        behind = repo_git(path, "merge-base", "--is-ancestor", "HEAD", pushed_sha, check=False)
+        if behind.ok and not _git(path, "status", "--porcelain").strip():
+            _git(path, "merge", "--ff-only", "--quiet", pushed_sha)
 
     def _refs(self, *patterns: str) -> dict[str, str]:
         """Full ref name -> sha for the refs matching `patterns` (for-each-ref globs)."""

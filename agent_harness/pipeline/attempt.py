@@ -39,6 +39,7 @@ from agent_harness.store.events import (
     Deferred,
     LeaseLostNote,
     Payload,
+    Pushed,
     Resumed,
     Reviewed,
     WorktreeReady,
@@ -132,7 +133,13 @@ class Attempt:
         with parts.git_lock:
             if fresh:
                 parts.repo.discard(self.item.id, parts.namespace, generation - 1)
-            tree = parts.repo.prepare(self.item.id, self.item.title, parts.namespace, generation)
+            tree = parts.repo.prepare(
+                self.item.id,
+                self.item.title,
+                parts.namespace,
+                generation,
+                pushed=self.history.last(Pushed) is not None,
+            )
         self._emit(
             WorktreeReady(
                 path=str(tree.path), branch=tree.branch, base=tree.base_sha, reused=tree.reused
@@ -166,7 +173,7 @@ class Attempt:
     def _resume_finished_run(self, tree: Worktree) -> ImplementResult | None:
         """An agent that finished before its worker died (during the commit or the checks) is
         not run again: its work is in the worktree, and the attempt goes on from there."""
-        finished = self.history.finished_run()
+        finished = self.history.finished_run(str(tree.path))
         if finished is None:
             return None
         self._emit(Resumed(sha=self.parts.repo.head(tree), why="the agent had finished"))

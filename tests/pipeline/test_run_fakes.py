@@ -127,6 +127,37 @@ def test_items_another_host_holds_are_waited_for_and_taken_over_when_it_dies(rig
     assert heard[0].describe() == "1 item held by host h3-abc123, lease ends in 30 s; waiting"
 
 
+class LapsesAtRead:
+    """A store clock that reads `before` until its `lapse_at`-th read of a look, then `after`:
+    the moment another host's lease lapses, put at each point of the look in turn."""
+
+    def __init__(self, before: float, after: float) -> None:
+        self.before, self.after = before, after
+        self.reads = 0
+        self.lapse_at = 10**9
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.before if self.reads < self.lapse_at else self.after
+
+
+def test_a_lease_that_lapses_while_the_run_looks_is_never_taken_for_done(rig: Rig) -> None:
+    from agent_harness.pipeline.fleetrun import IdleWatch
+    from agent_harness.queue import items, leases
+
+    plan = "### T1: One\n"
+    items.enqueue(rig.store, "octo/app:PLAN", parse_plan(plan).items)
+    theirs = leases.claim_next(rig.store, "octo/app:PLAN", "h3-abc123/w1", 30.0)
+    assert theirs is not None
+    run = pipeline(rig, plan)
+    clock = LapsesAtRead(theirs.expires_at - 0.001, theirs.expires_at + 0.001)
+    run.store.clock = clock  # the store's clock: where the lease lapses is put in each place
+    for lapse_at in range(1, 8):
+        clock.reads, clock.lapse_at = 0, lapse_at
+        done = run.idle_step(IdleWatch(patience_s=60.0))
+        assert not done, f"the lease lapsing at read {lapse_at} ended the run without T1"
+
+
 def test_with_no_wait_the_run_ends_when_its_own_work_is_done(rig: Rig) -> None:
     from agent_harness.queue import items, leases
 
