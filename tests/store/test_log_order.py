@@ -10,17 +10,19 @@ from typing import Any
 
 import pytest
 
-from agent_harness.store.chain import seal_settled, verify_chain
-from agent_harness.store.database import Store
+from agent_harness.store.chain import GENESIS, event_hash, seal_settled, verify_chain
+from agent_harness.store.database import Store, open_store
+from agent_harness.store.migrations import MIGRATIONS
 from tests.shared.stores import Engine
 
-pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+pytestmark = pytest.mark.integration
 
 P = "octo/app:PLAN"
 
 
 @pytest.fixture
 def pg(pg_engine: Engine) -> Engine:
+    """PostgreSQL: what follows needs two writers at once."""
     # SQLite has one writer at a time, so its ids always commit in id order.
     return pg_engine
 
@@ -58,6 +60,7 @@ def _page_until(store: Store, after: int, wanted: set[int]) -> list[int]:
     return seen
 
 
+@pytest.mark.postgres
 def test_an_event_that_commits_late_is_neither_passed_over_nor_shown_early(
     pg: Engine, held: Any
 ) -> None:
@@ -84,6 +87,7 @@ def test_an_event_that_commits_late_is_neither_passed_over_nor_shown_early(
         store.close()
 
 
+@pytest.mark.postgres
 def test_a_reader_with_a_cursor_from_before_a_late_commit_still_gets_it(
     pg: Engine, held: Any
 ) -> None:
@@ -98,5 +102,38 @@ def test_a_reader_with_a_cursor_from_before_a_late_commit_still_gets_it(
         for stop in range(len(ids)):
             rest = _page_until(store, ids[stop], set(ids[stop + 1 :]))
             assert rest == ids[stop + 1 :]
+    finally:
+        store.close()
+
+
+def test_a_log_sealed_before_the_upgrade_stays_one_chain_after_it(engine: Engine) -> None:
+    """A database written by the release before migration 7 (ids sealed in id order) is
+    upgraded in place: old and new events form one unbroken chain, in one order."""
+    store = open_store(engine.url, schema=engine.schema, migrate=False, check_protection=False)
+    try:
+        store.migrate(MIGRATIONS[:6])
+        previous = GENESIS
+        with store.transaction() as tx:  # what the release before wrote: events, then seals
+            for n in range(4):
+                tx.execute(
+                    "INSERT INTO events (ts, project, item, kind, payload) VALUES (?, ?, ?, ?, ?)",
+                    (float(n), P, "T1", "note", f'{{"n": {n}}}'),
+                )
+            rows = tx.all("SELECT id, ts, project, item, kind, payload, external_id FROM events")
+            for row in sorted(rows):
+                digest = event_hash(previous, row)
+                tx.execute(
+                    "INSERT INTO event_chain (event_id, prev_hash, hash) VALUES (?, ?, ?)",
+                    (row[0], previous, digest),
+                )
+                previous = digest
+        assert store.migrate() == 1
+        for n in range(4, 7):
+            store.record_outside_event(P, "T1", "note", {"n": n})
+        seal_settled(store)
+        chain = verify_chain(store)
+        assert chain.intact and chain.checked == 7 and chain.unsealed == 0
+        followed = [e.payload.as_dict()["n"] for e in store.events(0, 100, project=P)]
+        assert followed == list(range(7))
     finally:
         store.close()
