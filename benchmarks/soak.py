@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,10 +72,17 @@ OWNER = "soak"
 # is a person's move, and the soak makes none, so the default branch must never move).
 TERMINAL = {ItemState.PR_OPEN, ItemState.MERGED, ItemState.CLOSED, ItemState.FAILED,
             ItemState.SKIPPED, ItemState.DONE}  # fmt: skip
-# What a scripted agent does for an item, by the item's kind.
-KINDS = ("succeed", "crash", "nothing")
+# What a scripted agent does for an item, by the item's kind: "hang" never exits (and leaves a
+# child that never exits either), "ask" prints a question and blocks reading its answer.
+KINDS = ("succeed", "crash", "nothing", "hang", "ask")
+WEIGHTS = (6, 2, 2, 1, 1)
+STUCK = ("hang", "ask")  # every cycle has one of each
+# Seconds an agent session may take before the run ends it: scripted agents that work are done
+# in well under a second, so a stuck one costs a worker this long per attempt.
+AGENT_TIMEOUT_S = 4
 NOTHING: dict[str, Any] = {"steps": [{"print": "looked, found nothing to change"}], "exit": 0}
 MAX_PASSES = 12
+REVOKED_STOP_S = 90  # a run whose token was revoked must have stopped by then
 
 # The agent each item is given: find the item's id in the prompt, dump the environment it was
 # given where the soak can look for canaries, then run the scripted behaviour of its kind.
@@ -86,12 +94,25 @@ item = re.search(r"# Work item (\\S+):", prompt).group(1)
 (here / "env").mkdir(exist_ok=True)
 (here / "env" / f"{item}-{os.getpid()}.json").write_text(json.dumps(dict(os.environ)))
 argv = json.loads((here / "kinds.json").read_text())[item]
+if argv == "hang":
+    import subprocess, time
+    subprocess.Popen([sys.executable, str(here / "stuck.py"), item])  # outlives a careless kill
+    print("thinking...", flush=True)
+    while True:
+        time.sleep(60)
+if argv == "ask":
+    print("Overwrite notes? [y/N] ", end="", flush=True)
+    answer = sys.stdin.readline()
+    print(f"got {answer!r}, giving up", flush=True)
+    sys.exit(3)
 if argv is None:
     pathlib.Path(f"notes/{item.lower()}.txt").parent.mkdir(exist_ok=True)
     pathlib.Path(f"notes/{item.lower()}.txt").write_text(item + "\\n")
     sys.exit(0)
 os.execv(argv[0], argv)
 """
+# The child a hanging agent leaves behind: it never ends by itself either.
+STUCK_CHILD = "import time\nwhile True:\n    time.sleep(60)\n"
 
 
 @dataclass
@@ -118,6 +139,16 @@ class Soak:
     orphans: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)
     noise: list[str] = field(default_factory=list)
+    # agents that hung or waited for input
+    stuck_timeouts: int = 0  # sessions the run ended at its agent timeout
+    stuck_wrong: list[str] = field(default_factory=list)
+    sessions_left: list[str] = field(default_factory=list)
+    # the token revoked partway through a pass, then fixed
+    revocations: int = 0
+    revoke_missed: int = 0  # the pass ended before the moment came: tried again later
+    unauthorized: list[int] = field(default_factory=list)  # 401 answers per revocation
+    revoke_wrong: list[str] = field(default_factory=list)
+    revoke_messages: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
 @dataclass
@@ -128,6 +159,8 @@ class Rig:
     secrets: dict[str, str]  # name -> planted value
     rng: random.Random
     args: argparse.Namespace
+    statuses: collections.Counter[int] = field(default_factory=collections.Counter)
+    succeeding: set[str] = field(default_factory=set)  # items whose agent succeeds, this cycle
 
 
 def start_rig(root: Path, rng: random.Random, args: argparse.Namespace) -> tuple[Rig, Forge, Any]:
@@ -142,7 +175,15 @@ def start_rig(root: Path, rng: random.Random, args: argparse.Namespace) -> tuple
     server = ForgeServer(forge, host="127.0.0.1", port=0)
     server.__enter__()
     rf = RunningForge(forge, server, make_client(server.api_url, planted["GH_TOKEN"]))
-    return Rig(root, rf, "", planted, rng, args), forge, server
+    rig = Rig(root, rf, "", planted, rng, args)
+    lock = threading.Lock()
+
+    def count_status(_method: str, _template: str | None, status: int, _body: Any) -> None:
+        with lock:
+            rig.statuses[status] += 1
+
+    forge.observers.append(count_status)
+    return rig, forge, server
 
 
 # -- one cycle -------------------------------------------------------------------------------
@@ -153,17 +194,23 @@ def write_plans(rig: Rig, cwd: Path, cycle: int, soak: Soak) -> tuple[list[str],
     agents = rig.root / "agents"
     kinds: dict[str, Any] = {}
     names = []
+    total = rig.args.projects * rig.args.items
+    drawn = rig.rng.choices(KINDS, weights=WEIGHTS, k=total)
+    for kind, at in zip(STUCK, rig.rng.sample(range(total), len(STUCK)), strict=True):
+        drawn[at] = kind
     for p in range(1, rig.args.projects + 1):
         lines = []
         for n in range(1, rig.args.items + 1):
             item = f"C{cycle}P{p}N{n}"
-            kind = rig.rng.choices(KINDS, weights=(6, 2, 2))[0]
+            kind = drawn[(p - 1) * rig.args.items + n - 1]
             soak.items[kind] += 1
             lines.append(f"### {item}: Note {item} ({kind})\n\nWrite notes/{item.lower()}.txt.\n")
             kinds[item] = {
                 "succeed": None,
                 "crash": write_scripted_agent(agents, "crash"),
                 "nothing": write_scripted_agent(agents, NOTHING),
+                "hang": "hang",
+                "ask": "ask",
             }[kind]
         name = f"P{p}.md"
         (cwd / name).write_text("\n".join(lines))
@@ -221,6 +268,74 @@ def one_pass(rig: Rig, argv: list[str], cwd: Path, out: Path, kill: bool, soak: 
     return killed
 
 
+def revoked_pass(rig: Rig, argv: list[str], cwd: Path, out: Path, soak: Soak) -> bool:
+    """One `run` whose token starts answering 401 at a random moment after its first request
+    (the forge's bad_credentials fault on every request), until the pass has ended and the
+    token is "fixed" (the rule cleared). True when the revocation landed while `run` was going.
+    The run must stop by itself, soon, saying why in one line, and fail no item for it."""
+    soak.rules += set_faults(rig)
+    forge = rig.rf.forge
+    moment = after_requests(rig.rf, "", forge.mark(), 1, rig.rng.uniform(0.2, 2.5))
+    seen = last_event_id(cwd)
+    err = out.with_suffix(".err")
+    with open(out, "w") as sink, open(err, "w") as errors:
+        proc = subprocess.Popen(argv, cwd=cwd, env=run_env(rig), stdout=sink, stderr=errors)
+        while proc.poll() is None and not moment():
+            time.sleep(0.002)
+        if proc.poll() is not None:
+            soak.revoke_missed += 1
+            return False
+        before = rig.statuses[401]
+        forge.faults.inject(FaultKind.BAD_CREDENTIALS, count=None)
+        try:
+            code = proc.wait(timeout=REVOKED_STOP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+            soak.revoke_wrong.append(f"{cwd.parent.name}: `run` still going {REVOKED_STOP_S} s "
+                                     "after its token was revoked; killed")  # fmt: skip
+    forge.faults.clear()  # the token is fixed; the other rules were this pass's alone
+    soak.revocations += 1
+    soak.unauthorized.append(rig.statuses[401] - before)
+    lines = [x for x in err.read_text().splitlines() if x.strip()]
+    said = [x for x in lines if "credential" in x.lower()]
+    if code == 0 or len(said) != 1 or any("Traceback" in x for x in lines):
+        soak.revoke_wrong.append(f"{cwd.parent.name}: exit {code}, stderr {lines[-4:]}")
+    soak.revoke_messages[f"exit {code}: {said[0][:110] if said else '(nothing said)'}"] += 1
+    soak.revoke_wrong += wrongly_failed(cwd, seen, rig.succeeding)
+    return True
+
+
+def last_event_id(cwd: Path) -> int:
+    db = cwd / ".agent-harness" / "harness.sqlite"
+    if not db.exists():
+        return 0
+    store = open_store(str(db))
+    try:
+        events = store.all_events()
+    finally:
+        store.close()
+    return events[-1].id if events else 0
+
+
+def wrongly_failed(cwd: Path, after: int, succeeding: set[str]) -> list[str]:
+    """Attempts failed after event `after` for the revoked token, or of items whose agent
+    succeeds (nothing else fails them)."""
+    store = open_store(str(cwd / ".agent-harness" / "harness.sqlite"))
+    try:
+        events = [e for e in store.all_events() if e.id > after]
+    finally:
+        store.close()
+    wrong = []
+    for event in events:
+        if event.kind not in ("attempt_failed", "failed"):
+            continue
+        reason = str(event.payload.as_dict().get("reason") or "")
+        if "credential" in reason.lower() or event.item in succeeding:
+            wrong.append(f"{event.item} {event.kind} after the revocation: {reason[:120]}")
+    return wrong
+
+
 def one_cycle(rig: Rig, cycle: int, soak: Soak) -> None:
     name = f"fleet{cycle}"
     repo_name = f"{OWNER}/{name}"
@@ -234,35 +349,46 @@ def one_cycle(rig: Rig, cycle: int, soak: Soak) -> None:
     cwd = base / "run"
     cwd.mkdir()
     plans, kinds = write_plans(rig, cwd, cycle, soak)
+    rig.succeeding = {item for item, argv in kinds.items() if argv is None}
     agents = rig.root / "agents"
     (agents / "kinds.json").write_text(json.dumps(kinds))
     (agents / "dispatch.py").write_text(DISPATCH)
+    (agents / "stuck.py").write_text(STUCK_CHILD)
     agent = shlex.join([sys.executable, str(agents / "dispatch.py")])
     argv = harness(
         "run", "--repo", repo_name, "--work", str(work),
         *[x for plan in plans for x in ("--plan", plan)],
         "--agent", agent + " {prompt_file}", "--reviewer", "openai:gpt-test",
         "--workers", str(rig.args.workers), "--max-workers", str(rig.args.workers),
-        "--max-attempts", "2", "--json",
+        "--max-attempts", "2", "--agent-timeout", str(AGENT_TIMEOUT_S), "--json",
     )  # fmt: skip
     kills_owed = rig.args.kills
+    revoke_owed = 1
     finished = None
     for number in range(1, MAX_PASSES + 1):
         out = base / f"pass{number}.jsonl"
-        # Kills go in the first half of the passes, so a cycle always has passes left to
-        # finish in even when a pass ends before its kill's moment came.
-        kill = kills_owed > 0 and number <= MAX_PASSES // 2 and rig.rng.random() < 0.75
+        # Kills and the revoked token go in the first half of the passes, so a cycle always has
+        # passes left to finish in even when a pass ends before its kill's moment came.
+        early = number <= MAX_PASSES // 2
+        kill = kills_owed > 0 and early and rig.rng.random() < 0.75
+        revoke = not kill and revoke_owed > 0 and early
         soak.passes += 1
         began = time.monotonic()
-        killed = one_pass(rig, argv, cwd, out, kill, soak)
+        if revoke:
+            revoke_owed -= revoked_pass(rig, argv, cwd, out, soak)
+            killed = False
+        else:
+            killed = one_pass(rig, argv, cwd, out, kill, soak)
         soak.slowest = max(soak.slowest, (time.monotonic() - began, f"cycle {cycle} pass {number}"))
+        if revoke:
+            continue  # a revoked pass stops early; one that ended first proves nothing either
         if killed:
             kills_owed -= 1
             soak.kills += 1
             soak.killed_after[last_event(cwd)] += 1
             continue
         report = final_report(out)
-        if report is not None and (kills_owed <= 0 or number >= MAX_PASSES // 2):
+        if report is not None and (kills_owed <= 0 and revoke_owed <= 0 or not early):
             finished = report
             break
     if finished is None:
@@ -296,6 +422,7 @@ def count_cycle(
     finally:
         store.close()
     soak.orphans += orphan_worktrees(work, cwd)
+    soak.sessions_left += sessions_left(cwd)
 
 
 def count_item(store: Any, soak: Soak, project: str, record: Any, with_pr: set[str]) -> None:
@@ -311,11 +438,36 @@ def count_item(store: Any, soak: Soak, project: str, record: Any, with_pr: set[s
             f"{project} {record.id}: state {record.state.value}, events end at "
             f"{moves[-1] if moves else 'nothing'}"
         )
+    if record.title.endswith(tuple(f"({k})" for k in STUCK)):
+        count_stuck(soak, project, record, store.all_events(project=project, item=record.id))
     if (record.state == ItemState.PR_OPEN) != (record.id in with_pr):
         soak.inconsistent.append(
             f"{project} {record.id}: state {record.state.value}, pull request on the forge: "
             + ("yes" if record.id in with_pr else "no")
         )
+
+
+def count_stuck(soak: Soak, project: str, record: Any, events: list[Any]) -> None:
+    """An agent that hung or waited for input: every attempt ended at the agent timeout (or
+    with the `run` watching it killed), and the item failed for it once its attempts were
+    spent."""
+    ends = [e.payload.as_dict() for e in events if e.kind == "agent_finished"]
+    soak.stuck_timeouts += sum(1 for end in ends if end.get("state") == "timeout")
+    other = [end.get("state") for end in ends if end.get("state") != "timeout"]
+    failed = [e.payload.as_dict() for e in events if e.kind == "failed"]
+    why = str(failed[-1].get("reason")) if failed else ""
+    if record.state != ItemState.FAILED or "timeout" not in why or other:
+        soak.stuck_wrong.append(
+            f"{project} {record.id} ({record.title.rsplit('(', 1)[-1]}: {record.state.value}, "
+            f"agent runs ended {other or 'at the timeout'}, {why[:90]!r}"
+        )
+
+
+def sessions_left(cwd: Path) -> list[str]:
+    """Session records the headless host still holds once every item is terminal: a session
+    nobody ended."""
+    folder = cwd / ".agent-harness" / "sessions"
+    return [f"session {p.stem} still recorded" for p in folder.glob("*.json")]
 
 
 def orphan_worktrees(work: Path, cwd: Path) -> list[str]:
@@ -384,6 +536,7 @@ def canary_leaks(rig: Rig) -> tuple[list[str], int, int]:
 
 def figures(soak: Soak, files: int, envs: int) -> list[Figure]:
     items = sum(soak.items.values())
+    stuck = sum(soak.items[k] for k in STUCK)
     return [
         Figure("soak", f"{soak.cycles} cycles, {items} items ({tally(soak.items)})",
                f"final states: {tally(soak.states)}", True, [f"by kind: {tally(soak.outcomes)}"]),
@@ -400,8 +553,20 @@ def figures(soak: Soak, files: int, envs: int) -> list[Figure]:
                str(len(soak.unsettled)), not soak.unsettled, soak.unsettled),
         Figure("soak", "commits on a default branch", str(soak.main_writes),
                soak.main_writes == 0),
-        Figure("soak", "orphan worktrees and processes", str(len(soak.orphans)),
-               not soak.orphans, soak.orphans),
+        Figure("soak", f"{stuck} agents that hung or waited for input (agent timeout "
+               f"{AGENT_TIMEOUT_S} s)", f"sessions ended at the timeout {soak.stuck_timeouts}, "
+               f"items not failed for it {len(soak.stuck_wrong)}", not soak.stuck_wrong,
+               soak.stuck_wrong),
+        Figure("soak", f"token revoked partway through {soak.revocations} passes (401 on every "
+               "request until fixed; the next pass runs with it fixed)",
+               f"401s answered per revocation {soak.unauthorized}, wrong stops or failed items "
+               f"{len(soak.revoke_wrong)}", soak.revocations > 0 and not soak.revoke_wrong,
+               [f"how `run` stopped: {tally(soak.revoke_messages)}",
+                f"passes that ended before the moment came: {soak.revoke_missed}",
+                *soak.revoke_wrong]),
+        Figure("soak", "orphan worktrees, sessions and processes",
+               str(len(soak.orphans) + len(soak.sessions_left)),
+               not soak.orphans and not soak.sessions_left, soak.orphans + soak.sessions_left),
         Figure("soak", "items whose events or pull request disagree with their state",
                str(len(soak.inconsistent)), not soak.inconsistent, soak.inconsistent),
         Figure("soak", f"canaries looked for in {files} files, {envs} agent environments and "
