@@ -388,7 +388,7 @@ def one_cycle(rig: Rig, cycle: int, soak: Soak) -> None:
             soak.killed_after[last_event(cwd)] += 1
             continue
         report = final_report(out)
-        if report is not None and (kills_owed <= 0 and revoke_owed <= 0 or not early):
+        if report is not None and ((kills_owed <= 0 and revoke_owed <= 0) or not early):
             finished = report
             break
     if finished is None:
