@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import random
@@ -82,7 +83,11 @@ STUCK = ("hang", "ask")  # every cycle has one of each
 AGENT_TIMEOUT_S = 4
 NOTHING: dict[str, Any] = {"steps": [{"print": "looked, found nothing to change"}], "exit": 0}
 MAX_PASSES = 12
+# A free worker takes a claimable item within its idle poll (0.2 s) and one claim; 5 s is
+# that with room for a loaded 2-core machine, and well under any backoff a failure causes.
+STALL_LIMIT_S = 5.0
 REVOKED_STOP_S = 90  # a run whose token was revoked must have stopped by then
+TWIN_ITEMS = 3  # items of the plan two `run` processes start on together
 
 # The agent each item is given: find the item's id in the prompt, dump the environment it was
 # given where the soak can look for canaries, then run the scripted behaviour of its kind.
@@ -149,6 +154,14 @@ class Soak:
     unauthorized: list[int] = field(default_factory=list)  # 401 answers per revocation
     revoke_wrong: list[str] = field(default_factory=list)
     revoke_messages: collections.Counter[str] = field(default_factory=collections.Counter)
+    # two `run` processes on one database at once (other state dir and clone, same plans)
+    twin_passes: int = 0
+    twin_exits: collections.Counter[str] = field(default_factory=collections.Counter)
+    twin_items: list[list[int]] = field(default_factory=list)  # items each host claimed
+    double_claims: list[str] = field(default_factory=list)
+    # stalls: work claimable and a worker free, from a pass's first claim to its end
+    windows: list[tuple[float, float, str]] = field(default_factory=list)  # this cycle's passes
+    stalls: list[tuple[float, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -190,7 +203,8 @@ def start_rig(root: Path, rng: random.Random, args: argparse.Namespace) -> tuple
 
 
 def write_plans(rig: Rig, cwd: Path, cycle: int, soak: Soak) -> tuple[list[str], dict[str, Any]]:
-    """Plans P1..Pn for this cycle, and each item's agent argv (None: write a note)."""
+    """Plans P1..Pn for this cycle and T, the plan two processes run at once; and each item's
+    agent argv (None: write a note)."""
     agents = rig.root / "agents"
     kinds: dict[str, Any] = {}
     names = []
@@ -198,11 +212,12 @@ def write_plans(rig: Rig, cwd: Path, cycle: int, soak: Soak) -> tuple[list[str],
     drawn = rig.rng.choices(KINDS, weights=WEIGHTS, k=total)
     for kind, at in zip(STUCK, rig.rng.sample(range(total), len(STUCK)), strict=True):
         drawn[at] = kind
-    for p in range(1, rig.args.projects + 1):
+    drawn += rig.rng.choices(KINDS[:3], weights=WEIGHTS[:3], k=TWIN_ITEMS)
+    for p in [*range(1, rig.args.projects + 1), 0]:
         lines = []
-        for n in range(1, rig.args.items + 1):
-            item = f"C{cycle}P{p}N{n}"
-            kind = drawn[(p - 1) * rig.args.items + n - 1]
+        for n in range(1, (rig.args.items if p else TWIN_ITEMS) + 1):
+            item = f"C{cycle}P{p}N{n}" if p else f"C{cycle}T{n}"
+            kind = drawn[(p - 1) * rig.args.items + n - 1 if p else total + n - 1]
             soak.items[kind] += 1
             lines.append(f"### {item}: Note {item} ({kind})\n\nWrite notes/{item.lower()}.txt.\n")
             kinds[item] = {
@@ -212,7 +227,7 @@ def write_plans(rig: Rig, cwd: Path, cycle: int, soak: Soak) -> tuple[list[str],
                 "hang": "hang",
                 "ask": "ask",
             }[kind]
-        name = f"P{p}.md"
+        name = f"P{p}.md" if p else "T.md"
         (cwd / name).write_text("\n".join(lines))
         names.append(name)
     return names, kinds
@@ -268,6 +283,26 @@ def one_pass(rig: Rig, argv: list[str], cwd: Path, out: Path, kill: bool, soak: 
     return killed
 
 
+def twin_pass(
+    rig: Rig, argvs: tuple[list[str], list[str]], cwds: tuple[Path, Path], out: Path, soak: Soak
+) -> None:
+    """Two `run` processes of the same plans started together on one SQLite database, each
+    from its own state dir and clone (two hosts): they race the plan's sync to issues and
+    share the queue."""
+    soak.rules += set_faults(rig)
+    db = str(cwds[0] / ".agent-harness" / "harness.sqlite")
+    procs = []
+    with contextlib.ExitStack() as files:
+        for n, (argv, cwd) in enumerate(zip(argvs, cwds, strict=True)):
+            sink = files.enter_context(open(out.with_suffix(f".{n}.jsonl"), "w"))
+            errors = files.enter_context(open(out.with_suffix(f".{n}.err"), "w"))
+            env = run_env(rig) | {"AGENT_HARNESS_STORE__DB": db}
+            procs.append(subprocess.Popen(argv, cwd=cwd, env=env, stdout=sink, stderr=errors))
+        codes = [proc.wait(timeout=600) for proc in procs]
+    soak.twin_passes += 1
+    soak.twin_exits[" and ".join(f"exit {c}" for c in codes)] += 1
+
+
 def revoked_pass(rig: Rig, argv: list[str], cwd: Path, out: Path, soak: Soak) -> bool:
     """One `run` whose token starts answering 401 at a random moment after its first request
     (the forge's bad_credentials fault on every request), until the pass has ended and the
@@ -295,6 +330,9 @@ def revoked_pass(rig: Rig, argv: list[str], cwd: Path, out: Path, soak: Soak) ->
             soak.revoke_wrong.append(f"{cwd.parent.name}: `run` still going {REVOKED_STOP_S} s "
                                      "after its token was revoked; killed")  # fmt: skip
     forge.faults.clear()  # the token is fixed; the other rules were this pass's alone
+    if rig.statuses[401] == before:  # it was ending, with no request left to make
+        soak.revoke_missed += 1
+        return False
     soak.revocations += 1
     soak.unauthorized.append(rig.statuses[401] - before)
     lines = [x for x in err.read_text().splitlines() if x.strip()]
@@ -349,37 +387,57 @@ def one_cycle(rig: Rig, cycle: int, soak: Soak) -> None:
     cwd = base / "run"
     cwd.mkdir()
     plans, kinds = write_plans(rig, cwd, cycle, soak)
+    # A second host: its own clone and state dir, the same plans, the first one's database.
+    work2, cwd2 = base / "clone" / "work2", base / "run2"
+    git("clone", "-q", rig.rf.forge.clone_url(OWNER, name), str(work2))
+    cwd2.mkdir()
+    (cwd2 / "T.md").write_text((cwd / "T.md").read_text())
     rig.succeeding = {item for item, argv in kinds.items() if argv is None}
     agents = rig.root / "agents"
     (agents / "kinds.json").write_text(json.dumps(kinds))
     (agents / "dispatch.py").write_text(DISPATCH)
     (agents / "stuck.py").write_text(STUCK_CHILD)
     agent = shlex.join([sys.executable, str(agents / "dispatch.py")])
-    argv = harness(
-        "run", "--repo", repo_name, "--work", str(work),
-        *[x for plan in plans for x in ("--plan", plan)],
-        "--agent", agent + " {prompt_file}", "--reviewer", "openai:gpt-test",
-        "--workers", str(rig.args.workers), "--max-workers", str(rig.args.workers),
-        "--max-attempts", "2", "--agent-timeout", str(AGENT_TIMEOUT_S), "--json",
-    )  # fmt: skip
+
+    def run_argv(clone: Path, names: list[str]) -> list[str]:
+        return harness(
+            "run", "--repo", repo_name, "--work", str(clone),
+            *[x for plan in names for x in ("--plan", plan)],
+            "--agent", agent + " {prompt_file}", "--reviewer", "openai:gpt-test",
+            "--workers", str(rig.args.workers), "--max-workers", str(rig.args.workers),
+            "--max-attempts", "2", "--agent-timeout", str(AGENT_TIMEOUT_S), "--json",
+        )  # fmt: skip
+
+    argv = run_argv(work, plans[:-1])
+    # The twins run T alone, from the start: its sync is the race, and P1..Pn are left whole
+    # for the passes below.
+    twins_argv = (run_argv(work, ["T.md"]), run_argv(work2, ["T.md"]))
     kills_owed = rig.args.kills
     revoke_owed = 1
     finished = None
+    soak.windows = []
     for number in range(1, MAX_PASSES + 1):
         out = base / f"pass{number}.jsonl"
+        if number == 1:  # the first pass, where both sync the plan to issues at once
+            began = time.time()
+            twin_pass(rig, twins_argv, (cwd, cwd2), out, soak)
+            soak.windows.append((began, time.time(), "twin"))
+            soak.passes += 1
+            continue
         # Kills and the revoked token go in the first half of the passes, so a cycle always has
         # passes left to finish in even when a pass ends before its kill's moment came.
         early = number <= MAX_PASSES // 2
         kill = kills_owed > 0 and early and rig.rng.random() < 0.75
         revoke = not kill and revoke_owed > 0 and early
         soak.passes += 1
-        began = time.monotonic()
+        began, wall = time.monotonic(), time.time()
         if revoke:
             revoke_owed -= revoked_pass(rig, argv, cwd, out, soak)
             killed = False
         else:
             killed = one_pass(rig, argv, cwd, out, kill, soak)
         soak.slowest = max(soak.slowest, (time.monotonic() - began, f"cycle {cycle} pass {number}"))
+        soak.windows.append((wall, time.time(), "revoked" if revoke else f"pass {number}"))
         if revoke:
             continue  # a revoked pass stops early; one that ended first proves nothing either
         if killed:
@@ -394,6 +452,8 @@ def one_cycle(rig: Rig, cycle: int, soak: Soak) -> None:
     if finished is None:
         soak.unsettled.append(f"cycle {cycle}: no clean final pass within {MAX_PASSES} passes")
     count_cycle(rig, soak, repo_name, bare, seed, work, cwd, plans)
+    soak.orphans += orphan_worktrees(work2, cwd2)
+    soak.sessions_left += sessions_left(cwd2)
 
 
 # -- counting --------------------------------------------------------------------------------
@@ -412,6 +472,14 @@ def count_cycle(
     with_pr = {pull_item(p) for p in pulls}
     store = open_store(str(cwd / ".agent-harness" / "harness.sqlite"))
     try:
+        events = store.all_events()
+        soak.double_claims += double_claims(events)
+        hosts: dict[str, set[str]] = collections.defaultdict(set)
+        for event in events:
+            if event.kind == "claimed" and event.project.endswith(":T"):
+                hosts[str(event.payload.as_dict().get("worker")).split("/")[0]].add(str(event.item))
+        soak.twin_items.append(sorted((len(x) for x in hosts.values()), reverse=True))
+        soak.stalls += stalls(events, soak.windows, rig.args.workers, cwd.parent.name)
         for plan in plans:
             project = f"{repo_name}:{Path(plan).stem}"
             for record in list_items(store, project):
@@ -468,6 +536,70 @@ def sessions_left(cwd: Path) -> list[str]:
     nobody ended."""
     folder = cwd / ".agent-harness" / "sessions"
     return [f"session {p.stem} still recorded" for p in folder.glob("*.json")]
+
+
+HELD = {"claimed", "checks", "review"}
+
+
+def double_claims(events: list[Any]) -> list[str]:
+    """Claims of an item another worker held, its lease neither expired nor taken back."""
+    held: dict[str, str] = {}  # item -> worker holding it
+    found = []
+    for event in events:
+        payload = event.payload.as_dict()
+        if event.kind == "claimed":
+            if event.item in held:
+                found.append(f"{event.project} {event.item} claimed by {payload.get('worker')} "
+                             f"while {held[event.item]} held it")  # fmt: skip
+            held[event.item] = str(payload.get("worker"))
+        elif event.kind in ("lease_expired", "lease_reclaimed") or (
+            payload.get("to") and payload.get("to") not in HELD
+        ):
+            held.pop(event.item, None)
+    return found
+
+
+def stalls(
+    events: list[Any], windows: list[tuple[float, float, str]], workers: int, cycle: str
+) -> list[tuple[float, str]]:
+    """The spells, within each pass of `run` from its first claim on, in which an item sat
+    claimable (pending, with no backoff left) while fewer than `workers` items were held: a
+    free worker that did not take it. A worker in its own backoff holds nothing, but then
+    the other worker is free to claim; a spell is one worker's trouble stalling another.
+    Replayed from the event log. The revoked pass stops claiming on purpose: not counted."""
+    found = []
+    for start, end, label in windows:
+        if label == "revoked":
+            continue
+        free_at = workers * (2 if label == "twin" else 1)  # two processes: twice the workers
+        inside = [e for e in events if start <= e.ts <= end]
+        claims = [e.ts for e in inside if e.kind == "claimed"]
+        if not claims:
+            continue
+        state: dict[str, tuple[str, float]] = {}  # item -> (state, not before)
+        for event in events:
+            if event.ts >= claims[0]:
+                break
+            note(state, event)
+        spell, longest = None, (0.0, "")
+        for event in [e for e in inside if e.ts >= claims[0]]:
+            now = event.ts
+            free = sum(1 for s, _ in state.values() if s in HELD) < free_at
+            ready = any(s == "pending" and nb <= now for s, nb in state.values())
+            if free and ready and spell is None:
+                spell = now
+            elif not (free and ready) and spell is not None:
+                longest = max(longest, (now - spell, f"{cycle} {label}"))
+                spell = None
+            note(state, event)
+        found.append(longest)
+    return found
+
+
+def note(state: dict[str, tuple[str, float]], event: Any) -> None:
+    to = event.payload.as_dict().get("to")
+    if to:
+        state[event.item] = (str(to), float(event.payload.as_dict().get("until") or 0.0))
 
 
 def orphan_worktrees(work: Path, cwd: Path) -> list[str]:
@@ -537,6 +669,7 @@ def canary_leaks(rig: Rig) -> tuple[list[str], int, int]:
 def figures(soak: Soak, files: int, envs: int) -> list[Figure]:
     items = sum(soak.items.values())
     stuck = sum(soak.items[k] for k in STUCK)
+    worst = max(soak.stalls, default=(0.0, ""))
     return [
         Figure("soak", f"{soak.cycles} cycles, {items} items ({tally(soak.items)})",
                f"final states: {tally(soak.states)}", True, [f"by kind: {tally(soak.outcomes)}"]),
@@ -564,6 +697,19 @@ def figures(soak: Soak, files: int, envs: int) -> list[Figure]:
                [f"how `run` stopped: {tally(soak.revoke_messages)}",
                 f"passes that ended before the moment came: {soak.revoke_missed}",
                 *soak.revoke_wrong]),
+        Figure("soak", f"{soak.twin_passes} passes of two `run` processes on one SQLite "
+               "database at once (two state dirs and clones, the same plans; exit 4 is "
+               "'some item failed')",
+               f"exits: {tally(soak.twin_exits)}; double claims {len(soak.double_claims)}",
+               not soak.double_claims and all(set(x.split()) <= {"exit", "and", "0", "4"}
+                                              for x in soak.twin_exits),
+               [f"items of T claimed by each process, per cycle: {soak.twin_items}",
+                *soak.double_claims[:10]]),
+        Figure("soak", f"no worker's failure stalls another: the longest spell, per pass, "
+               f"with an item claimable and a worker free (limit {STALL_LIMIT_S} s)",
+               f"longest {worst[0]:.1f} s ({worst[1] or 'none'})", worst[0] <= STALL_LIMIT_S,
+               [f"spells over 1 s: {sum(1 for x, _ in soak.stalls if x > 1)} of "
+                f"{len(soak.stalls)} passes"]),
         Figure("soak", "orphan worktrees, sessions and processes",
                str(len(soak.orphans) + len(soak.sessions_left)),
                not soak.orphans and not soak.sessions_left, soak.orphans + soak.sessions_left),
