@@ -28,12 +28,14 @@ import json
 import os
 import random
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,7 @@ from reliability import (
     kill_when,
     last_event,
     marked_issues,
+    private_tmux,
     pull_item,
     show,
     tally,
@@ -86,6 +89,7 @@ MAX_PASSES = 12
 # A free worker takes a claimable item within its idle poll (0.2 s) and one claim; 5 s is
 # that with room for a loaded 2-core machine, and well under any backoff a failure causes.
 STALL_LIMIT_S = 5.0
+TMUX_KILL_P = 0.6  # the share of a tmux cycle's passes whose tmux server is SIGKILLed
 REVOKED_STOP_S = 90  # a run whose token was revoked must have stopped by then
 TWIN_ITEMS = 3  # items of the plan two `run` processes start on together
 
@@ -154,6 +158,8 @@ class Soak:
     unauthorized: list[int] = field(default_factory=list)  # 401 answers per revocation
     revoke_wrong: list[str] = field(default_factory=list)
     revoke_messages: collections.Counter[str] = field(default_factory=collections.Counter)
+    tmux_kills: collections.Counter[str] = field(default_factory=collections.Counter)
+    hosts: collections.Counter[str] = field(default_factory=collections.Counter)  # cycles
     # two `run` processes on one database at once (other state dir and clone, same plans)
     twin_passes: int = 0
     twin_exits: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -174,6 +180,8 @@ class Rig:
     args: argparse.Namespace
     statuses: collections.Counter[int] = field(default_factory=collections.Counter)
     succeeding: set[str] = field(default_factory=set)  # items whose agent succeeds, this cycle
+    host: str = "headless"  # the session host of this cycle's runs
+    tmux_kills_before: int = 0  # SIGKILLs of the tmux server before this cycle
 
 
 def start_rig(root: Path, rng: random.Random, args: argparse.Namespace) -> tuple[Rig, Forge, Any]:
@@ -209,7 +217,9 @@ def write_plans(rig: Rig, cwd: Path, cycle: int, soak: Soak) -> tuple[list[str],
     kinds: dict[str, Any] = {}
     names = []
     total = rig.args.projects * rig.args.items
-    drawn = rig.rng.choices(KINDS, weights=WEIGHTS, k=total)
+    # --short: exactly one agent of each stuck kind (each costs a worker two timeouts).
+    kinds_drawn = len(KINDS) - (len(STUCK) if rig.args.short else 0)
+    drawn = rig.rng.choices(KINDS[:kinds_drawn], weights=WEIGHTS[:kinds_drawn], k=total)
     for kind, at in zip(STUCK, rig.rng.sample(range(total), len(STUCK)), strict=True):
         drawn[at] = kind
     drawn += rig.rng.choices(KINDS[:3], weights=WEIGHTS[:3], k=TWIN_ITEMS)
@@ -264,7 +274,8 @@ def run_env(rig: Rig) -> dict[str, str]:
     return base_env(
         GITHUB_API_URL=rig.rf.server.api_url,
         OPENAI_BASE_URL=f"{rig.model_url}/v1",
-        AGENT_HARNESS_SESSIONS__HOST="headless",
+        AGENT_HARNESS_SESSIONS__HOST=rig.host,
+        TMUX_TMPDIR=str(rig.root / "tmux"),  # a tmux server of the soak's own
         # Loopback answers in milliseconds: a create whose answer was dropped is looked for
         # after this timeout (3 looks) instead of GitHub's 30 s.
         AGENT_HARNESS_TRACKER__REQUEST_TIMEOUT_S="2",
@@ -277,10 +288,52 @@ def one_pass(rig: Rig, argv: list[str], cwd: Path, out: Path, kill: bool, soak: 
     it was killed."""
     soak.rules += set_faults(rig)
     moment = after_requests(rig.rf, "", rig.rf.forge.mark(), 1, rig.rng.uniform(0, 2.5))
-    with open(out, "w") as sink, open(out.with_suffix(".err"), "w") as errors:
+    # A tmux cycle's passes kill its server until one kill has landed, then now and then.
+    landed = sum(soak.tmux_kills.values()) > rig.tmux_kills_before
+    tmux = rig.host == "tmux" and (not landed or rig.rng.random() < TMUX_KILL_P)
+    server_moment = after_requests(rig.rf, "", rig.rf.forge.mark(), 1, rig.rng.uniform(0.3, 3))
+    with (
+        open(out, "w") as sink,
+        open(out.with_suffix(".err"), "w") as errors,
+        tmux_killer(rig, server_moment, soak) if tmux else contextlib.nullcontext(),
+    ):
         proc = subprocess.Popen(argv, cwd=cwd, env=run_env(rig), stdout=sink, stderr=errors)
         killed = kill_when(proc, moment) if kill else proc.wait(timeout=600) == -signal.SIGKILL
     return killed
+
+
+def tmux_command(rig: Rig, *args: str) -> subprocess.CompletedProcess[str]:
+    env = base_env(TMUX_TMPDIR=str(rig.root / "tmux"))
+    return subprocess.run(["tmux", "-L", "agent-harness", *args], env=env, capture_output=True,
+                          text=True, check=False)  # fmt: skip
+
+
+@contextlib.contextmanager
+def tmux_killer(rig: Rig, moment: Callable[[], bool], soak: Soak) -> Iterator[None]:
+    """SIGKILL the tmux server the agents' sessions live in, once, at `moment` (or as soon
+    after it as there is a server), while the pass goes on."""
+    (rig.root / "tmux").mkdir(exist_ok=True)
+    done = threading.Event()
+
+    def kill() -> None:
+        while not done.wait(0.01):
+            if not moment():
+                continue
+            pid = tmux_command(rig, "display-message", "-p", "#{pid}").stdout.strip()
+            if pid.isdigit():
+                sessions = len(tmux_command(rig, "list-sessions").stdout.splitlines())
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+                    soak.tmux_kills[f"with {sessions} sessions"] += 1
+                return
+
+    thread = threading.Thread(target=kill, name="tmux killer")
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def twin_pass(
@@ -375,6 +428,10 @@ def wrongly_failed(cwd: Path, after: int, succeeding: set[str]) -> list[str]:
 
 
 def one_cycle(rig: Rig, cycle: int, soak: Soak) -> None:
+    # Odd cycles keep their agents in tmux sessions (when tmux is installed), even ones headless.
+    rig.host = "tmux" if cycle % 2 and shutil.which("tmux") else "headless"
+    soak.hosts[rig.host] += 1
+    rig.tmux_kills_before = sum(soak.tmux_kills.values())
     name = f"fleet{cycle}"
     repo_name = f"{OWNER}/{name}"
     rig.rf.forge.create_repo(OWNER, name, auto_init=False)
@@ -491,6 +548,9 @@ def count_cycle(
         store.close()
     soak.orphans += orphan_worktrees(work, cwd)
     soak.sessions_left += sessions_left(cwd)
+    if rig.host == "tmux":
+        listed = tmux_command(rig, "list-sessions", "-F", "#{session_name}").stdout.split()
+        soak.sessions_left += [f"tmux session {name} still there" for name in listed]
 
 
 def count_item(store: Any, soak: Soak, project: str, record: Any, with_pr: set[str]) -> None:
@@ -518,16 +578,18 @@ def count_item(store: Any, soak: Soak, project: str, record: Any, with_pr: set[s
 def count_stuck(soak: Soak, project: str, record: Any, events: list[Any]) -> None:
     """An agent that hung or waited for input: every attempt ended at the agent timeout (or
     with the `run` watching it killed), and the item failed for it once its attempts were
-    spent."""
+    spent. (A run killed under it, or its tmux server killed, may end one attempt early.)"""
     ends = [e.payload.as_dict() for e in events if e.kind == "agent_finished"]
     soak.stuck_timeouts += sum(1 for end in ends if end.get("state") == "timeout")
-    other = [end.get("state") for end in ends if end.get("state") != "timeout"]
+    # A session whose tmux server was SIGKILLed ends without an exit status: crashed.
+    other = [end.get("state") for end in ends if end.get("state") not in ("timeout", "crashed")]
     failed = [e.payload.as_dict() for e in events if e.kind == "failed"]
     why = str(failed[-1].get("reason")) if failed else ""
-    if record.state != ItemState.FAILED or "timeout" not in why or other:
+    timed_out = any(end.get("state") == "timeout" for end in ends)
+    if record.state != ItemState.FAILED or not timed_out or other:
         soak.stuck_wrong.append(
             f"{project} {record.id} ({record.title.rsplit('(', 1)[-1]}: {record.state.value}, "
-            f"agent runs ended {other or 'at the timeout'}, {why[:90]!r}"
+            f"agent runs ended {[end.get('state') for end in ends]}, {why[:90]!r}"
         )
 
 
@@ -673,9 +735,12 @@ def figures(soak: Soak, files: int, envs: int) -> list[Figure]:
     return [
         Figure("soak", f"{soak.cycles} cycles, {items} items ({tally(soak.items)})",
                f"final states: {tally(soak.states)}", True, [f"by kind: {tally(soak.outcomes)}"]),
-        Figure("soak", f"{soak.passes} passes of `run`, {soak.kills} SIGKILLed",
-               f"kills landed after: {tally(soak.killed_after)}", True,
-               [f"slowest pass: {soak.slowest[1]}, {soak.slowest[0]:.0f} s", *soak.noise]),
+        Figure("soak", f"{soak.passes} passes of `run`, {soak.kills} SIGKILLed; "
+               f"{sum(soak.tmux_kills.values())} SIGKILLs of the tmux server",
+               f"kills landed after: {tally(soak.killed_after)}; tmux server killed "
+               f"{tally(soak.tmux_kills)}", True,
+               [f"session hosts, by cycle: {tally(soak.hosts)}",
+                f"slowest pass: {soak.slowest[1]}, {soak.slowest[0]:.0f} s", *soak.noise]),
         Figure("soak", f"{sum(n for _, n in soak.rules)} forge faults set over "
                f"{sum(soak.requests.values())} requests to the forge",
                f"met: {tally(soak.faults)} ({sum(soak.faults.values())} in all)", True),
@@ -729,7 +794,11 @@ def soak_run(args: argparse.Namespace, rng: random.Random) -> list[Figure]:
         root.mkdir(parents=True, exist_ok=True)
         rig, forge, server = start_rig(root, rng, args)
         try:
-            with ModelServer([ScriptedResponder(review_rules)]) as model, forge_noise(soak.noise):
+            with (
+                ModelServer([ScriptedResponder(review_rules)]) as model,
+                forge_noise(soak.noise),
+                private_tmux(root / "tmux"),
+            ):
                 rig.model_url = model.url
                 while soak.cycles < args.cycles or time.monotonic() < stop:
                     soak.cycles += 1
