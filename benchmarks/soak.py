@@ -61,6 +61,7 @@ from reliability import (
     token_like,
     twins,
 )
+from soak_providers import ProviderSoak, soak_providers
 
 from agent_harness.demo.rules import review_rules
 from agent_harness.demo.run import seed_repository
@@ -728,6 +729,21 @@ def canary_leaks(rig: Rig) -> tuple[list[str], int, int]:
 # -- main ------------------------------------------------------------------------------------
 
 
+def provider_figure(result: ProviderSoak) -> Figure:
+    answers = result.answers
+    return Figure(
+        "soak", f"2 scripted model providers over {result.days:.1f} virtual days "
+        f"({result.calls} calls of the harness's ModelClient, parking in SQLite)",
+        f"answered {answers['answered']}, bursts {answers['burst']}, spent windows "
+        f"{answers['window']}, spent caps {answers['cap']} (raised the next midnight "
+        f"{result.caps_raised}); requests while told to wait {len(result.early)}",
+        not result.early and answers["cap"] - result.caps_raised in (0, 1, 2),
+        [f"each spent cap requested exactly once: {answers['cap']} cap answers, "
+         f"{result.caps_raised} raised, {len(result.early)} requests between",
+         f"the client's calls ended: {tally(result.outcomes)}", *result.early[:10]],
+    )  # fmt: skip
+
+
 def figures(soak: Soak, files: int, envs: int) -> list[Figure]:
     items = sum(soak.items.values())
     stuck = sum(soak.items[k] for k in STUCK)
@@ -811,9 +827,27 @@ def soak_run(args: argparse.Namespace, rng: random.Random) -> list[Figure]:
             rig.rf.github.close()
             server.__exit__(None, None, None)
             forge.close()
+        providers = soak_providers(root, rig.args.days, rig.rng.randrange(1 << 31))
         soak.orphans += orphan_processes(root)
         soak.leaks, files, envs = canary_leaks(rig)
-    return [show(f) for f in figures(soak, files, envs)]
+    return [show(f) for f in [*figures(soak, files, envs), provider_figure(providers),
+                              injected(soak, providers)]]  # fmt: skip
+
+
+def injected(soak: Soak, providers: ProviderSoak) -> Figure:
+    """Every fault the soak injected, by kind, in one line."""
+    kinds: collections.Counter[str] = collections.Counter()
+    kinds.update({f"forge {kind}": n for kind, n in soak.faults.items() if n})
+    kinds["forge bad_credentials (token revoked)"] = soak.revocations
+    kinds["SIGKILL of run"] = soak.kills
+    kinds["SIGKILL of the tmux server"] = sum(soak.tmux_kills.values())
+    kinds["agent hung"] = soak.items["hang"]
+    kinds["agent waiting for input"] = soak.items["ask"]
+    kinds["agent crashed"] = soak.items["crash"]
+    kinds["two runs on one database"] = soak.twin_passes
+    kinds.update({f"provider {kind}": providers.answers[kind] for kind in ("burst", "window",
+                                                                           "cap")})  # fmt: skip
+    return Figure("soak", "faults injected, by kind", tally(+kinds), True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -829,11 +863,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep", type=Path, help="work in this directory and leave it there")
     parser.add_argument("--kills", type=int, help="SIGKILLs of `run` per cycle (default 3)")
+    parser.add_argument(
+        "--days", type=int, help="virtual days of the scripted providers (short 2, else 14)"
+    )
     args = parser.parse_args(argv)
     args.projects = args.projects or 3
     args.items = args.items or (3 if args.short else 4)
     args.kills = args.kills if args.kills is not None else (2 if args.short else 3)
     args.faults = max(1, args.faults or (2 if args.short else 5))
+    args.days = args.days or (2 if args.short else 14)
     args.cycles = 1
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     rng = random.Random(seed)
