@@ -291,7 +291,8 @@ def one_pass(rig: Rig, argv: list[str], cwd: Path, out: Path, kill: bool, soak: 
     moment = after_requests(rig.rf, "", rig.rf.forge.mark(), 1, rig.rng.uniform(0, 2.5))
     # A tmux cycle's passes kill its server until one kill has landed, then now and then.
     landed = sum(soak.tmux_kills.values()) > rig.tmux_kills_before
-    tmux = rig.host == "tmux" and (not landed or rig.rng.random() < TMUX_KILL_P)
+    again = not rig.args.short and rig.rng.random() < TMUX_KILL_P  # --short: one kill
+    tmux = rig.host == "tmux" and (not landed or again)
     server_moment = after_requests(rig.rf, "", rig.rf.forge.mark(), 1, rig.rng.uniform(0.3, 3))
     with (
         open(out, "w") as sink,
