@@ -85,6 +85,7 @@ STUCK = ("hang", "ask")  # every cycle has one of each
 # Seconds an agent session may take before the run ends it: scripted agents that work are done
 # in well under a second, so a stuck one costs a worker this long per attempt.
 AGENT_TIMEOUT_S = 4
+AGENT_IDLE_S = 1
 NOTHING: dict[str, Any] = {"steps": [{"print": "looked, found nothing to change"}], "exit": 0}
 MAX_PASSES = 12
 # A free worker takes a claimable item within its idle poll (0.2 s) and one claim; 5 s is
@@ -151,6 +152,7 @@ class Soak:
     noise: list[str] = field(default_factory=list)
     # agents that hung or waited for input
     stuck_timeouts: int = 0  # sessions the run ended at its agent timeout
+    asked: int = 0  # agents waiting at a question that the run said were waiting for input
     stuck_wrong: list[str] = field(default_factory=list)
     sessions_left: list[str] = field(default_factory=list)
     # the token revoked partway through a pass, then fixed
@@ -280,6 +282,8 @@ def run_env(rig: Rig) -> dict[str, str]:
         # Loopback answers in milliseconds: a create whose answer was dropped is looked for
         # after this timeout (3 looks) instead of GitHub's 30 s.
         AGENT_HARNESS_TRACKER__REQUEST_TIMEOUT_S="2",
+        # An agent silent this long is looked at: one at a question is said to wait for input.
+        AGENT_HARNESS_BUDGETS__AGENT_IDLE_S=str(AGENT_IDLE_S),
         **rig.secrets,
     )
 
@@ -588,6 +592,9 @@ def count_stuck(soak: Soak, project: str, record: Any, events: list[Any]) -> Non
     failed = [e.payload.as_dict() for e in events if e.kind == "failed"]
     why = str(failed[-1].get("reason")) if failed else ""
     timed_out = any(end.get("state") == "timeout" for end in ends)
+    said = [e for e in events if e.kind == "agent_state"
+            and e.payload.as_dict().get("state") == "waiting_for_input"]  # fmt: skip
+    soak.asked += bool(said) and record.title.endswith("(ask)")
     if record.state != ItemState.FAILED or not timed_out or other:
         soak.stuck_wrong.append(
             f"{project} {record.id} ({record.title.rsplit('(', 1)[-1]}: {record.state.value}, "
@@ -769,9 +776,10 @@ def figures(soak: Soak, files: int, envs: int) -> list[Figure]:
         Figure("soak", "commits on a default branch", str(soak.main_writes),
                soak.main_writes == 0),
         Figure("soak", f"{stuck} agents that hung or waited for input (agent timeout "
-               f"{AGENT_TIMEOUT_S} s)", f"sessions ended at the timeout {soak.stuck_timeouts}, "
-               f"items not failed for it {len(soak.stuck_wrong)}", not soak.stuck_wrong,
-               soak.stuck_wrong),
+               f"{AGENT_TIMEOUT_S} s, idle {AGENT_IDLE_S} s)", f"sessions ended at the timeout "
+               f"{soak.stuck_timeouts}, items not failed for it {len(soak.stuck_wrong)}; "
+               f"said waiting for input: {soak.asked} of {soak.items['ask']}",
+               not soak.stuck_wrong and soak.asked == soak.items["ask"], soak.stuck_wrong),
         Figure("soak", f"token revoked partway through {soak.revocations} passes (401 on every "
                "request until fixed; the next pass runs with it fixed)",
                f"401s answered per revocation {soak.unauthorized}, wrong stops or failed items "
