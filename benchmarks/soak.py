@@ -1,15 +1,22 @@
 """A standing soak: the real pipeline, several projects in one fleet, faults and kills at random.
 
 Each cycle seeds a repository on the embedded forge, writes a few plans (one project each) whose
-items are done by scripted agents that succeed, crash or change nothing, and runs
-`agent-harness run --plan A --plan B ... --workers N` against it as a subprocess. Before every
-pass the forge is told to answer some requests badly (5xx, a dropped connection, a write applied
-but its answer dropped, a secondary rate limit with retry-after); some passes are SIGKILLed at a
-random moment after their first request, and `run` is started again until a pass ends cleanly
-with every item terminal. Canary secrets are planted in the environment `run` is started with.
+items are done by scripted agents that succeed, crash, change nothing, hang (leaving a child that
+hangs too) or wait for input, and runs `agent-harness run --plan A --plan B ... --workers N`
+against it as a subprocess, with short agent timeout and idle settings. Before every pass the
+forge is told to answer some requests badly (5xx, a dropped connection, a write applied but its
+answer dropped, a secondary rate limit with retry-after); some passes are SIGKILLed at a random
+moment after their first request, and `run` is started again until a pass ends cleanly with
+every item terminal. In every cycle, too: the first pass is two `run` processes of one plan on
+one database (two state dirs and clones); one pass has its token start answering 401 partway;
+odd cycles host agents in tmux and SIGKILL the tmux server at random moments. Canary secrets are
+planted in the environment `run` is started with. Once per soak, scripted model providers with
+bursts, windows and caps answer the harness's ModelClient over virtual days
+(soak_providers.py).
 
 At the end the invariants are counted and printed, one figure a line, and the exit code says
-whether they all hold. Nothing is timed: `--minutes` only decides how many cycles to start.
+whether they all hold. `--minutes` only decides how many cycles to start; the one figure read
+from time is the stall figure, from the event log's timestamps.
 
     .venv/bin/python benchmarks/soak.py --short            # CI: one cycle, a few kills
     .venv/bin/python benchmarks/soak.py --minutes 5        # cycles until 5 minutes have passed
