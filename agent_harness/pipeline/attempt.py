@@ -403,13 +403,19 @@ class Attempt:
             if action_for(failure) is not Action.PARK:
                 parts.fail(lease, f"delivery: {exc.message}", failure)
                 return
+            reason = f"{DELIVERY_WAITS}: {exc.message}"
+            if failure is FailureClass.TRACKER_CREDENTIALS:
+                # No delivery gets past a token the tracker refuses: the work waits for the
+                # next run (which has a good token, or stops at once), this one stops.
+                parts.defer(lease, parts.store.clock(), reason, self.history)
+                parts.halt(exc)
+                return
             tries = sum(
                 1
                 for payload in self.history.all(Deferred)
                 if (payload.reason or "").startswith(DELIVERY_WAITS)
             )
             wait = min(DELIVERY_BACKOFF_CAP_S, _DELIVERY_BACKOFF_S * 2**tries)
-            reason = f"{DELIVERY_WAITS}: {exc.message}"
             parts.defer(lease, parts.store.clock() + wait, reason, self.history)
 
     def _review(self, tree: Worktree, checks: CheckRun | None, sha: str) -> Reviewed:

@@ -480,9 +480,11 @@ class Pipeline:
         return False
 
     def _guarded_handle(self, lease: Lease) -> None:
-        if self.budget.spent:
+        if self.budget.spent or self.parts.halted:
             # Not this item's fault: give it back with its attempt refunded, for the next run.
             reason = self.budget.reason or "run cost budget spent"
+            if self.parts.halted:
+                reason = f"the run stops: {self.parts.halted[0].message}"
             leases.defer(self.store, lease, self.store.clock(), reason)
             return
         try:

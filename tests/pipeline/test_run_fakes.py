@@ -203,3 +203,26 @@ def test_a_run_stays_to_deliver_work_the_tracker_refused_for_a_while(rig: Rig) -
     assert len(heard) == 1 and heard[0].items == ["T1"]  # said once, not at every poll
     assert heard[0].describe() == "delivery of T1 tried again in 60 s; waiting"
     assert len(rig.implementer.calls) == 1 and len(rig.reviewer.prompts) == 1  # not paid twice
+
+
+def test_a_token_refused_at_delivery_stops_the_run_and_fails_no_item(rig: Rig) -> None:
+    # The soak found it: the token began answering 401 partway through a run, and every item
+    # that reached delivery failed for it, so the restart with a good token never delivered
+    # their approved work. The work waits instead, and the run stops saying why.
+    from agent_harness.queue.items import list_items
+    from agent_harness.tracker.protocol import AuthError
+
+    refused = AuthError("bad credentials for https://api.example (check GH_TOKEN / GITHUB_TOKEN)")
+    rig.reviewer = ScriptedReviewer([verdict(True)] * 3)
+    rig.tracker.fail_next("create_pull", refused)
+    run = pipeline(rig, "### T1: One\n\n### T2: Two\n")
+    with pytest.raises(AuthError, match="bad credentials"):
+        run.run()
+    states = {r.id: r.state.value for r in list_items(rig.store, run.parts.project)}
+    assert "failed" not in states.values()
+    assert states["T1"] in ("pending", "waiting")
+    calls = len(rig.implementer.calls)
+
+    report = pipeline(rig, "### T1: One\n\n### T2: Two\n").run()  # the token is fixed
+    assert {item.id: item.state for item in report.items} == {"T1": "pr_open", "T2": "pr_open"}
+    assert len(rig.implementer.calls) - calls <= 1  # T1's approved work was not redone
