@@ -27,6 +27,7 @@ from agent_harness.store.dialects import POSTGRES, SQLITE, Dialect, redact
 from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
+from agent_harness.store.writegate import write_gate
 
 Clock = Callable[[], float]
 
@@ -225,6 +226,9 @@ class Store(ParkedKeys):
 
     def _begin(self, conn: Any, write: bool) -> None:
         conn.execute("BEGIN")
+
+    def _ended(self) -> None:
+        """After COMMIT or ROLLBACK of this thread's transaction."""
 
     def _driver_errors(self) -> tuple[type[BaseException], ...]:
         raise NotImplementedError
@@ -502,8 +506,18 @@ class SqliteStore(Store):
             pause = min(pause * 2, 0.1)
 
     def _begin(self, conn: Any, write: bool) -> None:
+        if write:
+            # This process's threads take turns here, not in SQLite's busy handler (writegate).
+            if not write_gate(self.path).acquire(timeout=self.busy_timeout_s):
+                raise sqlite3.OperationalError("database is locked")
+            self._local.gated = True
         # IMMEDIATE takes the write lock up front, so two writers never both read-then-write.
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def _ended(self) -> None:
+        if getattr(self._local, "gated", False):
+            self._local.gated = False
+            write_gate(self.path).release()
 
     def _driver_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.Error,)
@@ -604,6 +618,7 @@ class _Transaction:
         self._end(exc)
 
     def _release(self) -> None:
+        self._store._ended()
         self._store._local.in_tx = False
         self._lock.release()
 

@@ -1,0 +1,64 @@
+"""The turns a process's threads take to write one SQLite file.
+
+SQLite lets one writer in at a time; the others wait in its busy handler, which sleeps and
+retries. Under a stream of short writes from other threads a sleeper can miss every turn for
+seconds (one thread's lease renewal starved by the others' claims). So threads of one process
+queue first, first come first served, on a lock of their own; only other processes still meet
+the busy handler.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from pathlib import Path
+
+
+class FairLock:
+    """A lock granted in the order it was asked for: a thread that releases it and asks again
+    goes behind those already waiting."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._held = False
+        self._queue: collections.deque[object] = collections.deque()
+
+    def acquire(self, timeout: float) -> bool:
+        """Take the lock, waiting at most `timeout` seconds; False if that ran out first."""
+        me = object()
+        with self._cond:
+            self._queue.append(me)
+            if not self._cond.wait_for(lambda: not self._held and self._queue[0] is me, timeout):
+                self._queue.remove(me)
+                self._cond.notify_all()  # the next in line may be free to go now
+                return False
+            self._queue.popleft()
+            self._held = True
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            self._held = False
+            self._cond.notify_all()
+
+
+_WRITE_GATES: dict[str, FairLock] = {}
+_WRITE_GATES_GUARD = threading.Lock()
+
+
+def _fresh_gates() -> None:
+    """A forked child starts with no gate held (a parent's thread may have held one)."""
+    global _WRITE_GATES_GUARD
+    _WRITE_GATES.clear()
+    _WRITE_GATES_GUARD = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_gates)
+
+
+def write_gate(path: Path) -> FairLock:
+    """The lock this process's writers of the SQLite file at `path` take in turn."""
+    key = os.path.realpath(path)
+    with _WRITE_GATES_GUARD:
+        return _WRITE_GATES.setdefault(key, FairLock())
