@@ -15,9 +15,9 @@ each item start to end on one of them):
 - the prompt written to a file, and the same agent program the harness starts (the same
   `sh -c ...` command line, in the worktree, with the prompt file as its argument) started
   and waited for: with headless, as a plain child process; with tmux, in a detached session
-  of a private tmux server (`new-session -d`, then a blocking read of the named pipe the
-  command writes its exit status to when it ends), which is what an attachable terminal
-  costs any tool;
+  of a private tmux server kept up for the whole floor (`new-session -d`, then a blocking
+  read of a named pipe the command writes its exit status to when it ends), which is what
+  an attachable terminal costs any tool;
 - `git add --all`, `git commit`, `git push` of the branch;
 - the pull-request requests: look for an open pull request of the branch, then create it
   (2 requests; its issue already exists).
@@ -85,7 +85,7 @@ def seeded_clone(forge, name: str, root: Path) -> Path:  # type: ignore[no-untyp
 AGENT = "sh -c " + shlex.quote('echo x > "f-$(date +%s%N).txt"; : "$0"') + " {prompt_file}"
 
 
-TMUX = ["tmux", "-L", "bench-floor"]
+TMUX = ["tmux", "-L", f"bench-floor-{os.getpid()}"]
 
 
 def run_agent_plainly(argv: list[str], tree: Path, kind: str, name: str) -> None:
@@ -140,11 +140,17 @@ def floor(forge, root: Path, n: int, workers: int, kind: str, name: str) -> tupl
         if tracker().find_pull(branch) is None:
             tracker().create_pull(f"T{i}", "body", branch, "main")
 
+    if kind == "tmux":  # one server for the whole floor, as a tool would keep
+        subprocess.run([*TMUX, "new-session", "-d", "-s", "hold", "cat"], check=True)
     mark = forge.forge.mark()
     start = time.perf_counter()
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(one, range(1, n + 1)))
-    elapsed = time.perf_counter() - start
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, range(1, n + 1)))
+    finally:
+        elapsed = time.perf_counter() - start
+        if kind == "tmux":
+            subprocess.run([*TMUX, "kill-server"], check=False, capture_output=True)
     requests = sum(forge.forge.request_counts(mark).values())
     for each in trackers:
         each.close()
