@@ -110,7 +110,7 @@ class TmuxHost:
         target = f"={name}:"
         self._run(
             "new-session", "-d", "-s", name, "-x", "200", "-y", "50", "-c", str(spec.cwd),
-            "--", "/usr/bin/env", "-i", sys.executable, "-I", str(wrapper), str(spec_file),
+            "--", "/usr/bin/env", "-i", sys.executable, "-I", "-S", str(wrapper), str(spec_file),
             ";", "set-option", "-w", "-t", target, "remain-on-exit", "on",
             ";", "set-option", "-t", target, "@ah_log", str(spec.log_path),
         )  # fmt: skip

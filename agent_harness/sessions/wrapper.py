@@ -13,8 +13,10 @@ from pathlib import Path
 
 from agent_harness.sessions.protocol import SessionSpec
 
+# It starts with `python -I -S` (no site-packages to scan: it needs only the standard library)
+# and imports what one mode needs, so a session costs little more than its program.
 WRAPPER_SOURCE = r'''
-import fcntl, json, os, select, signal, subprocess, sys, termios, time, tty
+import json, os, select, signal, sys, time
 
 def main(spec_path):
     with open(spec_path, encoding="utf-8") as fh:
@@ -63,15 +65,34 @@ def signal_child(pid, stop, deadline):
             pass
     return deadline
 
+def wakeup_pipe():
+    """A pipe a stop signal writes to, so a wait can sleep until the child ends or a signal."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write)
+    return read
+
 def wait_child(pid, stop, deadline=None):
+    try:
+        ended = os.pidfd_open(pid)  # readable once the child has ended: no polling
+        woken = wakeup_pipe()
+    except (AttributeError, OSError):
+        ended = woken = None
     while True:
         got, status = os.waitpid(pid, os.WNOHANG)
         if got:
             return code_of(status)
         deadline = signal_child(pid, stop, deadline)
-        time.sleep(0.02)
+        if ended is None:
+            time.sleep(0.02)
+            continue
+        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0) + 0.01
+        ready, _, _ = select.select([ended, woken], [], [], timeout)
+        if woken in ready:
+            os.read(woken, 512)
 
 def run_plain(spec, argv, env, cwd, log, stop):
+    import subprocess
     fd = stdin_fd(spec)
     try:
         child = subprocess.Popen(argv, env=env, cwd=cwd, stdin=fd if fd is not None else
@@ -82,6 +103,7 @@ def run_plain(spec, argv, env, cwd, log, stop):
     return wait_child(child.pid, stop)
 
 def copy_winsize(dst):
+    import fcntl, termios
     try:
         size = fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8)
         fcntl.ioctl(dst, termios.TIOCSWINSZ, size)
@@ -89,6 +111,7 @@ def copy_winsize(dst):
         pass
 
 def run_pty(spec, argv, env, cwd, log, stop):
+    import termios, tty
     devnull = spec["stdin_devnull"]
     pid, master = os.forkpty()
     if pid == 0:

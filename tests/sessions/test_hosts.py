@@ -242,6 +242,21 @@ def test_headless_status_survives_a_restart_of_the_harness(
 
 
 @pytest.mark.integration
+def test_headless_kill_ends_a_program_that_ignores_sigterm_and_records_its_end(
+    state_dir: Path, name: str, work: Path, tmp_path: Path
+) -> None:
+    # The wrapper sleeps until its program ends or a signal comes: a stop it forwards and the
+    # program ignores must still end in SIGKILL once its deadline passes.
+    host = HeadlessHost(state_dir)
+    script = 'trap "" TERM; echo started; while :; do sleep 0.1; done'
+    host.start(spec_for(name, ["sh", "-c", script], work, tmp_path / "logs"))
+    wait_for(lambda: "started" in host.output(name))
+    host.kill(name, grace_s=30.0)
+    assert not host.exists(name)
+    assert (tmp_path / "logs" / f"{name}.log.exit").read_text(encoding="utf-8") == "137"
+
+
+@pytest.mark.integration
 def test_remote_attach_is_the_remote_hosts_command_optionally_over_ssh(
     state_dir: Path, name: str, work: Path, agents_dir: Path, tmp_path: Path
 ) -> None:
