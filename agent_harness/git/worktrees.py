@@ -242,6 +242,8 @@ class WorkRepo:
             )
         else:
             _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), base)
+            # A new branch made at the base: the base is its merge base, no need to ask.
+            return Worktree(item_id, path, branch, base, reused=False)
         merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
         return Worktree(item_id, path, branch, merge_base, reused=existing is not None)
 
