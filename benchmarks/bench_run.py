@@ -195,21 +195,22 @@ def harness(  # type: ignore[no-untyped-def]
             env=env,
         )
         mark = forge.forge.mark()
-        start = time.perf_counter()
+        began, start = time.time(), time.perf_counter()
         report = pipeline.run()
         elapsed = time.perf_counter() - start
         requests = sum(forge.forge.request_counts(mark).values())
     opened = sum(1 for item in report.items if item.state == "pr_open")
     assert opened == n, f"only {opened} of {n} items reached a pull request"
-    spent = phases(store, pipeline.project, n)
+    spent = phases(store, pipeline.project, n, began, began + elapsed)
     tracker.close()
     store.close()
     return elapsed / n, requests / n, spent
 
 
-def phases(store, project: str, n: int) -> list[tuple[str, float]]:  # type: ignore[no-untyped-def]
+def phases(store, project: str, n: int, began: float, ended: float) -> list[tuple[str, float]]:  # type: ignore[no-untyped-def]
     """Mean seconds per item between each of an item's events and the next, by the pair of
-    kinds, in the order they happen."""
+    kinds, in the order they happen; then the run's time outside every item's attempt (from
+    its claim to its last event), before the first, between and after the last."""
     with store.transaction(write=False) as tx:
         rows = tx.all(
             "SELECT item, kind, ts FROM events WHERE project = ? AND item IS NOT NULL ORDER BY id",
@@ -217,12 +218,29 @@ def phases(store, project: str, n: int) -> list[tuple[str, float]]:  # type: ign
         )
     last: dict[str, tuple[str, float]] = {}
     spent: dict[str, float] = {}
+    spans: dict[str, list[float]] = {}
     for item, kind, ts in rows:
         if item in last:
             step = f"{last[item][0]} -> {kind}"
             spent[step] = spent.get(step, 0.0) + float(ts) - last[item][1]
         last[item] = (kind, float(ts))
-    return [(step, total / n) for step, total in spent.items()]
+        if kind == "claimed":
+            spans[item] = [float(ts), float(ts)]
+        elif item in spans:
+            spans[item][1] = float(ts)
+    out = [(step, total / n) for step, total in spent.items() if step != "enqueued -> claimed"]
+    busy = sorted(spans.values())
+    if busy:
+        between, reach = 0.0, busy[0][1]
+        for first, end in busy[1:]:
+            between += max(first - reach, 0.0)
+            reach = max(reach, end)
+        out += [
+            ("(run) start -> first claim", (busy[0][0] - began) / n),
+            ("(run) between attempts, no item in hand", between / n),
+            ("(run) last item event -> end", (ended - reach) / n),
+        ]
+    return out
 
 
 def main() -> int:
