@@ -167,7 +167,7 @@ def _merge_facts(
     # As on GitHub, mergeability is only worked out for an open pull that has not merged.
     mergeable: bool | None = None
     if not merged and issue["state"] == "open":
-        mergeable = ctx.git.merged_tree(base_sha, head_sha) is not None
+        mergeable = ctx.git.merges_cleanly(base_sha, head_sha)
     merge_base = ctx.git.merge_base(base_sha, head_sha) or base_sha
     files = ctx.git.changes(merge_base, head_sha) if not merged else []
     return {
