@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +100,48 @@ def _git(repo_dir: Path, *args: str) -> str:
     return repo_git(repo_dir, *args).stdout.removesuffix("\n")
 
 
+class RemoteRefsLock:
+    """Pushes of different branches share it (each rewrites only its own remote-tracking ref);
+    a fetch holds it alone, since it rewrites them all. A waiting fetch goes before new pushes."""
+
+    def __init__(self) -> None:
+        self._state = threading.Condition()
+        self._pushing = 0
+        self._fetching = False
+        self._fetches_waiting = 0
+
+    @property
+    def fetches_waiting(self) -> int:
+        with self._state:
+            return self._fetches_waiting
+
+    @contextmanager
+    def push(self) -> Iterator[None]:
+        with self._state:
+            self._state.wait_for(lambda: not self._fetching and not self._fetches_waiting)
+            self._pushing += 1
+        try:
+            yield
+        finally:
+            with self._state:
+                self._pushing -= 1
+                self._state.notify_all()
+
+    @contextmanager
+    def fetch(self) -> Iterator[None]:
+        with self._state:
+            self._fetches_waiting += 1
+            self._state.wait_for(lambda: not self._fetching and not self._pushing)
+            self._fetches_waiting -= 1
+            self._fetching = True
+        try:
+            yield
+        finally:
+            with self._state:
+                self._fetching = False
+                self._state.notify_all()
+
+
 class WorkRepo:
     """The user's clone (`--work`), its remote, and the worktrees the harness keeps beside it."""
 
@@ -118,6 +163,7 @@ class WorkRepo:
             raise WorktreeError(f"--work {path} has no remote '{remote}' to push branches to")
         self._default: str | None = None
         self._fetched_at: float | None = None
+        self.remote_refs = RemoteRefsLock()  # shared by every worker using this clone
         self._exclude_state_dir()
         self.fetch_max_age_s = 5.0  # items started together share one fetch of the remote
 
@@ -167,7 +213,8 @@ class WorkRepo:
         now = time.monotonic()
         if self._fetched_at is not None and now - self._fetched_at < max_age_s:
             return
-        _git(self.path, "fetch", "--quiet", "--prune", self.remote)
+        with self.remote_refs.fetch():
+            _git(self.path, "fetch", "--quiet", "--prune", self.remote)
         self._fetched_at = time.monotonic()
 
     def remote_sha(self, branch: str) -> str | None:
@@ -374,7 +421,8 @@ class WorkRepo:
             raise DefaultBranchGuard(f"refusing to push {tree.branch}: not an agent-harness branch")
         refspec = f"refs/heads/{tree.branch}:refs/heads/{tree.branch}"
         guard_refspec(refspec, default)
-        _git(tree.path, "push", "--quiet", self.remote, refspec)
+        with self.remote_refs.push():
+            _git(tree.path, "push", "--quiet", self.remote, refspec)
 
     def update_from_base(self, branch: str, expected: str) -> tuple[list[str], str] | None:
         """Bring the item branch up to date with the default branch, in its worktree.
@@ -395,7 +443,8 @@ class WorkRepo:
             refspec = f"refs/heads/{branch}:refs/heads/{branch}"
             guard_refspec(refspec, self.default_branch())
             lease = f"--force-with-lease=refs/heads/{branch}:{expected}"
-            _git(path, "push", "--quiet", lease, self.remote, refspec)
+            with self.remote_refs.push():
+                _git(path, "push", "--quiet", lease, self.remote, refspec)
             return [], _git(path, "rev-parse", "HEAD")
         repo_git(path, "rebase", "--abort", check=False)
         repo_git(path, *who, "merge", "--no-edit", "--quiet", base, check=False)
