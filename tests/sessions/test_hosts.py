@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from agent_harness.sessions.protocol import (
 from agent_harness.sessions.remote import RemoteSessionHost
 from agent_harness.sessions.tmux import TmuxHost
 from agent_harness.testing.agents import write_scripted_agent
+from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.session_server import running_session_server
 from tests.shared.sessions import TOKEN, base_env, wait_for
 
@@ -213,6 +216,27 @@ def test_tmux_keeps_the_final_screen_after_the_program_ends(
     assert tmux_host.exists(name)  # remain-on-exit: a person can still look at it
     assert tmux_host.screen(name).splitlines()[-1] == "last words"
     assert tmux_host.status(name).exit_code == 2
+
+
+@pytest.mark.acceptance
+def test_tmux_sees_a_wrapper_that_died_without_a_word_once_its_pane_is_asked_again(
+    tmux_socket: str, clock: FakeClock, name: str, work: Path, tmp_path: Path
+) -> None:
+    # While the wrapper has written no exit status, tmux is asked at most every PANE_CHECK_S.
+    host = TmuxHost(socket_name=tmux_socket, clock=clock)
+    try:
+        host.start(spec_for(name, ["sh", "-c", "echo started; sleep 30"], work, tmp_path / "logs"))
+        wait_for(lambda: "started" in host.output(name))
+        panes = host._run("list-panes", "-t", f"={name}:", "-F", "#{pane_pid}")
+        os.kill(int(panes.stdout.split()[0]), signal.SIGKILL)  # the wrapper, with no exit file
+        wait_for(
+            lambda: "1" in host._run("list-panes", "-t", f"={name}:", "-F", "#{pane_dead}").stdout
+        )
+        assert host.status(name).alive  # not asked again yet
+        clock.advance(TmuxHost.PANE_CHECK_S)
+        assert not host.status(name).alive
+    finally:
+        host.kill(name)
 
 
 @pytest.mark.integration
