@@ -269,30 +269,41 @@ class WorkRepo:
         if path.exists() and self._healthy(path, branch):
             merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
             return Worktree(item_id, path, branch, merge_base, reused=True)
-        if path.exists() or self._registered(path):
+        if path.exists():
             # Broken: remove the directory and the stale registration, keep the branch.
             shutil.rmtree(path, ignore_errors=True)
             _git(self.path, "worktree", "prune")
         path.parent.mkdir(parents=True, exist_ok=True)
-        if local:
-            _git(self.path, "worktree", "add", "--quiet", str(path), branch)
-        elif existing:  # pushed earlier from a clone we no longer have: continue from the remote
-            _git(
-                self.path,
-                "worktree",
-                "add",
-                "--quiet",
-                "-b",
-                branch,
-                str(path),
-                f"{self.remote}/{branch}",
-            )
-        else:
-            _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), base)
+        try:
+            made_at_base = self._add(path, branch, local, existing, base)
+        except WorktreeError:
+            if not self._registered(path):
+                raise
+            # Its directory was deleted but git still lists it: clear that and add again (a
+            # failed `add -b` may have made the branch already: it is used, not made twice).
+            _git(self.path, "worktree", "prune")
+            local = local or self._refs(f"refs/heads/{branch}").get(f"refs/heads/{branch}")
+            made_at_base = self._add(path, branch, local, existing, base)
+        if made_at_base:
             # A new branch made at the base: the base is its merge base, no need to ask.
             return Worktree(item_id, path, branch, base, reused=False)
         merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
         return Worktree(item_id, path, branch, merge_base, reused=existing is not None)
+
+    def _add(
+        self, path: Path, branch: str, local: str | None, existing: str | None, base: str
+    ) -> bool:
+        """`git worktree add` for the item's branch: the local one, else one made from the
+        remote's (pushed from a clone we no longer have), else a new one at `base` (True)."""
+        if local:
+            _git(self.path, "worktree", "add", "--quiet", str(path), branch)
+            return False
+        if existing:
+            start = f"{self.remote}/{branch}"
+            _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), start)
+            return False
+        _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), base)
+        return True
 
     def _refs(self, *patterns: str) -> dict[str, str]:
         """Full ref name -> sha for the refs matching `patterns` (for-each-ref globs)."""
