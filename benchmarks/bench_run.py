@@ -26,7 +26,9 @@ It runs no check, no review and keeps no record: those, like the harness's lease
 worktree checks and pull-request watching, are the overhead measured. Each figure is the
 harness's time per item as a ratio to the floor of the same host kind and worker count
 (the floor is measured before and after the harness runs, and averaged, since the machine's
-speed drifts); requests to the forge per item are counted at the forge, for both.
+speed drifts); requests to the forge per item are counted at the forge, for both, and so is
+CPU time per item (this process, forge included, and the children it waited for), which is
+what bounds more workers than cores.
 `--phases` adds where the harness's time per item goes, from its own events' timestamps.
 
     .venv/bin/python benchmarks/bench_run.py [--items 50] [--phases]
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shlex
 import shutil
 import subprocess
@@ -85,6 +88,14 @@ def seeded_clone(forge, name: str, root: Path) -> Path:  # type: ignore[no-untyp
 AGENT = "sh -c " + shlex.quote('echo x > "f-$(date +%s%N).txt"; : "$0"') + " {prompt_file}"
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process (the harness and the forge alike) and of the children it has
+    waited for (git, the session wrappers and their agents; not a tmux server's)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 TMUX = ["tmux", "-L", f"bench-floor-{os.getpid()}"]
 
 
@@ -109,8 +120,11 @@ def run_agent_plainly(argv: list[str], tree: Path, kind: str, name: str) -> None
         raise RuntimeError(f"the agent of {name} exited {code}")
 
 
-def floor(forge, root: Path, n: int, workers: int, kind: str, name: str) -> tuple[float, float]:  # type: ignore[no-untyped-def]
-    """Seconds per item of the bare work (see the module's docstring), and requests per item."""
+def floor(  # type: ignore[no-untyped-def]
+    forge, root: Path, n: int, workers: int, kind: str, name: str
+) -> tuple[float, float, float]:
+    """Seconds per item of the bare work (see the module's docstring), requests per item, and
+    CPU seconds per item."""
     work = seeded_clone(forge, name, root)
     agent = preset_for(AGENT)
     local = threading.local()
@@ -143,24 +157,26 @@ def floor(forge, root: Path, n: int, workers: int, kind: str, name: str) -> tupl
     if kind == "tmux":  # one server for the whole floor, as a tool would keep
         subprocess.run([*TMUX, "new-session", "-d", "-s", "hold", "cat"], check=True)
     mark = forge.forge.mark()
-    start = time.perf_counter()
+    cpu, start = cpu_seconds(), time.perf_counter()
     try:
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(one, range(1, n + 1)))
     finally:
         elapsed = time.perf_counter() - start
+        cpu = cpu_seconds() - cpu
         if kind == "tmux":
             subprocess.run([*TMUX, "kill-server"], check=False, capture_output=True)
     requests = sum(forge.forge.request_counts(mark).values())
     for each in trackers:
         each.close()
-    return elapsed / n, requests / n
+    return elapsed / n, requests / n, cpu / n
 
 
 def harness(  # type: ignore[no-untyped-def]
     forge, root: Path, n: int, workers: int, kind: str
-) -> tuple[float, float, list[tuple[str, float]]]:
-    """Seconds per item of a whole run, requests per item, and the time between its events."""
+) -> tuple[float, float, float, list[tuple[str, float]]]:
+    """Seconds per item of a whole run, requests per item, CPU seconds per item, and the time
+    between its events."""
     name = f"run{workers}{kind}"
     work = seeded_clone(forge, name, root)
     text = "\n".join(f"- [ ] T{i} Item {i}" for i in range(1, n + 1))
@@ -195,16 +211,17 @@ def harness(  # type: ignore[no-untyped-def]
             env=env,
         )
         mark = forge.forge.mark()
-        began, start = time.time(), time.perf_counter()
+        began, cpu, start = time.time(), cpu_seconds(), time.perf_counter()
         report = pipeline.run()
         elapsed = time.perf_counter() - start
+        cpu = cpu_seconds() - cpu
         requests = sum(forge.forge.request_counts(mark).values())
     opened = sum(1 for item in report.items if item.state == "pr_open")
     assert opened == n, f"only {opened} of {n} items reached a pull request"
     spent = phases(store, pipeline.project, n, began, began + elapsed)
     tracker.close()
     store.close()
-    return elapsed / n, requests / n, spent
+    return elapsed / n, requests / n, cpu / n, spent
 
 
 def phases(store, project: str, n: int, began: float, ended: float) -> list[tuple[str, float]]:  # type: ignore[no-untyped-def]
@@ -252,7 +269,7 @@ def main() -> int:
     kinds = ["headless", "tmux"] if shutil.which("tmux") else ["headless"]
     with tempfile.TemporaryDirectory() as tmp, running_forge(Path(tmp) / "forge") as forge:
         root = Path(tmp)
-        floors: dict[tuple[int, str], list[tuple[float, float]]] = {}
+        floors: dict[tuple[int, str], list[tuple[float, float, float]]] = {}
 
         def measure_floor(workers: int, kind: str, when: str) -> None:
             name = f"floor-{when}{workers}{kind}"
@@ -265,25 +282,28 @@ def main() -> int:
         for kind in kinds:
             for workers in (1, 4):
                 measure_floor(workers, kind, "before")
-        runs: list[tuple[int, str, float, float, list[tuple[str, float]]]] = []
+        runs: list[tuple[int, str, float, float, float, list[tuple[str, float]]]] = []
         for kind in kinds:
             for workers in (1, 4):
-                per_item, requests, spent = harness(forge, root, n, workers, kind)
-                runs.append((workers, kind, per_item, requests, spent))
+                per_item, requests, cpu, spent = harness(forge, root, n, workers, kind)
+                runs.append((workers, kind, per_item, requests, cpu, spent))
         for kind in kinds:
             for workers in (1, 4):
                 measure_floor(workers, kind, "after")
         print(
             f"{'workers':>8} {'host':>8} {'floor ms':>9} {'run ms':>7} {'ratio':>6} "
-            f"{'floor req':>10} {'run req':>8}   (per item)"
+            f"{'floor req':>10} {'run req':>8} {'floor cpu':>10} {'run cpu':>8} {'ratio':>6}"
+            "   (per item; cpu in ms)"
         )
-        for workers, kind, per_item, requests, spent in runs:
+        for workers, kind, per_item, requests, cpu, spent in runs:
             measured = floors[(workers, kind)]
             base = sum(m[0] for m in measured) / len(measured)
             base_requests = sum(m[1] for m in measured) / len(measured)
+            base_cpu = sum(m[2] for m in measured) / len(measured)
             print(
                 f"{workers:>8} {kind:>8} {base * 1000:>9.0f} {per_item * 1000:>7.0f} "
-                f"{per_item / base:>5.2f}x {base_requests:>10.1f} {requests:>8.1f}"
+                f"{per_item / base:>5.2f}x {base_requests:>10.1f} {requests:>8.1f} "
+                f"{base_cpu * 1000:>10.0f} {cpu * 1000:>8.0f} {cpu / base_cpu:>5.2f}x"
             )
             if args.phases:
                 for step, seconds in spent:
