@@ -281,6 +281,20 @@ def test_headless_kill_ends_a_program_that_ignores_sigterm_and_records_its_end(
 
 
 @pytest.mark.integration
+def test_headless_starts_its_program_with_sigpipe_at_its_default(
+    state_dir: Path, name: str, work: Path, tmp_path: Path
+) -> None:
+    # Python ignores SIGPIPE; a program it starts must not inherit that (a pipeline in the
+    # agent's shell would see write errors instead of ending quietly).
+    host = HeadlessHost(state_dir)
+    host.start(spec_for(name, ["grep", "SigIgn", "/proc/self/status"], work, tmp_path / "logs"))
+    wait_for(lambda: ended(host, name))
+    ignored = int(host.output(name).split()[-1], 16)
+    assert host.status(name).exit_code == 0
+    assert not ignored & (1 << (signal.SIGPIPE - 1))
+
+
+@pytest.mark.integration
 def test_remote_attach_is_the_remote_hosts_command_optionally_over_ssh(
     state_dir: Path, name: str, work: Path, agents_dir: Path, tmp_path: Path
 ) -> None:
