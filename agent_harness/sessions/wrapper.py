@@ -142,6 +142,8 @@ def run_pty(spec, argv, env, cwd, log, stop):
             os.chdir(cwd)
             if devnull:
                 os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores them; exec keeps that
+                signal.signal(sig, signal.SIG_DFL)
             os.execvpe(argv[0], argv, env)
         except OSError as exc:
             os.write(2, ("cannot start %s: %s\r\n" % (argv[0], exc)).encode())

@@ -280,13 +280,11 @@ def test_headless_kill_ends_a_program_that_ignores_sigterm_and_records_its_end(
     assert (tmp_path / "logs" / f"{name}.log.exit").read_text(encoding="utf-8") == "137"
 
 
-@pytest.mark.integration
-def test_headless_starts_its_program_with_sigpipe_at_its_default(
-    state_dir: Path, name: str, work: Path, tmp_path: Path
+def test_the_program_starts_with_sigpipe_at_its_default(
+    host: SessionHost, name: str, work: Path, tmp_path: Path
 ) -> None:
     # Python ignores SIGPIPE; a program it starts must not inherit that (a pipeline in the
     # agent's shell would see write errors instead of ending quietly).
-    host = HeadlessHost(state_dir)
     host.start(spec_for(name, ["grep", "SigIgn", "/proc/self/status"], work, tmp_path / "logs"))
     wait_for(lambda: ended(host, name))
     ignored = int(host.output(name).split()[-1], 16)
