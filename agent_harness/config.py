@@ -84,6 +84,10 @@ class BudgetSettings(_Section):
     """Whole-plan revisions the direct-API executor may make for one item."""
     agent_timeout_s: float = Field(default=3600.0, gt=0)
     """Wall time one agent session may take."""
+    agent_idle_s: float = Field(default=120.0, gt=0)
+    """Seconds an agent may print nothing before it is looked at: stopped at a usage limit
+    (its item is parked), or waiting for input (said so; it keeps its session, for a person to
+    attach and answer, until agent_timeout_s)."""
     item_cost_usd: float | None = Field(default=None, ge=0)
     """Spend limit per item when cost is known; None means no limit."""
     run_cost_usd: float | None = Field(default=None, ge=0)

@@ -53,7 +53,8 @@ class FailureClass(StrEnum):
     TRACKER = "tracker"  # a tracker or git error of the harness's own
     TRACKER_UNAVAILABLE = "tracker_unavailable"  # 5xx, timeouts, rate limits outlasting retries
     TRACKER_REFUSED = "tracker_refused"  # a 4xx that will answer the same next time
-    TRACKER_AUTH = "tracker_auth"  # the token is bad, lacks a permission, or the repo is gone
+    TRACKER_AUTH = "tracker_auth"  # the token lacks a permission, or the repo is gone
+    TRACKER_CREDENTIALS = "tracker_credentials"  # 401: the token stopped working, for everyone
     LEASE_LOST = "lease_lost"
 
 
@@ -84,6 +85,7 @@ POLICY: dict[FailureClass, Action] = {
     FailureClass.TRACKER_UNAVAILABLE: Action.PARK,
     FailureClass.TRACKER_REFUSED: Action.FAIL,
     FailureClass.TRACKER_AUTH: Action.ESCALATE,
+    FailureClass.TRACKER_CREDENTIALS: Action.PARK,
     FailureClass.LEASE_LOST: Action.RETRY,
 }
 
@@ -139,7 +141,11 @@ MEANING: dict[FailureClass, str] = {
     FailureClass.TRACKER: "a git or tracker error of the harness's own machinery",
     FailureClass.TRACKER_UNAVAILABLE: "the tracker is down, slow or rate limited past the retries",
     FailureClass.TRACKER_REFUSED: "the tracker refused a write that will be refused again (4xx)",
-    FailureClass.TRACKER_AUTH: "the token is bad, lacks a permission, or the repository is gone",
+    FailureClass.TRACKER_AUTH: "the token lacks a permission, or the repository is gone",
+    FailureClass.TRACKER_CREDENTIALS: (
+        "the tracker answered 401 (bad credentials): no item can be delivered, so the run "
+        "stops, saying so, and the work waits for a run with a good token"
+    ),
     FailureClass.LEASE_LOST: "another worker took the item over after this one's lease lapsed",
 }
 

@@ -19,6 +19,7 @@ from agent_harness.models.routes import describe_route
 from agent_harness.queue import projects
 from agent_harness.queue.projects import ControlState, ProjectRecord
 from agent_harness.store.database import Store
+from agent_harness.store.hostlock import held_by_this_host, plan_sync_lock
 from agent_harness.tracker.sync import SyncReport, sync_plan
 
 
@@ -48,7 +49,12 @@ def sync_project(
         dry_run=dry_run,
         serving=serving if spec.forge == "local" else None,
     ) as tracker:
-        return sync_plan(plan, tracker, spec.key, dry_run=dry_run)
+        if dry_run:
+            return sync_plan(plan, tracker, spec.key, dry_run=True)
+        # One sync at a time, with every run (on any host) syncing the same plan: two at once
+        # would each open an issue for a new item.
+        with held_by_this_host(store, plan_sync_lock(tracker.repo, spec.key)):
+            return sync_plan(plan, tracker, spec.key)
 
 
 class _Runner(threading.Thread):

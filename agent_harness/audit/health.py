@@ -82,16 +82,15 @@ def _behind(audit: Store, work: Store) -> tuple[int, float]:
     ident = log_id(work)
     mark = high_water(audit, f"work:{ident}") if ident else 0
     with work.transaction(write=False) as tx:
-        top = tx.one("SELECT id, ts FROM events ORDER BY id DESC LIMIT 1")
+        after, params = tx.dialect.after_cursor(mark)
+        top = tx.one(f"SELECT COUNT(*), MAX(ts) FROM events WHERE {after}", params)
         seen = tx.one("SELECT ts FROM events WHERE id <= ? ORDER BY id DESC LIMIT 1", (mark,))
         first = tx.one("SELECT ts FROM events ORDER BY id LIMIT 1")
-    if top is None:
+    if top is None or not top[0]:
         return 0, 0.0
-    newest, newest_ts = int(top[0]), float(top[1])
-    if newest <= mark:
-        return 0, 0.0
+    behind, newest_ts = int(top[0]), float(top[1])
     since = float(seen[0]) if seen else float(first[0]) if first else newest_ts
-    return newest - mark, max(0.0, newest_ts - since)
+    return behind, max(0.0, newest_ts - since)
 
 
 def health(

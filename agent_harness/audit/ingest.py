@@ -21,11 +21,9 @@ from agent_harness.store.database import Store, Tx
 
 OUTCOMES = ("merged", "closed", "reverted")
 
-# A batch of the work log after the high-water mark (rows as the driver gives them: tuples).
-_READ_EVENTS = (
-    "SELECT id, ts, project, item, kind, payload, external_id FROM events "
-    "WHERE id > ? ORDER BY id LIMIT ?"
-)
+# A batch of the work log after the high-water mark (rows as the driver gives them: tuples),
+# settled events only, in the log's order (see store.dialects), so none is passed over.
+_READ_EVENTS = "SELECT id, ts, project, item, kind, payload, external_id FROM events WHERE "
 
 _TS = operator.attrgetter("ts")
 
@@ -85,8 +83,13 @@ def log_id(work: Store) -> str | None:
 
 
 def high_water(audit: Store, source: str) -> int:
+    """The last work event the latest ingest of `source` read. The latest, not the largest:
+    on PostgreSQL the log's order is not id order (see store.dialects)."""
     with audit.transaction(write=False) as tx:
-        row = tx.one("SELECT MAX(high_water) FROM ingest_runs WHERE source = ?", (source,))
+        row = tx.one(
+            "SELECT high_water FROM ingest_runs WHERE source = ? ORDER BY id DESC LIMIT 1",
+            (source,),
+        )
     return int(row[0]) if row and row[0] is not None else 0
 
 
@@ -111,7 +114,9 @@ def ingest_work_store(
     first = True
     while True:
         with work.transaction(write=False) as tx:
-            events = tx.conn.execute(tx.dialect.sql(_READ_EVENTS), (after, batch)).fetchall()
+            where, params = tx.dialect.after_cursor(after)
+            sql = f"{_READ_EVENTS}{where} ORDER BY {tx.dialect.log_order()} LIMIT ?"
+            events = tx.conn.execute(tx.dialect.sql(sql), (*params, batch)).fetchall()
         if not events and not first:
             return report
         rows = [row_of_stored(event, ident) for event in events]

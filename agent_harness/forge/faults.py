@@ -25,6 +25,8 @@ class FaultKind(StrEnum):
     DROP = "drop"  # close the connection without a response
     # Do the work, then close without answering: the client cannot tell whether its write landed.
     DROP_AFTER = "drop_after"
+    # 401 "Bad credentials", as GitHub answers a token revoked or expired since it last worked.
+    BAD_CREDENTIALS = "bad_credentials"
 
 
 @dataclass

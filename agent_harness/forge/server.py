@@ -33,6 +33,7 @@ from agent_harness.forge.ratelimit import RateState
 from agent_harness.forge.routes import Call, Reply
 
 RATE_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+AUTH_DOCS = "https://docs.github.com/rest"
 SECONDARY_MESSAGE = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
     "If you reach out to GitHub Support for help, please include the request ID {rid}."
@@ -416,6 +417,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "documentation_url": RATE_DOCS,
             }
             self._send(403, body, headers)
+        elif fault.kind is FaultKind.BAD_CREDENTIALS:
+            self._send(401, {"message": "Bad credentials", "documentation_url": AUTH_DOCS})
         else:
             reason = {502: "Bad Gateway", 503: "Service Unavailable"}.get(fault.status, "Error")
             self._send(fault.status, {"message": reason})

@@ -24,10 +24,18 @@ class Workspace(Protocol):
         """Refuse a clone whose default branch has local commits or changes."""
 
     def prepare(
-        self, item_id: str, title: str, namespace: str = "", generation: int = 0
+        self,
+        item_id: str,
+        title: str,
+        namespace: str = "",
+        generation: int = 0,
+        *,
+        pushed: bool = False,
     ) -> Worktree:
         """The item's worktree on its own branch, reused when healthy, made when not; a retried
-        item (generation N) gets a new one from the current default branch."""
+        item (generation N) gets a new one from the current default branch. `pushed`: the
+        item's branch was pushed before, maybe from another clone, so the remote is looked at
+        now rather than as a recent fetch saw it."""
 
     def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
         """Remove one generation's worktree and local branch; returns what was removed."""

@@ -236,18 +236,26 @@ class WorkRepo:
 
     # -- worktrees -----------------------------------------------------------------------------
     def prepare(
-        self, item_id: str, title: str, namespace: str = "", generation: int = 0
+        self,
+        item_id: str,
+        title: str,
+        namespace: str = "",
+        generation: int = 0,
+        *,
+        pushed: bool = False,
     ) -> Worktree:
         """The item's worktree: reused when healthy, rebuilt when broken, new otherwise.
 
         `namespace` (the plan key of a plan that is not the repository's main one) keeps two
         plans' items with the same id in separate worktrees and branches; `generation` (the
         item's retries) gives a retried item a new branch and worktree from the current base,
-        leaving the old ones as they were."""
+        leaving the old ones as they were. With `pushed` (the branch was pushed before, maybe
+        by another host) the remote is fetched now, not as a recent fetch saw it: a branch
+        made from the base instead of the pushed one could never be pushed over it."""
         # An item keeps the branch it started on, even if its title is edited later: a new
         # name would orphan pushed work and open a second pull request.
         default = self.default_branch()
-        self.fetch(self.fetch_max_age_s)
+        self.fetch(0.0 if pushed else self.fetch_max_age_s)
         # One look at every ref that matters here, instead of a git call per question.
         space = f"{_clean(namespace)}/" if namespace else ""
         safe_id = f"{space}{_clean(item_id)}{generation_suffix(generation)}"
@@ -265,8 +273,10 @@ class WorkRepo:
             self.path, "rev-parse", default
         )
         local = refs.get(f"refs/heads/{branch}")
-        existing = local or refs.get(f"refs/remotes/{self.remote}/{branch}")
+        pushed_sha = refs.get(f"refs/remotes/{self.remote}/{branch}")
+        existing = local or pushed_sha
         if path.exists() and self._healthy(path, branch):
+            self._catch_up(path, pushed_sha)
             merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
             return Worktree(item_id, path, branch, merge_base, reused=True)
         if path.exists():
@@ -284,6 +294,8 @@ class WorkRepo:
             _git(self.path, "worktree", "prune")
             local = local or self._refs(f"refs/heads/{branch}").get(f"refs/heads/{branch}")
             made_at_base = self._add(path, branch, local, existing, base)
+        if local:
+            self._catch_up(path, pushed_sha)
         if made_at_base:
             # A new branch made at the base: the base is its merge base, no need to ask.
             return Worktree(item_id, path, branch, base, reused=False)
@@ -294,16 +306,24 @@ class WorkRepo:
         self, path: Path, branch: str, local: str | None, existing: str | None, base: str
     ) -> bool:
         """`git worktree add` for the item's branch: the local one, else one made from the
-        remote's (pushed from a clone we no longer have), else a new one at `base` (True)."""
+        remote's (pushed earlier from another clone), else a new one at `base` (True)."""
         if local:
             _git(self.path, "worktree", "add", "--quiet", str(path), branch)
             return False
-        if existing:
-            start = f"{self.remote}/{branch}"
-            _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), start)
-            return False
-        _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), base)
-        return True
+        start = f"{self.remote}/{branch}" if existing else base
+        _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), start)
+        return not existing
+
+    def _catch_up(self, path: Path, pushed_sha: str | None) -> None:
+        """Move a clean worktree's branch up to its pushed head when that only adds to it: an
+        item worked on here, then further from another clone (a host that took it over, a
+        later round on another host), goes on from the newest work. A branch with commits
+        of its own, or uncommitted changes, is left as it is."""
+        if pushed_sha is None or _git(path, "rev-parse", "HEAD") == pushed_sha:
+            return
+        behind = repo_git(path, "merge-base", "--is-ancestor", "HEAD", pushed_sha, check=False)
+        if behind.ok and not _git(path, "status", "--porcelain").strip():
+            _git(path, "merge", "--ff-only", "--quiet", pushed_sha)
 
     def _refs(self, *patterns: str) -> dict[str, str]:
         """Full ref name -> sha for the refs matching `patterns` (for-each-ref globs)."""

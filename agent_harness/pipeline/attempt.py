@@ -39,6 +39,7 @@ from agent_harness.store.events import (
     Deferred,
     LeaseLostNote,
     Payload,
+    Pushed,
     Resumed,
     Reviewed,
     WorktreeReady,
@@ -134,7 +135,13 @@ class Attempt:
         with parts.git_lock:
             if fresh:
                 parts.repo.discard(self.item.id, parts.namespace, generation - 1)
-            tree = parts.repo.prepare(self.item.id, self.item.title, parts.namespace, generation)
+            tree = parts.repo.prepare(
+                self.item.id,
+                self.item.title,
+                parts.namespace,
+                generation,
+                pushed=self.history.last(Pushed) is not None,
+            )
         self._emit(
             WorktreeReady(
                 path=str(tree.path), branch=tree.branch, base=tree.base_sha, reused=tree.reused
@@ -168,7 +175,7 @@ class Attempt:
     def _resume_finished_run(self, tree: Worktree) -> ImplementResult | None:
         """An agent that finished before its worker died (during the commit or the checks) is
         not run again: its work is in the worktree, and the attempt goes on from there."""
-        finished = self.history.finished_run()
+        finished = self.history.finished_run(str(tree.path))
         if finished is None:
             return None
         self._emit(Resumed(sha=self.parts.repo.head(tree), why="the agent had finished"))
@@ -399,13 +406,19 @@ class Attempt:
             if action_for(failure) is not Action.PARK:
                 parts.fail(lease, f"delivery: {exc.message}", failure)
                 return
+            reason = f"{DELIVERY_WAITS}: {exc.message}"
+            if failure is FailureClass.TRACKER_CREDENTIALS:
+                # No delivery gets past a token the tracker refuses: the work waits for the
+                # next run (which has a good token, or stops at once), this one stops.
+                parts.defer(lease, parts.store.clock(), reason, self.history)
+                parts.halt(exc)
+                return
             tries = sum(
                 1
                 for payload in self.history.all(Deferred)
                 if (payload.reason or "").startswith(DELIVERY_WAITS)
             )
             wait = min(DELIVERY_BACKOFF_CAP_S, _DELIVERY_BACKOFF_S * 2**tries)
-            reason = f"{DELIVERY_WAITS}: {exc.message}"
             parts.defer(lease, parts.store.clock() + wait, reason, self.history)
 
     def _review(self, tree: Worktree, checks: CheckRun | None, sha: str) -> Reviewed:

@@ -102,6 +102,9 @@ class FleetRun:
             fleet.drain()
             fleet.join()
             control.report_pools(self.store, fleet.status())
+            for project in self.projects:
+                if project.pipeline.parts.halted:
+                    raise project.pipeline.parts.halted[0]
             return [self._finish(project) for project in self.projects]
 
     def _fleet(self) -> Any:
@@ -117,6 +120,8 @@ class FleetRun:
             # A spent run budget stops the project's claiming at once: its workers finish what
             # they hold (the item that found it spent is given back unspent), take nothing new.
             pipeline.budget.on_spent = functools.partial(fleet.drain, project.name)
+            # A failure that stops one project's delivery (a refused token) stops them all.
+            pipeline.parts.on_halt = fleet.drain
             fleet.add_project(
                 project.name,
                 pipeline._guarded_handle,
@@ -187,7 +192,7 @@ class FleetRun:
 
     def _done(self, fleet: Any, project: _Project) -> bool:
         pipeline, watch = project.pipeline, project.watch
-        if pipeline.budget.spent:
+        if pipeline.budget.spent or pipeline.parts.halted:
             return True
         if project.asked == PoolState.PAUSED:
             watch.stalled_since, watch.sleep_s = None, 0.0  # a paused project waits for a person

@@ -103,16 +103,26 @@ class ItemHistory:
         said = self.last(ChecksPassed, FeedbackGiven, Reviewed, Outcome)
         return said.sha if isinstance(said, ChecksPassed) else None
 
-    def finished_run(self) -> AgentFinished | None:
+    def finished_run(self, worktree: str | None = None) -> AgentFinished | None:
         """The implementer's successful run of an attempt that never got further because its
         worker died (killed during the commit or the checks): its work is in the worktree, and
-        a resumed attempt goes on from there instead of paying the agent again."""
+        a resumed attempt goes on from there instead of paying the agent again.
+
+        Only in that worktree, though: on another host (another clone, another state dir)
+        sharing the queue the run's work is not there, so with `worktree` given a run that
+        worked elsewhere is not resumed and the agent runs again."""
+        finished: AgentFinished | None = None
         for payload in reversed(self._payloads):
-            if isinstance(payload, AgentFinished):
-                return payload if payload.ok else None
-            if isinstance(payload, _ENDS_AN_ATTEMPT):
+            if finished is None and isinstance(payload, AgentFinished):
+                if not payload.ok:
+                    return None
+                finished = payload
+            elif finished is None and isinstance(payload, _ENDS_AN_ATTEMPT):
                 return None
-        return None
+            elif finished is not None and isinstance(payload, AgentStarted):
+                where = payload.worktree
+                return None if worktree and where and where != worktree else finished
+        return finished
 
     def generation(self) -> tuple[int, bool]:
         """The branch generation the next attempt works on, and whether the generation before

@@ -164,7 +164,13 @@ def build_implementer(
                 f"install it with: {preset.install_hint}"
             )
         return CliImplementer(
-            host, preset, env, timeout_s=timeout, model=request.model, own_login=request.own_login
+            host,
+            preset,
+            env,
+            timeout_s=timeout,
+            idle_s=settings.budgets.agent_idle_s,
+            model=request.model,
+            own_login=request.own_login,
         )
     from agent_harness.models.client import ModelClient
     from agent_harness.models.routes import route_from_spec

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_harness.errors import HarnessError
 from agent_harness.failures import FailureClass, ends_the_item
 from agent_harness.pipeline.history import ItemHistory
 from agent_harness.pipeline.prompt import Feedback
@@ -74,6 +75,10 @@ class RunParts:
     tracker_lock: threading.Lock = field(default_factory=threading.Lock)
     git_lock: threading.Lock = field(default_factory=threading.Lock)
     durations_lock: threading.Lock = field(default_factory=threading.Lock)
+    # A failure no item can get past (the tracker's token stopped working): the first worker
+    # to meet it records it here, the run stops claiming (`on_halt`) and ends raising it.
+    halted: list[HarnessError] = field(default_factory=list)
+    on_halt: Callable[[], None] = field(default=lambda: None)
 
     @property
     def project(self) -> str:
@@ -124,6 +129,11 @@ class RunParts:
             return
         note: Any = FailedNote if state == ItemState.FAILED else RetryNote
         self.note(lease.item_id, note(reason=reason))
+
+    def halt(self, exc: HarnessError) -> None:
+        """Stop the run for `exc` once the workers are done with what they hold."""
+        self.halted.append(exc)
+        self.on_halt()
 
     def defer(self, lease: Lease, until: float, reason: str, history: ItemHistory) -> None:
         """Park the item until `until` with its attempt given back (a spent window, input)."""

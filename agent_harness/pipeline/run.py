@@ -39,6 +39,7 @@ from agent_harness.store.events import (
     ReconciledNote,
     Withdrawn,
 )
+from agent_harness.store.hostlock import held_by_this_host, plan_sync_lock
 from agent_harness.tracker.sync import SyncReport, read_marker, sync_plan
 
 if TYPE_CHECKING:
@@ -208,7 +209,10 @@ class Pipeline:
     def prepare(self) -> SyncReport:
         """Mirror the plan to issues (so every PR can close one) and queue the items."""
         parts, store, project = self.parts, self.parts.store, self.parts.project
-        with parts.tracker_lock:
+        # Hosts sharing the store sync one at a time: two syncs at once would each find no
+        # issue for a new item and each open one.
+        mirror = plan_sync_lock(parts.tracker.repo, parts.plan_key)
+        with parts.tracker_lock, held_by_this_host(store, mirror):
             report = sync_plan(self.plan, parts.tracker, parts.plan_key)
         for issue in parts.tracker.list_issues():
             try:
@@ -321,7 +325,10 @@ class Pipeline:
         done, or lapse, and then this run takes the items over. Sets `watch.sleep_s` to
         wait that long before asking again."""
         watch.sleep_s = 0.0
-        if self._claimable():
+        # One look at the queue answers both "anything to claim?" and "held elsewhere?": read
+        # twice, a lease lapsing in between would be neither, and the run would end without it.
+        records, now = items.list_items(self.store, self.project), self.store.clock()
+        if self._claimable(records, now):
             mark = self._last_event_id()
             if mark != watch.last_mark or watch.stalled_since is None:
                 watch.last_mark, watch.stalled_since = mark, time.monotonic()
@@ -338,7 +345,7 @@ class Pipeline:
                 self.parts.note("", due)
             watch.sleep_s = min(max(due.due_in_s, 0.0) + 0.01, 5.0)
             return False
-        held = self._held_elsewhere()
+        held = self._held_elsewhere(records, now)
         if held is None or not self.settings.wait_for_others:
             return True
         if held.describe() != watch.told:
@@ -363,13 +370,14 @@ class Pipeline:
         soonest = min(float(record.not_before or now) for record in due) - now
         return DeliveryDue(items=[r.id for r in due], due_in_s=round(max(soonest, 0.0), 1))
 
-    def _held_elsewhere(self) -> HeldElsewhere | None:
+    def _held_elsewhere(
+        self, records: Sequence[items.ItemRecord], now: float
+    ) -> HeldElsewhere | None:
         """Items whose live lease belongs to another host's worker."""
-        now = self.store.clock()
         ours = self.worker_prefix + "/"
         held = [
             record
-            for record in items.list_items(self.store, self.project)
+            for record in records
             if record.lease_expires is not None
             and record.lease_expires >= now
             and not (record.worker or "").startswith(ours)
@@ -449,10 +457,15 @@ class Pipeline:
             row = tx.one("SELECT MAX(id) FROM events WHERE project = ?", (self.project,))
         return int(row[0] or 0) if row else 0
 
-    def _claimable(self) -> bool:
-        """Is any item ready to be claimed right now (so the run is not done yet)?"""
-        records = {r.id: r for r in items.list_items(self.store, self.project)}
-        now = self.store.clock()
+    def _claimable(
+        self, listed: Sequence[items.ItemRecord] | None = None, now: float | None = None
+    ) -> bool:
+        """Is any item ready to be claimed right now (so the run is not done yet)? Judged on
+        `listed` as of `now` when given, else on the queue as it is."""
+        if listed is None:
+            listed = items.list_items(self.store, self.project)
+        records = {r.id: r for r in listed}
+        now = self.store.clock() if now is None else now
         for record in records.values():
             if record.lease_expires is not None and record.lease_expires < now:
                 return True  # a lease that lapsed (its worker died): taken over next
@@ -467,9 +480,11 @@ class Pipeline:
         return False
 
     def _guarded_handle(self, lease: Lease) -> None:
-        if self.budget.spent:
+        if self.budget.spent or self.parts.halted:
             # Not this item's fault: give it back with its attempt refunded, for the next run.
             reason = self.budget.reason or "run cost budget spent"
+            if self.parts.halted:
+                reason = f"the run stops: {self.parts.halted[0].message}"
             leases.defer(self.store, lease, self.store.clock(), reason)
             return
         try:

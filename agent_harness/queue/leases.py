@@ -25,7 +25,6 @@ from agent_harness.queue.items import (
     _check,
     _finish_failed,
 )
-from agent_harness.store.database import EVENT_LOCK_KEY as _EVENT_LOCK_KEY
 from agent_harness.store.database import Store, Tx
 from agent_harness.store.events import (
     Advanced,
@@ -118,16 +117,16 @@ def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
     returning = "RETURNING id, attempts, fence"
     take = f"{update}AND id = ({pick}) {returning}"
     take_unless_recovery = f"{update}AND NOT {probe} AND id = ({pick}) {returning}"
-    # One round trip for the common claim. The event row is fed by the row that took the
-    # advisory lock, so its id is drawn under the lock, as Tx.flush_events does it.
+    # One round trip for the common claim, its event written by the same statement. No lock:
+    # readers follow the log by transaction (see store.dialects), so ids need not commit in order.
     pg_fast = (
         f"WITH taken AS ({take_unless_recovery}), "
-        "locked AS (SELECT t.id, t.attempts, t.fence, pg_advisory_xact_lock(?) FROM taken t), "
         "logged AS (INSERT INTO events (ts, project, item, kind, payload) "
-        "SELECT ?, ?, l.id, 'claimed', json_build_object('attempt', l.attempts, "
-        "'expires_at', ?::float8, 'from', 'pending', 'to', 'claimed', 'token', l.fence, "
-        "'worker', ?::text)::text FROM locked l RETURNING item) "
-        f"SELECT g.item, t.attempts, t.fence, {probe} FROM (SELECT 1) one "
+        "SELECT ?, ?, t.id, 'claimed', json_build_object('attempt', t.attempts, "
+        "'expires_at', ?::float8, 'from', 'pending', 'to', 'claimed', 'token', t.fence, "
+        "'worker', ?::text)::text FROM taken t RETURNING item) "
+        f"SELECT g.item, t.attempts, t.fence, CASE WHEN t.id IS NULL THEN {probe} END "
+        "FROM (SELECT 1) one "
         "LEFT JOIN taken t ON true LEFT JOIN logged g ON g.item = t.id"
     )
     return _ClaimSql(recover, take, take_unless_recovery, pg_fast)
@@ -186,7 +185,7 @@ def _claim_in_one_statement(
     expires = now + lease_s
     probe = (project, now, project, now)
     take_params = (worker, expires, now, project, *probe, project, now, *ready)
-    event_params = (_EVENT_LOCK_KEY, now, project, expires, worker)
+    event_params = (now, project, expires, worker)
     row = store.statement(sql.pg_fast, (*take_params, *event_params, *probe))
     assert row is not None
     if row[0] is not None:

@@ -169,20 +169,21 @@ class HeadlessHost:
         pid = int(record["pid"])
         finished = _read_exit(Path(record["exit"])) is not None
         if not finished and self._wrapper_alive(name, record):
-            # The wrapper forwards SIGTERM to the agent and records the exit; SIGKILL the whole
-            # group only if that does not end it within the grace period.
+            # The wrapper forwards SIGTERM to the agent and records the exit; then SIGKILL
+            # whatever is left of the session's process group: what the agent started and left
+            # running (a tool, a server) would otherwise outlive every killed session. The
+            # group cannot have been reused while anything in it lives.
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + grace_s
             while self._wrapper_alive(name, record) and time.monotonic() < deadline:
                 time.sleep(0.02)
-            if self._wrapper_alive(name, record):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)
-                child = self._children.get(name)
-                if child is not None:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        child.wait(timeout=grace_s)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            child = self._children.get(name)
+            if child is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=grace_s)
         self._children.pop(name, None)
         # A killed session is gone, as with tmux: its record and input pipe go; the log stays.
         if record.get("fifo"):

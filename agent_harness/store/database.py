@@ -2,8 +2,8 @@
 
 One small `Store` speaks to SQLite (the default, one file) or PostgreSQL (fleets across hosts);
 other modules write SQL with `?` placeholders through a `Tx` and never see the driver. Events
-are written last in their transaction, under a lock on PostgreSQL, so row ids are handed out
-in commit order and a reader paging by id can never skip a row.
+are written last in their transaction; a reader that follows the log pages in the log's order
+(`dialects`), so it never skips an event, though on PostgreSQL ids commit in any order.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.errors import HarnessError, UsageError
-from agent_harness.store import protection
+from agent_harness.store import protection, reading
 from agent_harness.store.chain import seal_pending
 from agent_harness.store.dbclock import DatabaseClock
 from agent_harness.store.dialects import POSTGRES, SQLITE, Dialect, redact
-from agent_harness.store.events import Event, Payload, read_payload
+from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
 
@@ -35,10 +35,6 @@ Row = tuple[Any, ...]
 
 
 DEFAULT_SQLITE_PATH = Path(".agent-harness") / "harness.sqlite"
-
-
-# Any constant works; it only has to be the same in every process that writes events.
-EVENT_LOCK_KEY = 0x6A68_6576
 
 
 _MIGRATION_LOCK_KEY = 0x6A68_6D67
@@ -182,9 +178,6 @@ class Tx:
         """Write the queued events now; returns how many were new (not seen external ids)."""
         if not self._events:
             return 0
-        if self.dialect.name == "postgresql":
-            # Held to commit: ids are drawn in the order transactions become visible.
-            self.one("SELECT pg_advisory_xact_lock(?)", (EVENT_LOCK_KEY,))
         added = 0
         execute = self.conn.execute
         for event in self._events:
@@ -428,42 +421,22 @@ class Store(ParkedKeys):
         project: str | None = None,
         item: str | None = None,
     ) -> list[Event]:
-        """Events with id > after_id, oldest first: page by passing the last id back in."""
-        sql = "SELECT id, ts, project, item, kind, payload, external_id FROM events WHERE id > ?"
-        params: list[Any] = [after_id]
-        if project is not None:
-            sql += " AND project = ?"
-            params.append(project)
-        if item is not None:
-            sql += " AND item = ?"
-            params.append(item)
-        sql += " ORDER BY id LIMIT ?"
-        params.append(limit)
-        with self.transaction(write=False) as tx:
-            rows = tx.all(sql, params)
-        return [
-            Event(
-                id=r[0],
-                ts=r[1],
-                project=r[2],
-                item=r[3],
-                kind=r[4],
-                payload=read_payload(r[4], json.loads(r[5])),
-                external_id=r[6],
-            )
-            for r in rows
-        ]
+        """Settled events after the event `after_id`, in the log's order: page by passing the
+        last id back in, and no event ever appears before a cursor already handed out (see
+        `dialects` on the log's order; on SQLite it is simply id order)."""
+        return reading.follow(self, after_id, limit, project, item)
 
     def all_events(self, *, project: str | None = None, item: str | None = None) -> list[Event]:
-        """Every matching event, read page by page."""
+        """Every matching event visible now, in id order, read page by page (this process's
+        own writes included, settled or not: for reading a history, not for following one)."""
         out: list[Event] = []
         after = 0
         while True:
-            page = self.events(after, 1000, project=project, item=item)
-            out.extend(page)
-            if len(page) < 1000:
+            found = reading.page(self, "id > ?", (after,), 1000, project, item, "id")
+            out.extend(found)
+            if len(found) < 1000:
                 return out
-            after = page[-1].id
+            after = found[-1].id
 
     # --- meta (the parked keys are `store.parked`) -----------------------------------------
 

@@ -1,7 +1,17 @@
-"""The two SQL engines, told apart: placeholders, row locks, and URLs fit to show.
+"""The two SQL engines, told apart: placeholders, row locks, the event log's order, and URLs
+fit to show.
 
 Modules write SQL with `?` placeholders and never see the driver; the dialect turns them into
 what psycopg wants, and a PostgreSQL URL is shown with its password masked.
+
+The log's order. SQLite has one writer at a time, so event ids become visible in id order.
+PostgreSQL commits transactions in any order: one that drew id 10 may commit after one that
+drew id 11, and a reader that had paged past 11 would never see 10. Instead of making every
+writer wait on one lock so ids commit in order, each event names the transaction that wrote it
+(`tx`, an xid8) and a reader that pages by a cursor follows (tx, id) and stops at the oldest
+transaction still in flight: every event before that point is settled, as no transaction that
+could still commit sorts before it. A cursor is still an event id; its place in the order is
+looked up.
 """
 
 from __future__ import annotations
@@ -18,6 +28,30 @@ class Dialect:
     name: str
     lock_rows: str  # appended to a SELECT that reads rows it will change
     skip_locked: str  # appended to a SELECT that picks one free row among many
+
+    def log_order(self, alias: str = "") -> str:
+        """ORDER BY columns that list events in the order they settled."""
+        at = f"{alias}." if alias else ""
+        return f"{at}tx, {at}id" if self.name == "postgresql" else f"{at}id"
+
+    def after_cursor(
+        self, cursor: int, alias: str = "", *, settled: bool = True
+    ) -> tuple[str, tuple[int, ...]]:
+        """A condition (and its parameters) for the events after the event `cursor`: settled
+        ones only, unless `settled` is False."""
+        at = f"{alias}." if alias else ""
+        if self.name != "postgresql":
+            return f"{at}id > ?", (cursor,)
+        # The cursor's place: its own transaction (or, for an id that names no event, that of
+        # the event before it). `<=` the oldest transaction in flight admits this transaction's
+        # own events only when it is the oldest, as then nothing can commit before them.
+        after = (
+            f"({at}tx, {at}id) > (COALESCE((SELECT c.tx FROM events c WHERE c.id <= ? "
+            "ORDER BY c.id DESC LIMIT 1), '0'::xid8), ?)"
+        )
+        if settled:
+            after += f" AND {at}tx <= pg_snapshot_xmin(pg_current_snapshot())"
+        return after, (cursor, cursor)
 
     def sql(self, text: str) -> str:
         if self.name != "postgresql":

@@ -223,4 +223,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX items_by_state ON items (project, state, seq, id)",
         ),
     ),
+    Migration(
+        7,
+        "events in commit order without a lock: each event names its transaction (PostgreSQL); "
+        "one index fewer written per claim",
+        # items_by_state (6) already finds the first pending item in order; items_ready only
+        # cost every claim a page (SQLite) or every enqueue an index entry (PostgreSQL).
+        sqlite=("DROP INDEX items_ready",),
+        postgres=(
+            "DROP INDEX items_ready",
+            # Existing rows all get this migration's transaction, so they keep their id order.
+            "ALTER TABLE events ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id()",
+            "CREATE INDEX events_log ON events (tx, id)",
+            # A seal names its event's transaction, so the chain is walked in the same order.
+            "ALTER TABLE event_chain ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id()",
+            "ALTER TABLE event_chain ALTER COLUMN tx DROP DEFAULT",
+            "CREATE INDEX event_chain_log ON event_chain (tx, event_id)",
+        ),
+    ),
 )

@@ -64,7 +64,13 @@ class MemoryWorkspace:
             raise WorktreeError(f"the default branch {self._default} has uncommitted changes")
 
     def prepare(
-        self, item_id: str, title: str, namespace: str = "", generation: int = 0
+        self,
+        item_id: str,
+        title: str,
+        namespace: str = "",
+        generation: int = 0,
+        *,
+        pushed: bool = False,
     ) -> Worktree:
         branch = branch_name(item_id, title, namespace, generation)
         path = self.root / "worktrees" / worktree_dir_name(item_id, namespace, generation)

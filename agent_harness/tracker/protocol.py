@@ -76,8 +76,12 @@ class WriteUncertain(TrackerError):
 def failure_class(exc: TrackerError) -> FailureClass:
     """What kind of tracker failure this is, for the failure policy: a refusal that will come
     back the same (4xx), a credential or repository problem only a person can fix, or the
-    tracker being unavailable for now (5xx, timeouts, rate limits that outlasted the retries)."""
-    if isinstance(exc, AuthError | PermissionDenied | RepoNotFound):
+    tracker being unavailable for now (5xx, timeouts, rate limits that outlasted the retries).
+    A token the tracker no longer accepts (401) is nobody's item's failure: every delivery
+    would meet it."""
+    if isinstance(exc, AuthError):
+        return FailureClass.TRACKER_CREDENTIALS
+    if isinstance(exc, PermissionDenied | RepoNotFound):
         return FailureClass.TRACKER_AUTH
     if isinstance(exc, RateLimited | WriteUncertain):
         return FailureClass.TRACKER_UNAVAILABLE

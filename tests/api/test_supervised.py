@@ -213,3 +213,35 @@ def _pool_report(client: TestClient, project: str, ok: object) -> dict[str, obje
             return report  # type: ignore[no-any-return]
         time.sleep(0.05)
     raise AssertionError(f"{project}'s pool never reported as wanted: {report}")
+
+
+def test_a_sync_over_http_waits_for_another_hosts_sync_of_the_plan(
+    server: tuple[Server, dict[str, Path]],
+) -> None:
+    import threading
+
+    from agent_harness.store.hostlock import held_by_this_host, plan_sync_lock
+
+    running, clones = server
+    client = running.client
+    spec = {"repo": "me/app", "work_dir": str(clones["me/app"]), "plan": "PLAN.md",
+            "forge": "local", "agent": "claude", "reviewer": "openai:gpt-test"}  # fmt: skip
+    assert client.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    answers: list[dict[str, object]] = []
+
+    def sync() -> None:
+        ask = {"project": "me/app:PLAN", "dry_run": False}
+        answers.append(client.post("/api/plan/sync", json=ask, headers=AUTH).json())
+
+    syncing = threading.Thread(target=sync, daemon=True)
+    other_host = open_store(str(running.store.where))  # another host's store, on the same file
+    try:
+        with held_by_this_host(other_host, plan_sync_lock("me/app", "PLAN")):
+            syncing.start()
+            syncing.join(1.0)  # room for a sync that does not wait to go ahead
+            assert answers == []  # it waits for the other host's sync
+        syncing.join(30)
+    finally:
+        other_host.close()
+    [answer] = answers
+    assert [c["id"] for c in answer["created"]] == ["T1"], answer

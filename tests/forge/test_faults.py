@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import requests
-from github import GithubException, RateLimitExceededException
+from github import BadCredentialsException, GithubException, RateLimitExceededException
 from urllib3.util import Retry
 
 from agent_harness.testing.clock import FakeClock
@@ -105,3 +105,14 @@ def test_faults_via_the_http_control_endpoint(hub: RunningForge, repo: Any) -> N
         repo.get_labels().totalCount  # noqa: B018
     assert caught.value.status == 502
     assert repo.get_labels().totalCount > 0
+
+
+def test_bad_credentials_answers_401_until_cleared(hub: RunningForge, repo: Any) -> None:
+    hub.forge.faults.inject("bad_credentials", count=None)
+    for _ in range(2):
+        with pytest.raises(BadCredentialsException) as caught:
+            repo.get_issues().totalCount  # noqa: B018
+        assert caught.value.status == 401
+        assert caught.value.data["message"] == "Bad credentials"
+    hub.forge.faults.clear()  # the token is fixed
+    assert repo.create_issue("works again").number == 1

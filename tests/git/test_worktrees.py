@@ -47,6 +47,50 @@ def test_a_new_worktree_on_its_own_branch_from_the_default(clone: Path) -> None:
     assert tree.base_sha == git(clone, "rev-parse", "origin/main") and not tree.reused
 
 
+def test_an_item_another_clone_pushed_continues_from_its_branch_despite_a_recent_fetch(
+    clone: Path,
+) -> None:
+    here = WorkRepo(clone, clone.parent / "state")
+    here.prepare("T0", "warm up")  # a fetch a moment ago, which items started soon after share
+    there_clone = clone.parent / "there"
+    git(clone.parent, "clone", "-q", str(clone.parent / "origin.git"), str(there_clone))
+    there = WorkRepo(there_clone, clone.parent / "state-there")
+    tree = there.prepare("T1", "x")  # another host worked on T1, pushed, and died
+    (tree.path / "work.txt").write_text("done there\n")
+    sha = there.commit_all(tree, "T1: x")
+    there.push(tree)
+    stale = here.prepare("T1", "x")  # the recent fetch has not seen that push
+    assert here.head(stale) != sha and not stale.reused
+    here.discard("T1")
+    taken = here.prepare("T1", "x", pushed=True)  # the item's history says it was pushed
+    assert here.head(taken) == sha and taken.reused and taken.branch == tree.branch
+    assert (taken.path / "work.txt").read_text() == "done there\n"
+
+
+def test_a_worktree_behind_its_pushed_branch_catches_up_and_one_ahead_is_left(
+    clone: Path,
+) -> None:
+    here = WorkRepo(clone, clone.parent / "state")
+    there_clone = clone.parent / "there"
+    git(clone.parent, "clone", "-q", str(clone.parent / "origin.git"), str(there_clone))
+    there = WorkRepo(there_clone, clone.parent / "state-there")
+    mine = here.prepare("T1", "x")
+    (mine.path / "a.txt").write_text("here\n")
+    first = here.commit_all(mine, "T1: here")
+    here.push(mine)
+    theirs = there.prepare("T1", "x", pushed=True)  # a later round, on another host
+    assert there.head(theirs) == first
+    (theirs.path / "b.txt").write_text("there\n")
+    later = there.commit_all(theirs, "T1: there")
+    there.push(theirs)
+    back = here.prepare("T1", "x", pushed=True)  # back here: on from the newest work
+    assert back.reused and here.head(back) == later and (back.path / "b.txt").exists()
+    (back.path / "c.txt").write_text("mine only\n")
+    own = here.commit_all(back, "T1: not pushed")
+    again = here.prepare("T1", "x", pushed=True)  # commits of its own: left as they are
+    assert here.head(again) == own
+
+
 def test_a_broken_worktree_is_rebuilt_and_keeps_its_commits(clone: Path) -> None:
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")

@@ -106,3 +106,17 @@ def test_an_agent_run_whose_worker_died_after_it_is_resumed_not_repeated() -> No
     assert judged.finished_run() is None  # its work was judged: the next attempt starts anew
     crashed = ItemHistory([AgentFinished(ok=False, state="crashed")])
     assert crashed.finished_run() is None
+
+
+def test_an_agent_run_in_another_hosts_worktree_is_not_resumed_here() -> None:
+    from agent_harness.store.events import AgentStarted, CheckRan, LeaseExpired
+
+    there = "/srv/build-3/.agent-harness/worktrees/T1"
+    here = "/srv/build-2/.agent-harness/worktrees/T1"
+    finished = AgentFinished(ok=True, state="done", reason="exited 0")
+    started = AgentStarted(implementer="claude", session="s", attempt=1, worktree=there)
+    died = ItemHistory([started, finished, CheckRan(command="pytest"), LeaseExpired(worker="w")])
+    assert died.finished_run(there) == finished  # the same host, its work in that worktree
+    assert died.finished_run(here) is None  # another host's clone: the work is not here
+    unknown = ItemHistory([AgentStarted(implementer="c", session="s", attempt=1), finished])
+    assert unknown.finished_run(here) == finished  # events from before worktrees were named

@@ -127,6 +127,37 @@ def test_items_another_host_holds_are_waited_for_and_taken_over_when_it_dies(rig
     assert heard[0].describe() == "1 item held by host h3-abc123, lease ends in 30 s; waiting"
 
 
+class LapsesAtRead:
+    """A store clock that reads `before` until its `lapse_at`-th read of a look, then `after`:
+    the moment another host's lease lapses, put at each point of the look in turn."""
+
+    def __init__(self, before: float, after: float) -> None:
+        self.before, self.after = before, after
+        self.reads = 0
+        self.lapse_at = 10**9
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.before if self.reads < self.lapse_at else self.after
+
+
+def test_a_lease_that_lapses_while_the_run_looks_is_never_taken_for_done(rig: Rig) -> None:
+    from agent_harness.pipeline.fleetrun import IdleWatch
+    from agent_harness.queue import items, leases
+
+    plan = "### T1: One\n"
+    items.enqueue(rig.store, "octo/app:PLAN", parse_plan(plan).items)
+    theirs = leases.claim_next(rig.store, "octo/app:PLAN", "h3-abc123/w1", 30.0)
+    assert theirs is not None
+    run = pipeline(rig, plan)
+    clock = LapsesAtRead(theirs.expires_at - 0.001, theirs.expires_at + 0.001)
+    run.store.clock = clock  # the store's clock: where the lease lapses is put in each place
+    for lapse_at in range(1, 8):
+        clock.reads, clock.lapse_at = 0, lapse_at
+        done = run.idle_step(IdleWatch(patience_s=60.0))
+        assert not done, f"the lease lapsing at read {lapse_at} ended the run without T1"
+
+
 def test_with_no_wait_the_run_ends_when_its_own_work_is_done(rig: Rig) -> None:
     from agent_harness.queue import items, leases
 
@@ -172,3 +203,26 @@ def test_a_run_stays_to_deliver_work_the_tracker_refused_for_a_while(rig: Rig) -
     assert len(heard) == 1 and heard[0].items == ["T1"]  # said once, not at every poll
     assert heard[0].describe() == "delivery of T1 tried again in 60 s; waiting"
     assert len(rig.implementer.calls) == 1 and len(rig.reviewer.prompts) == 1  # not paid twice
+
+
+def test_a_token_refused_at_delivery_stops_the_run_and_fails_no_item(rig: Rig) -> None:
+    # The soak found it: the token began answering 401 partway through a run, and every item
+    # that reached delivery failed for it, so the restart with a good token never delivered
+    # their approved work. The work waits instead, and the run stops saying why.
+    from agent_harness.queue.items import list_items
+    from agent_harness.tracker.protocol import AuthError
+
+    refused = AuthError("bad credentials for https://api.example (check GH_TOKEN / GITHUB_TOKEN)")
+    rig.reviewer = ScriptedReviewer([verdict(True)] * 3)
+    rig.tracker.fail_next("create_pull", refused)
+    run = pipeline(rig, "### T1: One\n\n### T2: Two\n")
+    with pytest.raises(AuthError, match="bad credentials"):
+        run.run()
+    states = {r.id: r.state.value for r in list_items(rig.store, run.parts.project)}
+    assert "failed" not in states.values()
+    assert states["T1"] in ("pending", "waiting")
+    calls = len(rig.implementer.calls)
+
+    report = pipeline(rig, "### T1: One\n\n### T2: Two\n").run()  # the token is fixed
+    assert {item.id: item.state for item in report.items} == {"T1": "pr_open", "T2": "pr_open"}
+    assert len(rig.implementer.calls) - calls <= 1  # T1's approved work was not redone

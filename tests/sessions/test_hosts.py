@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,33 @@ def test_kill_stops_the_program_and_is_idempotent(
     assert not host.exists(name)
     assert not (work / "x").exists()
     host.kill("never-existed")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def test_kill_also_ends_what_the_program_started(
+    host: SessionHost, name: str, work: Path, tmp_path: Path
+) -> None:
+    # An agent that left a process of its own running (a tool, a server) and then hung: killing
+    # the session must take that process too, or every timed-out agent leaves one behind.
+    pid_file = tmp_path / "child.pid"
+    write_pid = f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))"
+    child = f"import os, time; {write_pid}; time.sleep(600)"
+    agent = (
+        f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); "
+        "print('started', flush=True); time.sleep(600)"
+    )
+    host.start(spec_for(name, [sys.executable, "-c", agent], work, tmp_path / "logs"))
+    wait_for(lambda: "started" in host.output(name) and pid_file.exists() and pid_file.read_text())
+    pid = int(pid_file.read_text())
+    host.kill(name)
+    wait_for(lambda: not _pid_alive(pid))
 
 
 def test_unknown_sessions_are_reported_as_such(host: SessionHost, name: str) -> None:

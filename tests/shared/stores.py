@@ -68,6 +68,16 @@ def engine(request: pytest.FixtureRequest, db_dir: Path) -> Iterator[Engine]:
     if request.param == "sqlite":
         yield Engine("sqlite", str(db_dir / "harness.sqlite"), None)
         return
+    yield from _postgres_engine()
+
+
+@pytest.fixture
+def pg_engine() -> Iterator[Engine]:
+    """PostgreSQL alone, for what only happens with more than one writer at a time."""
+    yield from _postgres_engine()
+
+
+def _postgres_engine() -> Iterator[Engine]:
     url = pg_url()
     problem = pg_problem(url)
     if problem:

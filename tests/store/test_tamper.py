@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent_harness.cli import main
-from agent_harness.store.chain import verify_chain
+from agent_harness.store.chain import seal_settled, verify_chain
 from agent_harness.store.database import EventsUnprotected, Store, open_store
 from agent_harness.store.migrations import MIGRATIONS
 from tests.shared.stores import Engine
@@ -41,6 +41,9 @@ def raw(engine: Engine) -> Iterator[Any]:
 def history(store: Store, n: int = 6) -> None:
     for index in range(n):
         store.record_outside_event("octo/app:PLAN", "T1", "note", {"n": index})
+    # On PostgreSQL an event is sealed once no older transaction is in flight (another test's,
+    # say); wait for that, so every event of the history is sealed.
+    seal_settled(store)
 
 
 def drop_update_guard(engine: Engine, conn: Any) -> None:

@@ -1,0 +1,102 @@
+"""Reading the event log a page at a time: in id order for a history, or in the log's order,
+settled events only, for a reader that follows the log with a cursor (see `store.dialects`).
+
+A follower that finds events committed after its cursor but not yet settled (an older
+transaction is still in flight) waits for that transaction, briefly, rather than answer without
+them: so a process reads back what it has just written, as it would expect to.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from agent_harness.store.events import Event, read_payload
+
+if TYPE_CHECKING:
+    from agent_harness.store.database import Store
+
+# How long a follower waits for transactions in flight before the events after them: ours take
+# milliseconds; one held open by hand elsewhere on the server is not waited for beyond this.
+SETTLE_WAIT_S = 2.0
+
+
+def page(
+    store: Store,
+    where: str,
+    params: tuple[Any, ...],
+    limit: int,
+    project: str | None,
+    item: str | None,
+    order: str,
+) -> list[Event]:
+    """Up to `limit` events matching `where` and the filters, in `order`."""
+    filters, values = _filters(project, item)
+    sql = (
+        "SELECT id, ts, project, item, kind, payload, external_id FROM events "
+        f"WHERE {where}{filters} ORDER BY {order} LIMIT ?"
+    )
+    with store.transaction(write=False) as tx:
+        rows = tx.all(sql, (*params, *values, limit))
+    return [
+        Event(
+            id=r[0],
+            ts=r[1],
+            project=r[2],
+            item=r[3],
+            kind=r[4],
+            payload=read_payload(r[4], json.loads(r[5])),
+            external_id=r[6],
+        )
+        for r in rows
+    ]
+
+
+def _filters(project: str | None, item: str | None) -> tuple[str, tuple[str, ...]]:
+    """The conditions for an optional project and item, and their parameters."""
+    pairs = (("project", project), ("item", item))
+    given = [(name, value) for name, value in pairs if value is not None]
+    return "".join(f" AND {name} = ?" for name, _ in given), tuple(v for _, v in given)
+
+
+def follow(
+    store: Store, after_id: int, limit: int, project: str | None, item: str | None
+) -> list[Event]:
+    """Settled events after the event `after_id`, in the log's order."""
+    dialect = store.dialect
+    found = page(store, *dialect.after_cursor(after_id), limit, project, item, dialect.log_order())
+    if dialect.name != "postgresql" or len(found) == limit:
+        return found
+    cursor = found[-1].id if found else after_id
+    if not _wait_settled(store, cursor, project, item):
+        return found
+    more = page(
+        store, *dialect.after_cursor(cursor), limit - len(found), project, item, dialect.log_order()
+    )
+    return found + more
+
+
+def _wait_settled(store: Store, cursor: int, project: str | None, item: str | None) -> bool:
+    """Wait until the events committed after `cursor` but not settled yet have settled; False
+    when there were none."""
+    where, params = store.dialect.after_cursor(cursor, settled=False)
+    filters, values = _filters(project, item)
+    with store.transaction(write=False) as tx:
+        row = tx.one(
+            f"SELECT MAX(tx)::text FROM events WHERE {where}{filters} "
+            "AND tx > pg_snapshot_xmin(pg_current_snapshot())",
+            (*params, *values),
+        )
+    if row is None or row[0] is None:
+        return False
+    deadline = time.monotonic() + SETTLE_WAIT_S
+    while not _settled(store, str(row[0])) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    return True
+
+
+def _settled(store: Store, tx_id: str) -> bool:
+    with store.transaction(write=False) as tx:
+        row = tx.one("SELECT pg_snapshot_xmin(pg_current_snapshot()) > ?::xid8", (tx_id,))
+    return bool(row and row[0])

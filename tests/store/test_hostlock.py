@@ -1,0 +1,92 @@
+"""The lock hosts sharing a store take in turn (the plan's sync to issues): a second holder waits
+for the first, another name does not, and a holder killed with the lock holds nobody up."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+from typing import Any
+
+import pytest
+
+from agent_harness.store.hostlock import held_by_this_host
+from tests.shared.stores import Engine
+
+pytestmark = pytest.mark.integration
+
+NAME = "plan sync o/r PLAN"
+CTX = multiprocessing.get_context("fork")
+
+
+def _take(engine: Engine, name: str, got: list[str], trying: threading.Event | None = None) -> None:
+    store = engine.open()
+    try:
+        if trying is not None:
+            trying.set()
+        with held_by_this_host(store, name):
+            got.append(f"{name} taken")
+    finally:
+        store.close()
+
+
+def test_a_second_host_waits_until_the_first_lets_go(engine: Engine) -> None:
+    engine.open().close()
+    order: list[str] = []
+    trying = threading.Event()
+    second = threading.Thread(target=_take, args=(engine, NAME, order, trying), daemon=True)
+    first = engine.open()
+    try:
+        with held_by_this_host(first, NAME):
+            order.append("first in")
+            second.start()
+            assert trying.wait(10)
+            second.join(0.5)  # room for a lock that does not hold the second to let it in
+            order.append("first out")
+        second.join(20)
+    finally:
+        first.close()
+    assert order == ["first in", "first out", f"{NAME} taken"]
+
+
+def test_another_name_is_not_held_up(engine: Engine) -> None:
+    engine.open().close()
+    got: list[str] = []
+    first = engine.open()
+    try:
+        with held_by_this_host(first, NAME):
+            other = threading.Thread(target=_take, args=(engine, "another", got), daemon=True)
+            other.start()
+            other.join(20)
+            assert got == ["another taken"]
+    finally:
+        first.close()
+
+
+def _hold_forever(engine: Engine, holding: Any) -> None:
+    import time
+
+    store = engine.open()
+    with held_by_this_host(store, NAME):
+        holding.set()
+        time.sleep(3600)  # killed here, holding the lock
+
+
+def test_a_host_killed_holding_the_lock_holds_nobody_up(engine: Engine) -> None:
+    engine.open().close()
+    holding = CTX.Event()
+    proc = CTX.Process(target=_hold_forever, args=(engine, holding), daemon=True)
+    proc.start()
+    try:
+        assert holding.wait(30)
+        os.kill(proc.pid or 0, signal.SIGKILL)
+        proc.join(20)
+        got: list[str] = []
+        taker = threading.Thread(target=_take, args=(engine, NAME, got), daemon=True)
+        taker.start()
+        taker.join(30)
+        assert got == [f"{NAME} taken"]
+    finally:
+        if proc.is_alive():
+            proc.kill()

@@ -1,0 +1,139 @@
+"""The log's order on PostgreSQL: events commit out of id order without any lock, and a reader
+paging by cursor neither shows an event before the ones that may still commit ahead of it nor
+passes over an event that commits late."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent_harness.store.chain import GENESIS, event_hash, seal_settled, verify_chain
+from agent_harness.store.database import Store, open_store
+from agent_harness.store.migrations import MIGRATIONS
+from tests.shared.stores import Engine
+
+pytestmark = pytest.mark.integration
+
+P = "octo/app:PLAN"
+
+
+@pytest.fixture
+def pg(pg_engine: Engine) -> Engine:
+    """PostgreSQL: what follows needs two writers at once."""
+    # SQLite has one writer at a time, so its ids always commit in id order.
+    return pg_engine
+
+
+@pytest.fixture
+def held(pg: Engine) -> Iterator[Any]:
+    """A transaction of another writer that has drawn an event id and not yet committed."""
+    import psycopg
+
+    with psycopg.connect(pg.url) as conn:
+        conn.execute(f'SET search_path TO "{pg.schema}"')
+        yield conn
+
+
+def _late_event(conn: Any) -> int:
+    row = conn.execute(
+        "INSERT INTO events (ts, project, item, kind, payload) "
+        "VALUES (1.0, %s, 'T1', 'note', '{}') RETURNING id",
+        (P,),
+    ).fetchone()
+    return int(row[0])
+
+
+def _page_until(store: Store, after: int, wanted: set[int]) -> list[int]:
+    """Page on from `after` until every id in `wanted` was handed out (transactions of other
+    tests on the same server may hold the settled point back for a moment)."""
+    seen: list[int] = []
+    deadline = time.monotonic() + 10
+    while not wanted <= set(seen) and time.monotonic() < deadline:
+        page = store.events(after, 100, project=P)
+        seen += [e.id for e in page]
+        after = page[-1].id if page else after
+        if not page:
+            time.sleep(0.01)
+    return seen
+
+
+@pytest.mark.postgres
+def test_an_event_that_commits_late_is_neither_passed_over_nor_shown_early(
+    pg: Engine, held: Any
+) -> None:
+    store = pg.open()
+    try:
+        store.record_outside_event(P, "T1", "note", {"n": 0})
+        late = _late_event(held)  # drawn first, committed last
+        store.record_outside_event(P, "T1", "note", {"n": 1})
+        early = max(e.id for e in store.all_events(project=P))
+        assert early > late
+        shown = [e.id for e in store.events(0, 100, project=P)]
+        assert early not in shown and late not in shown  # not settled while `late` may commit
+        cursor = shown[-1] if shown else 0
+        held.commit()
+        rest = _page_until(store, cursor, {late, early})
+        everything = shown + rest
+        assert sorted(everything) == sorted(set(everything))  # nothing handed out twice
+        assert {late, early} <= set(everything)
+        assert everything.index(late) < everything.index(early)  # the older transaction first
+        seal_settled(store)
+        chain = verify_chain(store)
+        assert chain.intact and chain.unsealed == 0 and chain.checked == 3
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_a_reader_with_a_cursor_from_before_a_late_commit_still_gets_it(
+    pg: Engine, held: Any
+) -> None:
+    store = pg.open()
+    try:
+        late = _late_event(held)
+        for n in range(3):
+            store.record_outside_event(P, "T1", "note", {"n": n})
+        held.commit()
+        ids = _page_until(store, 0, {late})
+        # Wherever a reader stopped, going on from there hands out the rest exactly once.
+        for stop in range(len(ids)):
+            rest = _page_until(store, ids[stop], set(ids[stop + 1 :]))
+            assert rest == ids[stop + 1 :]
+    finally:
+        store.close()
+
+
+def test_a_log_sealed_before_the_upgrade_stays_one_chain_after_it(engine: Engine) -> None:
+    """A database written by the release before migration 7 (ids sealed in id order) is
+    upgraded in place: old and new events form one unbroken chain, in one order."""
+    store = open_store(engine.url, schema=engine.schema, migrate=False, check_protection=False)
+    try:
+        store.migrate(MIGRATIONS[:6])
+        previous = GENESIS
+        with store.transaction() as tx:  # what the release before wrote: events, then seals
+            for n in range(4):
+                tx.execute(
+                    "INSERT INTO events (ts, project, item, kind, payload) VALUES (?, ?, ?, ?, ?)",
+                    (float(n), P, "T1", "note", f'{{"n": {n}}}'),
+                )
+            rows = tx.all("SELECT id, ts, project, item, kind, payload, external_id FROM events")
+            for row in sorted(rows):
+                digest = event_hash(previous, row)
+                tx.execute(
+                    "INSERT INTO event_chain (event_id, prev_hash, hash) VALUES (?, ?, ?)",
+                    (row[0], previous, digest),
+                )
+                previous = digest
+        assert store.migrate() == 1
+        for n in range(4, 7):
+            store.record_outside_event(P, "T1", "note", {"n": n})
+        seal_settled(store)
+        chain = verify_chain(store)
+        assert chain.intact and chain.checked == 7 and chain.unsealed == 0
+        followed = [e.payload.as_dict()["n"] for e in store.events(0, 100, project=P)]
+        assert followed == list(range(7))
+    finally:
+        store.close()
