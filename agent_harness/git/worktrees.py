@@ -284,16 +284,7 @@ class WorkRepo:
             shutil.rmtree(path, ignore_errors=True)
             _git(self.path, "worktree", "prune")
         path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            made_at_base = self._add(path, branch, local, existing, base)
-        except WorktreeError:
-            if not self._registered(path):
-                raise
-            # Its directory was deleted but git still lists it: clear that and add again (a
-            # failed `add -b` may have made the branch already: it is used, not made twice).
-            _git(self.path, "worktree", "prune")
-            local = local or self._refs(f"refs/heads/{branch}").get(f"refs/heads/{branch}")
-            made_at_base = self._add(path, branch, local, existing, base)
+        made_at_base, local = self._add_once_listed(path, branch, local, existing, base)
         if local:
             self._catch_up(path, pushed_sha)
         if made_at_base:
@@ -301,6 +292,21 @@ class WorkRepo:
             return Worktree(item_id, path, branch, base, reused=False)
         merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
         return Worktree(item_id, path, branch, merge_base, reused=existing is not None)
+
+    def _add_once_listed(
+        self, path: Path, branch: str, local: str | None, existing: str | None, base: str
+    ) -> tuple[bool, str | None]:
+        """`_add`, and when git refuses because it still lists a deleted worktree there, that
+        listing cleared and `_add` again; with the local branch, if there is one by then."""
+        try:
+            return self._add(path, branch, local, existing, base), local
+        except WorktreeError:
+            if not self._registered(path):
+                raise
+        # A failed `add -b` may have made the branch already: it is used, not made twice.
+        _git(self.path, "worktree", "prune")
+        local = local or self._refs(f"refs/heads/{branch}").get(f"refs/heads/{branch}")
+        return self._add(path, branch, local, existing, base), local
 
     def _add(
         self, path: Path, branch: str, local: str | None, existing: str | None, base: str
