@@ -166,6 +166,9 @@ def floor(  # type: ignore[no-untyped-def]
         cpu = cpu_seconds() - cpu
         if kind == "tmux":
             subprocess.run([*TMUX, "kill-server"], check=False, capture_output=True)
+            # tmux leaves its socket behind; the private one is ours to remove.
+            sockets = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+            (sockets / TMUX[2]).unlink(missing_ok=True)
     requests = sum(forge.forge.request_counts(mark).values())
     for each in trackers:
         each.close()
