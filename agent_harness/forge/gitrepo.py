@@ -7,10 +7,15 @@ with `git merge-tree --write-tree` and written with `commit-tree`, so no worktre
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from agent_harness.forge.errors import ForgeError
 from agent_harness.git.runner import GitResult, run_git
@@ -58,6 +63,38 @@ class GitCommandError(ForgeError):
         self.args_run = args
         self.stderr = stderr
         super().__init__(f"git {' '.join(args)} failed: {stderr.strip().splitlines()[-1:]}")
+
+
+_T = TypeVar("_T")
+_FULL_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+class _CommitFacts:
+    """What git says about two commits named by their full shas: their merge base, whether
+    they merge, the files and commits between them. Commits never change, so each is asked
+    once: a pull request's page is read far more often than its head or base moves."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._known: OrderedDict[tuple[str, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._limit = limit
+
+    def get(self, key: tuple[str, ...], compute: Callable[[], _T]) -> _T:
+        if not all(_FULL_SHA.fullmatch(sha) for sha in key[2:]):
+            return compute()  # a branch name moves: never remembered
+        with self._lock:
+            if key in self._known:
+                self._known.move_to_end(key)
+                return self._known[key]  # type: ignore[no-any-return]
+        value = compute()
+        with self._lock:
+            self._known[key] = value
+            while len(self._known) > self._limit:
+                self._known.popitem(last=False)
+        return value
+
+
+_FACTS = _CommitFacts()
 
 
 class BareRepo:
@@ -156,12 +193,27 @@ class BareRepo:
         out = self._git("log", "-1", f"--format={_LOG_FORMAT}", sha).stdout
         return _parse_commit(out.split(_END)[0])
 
+    def _key(self, what: str, a: str, b: str) -> tuple[str, ...]:
+        return (str(self.path.absolute()), what, a, b)
+
     def merge_base(self, a: str, b: str) -> str | None:
-        proc = self._git("merge-base", a, b, ok=(0, 1))
-        return proc.stdout.strip() or None
+        def ask() -> str | None:
+            return self._git("merge-base", a, b, ok=(0, 1)).stdout.strip() or None
+
+        return _FACTS.get(self._key("merge-base", a, b), ask)
 
     def count(self, exclude: str, tip: str) -> int:
-        return int(self._git("rev-list", "--count", tip, f"^{exclude}").stdout.strip())
+        def ask() -> int:
+            return int(self._git("rev-list", "--count", tip, f"^{exclude}").stdout.strip())
+
+        return _FACTS.get(self._key("count", exclude, tip), ask)
+
+    def merges_cleanly(self, base: str, head: str) -> bool:
+        """Whether `head` merges into `base` without conflict (the merged tree is not kept:
+        a tree remembered here could be pruned from the repository later)."""
+        return _FACTS.get(
+            self._key("merges", base, head), lambda: self.merged_tree(base, head) is not None
+        )
 
     def merged_tree(self, base: str, head: str) -> str | None:
         """The tree of merging `head` into `base`, or None when they conflict."""
@@ -181,6 +233,9 @@ class BareRepo:
 
     def changes(self, base: str, head: str) -> list[FileChange]:
         """Files changed between two commits, with line counts."""
+        return list(_FACTS.get(self._key("changes", base, head), lambda: self._changes(base, head)))
+
+    def _changes(self, base: str, head: str) -> tuple[FileChange, ...]:
         status = self._git("diff", "--name-status", "--no-renames", base, head).stdout
         kinds = {"A": "added", "D": "removed", "M": "modified"}
         by_name: dict[str, str] = {}
@@ -199,7 +254,7 @@ class BareRepo:
                     deletions=int(deleted) if deleted.isdigit() else 0,
                 )
             )
-        return out
+        return tuple(out)
 
     def diff(self, base: str, head: str) -> str:
         """The unified diff from `base` to `head`, as `git diff` prints it without colour."""

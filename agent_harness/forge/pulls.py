@@ -167,7 +167,7 @@ def _merge_facts(
     # As on GitHub, mergeability is only worked out for an open pull that has not merged.
     mergeable: bool | None = None
     if not merged and issue["state"] == "open":
-        mergeable = ctx.git.merged_tree(base_sha, head_sha) is not None
+        mergeable = ctx.git.merges_cleanly(base_sha, head_sha)
     merge_base = ctx.git.merge_base(base_sha, head_sha) or base_sha
     files = ctx.git.changes(merge_base, head_sha) if not merged else []
     return {
@@ -218,8 +218,14 @@ def refresh_heads(call: Call, ctx: RepoContext) -> None:
         " AND issues.state = 'open'",
         ctx.id,
     )
+    if not rows:
+        return
+    # One listing of every branch, rather than a git call per open pull: a read of one pull
+    # must not cost a process per pull request in the repository. (A branch always points at
+    # a commit: git refuses anything else under refs/heads/.)
+    heads = ctx.git.refs("refs/heads/")
     for row in rows:
-        head = ctx.git.resolve(f"refs/heads/{row['head_ref']}")
+        head = heads.get(f"refs/heads/{row['head_ref']}")
         if head is not None and head != row["head_sha"]:
             call.forge.db.run("UPDATE pulls SET head_sha = ? WHERE id = ?", head, row["id"])
             call.forge.db.run(

@@ -30,10 +30,14 @@ def changed_paths(worktree: Path, base: str) -> list[str]:
     """Repository-relative paths that differ between `base` and the worktree as it is now:
     committed, staged, unstaged and untracked (not ignored) files, sorted. A rename or copy
     yields both its old and its new path, because either side may be protected."""
-    # Asked first because `git diff` outside a repository misreports it as a usage question.
-    _git(worktree, base, ["rev-parse", "--git-dir"])
     # --no-renames reports a rename as a deletion plus an addition: both paths, in one format.
-    tracked = _git(worktree, base, ["diff", "--name-only", "--no-renames", "-z", base, "--"])
+    try:
+        tracked = _git(worktree, base, ["diff", "--name-only", "--no-renames", "-z", base, "--"])
+    except ChangedPathsUnknown:
+        # Outside a repository `git diff` misreports it as a usage question: where git finds
+        # no repository, its own answer to that says so.
+        _git(worktree, base, ["rev-parse", "--git-dir"])
+        raise
     untracked = _git(worktree, base, ["ls-files", "--others", "--exclude-standard", "-z"])
     paths = {path for path in (tracked + untracked).split("\0") if path}
     return sorted(paths)

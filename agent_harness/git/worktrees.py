@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +100,48 @@ def _git(repo_dir: Path, *args: str) -> str:
     return repo_git(repo_dir, *args).stdout.removesuffix("\n")
 
 
+class RemoteRefsLock:
+    """Pushes of different branches share it (each rewrites only its own remote-tracking ref);
+    a fetch holds it alone, since it rewrites them all. A waiting fetch goes before new pushes."""
+
+    def __init__(self) -> None:
+        self._state = threading.Condition()
+        self._pushing = 0
+        self._fetching = False
+        self._fetches_waiting = 0
+
+    @property
+    def fetches_waiting(self) -> int:
+        with self._state:
+            return self._fetches_waiting
+
+    @contextmanager
+    def push(self) -> Iterator[None]:
+        with self._state:
+            self._state.wait_for(lambda: not self._fetching and not self._fetches_waiting)
+            self._pushing += 1
+        try:
+            yield
+        finally:
+            with self._state:
+                self._pushing -= 1
+                self._state.notify_all()
+
+    @contextmanager
+    def fetch(self) -> Iterator[None]:
+        with self._state:
+            self._fetches_waiting += 1
+            self._state.wait_for(lambda: not self._fetching and not self._pushing)
+            self._fetches_waiting -= 1
+            self._fetching = True
+        try:
+            yield
+        finally:
+            with self._state:
+                self._fetching = False
+                self._state.notify_all()
+
+
 class WorkRepo:
     """The user's clone (`--work`), its remote, and the worktrees the harness keeps beside it."""
 
@@ -118,6 +163,7 @@ class WorkRepo:
             raise WorktreeError(f"--work {path} has no remote '{remote}' to push branches to")
         self._default: str | None = None
         self._fetched_at: float | None = None
+        self.remote_refs = RemoteRefsLock()  # shared by every worker using this clone
         self._exclude_state_dir()
         self.fetch_max_age_s = 5.0  # items started together share one fetch of the remote
 
@@ -167,7 +213,8 @@ class WorkRepo:
         now = time.monotonic()
         if self._fetched_at is not None and now - self._fetched_at < max_age_s:
             return
-        _git(self.path, "fetch", "--quiet", "--prune", self.remote)
+        with self.remote_refs.fetch():
+            _git(self.path, "fetch", "--quiet", "--prune", self.remote)
         self._fetched_at = time.monotonic()
 
     def remote_sha(self, branch: str) -> str | None:
@@ -232,19 +279,46 @@ class WorkRepo:
             self._catch_up(path, pushed_sha)
             merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
             return Worktree(item_id, path, branch, merge_base, reused=True)
-        if path.exists() or self._registered(path):
+        if path.exists():
             # Broken: remove the directory and the stale registration, keep the branch.
             shutil.rmtree(path, ignore_errors=True)
             _git(self.path, "worktree", "prune")
         path.parent.mkdir(parents=True, exist_ok=True)
+        made_at_base, local = self._add_once_listed(path, branch, local, existing, base)
         if local:
-            _git(self.path, "worktree", "add", "--quiet", str(path), branch)
             self._catch_up(path, pushed_sha)
-        else:  # pushed earlier from another clone (existing): continue from the remote's
-            start = f"{self.remote}/{branch}" if existing else base
-            _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), start)
+        if made_at_base:
+            # A new branch made at the base: the base is its merge base, no need to ask.
+            return Worktree(item_id, path, branch, base, reused=False)
         merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
         return Worktree(item_id, path, branch, merge_base, reused=existing is not None)
+
+    def _add_once_listed(
+        self, path: Path, branch: str, local: str | None, existing: str | None, base: str
+    ) -> tuple[bool, str | None]:
+        """`_add`, and when git refuses because it still lists a deleted worktree there, that
+        listing cleared and `_add` again; with the local branch, if there is one by then."""
+        try:
+            return self._add(path, branch, local, existing, base), local
+        except WorktreeError:
+            if not self._registered(path):
+                raise
+        # A failed `add -b` may have made the branch already: it is used, not made twice.
+        _git(self.path, "worktree", "prune")
+        local = local or self._refs(f"refs/heads/{branch}").get(f"refs/heads/{branch}")
+        return self._add(path, branch, local, existing, base), local
+
+    def _add(
+        self, path: Path, branch: str, local: str | None, existing: str | None, base: str
+    ) -> bool:
+        """`git worktree add` for the item's branch: the local one, else one made from the
+        remote's (pushed earlier from another clone), else a new one at `base` (True)."""
+        if local:
+            _git(self.path, "worktree", "add", "--quiet", str(path), branch)
+            return False
+        start = f"{self.remote}/{branch}" if existing else base
+        _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), start)
+        return not existing
 
     def _catch_up(self, path: Path, pushed_sha: str | None) -> None:
         """Move a clean worktree's branch up to its pushed head when that only adds to it: an
@@ -384,7 +458,8 @@ class WorkRepo:
             raise DefaultBranchGuard(f"refusing to push {tree.branch}: not an agent-harness branch")
         refspec = f"refs/heads/{tree.branch}:refs/heads/{tree.branch}"
         guard_refspec(refspec, default)
-        _git(tree.path, "push", "--quiet", self.remote, refspec)
+        with self.remote_refs.push():
+            _git(tree.path, "push", "--quiet", self.remote, refspec)
 
     def update_from_base(self, branch: str, expected: str) -> tuple[list[str], str] | None:
         """Bring the item branch up to date with the default branch, in its worktree.
@@ -405,7 +480,8 @@ class WorkRepo:
             refspec = f"refs/heads/{branch}:refs/heads/{branch}"
             guard_refspec(refspec, self.default_branch())
             lease = f"--force-with-lease=refs/heads/{branch}:{expected}"
-            _git(path, "push", "--quiet", lease, self.remote, refspec)
+            with self.remote_refs.push():
+                _git(path, "push", "--quiet", lease, self.remote, refspec)
             return [], _git(path, "rev-parse", "HEAD")
         repo_git(path, "rebase", "--abort", check=False)
         repo_git(path, *who, "merge", "--no-edit", "--quiet", base, check=False)

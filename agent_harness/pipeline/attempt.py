@@ -67,6 +67,7 @@ class Attempt:
         self.item = item
         self.lease = lease
         self.history = ItemHistory.read(parts.store, parts.project, item.id)
+        self.scanned: str | None = None  # the commit this attempt's gates found no secret in
 
     def run(self) -> None:
         parts, item, lease = self.parts, self.item, self.lease
@@ -105,6 +106,7 @@ class Attempt:
         guards = (touches_protected, leaks_secret)
         if any(guard(self.parts, self.item, self.lease, tree, self.history) for guard in guards):
             return
+        self.scanned = sha
         leases.advance(self.parts.store, self.lease, ItemState.CHECKS)
         checks = self._checks(tree)
         if checks.passed:
@@ -397,7 +399,8 @@ class Attempt:
         refunded) and deliver again later: the agent and the reviewer are never paid twice."""
         parts, lease = self.parts, self.lease
         try:
-            deliver(parts, self.item, lease, tree, checks, verdict, self.history)
+            scanned = verdict.sha is not None and verdict.sha == self.scanned
+            deliver(parts, self.item, lease, tree, checks, verdict, self.history, scanned=scanned)
         except TrackerError as exc:
             failure = tracker_failure(exc)
             if action_for(failure) is not Action.PARK:

@@ -36,15 +36,18 @@ def deliver(
     checks: CheckRun | None,
     verdict: Reviewed,
     history: ItemHistory,
+    *,
+    scanned: bool = False,
 ) -> None:
-    """Push and open the pull request that closes the item's issue; the lease ends pr_open."""
+    """Push and open the pull request that closes the item's issue; the lease ends pr_open.
+    `scanned`: this attempt's gates already found no secret in the approved commit."""
     # Fencing before the first outside write: a worker whose lease lapsed while it worked
     # (a long agent, a suspended laptop) stops here instead of racing the new holder.
     leases.heartbeat(parts.store, lease)
-    if leaks_secret(parts, item, lease, tree, history):  # a resumed delivery skipped the scan
-        return
-    with parts.git_lock:  # a push and another worker's fetch both rewrite remote refs
-        parts.repo.push(tree)
+    if not scanned and leaks_secret(parts, item, lease, tree, history):
+        return  # a resumed delivery skipped the gates: scanned here, before the push
+    # Pushes of different items run side by side: the work repo keeps a fetch apart from them.
+    parts.repo.push(tree)
     parts.emit(item.id, Pushed(branch=tree.branch, sha=parts.repo.head(tree)), history)
     body = pull_body(parts, item, checks, verdict, lease.attempt, history.implementer_run())
     title = f"{item.id}: {item.title}"

@@ -94,7 +94,7 @@ class HeadlessHost:
         spec_file = _write_spec(spec, "plain", fifo)
         with open(os.devnull, "rb") as devnull:
             child = subprocess.Popen(
-                [sys.executable, "-I", str(wrapper), str(spec_file)],
+                [sys.executable, "-I", "-S", str(wrapper), str(spec_file)],
                 env={},
                 cwd=spec.cwd,
                 stdin=devnull,

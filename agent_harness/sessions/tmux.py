@@ -8,7 +8,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from agent_harness.sessions.protocol import (
@@ -47,11 +47,23 @@ class TmuxHost:
 
     kind = "tmux"
 
-    def __init__(self, socket_name: str | None = None, tmux: str = "tmux") -> None:
+    # How long a session this host started is taken to be alive without asking tmux, while
+    # its wrapper has written no exit status: the wrapper writes it before it ends, so tmux
+    # is only the witness of a wrapper that died without a word.
+    PANE_CHECK_S = 0.25
+
+    def __init__(
+        self,
+        socket_name: str | None = None,
+        tmux: str = "tmux",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.socket_name = socket_name
         self._tmux = tmux
         self._env = _minimal_env(os.environ)
         self._logs: dict[str, Path] = {}
+        self._clock = clock
+        self._seen_alive: dict[str, float] = {}  # session -> when tmux last said it was
 
     def _base(self) -> list[str]:
         base = [self._tmux]
@@ -110,10 +122,11 @@ class TmuxHost:
         target = f"={name}:"
         self._run(
             "new-session", "-d", "-s", name, "-x", "200", "-y", "50", "-c", str(spec.cwd),
-            "--", "/usr/bin/env", "-i", sys.executable, "-I", str(wrapper), str(spec_file),
+            "--", "/usr/bin/env", "-i", sys.executable, "-I", "-S", str(wrapper), str(spec_file),
             ";", "set-option", "-w", "-t", target, "remain-on-exit", "on",
             ";", "set-option", "-t", target, "@ah_log", str(spec.log_path),
         )  # fmt: skip
+        self._seen_alive[name] = self._clock()
 
     def exists(self, name: str) -> bool:
         name = safe_session_name(name)
@@ -127,6 +140,9 @@ class TmuxHost:
         code = _read_exit(_exit_path(log))
         if code is not None:
             return SessionStatus(False, code)
+        seen = self._seen_alive.get(name)
+        if seen is not None and self._clock() - seen < self.PANE_CHECK_S:
+            return SessionStatus(True, None)
         done = self._run(
             "list-panes", "-t", f"={name}:", "-F", "#{pane_dead} #{pane_dead_status}", check=False
         )
@@ -137,6 +153,7 @@ class TmuxHost:
             dead_status = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
             recorded = _read_exit(_exit_path(log))
             return SessionStatus(False, recorded if recorded is not None else dead_status)
+        self._seen_alive[name] = self._clock()
         return SessionStatus(True, None)
 
     def screen(self, name: str, lines: int = 50) -> str:
@@ -171,6 +188,7 @@ class TmuxHost:
     def kill(self, name: str) -> None:
         name = safe_session_name(name)
         self._logs.pop(name, None)
+        self._seen_alive.pop(name, None)
         self._run("kill-session", "-t", f"={name}", check=False)
 
     def attach_command(self, name: str) -> list[str]:

@@ -190,3 +190,21 @@ def test_merging_into_another_branch_closes_nothing(repo: Any, clone: Path) -> N
     pull = repo.create_pull(title="Fix", body=f"Fixes #{issue.number}", head="fix", base="release")
     pull.merge()
     assert repo.get_issue(issue.number).state == "open"  # as on GitHub: only the default branch
+
+
+def test_a_pulls_size_and_mergeability_follow_its_head_and_base_as_they_move(
+    repo: Any, clone: Path
+) -> None:
+    # What git says about two commits is remembered; a branch that moves names new commits.
+    push_branch(clone, "grow", "a.txt", "a\n")
+    pull = repo.create_pull(title="Grow", body="", head="grow", base="main")
+    first = repo.get_pull(pull.number)
+    assert (first.commits, first.changed_files, first.mergeable) == (1, 1, True)
+    (clone / "b.txt").write_text("b\n")
+    git(clone, "add", "b.txt")
+    git(clone, "commit", "-q", "-m", "b")
+    git(clone, "push", "-q", "origin", "grow")
+    grown = repo.get_pull(pull.number)
+    assert (grown.commits, grown.changed_files, grown.mergeable) == (2, 2, True)
+    push_branch(clone, "main", "a.txt", "conflicting\n")
+    assert repo.get_pull(pull.number).mergeable is False

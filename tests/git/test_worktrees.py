@@ -103,6 +103,27 @@ def test_a_broken_worktree_is_rebuilt_and_keeps_its_commits(clone: Path) -> None
     assert (again.path / "work.txt").read_text() == "done\n"
 
 
+def test_a_deleted_worktree_git_still_lists_is_added_again_with_its_commits(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "work.txt").write_text("done\n")
+    sha = repo.commit_all(tree, "T1: x")
+    shutil.rmtree(tree.path)  # git still lists the worktree
+    again = repo.prepare("T1", "x")
+    assert again.path == tree.path and repo.head(again) == sha and again.reused
+
+
+def test_a_stale_listing_does_not_stop_a_new_branch(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    shutil.rmtree(tree.path)
+    git(clone, "update-ref", "-d", f"refs/heads/{tree.branch}")  # nothing of it left but git's list
+    again = repo.prepare("T1", "x")
+    assert again.path == tree.path and again.branch == tree.branch
+    assert git(again.path, "symbolic-ref", "--short", "HEAD") == tree.branch
+    assert again.base_sha == git(clone, "rev-parse", "origin/main")
+
+
 def test_a_healthy_worktree_is_reused_with_uncommitted_work(clone: Path) -> None:
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")

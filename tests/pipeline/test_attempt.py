@@ -204,6 +204,23 @@ def test_an_approved_commit_is_delivered_again_without_agent_or_review(rig: Rig)
     assert "resumed" in rig.kinds()
 
 
+def test_a_resumed_delivery_scans_the_approved_commit_before_the_push(rig: Rig) -> None:
+    # The gates ran in an earlier attempt (or never, for this commit): delivery scans again.
+    rig.env["ANTHROPIC_API_KEY"] = "sk-ant-api03-" + "z" * 40
+    plan, lease = rig.claim()
+    parts = rig.parts()
+    assert rig.workspace is not None
+    tree = rig.workspace.prepare("T1", "Count words")
+    (tree.path / "conf.py").write_text(f"KEY = '{rig.env['ANTHROPIC_API_KEY']}'\n")
+    sha = rig.workspace.commit_all(tree, "T1")
+    assert sha is not None
+    parts.emit("T1", Reviewed(approved=True, sha=sha, vendor="other"))
+    Attempt(rig.parts(), plan.item("T1"), lease).run()
+    assert rig.state().state == "failed"
+    assert "conf.py:1 holds the value of ANTHROPIC_API_KEY" in (rig.state().reason or "")
+    assert rig.workspace.pushed == {}
+
+
 def test_an_open_pull_request_of_the_branch_is_updated_not_opened_twice(rig: Rig) -> None:
     first = rig.tracker.create_pull("old title", "old", "agent-harness/T1-count-words", "main")
     attempt(rig).run()

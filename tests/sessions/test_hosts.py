@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +25,7 @@ from agent_harness.sessions.protocol import (
 from agent_harness.sessions.remote import RemoteSessionHost
 from agent_harness.sessions.tmux import TmuxHost
 from agent_harness.testing.agents import write_scripted_agent
+from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.session_server import running_session_server
 from tests.shared.sessions import TOKEN, base_env, wait_for
 
@@ -243,6 +246,27 @@ def test_tmux_keeps_the_final_screen_after_the_program_ends(
     assert tmux_host.status(name).exit_code == 2
 
 
+@pytest.mark.acceptance
+def test_tmux_sees_a_wrapper_that_died_without_a_word_once_its_pane_is_asked_again(
+    tmux_socket: str, clock: FakeClock, name: str, work: Path, tmp_path: Path
+) -> None:
+    # While the wrapper has written no exit status, tmux is asked at most every PANE_CHECK_S.
+    host = TmuxHost(socket_name=tmux_socket, clock=clock)
+    try:
+        host.start(spec_for(name, ["sh", "-c", "echo started; sleep 30"], work, tmp_path / "logs"))
+        wait_for(lambda: "started" in host.output(name))
+        panes = host._run("list-panes", "-t", f"={name}:", "-F", "#{pane_pid}")
+        os.kill(int(panes.stdout.split()[0]), signal.SIGKILL)  # the wrapper, with no exit file
+        wait_for(
+            lambda: "1" in host._run("list-panes", "-t", f"={name}:", "-F", "#{pane_dead}").stdout
+        )
+        assert host.status(name).alive  # not asked again yet
+        clock.advance(TmuxHost.PANE_CHECK_S)
+        assert not host.status(name).alive
+    finally:
+        host.kill(name)
+
+
 @pytest.mark.integration
 def test_headless_status_survives_a_restart_of_the_harness(
     state_dir: Path, name: str, work: Path, agents_dir: Path, tmp_path: Path
@@ -267,6 +291,33 @@ def test_headless_status_survives_a_restart_of_the_harness(
         ]
     finally:
         later.kill(name)
+
+
+@pytest.mark.integration
+def test_headless_kill_ends_a_program_that_ignores_sigterm_and_records_its_end(
+    state_dir: Path, name: str, work: Path, tmp_path: Path
+) -> None:
+    # The wrapper sleeps until its program ends or a signal comes: a stop it forwards and the
+    # program ignores must still end in SIGKILL once its deadline passes.
+    host = HeadlessHost(state_dir)
+    script = 'trap "" TERM; echo started; while :; do sleep 0.1; done'
+    host.start(spec_for(name, ["sh", "-c", script], work, tmp_path / "logs"))
+    wait_for(lambda: "started" in host.output(name))
+    host.kill(name, grace_s=30.0)
+    assert not host.exists(name)
+    assert (tmp_path / "logs" / f"{name}.log.exit").read_text(encoding="utf-8") == "137"
+
+
+def test_the_program_starts_with_sigpipe_at_its_default(
+    host: SessionHost, name: str, work: Path, tmp_path: Path
+) -> None:
+    # Python ignores SIGPIPE; a program it starts must not inherit that (a pipeline in the
+    # agent's shell would see write errors instead of ending quietly).
+    host.start(spec_for(name, ["grep", "SigIgn", "/proc/self/status"], work, tmp_path / "logs"))
+    wait_for(lambda: ended(host, name))
+    ignored = int(host.output(name).split()[-1], 16)
+    assert host.status(name).exit_code == 0
+    assert not ignored & (1 << (signal.SIGPIPE - 1))
 
 
 @pytest.mark.integration
