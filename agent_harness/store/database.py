@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -27,7 +28,7 @@ from agent_harness.store.dialects import POSTGRES, SQLITE, Dialect, redact
 from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
-from agent_harness.store.writegate import write_gate
+from agent_harness.store.writegate import FairLock, write_gate
 
 Clock = Callable[[], float]
 
@@ -463,6 +464,7 @@ class SqliteStore(Store):
         super().__init__(f"sqlite:///{path}", SQLITE, clock=clock, where=str(path))
         self.path = path
         self.busy_timeout_s = busy_timeout_s
+        self._gate_of = (os.getpid(), write_gate(path))
 
     def _connect(self) -> Any:
         try:
@@ -508,16 +510,23 @@ class SqliteStore(Store):
     def _begin(self, conn: Any, write: bool) -> None:
         if write:
             # This process's threads take turns here, not in SQLite's busy handler (writegate).
-            if not write_gate(self.path).acquire(timeout=self.busy_timeout_s):
+            if not self._gate().acquire(timeout=self.busy_timeout_s):
                 raise sqlite3.OperationalError("database is locked")
             self._local.gated = True
         # IMMEDIATE takes the write lock up front, so two writers never both read-then-write.
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
+    def _gate(self) -> FairLock:
+        """This file's write gate, looked up once per process (a forked child gets its own)."""
+        pid = os.getpid()
+        if self._gate_of[0] != pid:
+            self._gate_of = (pid, write_gate(self.path))
+        return self._gate_of[1]
+
     def _ended(self) -> None:
         if getattr(self._local, "gated", False):
             self._local.gated = False
-            write_gate(self.path).release()
+            self._gate().release()
 
     def _driver_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.Error,)
