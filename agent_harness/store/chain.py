@@ -54,15 +54,20 @@ def seal_pending(tx: Tx, limit: int = SEAL_BATCH) -> int:
         )
         if not held or not held[0]:
             return 0
+    tx_col = "c.tx::text" if pg else "0"
     head = tx.one(
-        f"SELECT event_id, hash FROM event_chain c ORDER BY {_chain_order(pg, True)} LIMIT 1"
+        f"SELECT {tx_col}, event_id, hash FROM event_chain c "
+        f"ORDER BY {_chain_order(pg, True)} LIMIT 1"
     )
-    last_id, previous = (int(head[0]), str(head[1])) if head else (0, GENESIS)
-    after, params = tx.dialect.after_cursor(last_id)
+    # The head's place is the seal's own (its event may be gone, if someone deleted it).
+    at, previous = ((int(head[0]), int(head[1])), str(head[2])) if head else ((0, 0), GENESIS)
+    after, params = _cmp(pg, "e", ">", at)
+    if pg:  # settled events only: none can commit before them later
+        after += " AND e.tx <= pg_snapshot_xmin(pg_current_snapshot())"
     extra = ", tx" if pg else ""
     rows = tx.all(
-        f"SELECT {_EVENT_COLUMNS}{extra} FROM events WHERE {after} "
-        f"ORDER BY {tx.dialect.log_order()} LIMIT ?",
+        f"SELECT {_EVENT_COLUMNS}{extra} FROM events e WHERE {after} "
+        f"ORDER BY {tx.dialect.log_order('e')} LIMIT ?",
         (*params, limit),
     )
     marks = ", ?" if pg else ""

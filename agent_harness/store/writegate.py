@@ -29,13 +29,24 @@ class FairLock:
         me = object()
         with self._cond:
             self._queue.append(me)
-            if not self._cond.wait_for(lambda: not self._held and self._queue[0] is me, timeout):
-                self._queue.remove(me)
-                self._cond.notify_all()  # the next in line may be free to go now
+            try:
+                ready = self._cond.wait_for(
+                    lambda: not self._held and self._queue[0] is me, timeout
+                )
+            except BaseException:  # interrupted (Ctrl-C) while in line: leave the line
+                self._leave(me)
+                raise
+            if not ready:
+                self._leave(me)
                 return False
             self._queue.popleft()
             self._held = True
             return True
+
+    def _leave(self, me: object) -> None:
+        """Step out of the line (the caller holds the condition)."""
+        self._queue.remove(me)
+        self._cond.notify_all()  # the next in line may be free to go now
 
     def release(self) -> None:
         with self._cond:

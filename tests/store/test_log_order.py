@@ -137,3 +137,38 @@ def test_a_log_sealed_before_the_upgrade_stays_one_chain_after_it(engine: Engine
         assert followed == list(range(7))
     finally:
         store.close()
+
+
+@pytest.mark.postgres
+def test_the_chain_goes_on_from_its_own_head_when_the_head_event_is_deleted(pg: Engine) -> None:
+    """The newest transaction's event ends the chain although its id is not the largest;
+    deleting it by hand is named, and the next write still seals instead of failing."""
+    import psycopg
+
+    store = pg.open()
+    writers = [psycopg.connect(pg.url) for _ in range(3)]
+    try:
+        for conn in writers:
+            conn.execute(f'SET search_path TO "{pg.schema}"')
+            conn.execute("SELECT pg_current_xact_id()")  # transactions begin in this order
+        oldest, middle, newest = writers
+        _late_event(oldest)
+        head = _late_event(newest)  # a smaller id than the middle one's, sealed last
+        _late_event(middle)
+        for conn in writers:
+            conn.commit()
+        seal_settled(store)
+        with psycopg.connect(pg.url, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{pg.schema}"')
+            conn.execute("ALTER TABLE events DISABLE TRIGGER USER")
+            conn.execute("DELETE FROM events WHERE id = %s", (head,))
+            conn.execute("ALTER TABLE events ENABLE TRIGGER USER")
+        store.record_outside_event(P, "T1", "note", {"after": "tampering"})
+        seal_settled(store)
+        report = verify_chain(store)
+        assert [(b.event_id, b.problem) for b in report.breaks] == [(head, "was deleted")]
+        assert report.unsealed == 0
+    finally:
+        for conn in writers:
+            conn.close()
+        store.close()

@@ -209,3 +209,27 @@ def test_work_verify_and_show_tell_the_truth_from_the_cli(
     assert main(["work", "show", "T1", *db]) == 1
     captured = capsys.readouterr()
     assert "warning: this history does not hold: event 3" in captured.err
+
+
+def test_the_last_sealed_event_deleted_is_named_and_writing_goes_on(
+    engine: Engine, store: Store
+) -> None:
+    history(store)
+    store.close()
+    with raw(engine) as conn:
+        if engine.name == "sqlite":
+            conn.execute("DROP TRIGGER events_no_delete")
+        else:
+            conn.execute("DROP TRIGGER events_no_change ON events")
+        conn.execute("DELETE FROM events WHERE id = (SELECT MAX(event_id) FROM event_chain)")
+    store = open_store(engine.url, schema=engine.schema, check_protection=False)
+    try:
+        store.record_outside_event("octo/app:PLAN", "T1", "note", {"n": 6})  # not refused
+        seal_settled(store)
+        report = verify_chain(store)
+    finally:
+        store.close()
+    # SQLite hands the freed id 6 to the next event, which then fails the old seal of 6.
+    gone = "was changed after it was written" if engine.name == "sqlite" else "was deleted"
+    assert [(b.event_id, b.problem) for b in report.breaks] == [(6, gone)]
+    assert report.unsealed == 0
