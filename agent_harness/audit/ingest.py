@@ -72,9 +72,10 @@ def log_id(work: Store) -> str | None:
     """A name for this work log that survives a restart and differs when the database is made
     anew (its ids start again at 1): a hash of its first event. None while it has none."""
     with work.transaction(write=False) as tx:
+        # The first settled event in the log's order: no event can later come before it.
         row = tx.one(
-            "SELECT id, ts, project, kind, payload FROM events WHERE id = (SELECT MIN(id) "
-            "FROM events)"
+            f"SELECT id, ts, project, kind, payload FROM events WHERE {tx.dialect.settled()} "
+            f"ORDER BY {tx.dialect.log_order()} LIMIT 1"
         )
     if row is None:
         return None

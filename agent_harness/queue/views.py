@@ -15,6 +15,7 @@ from typing import Any
 
 from agent_harness.failures import POLICY, FailureClass
 from agent_harness.queue.items import ITEM_COLUMNS, ItemRecord, ItemState, get_item, item_record
+from agent_harness.store import reading
 from agent_harness.store.database import Store
 from agent_harness.store.events import AgentStarted, Event, last_of
 
@@ -161,8 +162,9 @@ def item_view(store: Store, project: str, item_id: str, *, limit: int = 1000) ->
             "SELECT id FROM events WHERE project = ? AND item = ? ORDER BY id DESC LIMIT ?",
             (project, item_id, limit),
         )
-    first = int(newest[-1][0]) - 1 if newest else 0
-    events = tuple(store.events(first, limit, project=project, item=item_id))
+    oldest = int(newest[-1][0]) if newest else 0
+    # A history, read in id order from the oldest of those ids (not a cursor to follow).
+    events = tuple(reading.page(store, "id >= ?", (oldest,), limit, project, item_id, "id"))
     started = last_of(events, AgentStarted)
     session = None
     if started is not None:
@@ -273,7 +275,11 @@ def summary(store: Store) -> Summary:
             "FROM items WHERE lease_expires IS NOT NULL",
             (now, now),
         )
-        last = tx.one("SELECT MAX(id) FROM events")
+        # The newest event a follower may start after: settled, so none appears before it.
+        last = tx.one(
+            f"SELECT id FROM events WHERE {tx.dialect.settled()} "
+            f"ORDER BY {tx.dialect.log_order(desc=True)} LIMIT 1"
+        )
         parked = tx.one("SELECT COUNT(*) FROM parked WHERE until > ?", (now,))
         registered = tx.all("SELECT id FROM projects")
     counts: dict[str, int] = {}

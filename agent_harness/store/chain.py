@@ -62,8 +62,7 @@ def seal_pending(tx: Tx, limit: int = SEAL_BATCH) -> int:
     # The head's place is the seal's own (its event may be gone, if someone deleted it).
     at, previous = ((int(head[0]), int(head[1])), str(head[2])) if head else ((0, 0), GENESIS)
     after, params = _cmp(pg, "e", ">", at)
-    if pg:  # settled events only: none can commit before them later
-        after += " AND e.tx <= pg_snapshot_xmin(pg_current_snapshot())"
+    after += f" AND {tx.dialect.settled('e')}"  # none can commit before these later
     extra = ", tx" if pg else ""
     rows = tx.all(
         f"SELECT {_EVENT_COLUMNS}{extra} FROM events e WHERE {after} "

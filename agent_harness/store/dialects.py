@@ -29,10 +29,19 @@ class Dialect:
     lock_rows: str  # appended to a SELECT that reads rows it will change
     skip_locked: str  # appended to a SELECT that picks one free row among many
 
-    def log_order(self, alias: str = "") -> str:
-        """ORDER BY columns that list events in the order they settled."""
+    def log_order(self, alias: str = "", *, desc: bool = False) -> str:
+        """ORDER BY columns that list events in the order they settled (newest first if
+        `desc`)."""
         at = f"{alias}." if alias else ""
-        return f"{at}tx, {at}id" if self.name == "postgresql" else f"{at}id"
+        d = " DESC" if desc else ""
+        return f"{at}tx{d}, {at}id{d}" if self.name == "postgresql" else f"{at}id{d}"
+
+    def settled(self, alias: str = "") -> str:
+        """A condition for events no transaction still in flight can commit before."""
+        at = f"{alias}." if alias else ""
+        if self.name != "postgresql":
+            return "1 = 1"
+        return f"{at}tx <= pg_snapshot_xmin(pg_current_snapshot())"
 
     def after_cursor(
         self, cursor: int, alias: str = "", *, settled: bool = True
@@ -50,7 +59,7 @@ class Dialect:
             "ORDER BY c.id DESC LIMIT 1), '0'::xid8), ?)"
         )
         if settled:
-            after += f" AND {at}tx <= pg_snapshot_xmin(pg_current_snapshot())"
+            after += f" AND {self.settled(alias)}"
         return after, (cursor, cursor)
 
     def sql(self, text: str) -> str:

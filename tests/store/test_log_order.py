@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from agent_harness.queue.items import enqueue
+from agent_harness.queue.views import item_view, summary
 from agent_harness.store.chain import GENESIS, event_hash, seal_settled, verify_chain
 from agent_harness.store.database import Store, open_store
 from agent_harness.store.migrations import MIGRATIONS
-from tests.shared.stores import Engine
+from tests.shared.stores import Engine, item
 
 pytestmark = pytest.mark.integration
 
@@ -171,4 +173,27 @@ def test_the_chain_goes_on_from_its_own_head_when_the_head_event_is_deleted(pg: 
     finally:
         for conn in writers:
             conn.close()
+        store.close()
+
+
+@pytest.mark.postgres
+def test_an_items_view_and_the_summarys_last_event_hold_with_ids_out_of_order(
+    pg: Engine, held: Any
+) -> None:
+    store = pg.open()
+    try:
+        enqueue(store, P, [item("T1")])
+        held.execute("SELECT pg_current_xact_id()")  # the older transaction, still open
+        store.record_outside_event(P, "T1", "note", {"n": 1})  # newer, committed, unsettled
+        newer = max(e.id for e in store.all_events(project=P))
+        assert summary(store).last_event_id != newer  # not a place to follow from yet
+        mark = summary(store).last_event_id
+        older = _late_event(held)  # a larger id from the older transaction
+        held.commit()
+        assert older > newer
+        shown = [e.id for e in item_view(store, P, "T1").events]
+        assert newer in shown and older in shown
+        followed = _page_until(store, mark, {newer, older})
+        assert {newer, older} <= set(followed)
+    finally:
         store.close()
