@@ -39,7 +39,7 @@ from agent_harness.store.events import (
     ReconciledNote,
     Withdrawn,
 )
-from agent_harness.store.hostlock import held_by_this_host, plan_sync_lock
+from agent_harness.store.hostlock import LockBusy, held_by_this_host, plan_sync_lock
 from agent_harness.tracker.sync import SyncReport, read_marker, sync_plan
 
 if TYPE_CHECKING:
@@ -292,9 +292,26 @@ class Pipeline:
             handle.write(f"pid {os.getpid()}\n")
             handle.flush()
             try:
-                yield
+                with self._host_lock():
+                    yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _host_lock(self) -> Iterator[None]:
+        """The same in the database, for hosts sharing it: two runs named alike (one
+        `--host-id` given to two hosts) would take each other's live leases as a dead run's."""
+        name = f"run {self.project} {self.worker_prefix}"
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(held_by_this_host(self.store, name, wait=False))
+            except LockBusy:
+                raise RunRefused(
+                    f"another `agent-harness run` of {self.project} with host id "
+                    f"{self.worker_prefix} is using this database; give each host its own "
+                    "--host-id, or stop the other run first"
+                ) from None
+            yield
 
     def begin(self) -> tuple[SyncReport, list[dict[str, Any]]]:
         """Everything before the workers start: setup, the plan to issues and the queue, the

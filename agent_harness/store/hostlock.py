@@ -26,21 +26,26 @@ def plan_sync_lock(repo: str, plan_key: str) -> str:
     return f"plan sync {repo} {plan_key}"
 
 
+class LockBusy(StoreError):
+    """Another process holds the lock, and the caller would not wait."""
+
+
 @contextlib.contextmanager
-def held_by_this_host(store: Store, name: str) -> Iterator[None]:
-    """Hold the lock `name` of `store` for the block, waiting while another host holds it."""
+def held_by_this_host(store: Store, name: str, *, wait: bool = True) -> Iterator[None]:
+    """Hold the lock `name` of `store` for the block, waiting while another host holds it
+    (or, with `wait` False, raising LockBusy at once)."""
     if isinstance(store, PostgresStore):
-        with _postgres_lock(store, name):
+        with _postgres_lock(store, name, wait):
             yield
     elif isinstance(store, SqliteStore):
-        with _file_lock(store.path, name):
+        with _file_lock(store.path, name, wait):
             yield
     else:
         yield  # a store no other host can open
 
 
 @contextlib.contextmanager
-def _postgres_lock(store: PostgresStore, name: str) -> Iterator[None]:
+def _postgres_lock(store: PostgresStore, name: str, wait: bool) -> Iterator[None]:
     import psycopg
 
     try:
@@ -49,11 +54,14 @@ def _postgres_lock(store: PostgresStore, name: str) -> Iterator[None]:
         raise StoreError(store.where, f"cannot open: {store._describe(exc)}") from exc
     try:
         key = "SELECT %s::int4, hashtext(current_schema() || ':' || %s)"
-        lock = f"SELECT pg_advisory_lock(k.a, k.b) FROM ({key}) AS k(a, b)"
+        take = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
+        lock = f"SELECT {take}(k.a, k.b)::text FROM ({key}) AS k(a, b)"
         try:
-            conn.execute(lock, (HOST_LOCK_KEY, name))
+            row = conn.execute(lock, (HOST_LOCK_KEY, name)).fetchone()
         except psycopg.Error as exc:
             raise StoreError(store.where, f"lock {name}: {store._describe(exc)}") from exc
+        if row is not None and row[0] == "false":
+            raise LockBusy(store.where, f"{name}: held by another process")
         yield  # closing the connection below ends the session and with it the lock
     finally:
         with contextlib.suppress(psycopg.Error):
@@ -61,7 +69,7 @@ def _postgres_lock(store: PostgresStore, name: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _file_lock(database: Path, name: str) -> Iterator[None]:
+def _file_lock(database: Path, name: str, wait: bool) -> Iterator[None]:
     import fcntl
     import hashlib
 
@@ -72,5 +80,8 @@ def _file_lock(database: Path, name: str) -> Iterator[None]:
     except OSError as exc:
         raise StoreError(str(database), f"lock {name}: {exc}") from exc
     with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes, or the process ends
+        try:  # released when the file closes, or the process ends
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LockBusy(str(database), f"{name}: held by another process") from None
         yield

@@ -7,6 +7,7 @@ import pytest
 from agent_harness.pipeline.run import Pipeline
 from agent_harness.pipeline.settings import RunRefused
 from agent_harness.plan.markdown import parse_plan
+from agent_harness.store.hostlock import held_by_this_host
 from agent_harness.testing.scripted import ScriptedReviewer, verdict
 
 from .conftest import Rig
@@ -226,3 +227,16 @@ def test_a_token_refused_at_delivery_stops_the_run_and_fails_no_item(rig: Rig) -
     report = pipeline(rig, "### T1: One\n\n### T2: Two\n").run()  # the token is fixed
     assert {item.id: item.state for item in report.items} == {"T1": "pr_open", "T2": "pr_open"}
     assert len(rig.implementer.calls) - calls <= 1  # T1's approved work was not redone
+
+
+def test_a_second_run_with_the_same_host_id_on_one_database_is_refused(rig: Rig) -> None:
+    """Another host started with this host's --host-id holds the database's run lock: this run
+    stops before it claims anything, instead of taking that host's live leases as its own."""
+    run = pipeline(rig)
+    other_host = held_by_this_host(rig.store, f"run {run.project} test", wait=False)
+    with other_host, pytest.raises(RunRefused, match="with host id test is using this database"):
+        run.run()
+    assert not [e for e in rig.store.all_events() if e.kind == "claimed"]
+    rig.reviewer = ScriptedReviewer([verdict(True)])
+    report = pipeline(rig).run()  # once the other host is gone, the same run goes ahead
+    assert {item.id: item.state for item in report.items}["T1"] == "pr_open"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_harness.store.hostlock import held_by_this_host
+from agent_harness.store.hostlock import LockBusy, held_by_this_host
 from tests.shared.stores import Engine
 
 pytestmark = pytest.mark.integration
@@ -90,3 +90,19 @@ def test_a_host_killed_holding_the_lock_holds_nobody_up(engine: Engine) -> None:
     finally:
         if proc.is_alive():
             proc.kill()
+
+
+def test_a_holder_that_would_not_wait_is_told_at_once(engine: Engine) -> None:
+    first, second = engine.open(), engine.open()
+    try:
+        with held_by_this_host(first, NAME, wait=False):
+            refused = pytest.raises(LockBusy, match="held by another process")
+            with refused, held_by_this_host(second, NAME, wait=False):
+                pass  # refused before the block
+            with held_by_this_host(second, "another name", wait=False):
+                pass  # another name is not held
+        with held_by_this_host(second, NAME, wait=False):
+            pass  # free again once the first let go
+    finally:
+        first.close()
+        second.close()
