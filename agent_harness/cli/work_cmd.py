@@ -105,13 +105,13 @@ def show(
     """Show one item as it stands and its full event history, oldest first."""
     from agent_harness.cli.output import open_database
     from agent_harness.queue import items as queue
-    from agent_harness.store.chain import verify_chain
+    from agent_harness.store.chain import verify_item
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     with open_database(db, must_exist=True) as store:
-        record, events = queue.history(store, queue.resolve_project(store, project), item_id)
-        ids = [event.id for event in events]
-        chain = verify_chain(store, first_id=min(ids), last_id=max(ids)) if ids else None
+        name = queue.resolve_project(store, project)
+        record, events = queue.history(store, name, item_id)
+        chain = verify_item(store, name, item_id) if events else None
     if as_json:
         data: dict[str, Any] = {
             "item": _record_json(record),

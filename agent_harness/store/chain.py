@@ -240,3 +240,21 @@ def seal_settled(
         if not left or not left[0] or clock() >= deadline:
             return sealed
         sleep(0.01)
+
+
+def verify_item(store: Store, project: str, item: str) -> ChainReport | None:
+    """Check the stretch of the chain that holds every event of one item (from its first to
+    its last in the log's order); None when the item has none."""
+    order = store.dialect.log_order()
+    ends = []
+    with store.transaction(write=False) as tx:
+        for way in (order, store.dialect.log_order(desc=True)):
+            row = tx.one(
+                f"SELECT id FROM events WHERE project = ? AND item = ? ORDER BY {way} LIMIT 1",
+                (project, item),
+            )
+            ends.append(int(row[0]) if row else None)
+    first, last = ends
+    if first is None or last is None:
+        return None
+    return verify_chain(store, first_id=first, last_id=last)

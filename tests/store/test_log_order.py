@@ -12,7 +12,7 @@ import pytest
 
 from agent_harness.queue.items import enqueue
 from agent_harness.queue.views import item_view, summary
-from agent_harness.store.chain import GENESIS, event_hash, seal_settled, verify_chain
+from agent_harness.store.chain import GENESIS, event_hash, seal_settled, verify_chain, verify_item
 from agent_harness.store.database import Store, open_store
 from agent_harness.store.migrations import MIGRATIONS
 from tests.shared.stores import Engine, item
@@ -195,5 +195,26 @@ def test_an_items_view_and_the_summarys_last_event_hold_with_ids_out_of_order(
         assert newer in shown and older in shown
         followed = _page_until(store, mark, {newer, older})
         assert {newer, older} <= set(followed)
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_an_items_chain_check_covers_all_its_events_when_their_ids_are_out_of_order(
+    pg: Engine, held: Any
+) -> None:
+    store = pg.open()
+    try:
+        held.execute("SELECT pg_current_xact_id()")  # the older transaction, still open
+        store.record_outside_event(P, "T1", "note", {"n": 0})  # smaller id, newer transaction
+        late = _late_event(held)  # the item's event first in the log's order, largest id
+        held.commit()
+        store.record_outside_event(P, "T9", "note", {"n": 1})
+        seal_settled(store)
+        report = verify_item(store, P, "T1")
+        assert report is not None and report.intact
+        assert report.checked >= 2  # both of T1's events (a range of ids min..max checked none)
+        assert late == max(e.id for e in store.all_events(project=P, item="T1"))
+        assert verify_item(store, P, "no-such-item") is None
     finally:
         store.close()
