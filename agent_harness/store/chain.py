@@ -54,13 +54,7 @@ def seal_pending(tx: Tx, limit: int = SEAL_BATCH) -> int:
         )
         if not held or not held[0]:
             return 0
-    tx_col = "c.tx::text" if pg else "0"
-    head = tx.one(
-        f"SELECT {tx_col}, event_id, hash FROM event_chain c "
-        f"ORDER BY {_chain_order(pg, True)} LIMIT 1"
-    )
-    # The head's place is the seal's own (its event may be gone, if someone deleted it).
-    at, previous = ((int(head[0]), int(head[1])), str(head[2])) if head else ((0, 0), GENESIS)
+    at, previous = _head(tx, pg)
     after, params = _cmp(pg, "e", ">", at)
     after += f" AND {tx.dialect.settled('e')}"  # none can commit before these later
     extra = ", tx" if pg else ""
@@ -76,6 +70,24 @@ def seal_pending(tx: Tx, limit: int = SEAL_BATCH) -> int:
         tx.execute(insert, (row[0], previous, digest, *row[7:]))
         previous = digest
     return len(rows)
+
+
+def _head(tx: Tx, pg: bool) -> tuple[Pos, str]:
+    """The last seal's place and hash (the start of the log and GENESIS before any). Its place
+    is the seal's own, not looked up through its event, which may be gone (deleted by hand)."""
+    tx_col = "c.tx::text" if pg else "0"
+    row = tx.one(
+        f"SELECT {tx_col}, c.event_id, c.hash FROM event_chain c "
+        f"ORDER BY {_chain_order(pg, True)} LIMIT 1"
+    )
+    return ((int(row[0]), int(row[1])), str(row[2])) if row else ((0, 0), GENESIS)
+
+
+def _unsealed(tx: Tx, pg: bool, head: Pos) -> int:
+    """How many events come after the last seal, settled or not."""
+    where, params = _cmp(pg, "e", ">", head)
+    row = tx.one(f"SELECT COUNT(*) FROM events e WHERE {where}", params)
+    return int(row[0]) if row else 0
 
 
 def _chain_order(pg: bool, desc: bool = False) -> str:
@@ -138,7 +150,6 @@ def verify_chain(
     Reads in pages, so a long history costs memory for one page only.
     """
     pg = store.dialect.name == "postgresql"
-    tx_col = "c.tx::text" if pg else "0"
     with store.transaction(write=False) as tx:
         lo = (0, 0) if first_id <= 1 else (_pos_of(tx, pg, first_id)[0], first_id - 1)
         where, params = _cmp(pg, "c", "<=", lo)
@@ -147,11 +158,7 @@ def verify_chain(
             f"ORDER BY {_chain_order(pg, True)} LIMIT 1",
             params,
         )
-        top = tx.one(
-            f"SELECT {tx_col}, c.event_id FROM event_chain c "
-            f"ORDER BY {_chain_order(pg, True)} LIMIT 1"
-        )
-        head: Pos = (int(top[0]), int(top[1])) if top else (0, 0)
+        head, _ = _head(tx, pg)
         end = head if last_id is None else min(head, _pos_of(tx, pg, last_id))
     previous = str(before[0]) if before else GENESIS
     if before is None and first_id > 1:
@@ -178,9 +185,7 @@ def verify_chain(
     unsealed = 0
     if last_id is None:
         with store.transaction(write=False) as tx:
-            where, params = _cmp(pg, "e", ">", head)
-            tail = tx.one(f"SELECT COUNT(*) FROM events e WHERE {where}", params)
-        unsealed = int(tail[0]) if tail else 0
+            unsealed = _unsealed(tx, pg, head)
     breaks.sort(key=lambda b: b.event_id)
     return ChainReport(checked, unsealed, tuple(breaks[:max_breaks]), previous or GENESIS)
 
@@ -225,19 +230,13 @@ def seal_settled(
     flight before them to end, as until then they are not settled; returns how many it sealed.
     On SQLite one pass seals them all."""
     pg = store.dialect.name == "postgresql"
-    tx_col = "c.tx::text" if pg else "0"
     sealed = 0
     deadline = clock() + timeout_s
     while True:
         with store.transaction() as tx:
             sealed += seal_pending(tx)
-            top = tx.one(
-                f"SELECT {tx_col}, c.event_id FROM event_chain c "
-                f"ORDER BY {_chain_order(pg, True)} LIMIT 1"
-            )
-            where, params = _cmp(pg, "e", ">", (int(top[0]), int(top[1])) if top else (0, 0))
-            left = tx.one(f"SELECT COUNT(*) FROM events e WHERE {where}", params)
-        if not left or not left[0] or clock() >= deadline:
+            left = _unsealed(tx, pg, _head(tx, pg)[0])
+        if not left or clock() >= deadline:
             return sealed
         sleep(0.01)
 
