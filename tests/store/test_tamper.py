@@ -53,6 +53,13 @@ def drop_update_guard(engine: Engine, conn: Any) -> None:
         conn.execute("DROP TRIGGER events_no_change ON events")
 
 
+def drop_delete_guard(engine: Engine, conn: Any) -> None:
+    if engine.name == "sqlite":
+        conn.execute("DROP TRIGGER events_no_delete")
+    else:
+        conn.execute("DROP TRIGGER events_no_change ON events")
+
+
 def test_an_untouched_history_holds(store: Store) -> None:
     history(store)
     report = verify_chain(store)
@@ -97,10 +104,7 @@ def test_a_deleted_event_and_a_slipped_in_event_are_named(engine: Engine, store:
     history(store)
     store.close()
     with raw(engine) as conn:
-        if engine.name == "sqlite":
-            conn.execute("DROP TRIGGER events_no_delete")
-        else:
-            conn.execute("DROP TRIGGER events_no_change ON events")
+        drop_delete_guard(engine, conn)
         conn.execute("DELETE FROM events WHERE id = 2")
         # A forged row slipped between two sealed ones, with an id below the last seal.
         conn.execute(
@@ -217,10 +221,7 @@ def test_the_last_sealed_event_deleted_is_named_and_writing_goes_on(
     history(store)
     store.close()
     with raw(engine) as conn:
-        if engine.name == "sqlite":
-            conn.execute("DROP TRIGGER events_no_delete")
-        else:
-            conn.execute("DROP TRIGGER events_no_change ON events")
+        drop_delete_guard(engine, conn)
         conn.execute("DELETE FROM events WHERE id = (SELECT MAX(event_id) FROM event_chain)")
     store = open_store(engine.url, schema=engine.schema, check_protection=False)
     try:
