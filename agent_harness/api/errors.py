@@ -27,7 +27,7 @@ from agent_harness.models.transport import TransportFailed
 from agent_harness.pipeline.settings import RunRefused
 from agent_harness.queue.items import IllegalTransition, ItemBusy, UnknownItem
 from agent_harness.queue.projects import BadProjectPath, ProjectExists, UnknownProject
-from agent_harness.store.database import StoreError
+from agent_harness.store.errors import StoreError
 from agent_harness.tracker.protocol import TrackerError
 
 # Checked in order: the first class the error is an instance of gives the status.

@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 from agent_harness.audit.cost import cost
 from agent_harness.audit.delivery import delivery
 from agent_harness.errors import HarnessError, UsageError
-from agent_harness.store.database import Store, StoreError
+from agent_harness.store.database import Store
+from agent_harness.store.errors import StoreError
 
 
 class BaselineExists(HarnessError):

@@ -17,7 +17,8 @@ from agent_harness.audit.ingest import IngestReport, Skipped, ingest_work_store
 from agent_harness.audit.maintenance import maintain
 from agent_harness.audit.records import day_of
 from agent_harness.errors import HarnessError
-from agent_harness.store.database import Store, StoreError
+from agent_harness.store.database import Store
+from agent_harness.store.errors import StoreError
 
 
 def observe(

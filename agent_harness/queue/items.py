@@ -50,6 +50,8 @@ S = ItemState
 
 
 _WORKING = {S.CLAIMED, S.CHECKS, S.REVIEW, S.PR_OPEN}
+# The same, as an SQL list: live leases are held only in these states (items_by_state finds them).
+LEASED_STATES = ", ".join(f"'{state.value}'" for state in sorted(_WORKING))
 
 
 _GIVE_BACK = {S.PENDING, S.WAITING, S.FAILED}

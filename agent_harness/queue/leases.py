@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from agent_harness.errors import HarnessError
 from agent_harness.queue.items import (
     DEFAULT_READY_WHEN,
+    LEASED_STATES,
     STAGES,
     WORKER_OUTCOMES,
     IllegalTransition,
@@ -68,12 +70,23 @@ class Lease:
 MAX_RECLAIMS = 5
 
 
+# How long a process may go without looking for lapsed leases while it claims: a lease that
+# lapses is taken back at most this late (later than its own expiry only when another process
+# took it, for a shorter time, after this one last looked).
+LAPSE_CHECK_S = 1.0
+
+# Per store and project, the store-clock time of the next look for lapsed leases: the soonest
+# expiry of the leases seen at the last look, or LAPSE_CHECK_S after it, whichever is first.
+_next_lapse_check: weakref.WeakKeyDictionary[Store, dict[str, float]] = weakref.WeakKeyDictionary()
+
+
 @dataclass(frozen=True)
 class _ClaimSql:
     recover: str  # a lapsed lease or a parked item that is due, with the columns to judge it
+    soonest_expiry: str  # when the first live lease of a project lapses
     take: str  # claim the first ready pending item: one UPDATE .. RETURNING
-    take_unless_recovery: str  # the same, doing nothing when recovery work exists
-    pg_fast: str  # PostgreSQL: take_unless_recovery plus its event, as one statement
+    take_unless_due: str  # the same, doing nothing when a parked item is due first
+    pg_fast: str  # PostgreSQL: take_unless_due plus its event, as one statement
 
 
 @functools.cache
@@ -91,17 +104,19 @@ def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
     )
     # Separate index-backed searches, not one OR, so each reads only rows it may hand out.
     recover = (
-        f"SELECT * FROM ({columns}AND i.lease_expires IS NOT NULL AND i.lease_expires < ? "
+        f"SELECT * FROM ({columns}AND i.state IN ({LEASED_STATES}) AND i.lease_expires < ? "
         f"ORDER BY i.lease_expires LIMIT 1{lock}) lapsed UNION ALL "
         f"SELECT * FROM ({columns}AND i.state = 'waiting' AND i.not_before <= ? "
         f"{deps_ready}ORDER BY i.not_before LIMIT 1{lock}) due LIMIT 1"
     )
+    soonest_expiry = (
+        f"SELECT MIN(lease_expires) FROM items WHERE project = ? AND state IN ({LEASED_STATES})"
+    )
     # Cheap and deliberately loose (ignores dependencies): a hit only sends the claim down the
     # slower path that judges recovery work properly.
-    probe = (
-        "(EXISTS (SELECT 1 FROM items r WHERE r.project = ? AND r.lease_expires IS NOT NULL "
-        "AND r.lease_expires < ?) OR EXISTS (SELECT 1 FROM items r WHERE r.project = ? "
-        "AND r.state = 'waiting' AND r.not_before <= ?))"
+    due = (
+        "EXISTS (SELECT 1 FROM items r WHERE r.project = ? "
+        "AND r.state = 'waiting' AND r.not_before <= ?)"
     )
     # Pending items always have attempts left: every path back to pending checks the budget.
     pick = (
@@ -116,20 +131,19 @@ def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
     )
     returning = "RETURNING id, attempts, fence"
     take = f"{update}AND id = ({pick}) {returning}"
-    take_unless_recovery = f"{update}AND NOT {probe} AND id = ({pick}) {returning}"
+    take_unless_due = f"{update}AND NOT {due} AND id = ({pick}) {returning}"
     # One round trip for the common claim, its event written by the same statement. No lock:
     # readers follow the log by transaction (see store.dialects), so ids need not commit in order.
+    # (SQLite has no INSERT inside WITH; there a trigger logs the claim, see migrations.)
     pg_fast = (
-        f"WITH taken AS ({take_unless_recovery}), "
+        f"WITH taken AS ({take_unless_due}), "
         "logged AS (INSERT INTO events (ts, project, item, kind, payload) "
         "SELECT ?, ?, t.id, 'claimed', json_build_object('attempt', t.attempts, "
         "'expires_at', ?::float8, 'from', 'pending', 'to', 'claimed', 'token', t.fence, "
         "'worker', ?::text)::text FROM taken t RETURNING item) "
-        f"SELECT g.item, t.attempts, t.fence, CASE WHEN t.id IS NULL THEN {probe} END "
-        "FROM (SELECT 1) one "
-        "LEFT JOIN taken t ON true LEFT JOIN logged g ON g.item = t.id"
+        "SELECT g.item, t.attempts, t.fence FROM taken t JOIN logged g ON g.item = t.id"
     )
-    return _ClaimSql(recover, take, take_unless_recovery, pg_fast)
+    return _ClaimSql(recover, soonest_expiry, take, take_unless_due, pg_fast)
 
 
 def claim_next(
@@ -144,53 +158,75 @@ def claim_next(
 
     Ready means: pending (or waiting past its time, or held by an expired lease) and every
     dependency in a state named by `ready_when`. Each claim counts as an attempt. Recovery
-    work (lapsed leases, parked items now due) goes first, so a backlog never starves it.
+    work (lapsed leases, parked items now due) goes first, so a backlog never starves it:
+    parked items are looked at on every claim, lapsed leases whenever one may have lapsed
+    (see LAPSE_CHECK_S), and both whenever no pending item is ready.
     """
     ready = tuple(sorted(set(ready_when)))
     sql = _claim_sql(store.dialect.name, len(ready))
-    if store.dialect.name == "postgresql":
-        lease, recovery_waits = _claim_in_one_statement(store, sql, project, worker, lease_s, ready)
-        if lease is not None or not recovery_waits:
+    checks = _next_lapse_check.setdefault(store, {})
+    if store.clock() < checks.get(project, -math.inf):
+        lease = _claim_in_one_statement(store, sql, project, worker, lease_s, ready)
+        if lease is not None:
             return lease
+    return _claim_with_recovery(store, sql, project, worker, lease_s, ready, checks)
+
+
+def _claim_in_one_statement(
+    store: Store, sql: _ClaimSql, project: str, worker: str, lease_s: float, ready: tuple[str, ...]
+) -> Lease | None:
+    """The common claim in one round trip, its event logged by the same statement; None when no
+    pending item is ready or a parked one is due first."""
+    now = store.clock()
+    expires = now + lease_s
+    take_params = (worker, expires, now, project, project, now, project, now, *ready)
+    if store.dialect.logs_claims:
+        row = store.statement(sql.take_unless_due, take_params)
+    else:
+        row = store.statement(sql.pg_fast, (*take_params, now, project, expires, worker))
+    if row is None:
+        return None
+    return Lease(project, row[0], worker, int(row[2]), int(row[1]), expires, lease_s)
+
+
+def _claim_with_recovery(
+    store: Store,
+    sql: _ClaimSql,
+    project: str,
+    worker: str,
+    lease_s: float,
+    ready: tuple[str, ...],
+    checks: dict[str, float],
+) -> Lease | None:
+    """A claim that first looks for recovery work (a lapsed lease, a parked item now due), and
+    notes when the next lease may lapse."""
     while True:
         with store.transaction() as tx:
             tx.seal = False  # the hot path: the next write of any kind seals this claim
             now = store.clock()
             expires = now + lease_s
-            taken = tx.one(
-                sql.take_unless_recovery,
-                (worker, expires, now, project, project, now, project, now, project, now, *ready),
-            )
+            row = tx.one(sql.recover, (project, now, project, now, *ready))
+            if row is not None:
+                recovered = _recover(tx, row, project, worker, now, lease_s)
+                if recovered is None:
+                    continue  # the transaction commits a failure; look for another item
+                return recovered
+            soonest = tx.one(sql.soonest_expiry, (project,))
+            next_check = now + LAPSE_CHECK_S
+            if soonest is not None and soonest[0] is not None:
+                next_check = min(next_check, float(soonest[0]))
+            taken = tx.one(sql.take, (worker, expires, now, project, project, now, *ready))
+            if taken is not None:
+                next_check = min(next_check, expires)
+            checks[project] = next_check
             if taken is None:
-                row = tx.one(sql.recover, (project, now, project, now, *ready))
-                if row is not None:
-                    recovered = _recover(tx, row, project, worker, now, lease_s)
-                    if recovered is None:
-                        continue  # the transaction commits a failure; look for another item
-                    return recovered
-                taken = tx.one(sql.take, (worker, expires, now, project, project, now, *ready))
-                if taken is None:
-                    return None
+                return None
             item_id, attempt, token = taken[0], int(taken[1]), int(taken[2])
-            _claimed_event(tx, project, item_id, S.PENDING, worker, attempt, token, expires, now)
+            if not store.dialect.logs_claims:
+                _claimed_event(
+                    tx, project, item_id, S.PENDING, worker, attempt, token, expires, now
+                )
             return Lease(project, item_id, worker, token, attempt, expires, lease_s)
-
-
-def _claim_in_one_statement(
-    store: Store, sql: _ClaimSql, project: str, worker: str, lease_s: float, ready: tuple[str, ...]
-) -> tuple[Lease | None, bool]:
-    """PostgreSQL's common claim in one round trip: the lease taken, or whether recovery work
-    (a lapsed lease, a parked item now due) waits for the slower path."""
-    now = store.clock()
-    expires = now + lease_s
-    probe = (project, now, project, now)
-    take_params = (worker, expires, now, project, *probe, project, now, *ready)
-    event_params = (now, project, expires, worker)
-    row = store.statement(sql.pg_fast, (*take_params, *event_params, *probe))
-    assert row is not None
-    if row[0] is not None:
-        return Lease(project, row[0], worker, int(row[2]), int(row[1]), expires, lease_s), False
-    return None, bool(row[3])
 
 
 def _recover(

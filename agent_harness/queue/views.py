@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_harness.failures import POLICY, FailureClass
-from agent_harness.queue.items import ITEM_COLUMNS, ItemRecord, ItemState, get_item, item_record
+from agent_harness.queue.items import (
+    ITEM_COLUMNS,
+    LEASED_STATES,
+    ItemRecord,
+    ItemState,
+    get_item,
+    item_record,
+)
 from agent_harness.store import reading
 from agent_harness.store.database import Store
 from agent_harness.store.events import AgentStarted, Event, last_of
@@ -134,7 +141,8 @@ def work_view(
         )
         claims = tx.all(
             "SELECT id, state, lease_worker, attempts, lease_expires FROM items "
-            "WHERE project = ? AND lease_expires IS NOT NULL ORDER BY lease_expires",
+            f"WHERE project = ? AND state IN ({LEASED_STATES}) AND lease_expires IS NOT NULL "
+            "ORDER BY lease_expires",
             (project,),
         )
     counts = {str(state): int(n) for state, n in counted}

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_harness.errors import HarnessError, UsageError
+from agent_harness.errors import UsageError
 from agent_harness.store import protection, reading
 from agent_harness.store.chain import seal_pending
 from agent_harness.store.dbclock import DatabaseClock
 from agent_harness.store.dialects import POSTGRES, SQLITE, Dialect, redact
+from agent_harness.store.errors import EventsUnprotected, SchemaTooNew, StoreError
 from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
@@ -40,44 +41,6 @@ DEFAULT_SQLITE_PATH = Path(".agent-harness") / "harness.sqlite"
 
 
 _MIGRATION_LOCK_KEY = 0x6A68_6D67
-
-
-class StoreError(HarnessError):
-    """The database could not be used."""
-
-    def __init__(self, where: str, detail: str) -> None:
-        self.where = where
-        self.detail = detail
-        super().__init__(f"database {where}: {detail}")
-
-
-class SchemaTooNew(StoreError):
-    """The database was written by a newer agent-harness."""
-
-    def __init__(self, where: str, found: int, known: int) -> None:
-        self.found = found
-        self.known = known
-        super().__init__(
-            where,
-            f"schema version {found} is newer than this agent-harness knows ({known}); "
-            "upgrade agent-harness, it will not downgrade the database",
-        )
-
-
-class EventsUnprotected(StoreError):
-    """The database no longer refuses changes to its event history (a trigger is missing,
-    disabled or altered), so that history cannot be trusted as it stands."""
-
-    exit_code = 2
-
-    def __init__(self, where: str, missing: Sequence[str], repair: str) -> None:
-        self.missing = tuple(missing)
-        self.repair = repair
-        super().__init__(
-            where,
-            f"the event log is not protected: {', '.join(self.missing)}; its history may have "
-            f"been changed. Check it and restore the protection with: {repair}",
-        )
 
 
 @dataclass(slots=True)
@@ -228,6 +191,10 @@ class Store(ParkedKeys):
     def _begin(self, conn: Any, write: bool) -> None:
         conn.execute("BEGIN")
 
+    def _take_turn(self) -> None:
+        """Before a write of this thread: wait for this process's turn to write, if the engine
+        has only one writer at a time."""
+
     def _ended(self) -> None:
         """After COMMIT or ROLLBACK of this thread's transaction."""
 
@@ -305,12 +272,15 @@ class Store(ParkedKeys):
         Cheaper than `transaction()` by two round trips; for writes that fit in one statement.
         """
         with self._using() as conn:
+            self._take_turn()
             try:
                 row = conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
             except self._driver_errors() as exc:
                 if self._is_broken(conn):
                     self._discard(conn)
                 raise StoreError(self.where, self._describe(exc)) from exc
+            finally:
+                self._ended()
         return None if row is None else tuple(row)
 
     def close(self) -> None:
@@ -509,12 +479,15 @@ class SqliteStore(Store):
 
     def _begin(self, conn: Any, write: bool) -> None:
         if write:
-            # This process's threads take turns here, not in SQLite's busy handler (writegate).
-            if not self._gate().acquire(timeout=self.busy_timeout_s):
-                raise sqlite3.OperationalError("database is locked")
-            self._local.gated = True
+            self._take_turn()
         # IMMEDIATE takes the write lock up front, so two writers never both read-then-write.
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def _take_turn(self) -> None:
+        # This process's threads take turns here, not in SQLite's busy handler (writegate).
+        if not self._gate().acquire(timeout=self.busy_timeout_s):
+            raise StoreError(self.where, "database is locked")
+        self._local.gated = True
 
     def _gate(self) -> FairLock:
         """This file's write gate, looked up once per process (a forked child gets its own)."""

@@ -28,6 +28,9 @@ class Dialect:
     name: str
     lock_rows: str  # appended to a SELECT that reads rows it will change
     skip_locked: str  # appended to a SELECT that picks one free row among many
+    # Whether the database itself logs the `claimed` event of a pending item's claim (SQLite,
+    # by the trigger migration 8 made); elsewhere the claim's own statement writes it.
+    logs_claims: bool = False
 
     def log_order(self, alias: str = "", *, desc: bool = False) -> str:
         """ORDER BY columns that list events in the order they settled (newest first if
@@ -74,7 +77,7 @@ def _pyformat(text: str) -> str:
     return text.replace("%", "%%").replace("?", "%s")
 
 
-SQLITE = Dialect("sqlite", lock_rows="", skip_locked="")
+SQLITE = Dialect("sqlite", lock_rows="", skip_locked="", logs_claims=True)
 
 
 POSTGRES = Dialect("postgresql", lock_rows=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED")

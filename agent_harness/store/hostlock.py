@@ -14,7 +14,8 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent_harness.store.database import PostgresStore, SqliteStore, Store, StoreError
+from agent_harness.store.database import PostgresStore, SqliteStore, Store
+from agent_harness.store.errors import StoreError
 
 # Any constant works; it only has to be the same in every process that takes these locks.
 HOST_LOCK_KEY = 0x6A68_686C

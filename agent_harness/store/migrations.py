@@ -21,6 +21,27 @@ SQLITE_GUARDS: dict[str, str] = {
 }
 
 
+# SQLite writes a claim of a pending item in one statement: the UPDATE that takes the item, and
+# this trigger, which logs the `claimed` event in the same statement (SQLite has no INSERT inside
+# a WITH, which is how PostgreSQL does it). Guarded like the append-only triggers, since a claim
+# without its event would make the log disagree with the queue. The payload has the keys and
+# layout `json.dumps(..., sort_keys=True)` gives; the expiry is written with 17 digits, so it
+# reads back as the very float the lease holds.
+SQLITE_CLAIM_LOG: dict[str, str] = {
+    "items_claimed_event": """CREATE TRIGGER items_claimed_event AFTER UPDATE OF state ON items
+               WHEN OLD.state = 'pending' AND NEW.state = 'claimed'
+               BEGIN INSERT INTO events (ts, project, item, kind, payload) VALUES (
+                 NEW.updated_at, NEW.project, NEW.id, 'claimed',
+                 '{"attempt": ' || NEW.attempts || ', "expires_at": '
+                 || printf('%!.17g', NEW.lease_expires)
+                 || ', "from": "pending", "to": "claimed", "token": ' || NEW.fence
+                 || ', "worker": ' || json_quote(NEW.lease_worker) || '}'); END""",
+}
+
+# The first migration that has SQLITE_CLAIM_LOG.
+CLAIM_LOG_VERSION = 8
+
+
 PG_REFUSE_FUNCTION = (
     "CREATE OR REPLACE FUNCTION events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ "
     "BEGIN RAISE EXCEPTION 'events are append-only: % refused', TG_OP; END $$"
@@ -240,5 +261,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE event_chain ALTER COLUMN tx DROP DEFAULT",
             "CREATE INDEX event_chain_log ON event_chain (tx, event_id)",
         ),
+    ),
+    Migration(
+        CLAIM_LOG_VERSION,
+        "a claim in one statement (SQLite logs it by trigger); leases found by state, not by an "
+        "index of their expiry",
+        # items_leased cost every claim an index entry. Live leases are only ever held in the
+        # working states (a handful of items, one per worker), which items_by_state lists.
+        sqlite=(
+            "DROP INDEX items_leased",
+            SQLITE_CLAIM_LOG["items_claimed_event"],
+        ),
+        postgres=("DROP INDEX items_leased",),
     ),
 )

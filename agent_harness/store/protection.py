@@ -9,7 +9,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from agent_harness.store.migrations import PG_GUARDS, PG_REFUSE_FUNCTION, SQLITE_GUARDS
+from agent_harness.store.migrations import (
+    CLAIM_LOG_VERSION,
+    PG_GUARDS,
+    PG_REFUSE_FUNCTION,
+    SQLITE_CLAIM_LOG,
+    SQLITE_GUARDS,
+)
 
 if TYPE_CHECKING:
     from agent_harness.store.database import Tx
@@ -21,12 +27,12 @@ def problems(tx: Tx) -> list[str]:
         return _pg_unprotected(tx)
     rows = tx.all(
         "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
-        "AND tbl_name IN ('events', 'event_chain')"
+        "AND tbl_name IN ('events', 'event_chain', 'items')"
     )
     found = {str(name): _squash(str(sql)) for name, sql in rows}
     return [
         _guard_problem(name, found.get(name))
-        for name, text in SQLITE_GUARDS.items()
+        for name, text in _sqlite_guards(tx).items()
         if found.get(name) != _squash(text)
     ]
 
@@ -36,10 +42,22 @@ def restore(tx: Tx) -> None:
     postgres = tx.dialect.name == "postgresql"
     if postgres:
         tx.execute(PG_REFUSE_FUNCTION)
-    for name, text in (PG_GUARDS if postgres else SQLITE_GUARDS).items():
+    for name, text in (PG_GUARDS if postgres else _sqlite_guards(tx)).items():
         table = "event_chain" if name.startswith("event_chain") else "events"
         tx.execute(f"DROP TRIGGER IF EXISTS {name}" + (f" ON {table}" if postgres else ""))
         tx.execute(text)
+
+
+def _sqlite_guards(tx: Tx) -> dict[str, str]:
+    """The triggers this SQLite file should have: the append-only guards, and the claim's log
+    once the migration that made it has run."""
+    found = tx.one(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    )
+    version = tx.one("SELECT MAX(version) FROM schema_migrations") if found else None
+    if version is None or version[0] is None or int(version[0]) < CLAIM_LOG_VERSION:
+        return SQLITE_GUARDS
+    return {**SQLITE_GUARDS, **SQLITE_CLAIM_LOG}
 
 
 def _squash(text: str) -> str:

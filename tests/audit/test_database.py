@@ -11,7 +11,8 @@ from agent_harness.audit.baselines import record_baseline
 from agent_harness.audit.database import AuditUnprotected, audit_url, migrate, open_audit
 from agent_harness.audit.ingest import ingest_work_store
 from agent_harness.audit.maintenance import maintain
-from agent_harness.store.database import Store, StoreError
+from agent_harness.store.database import Store
+from agent_harness.store.errors import StoreError
 from agent_harness.testing.clock import FakeClock
 from tests.audit.conftest import DAY, AuditEngine, work_an_item
 

@@ -12,7 +12,8 @@ from agent_harness.audit.database import open_audit
 from agent_harness.audit.history import events
 from agent_harness.audit.ingest import high_water, ingest_work_store, log_id
 from agent_harness.audit.observe import watch
-from agent_harness.store.database import SqliteStore, Store, StoreError, open_store
+from agent_harness.store.database import SqliteStore, Store, open_store
+from agent_harness.store.errors import StoreError
 from agent_harness.testing.clock import FakeClock
 from tests.audit.conftest import PROJECT, AuditEngine, work_an_item
 

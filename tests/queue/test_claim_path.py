@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 
 import pytest
 
 from agent_harness.queue.items import ItemState, enqueue
-from agent_harness.queue.leases import _claimed_json, claim_next
-from agent_harness.store.database import Store, StoreError
+from agent_harness.queue.leases import LAPSE_CHECK_S, _claimed_json, claim_next
+from agent_harness.store.database import Store
+from agent_harness.store.errors import EventsUnprotected, StoreError
 from agent_harness.testing.clock import FakeClock
-from tests.shared.stores import item
+from tests.shared.stores import Engine, item
 
 P = "owner/repo:plan"
 
@@ -84,3 +86,58 @@ def test_a_closed_store_refuses_transactions(store: Store) -> None:
     store.close()
     with pytest.raises(StoreError, match="closed"), store.transaction():
         pass
+
+
+@pytest.mark.integration
+def test_a_lease_that_lapses_is_taken_back_before_pending_work(
+    engine: Engine, store: Store, clock: FakeClock
+) -> None:
+    """Lapsed leases are looked for whenever one may have lapsed: at once for leases this
+    store saw, and within LAPSE_CHECK_S for one another process took after it last looked."""
+    enqueue(store, P, [item(f"T{n}") for n in range(6)])
+    first = claim_next(store, P, "w1", 0.2)  # this store's own short lease
+    assert first is not None and first.item_id == "T0"
+    clock.advance(0.3)
+    again = claim_next(store, P, "w1", 300)
+    assert again is not None and (again.item_id, again.attempt) == ("T0", 1)
+
+    looked = claim_next(store, P, "w1", 300)  # nothing lapsed now: the next look is due later
+    assert looked is not None and looked.item_id == "T1"
+
+    other = engine.open(clock=clock)  # another host, after this store last looked
+    try:
+        theirs = claim_next(other, P, "w2", 0.1)
+    finally:
+        other.close()
+    assert theirs is not None and theirs.item_id == "T2"
+    clock.advance(0.2)  # their lease has lapsed; this store has not looked since
+    unaware = claim_next(store, P, "w1", 300)
+    assert unaware is not None and unaware.item_id == "T3"
+    clock.advance(LAPSE_CHECK_S)
+    recovered = claim_next(store, P, "w1", 300)
+    assert recovered is not None and (recovered.item_id, recovered.worker) == ("T2", "w1")
+    kinds = [e.kind for e in store.all_events(project=P, item="T2")]
+    assert kinds[-2:] == ["lease_expired", "claimed"]
+
+
+@pytest.mark.integration
+def test_sqlite_refuses_a_database_whose_claims_would_go_unlogged(sqlite_engine: Engine) -> None:
+    """SQLite logs a claim by a trigger in the claim's own statement: without the trigger the
+    queue and its log would part, so the store refuses to open until it is restored."""
+    sqlite_engine.open().close()
+    conn = sqlite3.connect(sqlite_engine.url, isolation_level=None)
+    conn.execute("DROP TRIGGER items_claimed_event")
+    conn.close()
+    with pytest.raises(EventsUnprotected) as refused:
+        sqlite_engine.open()
+    assert "trigger items_claimed_event is missing" in refused.value.missing
+    repaired = sqlite_engine.open(check_protection=False)
+    try:
+        assert repaired.restore_protection()
+        enqueue(repaired, P, [item("T0")])
+        lease = claim_next(repaired, P, "w1", 60)
+        assert lease is not None
+        assert [e.kind for e in repaired.all_events(project=P, item="T0")][-1] == "claimed"
+    finally:
+        repaired.close()
+    sqlite_engine.open().close()

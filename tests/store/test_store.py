@@ -12,7 +12,8 @@ import pytest
 
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.queue.items import enqueue, list_items
-from agent_harness.store.database import SchemaTooNew, Store, StoreError, open_store
+from agent_harness.store.database import Store, open_store
+from agent_harness.store.errors import SchemaTooNew, StoreError
 from agent_harness.store.migrations import MIGRATIONS
 from agent_harness.testing.clock import FakeClock
 from tests.shared.stores import Engine, item

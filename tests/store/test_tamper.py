@@ -14,7 +14,8 @@ import pytest
 
 from agent_harness.cli import main
 from agent_harness.store.chain import seal_settled, verify_chain
-from agent_harness.store.database import EventsUnprotected, Store, open_store
+from agent_harness.store.database import Store, open_store
+from agent_harness.store.errors import EventsUnprotected
 from agent_harness.store.migrations import MIGRATIONS
 from tests.shared.stores import Engine
 
