@@ -40,6 +40,10 @@ class Worktree:
     branch: str
     base_sha: str  # the default-branch commit the work started from
     reused: bool = False
+    # A ref keeping this clone's own commits that could not be put on top of the branch as
+    # another clone pushed it (the branch now holds the pushed work); None when nothing was set
+    # aside.
+    kept: str | None = None
 
 
 def slugify(title: str, limit: int = 40) -> str:
@@ -276,22 +280,22 @@ class WorkRepo:
         pushed_sha = refs.get(f"refs/remotes/{self.remote}/{branch}")
         existing = local or pushed_sha
         if path.exists() and self._healthy(path, branch):
-            self._catch_up(path, pushed_sha)
+            kept = self._catch_up(path, branch, pushed_sha)
             merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
-            return Worktree(item_id, path, branch, merge_base, reused=True)
+            return Worktree(item_id, path, branch, merge_base, reused=True, kept=kept)
         if path.exists():
             # Broken: remove the directory and the stale registration, keep the branch.
             shutil.rmtree(path, ignore_errors=True)
             _git(self.path, "worktree", "prune")
         path.parent.mkdir(parents=True, exist_ok=True)
         made_at_base, local = self._add_once_listed(path, branch, local, existing, base)
-        if local:
-            self._catch_up(path, pushed_sha)
+        kept = self._catch_up(path, branch, pushed_sha) if local else None
         if made_at_base:
             # A new branch made at the base: the base is its merge base, no need to ask.
             return Worktree(item_id, path, branch, base, reused=False)
         merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
-        return Worktree(item_id, path, branch, merge_base, reused=existing is not None)
+        reused = existing is not None
+        return Worktree(item_id, path, branch, merge_base, reused=reused, kept=kept)
 
     def _add_once_listed(
         self, path: Path, branch: str, local: str | None, existing: str | None, base: str
@@ -320,16 +324,36 @@ class WorkRepo:
         _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), start)
         return not existing
 
-    def _catch_up(self, path: Path, pushed_sha: str | None) -> None:
-        """Move a clean worktree's branch up to its pushed head when that only adds to it: an
-        item worked on here, then further from another clone (a host that took it over, a
-        later round on another host), goes on from the newest work. A branch with commits
-        of its own, or uncommitted changes, is left as it is."""
-        if pushed_sha is None or _git(path, "rev-parse", "HEAD") == pushed_sha:
-            return
-        behind = repo_git(path, "merge-base", "--is-ancestor", "HEAD", pushed_sha, check=False)
-        if behind.ok and not _git(path, "status", "--porcelain").strip():
+    def _catch_up(self, path: Path, branch: str, pushed_sha: str | None) -> str | None:
+        """Bring a clean worktree's branch onto its pushed head, which another clone may have
+        moved (a host that took the item over, a later round on another host), so its next push
+        adds to the newest work instead of being refused on every retry:
+
+        - behind the pushed head: moved up to it;
+        - ahead of it: left, its push adds to it;
+        - both (commits of its own and the pushed head has others): its own commits are replayed
+          on top of the pushed head; when they do not apply, they are kept under a ref of their
+          own, whose name is returned, and the branch is set to the pushed head.
+
+        A worktree with uncommitted changes is left as it is."""
+        if pushed_sha is None:
+            return None
+        head = _git(path, "rev-parse", "HEAD")
+        if head == pushed_sha or _git(path, "status", "--porcelain").strip():
+            return None
+        if repo_git(path, "merge-base", "--is-ancestor", "HEAD", pushed_sha, check=False).ok:
             _git(path, "merge", "--ff-only", "--quiet", pushed_sha)
+            return None
+        if repo_git(path, "merge-base", "--is-ancestor", pushed_sha, "HEAD", check=False).ok:
+            return None
+        who = ("-c", "user.name=agent-harness", "-c", "user.email=agent-harness@localhost")
+        if repo_git(path, *who, "rebase", "--quiet", pushed_sha, check=False).ok:
+            return None
+        repo_git(path, "rebase", "--abort", check=False)
+        kept = f"refs/agent-harness/kept/{branch}/{head[:12]}"
+        _git(path, "update-ref", kept, head)
+        _git(path, "reset", "--hard", "--quiet", pushed_sha)
+        return kept
 
     def _refs(self, *patterns: str) -> dict[str, str]:
         """Full ref name -> sha for the refs matching `patterns` (for-each-ref globs)."""

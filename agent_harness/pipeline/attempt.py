@@ -144,7 +144,11 @@ class Attempt:
             )
         self._emit(
             WorktreeReady(
-                path=str(tree.path), branch=tree.branch, base=tree.base_sha, reused=tree.reused
+                path=str(tree.path),
+                branch=tree.branch,
+                base=tree.base_sha,
+                reused=tree.reused,
+                kept=tree.kept,
             )
         )
         return tree

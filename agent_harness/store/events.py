@@ -285,6 +285,11 @@ class WorktreeReady(Payload):
     branch: str = Field(description="Its branch.")
     base: str = Field(description="Default-branch commit the work starts from.")
     reused: bool = Field(default=False, description="An existing worktree was kept.")
+    kept: str | None = Field(
+        default=None,
+        description="A ref holding this clone's own commits that did not apply on top of the "
+        "branch as another clone pushed it; the branch goes on from the pushed work.",
+    )
 
 
 class AgentStarted(Payload):

@@ -91,6 +91,52 @@ def test_a_worktree_behind_its_pushed_branch_catches_up_and_one_ahead_is_left(
     assert here.head(again) == own
 
 
+def _diverged(clone: Path, their_file: str, their_text: str) -> tuple[WorkRepo, str, str]:
+    """T1 pushed from here, then worked on both here (not pushed) and on another host (pushed):
+    (this clone's repo, the commit only here, the commit only pushed)."""
+    here = WorkRepo(clone, clone.parent / "state")
+    there_clone = clone.parent / "there"
+    git(clone.parent, "clone", "-q", str(clone.parent / "origin.git"), str(there_clone))
+    there = WorkRepo(there_clone, clone.parent / "state-there")
+    tree = here.prepare("T1", "x")
+    (tree.path / "a.txt").write_text("first\n")
+    here.commit_all(tree, "T1: first")
+    here.push(tree)
+    (tree.path / "a.txt").write_text("changed here\n")
+    own = here.commit_all(tree, "T1: here, never pushed (this host lost its lease)")
+    other = there.prepare("T1", "x", pushed=True)
+    (other.path / their_file).write_text(their_text)
+    pushed = there.commit_all(other, "T1: there, pushed")
+    there.push(other)
+    return here, own, pushed
+
+
+def test_own_commits_that_apply_go_on_top_of_work_another_host_pushed(clone: Path) -> None:
+    here, own, pushed = _diverged(clone, "b.txt", "b\n")
+    back = here.prepare("T1", "x", pushed=True)
+    assert back.kept is None
+    assert git(back.path, "rev-parse", "HEAD~1") == pushed  # its own commit, replayed on top
+    assert git(back.path, "log", "-1", "--format=%s") == git(clone, "log", "-1", "--format=%s", own)
+    assert (back.path / "a.txt").read_text() == "changed here\n"
+    assert (back.path / "b.txt").read_text() == "b\n"
+    here.push(back)  # a fast-forward of the pushed branch, not refused on every retry
+    assert git(clone, "ls-remote", "origin", back.branch).split()[0] == here.head(back)
+
+
+def test_own_commits_that_conflict_are_kept_aside_and_the_pushed_work_goes_on(
+    clone: Path,
+) -> None:
+    here, own, pushed = _diverged(clone, "a.txt", "changed there\n")
+    back = here.prepare("T1", "x", pushed=True)
+    assert back.kept is not None and git(clone, "rev-parse", back.kept) == own  # nothing lost
+    assert here.head(back) == pushed and (back.path / "a.txt").read_text() == "changed there\n"
+    assert git(back.path, "status", "--porcelain") == ""
+    (back.path / "c.txt").write_text("next round\n")
+    here.commit_all(back, "T1: next round")
+    here.push(back)
+    assert git(clone, "ls-remote", "origin", back.branch).split()[0] == here.head(back)
+
+
 def test_a_broken_worktree_is_rebuilt_and_keeps_its_commits(clone: Path) -> None:
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")
