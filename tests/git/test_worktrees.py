@@ -67,13 +67,19 @@ def test_an_item_another_clone_pushed_continues_from_its_branch_despite_a_recent
     assert (taken.path / "work.txt").read_text() == "done there\n"
 
 
+def two_hosts(clone: Path) -> tuple[WorkRepo, WorkRepo]:
+    """This clone's repo, and another host's clone of the same origin."""
+    there_clone = clone.parent / "there"
+    git(clone.parent, "clone", "-q", str(clone.parent / "origin.git"), str(there_clone))
+    return WorkRepo(clone, clone.parent / "state"), WorkRepo(
+        there_clone, clone.parent / "state-there"
+    )
+
+
 def test_a_worktree_behind_its_pushed_branch_catches_up_and_one_ahead_is_left(
     clone: Path,
 ) -> None:
-    here = WorkRepo(clone, clone.parent / "state")
-    there_clone = clone.parent / "there"
-    git(clone.parent, "clone", "-q", str(clone.parent / "origin.git"), str(there_clone))
-    there = WorkRepo(there_clone, clone.parent / "state-there")
+    here, there = two_hosts(clone)
     mine = here.prepare("T1", "x")
     (mine.path / "a.txt").write_text("here\n")
     first = here.commit_all(mine, "T1: here")
@@ -94,10 +100,7 @@ def test_a_worktree_behind_its_pushed_branch_catches_up_and_one_ahead_is_left(
 def _diverged(clone: Path, their_file: str, their_text: str) -> tuple[WorkRepo, str, str]:
     """T1 pushed from here, then worked on both here (not pushed) and on another host (pushed):
     (this clone's repo, the commit only here, the commit only pushed)."""
-    here = WorkRepo(clone, clone.parent / "state")
-    there_clone = clone.parent / "there"
-    git(clone.parent, "clone", "-q", str(clone.parent / "origin.git"), str(there_clone))
-    there = WorkRepo(there_clone, clone.parent / "state-there")
+    here, there = two_hosts(clone)
     tree = here.prepare("T1", "x")
     (tree.path / "a.txt").write_text("first\n")
     here.commit_all(tree, "T1: first")
