@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from agent_harness.cli.output import console, print_json
+from agent_harness.cli.output import console, from_env, print_json
 from agent_harness.cli.tracker_opts import checked_repo, open_tracker, tracker_options
+
+if TYPE_CHECKING:
+    from agent_harness.config import Settings
 
 
 @click.command(
@@ -50,6 +56,14 @@ Examples:
     metavar="KEY",
     help="Scopes this plan's issues so several plans can share a repo (default: file stem).",
 )
+@click.option(
+    "--db",
+    metavar="URL",
+    callback=from_env("AGENT_HARNESS_DB"),
+    help="With --repo: the runs' database (env AGENT_HARNESS_DB; default the state directory's "
+    "SQLite file, if there is one). The sync waits for any run syncing the same plan there, so "
+    "two syncs never each open an issue for one item.",
+)
 @tracker_options
 def plan(
     plan_file: Path,
@@ -59,6 +73,7 @@ def plan(
     dry_run: bool,
     adopt_duplicate: bool,
     plan_key: str | None,
+    db: str | None,
     forge: str | None,
     github_url: str | None,
 ) -> int:
@@ -81,11 +96,11 @@ def plan(
     if backlog_out is not None:
         backlog.write_backlog(parsed, backlog_out)
     if repo:
-        options = _SyncOptions(dry_run, adopt_duplicate, plan_key, forge, github_url, as_json)
+        options = _SyncOptions(dry_run, adopt_duplicate, plan_key, forge, github_url, as_json, db)
         return _sync(parsed, repo, options)
-    if dry_run or adopt_duplicate or forge or github_url or plan_key:
+    if dry_run or adopt_duplicate or forge or github_url or plan_key or db:
         raise click.UsageError(
-            "--dry-run, --adopt-duplicate, --forge, --github-url and --plan-key need --repo"
+            "--dry-run, --adopt-duplicate, --forge, --github-url, --plan-key and --db need --repo"
         )
     if as_json:
         print_json(backlog.to_backlog(parsed).model_dump(mode="json"))
@@ -106,6 +121,30 @@ class _SyncOptions:
     forge: str | None
     github_url: str | None
     as_json: bool
+    db: str | None
+
+
+@contextlib.contextmanager
+def _sync_lock(settings: Settings, opts: _SyncOptions, repo: str, key: str) -> Iterator[None]:
+    """The plan-sync lock in the runs' database, as a run takes it, when there is a database
+    (a SQLite file is not made for this) and the sync writes."""
+    from agent_harness.config import database_url
+    from agent_harness.store.database import open_store
+    from agent_harness.store.hostlock import held_by_this_host, plan_sync_lock
+
+    url = database_url(settings, opts.db)
+    sqlite_file = (
+        Path(url.removeprefix("sqlite:///")) if "://" not in url.replace("sqlite:///", "") else None
+    )
+    if opts.dry_run or (sqlite_file is not None and not sqlite_file.exists()):
+        yield
+        return
+    store = open_store(url)
+    try:
+        with held_by_this_host(store, plan_sync_lock(repo, key)):
+            yield
+    finally:
+        store.close()
 
 
 def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
@@ -123,7 +162,11 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
     tracker_cm = open_tracker(
         repo, opts.forge, opts.github_url, settings, create=False, dry_run=opts.dry_run
     )
-    with tracker_cm as tracker, err.status("syncing…") as status:
+    with (
+        tracker_cm as tracker,
+        _sync_lock(settings, opts, tracker.repo, key),
+        err.status("syncing…") as status,
+    ):
         if opts.adopt_duplicate:
             adoptions = adopt_duplicates(tracker, key, dry_run=opts.dry_run)
         report = sync_plan(

@@ -8,14 +8,20 @@ import hashlib
 import json
 import os
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from github import UnknownObjectException
 
 from agent_harness.cli import main
 from agent_harness.forge.local import local_forge
+from agent_harness.store.database import Store
+from agent_harness.store.hostlock import held_by_this_host, plan_sync_lock
 from agent_harness.testing.forge import make_client
+from tests.shared.stores import Engine, cli_url
 
 pytestmark = pytest.mark.integration
 
@@ -291,3 +297,51 @@ def test_a_run_before_the_history_is_pushed_says_how_to_push_it(
         f"error: me/app on the local forge is empty: push your clone's history to it first "
         f"(git remote add origin {clone_url}; git push origin main)"
     ]
+
+
+@pytest.mark.postgres
+def test_plan_sync_waits_while_a_run_syncs_the_same_plan(
+    home: Path, pg_engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan --repo` takes the same lock in the runs' database as a run's sync, so the two never
+    each open an issue for one item."""
+    store = pg_engine.open()
+    waiting = (
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    codes: list[int] = []
+    command = ["plan", "PLAN.md", "--repo", "me/app", "--forge", "local", "--db"]
+    sync = threading.Thread(target=lambda: codes.append(main([*command, cli_url(pg_engine)])))
+    try:
+        with held_by_this_host(store, plan_sync_lock("me/app", "PLAN")):  # a run, syncing
+            sync.start()
+            deadline = time.monotonic() + 60
+            while not waiters(store, waiting) and sync.is_alive():
+                assert time.monotonic() < deadline, "the plan sync never asked for the lock"
+                time.sleep(0.05)
+            assert sync.is_alive() and issues(home) == []  # it waits, having written nothing
+        sync.join(60)
+    finally:
+        store.close()
+    assert codes == [0]
+    assert [title for title in issues(home)] == ["T1: Count words"]
+
+
+def waiters(store: Store, query: str) -> int:
+    with store.transaction(write=False) as tx:
+        row = tx.one(query)
+    return int(row[0]) if row else 0
+
+
+def issues(home: Path) -> list[str]:
+    """The titles of me/app's issues on the local forge (none when it has no such repo yet)."""
+    with local_forge(home / ".agent-harness") as forge:
+        client = make_client(forge.api_url, forge.token)
+        try:
+            repo = client.get_repo("me/app")
+            return [issue.title for issue in repo.get_issues(state="all")]
+        except UnknownObjectException:
+            return []
+        finally:
+            client.close()

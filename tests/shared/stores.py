@@ -48,6 +48,16 @@ class Engine:
         return open_store(self.url, schema=self.schema, **kwargs)  # type: ignore[arg-type]
 
 
+def cli_url(engine: Engine) -> str:
+    """A PostgreSQL engine's database as a user names it to the CLI: its schema on the search
+    path."""
+    path = f"-csearch_path%3D{engine.schema}"
+    if "options=" in engine.url:  # the engine's own options (synchronous_commit) stay
+        return engine.url.replace("options=", f"options={path}%20", 1)
+    sep = "&" if "?" in engine.url else "?"
+    return f"{engine.url}{sep}options={path}"
+
+
 def _drop_schema(url: str, schema: str) -> None:
     import psycopg
     from psycopg import sql

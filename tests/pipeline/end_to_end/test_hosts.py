@@ -20,7 +20,7 @@ from agent_harness.queue.items import list_items
 from agent_harness.store.events import Event
 from agent_harness.tracker.sync import read_marker, read_pull_marker
 from tests.shared.local_project import GATED_AGENT, git, wait_for
-from tests.shared.stores import Engine
+from tests.shared.stores import Engine, cli_url
 
 from .conftest import REPO, Harness
 from .test_resume import cli_env
@@ -37,15 +37,6 @@ HOSTS = ("build-1", "build-2", "build-3")
 LEASE_S = 3  # short, so the killed host's item is taken over within seconds
 
 
-def postgres_url(engine: Engine) -> str:
-    """The engine's database as a user names it to the CLI: its schema on the search path."""
-    path = f"-csearch_path%3D{engine.schema}"
-    if "options=" in engine.url:  # the engine's own options (synchronous_commit) stay
-        return engine.url.replace("options=", f"options={path}%20", 1)
-    sep = "&" if "?" in engine.url else "?"
-    return f"{engine.url}{sep}options={path}"
-
-
 def host_command(h: Harness, engine: Engine, name: str, *checks: str) -> tuple[list[str], Path]:
     """`agent-harness run` for host `name`, and its own directory with a clone, the plan and
     its agent (which writes the item's note once `<item>.go` is in the host's gates)."""
@@ -59,7 +50,7 @@ def host_command(h: Harness, engine: Engine, name: str, *checks: str) -> tuple[l
         sys.executable, "-m", "agent_harness", "run", "--repo", REPO, "--work", "app",
         "--plan", "PLAN.md", "--agent", agent + " --prompt-file {prompt_file}",
         "--reviewer", "openai:gpt-test", "--github-url", h.forge.server.api_url,
-        "--db", postgres_url(engine), "--host-id", name, "--json",
+        "--db", cli_url(engine), "--host-id", name, "--json",
     ]  # fmt: skip
     for check in checks:
         argv += ["--check", check.format(gates=home / "gates")]
