@@ -19,7 +19,14 @@ from agent_harness.queue.projects import (
     ProjectRecord,
     ProjectSpec,
 )
-from agent_harness.queue.views import ClaimView, ErrorsView, ItemView, Summary, WorkView
+from agent_harness.queue.views import (
+    ClaimView,
+    ErrorsView,
+    FailureCount,
+    ItemView,
+    Summary,
+    WorkView,
+)
 from agent_harness.store.events import Event
 
 Mode = Literal["monitoring", "supervised"]
@@ -343,7 +350,17 @@ class FailureOut(_Out):
     action: str | None = Field(description="What the failure policy does: retry, park, ...")
     count: int = Field(description="How many times it happened.")
     last_at: float = Field(description="Epoch seconds of the latest.")
-    last_message: str | None = Field(description="The provider's words, latest.")
+    last_message: str | None = Field(description="The latest words on it (provider, reason).")
+
+    @classmethod
+    def of(cls, count: FailureCount) -> FailureOut:
+        return cls(
+            failure=count.failure,
+            action=count.action,
+            count=count.count,
+            last_at=count.last_at,
+            last_message=count.last_message,
+        )
 
 
 class ParkedOut(_Out):
@@ -368,6 +385,11 @@ class ErrorsOut(_Out):
     )
     rate_limited: int = Field(description="Failures of the rate-limit classes burst/window/cap.")
     attempts_failed: int = Field(description="Attempts that failed.")
+    attempts_by_class: list[FailureOut] = Field(
+        description="The failed attempts by the class of their failure (which decided whether "
+        "another attempt was made), most frequent first; attempts recorded before the class was "
+        "are counted as 'unclassified'."
+    )
     items_failed: int = Field(description="Items failed for good (all time).")
     parked: list[ParkedOut] = Field(description="Endpoints parked now.")
     recent: list[RecentFailureOut] = Field(description="The latest failed attempts, newest first.")
@@ -376,18 +398,10 @@ class ErrorsOut(_Out):
     @classmethod
     def of(cls, view: ErrorsView) -> ErrorsOut:
         return cls(
-            by_class=[
-                FailureOut(
-                    failure=c.failure,
-                    action=c.action,
-                    count=c.count,
-                    last_at=c.last_at,
-                    last_message=c.last_message,
-                )
-                for c in view.by_class
-            ],
+            by_class=[FailureOut.of(c) for c in view.by_class],
             rate_limited=view.rate_limited,
             attempts_failed=view.attempts_failed,
+            attempts_by_class=[FailureOut.of(c) for c in view.attempts_by_class],
             items_failed=view.items_failed,
             parked=[ParkedOut(key=p.key, until=p.until, reason=p.reason) for p in view.parked],
             recent=[

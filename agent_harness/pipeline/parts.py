@@ -123,7 +123,9 @@ class RunParts:
         another attempt, or fails now (out of attempts, or a failure another attempt cannot
         fix); a lease already lost is said so instead."""
         try:
-            state = leases.fail(self.store, lease, reason, permanent=ends_the_item(failure))
+            state = leases.fail(
+                self.store, lease, reason, permanent=ends_the_item(failure), failure=failure.value
+            )
         except LeaseLost:
             self.emit(lease.item_id, LeaseLostNote(worker=lease.worker))
             return

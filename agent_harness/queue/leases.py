@@ -379,8 +379,10 @@ def fail(
     *,
     permanent: bool = False,
     retry_after_s: float = 0.0,
+    failure: str | None = None,
 ) -> ItemState:
-    """End the lease with a failure; returns the item's new state.
+    """End the lease with a failure (of class `failure`, recorded with it); returns the item's
+    new state.
 
     A transient failure puts the item back (after `retry_after_s`) until its attempt budget is
     spent; then, or when `permanent`, it is failed and everything depending on it is skipped.
@@ -403,6 +405,7 @@ def fail(
                 reason=reason,
                 permanent=permanent,
                 final=final,
+                failure=failure,
             ),
         )
         if final:

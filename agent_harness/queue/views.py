@@ -101,6 +101,7 @@ class ErrorsView:
     by_class: tuple[FailureCount, ...]
     rate_limited: int  # failures of the rate-limit classes (burst, window, cap)
     attempts_failed: int
+    attempts_by_class: tuple[FailureCount, ...]  # 'unclassified' for attempts before classes
     items_failed: int
     parked: tuple[ParkedEndpoint, ...]
     recent: tuple[RecentFailure, ...]  # the latest failed attempts, newest first
@@ -220,6 +221,7 @@ def errors_view(
         by_class=_by_class(rows),
         rate_limited=sum(n for name, n in _counts(rows).items() if name in _RATE_LIMITS),
         attempts_failed=len(attempts),
+        attempts_by_class=_by_class([(row[1], row[4]) for row in reversed(attempts)], "reason"),
         items_failed=int(failed[0]) if failed else 0,
         parked=tuple(ParkedEndpoint(str(k), float(u), str(r)) for k, u, r in parked),
         recent=tuple(
@@ -230,11 +232,15 @@ def errors_view(
     )
 
 
-def _failure_of(payload: str) -> tuple[str, dict[str, Any]] | None:
+def _failure_of(payload: str, unclassified: str | None = None) -> tuple[str, dict[str, Any]] | None:
+    """The failure class an event names and its fields; `unclassified` (or nothing) for one
+    that names none."""
     data = json.loads(payload)
-    failure = data.get("failure") if isinstance(data, dict) else None
-    if not isinstance(failure, str) or not failure:
+    if not isinstance(data, dict):
         return None
+    failure = data.get("failure")
+    if not isinstance(failure, str) or not failure:
+        return None if unclassified is None else (unclassified, data)
     return failure, data
 
 
@@ -247,17 +253,21 @@ def _counts(rows: Sequence[Sequence[Any]]) -> dict[str, int]:
     return counts
 
 
-def _by_class(rows: Sequence[Sequence[Any]]) -> tuple[FailureCount, ...]:
+def _by_class(
+    rows: Sequence[Sequence[Any]], message: str = "failure_message"
+) -> tuple[FailureCount, ...]:
+    """(ts, payload) rows, oldest first, counted by failure class with the latest `message`.
+    With `message` "reason" (failed attempts), an attempt of no class counts as unclassified."""
     found: dict[str, list[Any]] = {}
     for ts, payload in rows:
-        failure = _failure_of(payload)
+        failure = _failure_of(payload, "unclassified" if message == "reason" else None)
         if failure is None:
             continue
         name, data = failure
         entry = found.setdefault(name, [0, 0.0, None])
         entry[0] += 1
         entry[1] = float(ts)
-        entry[2] = data.get("failure_message") or entry[2]
+        entry[2] = data.get(message) or entry[2]
     known = {c.value: c for c in FailureClass}
     return tuple(
         FailureCount(

@@ -203,6 +203,11 @@ class AttemptFailed(Payload):
     reason: str = Field(description="What went wrong.")
     permanent: bool = Field(default=False, description="Another attempt cannot help.")
     final: bool = Field(default=False, description="The item failed with this attempt.")
+    failure: str | None = Field(
+        default=None,
+        description="The failure's class (docs/RELIABILITY.md), which decided whether another "
+        "attempt was made; none in events from before it was recorded.",
+    )
 
 
 class Failed(Transition):

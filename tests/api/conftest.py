@@ -35,7 +35,7 @@ def seed(store: Store, clock: FakeClock) -> None:
     )
     t2 = claim_next(store, PROJECT, "host-a/w2", 600)
     assert t2 is not None and t2.item_id == "T2"
-    fail(store, t2, "checks failed", permanent=True)
+    fail(store, t2, "checks failed", permanent=True, failure="check_failed")
     store.append_event(
         PROJECT,
         None,

@@ -67,6 +67,9 @@ def test_errors_by_class_and_summary(monitoring: TestClient) -> None:
     ]
     assert errors["rate_limited"] == 1 and errors["items_failed"] == 1
     assert errors["attempts_failed"] == 1
+    assert [(c["failure"], c["count"], c["last_message"]) for c in errors["attempts_by_class"]] == [
+        ("check_failed", 1, "checks failed")
+    ]
     assert [(r["item"], r["reason"]) for r in errors["recent"]] == [("T2", "checks failed")]
     assert errors["first_event_id"] == 1
     narrow = monitoring.get("/api/errors", params={"window": 1}, headers=AUTH).json()

@@ -9,6 +9,7 @@ from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.attempt import Attempt
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.queue import items, leases
+from agent_harness.queue.views import errors_view
 from agent_harness.store.events import ChecksPassed, PullOpened, Reviewed
 from agent_harness.testing.scripted import (
     ScriptedImplementer,
@@ -55,6 +56,12 @@ def test_a_failing_check_goes_back_with_its_output_and_no_review(rig: Rig) -> No
     assert rig.reviewer.prompts == []
     feedback = rig.store.all_events(project="octo/app:PLAN", item="T1")[-3].payload
     assert feedback.as_dict()["detail"] == "E   assert 1 == 2"
+    [failed_attempt] = [
+        e.payload
+        for e in rig.store.all_events(project="octo/app:PLAN", item="T1")
+        if e.kind == "attempt_failed"
+    ]
+    assert failed_attempt.as_dict()["failure"] == "check_failed"  # what decided the retry
 
 
 @pytest.mark.parametrize(("permanent", "state"), [(False, "pending"), (True, "failed")])
@@ -74,6 +81,7 @@ def test_an_agent_that_changes_nothing_fails_the_attempt(rig: Rig) -> None:
     assert rig.state().state == "pending"
     assert rig.state().reason == "the agent finished but changed nothing (exited 0)"
     assert rig.checks.runs == []
+    assert errors_view(rig.store).attempts_by_class[0].failure == "no_change"
 
 
 def test_a_spent_window_waits_with_the_attempt_refunded(rig: Rig) -> None:
