@@ -37,7 +37,10 @@ class ControlAsk(BaseModel):
         description="pause: claim nothing new; drain: finish what is held, then stop; resume."
     )
     project: str | None = Field(
-        default=None, pattern=PROJECT_PATTERN, description="owner/repo:plankey; null: every one."
+        default=None,
+        pattern=PROJECT_PATTERN,
+        description="owner/repo:plankey; null: every project a run works now (a resume also "
+        "every project still asked to pause or drain). With none running, a 400.",
     )
 
 

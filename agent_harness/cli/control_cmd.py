@@ -17,14 +17,17 @@ if TYPE_CHECKING:
     epilog="""\b
 Examples:
   agent-harness control                          # what each project was asked, what it does
-  agent-harness control pause                    # every project: claim nothing new
+  agent-harness control pause                    # every project a run works now
   agent-harness control drain --project me/app:B # finish what is in flight, then end
   agent-harness control resume --json            # carry on; print the new state as JSON
 """
 )
 @click.argument("verb", required=False, type=click.Choice(["pause", "drain", "resume"]))
 @click.option(
-    "--project", metavar="PROJECT", help="Only this project (owner/repo:plan); default: all."
+    "--project",
+    metavar="PROJECT",
+    help="Only this project (owner/repo:plan), running or not (asked ahead of its next run); "
+    "default: every project a run works now, and for resume also any still paused.",
 )
 @click.option(
     "--db",

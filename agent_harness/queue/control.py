@@ -24,6 +24,9 @@ from agent_harness.store.events import ControlChanged
 ASKABLE = (PoolState.RUNNING, PoolState.PAUSED, PoolState.DRAINING)
 VERBS = {"pause": PoolState.PAUSED, "drain": PoolState.DRAINING, "resume": PoolState.RUNNING}
 
+# A run reports its pools about once a second; one silent this long has ended or died.
+LIVE_REPORT_S = 30.0
+
 
 class PoolReport(BaseModel):
     """What a running fleet last said about one project's pool."""
@@ -113,6 +116,8 @@ def set_control(
     chosen = _chosen(store, project)
     if not chosen:
         raise UsageError("no project in this database yet: start a run first")
+    if project is None:
+        chosen = _in_play(store, chosen, wanted)
     with store.transaction() as tx:
         for name in chosen:
             before = _read(tx, name).asked
@@ -121,6 +126,31 @@ def set_control(
                 change = ControlChanged(state=wanted.value, previous=before.value, by=by)
                 tx.append_event(name, None, change)
         return [_read(tx, name) for name in chosen]
+
+
+def _in_play(store: Store, names: list[str], wanted: PoolState) -> list[str]:
+    """Of `names`, those "every project" means: the ones a run works now, and for a resume
+    also any still asked to pause or drain. A pause left on a project whose run has ended
+    would hold its next run until someone resumed it."""
+    with store.transaction(write=False) as tx:
+        now = tx.clock()
+        controls = [_read(tx, name) for name in names]
+    chosen = [
+        c.project
+        for c in controls
+        if (
+            c.pool is not None
+            and c.pool.state != PoolState.STOPPED
+            and now - c.pool.at < LIVE_REPORT_S
+        )
+        or (wanted == PoolState.RUNNING and c.asked != PoolState.RUNNING)
+    ]
+    if not chosen:
+        raise UsageError(
+            "no run is working any project now, so nothing was asked; name a project "
+            "(--project) to ask it before its run starts"
+        )
+    return chosen
 
 
 def asked_states(store: Store, project_names: Iterable[str]) -> dict[str, PoolState]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from agent_harness.errors import UsageError
-from agent_harness.queue.control import get_control, report_pools, set_control
+from agent_harness.queue.control import LIVE_REPORT_S, get_control, report_pools, set_control
 from agent_harness.queue.fleet import PoolState, PoolStatus
 from agent_harness.queue.items import enqueue
 from agent_harness.store.database import Store
 from agent_harness.store.events import ControlChanged
+from agent_harness.testing.clock import FakeClock
 from tests.shared.stores import item
 
 pytestmark = pytest.mark.integration
@@ -32,8 +33,32 @@ def test_a_pause_for_one_project_leaves_the_other_and_is_one_event(store: Store)
     assert changes == [
         ControlChanged(state="paused", previous="running", by="agent-harness control")
     ]
+    report_pools(store, [running(A), running(B)])
     set_control(store, "draining")
     assert {c.asked for c in get_control(store)} == {PoolState.DRAINING}
+
+
+def running(project: str, state: PoolState = PoolState.RUNNING) -> PoolStatus:
+    return PoolStatus(project, state, workers=1, in_flight=0, handled=0, crashes=0)
+
+
+def test_every_project_means_those_a_run_works_now(store: Store, clock: FakeClock) -> None:
+    """A pause of every project leaves a project whose run ended (its next run would wait for
+    a person); a resume of every project also lifts such a pause asked by name."""
+    enqueue(store, A, [item("A1")])
+    enqueue(store, B, [item("B1")])
+    with pytest.raises(UsageError, match="no run is working any project now"):
+        set_control(store, "paused")  # no run has reported
+    report_pools(store, [running(B)])
+    clock.advance(LIVE_REPORT_S + 1)  # B's run went quiet: it ended or died
+    report_pools(store, [running(A)])
+    assert [c.project for c in set_control(store, "paused")] == [A]
+    set_control(store, "paused", B)  # by name: asked ahead of B's next run
+    report_pools(store, [running(A, PoolState.STOPPED)])  # A's run ended
+    assert [(c.project, c.asked) for c in set_control(store, "running")] == [
+        (A, "running"),
+        (B, "running"),
+    ]
 
 
 def test_the_pools_report_counts_up(store: Store) -> None:
@@ -57,5 +82,6 @@ def test_unknown_project_or_state_is_a_usage_error(store: Store) -> None:
     with pytest.raises(UsageError, match="start a run first"):
         set_control(store, "paused")
     enqueue(store, A, [item("A1")])
+    report_pools(store, [running(A)])
     with pytest.raises(UsageError, match="not stopped"):
         set_control(store, "stopped")
