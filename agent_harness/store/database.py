@@ -29,6 +29,7 @@ from agent_harness.store.errors import EventsUnprotected, SchemaTooNew, StoreErr
 from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
+from agent_harness.store.rebase import LogAhead
 from agent_harness.store.writegate import FairLock, write_gate
 
 Clock = Callable[[], float]
@@ -345,8 +346,11 @@ class Store(ParkedKeys):
             return protection.problems(tx)
 
     def check_protection(self) -> None:
-        """Refuse to go on with an event log whose append-only triggers were tampered with."""
+        """Refuse to go on with an event log whose append-only triggers were tampered with, or
+        (PostgreSQL) one copied from a server whose transaction ids are ahead of this one's."""
         missing = self.unprotected()
+        if missing == [protection.AHEAD]:
+            raise LogAhead(self.where, self.repair_command())
         if missing:
             raise EventsUnprotected(self.where, missing, self.repair_command())
 

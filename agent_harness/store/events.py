@@ -19,6 +19,11 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from agent_harness.store.event_docs import render_reference
 from agent_harness.store.executor_events import ExecutorKind
 from agent_harness.store.inception_events import InceptionKind
+from agent_harness.store.model_events import ModelCall as ModelCall
+from agent_harness.store.model_events import ModelEvent as ModelEvent
+from agent_harness.store.model_events import ModelKind
+from agent_harness.store.model_events import ModelParked as ModelParked
+from agent_harness.store.model_events import ModelRetry as ModelRetry
 from agent_harness.store.payload import Payload as Payload
 from agent_harness.store.payload import RawPayload as RawPayload
 from agent_harness.store.round_events import PullMerge as PullMerge
@@ -67,10 +72,6 @@ class EventKind(StrEnum):
     PR_OPENED = "pr_opened"
     RESUMED = "resumed"
     LEASE_LOST = "lease_lost"
-    # model calls (of the reviewer and the direct-API executor)
-    MODEL_CALL = "model.call"
-    MODEL_RETRY = "model.retry"
-    MODEL_PARKED = "model.parked"
     # a run's controls (a person's pause / drain / resume, a changed role route)
     CONTROL = "control"
     ROLES_CHANGED = "roles_changed"
@@ -447,51 +448,6 @@ class LeaseLostNote(Payload):
     attempt: int | None = Field(default=None, description="Attempt number.")
 
 
-# --- model calls -----------------------------------------------------------------------------
-
-
-class ModelEvent(Payload):
-    """A call to a model endpoint; never carries the key."""
-
-    KIND: ClassVar[EventKind]
-    role: str | None = Field(default=None, description="reviewer, planner, implementer, ...")
-    worker: str | None = Field(default=None, description="Worker that made the call.")
-    vendor: str | None = Field(default=None, description="Vendor of the route.")
-    model: str | None = Field(default=None, description="Model of the route.")
-    endpoint: str | None = Field(default=None, description="Endpoint called.")
-    attempt: int | None = Field(default=None, description="Try number within this call.")
-    latency_s: float | None = Field(default=None, description="Seconds the try took.")
-    failure: str | None = Field(default=None, description="Failure class; null on success.")
-    failure_message: str | None = Field(default=None, description="The provider's words.")
-
-
-class ModelCall(ModelEvent):
-    """A call to a model endpoint ended (answered, failed, or refused because parked)."""
-
-    KIND = EventKind.MODEL_CALL
-    tokens_in: int | None = Field(default=None, description="Input tokens, when reported.")
-    tokens_out: int | None = Field(default=None, description="Output tokens, when reported.")
-    tokens_cached: int | None = Field(default=None, description="Cached input tokens.")
-    tokens_cache_write: int | None = Field(default=None, description="Cache-written input tokens.")
-    stop_reason: str | None = Field(default=None, description="Why the model stopped.")
-    parked: bool = Field(default=False, description="Refused locally: the endpoint is parked.")
-    parked_until: float | None = Field(default=None, description="Epoch seconds it reopens.")
-
-
-class ModelRetry(ModelEvent):
-    """A model call failed in a way worth another try, after a wait."""
-
-    KIND = EventKind.MODEL_RETRY
-    wait_s: float | None = Field(default=None, description="Seconds waited before the next try.")
-
-
-class ModelParked(ModelEvent):
-    """A model endpoint's window is spent: it is parked until it resets."""
-
-    KIND = EventKind.MODEL_PARKED
-    parked_until: float | None = Field(default=None, description="Epoch seconds it reopens.")
-
-
 # --- a run's controls ------------------------------------------------------------------------
 
 
@@ -597,9 +553,16 @@ class DeliveryDue(Note):
 AnyPayload = Payload | RawPayload
 PayloadT = TypeVar("PayloadT", bound=Payload)
 
-# Every kind: the pipeline's, its PR rounds' (store/round_events.py), the executor's
-# (store/executor_events.py), then inception's (agent_harness/store/inception_events.py).
-ALL_KINDS: tuple[StrEnum, ...] = (*EventKind, *RoundKind, *ExecutorKind, *InceptionKind)
+# Every kind: the pipeline's, its model calls' (store/model_events.py), its PR rounds'
+# (store/round_events.py), the executor's (store/executor_events.py), then inception's
+# (agent_harness/store/inception_events.py).
+ALL_KINDS: tuple[StrEnum, ...] = (
+    *EventKind,
+    *ModelKind,
+    *RoundKind,
+    *ExecutorKind,
+    *InceptionKind,
+)
 # The stored kinds and the model each is read back as (notes are never read back).
 STORED_MODELS: dict[str, type[Payload]] = {}
 NOTE_MODELS: dict[str, type[Payload]] = {}

@@ -16,15 +16,21 @@ from agent_harness.store.migrations import (
     SQLITE_CLAIM_LOG,
     SQLITE_GUARDS,
 )
+from agent_harness.store.rebase import log_ahead, rebase_log
 
 if TYPE_CHECKING:
     from agent_harness.store.database import Tx
 
 
+# Said when the log's transaction ids lie ahead of the server's (see store.rebase).
+AHEAD = "the event log names transactions ahead of this server's (copied from another server?)"
+
+
 def problems(tx: Tx) -> list[str]:
-    """Each append-only guard that is missing, disabled or altered, in words."""
+    """Each append-only guard that is missing, disabled or altered, in words; on PostgreSQL
+    also a log whose transaction ids lie ahead of the server's."""
     if tx.dialect.name == "postgresql":
-        return _pg_unprotected(tx)
+        return _pg_unprotected(tx) + ([AHEAD] if log_ahead(tx) else [])
     rows = tx.all(
         "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
         "AND tbl_name IN ('events', 'event_chain', 'items')"
@@ -38,9 +44,14 @@ def problems(tx: Tx) -> list[str]:
 
 
 def restore(tx: Tx) -> None:
-    """Re-create every guard as the migrations made it (a guard that is fine is made again)."""
+    """Re-create every guard as the migrations made it (a guard that is fine is made again),
+    re-basing first a PostgreSQL log whose transaction ids lie ahead of the server's."""
     postgres = tx.dialect.name == "postgresql"
     if postgres:
+        if log_ahead(tx):
+            tx.execute("DROP TRIGGER IF EXISTS events_no_change ON events")
+            tx.execute("DROP TRIGGER IF EXISTS event_chain_no_change ON event_chain")
+            rebase_log(tx)
         tx.execute(PG_REFUSE_FUNCTION)
     for name, text in (PG_GUARDS if postgres else _sqlite_guards(tx)).items():
         table = "event_chain" if name.startswith("event_chain") else "events"

@@ -15,6 +15,8 @@ from agent_harness.queue.views import item_view, summary
 from agent_harness.store.chain import GENESIS, event_hash, seal_settled, verify_chain, verify_item
 from agent_harness.store.database import Store, open_store
 from agent_harness.store.migrations import MIGRATIONS
+from agent_harness.store.protection import AHEAD
+from agent_harness.store.rebase import LogAhead
 from tests.shared.stores import Engine, item
 
 pytestmark = pytest.mark.integration
@@ -218,3 +220,50 @@ def test_an_items_chain_check_covers_all_its_events_when_their_ids_are_out_of_or
         assert verify_item(store, P, "no-such-item") is None
     finally:
         store.close()
+
+
+@pytest.mark.postgres
+def test_a_log_copied_from_a_server_ahead_is_refused_then_rebased_in_its_order(
+    pg: Engine, held: Any
+) -> None:
+    """pg_dump into another server keeps the first server's transaction ids, which may lie
+    ahead of the new one's: followers would see no new event. The store refuses to open it and
+    `restore_protection` (`work verify --restore`) moves the ids down, order and chain kept."""
+    store = pg.open()
+    try:
+        store.record_outside_event(P, "T1", "note", {"n": 0})
+        held.execute("INSERT INTO meta (key, value) VALUES ('early', '1')")  # its xid, first
+        store.record_outside_event(P, "T1", "note", {"n": 1})
+        late = _late_event(held)  # an older transaction's event with a higher id
+        store.record_outside_event(P, "T1", "note", {"n": 2})
+        held.commit()
+        seal_settled(store)
+        before = [e.id for e in store.events(0, 100, project=P)]
+        assert late in before and before != sorted(before)
+    finally:
+        store.close()
+    shift = "(tx::text::bigint + 1000000000000)::text::xid8"
+    for table, guard in (("events", "events_no_change"), ("event_chain", "event_chain_no_change")):
+        held.execute(f"ALTER TABLE {table} DISABLE TRIGGER {guard}")
+        held.execute(f"UPDATE {table} SET tx = {shift}")
+        held.execute(f"ALTER TABLE {table} ENABLE TRIGGER {guard}")
+    held.commit()
+    with pytest.raises(LogAhead) as refused:
+        pg.open()
+    assert refused.value.exit_code == 2
+    assert "work verify --restore" in refused.value.message
+
+    repaired = pg.open(check_protection=False)
+    try:
+        assert repaired.restore_protection() == [AHEAD]
+        assert repaired.unprotected() == []
+        assert [e.id for e in repaired.events(0, 100, project=P)] == before
+        repaired.record_outside_event(P, "T1", "note", {"n": 3})
+        seal_settled(repaired)
+        after = repaired.events(0, 100, project=P)
+        assert [e.id for e in after][:-1] == before and after[-1].payload.as_dict() == {"n": 3}
+        chain = verify_chain(repaired)
+        assert chain.intact and chain.checked == 5 and chain.unsealed == 0
+    finally:
+        repaired.close()
+    pg.open().close()
