@@ -80,6 +80,9 @@ LAPSE_CHECK_S = 1.0
 _next_lapse_check: weakref.WeakKeyDictionary[Store, dict[str, float]] = weakref.WeakKeyDictionary()
 
 
+_DEFAULT_READY = tuple(sorted(DEFAULT_READY_WHEN))
+
+
 @dataclass(frozen=True)
 class _ClaimSql:
     recover: str  # a lapsed lease or a parked item that is due, with the columns to judge it
@@ -162,9 +165,11 @@ def claim_next(
     parked items are looked at on every claim, lapsed leases whenever one may have lapsed
     (see LAPSE_CHECK_S), and both whenever no pending item is ready.
     """
-    ready = tuple(sorted(set(ready_when)))
+    ready = _DEFAULT_READY if ready_when is DEFAULT_READY_WHEN else tuple(sorted(set(ready_when)))
     sql = _claim_sql(store.dialect.name, len(ready))
-    checks = _next_lapse_check.setdefault(store, {})
+    checks = _next_lapse_check.get(store)
+    if checks is None:
+        checks = _next_lapse_check.setdefault(store, {})
     if store.clock() < checks.get(project, -math.inf):
         lease = _claim_in_one_statement(store, sql, project, worker, lease_s, ready)
         if lease is not None:

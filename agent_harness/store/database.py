@@ -14,8 +14,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
 from agent_harness.store.rebase import LogAhead
-from agent_harness.store.writegate import FairLock, write_gate
+from agent_harness.store.writegate import WriteGate, write_gate
 
 Clock = Callable[[], float]
 
@@ -230,22 +230,6 @@ class Store(ParkedKeys):
         lock: threading.Lock = self._local.lock
         return conn, lock
 
-    @contextmanager
-    def _using(self) -> Iterator[Any]:
-        """Hold this thread's connection so that `close()` elsewhere waits instead of pulling it
-        away mid-statement (for SQLite that would be a crash, not an error)."""
-        if getattr(self._local, "in_tx", False):
-            raise RuntimeError("nested transactions are not supported")
-        conn, lock = self._conn()
-        with lock:
-            if self._closed:
-                raise StoreError(self.where, "the store is closed")
-            self._local.in_tx = True
-            try:
-                yield conn
-            finally:
-                self._local.in_tx = False
-
     def transaction(self, *, write: bool = True) -> AbstractContextManager[Tx]:
         """Run a block atomically: on any error nothing of it is written."""
         return _Transaction(self, write)
@@ -272,16 +256,28 @@ class Store(ParkedKeys):
 
         Cheaper than `transaction()` by two round trips; for writes that fit in one statement.
         """
-        with self._using() as conn:
-            self._take_turn()
+        # Hold this thread's connection so that `close()` elsewhere waits instead of pulling
+        # it away mid-statement (for SQLite a crash, not an error), and take a write turn.
+        local = self._local
+        if getattr(local, "in_tx", False):
+            raise RuntimeError("nested transactions are not supported")
+        conn, lock = self._conn()
+        with lock:
+            if self._closed:
+                raise StoreError(self.where, "the store is closed")
+            local.in_tx = True
             try:
-                row = conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
-            except self._driver_errors() as exc:
-                if self._is_broken(conn):
-                    self._discard(conn)
-                raise StoreError(self.where, self._describe(exc)) from exc
+                self._take_turn()
+                try:
+                    row = conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
+                except self._driver_errors() as exc:
+                    if self._is_broken(conn):
+                        self._discard(conn)
+                    raise StoreError(self.where, self._describe(exc)) from exc
+                finally:
+                    self._ended()
             finally:
-                self._ended()
+                local.in_tx = False
         return None if row is None else tuple(row)
 
     def close(self) -> None:
@@ -488,12 +484,13 @@ class SqliteStore(Store):
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
     def _take_turn(self) -> None:
-        # This process's threads take turns here, not in SQLite's busy handler (writegate).
-        if not self._gate().acquire(timeout=self.busy_timeout_s):
+        # Writers take turns here, not in SQLite's busy handler (writegate).
+        gate = self._gate()
+        if not gate.acquire(timeout=self.busy_timeout_s):
             raise StoreError(self.where, "database is locked")
-        self._local.gated = True
+        self._local.gated = gate
 
-    def _gate(self) -> FairLock:
+    def _gate(self) -> WriteGate:
         """This file's write gate, looked up once per process (a forked child gets its own)."""
         pid = os.getpid()
         if self._gate_of[0] != pid:
@@ -501,9 +498,10 @@ class SqliteStore(Store):
         return self._gate_of[1]
 
     def _ended(self) -> None:
-        if getattr(self._local, "gated", False):
-            self._local.gated = False
-            self._gate().release()
+        gate = getattr(self._local, "gated", None)
+        if gate is not None:
+            self._local.gated = None
+            gate.release()
 
     def _driver_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.Error,)
@@ -561,8 +559,9 @@ class PostgresStore(Store):
 
 
 class _Transaction:
-    """`Store.transaction()`: the steps of `_using` and BEGIN .. COMMIT as one plain object, as
-    a claim is short enough that generator-based context managers showed in its profile."""
+    """`Store.transaction()`: the connection held (as in `statement`) and BEGIN .. COMMIT as one
+    plain object, as a claim is short enough that generator-based context managers showed in
+    its profile."""
 
     __slots__ = ("_conn", "_lock", "_store", "_tx", "_write")
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ import pytest
 
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.queue.items import enqueue, list_items
-from agent_harness.store.database import Store, open_store
+from agent_harness.store.database import SqliteStore, Store, open_store
 from agent_harness.store.errors import SchemaTooNew, StoreError
 from agent_harness.store.migrations import MIGRATIONS
 from agent_harness.testing.clock import FakeClock
@@ -271,3 +274,34 @@ def test_a_thread_writing_once_is_not_starved_by_threads_writing_in_a_loop(
     # At most a turn for each writer already in line, and a few for the moment between reading
     # the last id and asking; SQLite's busy handler alone let hundreds of writes pass it.
     assert len(ahead) <= 10
+
+
+def test_sqlite_writers_of_other_processes_take_turns_at_a_lock_file(db_dir: Path) -> None:
+    """A write waits for another process's turn (the `.write-lock` beside the database) rather
+    than for SQLite's busy handler, which sleeps; a read does not wait."""
+    path = db_dir / "h.sqlite"
+    SqliteStore(path, clock=time.time).migrate()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, f"{path}.write-lock"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        impatient = SqliteStore(path, clock=time.time, busy_timeout_s=0.2)
+        with pytest.raises(StoreError, match="database is locked"):
+            impatient.set_meta("k", "v")
+        assert impatient.get_meta("k") is None  # reading goes on meanwhile
+    finally:
+        holder.kill()
+        holder.wait()
+    impatient.set_meta("k", "v")  # its turn, once the other process is gone
+    assert impatient.get_meta("k") == "v"
+    impatient.close()
+
+
+HOLD_LOCK = """
+import fcntl, sys, time
+handle = open(sys.argv[1], "a")
+fcntl.flock(handle, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(60)
+"""
