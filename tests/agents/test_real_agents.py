@@ -91,7 +91,10 @@ def test_claude_implements_codex_reviews_three_items(rig: Rig) -> None:
     rig.anthropic.scenario = implementer
     rig.openai.scenario = reviewer
     pipeline = rig.pipeline(
-        PLAN, implementer=rig.agent("claude"), reviewer=rig.agent("codex", reviewer=True)
+        PLAN,
+        implementer=rig.agent("claude"),
+        reviewer=rig.agent("codex", reviewer=True),
+        workers=3,  # the items side by side, as a run works them
     )
     report = pipeline.run()
 
@@ -132,7 +135,7 @@ def test_codex_implements_claude_reviews(rig: Rig) -> None:
     rig.anthropic.scenario = reviewer
     plan = PLAN.split("### A2")[0] + "### A3" + PLAN.split("### A3")[1]
     pipeline = rig.pipeline(
-        plan, implementer=rig.agent("codex"), reviewer=rig.agent("claude", reviewer=True)
+        plan, implementer=rig.agent("codex"), reviewer=rig.agent("claude", reviewer=True), workers=2
     )
     report = pipeline.run()
 
