@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import runpy
 import shlex
 import subprocess
 import sys
@@ -17,9 +18,24 @@ from agent_harness.queue.items import retry as retry_item
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.tracker.sync import read_pull_marker
 
-from .conftest import KEY_ENV, REPO, Harness
+from tests.shared.local_project import git as git_in
+
+from .conftest import EXAMPLES, KEY_ENV, REPO, Harness
 
 ONE_ITEM = "### T1: Count words\nMake it.\n\ncheck: `python -m unittest tests.test_words`\n"
+
+
+def t1_merged(h: Harness) -> None:
+    """T1's work (`tally/words.py` and its test) on main, as merging T1's pull request leaves
+    it: the items that build on it start from there, without running T1 first."""
+    work = runpy.run_path(str(EXAMPLES / "agent" / "tally_agent.py"))
+    land = h.tmp / "t1-merged"
+    git_in(h.tmp, "clone", "-q", h.forge.forge.clone_url(*REPO.split("/")), str(land))
+    (land / "tally" / "words.py").write_text(work["WORDS"])
+    (land / "tests" / "test_words.py").write_text(work["WORDS_TEST"])
+    git_in(land, "add", "--all")
+    git_in(land, "-c", "user.name=Dee", "-c", "user.email=dee@example.com", "commit", "-qm", "T1")
+    git_in(land, "push", "-q", "origin", "main")
 
 
 def settings(**overrides: object) -> RunSettings:
@@ -83,10 +99,7 @@ def test_a_failed_check_goes_back_to_the_agent_and_the_reviewer_waits(h: Harness
         "### T2: Count lines\nA trailing newline does not start a line.\n\n"
         "check: `python -m unittest tests.test_lines`\n"
     )
-    # T2 needs words.py from T1; give the repository T1's work first, as a merge would.
-    first = h.pipeline(ONE_ITEM)
-    first.run()
-    h.merge(h.pulls()[0].number)
+    t1_merged(h)  # T2 needs words.py from T1
     pipeline = h.pipeline(plan)
     report = pipeline.run()
     assert [(i.id, i.state, i.attempts) for i in report.items] == [("T2", "pr_open", 2)]
@@ -107,8 +120,7 @@ def test_a_reviewer_no_goes_back_and_the_reviewer_never_sees_the_transcript(
         "### T4: Most frequent words\n`top_words(text, n)`; ties broken alphabetically.\n\n"
         "check: `python -m unittest tests.test_top`\n"
     )
-    h.pipeline(ONE_ITEM).run()
-    h.merge(h.pulls()[0].number)
+    t1_merged(h)
     pipeline = h.pipeline(plan)
     report = pipeline.run()
     assert [(i.id, i.state, i.attempts) for i in report.items] == [("T4", "pr_open", 2)]
