@@ -17,7 +17,6 @@ from agent_harness.queue.items import ItemState, get_item, record_outcome
 from agent_harness.queue.items import retry as retry_item
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.tracker.sync import read_pull_marker
-
 from tests.shared.local_project import git as git_in
 
 from .conftest import EXAMPLES, KEY_ENV, REPO, Harness
