@@ -61,7 +61,9 @@ def remote_main(h: Harness) -> str:
 
 
 @pytest.mark.integration
-def test_an_item_becomes_a_pull_request_that_closes_its_issue(h: Harness) -> None:
+def test_an_item_becomes_a_pull_request_that_closes_its_issue_and_a_rerun_does_nothing_again(
+    h: Harness,
+) -> None:
     before = remote_main(h)
     pipeline = h.pipeline(ONE_ITEM)
     report = pipeline.run()
@@ -90,6 +92,14 @@ def test_an_item_becomes_a_pull_request_that_closes_its_issue(h: Harness) -> Non
     ]
     positions = [events.index(kind) for kind in order]
     assert positions == sorted(positions)
+
+    # Run again, the plan finished: nothing is written to the forge, nothing is reviewed again.
+    mark = h.forge.forge.mark()
+    again = h.pipeline(ONE_ITEM).run()
+    assert [(i.id, i.state, i.attempts) for i in again.items] == [("T1", "pr_open", 1)]
+    counts = h.forge.forge.request_counts(mark)
+    assert not any(key.startswith(("POST", "PATCH")) for key in counts), counts
+    assert len(h.reviews()) == 1
 
 
 @pytest.mark.integration
@@ -292,17 +302,6 @@ def test_a_lost_answer_to_the_pull_request_opens_no_second_one(h: Harness) -> No
     [item] = pipeline.run().items
     assert item.state == "pr_open"
     assert len(h.pulls()) == 1
-    assert len(h.reviews()) == 1
-
-
-@pytest.mark.integration
-def test_rerunning_a_finished_plan_does_nothing_again(h: Harness) -> None:
-    h.pipeline(ONE_ITEM).run()
-    mark = h.forge.forge.mark()
-    again = h.pipeline(ONE_ITEM).run()
-    assert [(i.id, i.state, i.attempts) for i in again.items] == [("T1", "pr_open", 1)]
-    counts = h.forge.forge.request_counts(mark)
-    assert not any(key.startswith(("POST", "PATCH")) for key in counts), counts
     assert len(h.reviews()) == 1
 
 
