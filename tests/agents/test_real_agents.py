@@ -91,7 +91,10 @@ def test_claude_implements_codex_reviews_three_items(rig: Rig) -> None:
     rig.anthropic.scenario = implementer
     rig.openai.scenario = reviewer
     pipeline = rig.pipeline(
-        PLAN, implementer=rig.agent("claude"), reviewer=rig.agent("codex", reviewer=True)
+        PLAN,
+        implementer=rig.agent("claude"),
+        reviewer=rig.agent("codex", reviewer=True),
+        workers=3,  # the items side by side, as a run works them
     )
     report = pipeline.run()
 
@@ -132,7 +135,7 @@ def test_codex_implements_claude_reviews(rig: Rig) -> None:
     rig.anthropic.scenario = reviewer
     plan = PLAN.split("### A2")[0] + "### A3" + PLAN.split("### A3")[1]
     pipeline = rig.pipeline(
-        plan, implementer=rig.agent("codex"), reviewer=rig.agent("claude", reviewer=True)
+        plan, implementer=rig.agent("codex"), reviewer=rig.agent("claude", reviewer=True), workers=2
     )
     report = pipeline.run()
 
@@ -267,31 +270,40 @@ BAD_OPENAI_KEY = ScriptedFailure.openai(
 )
 
 
-def test_codexs_plain_429_parks_the_item_instead_of_burning_attempts(rig: Rig) -> None:
-    # Codex prints only "exceeded retry limit, last status: 429 Too Many Requests": the
-    # retry-after the provider sent does not reach its output, so the item waits a minute.
-    rig.openai.scenario = lambda _: Fail(ScriptedFailure.openai_rate_limit(retry_after=30))
-    pipeline = first_item(rig, "codex", "claude")
+def test_codexs_plain_429_parks_its_item_and_a_bad_key_fails_its_item_after_one_attempt(
+    rig: Rig,
+) -> None:
+    """Two items side by side, each with its own failure: A1's provider answers 429, A2's 401."""
+
+    def play(exchange: Exchange) -> Step:
+        if "Work item A1" in exchange.user_text:
+            return Fail(ScriptedFailure.openai_rate_limit(retry_after=30))
+        return Fail(BAD_OPENAI_KEY)
+
+    rig.openai.scenario = play
+    pipeline = rig.pipeline(
+        PLAN.split("### A3")[0],
+        implementer=rig.agent("codex"),
+        reviewer=rig.agent("claude", reviewer=True),
+        workers=2,
+    )
     before = time.time()
     report = pipeline.run()
 
-    [item] = report.items
-    assert (item.state, item.attempts) == ("waiting", 0), item.reason
-    assert item.not_before is not None and before + 60 <= item.not_before <= time.time() + 66
+    limited, refused = report.items
+    # Codex prints only "exceeded retry limit, last status: 429 Too Many Requests": the
+    # retry-after the provider sent does not reach its output, so the item waits a minute.
+    assert (limited.id, limited.state, limited.attempts) == ("A1", "waiting", 0), limited.reason
+    assert limited.not_before is not None
+    assert before + 60 <= limited.not_before <= time.time() + 66
     [finished] = rig.events(pipeline, "A1", "agent_finished")
     assert (finished["state"], finished["failure"]) == ("rate_limited", "burst")
-    assert len(rig.openai.model_requests()) == 1  # one run, not three
-
-
-def test_codexs_bad_key_fails_the_item_after_one_attempt(rig: Rig) -> None:
-    rig.openai.scenario = lambda _: Fail(BAD_OPENAI_KEY)
-    pipeline = first_item(rig, "codex", "claude")
-    report = pipeline.run()
-
-    [item] = report.items
-    assert (item.state, item.attempts) == ("failed", 1)
-    assert item.reason is not None and "Incorrect API key provided" in item.reason
-    [finished] = rig.events(pipeline, "A1", "agent_finished")
+    a1 = [r for r in rig.openai.model_requests() if "Work item A1" in r.text]
+    assert len(a1) == 1  # one run, not three
+    # A bad key: the item fails after its one attempt, with the provider's words.
+    assert (refused.id, refused.state, refused.attempts) == ("A2", "failed", 1)
+    assert refused.reason is not None and "Incorrect API key provided" in refused.reason
+    [finished] = rig.events(pipeline, "A2", "agent_finished")
     assert (finished["state"], finished["failure"], finished["permanent"]) == (
         "refused",
         "auth",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -43,14 +44,10 @@ def git(cwd: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A user's directory: the plan, and their own project with two commits on main."""
-    for name in [n for n in os.environ if n.startswith("AGENT_HARNESS_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "PLAN.md").write_text(PLAN)
-    app = tmp_path / "app"
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The user's own project with two commits on main, made once; each test has a copy."""
+    app = tmp_path_factory.mktemp("project") / "app"
     app.mkdir()
     git(app, "init", "-q", "--initial-branch=main")
     (app / "README.md").write_text("# app\n")
@@ -59,6 +56,17 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (app / "app.py").write_text("print('hi')\n")
     git(app, "add", "app.py")
     git(app, "commit", "-q", "-m", "second")
+    return app
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, project: Path) -> Path:
+    """A user's directory: the plan, and their own project with two commits on main."""
+    for name in [n for n in os.environ if n.startswith("AGENT_HARNESS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "PLAN.md").write_text(PLAN)
+    shutil.copytree(project, tmp_path / "app", symlinks=True)
     return tmp_path
 
 

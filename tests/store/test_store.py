@@ -191,13 +191,14 @@ def _open_fresh_files(paths: list[str], barrier: Any, results: Any) -> None:
             results.put("ok")
 
 
-@pytest.mark.parametrize(("racers", "trials"), [(2, 150), (3, 100)])
 def test_processes_opening_a_fresh_sqlite_file_together_never_find_it_locked(
-    tmp_path: Path, racers: int, trials: int
+    tmp_path: Path,
 ) -> None:
-    # Before the fix, "database is locked" failed 9 to 33 trials in 1,000 with these racers on
-    # two busy cores (up to 64 in 1,000 in other measurements): most runs of this test caught
-    # it; the test below catches its cause every time.
+    # Before the fix, "database is locked" failed 9 to 33 trials in 1,000 with two or three
+    # racers on two busy cores (up to 64 in 1,000 in other measurements): most runs of this
+    # test caught it; the test below catches its cause every time. Three racers hold every
+    # pair of two, so a run of two racers besides would take the same path again.
+    racers, trials = 3, 100
     ctx = multiprocessing.get_context("fork")
     paths = [str(tmp_path / f"fresh-{n}.sqlite") for n in range(trials)]
     barrier = ctx.Barrier(racers)

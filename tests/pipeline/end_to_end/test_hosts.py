@@ -27,7 +27,8 @@ from .test_resume import cli_env
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.postgres]
 
-ITEMS = [f"N{n}" for n in range(1, 7)]
+# One item held by each host, and one more: enough for build-3 to surely hold one of its own.
+ITEMS = [f"N{n}" for n in range(1, 5)]
 PLAN = "\n".join(
     f"### {i}: Write note {i}\nWrite `{i.lower()}.txt`.\n\ncheck: `test -f {i.lower()}.txt`\n"
     for i in ITEMS
@@ -104,7 +105,8 @@ def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
     }
     engine.open().close()  # the schema, made and migrated
     # All three start at once on a repository with no issues yet, and each one's sync of the
-    # plan to issues is slow enough (half a second per issue) to overlap the others'.
+    # plan to issues is slow enough (half a second per issue, two seconds in all) to overlap
+    # the others'.
     faults = harness.forge.forge.faults
     faults.inject(FaultKind.LATENCY, "POST", "*/issues", delay_s=0.5, count=None)
     # The first pull request (build-3's: the others' agents wait) is held, and then made.

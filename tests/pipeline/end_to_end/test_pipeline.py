@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import runpy
 import shlex
 import subprocess
 import sys
@@ -16,10 +17,24 @@ from agent_harness.queue.items import ItemState, get_item, record_outcome
 from agent_harness.queue.items import retry as retry_item
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.tracker.sync import read_pull_marker
+from tests.shared.local_project import git as git_in
 
-from .conftest import KEY_ENV, REPO, Harness
+from .conftest import EXAMPLES, KEY_ENV, REPO, Harness
 
 ONE_ITEM = "### T1: Count words\nMake it.\n\ncheck: `python -m unittest tests.test_words`\n"
+
+
+def t1_merged(h: Harness) -> None:
+    """T1's work (`tally/words.py` and its test) on main, as merging T1's pull request leaves
+    it: the items that build on it start from there, without running T1 first."""
+    work = runpy.run_path(str(EXAMPLES / "agent" / "tally_agent.py"))
+    land = h.tmp / "t1-merged"
+    git_in(h.tmp, "clone", "-q", h.forge.forge.clone_url(*REPO.split("/")), str(land))
+    (land / "tally" / "words.py").write_text(work["WORDS"])
+    (land / "tests" / "test_words.py").write_text(work["WORDS_TEST"])
+    git_in(land, "add", "--all")
+    git_in(land, "-c", "user.name=Dee", "-c", "user.email=dee@example.com", "commit", "-qm", "T1")
+    git_in(land, "push", "-q", "origin", "main")
 
 
 def settings(**overrides: object) -> RunSettings:
@@ -46,7 +61,9 @@ def remote_main(h: Harness) -> str:
 
 
 @pytest.mark.integration
-def test_an_item_becomes_a_pull_request_that_closes_its_issue(h: Harness) -> None:
+def test_an_item_becomes_a_pull_request_that_closes_its_issue_and_a_rerun_does_nothing_again(
+    h: Harness,
+) -> None:
     before = remote_main(h)
     pipeline = h.pipeline(ONE_ITEM)
     report = pipeline.run()
@@ -76,6 +93,14 @@ def test_an_item_becomes_a_pull_request_that_closes_its_issue(h: Harness) -> Non
     positions = [events.index(kind) for kind in order]
     assert positions == sorted(positions)
 
+    # Run again, the plan finished: nothing is written to the forge, nothing is reviewed again.
+    mark = h.forge.forge.mark()
+    again = h.pipeline(ONE_ITEM).run()
+    assert [(i.id, i.state, i.attempts) for i in again.items] == [("T1", "pr_open", 1)]
+    counts = h.forge.forge.request_counts(mark)
+    assert not any(key.startswith(("POST", "PATCH")) for key in counts), counts
+    assert len(h.reviews()) == 1
+
 
 @pytest.mark.integration
 def test_a_failed_check_goes_back_to_the_agent_and_the_reviewer_waits(h: Harness) -> None:
@@ -83,10 +108,7 @@ def test_a_failed_check_goes_back_to_the_agent_and_the_reviewer_waits(h: Harness
         "### T2: Count lines\nA trailing newline does not start a line.\n\n"
         "check: `python -m unittest tests.test_lines`\n"
     )
-    # T2 needs words.py from T1; give the repository T1's work first, as a merge would.
-    first = h.pipeline(ONE_ITEM)
-    first.run()
-    h.merge(h.pulls()[0].number)
+    t1_merged(h)  # T2 needs words.py from T1
     pipeline = h.pipeline(plan)
     report = pipeline.run()
     assert [(i.id, i.state, i.attempts) for i in report.items] == [("T2", "pr_open", 2)]
@@ -107,8 +129,7 @@ def test_a_reviewer_no_goes_back_and_the_reviewer_never_sees_the_transcript(
         "### T4: Most frequent words\n`top_words(text, n)`; ties broken alphabetically.\n\n"
         "check: `python -m unittest tests.test_top`\n"
     )
-    h.pipeline(ONE_ITEM).run()
-    h.merge(h.pulls()[0].number)
+    t1_merged(h)
     pipeline = h.pipeline(plan)
     report = pipeline.run()
     assert [(i.id, i.state, i.attempts) for i in report.items] == [("T4", "pr_open", 2)]
@@ -281,17 +302,6 @@ def test_a_lost_answer_to_the_pull_request_opens_no_second_one(h: Harness) -> No
     [item] = pipeline.run().items
     assert item.state == "pr_open"
     assert len(h.pulls()) == 1
-    assert len(h.reviews()) == 1
-
-
-@pytest.mark.integration
-def test_rerunning_a_finished_plan_does_nothing_again(h: Harness) -> None:
-    h.pipeline(ONE_ITEM).run()
-    mark = h.forge.forge.mark()
-    again = h.pipeline(ONE_ITEM).run()
-    assert [(i.id, i.state, i.attempts) for i in again.items] == [("T1", "pr_open", 1)]
-    counts = h.forge.forge.request_counts(mark)
-    assert not any(key.startswith(("POST", "PATCH")) for key in counts), counts
     assert len(h.reviews()) == 1
 
 
