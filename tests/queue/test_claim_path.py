@@ -7,7 +7,9 @@ import math
 import sqlite3
 
 import pytest
+from pydantic import ValidationError
 
+from agent_harness.config import BudgetSettings
 from agent_harness.queue.items import ItemState, enqueue
 from agent_harness.queue.leases import LAPSE_CHECK_S, _claimed_json, claim_next
 from agent_harness.store.database import Store
@@ -141,3 +143,23 @@ def test_sqlite_refuses_a_database_whose_claims_would_go_unlogged(sqlite_engine:
     finally:
         repaired.close()
     sqlite_engine.open().close()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("lease_s", [0.1, 1e300])
+def test_a_claim_event_reads_back_whatever_the_lease(
+    store: Store, clock: FakeClock, lease_s: float
+) -> None:
+    """The claim's event, however the engine writes it, is JSON the log reads back; a lease
+    that never ends (`inf`, which SQLite's trigger would write as `Inf`) is refused, by the
+    settings and by the claim."""
+    enqueue(store, P, [item("T0")])
+    with pytest.raises(ValueError, match="finite"):
+        claim_next(store, P, "w1", math.inf)
+    with pytest.raises(ValidationError):
+        BudgetSettings(lease_s=math.inf)
+    lease = claim_next(store, P, "w1", lease_s)
+    assert lease is not None
+    event = store.all_events(project=P, item="T0")[-1]
+    assert event.kind == "claimed"
+    assert event.payload.as_dict()["expires_at"] == lease.expires_at
