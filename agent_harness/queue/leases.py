@@ -165,6 +165,8 @@ def claim_next(
     parked items are looked at on every claim, lapsed leases whenever one may have lapsed
     (see LAPSE_CHECK_S), and both whenever no pending item is ready.
     """
+    if not math.isfinite(lease_s):  # SQLite's claim trigger would log it as no JSON (`Inf`)
+        raise ValueError(f"a lease must be finite, not {lease_s}")
     ready = _DEFAULT_READY if ready_when is DEFAULT_READY_WHEN else tuple(sorted(set(ready_when)))
     sql = _claim_sql(store.dialect.name, len(ready))
     checks = _next_lapse_check.get(store)
