@@ -163,3 +163,18 @@ def test_a_claim_event_reads_back_whatever_the_lease(
     event = store.all_events(project=P, item="T0")[-1]
     assert event.kind == "claimed"
     assert event.payload.as_dict()["expires_at"] == lease.expires_at
+
+
+@pytest.mark.integration
+def test_a_short_lease_this_store_took_on_the_fast_path_is_taken_back_once_it_lapses(
+    store: Store, clock: FakeClock
+) -> None:
+    """LAPSE_CHECK_S bounds the delay only for leases other processes took: one this store took
+    itself, even by the one-statement claim, is looked for as soon as it lapses."""
+    enqueue(store, P, [item(f"T{n}") for n in range(4)])
+    first = claim_next(store, P, "w1", 300)  # looks for lapsed leases: none for a second
+    short = claim_next(store, P, "w1", LAPSE_CHECK_S / 4)  # the one-statement claim
+    assert first is not None and short is not None and short.item_id == "T1"
+    clock.advance(LAPSE_CHECK_S / 2)  # the short lease has lapsed
+    again = claim_next(store, P, "w1", 300)
+    assert again is not None and (again.item_id, again.attempt) == ("T1", 1)
