@@ -76,7 +76,8 @@ MAX_RECLAIMS = 5
 LAPSE_CHECK_S = 1.0
 
 # Per store and project, the store-clock time of the next look for lapsed leases: the soonest
-# expiry of the leases seen at the last look, or LAPSE_CHECK_S after it, whichever is first.
+# expiry of the leases seen at the last look or taken by this store since, or LAPSE_CHECK_S
+# after the last look, whichever is first.
 _next_lapse_check: weakref.WeakKeyDictionary[Store, dict[str, float]] = weakref.WeakKeyDictionary()
 
 
@@ -172,9 +173,12 @@ def claim_next(
     checks = _next_lapse_check.get(store)
     if checks is None:
         checks = _next_lapse_check.setdefault(store, {})
-    if store.clock() < checks.get(project, -math.inf):
+    next_check = checks.get(project, -math.inf)
+    if store.clock() < next_check:
         lease = _claim_in_one_statement(store, sql, project, worker, lease_s, ready)
         if lease is not None:
+            if lease.expires_at < next_check:  # its own lease lapses first: look then
+                checks[project] = lease.expires_at
             return lease
     return _claim_with_recovery(store, sql, project, worker, lease_s, ready, checks)
 
