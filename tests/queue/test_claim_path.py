@@ -178,3 +178,24 @@ def test_a_short_lease_this_store_took_on_the_fast_path_is_taken_back_once_it_la
     clock.advance(LAPSE_CHECK_S / 2)  # the short lease has lapsed
     again = claim_next(store, P, "w1", 300)
     assert again is not None and (again.item_id, again.attempt) == ("T1", 1)
+
+
+@pytest.mark.integration
+def test_a_clock_stepped_back_does_not_put_off_looking_for_lapsed_leases(
+    engine: Engine, store: Store, clock: FakeClock
+) -> None:
+    """The next look for lapsed leases is a time on the store's clock: when that clock is set
+    back (NTP stepping a host's clock), the look is not put off until it reaches that time
+    again, an hour of lapsed leases never taken back."""
+    enqueue(store, P, [item(f"T{n}") for n in range(6)])
+    assert claim_next(store, P, "w1", 300) is not None  # looked: the next look within 1 s
+    clock.now -= 3600  # the clock is stepped back an hour
+    other = engine.open(clock=clock)  # another host's claim, after the step
+    try:
+        theirs = claim_next(other, P, "w2", 60)
+    finally:
+        other.close()
+    assert theirs is not None and theirs.item_id == "T1"
+    clock.advance(61 + LAPSE_CHECK_S)  # their lease has lapsed, and more than a look's delay
+    again = claim_next(store, P, "w1", 300)
+    assert again is not None and (again.item_id, again.worker) == ("T1", "w1")
