@@ -174,7 +174,8 @@ def claim_next(
     if checks is None:
         checks = _next_lapse_check.setdefault(store, {})
     next_check = checks.get(project, -math.inf)
-    if store.clock() < next_check:
+    # Not before the last look either: a clock set back would otherwise put the look off.
+    if next_check - LAPSE_CHECK_S <= store.clock() < next_check:
         lease = _claim_in_one_statement(store, sql, project, worker, lease_s, ready)
         if lease is not None:
             if lease.expires_at < next_check:  # its own lease lapses first: look then
