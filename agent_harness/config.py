@@ -95,8 +95,9 @@ class BudgetSettings(_Section):
     max_call_usd: float | None = Field(default=None, ge=0)
     """What one agent run or model call may cost at most: the bound a budget is checked with
     before each call (the largest call seen so far counts too); None means only what was seen."""
-    lease_s: float = Field(default=300.0, gt=0)
-    """Lease length; a worker that stops heartbeating loses its item after this long."""
+    lease_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
+    """Lease length; a worker that stops heartbeating loses its item after this long (finite:
+    the claim's event records when it ends)."""
 
 
 class CheckSettings(_Section):

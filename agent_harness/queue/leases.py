@@ -76,7 +76,8 @@ MAX_RECLAIMS = 5
 LAPSE_CHECK_S = 1.0
 
 # Per store and project, the store-clock time of the next look for lapsed leases: the soonest
-# expiry of the leases seen at the last look, or LAPSE_CHECK_S after it, whichever is first.
+# expiry of the leases seen at the last look or taken by this store since, or LAPSE_CHECK_S
+# after the last look, whichever is first.
 _next_lapse_check: weakref.WeakKeyDictionary[Store, dict[str, float]] = weakref.WeakKeyDictionary()
 
 
@@ -165,14 +166,20 @@ def claim_next(
     parked items are looked at on every claim, lapsed leases whenever one may have lapsed
     (see LAPSE_CHECK_S), and both whenever no pending item is ready.
     """
+    if not math.isfinite(lease_s):  # SQLite's claim trigger would log it as no JSON (`Inf`)
+        raise ValueError(f"a lease must be finite, not {lease_s}")
     ready = _DEFAULT_READY if ready_when is DEFAULT_READY_WHEN else tuple(sorted(set(ready_when)))
     sql = _claim_sql(store.dialect.name, len(ready))
     checks = _next_lapse_check.get(store)
     if checks is None:
         checks = _next_lapse_check.setdefault(store, {})
-    if store.clock() < checks.get(project, -math.inf):
+    next_check = checks.get(project, -math.inf)
+    # Not before the last look either: a clock set back would otherwise put the look off.
+    if next_check - LAPSE_CHECK_S <= store.clock() < next_check:
         lease = _claim_in_one_statement(store, sql, project, worker, lease_s, ready)
         if lease is not None:
+            if lease.expires_at < next_check:  # its own lease lapses first: look then
+                checks[project] = lease.expires_at
             return lease
     return _claim_with_recovery(store, sql, project, worker, lease_s, ready, checks)
 

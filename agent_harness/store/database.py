@@ -30,7 +30,7 @@ from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
 from agent_harness.store.rebase import LogAhead
-from agent_harness.store.writegate import WriteGate, write_gate
+from agent_harness.store.writegate import WriteGate, drop_gate, write_gate
 
 Clock = Callable[[], float]
 
@@ -434,7 +434,15 @@ class SqliteStore(Store):
         super().__init__(f"sqlite:///{path}", SQLITE, clock=clock, where=str(path))
         self.path = path
         self.busy_timeout_s = busy_timeout_s
-        self._gate_of = (os.getpid(), write_gate(path))
+        self._gate_of: tuple[int, WriteGate | None] = (os.getpid(), write_gate(path))
+
+    def close(self) -> None:
+        super().close()
+        with self._guard:  # once, by this process (a forked child's gates are its own)
+            pid, gate = self._gate_of
+            self._gate_of = (pid, None)
+        if gate is not None and pid == os.getpid():
+            drop_gate(gate)
 
     def _connect(self) -> Any:
         try:
@@ -492,10 +500,11 @@ class SqliteStore(Store):
 
     def _gate(self) -> WriteGate:
         """This file's write gate, looked up once per process (a forked child gets its own)."""
-        pid = os.getpid()
-        if self._gate_of[0] != pid:
-            self._gate_of = (pid, write_gate(self.path))
-        return self._gate_of[1]
+        pid, gate = self._gate_of
+        if gate is None or pid != os.getpid():
+            gate = write_gate(self.path)
+            self._gate_of = (os.getpid(), gate)
+        return gate
 
     def _ended(self) -> None:
         gate = getattr(self._local, "gated", None)

@@ -75,6 +75,7 @@ class WriteGate:
         self.threads = FairLock()
         self._lock_file = lock_file
         self._fd: int | None = None  # opened at the first write; -1 when it cannot be
+        self.users = 0  # the stores of this process that write through it (see write_gate)
 
     def acquire(self, timeout: float) -> bool:
         """This process's turn, then the file's, within `timeout` seconds; False if it ran out."""
@@ -96,6 +97,12 @@ class WriteGate:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
         finally:
             self.threads.release()
+
+    def close(self) -> None:
+        """Close the lock file (its last store has closed; no write is under way)."""
+        fd, self._fd = self._fd, None
+        if fd is not None and fd >= 0:
+            os.close(fd)
 
     def _take_file(self, deadline: float) -> bool:
         if self._fd is None:
@@ -139,4 +146,18 @@ def write_gate(path: Path) -> WriteGate:
         gate = _WRITE_GATES.get(key)
         if gate is None:
             gate = _WRITE_GATES[key] = WriteGate(Path(key + ".write-lock"))
+        gate.users += 1
         return gate
+
+
+def drop_gate(gate: WriteGate) -> None:
+    """A store that had `gate` from write_gate has closed: the last one closes its lock file,
+    so a process that opens many databases in turn keeps no descriptor for those it closed."""
+    with _WRITE_GATES_GUARD:
+        gate.users -= 1
+        if gate.users > 0:
+            return
+        for key, known in list(_WRITE_GATES.items()):
+            if known is gate:
+                del _WRITE_GATES[key]
+        gate.close()

@@ -7,7 +7,9 @@ import math
 import sqlite3
 
 import pytest
+from pydantic import ValidationError
 
+from agent_harness.config import BudgetSettings
 from agent_harness.queue.items import ItemState, enqueue
 from agent_harness.queue.leases import LAPSE_CHECK_S, _claimed_json, claim_next
 from agent_harness.store.database import Store
@@ -141,3 +143,59 @@ def test_sqlite_refuses_a_database_whose_claims_would_go_unlogged(sqlite_engine:
     finally:
         repaired.close()
     sqlite_engine.open().close()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("lease_s", [0.1, 1e300])
+def test_a_claim_event_reads_back_whatever_the_lease(
+    store: Store, clock: FakeClock, lease_s: float
+) -> None:
+    """The claim's event, however the engine writes it, is JSON the log reads back; a lease
+    that never ends (`inf`, which SQLite's trigger would write as `Inf`) is refused, by the
+    settings and by the claim."""
+    enqueue(store, P, [item("T0")])
+    with pytest.raises(ValueError, match="finite"):
+        claim_next(store, P, "w1", math.inf)
+    with pytest.raises(ValidationError):
+        BudgetSettings(lease_s=math.inf)
+    lease = claim_next(store, P, "w1", lease_s)
+    assert lease is not None
+    event = store.all_events(project=P, item="T0")[-1]
+    assert event.kind == "claimed"
+    assert event.payload.as_dict()["expires_at"] == lease.expires_at
+
+
+@pytest.mark.integration
+def test_a_short_lease_this_store_took_on_the_fast_path_is_taken_back_once_it_lapses(
+    store: Store, clock: FakeClock
+) -> None:
+    """LAPSE_CHECK_S bounds the delay only for leases other processes took: one this store took
+    itself, even by the one-statement claim, is looked for as soon as it lapses."""
+    enqueue(store, P, [item(f"T{n}") for n in range(4)])
+    first = claim_next(store, P, "w1", 300)  # looks for lapsed leases: none for a second
+    short = claim_next(store, P, "w1", LAPSE_CHECK_S / 4)  # the one-statement claim
+    assert first is not None and short is not None and short.item_id == "T1"
+    clock.advance(LAPSE_CHECK_S / 2)  # the short lease has lapsed
+    again = claim_next(store, P, "w1", 300)
+    assert again is not None and (again.item_id, again.attempt) == ("T1", 1)
+
+
+@pytest.mark.integration
+def test_a_clock_stepped_back_does_not_put_off_looking_for_lapsed_leases(
+    engine: Engine, store: Store, clock: FakeClock
+) -> None:
+    """The next look for lapsed leases is a time on the store's clock: when that clock is set
+    back (NTP stepping a host's clock), the look is not put off until it reaches that time
+    again, an hour of lapsed leases never taken back."""
+    enqueue(store, P, [item(f"T{n}") for n in range(6)])
+    assert claim_next(store, P, "w1", 300) is not None  # looked: the next look within 1 s
+    clock.now -= 3600  # the clock is stepped back an hour
+    other = engine.open(clock=clock)  # another host's claim, after the step
+    try:
+        theirs = claim_next(other, P, "w2", 60)
+    finally:
+        other.close()
+    assert theirs is not None and theirs.item_id == "T1"
+    clock.advance(61 + LAPSE_CHECK_S)  # their lease has lapsed, and more than a look's delay
+    again = claim_next(store, P, "w1", 300)
+    assert again is not None and (again.item_id, again.worker) == ("T1", "w1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sqlite3
 import subprocess
 import sys
@@ -306,3 +307,38 @@ fcntl.flock(handle, fcntl.LOCK_EX)
 print("held", flush=True)
 time.sleep(60)
 """
+
+
+def _write_lock_fds() -> list[str]:
+    fds = Path("/proc/self/fd")
+    if not fds.exists():
+        pytest.skip("needs /proc/self/fd")
+    found = []
+    for fd in fds.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.endswith(".write-lock"):
+            found.append(target)
+    return found
+
+
+def test_a_closed_sqlite_store_keeps_no_write_lock_file_open(tmp_path: Path) -> None:
+    """Each SQLite file's write turns use a lock file beside it; once the last store of that file
+    in this process closes, the lock file is closed too (a process opening many databases, as a
+    test worker does, would otherwise run out of file descriptors)."""
+    before = _write_lock_fds()
+    for n in range(5):
+        store = open_store(str(tmp_path / f"s{n}.sqlite"))
+        store.set_meta("k", "v")
+        store.close()
+    twice = open_store(str(tmp_path / "t.sqlite"))
+    other = open_store(str(tmp_path / "t.sqlite"))
+    twice.set_meta("k", "v")
+    twice.close()
+    other.set_meta("k", "w")  # the file's gate still works for the store left open
+    assert other.get_meta("k") == "w"
+    other.close()
+    other.close()  # closing twice is harmless
+    assert _write_lock_fds() == before
