@@ -347,7 +347,10 @@ class WorkRepo:
         if repo_git(path, "merge-base", "--is-ancestor", pushed_sha, "HEAD", check=False).ok:
             return None
         who = ("-c", "user.name=agent-harness", "-c", "user.email=agent-harness@localhost")
-        if repo_git(path, *who, "rebase", "--quiet", pushed_sha, check=False).ok:
+        # --rebase-merges: a merge of the base made here (update_from_base) stays a merge,
+        # instead of the base's commits being copied onto the item's branch.
+        rebase = ("rebase", "--quiet", "--rebase-merges", pushed_sha)
+        if repo_git(path, *who, *rebase, check=False).ok:
             return None
         repo_git(path, "rebase", "--abort", check=False)
         kept = f"refs/agent-harness/kept/{branch}/{head[:12]}"

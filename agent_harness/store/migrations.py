@@ -24,9 +24,10 @@ SQLITE_GUARDS: dict[str, str] = {
 # SQLite writes a claim of a pending item in one statement: the UPDATE that takes the item, and
 # this trigger, which logs the `claimed` event in the same statement (SQLite has no INSERT inside
 # a WITH, which is how PostgreSQL does it). Guarded like the append-only triggers, since a claim
-# without its event would make the log disagree with the queue. The payload has the keys and
-# layout `json.dumps(..., sort_keys=True)` gives; the expiry is written with 17 digits, so it
-# reads back as the very float the lease holds.
+# without its event would make the log disagree with the queue. The payload has the keys, order
+# and separators `json.dumps(..., sort_keys=True)` gives, though not always its very text (a
+# worker's non-ASCII letters stay as they are; the expiry is written with 17 digits, which read
+# back as the very float the lease holds, where Python writes the shortest such digits).
 SQLITE_CLAIM_LOG: dict[str, str] = {
     "items_claimed_event": """CREATE TRIGGER items_claimed_event AFTER UPDATE OF state ON items
                WHEN OLD.state = 'pending' AND NEW.state = 'claimed'
