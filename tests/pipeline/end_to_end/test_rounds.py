@@ -288,3 +288,22 @@ def test_reads_stay_o_changed_and_a_second_look_with_nothing_new_writes_nothing(
     assert tally.writes == writes
     assert not [k for k in counts if "{pull_number}" in k or "check-runs" in k], counts
     assert sum(counts.values()) <= 4, counts
+
+
+def test_a_review_landing_in_the_second_the_pull_was_opened_and_read_is_still_answered(
+    h: Harness,
+) -> None:
+    h.forge.forge.clock = h.clock  # the forge's timestamps and the watch's on one clock
+    p = pipeline(h)
+    p.parts.clock = h.clock
+    p.run()  # opens the pull request and reads it, all within one second of the clock
+    [pull] = h.pulls()
+    assert rounds(h, p) == []
+    gh_repo(h).get_pull(pull.number).create_review(body="not yet", event="REQUEST_CHANGES")
+    assert gh_repo(h).get_pull(pull.number).updated_at == pull.updated_at
+    # Its updated_at is the second it was opened in, as before the review: the listing alone
+    # cannot tell. The watch reads it once more for that reason, and answers the review.
+    h.clock.advance(2)
+    p.reconcile()
+    [one] = rounds(h, p)
+    assert one["trigger"] == "review" and "not yet" in one["detail"]
