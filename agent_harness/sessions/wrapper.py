@@ -43,6 +43,17 @@ def main(spec_path):
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(str(code))
     os.replace(tmp, spec["exit"])
+    said_ended(spec.get("ended"))
+
+def said_ended(path):
+    """Tell a host waiting on the named pipe `path` that the session ended: opening it for
+    writing and closing it wakes the reader. Nobody reading (or no pipe) is no error."""
+    if not path:
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass
 
 def stdin_fd(spec):
     if spec["stdin_devnull"]:
@@ -238,7 +249,7 @@ def _read_exit(exit_path: Path) -> int | None:
         return None
 
 
-def _write_spec(spec: SessionSpec, mode: str, fifo: Path | None) -> Path:
+def _write_spec(spec: SessionSpec, mode: str, fifo: Path | None, ended: Path | None = None) -> Path:
     """The wrapper's instructions, readable only by us; the wrapper deletes it on start."""
     path = spec.log_path.parent / f".{spec.name}.spec"
     payload = {
@@ -250,6 +261,7 @@ def _write_spec(spec: SessionSpec, mode: str, fifo: Path | None) -> Path:
         "stdin_devnull": spec.stdin_devnull,
         "mode": mode,
         "fifo": str(fifo) if fifo else None,
+        "ended": str(ended) if ended else None,
     }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
