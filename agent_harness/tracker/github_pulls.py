@@ -81,6 +81,18 @@ class PullReads:
             comments=tuple(str(c.get("body") or "") for c in talk),
         )
 
+    def pull_untouched(self, number: int) -> bool:
+        base = f"/repos/{self.repo}"
+        for path, kind in (
+            (f"{base}/pulls/{number}/reviews", "list_reviews"),
+            (f"{base}/issues/{number}/comments", "list_comments"),
+            (f"{base}/pulls/{number}/comments", "list_review_comments"),
+        ):
+            _, first = self._call("GET", path, kind, params={"per_page": 1})
+            if not isinstance(first, list) or first:
+                return False  # something is there (or an answer it cannot read): look closer
+        return True
+
     def pulls_with_status(self, state: str, etag: str | None = None) -> Listing[int]:
         query = f"repo:{self.repo} is:pr is:open status:{state}"
         headers = {"If-None-Match": etag} if etag else None
