@@ -111,7 +111,7 @@ def run_agent(
     model: str | None = None,
     extra_env_allow: Iterable[str] = (),
     clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     wall_clock: Callable[[], float] = time.time,
     on_state: Callable[[AgentState, str], None] = _ignore_state,
 ) -> AgentOutcome:
@@ -124,7 +124,9 @@ def run_agent(
     settles at a question (it keeps running until `timeout_s`, so a person can attach and
     answer), and then the final state. A spent window or cap reported in the output wins over
     the exit code; any other failure the agent reported but exited 0 after (a burst it waited
-    out, say) stays DONE, with `failure` set.
+    out, say) stays DONE, with `failure` set. Between looks it waits with `sleep`; by default
+    with the host's `wait_ended` where it has one (it returns the moment the session ends),
+    else `time.sleep`.
     """
     name = safe_session_name(session)
     state_dir = Path(state_dir)
@@ -144,6 +146,8 @@ def run_agent(
         command = preset.command(prompt_file, Path(worktree), model)
         adopted = not _start_session(host, preset, name, command, Path(worktree), env, log_path)
     watch = _Watch(host, preset.name, name, log_path, adopted, clock, wall_clock, on_state)
+    if sleep is None:
+        sleep = _pause_for(host, name)
     while True:
         ended = watch.look(timeout_s, idle_s)
         if ended is not None:
@@ -151,6 +155,15 @@ def run_agent(
         # Look often at first (quick agents are done in tens of milliseconds), then settle
         # at poll_s: the first second costs a few extra looks, a long run costs nothing more.
         sleep(min(poll_s, max(0.005, watch.elapsed / 4)))
+
+
+def _pause_for(host: SessionHost, name: str) -> Callable[[float], None]:
+    """How to wait between two looks at session `name`: until it ends, where the host can
+    tell (at most the given seconds), else a plain sleep."""
+    waiter = getattr(host, "wait_ended", None)
+    if not callable(waiter):
+        return time.sleep
+    return lambda seconds: waiter(name, seconds)
 
 
 def _start_session(

@@ -368,6 +368,24 @@ class WorkRepo:
                 refs[name] = sha
         return refs
 
+    @staticmethod
+    def _refs_in(where: Path, *patterns: str) -> tuple[dict[str, str], str | None]:
+        """`_refs`, asked in the worktree `where`, and the listed ref its HEAD is on (None when
+        it is on none of them, is detached, or git cannot say)."""
+        listing = _safe(
+            lambda: _git(
+                where, "for-each-ref", "--format=%(HEAD)%(objectname) %(refname)", *patterns
+            )
+        )
+        refs: dict[str, str] = {}
+        head: str | None = None
+        for line in (listing or "").splitlines():
+            sha, _, name = line[1:].partition(" ")
+            if name:
+                refs[name] = sha
+                head = name if line.startswith("*") else head
+        return refs, head
+
     def _branch_from(self, refs: dict[str, str], safe_id: str) -> str | None:
         prefix = f"{BRANCH_PREFIX}{safe_id}-"
         local = sorted(
@@ -393,14 +411,21 @@ class WorkRepo:
         """Refuse work an agent committed to the default branch, or a worktree it broke."""
         if not tree.path.is_dir():
             raise WorktreeError(f"the agent deleted its worktree {tree.path}")
-        current = _safe(lambda: _git(tree.path, "symbolic-ref", "--short", "HEAD"))
-        if current != tree.branch:
+        default = self.default_branch()
+        # One git call in the worktree answers both: which branch its HEAD is on (the one
+        # marked `*`), and where the default branch and its remote-tracking ref are.
+        wanted = (
+            f"refs/heads/{tree.branch}",
+            f"refs/heads/{default}",
+            f"refs/remotes/{self.remote}/{default}",
+        )
+        refs, head = self._refs_in(tree.path, *wanted)
+        if head != wanted[0]:
+            current = _safe(lambda: _git(tree.path, "symbolic-ref", "--short", "HEAD"))
             raise DefaultBranchGuard(
                 f"the agent left its worktree on '{current or 'a detached HEAD'}' instead of "
                 f"{tree.branch}; its work is refused"
             )
-        default = self.default_branch()
-        refs = self._refs(f"refs/heads/{default}", f"refs/remotes/{self.remote}/{default}")
         local_default = refs.get(f"refs/heads/{default}")
         remote_default = refs.get(f"refs/remotes/{self.remote}/{default}")
         if local_default and remote_default and local_default != remote_default:

@@ -3,7 +3,10 @@
 `watch_pulls` runs after reconcile (in `reconcile` and in `run`), over the open pull requests of
 ours that changed since the last look (reconcile's `sort=updated` listing with its ETag and
 high-water mark) plus those a single search says newly fail (`status:failure`, with its ETag).
-Each is read once (`pull_feedback`) and answered at most once per head:
+Each is read once (`pull_feedback`) and answered at most once per head; one that cannot need an
+answer (the listing shows the head the harness pushed, on the base tip its work started from,
+with no hold label; the search does not say it fails; nobody reviewed or commented on it:
+`pull_untouched`) is looked at with three short listings instead of read whole:
 
 - a person's brake (`/agent-harness stop`, the `agent-harness:hold` label) or a commit on the
   branch the harness did not push stops the rounds, said once on the pull request;
@@ -34,6 +37,7 @@ from agent_harness.store.events import (
     PullRound,
     PullRoundsStopped,
     Pushed,
+    WorktreeReady,
 )
 from agent_harness.tracker.protocol import PullFeedback, Tracker, TrackerError
 from agent_harness.tracker.reconcile import Memory, PullFacts, iso
@@ -97,6 +101,7 @@ class PullWatch:
         self.repo = repo
         self.meta_key = f"pullwatch:{self.project}"
         self.report = WatchReport()
+        self._tips: dict[str, str] = {}  # base branch -> its head, as this pass read it
 
     def run(self, changed: list[int]) -> WatchReport:
         memory = json.loads(self.store.get_meta(self.meta_key) or "{}")
@@ -108,6 +113,9 @@ class PullWatch:
             if not found.not_modified:
                 newly |= set(found.items) - set(seen.get("items", []))
                 memory[state] = {"etag": found.etag, "items": list(found.items)}
+        # Read whole: what CI says fails, what the base moved under, and all of them when
+        # merging is asked (that needs the checks' and the reviews' word).
+        whole = set(newly) | set((memory.get("failure") or {}).get("items", []))
         pulls = Memory.loads(self.store.get_meta(f"reconcile:{self.tracker.repo}"))
         known = pulls.pulls if pulls is not None else {}
         ours = {
@@ -115,7 +123,10 @@ class PullWatch:
             for n, f in known.items()
             if f.item is not None and f.plan == self.plan_key and f.state == "open"
         }
-        newly |= self._base_moved(memory, ours)
+        moved = self._base_moved(memory, ours)
+        newly |= moved
+        whole |= moved
+        self._tips = {b: str(seen.get("sha") or "") for b, seen in memory["bases"].items()}
         # Timestamps have whole seconds: a pull request read in the second it was last updated
         # is read once more, or a review landing later in that second would go unseen (the
         # listing would not change).
@@ -125,7 +136,8 @@ class PullWatch:
             item = ours[number].item
             assert item is not None
             read_at[str(number)] = iso(self.clock())
-            self._one(number, item)
+            skim = not self.merge_when_green and number not in whole
+            self._one(number, item, ours[number] if skim else None)
         for gone in set(read_at) - {str(n) for n in ours}:
             del read_at[gone]
         self.store.set_meta(self.meta_key, json.dumps(memory))
@@ -147,7 +159,9 @@ class PullWatch:
         return moved
 
     # -- one pull request ---------------------------------------------------------------------
-    def _one(self, number: int, item_id: str) -> None:
+    def _one(self, number: int, item_id: str, skim: PullFacts | None = None) -> None:
+        """Answer what pull request `number` says; with `skim` (its facts from the listing),
+        first see whether it can say anything at all (`_untouched`)."""
         try:
             record = items.get_item(self.store, self.project, item_id)
         except items.UnknownItem:
@@ -155,6 +169,9 @@ class PullWatch:
         if record.state != ItemState.PR_OPEN:
             return  # being worked on, or ended: nothing to answer now
         history = ItemHistory.read(self.store, self.project, item_id)
+        if skim is not None and self._untouched(number, skim, history):
+            self.report.read.append(number)
+            return
         said = {key for r in history.all(PullRound) for key in r.keys}
         said |= {s.key for s in history.all(PullRoundsStopped)}
         said |= {f"merge:{m.head_sha}" for m in history.all(PullMerge)}
@@ -191,6 +208,24 @@ class PullWatch:
         if trigger.kind == "conflict" and self._rebased(item_id, number, feedback, trigger):
             return
         self._send_back(item_id, number, len(history.all(PullRound)) + 1, trigger, feedback)
+
+    def _untouched(self, number: int, facts: PullFacts, history: ItemHistory) -> bool:
+        """Nothing on this pull request can need an answer: its head is what the harness
+        pushed, on the base tip its work started from (so it can neither conflict nor be
+        behind), it has no hold label, CI has not failed it (the search said), and nobody has
+        reviewed or commented on it. Then its full read (the pull, its checks and statuses)
+        is not needed; any doubt, and it is read whole."""
+        pushed, ready = history.last(Pushed), history.last(WorktreeReady)
+        return (
+            pushed is not None
+            and ready is not None
+            and bool(facts.head_sha)
+            and facts.head_sha == pushed.sha
+            and facts.labels is not None
+            and HOLD_LABEL not in facts.labels
+            and self._tips.get(facts.base) == ready.base
+            and self.tracker.pull_untouched(number)
+        )
 
     def _stopped(
         self, item_id: str, feedback: PullFeedback, pushed: Pushed | None, said: set[str]

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -114,6 +115,28 @@ class HeadlessHost:
 
     def exists(self, name: str) -> bool:
         return self._record(safe_session_name(name)) is not None
+
+    def wait_ended(self, name: str, timeout_s: float) -> None:
+        """Wait up to `timeout_s` for session `name` to end, returning as soon as it has: a
+        watcher asks `status` the moment the agent is done instead of at its next look. A
+        session another process started (or a system without pidfds) is waited for by
+        sleeping `timeout_s`."""
+        child = self._children.get(safe_session_name(name))
+        if child is not None and child.returncode is not None:
+            return
+        try:
+            # A pidfd is readable once the process has ended; it is never reaped here, so the
+            # pid cannot be reused while we hold it.
+            ended = os.pidfd_open(child.pid) if child is not None else None
+        except (AttributeError, OSError):
+            ended = None
+        if ended is None:
+            time.sleep(timeout_s)
+            return
+        try:
+            select.select([ended], [], [], max(timeout_s, 0.0))
+        finally:
+            os.close(ended)
 
     def status(self, name: str) -> SessionStatus:
         name = safe_session_name(name)

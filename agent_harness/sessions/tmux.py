@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import stat
 import subprocess
 import sys
@@ -64,6 +65,8 @@ class TmuxHost:
         self._logs: dict[str, Path] = {}
         self._clock = clock
         self._seen_alive: dict[str, float] = {}  # session -> when tmux last said it was
+        # session -> the named pipe its wrapper opens once it has ended, and our read end
+        self._ended: dict[str, tuple[Path, int]] = {}
 
     def _base(self) -> list[str]:
         base = [self._tmux]
@@ -117,7 +120,8 @@ class TmuxHost:
             self.kill(name)
         _prepare_log(spec)
         wrapper = _write_wrapper(spec.log_path.parent)
-        spec_file = _write_spec(spec, "pty", None)
+        ended = self._watch_end(name, spec.log_path)
+        spec_file = _write_spec(spec, "pty", None, ended)
         self._logs[name] = spec.log_path
         target = f"={name}:"
         self._run(
@@ -127,6 +131,39 @@ class TmuxHost:
             ";", "set-option", "-t", target, "@ah_log", str(spec.log_path),
         )  # fmt: skip
         self._seen_alive[name] = self._clock()
+
+    def _watch_end(self, name: str, log_path: Path) -> Path | None:
+        """A named pipe beside the log, open for reading here before the wrapper starts, that
+        the wrapper opens once it has ended (see `wait_ended`); None where none can be made."""
+        self._stop_watching(name)
+        path = log_path.with_name(log_path.name + ".ended")
+        try:
+            path.unlink(missing_ok=True)
+            os.mkfifo(path, 0o600)
+            self._ended[name] = (path, os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        except OSError:
+            return None
+        return path
+
+    def _stop_watching(self, name: str) -> None:
+        watched = self._ended.pop(name, None)
+        if watched is not None:
+            os.close(watched[1])
+            watched[0].unlink(missing_ok=True)
+
+    def wait_ended(self, name: str, timeout_s: float) -> None:
+        """Wait up to `timeout_s` for session `name` to end, returning as soon as its wrapper
+        says it has (through the pipe `start` made). A session another process started is
+        waited for by sleeping `timeout_s`."""
+        watched = self._ended.get(safe_session_name(name))
+        if watched is None:
+            time.sleep(timeout_s)
+            return
+        ready, _, _ = select.select([watched[1]], [], [], max(timeout_s, 0.0))
+        if ready:
+            # Said once: the pipe stays readable (at its end) from now on, and a later wait
+            # must not spin on it.
+            self._stop_watching(safe_session_name(name))
 
     def exists(self, name: str) -> bool:
         name = safe_session_name(name)
@@ -189,6 +226,7 @@ class TmuxHost:
         name = safe_session_name(name)
         self._logs.pop(name, None)
         self._seen_alive.pop(name, None)
+        self._stop_watching(name)
         self._run("kill-session", "-t", f"={name}", check=False)
 
     def attach_command(self, name: str) -> list[str]:

@@ -7,8 +7,11 @@ multiplexer or on the process that started the session still being alive.
 
 from __future__ import annotations
 
+import importlib.util
 import marshal
 import os
+import sys
+import threading
 from pathlib import Path
 
 from agent_harness.sessions.protocol import SessionSpec
@@ -40,6 +43,17 @@ def main(spec_path):
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(str(code))
     os.replace(tmp, spec["exit"])
+    said_ended(spec.get("ended"))
+
+def said_ended(path):
+    """Tell a host waiting on the named pipe `path` that the session ended: opening it for
+    writing and closing it wakes the reader. Nobody reading (or no pipe) is no error."""
+    if not path:
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass
 
 def stdin_fd(spec):
     if spec["stdin_devnull"]:
@@ -198,10 +212,28 @@ main(sys.argv[1])
 
 
 def _write_wrapper(directory: Path) -> Path:
-    path = directory / ".agent-harness-session-wrapper.py"
-    if not path.exists() or path.read_text(encoding="utf-8") != WRAPPER_SOURCE:
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(WRAPPER_SOURCE, encoding="utf-8")
+    """The wrapper, compiled for this interpreter (`sys.executable` runs it): Python compiles
+    a script given as source at every start, which was a fifth of the wrapper's own time, and
+    runs a compiled file as it is. Its header names the interpreter's bytecode version and the
+    source's hash, so a file another Python or another version of the harness wrote is
+    written again."""
+    tag = sys.implementation.cache_tag or sys.implementation.name
+    path = directory / f".agent-harness-session-wrapper.{tag}.pyc"
+    source = WRAPPER_SOURCE.encode("utf-8")
+    # PEP 552: the magic number, flags (1: the source's hash follows, not to be checked
+    # against any file), the hash; then the code object.
+    header = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little")
+    header += importlib.util.source_hash(source)
+    try:
+        with open(path, "rb") as fh:
+            current = fh.read(len(header)) == header
+    except OSError:
+        current = False
+    if not current:
+        code = compile(source, ".agent-harness-session-wrapper.py", "exec", dont_inherit=True)
+        # Workers starting sessions at once may all write it: each to a file of its own.
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(header + marshal.dumps(code))
         tmp.replace(path)
     return path
 
@@ -217,7 +249,7 @@ def _read_exit(exit_path: Path) -> int | None:
         return None
 
 
-def _write_spec(spec: SessionSpec, mode: str, fifo: Path | None) -> Path:
+def _write_spec(spec: SessionSpec, mode: str, fifo: Path | None, ended: Path | None = None) -> Path:
     """The wrapper's instructions, readable only by us; the wrapper deletes it on start."""
     path = spec.log_path.parent / f".{spec.name}.spec"
     payload = {
@@ -229,6 +261,7 @@ def _write_spec(spec: SessionSpec, mode: str, fifo: Path | None) -> Path:
         "stdin_devnull": spec.stdin_devnull,
         "mode": mode,
         "fifo": str(fifo) if fifo else None,
+        "ended": str(ended) if ended else None,
     }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:

@@ -236,6 +236,11 @@ class MemoryTracker:
             return state
         return PullFeedback(number, pull.head_sha, pull.base_ref, "clean")
 
+    def pull_untouched(self, number: int) -> bool:
+        self._count("list_reviews")
+        said = self.feedback.get(number)
+        return said is None or not (said.reviews or said.line_comments or said.comments)
+
     def pulls_with_status(self, state: str, etag: str | None = None) -> Listing[int]:
         self._count("search_issues")
         wanted = (lambda f: bool(f.failing())) if state == "failure" else PullFeedback.passing

@@ -43,8 +43,19 @@ class PullReads:
             for s in combined.get("statuses") or []
         ]
         reviews = self._list(f"{base}/pulls/{number}/reviews", "list_reviews", {})
-        lines = self._list(f"{base}/pulls/{number}/comments", "list_review_comments", {})
-        talk = self._list(f"{base}/issues/{number}/comments", "list_comments", {})
+        # The pull request counts its line comments and issue comments: a listing it says is
+        # empty is not asked for. One added after the pull was read moves its updated_at past
+        # the watch's mark, so the next look reads it.
+        lines = (
+            self._list(f"{base}/pulls/{number}/comments", "list_review_comments", {})
+            if _may_hold(pull, "review_comments")
+            else []
+        )
+        talk = (
+            self._list(f"{base}/issues/{number}/comments", "list_comments", {})
+            if _may_hold(pull, "comments")
+            else []
+        )
         return PullFeedback(
             number=number,
             head_sha=head,
@@ -69,6 +80,18 @@ class PullReads:
             ),
             comments=tuple(str(c.get("body") or "") for c in talk),
         )
+
+    def pull_untouched(self, number: int) -> bool:
+        base = f"/repos/{self.repo}"
+        for path, kind in (
+            (f"{base}/pulls/{number}/reviews", "list_reviews"),
+            (f"{base}/issues/{number}/comments", "list_comments"),
+            (f"{base}/pulls/{number}/comments", "list_review_comments"),
+        ):
+            _, first = self._call("GET", path, kind, params={"per_page": 1})
+            if not isinstance(first, list) or first:
+                return False  # something is there (or an answer it cannot read): look closer
+        return True
 
     def pulls_with_status(self, state: str, etag: str | None = None) -> Listing[int]:
         query = f"repo:{self.repo} is:pr is:open status:{state}"
@@ -114,6 +137,13 @@ class PullReads:
             body={"sha": sha, "merge_method": allowed[0]},
         )
         return str(data.get("sha") or "")
+
+
+def _may_hold(pull: dict[str, Any], count: str) -> bool:
+    """False only when the pull request says that count is 0; a server that leaves the count
+    out (or sends something else) is asked for the listing."""
+    said = pull.get(count)
+    return not (type(said) is int and said == 0)
 
 
 def _output(output: dict[str, Any]) -> str:

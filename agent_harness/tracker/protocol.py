@@ -147,12 +147,14 @@ class PullRecord:
     merge_commit_sha: str | None = None
     url: str = ""
     updated_at: str = ""
+    labels: tuple[str, ...] | None = None  # None: the answer did not say
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PullRecord:
         head = data.get("head") or {}
         base = data.get("base") or {}
         merged_at = data.get("merged_at")
+        labels = data.get("labels")
         return cls(
             number=int(data["number"]),
             title=str(data.get("title") or ""),
@@ -166,6 +168,11 @@ class PullRecord:
             merge_commit_sha=data.get("merge_commit_sha") or None,
             url=str(data.get("html_url") or ""),
             updated_at=str(data.get("updated_at") or ""),
+            labels=(
+                tuple(str(label.get("name") or "") for label in labels)
+                if isinstance(labels, list) and all(isinstance(x, dict) for x in labels)
+                else None
+            ),
         )
 
 
@@ -342,6 +349,10 @@ class Tracker(Protocol):
     # -- after the pull request: what CI and reviewers said, and merging ---------------------
     def pull_feedback(self, number: int) -> PullFeedback:
         """The pull request, its head's checks and statuses, reviews, line and issue comments."""
+
+    def pull_untouched(self, number: int) -> bool:
+        """True when nobody has reviewed the pull request or commented on it, in its lines or
+        on its conversation (three short listings, stopping at the first that is not empty)."""
 
     def pulls_with_status(self, state: str, etag: str | None = None) -> Listing[int]:
         """Open pull requests whose head's checks are `state` (failure, success): one search,

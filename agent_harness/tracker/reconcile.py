@@ -65,6 +65,7 @@ class PullFacts:
     issue: int | None = None
     reverts: int | None = None  # for a revert PR: the number of the PR it undoes
     reverts_repo: str | None = None  # ... and the repository its body names
+    labels: tuple[str, ...] | None = None  # None: not known (a memory from before they were)
 
     @classmethod
     def of(cls, pull: PullRecord) -> PullFacts:
@@ -87,6 +88,7 @@ class PullFacts:
             issue=marker.issue if marker else None,
             reverts=reverts,
             reverts_repo=reverts_repo,
+            labels=pull.labels,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -94,6 +96,8 @@ class PullFacts:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PullFacts:
+        if data.get("labels") is not None:
+            data = {**data, "labels": tuple(data["labels"])}
         return cls(**data)
 
 

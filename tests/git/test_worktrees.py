@@ -196,6 +196,18 @@ def test_push_goes_to_the_item_branch_only(clone: Path) -> None:
         repo.push(replace(tree, branch="main"))
 
 
+def test_an_agent_that_left_its_branch_is_refused_naming_where_it_went(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    repo.verify_branch(tree)  # on its own branch: nothing to refuse
+    git(tree.path, "checkout", "-q", "-b", "elsewhere")
+    with pytest.raises(DefaultBranchGuard, match="on 'elsewhere' instead of agent-harness/T1-x"):
+        repo.verify_branch(tree)
+    git(tree.path, "checkout", "-q", "--detach")
+    with pytest.raises(DefaultBranchGuard, match="on 'a detached HEAD'"):
+        repo.verify_branch(tree)
+
+
 def test_an_agent_that_moved_the_default_branch_is_refused(clone: Path) -> None:
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")

@@ -293,6 +293,24 @@ def test_headless_status_survives_a_restart_of_the_harness(
         later.kill(name)
 
 
+def test_wait_ended_returns_when_its_session_ends_not_at_its_timeout(
+    local_host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    host = local_host
+    assert isinstance(host, HeadlessHost | TmuxHost)
+    host.start(spec_for(name, write_scripted_agent(agents_dir, "ask"), work, tmp_path / "logs"))
+    try:
+        wait_for(lambda: host.screen(name).endswith("[y/N]"))
+        host.wait_ended(name, 0.01)  # waiting for its answer: the wait ends at its timeout
+        assert host.status(name).alive
+        host.send_keys(name, "y")
+        # Ten minutes, were it a sleep: it returns the moment the session has ended.
+        host.wait_ended(name, 600.0)
+        assert host.status(name).exit_code == 0
+    finally:
+        host.kill(name)
+
+
 @pytest.mark.integration
 def test_headless_kill_ends_a_program_that_ignores_sigterm_and_records_its_end(
     state_dir: Path, name: str, work: Path, tmp_path: Path

@@ -288,3 +288,48 @@ def test_reads_stay_o_changed_and_a_second_look_with_nothing_new_writes_nothing(
     assert tally.writes == writes
     assert not [k for k in counts if "{pull_number}" in k or "check-runs" in k], counts
     assert sum(counts.values()) <= 4, counts
+
+
+def test_a_review_landing_in_the_second_the_pull_was_opened_and_read_is_still_answered(
+    h: Harness,
+) -> None:
+    h.forge.forge.clock = h.clock  # the forge's timestamps and the watch's on one clock
+    p = pipeline(h)
+    p.parts.clock = h.clock
+    p.run()  # opens the pull request and reads it, all within one second of the clock
+    [pull] = h.pulls()
+    assert rounds(h, p) == []
+    gh_repo(h).get_pull(pull.number).create_review(body="not yet", event="REQUEST_CHANGES")
+    assert gh_repo(h).get_pull(pull.number).updated_at == pull.updated_at
+    # Its updated_at is the second it was opened in, as before the review: the listing alone
+    # cannot tell. The watch reads it once more for that reason, and answers the review.
+    h.clock.advance(2)
+    p.reconcile()
+    [one] = rounds(h, p)
+    assert one["trigger"] == "review" and "not yet" in one["detail"]
+
+
+def test_an_untouched_pull_is_looked_at_without_reading_it_whole_a_held_one_is_read(
+    h: Harness,
+) -> None:
+    h.forge.forge.clock = h.clock
+    p = pipeline(h)
+    p.parts.clock = h.clock
+    p.run()
+    [pull] = h.pulls()
+    h.clock.advance(2)
+    tally = p.tracker.tally
+    before = dict(tally.by_kind)
+    p.reconcile()  # read once more (it was read in the second it changed): nothing is on it
+    asked = {k: v - before.get(k, 0) for k, v in tally.by_kind.items() if v != before.get(k, 0)}
+    assert p.rounds[-1].read == [pull.number]
+    assert "get_pull" not in asked and "list_check_runs" not in asked, asked
+    assert asked.get("list_reviews") == 1, asked
+    # A person holds it in the same second: the listing shows the label, so it is read whole.
+    gh_repo(h).get_issue(pull.number).add_to_labels("agent-harness:hold")
+    before = dict(tally.by_kind)
+    p.reconcile()
+    asked = {k: v - before.get(k, 0) for k, v in tally.by_kind.items() if v != before.get(k, 0)}
+    assert asked.get("get_pull") == 1, asked
+    events = h.store.all_events(project=p.project, item="T1")
+    assert [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"] == ["hold"]
