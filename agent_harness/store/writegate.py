@@ -1,28 +1,20 @@
-"""The turns writers take to write one SQLite file.
+"""The turns a process's threads take to write one SQLite file.
 
-SQLite lets one writer in at a time; the others wait in its busy handler, which sleeps 1 ms,
-then 2, 5, 10 and more, and retries. Under a stream of short writes a sleeper can miss every
-turn for seconds (one thread's lease renewal starved by the others' claims), and while writers
-sleep the file stands idle: with four processes claiming, most of the time went to sleeping.
-So writers take turns before they meet SQLite: threads of one process first come, first
-served, on a lock of their own; then processes, on an advisory lock of a file beside the
-database, looked at again within half a millisecond while another holds it. The kernel drops
-that lock when its process dies. Only writers that are not the harness's (the sqlite3 shell)
-still meet the busy handler.
+SQLite lets one writer in at a time; the others wait in its busy handler, which sleeps and
+retries. Under a stream of short writes from other threads a sleeper can miss every turn for
+seconds (one thread's lease renewal starved by the others' claims). So threads of one process
+queue first, first come first served, on a lock of their own; only other processes still meet
+the busy handler. (Making processes take turns too, at an advisory lock on a file beside the
+database polled every 50 to 500 us, was measured and dropped: with 8 processes claiming it
+cost more than SQLite's own handler, docs/ARCHITECTURE.md "The queue at its limit".)
 """
 
 from __future__ import annotations
 
 import collections
-import fcntl
 import os
 import threading
-import time
 from pathlib import Path
-
-# How soon a writer looks again at the file lock another process holds: first, and at most.
-_FIRST_LOOK_S = 0.00005
-_LONGEST_LOOK_S = 0.0005
 
 
 class FairLock:
@@ -69,59 +61,18 @@ class FairLock:
 
 
 class WriteGate:
-    """One SQLite file's write turns: this process's threads in order, then other processes."""
+    """One SQLite file's write turns among this process's threads."""
 
-    def __init__(self, lock_file: Path) -> None:
+    def __init__(self) -> None:
         self.threads = FairLock()
-        self._lock_file = lock_file
-        self._fd: int | None = None  # opened at the first write; -1 when it cannot be
         self.users = 0  # the stores of this process that write through it (see write_gate)
 
     def acquire(self, timeout: float) -> bool:
-        """This process's turn, then the file's, within `timeout` seconds; False if it ran out."""
-        deadline = time.monotonic() + timeout
-        if not self.threads.acquire(timeout):
-            return False
-        try:
-            if self._take_file(deadline):
-                return True
-        except BaseException:
-            self.threads.release()
-            raise
-        self.threads.release()
-        return False
+        """This thread's turn within `timeout` seconds; False if that ran out first."""
+        return self.threads.acquire(timeout)
 
     def release(self) -> None:
-        try:
-            if self._fd is not None and self._fd >= 0:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-        finally:
-            self.threads.release()
-
-    def close(self) -> None:
-        """Close the lock file (its last store has closed; no write is under way)."""
-        fd, self._fd = self._fd, None
-        if fd is not None and fd >= 0:
-            os.close(fd)
-
-    def _take_file(self, deadline: float) -> bool:
-        if self._fd is None:
-            try:
-                self._fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            except OSError:
-                self._fd = -1  # a directory it cannot write: SQLite's own handler alone
-        if self._fd < 0:
-            return True
-        pause = _FIRST_LOOK_S
-        while True:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
-            except BlockingIOError:
-                if time.monotonic() + pause > deadline:
-                    return False
-            time.sleep(pause)
-            pause = min(pause * 2, _LONGEST_LOOK_S)
+        self.threads.release()
 
 
 _WRITE_GATES: dict[str, WriteGate] = {}
@@ -139,20 +90,19 @@ os.register_at_fork(after_in_child=_fresh_gates)
 
 
 def write_gate(path: Path) -> WriteGate:
-    """The turns this process's writers of the SQLite file at `path` take, with every other
-    process's (through `<file>.write-lock`)."""
+    """The turns this process's writers of the SQLite file at `path` take."""
     key = os.path.realpath(path)
     with _WRITE_GATES_GUARD:
         gate = _WRITE_GATES.get(key)
         if gate is None:
-            gate = _WRITE_GATES[key] = WriteGate(Path(key + ".write-lock"))
+            gate = _WRITE_GATES[key] = WriteGate()
         gate.users += 1
         return gate
 
 
 def drop_gate(gate: WriteGate) -> None:
-    """A store that had `gate` from write_gate has closed: the last one closes its lock file,
-    so a process that opens many databases in turn keeps no descriptor for those it closed."""
+    """A store that had `gate` from write_gate has closed: the last one forgets the gate, so a
+    process that opens many databases in turn keeps nothing for those it closed."""
     with _WRITE_GATES_GUARD:
         gate.users -= 1
         if gate.users > 0:
@@ -160,4 +110,3 @@ def drop_gate(gate: WriteGate) -> None:
         for key, known in list(_WRITE_GATES.items()):
             if known is gate:
                 del _WRITE_GATES[key]
-        gate.close()
