@@ -15,14 +15,23 @@ collection so the choice is made when the test is written rather than discovered
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
+import sys
 from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
 
 from agent_harness.testing.clock import FakeClock
+
+# The suite starts hundreds of Python processes (the CLI, runs, servers, agents' wrappers).
+# Under PYTHONDONTWRITEBYTECODE each would compile every module it imports from source again
+# (collection alone took 11 s instead of 5 s per worker), so the tests keep bytecode whatever
+# the shell says. Nothing tested depends on it; __pycache__ is ignored by git.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Fixtures that tests in several packages share.
 pytest_plugins = ("tests.shared.stores", "tests.shared.sessions")
