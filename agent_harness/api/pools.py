@@ -234,11 +234,15 @@ class ProjectPools:
             plan=plan,
         ) as launched:
             [(pipeline, _plan)] = launched.built
-            for role, route in record.roles.items():  # routes set over the API, kept
-                launched.roles.set_route(role, route, source="api (kept)")
-            runner = self._runners.get(project)
-            if runner is not None:
-                runner.book = launched.roles
+            # Under the lock `set_role` takes: a route set over the API while this pass starts
+            # is either stored before the routes are read here, or applied to this book.
+            with self._lock:
+                kept = projects.get_project(self.store, project).roles
+                for role, route in kept.items():  # routes set over the API, kept
+                    launched.roles.set_route(role, route, source="api (kept)")
+                runner = self._runners.get(project)
+                if runner is not None:
+                    runner.book = launched.roles
             try:
                 pipeline.run(fleet_factory=fleet_factory)
             finally:
@@ -269,10 +273,10 @@ class ProjectPools:
             names = ", ".join(sorted(served)) or "none (its roles are CLI agents)"
             raise UsageError(f"{project} has no model role {role!r}; its model roles: {names}")
         route_of(role, route, self.env or process_env(), "PUT /api/roles")  # a bad one: no change
-        with self._lock:
+        with self._lock:  # see run_pass: a pass starting now reads what is stored here
             runner = self._runners.get(project)
-        book = None if runner is None else runner.book
-        if book is not None:
-            book.set_route(role, route, source="api")
-        projects.set_roles(self.store, project, {role: route})
+            book = None if runner is None else runner.book
+            if book is not None:
+                book.set_route(role, route, source="api")
+            projects.set_roles(self.store, project, {role: route})
         return self.roles(project)
