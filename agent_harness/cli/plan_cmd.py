@@ -16,6 +16,7 @@ from agent_harness.cli.tracker_opts import checked_repo, open_tracker, tracker_o
 
 if TYPE_CHECKING:
     from agent_harness.config import Settings
+    from agent_harness.store.database import Store
 
 
 @click.command(
@@ -124,27 +125,31 @@ class _SyncOptions:
     db: str | None
 
 
-@contextlib.contextmanager
-def _sync_lock(settings: Settings, opts: _SyncOptions, repo: str, key: str) -> Iterator[None]:
-    """The plan-sync lock in the runs' database, as a run takes it, when there is a database
-    (a SQLite file is not made for this) and the sync writes."""
+def _runs_store(settings: Settings, opts: _SyncOptions) -> Store | None:
+    """The runs' database, whose plan-sync lock a sync that writes takes as a run does; None
+    for a dry run, or when there is none (a SQLite file is not made for this). Opened before
+    the tracker, so a database that cannot be opened leaves nothing made."""
     from agent_harness.config import database_url
     from agent_harness.store.database import open_store
-    from agent_harness.store.hostlock import held_by_this_host, plan_sync_lock
 
     url = database_url(settings, opts.db)
     sqlite_file = (
         Path(url.removeprefix("sqlite:///")) if "://" not in url.replace("sqlite:///", "") else None
     )
     if opts.dry_run or (sqlite_file is not None and not sqlite_file.exists()):
+        return None
+    return open_store(url)
+
+
+@contextlib.contextmanager
+def _sync_lock(store: Store | None, repo: str, key: str) -> Iterator[None]:
+    from agent_harness.store.hostlock import held_by_this_host, plan_sync_lock
+
+    if store is None:
         yield
         return
-    store = open_store(url)
-    try:
-        with held_by_this_host(store, plan_sync_lock(repo, key)):
-            yield
-    finally:
-        store.close()
+    with held_by_this_host(store, plan_sync_lock(repo, key)):
+        yield
 
 
 def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
@@ -159,12 +164,14 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
     key = opts.plan_key or settings.tracker.plan_key or Path(parsed.source).stem
     err = console(stderr=True)
     adoptions = []
+    store = _runs_store(settings, opts)
     tracker_cm = open_tracker(
         repo, opts.forge, opts.github_url, settings, create=False, dry_run=opts.dry_run
     )
     with (
+        contextlib.closing(store) if store is not None else contextlib.nullcontext(),
         tracker_cm as tracker,
-        _sync_lock(settings, opts, tracker.repo, key),
+        _sync_lock(store, tracker.repo, key),
         err.status("syncing…") as status,
     ):
         if opts.adopt_duplicate:

@@ -353,3 +353,13 @@ def issues(home: Path) -> list[str]:
             return []
         finally:
             client.close()
+
+
+def test_plan_sync_with_a_database_that_cannot_be_opened_makes_nothing(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refused = "postgresql://postgres@127.0.0.1:9/test"  # nothing listens on port 9
+    code = main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local", "--db", refused])
+    err = capsys.readouterr().err
+    assert code != 0 and "cannot open" in err and len(err.strip().splitlines()) == 1
+    assert not (home / ".agent-harness").exists()  # no forge, no repository made
