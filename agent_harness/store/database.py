@@ -30,7 +30,7 @@ from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
 from agent_harness.store.rebase import LogAhead
-from agent_harness.store.writegate import WriteGate, drop_gate, write_gate
+from agent_harness.store.writegate import FairLock, write_gate
 
 Clock = Callable[[], float]
 
@@ -434,15 +434,7 @@ class SqliteStore(Store):
         super().__init__(f"sqlite:///{path}", SQLITE, clock=clock, where=str(path))
         self.path = path
         self.busy_timeout_s = busy_timeout_s
-        self._gate_of: tuple[int, WriteGate | None] = (os.getpid(), write_gate(path))
-
-    def close(self) -> None:
-        super().close()
-        with self._guard:  # once, by this process (a forked child's gates are its own)
-            pid, gate = self._gate_of
-            self._gate_of = (pid, None)
-        if gate is not None and pid == os.getpid():
-            drop_gate(gate)
+        self._gate_of = (os.getpid(), write_gate(path))
 
     def _connect(self) -> Any:
         try:
@@ -498,13 +490,12 @@ class SqliteStore(Store):
             raise StoreError(self.where, "database is locked")
         self._local.gated = gate
 
-    def _gate(self) -> WriteGate:
+    def _gate(self) -> FairLock:
         """This file's write gate, looked up once per process (a forked child gets its own)."""
-        pid, gate = self._gate_of
-        if gate is None or pid != os.getpid():
-            gate = write_gate(self.path)
-            self._gate_of = (os.getpid(), gate)
-        return gate
+        pid = os.getpid()
+        if self._gate_of[0] != pid:
+            self._gate_of = (pid, write_gate(self.path))
+        return self._gate_of[1]
 
     def _ended(self) -> None:
         gate = getattr(self._local, "gated", None)

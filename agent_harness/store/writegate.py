@@ -60,22 +60,7 @@ class FairLock:
                 self._cond.notify_all()
 
 
-class WriteGate:
-    """One SQLite file's write turns among this process's threads."""
-
-    def __init__(self) -> None:
-        self.threads = FairLock()
-        self.users = 0  # the stores of this process that write through it (see write_gate)
-
-    def acquire(self, timeout: float) -> bool:
-        """This thread's turn within `timeout` seconds; False if that ran out first."""
-        return self.threads.acquire(timeout)
-
-    def release(self) -> None:
-        self.threads.release()
-
-
-_WRITE_GATES: dict[str, WriteGate] = {}
+_WRITE_GATES: dict[str, FairLock] = {}
 _WRITE_GATES_GUARD = threading.Lock()
 
 
@@ -89,24 +74,8 @@ def _fresh_gates() -> None:
 os.register_at_fork(after_in_child=_fresh_gates)
 
 
-def write_gate(path: Path) -> WriteGate:
-    """The turns this process's writers of the SQLite file at `path` take."""
+def write_gate(path: Path) -> FairLock:
+    """The lock this process's writers of the SQLite file at `path` take in turn."""
     key = os.path.realpath(path)
     with _WRITE_GATES_GUARD:
-        gate = _WRITE_GATES.get(key)
-        if gate is None:
-            gate = _WRITE_GATES[key] = WriteGate()
-        gate.users += 1
-        return gate
-
-
-def drop_gate(gate: WriteGate) -> None:
-    """A store that had `gate` from write_gate has closed: the last one forgets the gate, so a
-    process that opens many databases in turn keeps nothing for those it closed."""
-    with _WRITE_GATES_GUARD:
-        gate.users -= 1
-        if gate.users > 0:
-            return
-        for key, known in list(_WRITE_GATES.items()):
-            if known is gate:
-                del _WRITE_GATES[key]
+        return _WRITE_GATES.setdefault(key, FairLock())
