@@ -174,9 +174,10 @@ def claim_next(
     if checks is None:
         checks = _next_lapse_check.setdefault(store, {})
     next_check = checks.get(project, -math.inf)
+    now = store.clock()
     # Not before the last look either: a clock set back would otherwise put the look off.
-    if next_check - LAPSE_CHECK_S <= store.clock() < next_check:
-        lease = _claim_in_one_statement(store, sql, project, worker, lease_s, ready)
+    if next_check - LAPSE_CHECK_S <= now < next_check:
+        lease = _claim_in_one_statement(store, sql, project, worker, now, lease_s, ready)
         if lease is not None:
             if lease.expires_at < next_check:  # its own lease lapses first: look then
                 checks[project] = lease.expires_at
@@ -185,11 +186,16 @@ def claim_next(
 
 
 def _claim_in_one_statement(
-    store: Store, sql: _ClaimSql, project: str, worker: str, lease_s: float, ready: tuple[str, ...]
+    store: Store,
+    sql: _ClaimSql,
+    project: str,
+    worker: str,
+    now: float,
+    lease_s: float,
+    ready: tuple[str, ...],
 ) -> Lease | None:
     """The common claim in one round trip, its event logged by the same statement; None when no
     pending item is ready or a parked one is due first."""
-    now = store.clock()
     expires = now + lease_s
     take_params = (worker, expires, now, project, project, now, project, now, *ready)
     if store.dialect.logs_claims:
