@@ -221,7 +221,9 @@ def errors_view(
         by_class=_by_class(rows),
         rate_limited=sum(n for name, n in _counts(rows).items() if name in _RATE_LIMITS),
         attempts_failed=len(attempts),
-        attempts_by_class=_by_class([(row[1], row[4]) for row in reversed(attempts)], "reason"),
+        attempts_by_class=_by_class(
+            [(row[1], row[4]) for row in reversed(attempts)], "reason", "unclassified"
+        ),
         items_failed=int(failed[0]) if failed else 0,
         parked=tuple(ParkedEndpoint(str(k), float(u), str(r)) for k, u, r in parked),
         recent=tuple(
@@ -254,13 +256,15 @@ def _counts(rows: Sequence[Sequence[Any]]) -> dict[str, int]:
 
 
 def _by_class(
-    rows: Sequence[Sequence[Any]], message: str = "failure_message"
+    rows: Sequence[Sequence[Any]],
+    message: str = "failure_message",
+    unclassified: str | None = None,
 ) -> tuple[FailureCount, ...]:
-    """(ts, payload) rows, oldest first, counted by failure class with the latest `message`.
-    With `message` "reason" (failed attempts), an attempt of no class counts as unclassified."""
+    """(ts, payload) rows, oldest first, counted by failure class with the latest `message`;
+    a row that names no class is counted as `unclassified`, or not at all."""
     found: dict[str, list[Any]] = {}
     for ts, payload in rows:
-        failure = _failure_of(payload, "unclassified" if message == "reason" else None)
+        failure = _failure_of(payload, unclassified)
         if failure is None:
             continue
         name, data = failure
