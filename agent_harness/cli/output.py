@@ -7,6 +7,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
 
     from agent_harness.store.database import Store
@@ -47,19 +49,24 @@ def print_json(data: Any) -> None:
 
 def open_database(flag: str | None, *, must_exist: bool, check_protection: bool = True) -> Store:
     """Open the configured database; a read-only command never creates an empty one."""
-    from pathlib import Path
-
     from agent_harness.config import database_url, load_settings
     from agent_harness.errors import UsageError
     from agent_harness.store.database import open_store
 
     url = database_url(load_settings().settings, flag)
-    is_file = "://" not in url or url.startswith("sqlite:///")
-    if must_exist and is_file:
-        path = Path(url.removeprefix("sqlite:///"))
-        if not path.exists():
-            raise UsageError(
-                f"no database at {path}: nothing has run here yet "
-                "(pass --db URL or set AGENT_HARNESS_DB to read another)"
-            )
+    path = sqlite_file(url)
+    if must_exist and path is not None and not path.exists():
+        raise UsageError(
+            f"no database at {path}: nothing has run here yet "
+            "(pass --db URL or set AGENT_HARNESS_DB to read another)"
+        )
     return open_store(url, check_protection=check_protection)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a database URL names when it is SQLite (a path, or sqlite:///path)."""
+    from pathlib import Path
+
+    if "://" in url and not url.startswith("sqlite:///"):
+        return None
+    return Path(url.removeprefix("sqlite:///"))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agent_harness.cli.output import console, from_env, print_json
+from agent_harness.cli.output import console, from_env, print_json, sqlite_file
 from agent_harness.cli.tracker_opts import checked_repo, open_tracker, tracker_options
 
 if TYPE_CHECKING:
@@ -133,10 +133,8 @@ def _runs_store(settings: Settings, opts: _SyncOptions) -> Store | None:
     from agent_harness.store.database import open_store
 
     url = database_url(settings, opts.db)
-    sqlite_file = (
-        Path(url.removeprefix("sqlite:///")) if "://" not in url.replace("sqlite:///", "") else None
-    )
-    if opts.dry_run or (sqlite_file is not None and not sqlite_file.exists()):
+    path = sqlite_file(url)
+    if opts.dry_run or (path is not None and not path.exists()):
         return None
     return open_store(url)
 
