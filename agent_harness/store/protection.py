@@ -47,15 +47,15 @@ def restore(tx: Tx) -> None:
     """Re-create every guard as the migrations made it (a guard that is fine is made again),
     re-basing first a PostgreSQL log whose transaction ids lie ahead of the server's."""
     postgres = tx.dialect.name == "postgresql"
-    if postgres:
-        if log_ahead(tx):
-            tx.execute("DROP TRIGGER IF EXISTS events_no_change ON events")
-            tx.execute("DROP TRIGGER IF EXISTS event_chain_no_change ON event_chain")
-            rebase_log(tx)
-        tx.execute(PG_REFUSE_FUNCTION)
-    for name, text in (PG_GUARDS if postgres else _sqlite_guards(tx)).items():
+    guards = PG_GUARDS if postgres else _sqlite_guards(tx)
+    for name in guards:
         table = "event_chain" if name.startswith("event_chain") else "events"
         tx.execute(f"DROP TRIGGER IF EXISTS {name}" + (f" ON {table}" if postgres else ""))
+    if postgres:
+        if log_ahead(tx):
+            rebase_log(tx)  # with the guards down, which refuse the UPDATE it makes
+        tx.execute(PG_REFUSE_FUNCTION)
+    for text in guards.values():
         tx.execute(text)
 
 
