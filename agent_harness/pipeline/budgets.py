@@ -22,6 +22,7 @@ from agent_harness.errors import UsageError
 from agent_harness.pipeline.history import ItemHistory
 from agent_harness.store.database import Store
 from agent_harness.store.events import AgentFinished, Reviewed
+from agent_harness.store.migrations import UNCHAINED
 
 # The paid roles of an attempt and the event that reports what each call cost.
 ROLE_EVENTS = {"implementer": AgentFinished.KIND.value, "reviewer": Reviewed.KIND.value}
@@ -48,7 +49,7 @@ def _costs(store: Store, project: str, kinds: tuple[str, ...]) -> list[dict[str,
     with store.transaction(write=False) as tx:
         rows = tx.all(
             f"SELECT payload FROM events WHERE project = ? AND kind IN ({marks}) "
-            "AND external_id IS NULL",
+            f"AND external_id IS NULL AND {UNCHAINED}",  # none of them a claim: by index
             (project, *kinds),
         )
     return [json.loads(row[0]) if isinstance(row[0], str) else dict(row[0]) for row in rows]

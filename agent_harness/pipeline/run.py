@@ -31,6 +31,7 @@ from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
 from agent_harness.secrets.environment import without_secrets
 from agent_harness.secrets.process import process_env
+from agent_harness.store import reading
 from agent_harness.store.events import (
     DeliveryDue,
     FailedNote,
@@ -471,8 +472,7 @@ class Pipeline:
 
     def _last_event_id(self) -> int:
         with self.store.transaction(write=False) as tx:
-            row = tx.one("SELECT MAX(id) FROM events WHERE project = ?", (self.project,))
-        return int(row[0] or 0) if row else 0
+            return reading.latest_id(tx, self.project)
 
     def _claimable(
         self, listed: Sequence[items.ItemRecord] | None = None, now: float | None = None

@@ -39,6 +39,7 @@ from agent_harness.store.events import (
     Released,
     Requeued,
 )
+from agent_harness.store.migrations import NEXT_EVENT_ID
 
 
 class LeaseLost(HarnessError):
@@ -128,9 +129,11 @@ def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
         "AND (i.not_before IS NULL OR i.not_before <= ?) AND i.attempts < i.max_attempts "
         f"{deps_ready}ORDER BY i.seq, i.id LIMIT 1{lock}"
     )
+    # SQLite's trigger logs the claim under the id named here (see SQLITE_CLAIM_LOG).
+    chain = f", last_claim = {NEXT_EVENT_ID}" if dialect == "sqlite" else ""
     update = (
         "UPDATE items SET state = 'claimed', attempts = attempts + 1, fence = fence + 1, "
-        "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
+        f"lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ?{chain} "
         "WHERE project = ? "
     )
     returning = "RETURNING id, attempts, fence"

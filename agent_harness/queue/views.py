@@ -167,9 +167,9 @@ def item_view(store: Store, project: str, item_id: str, *, limit: int = 1000) ->
     session when one was started."""
     record = get_item(store, project, item_id)
     with store.transaction(write=False) as tx:
+        where, params = reading.of_item(project, item_id)
         newest = tx.all(
-            "SELECT id FROM events WHERE project = ? AND item = ? ORDER BY id DESC LIMIT ?",
-            (project, item_id, limit),
+            f"SELECT id FROM events WHERE {where} ORDER BY id DESC LIMIT ?", (*params, limit)
         )
     oldest = int(newest[-1][0]) if newest else 0
     # A history, read in id order from the oldest of those ids (not a cursor to follow).

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent_harness.store import reading
+
 if TYPE_CHECKING:
     from agent_harness.store.database import Store, Tx
 
@@ -245,13 +247,11 @@ def verify_item(store: Store, project: str, item: str) -> ChainReport | None:
     """Check the stretch of the chain that holds every event of one item (from its first to
     its last in the log's order); None when the item has none."""
     order = store.dialect.log_order()
+    where, params = reading.of_item(project, item)
     ends = []
     with store.transaction(write=False) as tx:
         for way in (order, store.dialect.log_order(desc=True)):
-            row = tx.one(
-                f"SELECT id FROM events WHERE project = ? AND item = ? ORDER BY {way} LIMIT 1",
-                (project, item),
-            )
+            row = tx.one(f"SELECT id FROM events WHERE {where} ORDER BY {way} LIMIT 1", params)
             ends.append(int(row[0]) if row else None)
     first, last = ends
     if first is None or last is None:

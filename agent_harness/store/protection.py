@@ -10,10 +10,12 @@ import re
 from typing import TYPE_CHECKING
 
 from agent_harness.store.migrations import (
+    CLAIM_CHAIN_VERSION,
     CLAIM_LOG_VERSION,
     PG_GUARDS,
     PG_REFUSE_FUNCTION,
     SQLITE_CLAIM_LOG,
+    SQLITE_CLAIM_LOG_V8,
     SQLITE_GUARDS,
 )
 from agent_harness.store.rebase import log_ahead, rebase_log
@@ -61,14 +63,16 @@ def restore(tx: Tx) -> None:
 
 def _sqlite_guards(tx: Tx) -> dict[str, str]:
     """The triggers this SQLite file should have: the append-only guards, and the claim's log
-    once the migration that made it has run."""
+    as the latest migration that made it left it."""
     found = tx.one(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
     )
     version = tx.one("SELECT MAX(version) FROM schema_migrations") if found else None
-    if version is None or version[0] is None or int(version[0]) < CLAIM_LOG_VERSION:
+    at = 0 if version is None or version[0] is None else int(version[0])
+    if at < CLAIM_LOG_VERSION:
         return SQLITE_GUARDS
-    return {**SQLITE_GUARDS, **SQLITE_CLAIM_LOG}
+    claim_log = SQLITE_CLAIM_LOG if at >= CLAIM_CHAIN_VERSION else SQLITE_CLAIM_LOG_V8
+    return {**SQLITE_GUARDS, **claim_log}
 
 
 def _squash(text: str) -> str:

@@ -13,9 +13,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.store.events import Event, read_payload
+from agent_harness.store.migrations import UNCHAINED
 
 if TYPE_CHECKING:
-    from agent_harness.store.database import Store
+    from agent_harness.store.database import Store, Tx
 
 # How long a follower waits for transactions in flight before the events after them: ours take
 # milliseconds; one held open by hand elsewhere on the server is not waited for beyond this.
@@ -55,9 +56,41 @@ def page(
 
 def _filters(project: str | None, item: str | None) -> tuple[str, tuple[str, ...]]:
     """The conditions for an optional project and item, and their parameters."""
-    pairs = (("project", project), ("item", item))
-    given = [(name, value) for name, value in pairs if value is not None]
-    return "".join(f" AND {name} = ?" for name, _ in given), tuple(v for _, v in given)
+    if item is not None:
+        where, params = of_item(project, item)
+        return f" AND {where}", params
+    if project is not None:
+        return " AND project = ?", (project,)
+    return "", ()
+
+
+def of_item(project: str | None, item: str) -> tuple[str, tuple[str, ...]]:
+    """A condition (and its parameters) for the events of one item, of one project or of any.
+
+    Its claims that SQLite's claim trigger wrote are chained from the item's row instead of
+    indexed (migration 9); the rest are found by the index `events_item_history`. Rows in
+    neither (on PostgreSQL, the chain is always empty) are not lost: both sides are read.
+    """
+    scope = "" if project is None else "project = ? AND "
+    keys: tuple[str, ...] = (item,) if project is None else (project, item)
+    where = (
+        f"{scope}item = ? AND id IN (WITH RECURSIVE claims(id) AS ("
+        f"SELECT last_claim FROM items WHERE {scope}id = ? AND last_claim > 0 UNION ALL "
+        "SELECT e.prev FROM events e JOIN claims c ON e.id = c.id WHERE e.prev > 0) "
+        f"SELECT id FROM claims UNION ALL SELECT id FROM events WHERE {scope}item = ? "
+        f"AND {UNCHAINED})"
+    )
+    return where, keys * 3
+
+
+def latest_id(tx: Tx, project: str) -> int:
+    """The id of the newest event of `project` (0 for none), found by index and chain."""
+    row = tx.one(
+        "SELECT MAX(m) FROM (SELECT MAX(id) AS m FROM events WHERE project = ? "
+        f"AND {UNCHAINED} UNION ALL SELECT MAX(last_claim) FROM items WHERE project = ?) newest",
+        (project, project),
+    )
+    return int(row[0] or 0) if row else 0
 
 
 def follow(

@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from agent_harness.config import BudgetSettings
 from agent_harness.queue.items import ItemState, enqueue
-from agent_harness.queue.leases import LAPSE_CHECK_S, _claimed_json, claim_next
-from agent_harness.store.database import Store
+from agent_harness.queue.leases import LAPSE_CHECK_S, _claimed_json, claim_next, release
+from agent_harness.queue.views import item_view
+from agent_harness.store.chain import verify_chain, verify_item
+from agent_harness.store.database import Store, open_store
 from agent_harness.store.errors import EventsUnprotected, StoreError
+from agent_harness.store.migrations import MIGRATIONS, SQLITE_CLAIM_LOG_V8
 from agent_harness.testing.clock import FakeClock
 from tests.shared.stores import Engine, item
 
@@ -199,3 +203,151 @@ def test_a_clock_stepped_back_does_not_put_off_looking_for_lapsed_leases(
     clock.advance(61 + LAPSE_CHECK_S)  # their lease has lapsed, and more than a look's delay
     again = claim_next(store, P, "w1", 300)
     assert again is not None and (again.item_id, again.worker) == ("T1", "w1")
+
+
+def _by_scan(store: Store, item_id: str) -> list[int]:
+    """The item's event ids found without its index or its claim chain: the whole project's
+    log, read in id order, filtered here."""
+    return [e.id for e in store.all_events(project=P) if e.item == item_id]
+
+
+@pytest.mark.integration
+def test_an_items_history_holds_every_claim_however_it_was_logged(
+    store: Store, clock: FakeClock
+) -> None:
+    """On SQLite a claim of a pending item is chained from the item's row instead of indexed
+    (one page fewer per claim); claims of lapsed or parked items are written by the harness
+    and indexed. Every reader of one item's history finds both kinds, and no other item's."""
+    enqueue(store, P, [item("T0"), item("T1")], max_attempts=9)
+    for _ in range(3):  # each claim of T0 from pending is chained; T1's are interleaved
+        leases = [claim_next(store, P, "w1", 60) for _ in range(2)]
+        assert [lease.item_id if lease else None for lease in leases] == ["T0", "T1"]
+        for lease in leases:
+            assert lease is not None
+            release(store, lease)
+    lease = claim_next(store, P, "w1", 0.5)
+    assert lease is not None and lease.item_id == "T0"
+    clock.advance(1)  # it lapses, and is taken back by a claim the harness logs itself
+    taken_back = claim_next(store, P, "w2", 60)
+    assert taken_back is not None and (taken_back.item_id, taken_back.worker) == ("T0", "w2")
+
+    expected = _by_scan(store, "T0")
+    claims = [e for e in store.all_events(project=P, item="T0") if e.kind == "claimed"]
+    assert [e.payload.as_dict()["worker"] for e in claims] == ["w1"] * 4 + ["w2"]
+    assert [e.id for e in store.all_events(project=P, item="T0")] == expected
+    assert [e.id for e in store.all_events(item="T0")] == expected  # any project
+    assert [e.id for e in store.events(0, 1000, project=P, item="T0")] == expected
+    assert [e.id for e in store.events(expected[3], 2, project=P, item="T0")] == expected[4:6]
+    assert [e.id for e in item_view(store, P, "T0").events] == expected
+    assert [e.id for e in item_view(store, P, "T0", limit=3).events] == expected[-3:]
+    assert [e.id for e in store.all_events(project=P, item="T1")] == _by_scan(store, "T1")
+    report = verify_item(store, P, "T0")
+    assert report is not None and report.intact  # over the stretch from its first to its last
+    assert report == verify_chain(store, first_id=expected[0], last_id=expected[-1])
+
+
+@pytest.mark.integration
+def test_a_claim_from_pending_writes_one_page_fewer_than_an_indexed_event(
+    sqlite_engine: Engine,
+) -> None:
+    """What the claim chain is for: the WAL pages a claim writes, counted with checkpoints
+    off. An indexed event costs a page of its table and one of its index on top of the
+    claim's own two (its row and its state's index): 4.5 a claim on average, before."""
+    store = sqlite_engine.open()
+    try:
+        enqueue(store, P, [item(f"T{n}") for n in range(400)])
+    finally:
+        store.close()
+    conn = sqlite3.connect(sqlite_engine.url, isolation_level=None)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("PRAGMA wal_autocheckpoint=0")  # a checkpoint would empty the WAL midway
+    store = sqlite_engine.open()
+    try:
+        claims = 0
+        while claim_next(store, P, "w1", 300) is not None:
+            claims += 1
+        wal = Path(f"{sqlite_engine.url}-wal").stat().st_size
+        page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        store.close()
+        conn.close()
+    assert claims == 400
+    pages = wal / (page + 24) / claims  # each WAL frame: a 24-byte header and the page
+    assert pages < 3.6, pages
+
+
+@pytest.mark.integration
+def test_claims_logged_before_the_chain_stay_in_their_items_history(
+    sqlite_engine: Engine,
+) -> None:
+    """A SQLite file whose claims were indexed (migration 8) is upgraded in place: each item's
+    history holds its claims from before and after, and the guards check the new triggers."""
+    store = open_store(sqlite_engine.url, migrate=False, check_protection=False)
+    try:
+        store.migrate(MIGRATIONS[:8])
+        enqueue(store, P, [item("T0"), item("T1")], max_attempts=9)
+        with store.transaction() as tx:  # a claim as the release before made it, then undone
+            for state, worker in (("claimed", "old"), ("pending", None)):
+                tx.execute(
+                    "UPDATE items SET state = ?, attempts = attempts + 1, fence = fence + 1, "
+                    "lease_worker = ?, lease_expires = 1e10 WHERE project = ? AND id = 'T0'",
+                    (state, worker, P),
+                )
+        assert store.migrate() == len(MIGRATIONS) - 8
+        assert store.unprotected() == []
+        for worker in ("new1", "new2"):
+            lease = claim_next(store, P, worker, 60)
+            assert lease is not None and lease.item_id == "T0"
+            release(store, lease)
+        history = store.all_events(project=P, item="T0")
+        assert [e.id for e in history] == _by_scan(store, "T0")
+        workers = [e.payload.as_dict()["worker"] for e in history if e.kind == "claimed"]
+        assert workers == ["old", "new1", "new2"]
+    finally:
+        store.close()
+
+
+@pytest.mark.integration
+def test_a_pending_item_claimed_by_other_sql_is_logged_and_found(sqlite_engine: Engine) -> None:
+    """A claim that does not name its event's id (SQL other than the harness's claim) is still
+    logged by the schema, unchained and so indexed: the item's history finds it."""
+    store = sqlite_engine.open()
+    try:
+        enqueue(store, P, [item("T0")], max_attempts=9)
+        first = claim_next(store, P, "w1", 60)
+        assert first is not None
+        release(store, first)
+        with store.transaction() as tx:
+            tx.execute(
+                "UPDATE items SET state = 'claimed', lease_worker = 'by-hand' "
+                "WHERE project = ? AND id = 'T0'",
+                (P,),
+            )
+        history = store.all_events(project=P, item="T0")
+        assert [e.id for e in history] == _by_scan(store, "T0")
+        workers = [e.payload.as_dict()["worker"] for e in history if e.kind == "claimed"]
+        assert workers == ["w1", "by-hand"]
+    finally:
+        store.close()
+
+
+@pytest.mark.integration
+def test_an_upgraded_sqlite_file_with_the_old_claim_trigger_is_refused(
+    sqlite_engine: Engine,
+) -> None:
+    """The claim trigger of migration 8 would log claims the history no longer finds by index;
+    after migration 9 it counts as altered, and the repair puts the chaining one back."""
+    sqlite_engine.open().close()
+    conn = sqlite3.connect(sqlite_engine.url, isolation_level=None)
+    conn.execute("DROP TRIGGER items_claimed_event")
+    conn.execute(SQLITE_CLAIM_LOG_V8["items_claimed_event"])
+    conn.close()
+    with pytest.raises(EventsUnprotected) as refused:
+        sqlite_engine.open()
+    assert refused.value.missing == ("trigger items_claimed_event was altered",)
+    repaired = sqlite_engine.open(check_protection=False)
+    try:
+        assert repaired.restore_protection()
+        assert repaired.unprotected() == []
+    finally:
+        repaired.close()
