@@ -124,8 +124,10 @@ def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
         "AND r.state = 'waiting' AND r.not_before <= ?)"
     )
     # Pending items always have attempts left: every path back to pending checks the budget.
+    # SQLite finds the row by the rowid its state index holds, not by a second index.
+    key = "rowid" if dialect == "sqlite" else "id"
     pick = (
-        "SELECT i.id FROM items i WHERE i.project = ? AND i.state = 'pending' "
+        f"SELECT i.{key} FROM items i WHERE i.project = ? AND i.state = 'pending' "
         "AND (i.not_before IS NULL OR i.not_before <= ?) AND i.attempts < i.max_attempts "
         f"{deps_ready}ORDER BY i.seq, i.id LIMIT 1{lock}"
     )
@@ -137,8 +139,8 @@ def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
         "WHERE project = ? "
     )
     returning = "RETURNING id, attempts, fence"
-    take = f"{update}AND id = ({pick}) {returning}"
-    take_unless_due = f"{update}AND NOT {due} AND id = ({pick}) {returning}"
+    take = f"{update}AND {key} = ({pick}) {returning}"
+    take_unless_due = f"{update}AND NOT {due} AND {key} = ({pick}) {returning}"
     # One round trip for the common claim, its event written by the same statement. No lock:
     # readers follow the log by transaction (see store.dialects), so ids need not commit in order.
     # (SQLite has no INSERT inside WITH; there a trigger logs the claim, see migrations.)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -30,7 +29,7 @@ from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
 from agent_harness.store.rebase import LogAhead
-from agent_harness.store.writegate import FairLock, write_gate
+from agent_harness.store.writegate import FORKS, FairLock, write_gate
 
 Clock = Callable[[], float]
 
@@ -434,7 +433,7 @@ class SqliteStore(Store):
         super().__init__(f"sqlite:///{path}", SQLITE, clock=clock, where=str(path))
         self.path = path
         self.busy_timeout_s = busy_timeout_s
-        self._gate_of = (os.getpid(), write_gate(path))
+        self._gate_of = (FORKS[0], write_gate(path))
 
     def _connect(self) -> Any:
         try:
@@ -492,10 +491,10 @@ class SqliteStore(Store):
 
     def _gate(self) -> FairLock:
         """This file's write gate, looked up once per process (a forked child gets its own)."""
-        pid = os.getpid()
-        if self._gate_of[0] != pid:
-            self._gate_of = (pid, write_gate(self.path))
-        return self._gate_of[1]
+        forks, gate = self._gate_of
+        if forks != FORKS[0]:
+            forks, gate = self._gate_of = (FORKS[0], write_gate(self.path))
+        return gate
 
     def _ended(self) -> None:
         gate = getattr(self._local, "gated", None)

@@ -22,7 +22,7 @@ class FairLock:
     goes behind those already waiting."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())  # never taken twice by one thread
         self._held = False
         self._queue: collections.deque[object] = collections.deque()
 
@@ -63,12 +63,17 @@ class FairLock:
 _WRITE_GATES: dict[str, FairLock] = {}
 _WRITE_GATES_GUARD = threading.Lock()
 
+# Counts the forks this process came from: a gate looked up under another count belongs to a
+# parent (compared on every write, where os.getpid() would cost a system call).
+FORKS = [0]
+
 
 def _fresh_gates() -> None:
     """A forked child starts with no gate held (a parent's thread may have held one)."""
     global _WRITE_GATES_GUARD
     _WRITE_GATES.clear()
     _WRITE_GATES_GUARD = threading.Lock()
+    FORKS[0] += 1
 
 
 os.register_at_fork(after_in_child=_fresh_gates)
