@@ -195,6 +195,11 @@ class Store(ParkedKeys):
         """Before a write of this thread: wait for this process's turn to write, if the engine
         has only one writer at a time."""
 
+    def _turn(self) -> FairLock | None:
+        """Wait for this process's turn to write (engines with one writer at a time) and return
+        what to release after it; None when writers need no turns."""
+        return None
+
     def _ended(self) -> None:
         """After COMMIT or ROLLBACK of this thread's transaction."""
 
@@ -256,27 +261,29 @@ class Store(ParkedKeys):
         Cheaper than `transaction()` by two round trips; for writes that fit in one statement.
         """
         # Hold this thread's connection so that `close()` elsewhere waits instead of pulling
-        # it away mid-statement (for SQLite a crash, not an error), and take a write turn.
-        local = self._local
-        if getattr(local, "in_tx", False):
-            raise RuntimeError("nested transactions are not supported")
+        # it away mid-statement (for SQLite a crash, not an error), and take a write turn. The
+        # claim's hot path: a lock already held is either this thread's own transaction (an
+        # error) or a `close()` elsewhere (waited for), so the common case asks nothing more.
         conn, lock = self._conn()
-        with lock:
+        if not lock.acquire(blocking=False):
+            if getattr(self._local, "in_tx", False):
+                raise RuntimeError("nested transactions are not supported")
+            lock.acquire()
+        try:
             if self._closed:
                 raise StoreError(self.where, "the store is closed")
-            local.in_tx = True
+            gate = self._turn()
             try:
-                self._take_turn()
-                try:
-                    row = conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
-                except self._driver_errors() as exc:
-                    if self._is_broken(conn):
-                        self._discard(conn)
-                    raise StoreError(self.where, self._describe(exc)) from exc
-                finally:
-                    self._ended()
+                row = conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
+            except self._driver_errors() as exc:
+                if self._is_broken(conn):
+                    self._discard(conn)
+                raise StoreError(self.where, self._describe(exc)) from exc
             finally:
-                local.in_tx = False
+                if gate is not None:
+                    gate.release()
+        finally:
+            lock.release()
         return None if row is None else tuple(row)
 
     def close(self) -> None:
@@ -483,11 +490,14 @@ class SqliteStore(Store):
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
     def _take_turn(self) -> None:
+        self._local.gated = self._turn()
+
+    def _turn(self) -> FairLock:
         # Writers take turns here, not in SQLite's busy handler (writegate).
         gate = self._gate()
         if not gate.acquire(timeout=self.busy_timeout_s):
             raise StoreError(self.where, "database is locked")
-        self._local.gated = gate
+        return gate
 
     def _gate(self) -> FairLock:
         """This file's write gate, looked up once per process (a forked child gets its own)."""

@@ -19,45 +19,53 @@ from pathlib import Path
 
 class FairLock:
     """A lock granted in the order it was asked for: a thread that releases it and asks again
-    goes behind those already waiting."""
+    goes behind those already waiting.
+
+    Free and unwanted, it is taken and given back under one plain lock (a claim takes it on
+    every write, so that path is kept short). A thread that has to wait gets a lock of its own
+    in the line, and whoever releases hands the lock straight to the first in line."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())  # never taken twice by one thread
+        self._mutex = threading.Lock()  # guards _held and _queue
         self._held = False
-        self._queue: collections.deque[object] = collections.deque()
+        self._queue: collections.deque[threading.Lock] = collections.deque()
 
     def acquire(self, timeout: float) -> bool:
         """Take the lock, waiting at most `timeout` seconds; False if that ran out first."""
-        me = object()
-        with self._cond:
-            if not self._held and not self._queue:  # free, nobody waiting: no line to join
+        with self._mutex:
+            if not self._held:  # free means nobody is in line: a release hands it on
                 self._held = True
                 return True
-            self._queue.append(me)
+            turn = threading.Lock()
+            turn.acquire()
+            self._queue.append(turn)
+        try:
+            if turn.acquire(timeout=max(timeout, 0.0)):
+                return True  # handed over: _held stayed True for us
+        except BaseException:  # interrupted (Ctrl-C) while in line
+            if not self._leave(turn):
+                self.release()  # it was handed to us meanwhile: pass it on
+            raise
+        if self._leave(turn):
+            return False
+        turn.acquire()  # handed over just as the wait ran out: it is ours
+        return True
+
+    def _leave(self, turn: threading.Lock) -> bool:
+        """Step out of the line; False when already taken out of it (the lock handed over)."""
+        with self._mutex:
             try:
-                ready = self._cond.wait_for(
-                    lambda: not self._held and self._queue[0] is me, timeout
-                )
-            except BaseException:  # interrupted (Ctrl-C) while in line: leave the line
-                self._leave(me)
-                raise
-            if not ready:
-                self._leave(me)
+                self._queue.remove(turn)
+            except ValueError:
                 return False
-            self._queue.popleft()
-            self._held = True
             return True
 
-    def _leave(self, me: object) -> None:
-        """Step out of the line (the caller holds the condition)."""
-        self._queue.remove(me)
-        self._cond.notify_all()  # the next in line may be free to go now
-
     def release(self) -> None:
-        with self._cond:
-            self._held = False
+        with self._mutex:
             if self._queue:
-                self._cond.notify_all()
+                self._queue.popleft().release()  # theirs now; _held stays True
+            else:
+                self._held = False
 
 
 _WRITE_GATES: dict[str, FairLock] = {}
