@@ -13,7 +13,7 @@ import math
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent_harness.errors import HarnessError
 from agent_harness.queue.items import (
@@ -53,9 +53,11 @@ class LeaseLost(HarnessError):
         )
 
 
-@dataclass(frozen=True)
-class Lease:
-    """A time-limited right to work one item. `token` fences out every earlier holder."""
+class Lease(NamedTuple):
+    """A time-limited right to work one item. `token` fences out every earlier holder.
+
+    A named tuple rather than a frozen dataclass: a claim makes one every time, and this is
+    made several times faster."""
 
     project: str
     item_id: str
