@@ -140,6 +140,29 @@ def test_own_commits_that_conflict_are_kept_aside_and_the_pushed_work_goes_on(
     assert git(clone, "ls-remote", "origin", back.branch).split()[0] == here.head(back)
 
 
+def test_a_worker_killed_mid_rebase_leaves_nothing_stuck_and_nothing_lost(clone: Path) -> None:
+    """A host killed while it replayed its own commits onto pushed work leaves the worktree
+    mid-rebase (HEAD detached, the rebase's state on disk). The next prepare starts over
+    from the branch, which git moves only when a rebase ends, and comes to the same end as an
+    uninterrupted catch-up: its own commits kept aside, the branch at the pushed head."""
+    here, own, pushed = _diverged(clone, "a.txt", "changed there\n")
+    tree = here.prepare("T1", "x")  # not `pushed`: this look does not fetch, so no catch-up
+    git(tree.path, "fetch", "-q", "origin")
+    stopped = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "rebase", f"origin/{tree.branch}"],
+        cwd=tree.path,
+        capture_output=True,
+        text=True,
+    )
+    assert stopped.returncode != 0  # stopped on the conflict, as a kill would leave it
+    assert git(clone, "rev-parse", f"refs/heads/{tree.branch}") == own
+    back = here.prepare("T1", "x", pushed=True)
+    assert back.path == tree.path
+    assert git(back.path, "symbolic-ref", "--short", "HEAD") == back.branch
+    assert back.kept is not None and git(clone, "rev-parse", back.kept) == own  # nothing lost
+    assert here.head(back) == pushed and git(back.path, "status", "--porcelain") == ""
+
+
 def test_a_broken_worktree_is_rebuilt_and_keeps_its_commits(clone: Path) -> None:
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")
