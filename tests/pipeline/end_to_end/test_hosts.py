@@ -1,6 +1,9 @@
-"""Three hosts, one PostgreSQL queue, as people run them: `agent-harness run --db ... --host-id`
-in three clones of one repository on the forge. One host is SIGKILLed while it holds an item;
-the others take that item over once its lease lapses, and every item is delivered once."""
+"""Hosts sharing one PostgreSQL queue, as people run them: `agent-harness run --db ... --host-id`
+in clones of one repository on the forge. Three hosts are SIGKILLed while each holds an item,
+each at another stage (its agent working, its checks running, its pull request being opened);
+the two others take those items over once their leases lapse, and every item is delivered once.
+The three kills share one run of the fleet, so its start-up and the lease's lapse are paid once.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +23,7 @@ from agent_harness.forge import FaultKind
 from agent_harness.queue.items import list_items
 from agent_harness.store.events import Event
 from agent_harness.tracker.sync import read_marker, read_pull_marker
-from tests.shared.local_project import GATED_AGENT, git, wait_for
+from tests.shared.local_project import GATED_AGENT, git
 from tests.shared.stores import Engine, cli_url
 
 from .conftest import REPO, Harness
@@ -27,15 +31,18 @@ from .test_resume import cli_env
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.postgres]
 
-# One item held by each host, and one more: enough for build-3 to surely hold one of its own.
-ITEMS = [f"N{n}" for n in range(1, 5)]
+# One item held by each host, and one more: enough for every host to surely hold one of its own.
+ITEMS = [f"N{n}" for n in range(1, 7)]
 PLAN = "\n".join(
     f"### {i}: Write note {i}\nWrite `{i.lower()}.txt`.\n\ncheck: `test -f {i.lower()}.txt`\n"
     for i in ITEMS
 )
 PROJECT = f"{REPO}:PLAN"
-HOSTS = ("build-1", "build-2", "build-3")
-LEASE_S = 3  # short, so the killed host's item is taken over within seconds
+SURVIVORS = ("build-1", "build-2")
+# Each doomed host is killed at its own stage of its item.
+DOOMED = {"build-3": "agent", "build-4": "checks", "build-5": "delivery"}
+HOSTS = (*SURVIVORS, *DOOMED)
+LEASE_S = 3  # short, so the killed hosts' items are taken over within seconds
 
 
 def host_command(h: Harness, engine: Engine, name: str, *checks: str) -> tuple[list[str], Path]:
@@ -82,8 +89,9 @@ PULLS = "POST /repos/{owner}/{repo}/pulls"
 
 
 def reached(stage: str, h: Harness, gates: Path) -> Callable[[], bool]:
-    """Whether build-3 is at `stage` of its item: its agent working, its check running, or its
-    pull request's creation held at the forge."""
+    """Whether a doomed host is at `stage` of its item: its agent working, its check running,
+    or its pull request's creation held at the forge (only the delivery host gets that far
+    while the others are held)."""
     if stage == "agent":
         return lambda: any(gates.glob("*.started"))
     if stage == "checks":
@@ -92,9 +100,8 @@ def reached(stage: str, h: Harness, gates: Path) -> Callable[[], bool]:
 
 
 @pytest.mark.parametrize("engine", ["postgres"], indirect=True)
-@pytest.mark.parametrize("stage", ["agent", "checks", "delivery"])
-def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
-    harness: Harness, engine: Engine, stage: str
+def test_hosts_killed_holding_an_item_at_each_stage_every_item_delivered_once(
+    harness: Harness, engine: Engine
 ) -> None:
     """Killed while its agent works, after its agent finished (in the checks), or while its
     pull request is being opened: the host that takes the item over runs the agent again in
@@ -104,41 +111,54 @@ def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
         "AGENT_HARNESS_SESSIONS__HOST": "headless",
     }
     engine.open().close()  # the schema, made and migrated
-    # All three start at once on a repository with no issues yet, and each one's sync of the
-    # plan to issues is slow enough (half a second per issue, two seconds in all) to overlap
-    # the others'.
+    # All hosts start at once on a repository with no issues yet, and each one's sync of the
+    # plan to issues is slow enough (two seconds in all) to overlap the others'.
     faults = harness.forge.forge.faults
-    faults.inject(FaultKind.LATENCY, "POST", "*/issues", delay_s=0.5, count=None)
-    # The first pull request (build-3's: the others' agents wait) is held, and then made.
+    faults.inject(FaultKind.LATENCY, "POST", "*/issues", delay_s=2.0 / len(ITEMS), count=None)
+    # The first pull request (the delivery host's: every other host is held) is held, and then
+    # made.
     faults.inject(FaultKind.LATENCY, "POST", "*/pulls", delay_s=LEASE_S / 2)
-    homes = {name: host_command(harness, engine, name) for name in HOSTS[:2]}
-    homes["build-3"] = host_command(
-        harness, engine, "build-3", *([HELD_CHECK] if stage == "checks" else [])
-    )
-    if stage != "agent":  # build-3's agent finishes at once, and is held after it
-        for item in ITEMS:
-            (homes["build-3"][1] / "gates" / f"{item}.go").touch()
+    homes = {name: host_command(harness, engine, name) for name in SURVIVORS}
+    for name, stage in DOOMED.items():
+        homes[name] = host_command(
+            harness, engine, name, *([HELD_CHECK] if stage == "checks" else [])
+        )
+        if stage != "agent":  # its agent finishes at once, and it is held after it
+            for item in ITEMS:
+                (homes[name][1] / "gates" / f"{item}.go").touch()
     hosts = {name: (start(argv, home, env), home / "gates") for name, (argv, home) in homes.items()}
-    # Every other agent waits for its go: while build-1 and build-2 hold an item each, build-3
-    # surely claims one too.
-    doomed, doomed_gates = hosts["build-3"]
+    # Every other agent waits for its go: while the survivors hold an item each, every doomed
+    # host surely claims one too. Each is killed the moment it reaches its stage.
+    held: dict[str, str] = {}  # doomed host -> the item it died holding
     try:
-        wait_for(f"build-3 at its {stage}", reached(stage, harness, doomed_gates), doomed)
-        [started] = doomed_gates.glob("*.started")
-        held = started.name.removesuffix(".started")
-        claims = [e for e in events_of(engine) if e.kind == "claimed" and e.item == held]
-        assert [worker(e) for e in claims] == ["build-3/w1"]
-        doomed.send_signal(signal.SIGKILL)  # dies holding `held`
-        assert doomed.wait(30) == -signal.SIGKILL
-        for name in ("build-1", "build-2"):
+        waiting = dict(DOOMED)
+        deadline = time.monotonic() + 60
+        while waiting:
+            for name, stage in list(waiting.items()):
+                proc, gates = hosts[name]
+                if not reached(stage, harness, gates)():
+                    assert proc.poll() is None, (name, stage, proc.communicate())
+                    continue
+                [started] = gates.glob("*.started")
+                item = started.name.removesuffix(".started")
+                claims = [e for e in events_of(engine) if e.kind == "claimed" and e.item == item]
+                assert [worker(e) for e in claims] == [f"{name}/w1"], (name, stage)
+                proc.send_signal(signal.SIGKILL)  # dies holding `item`
+                assert proc.wait(30) == -signal.SIGKILL
+                held[name] = item
+                del waiting[name]
+            assert time.monotonic() < deadline, f"never reached: {waiting}"
+            time.sleep(0.05)
+        for name in SURVIVORS:
             for item in ITEMS:
                 (hosts[name][1] / f"{item}.go").touch()
-        others = {name: proc for name, (proc, _) in hosts.items() if name != "build-3"}
+        others = {name: hosts[name][0] for name in SURVIVORS}
         outputs = {name: proc.communicate(timeout=120) for name, proc in others.items()}
     finally:
-        for item in ITEMS:  # the dead host's orphaned agent or check may end now
-            (doomed_gates / f"{item}.go").touch()
-        (doomed_gates / "checks.go").touch()
+        for name in DOOMED:  # a dead host's orphaned agent or check may end now
+            for item in ITEMS:
+                (hosts[name][1] / f"{item}.go").touch()
+            (hosts[name][1] / "checks.go").touch()
         for proc, _ in hosts.values():
             if proc.poll() is None:
                 proc.kill()
@@ -165,7 +185,7 @@ def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
     )
     assert pulls == {item: 1 for item in ITEMS}
 
-    # In the queue: every item delivered, once; the dead host's lease lapsed and another host's
+    # In the queue: every item delivered, once; each dead host's lease lapsed and a survivor's
     # claim took its item.
     events = events_of(engine)
     store = engine.open()
@@ -176,29 +196,41 @@ def test_three_hosts_one_killed_holding_an_item_every_item_delivered_once(
     assert states == {item: "pr_open" for item in ITEMS}
     completed = collections.Counter(e.item for e in events if e.kind == "completed")
     assert completed == {item: 1 for item in ITEMS}
-    told = "\n".join(f"{e.kind} {e.payload.as_dict()}" for e in events if e.item == held)
+    failures = [(e.item, e.kind) for e in events if e.kind in ("attempt_failed", "failed")]
+    assert failures == [], failures
+    assert sorted(held) == sorted(DOOMED) and len(set(held.values())) == len(DOOMED), held
+    for name, stage in DOOMED.items():
+        assert_taken_over(events, name, stage, held[name])
+    workers = {worker(e).split("/")[0] for e in events if e.kind == "claimed"}
+    assert workers == set(HOSTS)
+
+
+def assert_taken_over(events: list[Event], name: str, stage: str, item: str) -> None:
+    """The dead host's lease on `item` lapsed and a survivor's claim took it and completed it:
+    by running the agent again in its own clone, or (killed in delivery) by delivering the
+    pushed, approved work without doing it again."""
+    told = f"{name} killed at its {stage}:\n" + "\n".join(
+        f"{e.kind} {e.payload.as_dict()}" for e in events if e.item == item
+    )
     story = [
         (e.kind, worker(e))
         for e in events
-        if e.item == held and e.kind in ("claimed", "lease_expired", "completed")
+        if e.item == item and e.kind in ("claimed", "lease_expired", "completed")
     ]
     assert len(story) == 4, told
-    assert story[:2] == [("claimed", "build-3/w1"), ("lease_expired", "build-3/w1")], told
+    assert story[:2] == [("claimed", f"{name}/w1"), ("lease_expired", f"{name}/w1")], told
     taker = story[2][1]
-    assert story[2][0] == "claimed" and taker.split("/")[0] in ("build-1", "build-2"), told
+    assert story[2][0] == "claimed" and taker.split("/")[0] in SURVIVORS, told
     assert story[3] == ("completed", taker), told
-    assert [e.kind for e in events if e.kind in ("attempt_failed", "failed")] == [], told
     worktrees = [
         str(e.payload.as_dict()["worktree"])
         for e in events
-        if e.item == held and e.kind == "agent_started"
+        if e.item == item and e.kind == "agent_started"
     ]
     if stage == "delivery":  # the approved, pushed work is delivered, not done again
         assert len(worktrees) == 1, told
-        assert [e.kind for e in events if e.item == held].count("review") == 1, told
-        [opened] = [e.payload.as_dict() for e in events if e.kind == "pr_opened" and e.item == held]
+        assert [e.kind for e in events if e.item == item].count("review") == 1, told
+        [opened] = [e.payload.as_dict() for e in events if e.kind == "pr_opened" and e.item == item]
         assert opened["reused"] is True, told
     else:  # the agent ran again in the taker's own clone: the dead host's work is elsewhere
         assert len(worktrees) == 2 and f"/{taker.split('/')[0]}/" in worktrees[1], told
-    workers = {worker(e).split("/")[0] for e in events if e.kind == "claimed"}
-    assert workers == set(HOSTS)
