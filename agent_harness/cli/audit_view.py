@@ -35,22 +35,26 @@ def bar(value: float, top: float, width: int = BAR_WIDTH) -> str:
 
 
 def render_cost(out: Console, report: CostReport) -> None:
+    # Eight columns share a terminal of 80 characters: a column that would say nothing (no
+    # unpriced call, no cost a tool reported) is left out, names fold, figures never break.
+    unpriced = any(line.unknown_calls for line in report.lines)
+    reported = any(line.reported_cost_usd is not None for line in report.lines)
     table = Table(title="Spend by project, role and model", title_justify="left")
-    for name in ("project", "role", "model", "usage from", "calls", "unpriced", "cost"):
+    for name in ("project", "role", "model", "usage from"):
         table.add_column(name, overflow="fold")
-    table.add_column("tool's own", overflow="fold")
+    figures = ["calls", *(["unpriced"] if unpriced else []), "cost"]
+    for name in [*figures, *(["tool's own"] if reported else [])]:
+        table.add_column(name, no_wrap=True, justify="right")
     for line in report.lines:
         model = f"{line.vendor or '?'}:{line.model}" if line.model else "(not named)"
-        table.add_row(
-            escape(line.project),
-            escape(line.role),
-            escape(model),
-            line.label,
-            str(line.calls),
-            str(line.unknown_calls) if line.unknown_calls else "-",
-            usd(line.cost_usd),
-            usd(line.reported_cost_usd) if line.reported_cost_usd is not None else "-",
-        )
+        row = [escape(line.project), escape(line.role), escape(model), line.label]
+        row.append(str(line.calls))
+        if unpriced:
+            row.append(str(line.unknown_calls) if line.unknown_calls else "-")
+        row.append(usd(line.cost_usd))
+        if reported:
+            row.append(usd(line.reported_cost_usd) if line.reported_cost_usd is not None else "-")
+        table.add_row(*row)
     out.print(table)
     if report.days:
         top = max((d.cost_usd or 0.0) for d in report.days)
