@@ -55,6 +55,11 @@ def test_ingest_then_every_answer_reads_the_audit_beside_the_work_database(
     shown = capsys.readouterr().out
     assert "1 merged, 1 closed, 0 reverted" in shown
     assert "█" in shown  # the per-day bars
+    assert main(["audit", "cost"]) == 0  # 80 columns when not a terminal
+    table = capsys.readouterr().out.split("Cost per day")[0]
+    assert "tool's own" in table and "unpriced" in table  # both have something to say
+    assert max(len(line) for line in table.splitlines()) <= 80
+    assert "$0.04" in table or "$0.02" in table  # a figure whole on its line, never folded
 
 
 def test_a_malformed_line_is_skipped_and_counted_with_its_number(
@@ -163,3 +168,49 @@ def test_maintain_rolls_up_and_thins_and_the_answers_stay(
 def _json_list(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     assert main([*args, "--json"]) == 0
     return capsys.readouterr().out
+
+
+def test_the_cost_table_leaves_out_columns_with_nothing_to_say() -> None:
+    """Every call priced and no tool reporting its own cost: the table has no "unpriced" or
+    "tool's own" column, and its six columns read whole at 80 characters."""
+    from rich.console import Console
+
+    from agent_harness.audit.cost import CostLine, CostReport
+    from agent_harness.cli.audit_view import render_cost
+
+    line = CostLine(
+        project="acme/widgets:PLAN",
+        role="implementer",
+        vendor="anthropic",
+        model="claude-sonnet-4-5",
+        usage_source="api",
+        label="per call",
+        calls=1234,
+        priced_calls=1234,
+        unknown_calls=0,
+        cost_usd=123.4567,
+        reported_cost_usd=None,
+        tokens_in=10,
+        tokens_out=5,
+        cache_read=0,
+        cache_write=0,
+    )
+    report = CostReport(
+        lines=[line],
+        days=[],
+        unknown=[],
+        cost_usd=123.4567,
+        priced_calls=1234,
+        unknown_calls=0,
+        reported_cost_usd=None,
+        reported_calls=0,
+        price_versions=[],
+        summary="$123.46",
+    )
+    console = Console(width=80, record=True, force_terminal=False)
+    render_cost(console, report)
+    shown = console.export_text()
+    header = next(row for row in shown.splitlines() if "project" in row)
+    assert "unpriced" not in header and "tool's own" not in header
+    assert "1234" in shown and "$123.46" in shown
+    assert max(len(row) for row in shown.splitlines()) <= 80
