@@ -263,12 +263,15 @@ class Store(ParkedKeys):
         # Hold this thread's connection so that `close()` elsewhere waits instead of pulling
         # it away mid-statement (for SQLite a crash, not an error), and take a write turn. The
         # claim's hot path: a lock already held is either this thread's own transaction (an
-        # error) or a `close()` elsewhere (waited for), so the common case asks nothing more.
+        # error) or a `close()` elsewhere (waited for). `in_tx` is still set, so a transaction
+        # opened from inside the statement (a SQL function calling back) is refused, not a hang.
         conn, lock = self._conn()
+        local = self._local
         if not lock.acquire(blocking=False):
-            if getattr(self._local, "in_tx", False):
+            if getattr(local, "in_tx", False):
                 raise RuntimeError("nested transactions are not supported")
             lock.acquire()
+        local.in_tx = True
         try:
             if self._closed:
                 raise StoreError(self.where, "the store is closed")
@@ -283,6 +286,7 @@ class Store(ParkedKeys):
                 if gate is not None:
                     gate.release()
         finally:
+            local.in_tx = False
             lock.release()
         return None if row is None else tuple(row)
 

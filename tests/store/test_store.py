@@ -285,3 +285,44 @@ def test_a_store_closed_beside_another_of_the_same_file_leaves_it_writing(tmp_pa
     other.set_meta("k", "w")
     assert other.get_meta("k") == "w"
     other.close()
+
+
+def test_a_transaction_opened_from_inside_a_statement_is_refused_not_a_hang(
+    sqlite_engine: Engine,
+) -> None:
+    """A SQL function that calls back into the store while its statement runs (the connection
+    is held) gets the nested-transaction error; the statement fails with it, and the store
+    goes on."""
+    store = sqlite_engine.open()
+    refused: list[BaseException] = []
+
+    def call_back() -> int:
+        try:
+            with store.transaction():
+                pass
+        except RuntimeError as exc:
+            refused.append(exc)
+            raise
+        return 1
+
+    outcome: list[BaseException] = []
+
+    def run() -> None:  # in a thread of its own, so that a hang fails the test, not the run
+        conn, _ = store._conn()  # this thread's connection
+        conn.create_function("call_back", 0, call_back)
+        try:
+            store.statement("SELECT call_back()")
+        except StoreError as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(30)
+    # (Not closed when hung: close() would wait for the lock the hung thread holds.)
+    assert not worker.is_alive(), "the statement hung on its own connection's lock"
+    try:
+        assert outcome and refused and "nested" in str(refused[0])
+        store.set_meta("after", "ok")
+        assert store.get_meta("after") == "ok"
+    finally:
+        store.close()
