@@ -33,12 +33,12 @@ def page(
     order: str,
 ) -> list[Event]:
     """Up to `limit` events matching `where` and the filters, in `order`."""
-    filters, values = _filters(project, item)
-    sql = (
-        "SELECT id, ts, project, item, kind, payload, external_id FROM events "
-        f"WHERE {where}{filters} ORDER BY {order} LIMIT ?"
-    )
     with store.transaction(write=False) as tx:
+        filters, values = _filters(tx, project, item)
+        sql = (
+            "SELECT id, ts, project, item, kind, payload, external_id FROM events "
+            f"WHERE {where}{filters} ORDER BY {order} LIMIT ?"
+        )
         rows = tx.all(sql, (*params, *values, limit))
     return [
         Event(
@@ -54,14 +54,19 @@ def page(
     ]
 
 
-def _filters(project: str | None, item: str | None) -> tuple[str, tuple[str, ...]]:
+def _filters(tx: Tx, project: str | None, item: str | None) -> tuple[str, tuple[str, ...]]:
     """The conditions for an optional project and item, and their parameters."""
     if item is not None:
         where, params = of_item(project, item)
         return f" AND {where}", params
-    if project is not None:
-        return " AND project = ?", (project,)
-    return "", ()
+    if project is None:
+        return "", ()
+    chained = tx.one("SELECT 1 FROM items WHERE project = ? AND last_claim > 0 LIMIT 1", (project,))
+    if chained is None:
+        # None of its claims is chained (an inception session, PostgreSQL, a log from before
+        # migration 9): the history index holds every event of the project, so say so to use it.
+        return f" AND project = ? AND {UNCHAINED}", (project,)
+    return " AND project = ?", (project,)
 
 
 def of_item(project: str | None, item: str) -> tuple[str, tuple[str, ...]]:
@@ -114,8 +119,8 @@ def _wait_settled(store: Store, cursor: int, project: str | None, item: str | No
     """Wait until the events committed after `cursor` but not settled yet have settled; False
     when there were none."""
     where, params = store.dialect.after_cursor(cursor, settled=False)
-    filters, values = _filters(project, item)
     with store.transaction(write=False) as tx:
+        filters, values = _filters(tx, project, item)
         row = tx.one(
             f"SELECT MAX(tx)::text FROM events WHERE {where}{filters} "
             "AND tx > pg_snapshot_xmin(pg_current_snapshot())",

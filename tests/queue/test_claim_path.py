@@ -351,3 +351,24 @@ def test_an_upgraded_sqlite_file_with_the_old_claim_trigger_is_refused(
         assert repaired.unprotected() == []
     finally:
         repaired.close()
+
+
+@pytest.mark.integration
+def test_a_projects_log_reads_whole_with_and_without_chained_claims(store: Store) -> None:
+    """Reading by project alone takes the history index when none of the project's claims is
+    chained, and the log itself when some are; either way every event of it, in order, and
+    none of another project's."""
+    enqueue(store, P, [item("T0")], max_attempts=9)
+    other = "owner/repo:notes"
+    for n in range(3):
+        store.record_outside_event(other, None, "note", {"n": n})
+        lease = claim_next(store, P, "w1", 60)
+        assert lease is not None
+        release(store, lease)
+    everything = store.all_events()
+    for project in (P, other):
+        expected = [e.id for e in everything if e.project == project]
+        assert [e.id for e in store.all_events(project=project)] == expected
+        assert [e.id for e in store.events(0, 1000, project=project)] == expected
+    assert [e.payload.as_dict()["n"] for e in store.all_events(project=other)] == [0, 1, 2]
+    assert sum(e.kind == "claimed" for e in store.all_events(project=P)) == 3
