@@ -192,8 +192,8 @@ class Store(ParkedKeys):
         conn.execute("BEGIN")
 
     def _take_turn(self) -> None:
-        """Before a write of this thread: wait for this process's turn to write, if the engine
-        has only one writer at a time."""
+        """Before a write transaction of this thread: its turn, released by `_ended`."""
+        self._local.gated = self._turn()
 
     def _turn(self) -> FairLock | None:
         """Wait for this process's turn to write (engines with one writer at a time) and return
@@ -202,6 +202,10 @@ class Store(ParkedKeys):
 
     def _ended(self) -> None:
         """After COMMIT or ROLLBACK of this thread's transaction."""
+        gate = getattr(self._local, "gated", None)
+        if gate is not None:
+            self._local.gated = None
+            gate.release()
 
     def _driver_errors(self) -> tuple[type[BaseException], ...]:
         raise NotImplementedError
@@ -260,21 +264,8 @@ class Store(ParkedKeys):
 
         Cheaper than `transaction()` by two round trips; for writes that fit in one statement.
         """
-        # Hold this thread's connection so that `close()` elsewhere waits instead of pulling
-        # it away mid-statement (for SQLite a crash, not an error), and take a write turn. The
-        # claim's hot path: a lock already held is either this thread's own transaction (an
-        # error) or a `close()` elsewhere (waited for). `in_tx` is still set, so a transaction
-        # opened from inside the statement (a SQL function calling back) is refused, not a hang.
-        conn, lock = self._conn()
-        local = self._local
-        if not lock.acquire(blocking=False):
-            if getattr(local, "in_tx", False):
-                raise RuntimeError("nested transactions are not supported")
-            lock.acquire()
-        local.in_tx = True
+        conn, lock = self._hold()
         try:
-            if self._closed:
-                raise StoreError(self.where, "the store is closed")
             gate = self._turn()
             try:
                 row = conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
@@ -286,9 +277,30 @@ class Store(ParkedKeys):
                 if gate is not None:
                     gate.release()
         finally:
-            local.in_tx = False
-            lock.release()
+            self._let_go(lock)
         return None if row is None else tuple(row)
+
+    def _hold(self) -> tuple[Any, threading.Lock]:
+        """This thread's connection, held so that `close()` elsewhere waits instead of pulling
+        it away mid-statement (for SQLite a crash, not an error); the thread is marked in a
+        transaction until `_let_go`. A lock already held is either this thread's own
+        transaction (refused: nested) or a `close()` elsewhere (waited for), so the common case
+        (a claim's statement) asks nothing more."""
+        conn, lock = self._conn()
+        local = self._local
+        if not lock.acquire(blocking=False):
+            if getattr(local, "in_tx", False):
+                raise RuntimeError("nested transactions are not supported")
+            lock.acquire()
+        if self._closed:
+            lock.release()
+            raise StoreError(self.where, "the store is closed")
+        local.in_tx = True
+        return conn, lock
+
+    def _let_go(self, lock: threading.Lock) -> None:
+        self._local.in_tx = False
+        lock.release()
 
     def close(self) -> None:
         """Close every thread's connection, each once no statement is running on it."""
@@ -493,9 +505,6 @@ class SqliteStore(Store):
         # IMMEDIATE takes the write lock up front, so two writers never both read-then-write.
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
-    def _take_turn(self) -> None:
-        self._local.gated = self._turn()
-
     def _turn(self) -> FairLock:
         # Writers take turns here, not in SQLite's busy handler (writegate).
         gate = self._gate()
@@ -509,12 +518,6 @@ class SqliteStore(Store):
         if forks != FORKS[0]:
             forks, gate = self._gate_of = (FORKS[0], write_gate(self.path))
         return gate
-
-    def _ended(self) -> None:
-        gate = getattr(self._local, "gated", None)
-        if gate is not None:
-            self._local.gated = None
-            gate.release()
 
     def _driver_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.Error,)
@@ -584,15 +587,7 @@ class _Transaction:
 
     def __enter__(self) -> Tx:
         store = self._store
-        local = store._local
-        if getattr(local, "in_tx", False):
-            raise RuntimeError("nested transactions are not supported")
-        conn, lock = store._conn()
-        lock.acquire()
-        if store._closed:
-            lock.release()
-            raise StoreError(store.where, "the store is closed")
-        local.in_tx = True
+        conn, lock = store._hold()
         self._conn = conn
         self._lock = lock
         try:
@@ -617,8 +612,7 @@ class _Transaction:
 
     def _release(self) -> None:
         self._store._ended()
-        self._store._local.in_tx = False
-        self._lock.release()
+        self._store._let_go(self._lock)
 
     def _end(self, exc: BaseException) -> None:
         """Roll back after `exc`; a driver error comes out as a StoreError, others as they are."""
