@@ -78,6 +78,8 @@ def agent_setup(
     elif preset.name == "opencode":
         model = _opencode_model(model)
         allow += _opencode_config(env)
+        if not own_login:
+            _opencode_no_install(home / ".config" / "opencode")
     elif preset.name == "aider":
         model = _aider_model(env, model)
         allow += _aider_files(env, home / "aider")
@@ -133,6 +135,20 @@ def _opencode_config(env: dict[str, str]) -> list[str]:
     for name in _OPENCODE_OFFLINE:
         env[name] = "1"
     return ["OPENCODE_CONFIG_CONTENT", *_OPENCODE_OFFLINE]
+
+
+def _opencode_no_install(config_dir: Path) -> None:
+    """Mark opencode's config directory as already installed. At every start opencode runs an
+    npm install of its plugin package into each config directory whose `node_modules` is
+    missing or whose lock file lacks a dependency: in a fresh home that is about 95 MB from the
+    registry and seconds of CPU per run, or a failure on a machine without the network. The run
+    loads no plugin, so nothing needs the package."""
+    (config_dir / "node_modules").mkdir(parents=True, exist_ok=True)
+    if (config_dir / "package-lock.json").exists():
+        return  # an earlier run's, which opencode wrote or this did
+    (config_dir / "package.json").write_text("{}\n", encoding="utf-8")
+    lock = {"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}
+    (config_dir / "package-lock.json").write_text(json.dumps(lock) + "\n", encoding="utf-8")
 
 
 def _aider_model(env: dict[str, str], model: str | None) -> str | None:

@@ -133,3 +133,7 @@ def test_a_real_cli_works_one_item_waits_at_a_429_and_fails_at_a_401(
         assert "Your Name" not in (other_rig.work / ".git" / "config").read_text()
     if agent == "opencode":
         assert {r.path for r in provider.model_requests()} == {"/v1/messages"}
+        # Nor did it download its plugin package from npm into each item's home (95 MB each).
+        homes = list(other_rig.state_dir.glob("items/*/agent-home/opencode"))
+        assert len(homes) == 3
+        assert not [h for h in homes if (h / ".npm").exists()]
