@@ -9,7 +9,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,26 @@ from agent_harness.sessions.wrapper import (
     _read_exit,
     _read_text,
     _tail_lines,
-    _write_spec,
-    _write_wrapper,
 )
+
+# The headless wrapper: a POSIX shell, which starts in about a millisecond where Python takes
+# 15 to 20 (the tmux host still needs the Python one, for its terminal). It runs the agent in
+# the foreground with exactly the environment it was given (the shell's own PWD is dropped
+# unless the agent's environment has one) and writes its exit status, 128 + N for a signal,
+# beside the log, so the status outlives the process that started the session. A stop signal
+# reaches the agent from `kill`, which signals the whole process group: the shell only notes it
+# (`:`, not ignoring it, which the agent would inherit) and keeps waiting for the agent.
+# $1: the exit file; $2: "pwd" to keep PWD; the rest: the agent's argv.
+_SH_WRAPPER = """trap : HUP INT TERM
+e=$1; [ "$2" = pwd ] || unset PWD; shift 2
+if command -v "$1" >/dev/null 2>&1; then "$@"; c=$?
+else printf 'cannot start %s: no such program\\n' "$1"; c=127; fi
+printf %s "$c" > "$e"
+"""
+
+
+# How long a stopped agent has to end before it is killed.
+STOP_DEADLINE_S = 3.0
 
 
 def _pid_alive(pid: int) -> bool:
@@ -91,18 +107,23 @@ class HeadlessHost:
             fifo = self._records / f"{name}.stdin"
             fifo.unlink(missing_ok=True)
             os.mkfifo(fifo, 0o600)
-        wrapper = _write_wrapper(spec.log_path.parent)
-        spec_file = _write_spec(spec, "plain", fifo)
-        with open(os.devnull, "rb") as devnull:
-            child = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(wrapper), str(spec_file)],
-                env={},
-                cwd=spec.cwd,
-                stdin=devnull,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,  # its own process group, so kill reaches the agent too
-            )
+        keep_pwd = "pwd" if "PWD" in spec.env else "-"
+        argv = ["/bin/sh", "-c", _SH_WRAPPER, "agent-harness", str(_exit_path(spec.log_path))]
+        # A pipe opened for reading and writing: the agent never sees end-of-file on it.
+        stdin = os.open(fifo if fifo else os.devnull, os.O_RDWR if fifo else os.O_RDONLY)
+        try:
+            with open(spec.log_path, "ab", buffering=0) as log:
+                child = subprocess.Popen(
+                    [*argv, keep_pwd, *spec.command],
+                    env=dict(spec.env),
+                    cwd=spec.cwd,
+                    stdin=stdin,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,  # its own process group: kill reaches the agent
+                )
+        finally:
+            os.close(stdin)
         self._children[name] = child
         payload = {
             "pid": child.pid,
@@ -189,29 +210,39 @@ class HeadlessHost:
         record = self._record(name)
         if record is None:
             return
-        pid = int(record["pid"])
         finished = _read_exit(Path(record["exit"])) is not None
         if not finished and self._wrapper_alive(name, record):
-            # The wrapper forwards SIGTERM to the agent and records the exit; then SIGKILL
-            # whatever is left of the session's process group: what the agent started and left
-            # running (a tool, a server) would otherwise outlive every killed session. The
-            # group cannot have been reused while anything in it lives.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace_s
-            while self._wrapper_alive(name, record) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-            child = self._children.get(name)
-            if child is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    child.wait(timeout=grace_s)
+            self._stop(name, record, grace_s)
         self._children.pop(name, None)
         # A killed session is gone, as with tmux: its record and input pipe go; the log stays.
         if record.get("fifo"):
             Path(record["fifo"]).unlink(missing_ok=True)
         self._record_path(name).unlink(missing_ok=True)
+
+    def _stop(self, name: str, record: dict[str, Any], grace_s: float) -> None:
+        """SIGTERM to the session's process group: the agent gets it, and the wrapper, waiting
+        on, records how it ended. Past `grace_s` (at most STOP_DEADLINE_S), SIGKILL to the
+        group: an agent ignoring the stop, and what it started and left running (a tool, a
+        server), which would otherwise outlive every killed session. The group cannot have been
+        reused while anything in it lives. A wrapper killed with it records nothing, so the
+        exit is recorded here: 137, as the wrapper would have for its agent."""
+        pid = int(record["pid"])
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + min(grace_s, STOP_DEADLINE_S)
+        while self._wrapper_alive(name, record) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        child = self._children.get(name)
+        if child is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=grace_s)
+        exit_path = Path(record["exit"])
+        if _read_exit(exit_path) is None and not self._wrapper_alive(name, record):
+            tmp = exit_path.with_name(exit_path.name + ".tmp")
+            tmp.write_text(str(128 + signal.SIGKILL), encoding="utf-8")
+            tmp.replace(exit_path)
 
     def attach_command(self, name: str) -> list[str]:
         name = safe_session_name(name)
