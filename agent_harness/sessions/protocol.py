@@ -1,8 +1,8 @@
 """Where agent terminals live: a tmux server, plain background processes, or a remote host.
 
-Every session runs behind the same tiny wrapper program, which starts the agent with exactly
-the environment it was given, copies everything the agent writes into the session's log file,
-and writes the exit code to a file beside that log. So status and output never depend on the
+Every session runs behind a tiny wrapper program (Python under tmux, a POSIX shell headless),
+which starts the agent with exactly the environment it was given, sends everything the agent
+writes to the session's log file, and writes the exit code to a file beside that log. So status and output never depend on the
 terminal multiplexer or on the process that started the session still being alive.
 """
 

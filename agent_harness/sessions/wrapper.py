@@ -1,4 +1,4 @@
-"""The small wrapper every session runs, and the files it leaves beside the session's log.
+"""The small wrapper every tmux session runs, and the files every session leaves beside its log.
 
 It starts the agent with exactly the environment it was given, copies everything the agent
 writes to the log and records the exit code, so status and output never depend on the
