@@ -50,17 +50,19 @@ class Workspace(Protocol):
 
     def has_uncommitted(self, tree: Worktree) -> bool: ...
 
-    def diff(self, tree: Worktree) -> str:
-        """Committed and uncommitted changes against the base, as one unified diff."""
+    def diff(self, tree: Worktree, sha: str) -> str:
+        """What commit `sha` changes since the base, as one unified diff."""
 
     def committed_diff(self, tree: Worktree) -> str:
         """What the item's commits add since the base, with no context lines, for a scan."""
 
-    def changed_paths(self, tree: Worktree) -> list[str]:
-        """Every path that differs from the base: committed, staged, unstaged, untracked."""
+    def changed_paths(self, tree: Worktree, sha: str | None = None) -> list[str]:
+        """Every path that differs from the base: committed, staged, unstaged, untracked; with
+        `sha`, those commit `sha` changes."""
 
-    def push(self, tree: Worktree) -> None:
-        """Push the item branch, and only it; the default branch is refused."""
+    def push(self, tree: Worktree, sha: str | None = None) -> None:
+        """Push the item branch (as commit `sha`, when given), and only it; the default branch
+        is refused."""
 
     def update_from_base(self, branch: str, expected: str) -> tuple[list[str], str] | None:
         """Rebase the item branch on the default branch (pushed over `expected` only), or merge

@@ -463,12 +463,10 @@ class WorkRepo:
     def has_uncommitted(self, tree: Worktree) -> bool:
         return bool(_git(tree.path, "status", "--porcelain").strip())
 
-    def diff(self, tree: Worktree) -> str:
-        """Committed and uncommitted changes against the base, as one unified diff."""
-        if self.has_uncommitted(tree):
-            _git(tree.path, "add", "--all", "--intent-to-add")
-            return _git(tree.path, "diff", "--no-color", "--no-ext-diff", tree.base_sha)
-        return _git(tree.path, "diff", "--no-color", "--no-ext-diff", tree.base_sha, "HEAD")
+    def diff(self, tree: Worktree, sha: str) -> str:
+        """What commit `sha` changes since the base, as one unified diff: what is reviewed is
+        the commit that is pushed, never what else the worktree holds."""
+        return _git(tree.path, "diff", "--no-color", "--no-ext-diff", tree.base_sha, sha)
 
     def committed_diff(self, tree: Worktree) -> str:
         """What the item's commits add since the base, binary files as text, for a scan."""
@@ -494,21 +492,23 @@ class WorkRepo:
             removed.append(ref.removeprefix("refs/heads/"))
         return removed
 
-    def changed_paths(self, tree: Worktree) -> list[str]:
-        """Every path that differs from the base (see `protect.changed_paths`)."""
-        return changed_paths(tree.path, tree.base_sha)
+    def changed_paths(self, tree: Worktree, sha: str | None = None) -> list[str]:
+        """Every path that differs from the base, or that commit `sha` changes (see
+        `protect.changed_paths`)."""
+        return changed_paths(tree.path, tree.base_sha, sha)
 
     def head(self, tree: Worktree) -> str:
         return _git(tree.path, "rev-parse", "HEAD")
 
-    def push(self, tree: Worktree) -> None:
-        """Push the item branch, and only it: the guard refuses the default branch."""
+    def push(self, tree: Worktree, sha: str | None = None) -> None:
+        """Push the item branch, and only it: the guard refuses the default branch. With `sha`,
+        the branch is pushed as that commit (the one reviewed), whatever its head is now."""
         default = self.default_branch()
         if tree.branch in (default, f"refs/heads/{default}") or not tree.branch.startswith(
             BRANCH_PREFIX
         ):
             raise DefaultBranchGuard(f"refusing to push {tree.branch}: not an agent-harness branch")
-        refspec = f"refs/heads/{tree.branch}:refs/heads/{tree.branch}"
+        refspec = f"{sha or f'refs/heads/{tree.branch}'}:refs/heads/{tree.branch}"
         guard_refspec(refspec, default)
         with self.remote_refs.push():
             _git(tree.path, "push", "--quiet", self.remote, refspec)

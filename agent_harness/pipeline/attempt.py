@@ -103,8 +103,10 @@ class Attempt:
         sha = self._commit(tree, result)
         if sha is None:
             return
-        guards = (touches_protected, leaks_secret)
-        if any(guard(self.parts, self.item, self.lease, tree, self.history) for guard in guards):
+        parts, item, lease, history = self.parts, self.item, self.lease, self.history
+        if touches_protected(parts, item, lease, tree, history, sha) or leaks_secret(
+            parts, item, lease, tree, history
+        ):
             return
         self.scanned = sha
         leases.advance(self.parts.store, self.lease, ItemState.CHECKS)
@@ -431,7 +433,7 @@ class Attempt:
             item_id=item.id,
             title=item.title,
             success_check=item.success_check,
-            diff=self.parts.repo.diff(tree),
+            diff=self.parts.repo.diff(tree, sha),
             checks=checks,
         )
         outcome = review(self.parts.reviewer, request)

@@ -47,8 +47,10 @@ def deliver(
     if not scanned and leaks_secret(parts, item, lease, tree, history):
         return  # a resumed delivery skipped the gates: scanned here, before the push
     # Pushes of different items run side by side: the work repo keeps a fetch apart from them.
-    parts.repo.push(tree)
-    parts.emit(item.id, Pushed(branch=tree.branch, sha=parts.repo.head(tree)), history)
+    # The commit the reviewer approved is the one pushed, so the push says which it was.
+    sha = verdict.sha or parts.repo.head(tree)
+    parts.repo.push(tree, sha)
+    parts.emit(item.id, Pushed(branch=tree.branch, sha=sha), history)
     body = pull_body(parts, item, checks, verdict, lease.attempt, history.implementer_run())
     title = f"{item.id}: {item.title}"
     with parts.tracker_lock:

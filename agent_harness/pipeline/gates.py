@@ -23,12 +23,19 @@ from agent_harness.store.events import ProtectedPaths, SecretFound
 
 
 def touches_protected(
-    parts: RunParts, item: WorkItem, lease: Lease, tree: Worktree, history: ItemHistory
+    parts: RunParts,
+    item: WorkItem,
+    lease: Lease,
+    tree: Worktree,
+    history: ItemHistory,
+    sha: str | None = None,
 ) -> bool:
-    """End the attempt when its change touches a protected path or leaves its declared files;
-    the reason goes into the next attempt's prompt."""
+    """End the attempt when its change (commit `sha`, or the worktree as it is) touches a
+    protected path or leaves its declared files; the reason goes into the next attempt's
+    prompt."""
     protected = parts.settings.protected
-    violations = protection_violations(parts.repo.changed_paths(tree), protected, item.files)
+    changed = parts.repo.changed_paths(tree, sha)
+    violations = protection_violations(changed, protected, item.files)
     if not violations:
         return False
     parts.emit(item.id, ProtectedPaths(violations=violations), history)

@@ -2,8 +2,9 @@
 
 Every session runs behind a tiny wrapper program (Python under tmux, a POSIX shell headless),
 which starts the agent with exactly the environment it was given, sends everything the agent
-writes to the session's log file, and writes the exit code to a file beside that log. So status and output never depend on the
-terminal multiplexer or on the process that started the session still being alive.
+writes to the session's log file, and writes the exit code to a file beside that log. So status
+and output never depend on the terminal multiplexer or on the process that started the session
+still being alive.
 """
 
 from __future__ import annotations

@@ -128,21 +128,22 @@ class MemoryWorkspace:
     def has_uncommitted(self, tree: Worktree) -> bool:
         return self._read(tree) != self._snapshots[self.head(tree)]
 
-    def diff(self, tree: Worktree) -> str:
-        return _unified(self._snapshots[tree.base_sha], self._read(tree), context=3)
+    def diff(self, tree: Worktree, sha: str) -> str:
+        return _unified(self._snapshots[tree.base_sha], self._snapshots[sha], context=3)
 
     def committed_diff(self, tree: Worktree) -> str:
         head = self._snapshots[self.head(tree)]
         return _unified(self._snapshots[tree.base_sha], head, context=0)
 
-    def changed_paths(self, tree: Worktree) -> list[str]:
-        base, now = self._snapshots[tree.base_sha], self._read(tree)
+    def changed_paths(self, tree: Worktree, sha: str | None = None) -> list[str]:
+        base = self._snapshots[tree.base_sha]
+        now = self._snapshots[sha] if sha else self._read(tree)
         return sorted(name for name in set(base) | set(now) if base.get(name) != now.get(name))
 
-    def push(self, tree: Worktree) -> None:
-        refspec = f"refs/heads/{tree.branch}:refs/heads/{tree.branch}"
+    def push(self, tree: Worktree, sha: str | None = None) -> None:
+        refspec = f"{sha or f'refs/heads/{tree.branch}'}:refs/heads/{tree.branch}"
         guard_refspec(refspec, self._default)
-        self.pushed[tree.branch] = self.head(tree)
+        self.pushed[tree.branch] = sha or self.head(tree)
 
     def update_from_base(self, branch: str, expected: str) -> tuple[list[str], str] | None:
         return None  # no base moves in memory: a conflict always goes to the agent

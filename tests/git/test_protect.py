@@ -71,6 +71,9 @@ def test_committed_staged_unstaged_and_untracked_changes_all_count(repo: Path) -
         "src/app.py",
         "src/new dir/fresh.py",
     ]
+    # Of one commit, only what it changes: what the worktree holds besides is not in it.
+    head = git(repo, "rev-parse", "HEAD")
+    assert changed_paths(repo, base, head) == ["README.md"]
 
 
 @pytest.mark.integration

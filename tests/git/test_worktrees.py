@@ -219,6 +219,26 @@ def test_push_goes_to_the_item_branch_only(clone: Path) -> None:
         repo.push(replace(tree, branch="main"))
 
 
+def test_the_reviewed_commit_is_what_is_diffed_and_pushed_not_what_came_after(
+    clone: Path,
+) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "f.txt").write_text("reviewed\n")
+    reviewed = repo.commit_all(tree, "T1")
+    assert reviewed is not None
+    (tree.path / "f.txt").write_text("later\n")
+    (tree.path / "stray.txt").write_text("never committed\n")
+    later = repo.commit_all(tree, "T1 again")
+    (tree.path / "loose.txt").write_text("not even added\n")
+    diff = repo.diff(tree, reviewed)
+    assert "+reviewed" in diff and "later" not in diff and "stray" not in diff
+    assert "loose" not in diff
+    repo.push(tree, reviewed)
+    remote = git(clone, "ls-remote", "origin", "refs/heads/agent-harness/T1-x").split()[0]
+    assert remote == reviewed != later
+
+
 def test_an_agent_that_left_its_branch_is_refused_naming_where_it_went(clone: Path) -> None:
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")
