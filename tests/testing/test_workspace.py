@@ -69,9 +69,15 @@ def test_a_change_is_committed_diffed_and_listed(space: Workspace) -> None:
     (tree.path / "words.py").write_text("def count():\n    return 1\n")
     assert space.has_uncommitted(tree)
     assert space.changed_paths(tree) == ["words.py"]
-    assert "+def count():" in space.diff(tree)
     sha = space.commit_all(tree, "T1: Count words")
     assert sha is not None and sha != tree.base_sha and space.head(tree) == sha
+    # Of the commit, only what it holds: a later edit is in the worktree's list, not the commit's.
+    (tree.path / "notes.txt").write_text("later\n")
+    assert space.changed_paths(tree) == ["notes.txt", "words.py"]
+    assert space.changed_paths(tree, sha) == ["words.py"]
+    diff = space.diff(tree, sha)
+    assert "+def count():" in diff and "later" not in diff
+    (tree.path / "notes.txt").unlink()
     added = [line for line in space.committed_diff(tree).splitlines() if line.startswith("+")]
     assert added[-2:] == ["+def count():", "+    return 1"]
     again = space.prepare("T1", "Count words")
