@@ -121,7 +121,7 @@ class TmuxHost:
         _prepare_log(spec)
         wrapper = _write_wrapper(spec.log_path.parent)
         ended = self._watch_end(name, spec.log_path)
-        spec_file = _write_spec(spec, "pty", None, ended)
+        spec_file = _write_spec(spec, ended)
         self._logs[name] = spec.log_path
         target = f"={name}:"
         self._run(

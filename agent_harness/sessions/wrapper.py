@@ -16,11 +16,10 @@ from pathlib import Path
 
 from agent_harness.sessions.protocol import SessionSpec
 
-# It starts with `python -I -S` (no site-packages to scan: it needs only the standard library)
-# and imports what one mode needs, so a session costs little more than its program: its
-# instructions are in marshal's format (built in; it runs on the very interpreter that wrote
-# them, `sys.executable`), and a plain program is started with posix_spawn, not subprocess
-# (json and subprocess were two thirds of its CPU time).
+# tmux runs it between its pane and a pseudo-terminal of the wrapper's own (the headless host
+# has a shell wrapper, see `headless`). It starts with `python -I -S` (no site-packages to
+# scan: it needs only the standard library), and its instructions are in marshal's format
+# (built in; it runs on the very interpreter that wrote them, `sys.executable`).
 WRAPPER_SOURCE = r'''
 import marshal, os, select, signal, sys, time
 
@@ -37,8 +36,7 @@ def main(spec_path):
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, forward)
-    code = run_pty(spec, argv, env, cwd, log, stop) if spec["mode"] == "pty" else run_plain(
-        spec, argv, env, cwd, log, stop)
+    code = run_pty(spec, argv, env, cwd, log, stop)
     tmp = spec["exit"] + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(str(code))
@@ -54,14 +52,6 @@ def said_ended(path):
         os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
     except OSError:
         pass
-
-def stdin_fd(spec):
-    if spec["stdin_devnull"]:
-        return os.open(os.devnull, os.O_RDONLY)
-    if spec.get("fifo"):
-        # Read-write, so the agent never sees end-of-file when no writer is connected.
-        return os.open(spec["fifo"], os.O_RDWR)
-    return None
 
 def code_of(status):
     code = os.waitstatus_to_exitcode(status)
@@ -107,37 +97,6 @@ def wait_child(pid, stop, deadline=None):
         ready, _, _ = select.select([ended, woken], [], [], timeout)
         if woken in ready:
             os.read(woken, 512)
-
-def spawn(argv, env, cwd, stdin, out):
-    """Start argv as subprocess would (its PATH search in `env`, a path with a slash taken
-    from `cwd`, SIGPIPE and SIGXFSZ back to their defaults), at the cost of one posix_spawn."""
-    os.chdir(cwd)  # the wrapper already runs there: this only makes sure of it
-    name = argv[0]
-    places = [name] if os.path.dirname(name) else [
-        os.path.join(d, name) for d in os.get_exec_path(env)]
-    actions = [(os.POSIX_SPAWN_DUP2, stdin, 0), (os.POSIX_SPAWN_DUP2, out, 1),
-               (os.POSIX_SPAWN_DUP2, out, 2)]
-    first = None
-    for place in places:
-        try:
-            return os.posix_spawn(place, argv, env, file_actions=actions,
-                                  setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            first = first or exc
-        except OSError as exc:  # found but not runnable: say so, as subprocess does
-            first = exc if first is None or isinstance(first, FileNotFoundError) else first
-    raise first or FileNotFoundError(2, "No such file or directory", name)
-
-def run_plain(spec, argv, env, cwd, log, stop):
-    fd = stdin_fd(spec)
-    if fd is None:
-        fd = os.open(os.devnull, os.O_RDONLY)
-    try:
-        pid = spawn(argv, env, cwd, fd, log.fileno())
-    except OSError as exc:
-        log.write(("cannot start %s: %s\n" % (argv[0], exc)).encode())
-        return 127
-    return wait_child(pid, stop)
 
 def copy_winsize(dst):
     import fcntl, termios
@@ -249,7 +208,7 @@ def _read_exit(exit_path: Path) -> int | None:
         return None
 
 
-def _write_spec(spec: SessionSpec, mode: str, fifo: Path | None, ended: Path | None = None) -> Path:
+def _write_spec(spec: SessionSpec, ended: Path | None = None) -> Path:
     """The wrapper's instructions, readable only by us; the wrapper deletes it on start."""
     path = spec.log_path.parent / f".{spec.name}.spec"
     payload = {
@@ -259,8 +218,6 @@ def _write_spec(spec: SessionSpec, mode: str, fifo: Path | None, ended: Path | N
         "log": str(spec.log_path),
         "exit": str(_exit_path(spec.log_path)),
         "stdin_devnull": spec.stdin_devnull,
-        "mode": mode,
-        "fifo": str(fifo) if fifo else None,
         "ended": str(ended) if ended else None,
     }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
