@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_harness.sessions import headless
 from agent_harness.sessions.default import default_host
 from agent_harness.sessions.headless import HeadlessHost
 from agent_harness.sessions.protocol import (
@@ -313,10 +314,11 @@ def test_wait_ended_returns_when_its_session_ends_not_at_its_timeout(
 
 @pytest.mark.integration
 def test_headless_kill_ends_a_program_that_ignores_sigterm_and_records_its_end(
-    state_dir: Path, name: str, work: Path, tmp_path: Path
+    state_dir: Path, name: str, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The wrapper sleeps until its program ends or a signal comes: a stop it forwards and the
-    # program ignores must still end in SIGKILL once its deadline passes.
+    # A stop the program ignores must still end in SIGKILL once the stop deadline passes, long
+    # before the caller's grace; the deadline (3 s) is shortened here to keep the test quick.
+    monkeypatch.setattr(headless, "STOP_DEADLINE_S", 0.3)
     host = HeadlessHost(state_dir)
     script = 'trap "" TERM; echo started; while :; do sleep 0.1; done'
     host.start(spec_for(name, ["sh", "-c", script], work, tmp_path / "logs"))
