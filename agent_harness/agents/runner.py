@@ -27,6 +27,7 @@ from agent_harness.sessions.protocol import (
     SessionSpec,
     safe_session_name,
 )
+from agent_harness.sessions.wrapper import read_log
 
 
 class AgentState(StrEnum):
@@ -406,5 +407,5 @@ def run_cli_agent(
         host.kill(outcome.session or session)
     output = outcome.output_tail
     if outcome.log_path is not None and outcome.log_path.is_file():
-        output = outcome.log_path.read_text(encoding="utf-8", errors="replace")
+        output = read_log(outcome.log_path)
     return SessionRun(outcome, output)

@@ -25,8 +25,8 @@ from agent_harness.sessions.wrapper import (
     _exit_path,
     _prepare_log,
     _read_exit,
-    _read_text,
     _tail_lines,
+    read_log,
 )
 
 # The headless wrapper: a POSIX shell, which starts in about a millisecond where Python takes
@@ -180,11 +180,11 @@ class HeadlessHost:
 
     def screen(self, name: str, lines: int = 50) -> str:
         name = safe_session_name(name)
-        return _tail_lines(_read_text(Path(self._require(name)["log"])), lines)
+        return _tail_lines(read_log(Path(self._require(name)["log"])), lines)
 
     def output(self, name: str) -> str:
         name = safe_session_name(name)
-        return _read_text(Path(self._require(name)["log"]))
+        return read_log(Path(self._require(name)["log"]))
 
     def send_keys(self, name: str, text: str, enter: bool = True) -> None:
         name = safe_session_name(name)

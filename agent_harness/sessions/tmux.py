@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -25,10 +27,18 @@ from agent_harness.sessions.wrapper import (
     _exit_path,
     _prepare_log,
     _read_exit,
-    _read_text,
     _write_spec,
     _write_wrapper,
+    exit_unsettled,
+    read_log,
+    settled_exit,
+    shell_can_export,
+    shell_wrapper_path,
+    write_shell_wrapper,
 )
+
+# How long a killed session's processes have to end before they are killed outright.
+STOP_DEADLINE_S = 3.0
 
 
 def _minimal_env(source: Mapping[str, str]) -> dict[str, str]:
@@ -37,6 +47,52 @@ def _minimal_env(source: Mapping[str, str]) -> dict[str, str]:
     env = {key: source[key] for key in keep if key in source}
     env.setdefault("PATH", os.defpath)
     return env
+
+
+def _stop_group(pid: int) -> None:
+    """End the process group of a pane's program (tmux made it a group of its own), as the
+    headless host does: the terminal's hang-up is not enough for an agent that ignores it,
+    nor for what it started and left running. SIGTERM, then SIGKILL past STOP_DEADLINE_S."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + STOP_DEADLINE_S
+    while time.monotonic() < deadline:
+        if not _group_alive(pid):
+            return
+        time.sleep(0.01)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs. A member that has ended but was not
+    reaped (a zombie, under an init that does not reap, as in some containers) still answers
+    signals; on Linux it is told apart by its state."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        pids = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return True  # no /proc to ask: it answered, so it counts as alive
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        # After the name: state, ppid, pgrp.
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _unformatted(text: str) -> str:
+    """`text` as tmux reads it back from a format it expands (`#{...}`, `#(command)`)."""
+    return text.replace("#", "##")
 
 
 class TmuxHost:
@@ -65,6 +121,7 @@ class TmuxHost:
         self._logs: dict[str, Path] = {}
         self._clock = clock
         self._seen_alive: dict[str, float] = {}  # session -> when tmux last said it was
+        self._ended_here: set[str] = set()  # sessions this host killed and has not restarted
         # session -> the named pipe its wrapper opens once it has ended, and our read end
         self._ended: dict[str, tuple[Path, int]] = {}
 
@@ -114,22 +171,62 @@ class TmuxHost:
 
     def start(self, spec: SessionSpec) -> None:
         name = spec.name
-        if self.exists(name):
+        if self._has_session(name):
             if self.status(name).alive:
                 raise SessionExists(name)
             self.kill(name)
+        self._ended_here.discard(name)
         _prepare_log(spec)
-        wrapper = _write_wrapper(spec.log_path.parent)
         ended = self._watch_end(name, spec.log_path)
-        spec_file = _write_spec(spec, ended)
         self._logs[name] = spec.log_path
         target = f"={name}:"
-        self._run(
-            "new-session", "-d", "-s", name, "-x", "200", "-y", "50", "-c", str(spec.cwd),
-            "--", "/usr/bin/env", "-i", sys.executable, "-I", "-S", str(wrapper), str(spec_file),
-            ";", "set-option", "-w", "-t", target, "remain-on-exit", "on",
-            ";", "set-option", "-t", target, "@ah_log", str(spec.log_path),
-        )  # fmt: skip
+        if shell_can_export(spec.env):
+            # The agent runs on the pane's own terminal, under a shell script (a millisecond to
+            # start, where Python takes twenty), and tmux copies what it writes there into the
+            # log. The copy is asked for in the same call that makes the session, so tmux
+            # sets it up before it reads a byte the agent wrote.
+            script = write_shell_wrapper(spec, ended)
+            program = ["/usr/bin/env", "-i", "/bin/sh", str(script)]
+            log = _unformatted(shlex.quote(str(spec.log_path)))
+            # The copy ends when tmux closes the pane, or dies: then the pane's process group
+            # is stopped. A hang-up reaches only the session's leader (the script, which waits
+            # on for its agent), so without this an agent outlived a SIGKILLed tmux server.
+            # As `kill` does, a group still there STOP_DEADLINE_S after SIGTERM gets SIGKILL;
+            # it is looked at every tenth of a second, so a group that ends on SIGTERM (or had
+            # ended before) leaves nothing waiting. (`#{pane_pid}` is the script's pid, and its
+            # group's.)
+            looks = max(1, round(STOP_DEADLINE_S * 10))
+            ended_copy = (
+                'p=#{pane_pid}; [ "$p" -gt 1 ] 2>/dev/null && kill -TERM -"$p" 2>/dev/null && '
+                f'{{ n=0; while sleep 0.1 && kill -0 -"$p" 2>/dev/null; do n=$((n+1)); '
+                f'[ $n -ge {looks} ] && {{ kill -KILL -"$p"; break; }}; done; }}'
+            )
+            copy = [";", "pipe-pane", "-t", target, f"cat >> {log}; {ended_copy}"]
+            kind = "shell"
+        else:
+            wrapper = _write_wrapper(spec.log_path.parent)
+            script = _write_spec(spec, ended)
+            program = ["/usr/bin/env", "-i", sys.executable, "-I", "-S", str(wrapper), str(script)]
+            copy = []
+            kind = "python"
+        try:
+            self._run(
+                "new-session", "-d", "-s", name, "-x", "200", "-y", "50",
+                "-c", _unformatted(str(spec.cwd)),
+                "--", *program, *copy,
+                ";", "set-option", "-w", "-t", target, "remain-on-exit", "on",
+                ";", "set-option", "-t", target, "@ah_log", str(spec.log_path),
+                ";", "set-option", "-t", target, "@ah_wrapper", kind,
+            )  # fmt: skip
+        except SessionHostFailed as exc:
+            # Nothing of a session that did not start stays: not its script (it holds the
+            # agent's keys), nor the pipe watched for its end.
+            script.unlink(missing_ok=True)
+            self._stop_watching(name)
+            self._logs.pop(name, None)
+            if "duplicate session" in exc.detail:  # another process started it just now
+                raise SessionExists(name) from None
+            raise
         self._seen_alive[name] = self._clock()
 
     def _watch_end(self, name: str, log_path: Path) -> Path | None:
@@ -159,14 +256,30 @@ class TmuxHost:
         if watched is None:
             time.sleep(timeout_s)
             return
+        deadline = time.monotonic() + max(timeout_s, 0.0)
         ready, _, _ = select.select([watched[1]], [], [], max(timeout_s, 0.0))
-        if ready:
-            # Said once: the pipe stays readable (at its end) from now on, and a later wait
-            # must not spin on it.
-            self._stop_watching(safe_session_name(name))
+        if not ready:
+            return
+        # Said once: the pipe stays readable (at its end) from now on, and a later wait must
+        # not spin on it.
+        self._stop_watching(safe_session_name(name))
+        # The agent's last output may still be on its way to the log (see `settled_exit`):
+        # a short wait here saves the caller a whole pause.
+        log = self._logs.get(safe_session_name(name))
+        settle = min(deadline, time.monotonic() + 0.1)
+        while log is not None and time.monotonic() < settle:
+            if _read_exit(_exit_path(log)) is not None or settled_exit(log) is not None:
+                return
+            time.sleep(0.001)
 
     def exists(self, name: str) -> bool:
         name = safe_session_name(name)
+        # A session this host ended is gone: a run closing its ended items' sessions asks about
+        # every one of them. (One another process started since under the same name is not
+        # seen here; `start` always asks tmux.)
+        return name not in self._ended_here and self._has_session(name)
+
+    def _has_session(self, name: str) -> bool:
         return self._run("has-session", "-t", f"={name}", check=False).returncode == 0
 
     def status(self, name: str) -> SessionStatus:
@@ -175,6 +288,8 @@ class TmuxHost:
         if log is None:  # no such session (or not one of ours): nothing is running
             return SessionStatus(False, None)
         code = _read_exit(_exit_path(log))
+        if code is None:
+            code = settled_exit(log)
         if code is not None:
             return SessionStatus(False, code)
         seen = self._seen_alive.get(name)
@@ -189,6 +304,12 @@ class TmuxHost:
         if fields[0] == "1":
             dead_status = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
             recorded = _read_exit(_exit_path(log))
+            if recorded is None:
+                recorded = settled_exit(log)
+            if recorded is None and exit_unsettled(log):
+                # The agent has ended, but not all it wrote is in the log yet: an end seen now
+                # would lose its last words (its usage, its error). Asked again shortly.
+                return SessionStatus(True, None)
             return SessionStatus(False, recorded if recorded is not None else dead_status)
         self._seen_alive[name] = self._clock()
         return SessionStatus(True, None)
@@ -210,7 +331,7 @@ class TmuxHost:
         log = self._log(name)
         if log is None:
             raise SessionNotFound(name)
-        return _read_text(log)
+        return read_log(log)
 
     def send_keys(self, name: str, text: str, enter: bool = True) -> None:
         name = safe_session_name(name)
@@ -224,10 +345,25 @@ class TmuxHost:
 
     def kill(self, name: str) -> None:
         name = safe_session_name(name)
-        self._logs.pop(name, None)
+        log = self._logs.pop(name, None)
         self._seen_alive.pop(name, None)
         self._stop_watching(name)
-        self._run("kill-session", "-t", f"={name}", check=False)
+        # Which process runs in the pane, and behind which wrapper, asked in the same call
+        # that ends the session.
+        done = self._run(
+            "list-panes", "-t", f"={name}:", "-F", "#{pane_dead} #{pane_pid} #{@ah_wrapper}",
+            ";", "kill-session", "-t", f"={name}",
+            check=False,
+        )  # fmt: skip
+        fields = done.stdout.split()
+        # The shell wrapper's agent is in the pane's process group. The Python wrapper gave
+        # its agent a terminal and a group of their own, and stops it itself (its own deadline
+        # is later than ours: killing it first would leave the agent running).
+        if fields[:1] == ["0"] and fields[1:2] and fields[1].isdigit() and fields[2:] == ["shell"]:
+            _stop_group(int(fields[1]))
+        self._ended_here.add(name)
+        if log is not None:  # a script that could not delete itself (no rm where it looked)
+            shell_wrapper_path(log, name).unlink(missing_ok=True)
 
     def attach_command(self, name: str) -> list[str]:
         return [*self._base(), "attach", "-t", safe_session_name(name)]

@@ -1,17 +1,25 @@
-"""The small wrapper every tmux session runs, and the files every session leaves beside its log.
+"""The small wrappers tmux sessions run, and the files every session leaves beside its log.
 
-It starts the agent with exactly the environment it was given, copies everything the agent
-writes to the log and records the exit code, so status and output never depend on the
-multiplexer or on the process that started the session still being alive.
+A wrapper starts the agent with exactly the environment it was given and records the exit
+code, so status and output never depend on the multiplexer or on the process that started the
+session still being alive. The usual one is a shell script written for the session: the agent
+runs on the pane's own terminal and tmux copies what it writes to the log (`pipe-pane`). The
+Python one sits between the pane and a terminal of its own and copies the output itself; it is
+kept for an environment a shell cannot export (a variable whose name is no shell name).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import marshal
 import os
+import re
+import shlex
 import sys
 import threading
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from agent_harness.sessions.protocol import SessionSpec
@@ -201,6 +209,137 @@ def _exit_path(log_path: Path) -> Path:
     return log_path.with_name(log_path.name + ".exit")
 
 
+# The shell wrapper's last words on the terminal, after the agent's: an operating-system
+# command no terminal acts on (tmux ignores one it does not know, so nothing shows). Once it is
+# in the log, everything the agent wrote is there too, since tmux copies the terminal's bytes
+# in order. The log is never rewritten (something the agent left running may still append to
+# it); whoever reads it leaves the mark out (`read_log`).
+END_MARK = b"\x1b]agent-harness;session-ended\x07"
+# How long after the shell wrapper recorded the agent's exit its log may still be on its way.
+# The end mark ends the wait as soon as it arrives, so only a copy that lost it waits this long;
+# on a loaded machine tmux's copy has lagged the terminal by more than a second.
+LOG_SETTLE_S = 5.0
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Names a shell keeps for itself: bash (which is /bin/sh on some systems) refuses to export
+# them, and the script would end before the agent started.
+_SHELL_OWN = frozenset(
+    {"UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO", "GROUPS", "BASHPID"}
+)
+
+
+def shell_can_export(env: Mapping[str, str]) -> bool:
+    """Whether a POSIX shell can hand exactly `env` on: every name a shell name the shell does
+    not keep for itself, every value text (a value that is not UTF-8 goes through Python)."""
+    for name, value in env.items():
+        if not _SHELL_NAME.match(name) or name in _SHELL_OWN:
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    return True
+
+
+def _said_path(log_path: Path) -> Path:
+    """Where the shell wrapper records the exit code; it becomes the exit file once the log
+    has caught up (`settled_exit`)."""
+    return log_path.with_name(log_path.name + ".said")
+
+
+def shell_wrapper_path(log_path: Path, name: str) -> Path:
+    """Where session `name`'s shell script is written, beside its log."""
+    return log_path.parent / f".{name}.sh"
+
+
+def write_shell_wrapper(spec: SessionSpec, ended: Path | None) -> Path:
+    """The session's shell script, readable only by us. It deletes itself first (it holds the
+    agent's environment, keys included), enters the worktree (or ends with 127), exports
+    exactly that environment, runs the agent in the foreground on the pane's terminal, and
+    then writes the end mark, the exit code (128 + N for a signal) and opens the named pipe
+    `ended` (a host waiting on it wakes). A stop signal is only noted (`:`, which the agent
+    does not inherit, where ignoring it would be).
+
+    Needs `shell_can_export(spec.env)`."""
+    q = shlex.quote
+    argv, cwd = spec.command, str(spec.cwd)
+    lines = [
+        # rm where POSIX systems keep it; where it is elsewhere, found on the agent's PATH
+        # below, and the host removes what is left when the session ends.
+        'PATH=/usr/bin:/bin rm -f -- "$0" 2>/dev/null',
+        "trap : HUP INT TERM",
+        f"if cd -- {q(cwd)} 2>/dev/null; then",
+        "unset PWD OLDPWD",  # the shell's own; the agent's, if it has them, are exported below
+        *(f"export {name}={q(value)}" for name, value in spec.env.items()),
+        '[ -e "$0" ] && rm -f -- "$0"',
+    ]
+    if spec.stdin_devnull:
+        lines.append("exec </dev/null")
+    lines += [
+        f"if command -v {q(argv[0])} >/dev/null 2>&1; then {shlex.join(argv)}",
+        f"else printf 'cannot start %s: no such program\\n' {q(argv[0])}; (exit 127); fi",
+        f"else printf 'cannot start %s: cannot enter %s\\n' {q(argv[0])} {q(cwd)}; (exit 127); fi",
+        "c=$?",
+        "printf '" + "".join(f"\\{byte:03o}" for byte in END_MARK) + "'",
+        f'printf %s "$c" > {q(str(_said_path(spec.log_path)))}',
+    ]
+    if ended is not None:
+        lines.append(f"[ -p {q(str(ended))} ] && : <> {q(str(ended))}")
+    path = shell_wrapper_path(spec.log_path, spec.name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return path
+
+
+def settled_exit(log_path: Path) -> int | None:
+    """The exit code the shell wrapper recorded, once everything the agent wrote is in the log
+    (its end mark is, or `LOG_SETTLE_S` has passed: output written after the agent ended, by
+    something it left running, or a copy that failed); None before. The code is then moved to
+    the exit file, which says both for every later look.
+
+    A pane tmux reports dead is no sign the log is complete: tmux has read the terminal, but
+    its copy (`pipe-pane`) reaches the log through another process, on its own time."""
+    said = _said_path(log_path)
+    code = _read_exit(said)
+    if code is None:
+        return None
+    if not _has_end_mark(log_path):
+        try:
+            if time.time() - said.stat().st_mtime < LOG_SETTLE_S:
+                return None
+        except FileNotFoundError:  # another look settled it in between
+            return _read_exit(_exit_path(log_path))
+    with contextlib.suppress(FileNotFoundError):  # another look settled it in between
+        said.replace(_exit_path(log_path))
+    return code
+
+
+def exit_unsettled(log_path: Path) -> bool:
+    """Whether the shell wrapper has recorded an exit whose output may still be on its way to
+    the log (`settled_exit` said None for it)."""
+    return _said_path(log_path).exists()
+
+
+def _has_end_mark(log_path: Path) -> bool:
+    """Whether the end mark is in the log's last few kilobytes."""
+    try:
+        with open(log_path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(size - 4096, 0))
+            return END_MARK in fh.read()
+    except FileNotFoundError:
+        return False
+
+
+def read_log(path: Path) -> str:
+    """A session's log as text, without the shell wrapper's end mark."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ""
+    return data.replace(END_MARK, b"").decode("utf-8", errors="replace")
+
+
 def _read_exit(exit_path: Path) -> int | None:
     try:
         return int(exit_path.read_text(encoding="utf-8").strip())
@@ -230,13 +369,7 @@ def _prepare_log(spec: SessionSpec) -> None:
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
     spec.log_path.write_bytes(b"")  # a new session starts a new log
     _exit_path(spec.log_path).unlink(missing_ok=True)
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
+    _said_path(spec.log_path).unlink(missing_ok=True)
 
 
 def _tail_lines(text: str, lines: int) -> str:

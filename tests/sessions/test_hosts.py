@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.sessions import headless
+from agent_harness.sessions import headless, tmux, wrapper
 from agent_harness.sessions.default import default_host
 from agent_harness.sessions.headless import HeadlessHost
 from agent_harness.sessions.protocol import (
@@ -21,10 +21,12 @@ from agent_harness.sessions.protocol import (
     SessionNotFound,
     SessionNotRunning,
     SessionSpec,
+    SessionStatus,
     safe_session_name,
 )
 from agent_harness.sessions.remote import RemoteSessionHost
 from agent_harness.sessions.tmux import TmuxHost
+from agent_harness.sessions.wrapper import END_MARK, read_log
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.session_server import running_session_server
@@ -266,6 +268,267 @@ def test_tmux_sees_a_wrapper_that_died_without_a_word_once_its_pane_is_asked_aga
         assert not host.status(name).alive
     finally:
         host.kill(name)
+
+
+@pytest.mark.acceptance
+def test_tmux_hands_on_an_environment_no_shell_could_export(
+    tmux_host: TmuxHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    # A name that is no shell name cannot be exported by the shell wrapper; the session still
+    # gets exactly its environment (through the Python one), and its output is logged.
+    argv = write_scripted_agent(agents_dir, {"steps": [{"env_dump": "env.json"}, {"print": "hi"}]})
+    env = {**base_env(), "odd-name.x": "1"}
+    tmux_host.start(spec_for(name, argv, work, tmp_path / "logs", env=env))
+    wait_for(lambda: ended(tmux_host, name))
+    seen = json.loads((work / "env.json").read_text())
+    seen.pop("LC_CTYPE", None)
+    assert seen == env
+    assert "hi" in tmux_host.output(name)
+    assert tmux_host.status(name).exit_code == 0
+
+
+@pytest.mark.acceptance
+def test_tmux_waits_for_the_log_even_after_the_pane_is_dead(
+    tmux_socket: str, clock: FakeClock, name: str, work: Path, tmp_path: Path
+) -> None:
+    # A dead pane means tmux has read the terminal, not that its copy has reached the log: the
+    # end is told only once the end mark is in the log, or LOG_SETTLE_S after the exit was
+    # recorded (a copy that lost it). Here the copy is cut before the agent ends.
+    host = TmuxHost(socket_name=tmux_socket, clock=clock)
+    log = tmp_path / "logs" / f"{name}.log"
+    said = log.with_name(log.name + ".said")
+    try:
+        host.start(spec_for(name, ["sh", "-c", "echo started; sleep 30"], work, log.parent))
+        wait_for(lambda: "started" in host.output(name))
+        host._run("pipe-pane", "-t", f"={name}:")  # the copy ends, and stops the agent
+        wait_for(said.exists)
+        wait_for(
+            lambda: "1" in host._run("list-panes", "-t", f"={name}:", "-F", "#{pane_dead}").stdout
+        )
+        clock.advance(TmuxHost.PANE_CHECK_S)
+        assert host.status(name) == SessionStatus(True, None)  # its last words may be on the way
+        stale = said.stat().st_mtime - wrapper.LOG_SETTLE_S
+        os.utime(said, (stale, stale))
+        assert host.status(name) == SessionStatus(False, 128 + signal.SIGTERM)
+        assert END_MARK not in log.read_bytes()
+    finally:
+        host.kill(name)
+
+
+@pytest.mark.acceptance
+def test_tmux_log_holds_all_the_output_the_moment_the_session_is_seen_to_end(
+    tmux_host: TmuxHost, work: Path, tmp_path: Path
+) -> None:
+    # tmux copies the terminal into the log on its own time; an end seen before the last
+    # bytes arrived would lose the agent's final report (its usage, its error).
+    logs = tmp_path / "logs"
+    program = "i=0; while [ $i -lt 400 ]; do echo line $i of output; i=$((i+1)); done; printf END"
+    for n in range(5):
+        name = f"settle-{n}"
+        tmux_host.start(spec_for(name, ["sh", "-c", program], work, logs))
+        wait_for(lambda name=name: ended(tmux_host, name))
+        output = tmux_host.output(name)
+        assert output.endswith("END"), output[-80:]
+        assert output.count("of output") == 400
+        # The log itself is never rewritten: the end mark stays in it, and readers leave it out.
+        assert (logs / f"{name}.log").read_bytes().endswith(b"END" + END_MARK)
+        assert read_log(logs / f"{name}.log") == output
+        tmux_host.kill(name)
+
+
+@pytest.mark.acceptance
+def test_tmux_leaves_no_file_holding_the_agents_environment(
+    tmux_host: TmuxHost, name: str, work: Path, tmp_path: Path
+) -> None:
+    # The shell wrapper's script holds the agent's keys; it deletes itself before the agent runs.
+    env = {**base_env(), "AGENT_KEY": "sk-session-canary-123"}
+    tmux_host.start(spec_for(name, ["sh", "-c", "echo started; sleep 30"], work, tmp_path, env=env))
+    try:
+        wait_for(lambda: "started" in tmux_host.output(name))
+        for path in tmp_path.rglob("*"):
+            if path.is_file():
+                assert b"sk-session-canary-123" not in path.read_bytes(), path
+    finally:
+        tmux_host.kill(name)
+
+
+@pytest.mark.acceptance
+def test_tmux_kill_ends_a_program_that_ignores_the_hang_up_and_the_stop(
+    tmux_host: TmuxHost, name: str, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ending the session hangs up the terminal; an agent that ignores that and SIGTERM is
+    # killed once the stop deadline passes (3 s, shortened here), and so is what it started.
+    monkeypatch.setattr(tmux, "STOP_DEADLINE_S", 0.3)
+    pid_file = tmp_path / "pid"
+    script = f'trap "" HUP TERM; sleep 600 & echo $! > {pid_file}; echo started; wait'
+    tmux_host.start(spec_for(name, ["sh", "-c", script], work, tmp_path / "logs"))
+    wait_for(lambda: "started" in tmux_host.output(name) and pid_file.exists())
+    pid = int(pid_file.read_text())
+    tmux_host.kill(name)
+    assert not tmux_host.exists(name)
+    wait_for(lambda: not _pid_alive(pid))
+
+
+@pytest.mark.acceptance
+def test_tmux_knows_a_session_it_ended_is_gone_but_never_starts_a_live_one_twice(
+    tmux_socket: str, name: str, work: Path, tmp_path: Path
+) -> None:
+    # Asking tmux costs a process: a session this host ended is known to be gone (a run asks
+    # about every ended item's session as it finishes). A start always asks.
+    calls = tmp_path / "calls"
+    logger = tmp_path / "tmux"
+    logger.write_text(f'#!/bin/sh\necho "$3" >> {calls}\nexec tmux "$@"\n')
+    logger.chmod(0o755)
+    host = TmuxHost(socket_name=tmux_socket, tmux=str(logger))
+    spec = spec_for(name, ["sh", "-c", "echo started; sleep 30"], work, tmp_path / "logs")
+    try:
+        host.start(spec)
+        wait_for(lambda: "started" in host.output(name))
+        with pytest.raises(SessionExists):
+            host.start(spec)
+        assert "started" in host.output(name)  # the live session's log was left alone
+        host.kill(name)
+        asked = len(calls.read_text().split())
+        assert not host.exists(name)  # it ended it: known without asking
+        assert len(calls.read_text().split()) == asked
+        host.start(spec)  # and a start asks tmux all the same
+        assert calls.read_text().split()[asked] == "has-session"
+    finally:
+        host.kill(name)
+
+
+@pytest.mark.acceptance
+def test_tmux_a_start_that_loses_a_race_adopts_and_leaves_no_script(
+    tmux_socket: str, name: str, work: Path, tmp_path: Path
+) -> None:
+    # Another process starts the session between this host's look and its start: tmux
+    # refuses the duplicate, which is said as SessionExists (the caller adopts that session),
+    # and the script written for the start that failed, holding the agent's key, is gone.
+    racer = tmp_path / "tmux"
+    racer.write_text(
+        "#!/bin/sh\n"
+        'if [ "$3" = has-session ]; then\n'
+        f'  tmux -L {tmux_socket} new-session -d -s {name} "sleep 30"; exit 1\n'
+        "fi\n"
+        'exec tmux "$@"\n'
+    )
+    racer.chmod(0o755)
+    host = TmuxHost(socket_name=tmux_socket, tmux=str(racer))
+    env = {**base_env(), "AGENT_KEY": "sk-race-canary-7"}
+    logs = tmp_path / "logs"
+    try:
+        with pytest.raises(SessionExists):
+            host.start(spec_for(name, ["sh", "-c", "echo mine"], work, logs, env=env))
+        for path in logs.rglob("*"):
+            assert not path.is_file() or b"sk-race-canary-7" not in path.read_bytes(), path
+    finally:
+        TmuxHost(socket_name=tmux_socket).kill(name)
+
+
+@pytest.mark.acceptance
+def test_tmux_runs_the_agent_in_its_directory_whatever_its_name_and_refuses_a_missing_one(
+    tmux_host: TmuxHost, work: Path, tmp_path: Path
+) -> None:
+    # tmux expands #{...} and #(...) in a start directory; the agent must land in the one named.
+    odd = tmp_path / "dir #{session_name} #(touch PWNED)"
+    odd.mkdir()
+    tmux_host.start(spec_for("odd-dir", ["sh", "-c", "pwd -P"], odd, tmp_path / "logs"))
+    wait_for(lambda: ended(tmux_host, "odd-dir"))
+    assert tmux_host.output("odd-dir").strip() == str(odd.resolve())
+    assert not any(tmp_path.rglob("PWNED")) and not (work / "PWNED").exists()
+    missing = tmp_path / "gone"
+    tmux_host.start(spec_for("no-dir", ["sh", "-c", "pwd"], missing, tmp_path / "logs"))
+    wait_for(lambda: ended(tmux_host, "no-dir"))
+    assert tmux_host.status("no-dir").exit_code == 127
+    assert "cannot enter" in tmux_host.output("no-dir")
+
+
+@pytest.mark.acceptance
+def test_tmux_kill_ends_an_agent_behind_the_python_wrapper_that_ignores_the_stop(
+    tmux_host: TmuxHost, name: str, work: Path, tmp_path: Path
+) -> None:
+    # The Python wrapper (an environment no shell can export) puts its agent in a group of its
+    # own and kills it past its own deadline (3 s): kill must not kill the wrapper first.
+    pid_file = tmp_path / "pid"
+    script = (
+        f'trap "" HUP TERM INT; echo $$ > {pid_file}; echo started; while :; do sleep 0.1; done'
+    )
+    env = {**base_env(), "odd-name.x": "1"}
+    tmux_host.start(spec_for(name, ["sh", "-c", script], work, tmp_path / "logs", env=env))
+    wait_for(lambda: "started" in tmux_host.output(name) and pid_file.exists())
+    pid = int(pid_file.read_text())
+    tmux_host.kill(name)
+    wait_for(lambda: not _pid_alive(pid))
+
+
+@pytest.mark.acceptance
+def test_when_the_tmux_server_dies_its_agents_and_what_they_started_end_too(
+    tmux_socket: str, work: Path, tmp_path: Path
+) -> None:
+    # A SIGKILLed tmux server hangs up every pane, which only the session's leader hears. The
+    # agent, and the child it left running, must not live on with nobody to end them.
+    host = TmuxHost(socket_name=f"{tmux_socket}-dies")
+    pid_file = tmp_path / "pid"
+    script = f"sleep 600 & echo $! > {pid_file}; echo started; sleep 600"
+    try:
+        child = _start_then_kill_the_server(host, "doomed", script, pid_file, work, tmp_path)
+        wait_for(lambda: not _pid_alive(child))
+        wait_for(lambda: (tmp_path / "logs" / "doomed.log.said").exists())  # its end recorded
+    finally:
+        host.kill_server()
+
+
+def _start_then_kill_the_server(
+    host: TmuxHost, name: str, script: str, pid_file: Path, work: Path, tmp_path: Path
+) -> int:
+    """Start `script` (which writes a pid to `pid_file`, then says "started") in a session,
+    SIGKILL the tmux server, and return that pid."""
+    host.start(spec_for(name, ["sh", "-c", script], work, tmp_path / "logs"))
+    wait_for(lambda: "started" in host.output(name) and pid_file.exists())
+    pid = int(pid_file.read_text())
+    server = host._run("display-message", "-p", "#{pid}").stdout.strip()
+    os.kill(int(server), signal.SIGKILL)
+    return pid
+
+
+@pytest.mark.acceptance
+def test_an_agent_deaf_to_every_stop_still_ends_when_the_tmux_server_dies(
+    tmux_socket: str, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With tmux gone nobody is left to run `kill`, so the pane's copy, which outlives the
+    # server, follows its SIGTERM with SIGKILL once the stop deadline passes.
+    monkeypatch.setattr(tmux, "STOP_DEADLINE_S", 0.5)
+    host = TmuxHost(socket_name=f"{tmux_socket}-deaf")
+    pid_file = tmp_path / "pid"
+    script = (
+        f'trap "" HUP TERM INT; echo $$ > {pid_file}; echo started; while :; do sleep 0.1; done'
+    )
+    try:
+        agent = _start_then_kill_the_server(host, "deaf", script, pid_file, work, tmp_path)
+        wait_for(lambda: not _pid_alive(agent))
+    finally:
+        host.kill_server()
+
+
+@pytest.mark.integration
+def test_a_group_of_only_unreaped_processes_counts_as_ended() -> None:
+    # Under an init that does not reap (some containers), a stopped agent lingers as a zombie
+    # that still answers signals: tmux's kill must not wait out its deadline for it.
+    child = subprocess.Popen(["sleep", "0"], start_new_session=True)
+    try:
+        wait_for(
+            lambda: Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+        )
+        os.killpg(child.pid, 0)  # the group still answers a signal
+        assert not tmux._group_alive(child.pid)
+    finally:
+        child.wait()
+    live = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        assert tmux._group_alive(live.pid)
+    finally:
+        live.kill()
+        live.wait()
 
 
 @pytest.mark.integration
