@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.errors import UsageError
-from agent_harness.store import protection, reading
+from agent_harness.store import pglink, protection, reading
 from agent_harness.store.chain import seal_pending
 from agent_harness.store.dbclock import DatabaseClock
 from agent_harness.store.dialects import POSTGRES, SQLITE, Dialect, redact
@@ -29,7 +29,7 @@ from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
 from agent_harness.store.rebase import LogAhead
-from agent_harness.store.writegate import FORKS, FairLock, write_gate
+from agent_harness.store.writegate import FORKS, FairLock, restore_timeout, take_turn, write_gate
 
 Clock = Callable[[], float]
 
@@ -205,7 +205,11 @@ class Store(ParkedKeys):
         gate = getattr(self._local, "gated", None)
         if gate is not None:
             self._local.gated = None
-            gate.release()
+            self._turn_over(gate)
+
+    def _turn_over(self, gate: FairLock) -> None:
+        """Give back the turn `_turn` returned."""
+        gate.release()
 
     def _driver_errors(self) -> tuple[type[BaseException], ...]:
         raise NotImplementedError
@@ -275,7 +279,7 @@ class Store(ParkedKeys):
                 raise StoreError(self.where, self._describe(exc)) from exc
             finally:
                 if gate is not None:
-                    gate.release()
+                    self._turn_over(gate)
         finally:
             self._let_go(lock)
         return None if row is None else tuple(row)
@@ -508,9 +512,20 @@ class SqliteStore(Store):
     def _turn(self) -> FairLock:
         # Writers take turns here, not in SQLite's busy handler (writegate).
         gate = self._gate()
-        if not gate.acquire(timeout=self.busy_timeout_s):
+        try:
+            taken = take_turn(gate, self._local.conn, self.busy_timeout_s)
+        except sqlite3.Error as exc:
+            raise StoreError(self.where, self._describe(exc)) from exc
+        if taken is None:
             raise StoreError(self.where, "database is locked")
+        self._local.shortened = taken
         return gate
+
+    def _turn_over(self, gate: FairLock) -> None:
+        if getattr(self._local, "shortened", False):
+            self._local.shortened = False
+            restore_timeout(getattr(self._local, "conn", None), self.busy_timeout_s)
+        gate.release()
 
     def _gate(self) -> FairLock:
         """This file's write gate, looked up once per process (a forked child gets its own)."""
@@ -531,7 +546,7 @@ class PostgresStore(Store):
     def _connect(self) -> Any:
         import psycopg
 
-        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        conn = pglink.connect(self.url)
         if self.schema is not None:
             from psycopg import sql
 
@@ -553,7 +568,7 @@ class PostgresStore(Store):
         import psycopg
 
         try:
-            with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
+            with pglink.connect(self.url) as conn:
                 row = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
         except psycopg.Error as exc:
             raise StoreError(self.where, self._describe(exc)) from None

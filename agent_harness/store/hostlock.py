@@ -63,7 +63,15 @@ def _postgres_lock(store: PostgresStore, name: str, wait: bool) -> Iterator[None
             raise StoreError(store.where, f"lock {name}: {store._describe(exc)}") from exc
         if row is not None and row[0] == "false":
             raise LockBusy(store.where, f"{name}: held by another process")
-        yield  # closing the connection below ends the session and with it the lock
+        try:
+            yield
+        finally:
+            # Closing the connection ends the session and with it the lock, but the server ends
+            # a session after the client has moved on: a host asking at once could still find
+            # the lock held. Unlocking first lets go before this block returns.
+            unlock = f"SELECT pg_advisory_unlock(k.a, k.b) FROM ({key}) AS k(a, b)"
+            with contextlib.suppress(psycopg.Error):
+                conn.execute(unlock, (HOST_LOCK_KEY, name))
     finally:
         with contextlib.suppress(psycopg.Error):
             conn.close()

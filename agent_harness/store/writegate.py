@@ -6,14 +6,19 @@ seconds (one thread's lease renewal starved by the others' claims). So threads o
 queue first, first come first served, on a lock of their own; only other processes still meet
 the busy handler. (Making processes take turns too, at an advisory lock on a file beside the
 database polled every 50 to 500 us, was measured and dropped: with 8 processes claiming it
-cost more than SQLite's own handler, docs/ARCHITECTURE.md "The queue at its limit".)
+cost more than SQLite's own handler, docs/ARCHITECTURE.md "The queue at its limit".) Time spent
+in the line counts against the busy timeout: the handler then gets only what is left of it, so
+a write gives up after the timeout in all, not after twice that.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
+import sqlite3
 import threading
+import time
 from pathlib import Path
 
 
@@ -92,3 +97,32 @@ def write_gate(path: Path) -> FairLock:
     key = os.path.realpath(path)
     with _WRITE_GATES_GUARD:
         return _WRITE_GATES.setdefault(key, FairLock())
+
+
+# A wait in line shorter than this leaves SQLite's busy timeout as it is (not worth a PRAGMA).
+SHORTEN_AFTER_S = 0.01
+
+
+def take_turn(gate: FairLock, conn: sqlite3.Connection, timeout_s: float) -> bool | None:
+    """Wait in line for `gate`, at most `timeout_s`; None when that ran out. Once it is ours,
+    SQLite's handler on `conn` gets what is left of `timeout_s`: True when that shortened it
+    (`restore_timeout` puts it back after the write)."""
+    asked = time.monotonic()
+    if not gate.acquire(timeout=timeout_s):
+        return None
+    waited = time.monotonic() - asked
+    if waited < SHORTEN_AFTER_S:
+        return False
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {max(int((timeout_s - waited) * 1000), 0)}")
+    except BaseException:
+        gate.release()
+        raise
+    return True
+
+
+def restore_timeout(conn: sqlite3.Connection | None, timeout_s: float) -> None:
+    """Give `conn` its whole busy timeout back (a connection discarded meanwhile needs none)."""
+    if conn is not None:  # a broken one is discarded before its next write
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
