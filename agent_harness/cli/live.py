@@ -15,11 +15,13 @@ from rich.table import Table
 from agent_harness.store.events import (
     AgentStateChanged,
     AttemptStarted,
+    DeliveryDue,
     FailedNote,
     HeldElsewhere,
     Payload,
     PullOpened,
     RetryNote,
+    TrackerUnanswered,
     Waiting,
 )
 from agent_harness.store.executor_events import ExecutorEvent
@@ -53,10 +55,10 @@ class LiveView:
         self.rows: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
         self.live: Live | None = None
-        self.caption = ""  # what the run waits for, when it waits for another host
+        self.caption = ""  # what the run waits for (another host, the tracker), or last heard of it
 
     def __call__(self, kind: str, item: str, payload: Payload) -> None:
-        if isinstance(payload, HeldElsewhere):
+        if isinstance(payload, HeldElsewhere | DeliveryDue | TrackerUnanswered):
             self.caption = payload.describe()
             if self.live is not None:
                 self.live.refresh()

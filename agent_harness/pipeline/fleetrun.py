@@ -35,6 +35,7 @@ class IdleWatch:
     stalled_since: float | None = None
     last_mark: int = -1
     told: str = ""
+    unanswered: str = ""  # what the last failed look at the tracker said (said once)
     sleep_s: float = 0.0  # wait this long before the next look (another host's lease)
 
 

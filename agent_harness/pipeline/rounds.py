@@ -6,7 +6,7 @@ high-water mark) plus those a single search says newly fail (`status:failure`, w
 Each is read once (`pull_feedback`) and answered at most once per head; one that cannot need an
 answer (the listing shows the head the harness pushed, on the base tip its work started from,
 with no hold label; the search does not say it fails; nobody reviewed or commented on it:
-`pull_untouched`) is looked at with three short listings instead of read whole:
+`pull_untouched`) is looked at with one read of its timeline instead of read whole:
 
 - a person's brake (`/agent-harness stop`, the `agent-harness:hold` label) or a commit on the
   branch the harness did not push stops the rounds, said once on the pull request;

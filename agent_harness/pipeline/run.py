@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import HarnessError
+from agent_harness.failures import FailureClass
 from agent_harness.pipeline.attempt import DELIVERY_BACKOFF_CAP_S, DELIVERY_WAITS, Attempt
 from agent_harness.pipeline.budgets import RunBudget
 from agent_harness.pipeline.checks import missing_program, run_checks
@@ -38,9 +39,12 @@ from agent_harness.store.events import (
     HeldElsewhere,
     ReclaimedNote,
     ReconciledNote,
+    TrackerUnanswered,
     Withdrawn,
 )
 from agent_harness.store.hostlock import LockBusy, held_by_this_host, plan_sync_lock
+from agent_harness.tracker.protocol import TrackerError
+from agent_harness.tracker.protocol import failure_class as tracker_failure
 from agent_harness.tracker.sync import SyncReport, read_marker, sync_plan
 
 if TYPE_CHECKING:
@@ -353,7 +357,7 @@ class Pipeline:
             elif time.monotonic() - watch.stalled_since > watch.patience_s:
                 return True  # claimable, yet nothing is claimed: say what is left, and end
             return False
-        if self.settings.reconcile and self._new_rounds():
+        if self.settings.reconcile and self._new_rounds(watch):
             return False  # a pull request sent its item back: work on
         due = self._delivery_due()
         if due is not None:  # approved work the tracker refused for now: stay and deliver it
@@ -447,10 +451,26 @@ class Pipeline:
                 )
         return moved
 
-    def _new_rounds(self) -> bool:
-        """Between claims: one more look at the open pull requests (O(changed) reads)."""
+    def _new_rounds(self, watch: IdleWatch) -> bool:
+        """Between claims: one more look at the open pull requests (O(changed) reads).
+
+        The tracker failing this look does not end the run with a traceback and its work
+        unfinished: a token it refuses (or a repository out of reach) stops the run as it
+        would stop every delivery, once the workers are done; anything else is said once and
+        the run goes on without the look's news."""
         before = sum(len(r.rounds) for r in self.rounds)
-        self.reconcile()
+        try:
+            self.reconcile()
+        except TrackerError as exc:
+            failure = tracker_failure(exc)
+            stops = failure in (FailureClass.TRACKER_CREDENTIALS, FailureClass.TRACKER_AUTH)
+            note = TrackerUnanswered(reason=exc.message, status=exc.status, stops_run=stops)
+            if stops:
+                self.parts.halt(exc)
+            if note.describe() != watch.unanswered:
+                watch.unanswered = note.describe()
+                self.parts.note("", note)
+            return False
         return sum(len(r.rounds) for r in self.rounds) > before and self._claimable()
 
     def watch(self, changed: list[int]) -> WatchReport:

@@ -83,6 +83,7 @@ class EventKind(StrEnum):
     RECONCILED = "reconciled"
     HELD_ELSEWHERE = "held_elsewhere"
     DELIVERY_DUE = "delivery_due"
+    TRACKER_UNANSWERED = "tracker_unanswered"
 
 
 # --- the queue -------------------------------------------------------------------------------
@@ -548,6 +549,22 @@ class DeliveryDue(Note):
 
     def describe(self) -> str:
         return f"delivery of {', '.join(self.items)} tried again in {self.due_in_s:.0f} s; waiting"
+
+
+class TrackerUnanswered(Note):
+    """A look at the tracker between claims (for merges, closes and review rounds) failed. A
+    refused token or a repository out of reach stops the run, as it would stop every delivery;
+    anything else (down, slow, rate limited past the retries) only costs this look's news,
+    which the next look or run brings."""
+
+    KIND = EventKind.TRACKER_UNANSWERED
+    reason: str = Field(description="What the tracker answered, or that it did not.")
+    status: int | None = Field(default=None, description="Its HTTP status, if it answered.")
+    stops_run: bool = Field(description="True when the run stops for it.")
+
+    def describe(self) -> str:
+        then = "the run stops" if self.stops_run else "going on without its news"
+        return f"the tracker did not answer a look between claims ({self.reason}); {then}"
 
 
 AnyPayload = Payload | RawPayload

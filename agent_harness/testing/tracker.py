@@ -237,7 +237,7 @@ class MemoryTracker:
         return PullFeedback(number, pull.head_sha, pull.base_ref, "clean")
 
     def pull_untouched(self, number: int) -> bool:
-        self._count("list_reviews")
+        self._count("list_timeline")
         said = self.feedback.get(number)
         return said is None or not (said.reviews or said.line_comments or said.comments)
 

@@ -13,6 +13,10 @@ from typing import Any
 from agent_harness.tracker.protocol import Listing, PullFeedback, TrackerError
 
 _Call = Callable[..., tuple[dict[str, Any], Any]]
+# Timeline events that carry a person's word on a pull request: an issue comment, a review, a
+# line comment (GitHub lists each line comment's thread as one `line-commented` event).
+_PEOPLES_WORD = frozenset({"commented", "reviewed", "line-commented"})
+_TIMELINE_PAGE = 100
 
 
 class PullReads:
@@ -82,16 +86,19 @@ class PullReads:
         )
 
     def pull_untouched(self, number: int) -> bool:
-        base = f"/repos/{self.repo}"
-        for path, kind in (
-            (f"{base}/pulls/{number}/reviews", "list_reviews"),
-            (f"{base}/issues/{number}/comments", "list_comments"),
-            (f"{base}/pulls/{number}/comments", "list_review_comments"),
-        ):
-            _, first = self._call("GET", path, kind, params={"per_page": 1})
-            if not isinstance(first, list) or first:
-                return False  # something is there (or an answer it cannot read): look closer
-        return True
+        # One read of the pull request's timeline, where GitHub lists its comments, reviews
+        # and line comments alike (three listings before). A page it fills may hold more.
+        _, events = self._call(
+            "GET",
+            f"/repos/{self.repo}/issues/{number}/timeline",
+            "list_timeline",
+            params={"per_page": _TIMELINE_PAGE},
+        )
+        if not isinstance(events, list) or len(events) >= _TIMELINE_PAGE:
+            return False  # an answer it cannot read, or more than a page: look closer
+        return not any(
+            not isinstance(event, dict) or event.get("event") in _PEOPLES_WORD for event in events
+        )
 
     def pulls_with_status(self, state: str, etag: str | None = None) -> Listing[int]:
         query = f"repo:{self.repo} is:pr is:open status:{state}"

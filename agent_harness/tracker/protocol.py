@@ -352,7 +352,7 @@ class Tracker(Protocol):
 
     def pull_untouched(self, number: int) -> bool:
         """True when nobody has reviewed the pull request or commented on it, in its lines or
-        on its conversation (three short listings, stopping at the first that is not empty)."""
+        on its conversation (one read of its timeline, where all three are listed)."""
 
     def pulls_with_status(self, state: str, etag: str | None = None) -> Listing[int]:
         """Open pull requests whose head's checks are `state` (failure, success): one search,

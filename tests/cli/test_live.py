@@ -46,3 +46,16 @@ def test_the_executors_steps_show_as_they_happen() -> None:
     assert "step 2: try 1" in shown(console, live.get_renderable())
     view("executor.step_done", "T1", ExecutorStepDone(step="2", result="notes.txt exists"))
     assert "step 2: done: notes.txt exists" in shown(console, live.get_renderable())
+
+
+def test_what_the_run_waits_for_shows_under_the_table() -> None:
+    from agent_harness.store.events import DeliveryDue, TrackerUnanswered
+
+    console = Console(file=io.StringIO(), width=160)
+    view = LiveView(console, clock=FakeClock(start=1000.0))
+    live = view.display()
+    view("delivery_due", "", DeliveryDue(items=["T1"], due_in_s=60.0))
+    assert "delivery of T1 tried again in 60 s; waiting" in shown(console, live.get_renderable())
+    down = TrackerUnanswered(reason="HTTP 502", status=502, stops_run=False)
+    view("tracker_unanswered", "", down)
+    assert "going on without its news" in shown(console, live.get_renderable())

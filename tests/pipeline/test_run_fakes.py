@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agent_harness.pipeline.run import Pipeline
@@ -227,6 +229,61 @@ def test_a_token_refused_at_delivery_stops_the_run_and_fails_no_item(rig: Rig) -
     report = pipeline(rig, "### T1: One\n\n### T2: Two\n").run()  # the token is fixed
     assert {item.id: item.state for item in report.items} == {"T1": "pr_open", "T2": "pr_open"}
     assert len(rig.implementer.calls) - calls <= 1  # T1's approved work was not redone
+
+
+def _fail_the_look_after_the_pull_opens(rig: Rig, run: Pipeline, error: Exception) -> list[Any]:
+    """Make the tracker fail the first look at pull requests after T1's opens (the run's look
+    between claims); returns the notes the run gives its observers about it."""
+    from agent_harness.store.events import PullOpened, TrackerUnanswered
+
+    heard: list[Any] = []
+
+    def observe(kind: str, item: str, payload: Any) -> None:
+        if isinstance(payload, PullOpened):
+            rig.tracker.fail_next("list_pulls", error)
+        elif isinstance(payload, TrackerUnanswered):
+            heard.append(payload)
+
+    run.parts.observer = observe
+    run.sleep = rig.clock.sleep
+    return heard
+
+
+def test_a_tracker_down_at_a_look_between_claims_is_said_and_the_run_ends_as_it_would(
+    rig: Rig,
+) -> None:
+    # The look for merges and review rounds between claims let a 5xx (past the retries) out
+    # of the run as an exception: no report, and another plan's workers cut off mid-item.
+    from agent_harness.tracker.protocol import Unreachable
+
+    rig.reviewer = ScriptedReviewer([verdict(True)])
+    rig.settings.reconcile = True
+    run = rig.pipeline("### T1: One\n")
+    down = Unreachable("GET /repos/octo/app/pulls failed 5 times; last: HTTP 502")
+    heard = _fail_the_look_after_the_pull_opens(rig, run, down)
+    report = run.run()
+    assert {item.id: item.state for item in report.items} == {"T1": "pr_open"}
+    [note] = heard
+    assert not note.stops_run
+    assert note.describe() == (
+        "the tracker did not answer a look between claims (GET /repos/octo/app/pulls failed "
+        "5 times; last: HTTP 502); going on without its news"
+    )
+
+
+def test_a_token_refused_at_a_look_between_claims_stops_the_run_with_work_kept(rig: Rig) -> None:
+    from agent_harness.queue.items import list_items
+    from agent_harness.tracker.protocol import AuthError
+
+    rig.reviewer = ScriptedReviewer([verdict(True)])
+    rig.settings.reconcile = True
+    run = rig.pipeline("### T1: One\n")
+    heard = _fail_the_look_after_the_pull_opens(rig, run, AuthError("bad credentials"))
+    with pytest.raises(AuthError, match="bad credentials"):
+        run.run()
+    assert [n.stops_run for n in heard] == [True]
+    states = {r.id: r.state.value for r in list_items(rig.store, run.parts.project)}
+    assert states == {"T1": "pr_open"}
 
 
 def test_a_second_run_with_the_same_host_id_on_one_database_is_refused(rig: Rig) -> None:
