@@ -101,6 +101,7 @@ def _inspect(work: Path, db: str | None, project: str | None) -> list[WorktreeIn
     from agent_harness.cli.output import open_database
     from agent_harness.config import load_settings
     from agent_harness.git.cleanup import list_worktrees
+    from agent_harness.git.worktrees import plan_namespace
     from agent_harness.queue import items as queue
     from agent_harness.tracker.reconcile import work_repo
 
@@ -110,10 +111,12 @@ def _inspect(work: Path, db: str | None, project: str | None) -> list[WorktreeIn
     with open_database(db, must_exist=False) as store:
         known = queue.projects(store)
         states: dict[str, str] = {}
+        namespace = ""
         if known:
             key = queue.resolve_project(store, project)
             states = {r.id: r.state.value for r in queue.list_items(store, key)}
-    return list_worktrees(repo, states)
+            namespace = plan_namespace(key.rsplit(":", 1)[-1])
+    return list_worktrees(repo, states, namespace=namespace)
 
 
 def _render(infos: list[WorktreeInfo], title: str) -> None:

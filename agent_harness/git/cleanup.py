@@ -8,11 +8,18 @@ a remote-tracking ref (or is exactly the head of the pull request the tracker sa
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_harness.git.worktrees import WorkRepo, WorktreeError, item_of_dir_name, repo_git
+from agent_harness.git.worktrees import (
+    WorkRepo,
+    WorktreeError,
+    item_of_dir_name,
+    plan_namespace,
+    repo_git,
+    worktree_dir_name,
+)
 
 FINISHED = frozenset({"merged", "closed"})
 
@@ -89,10 +96,16 @@ def _registered(repo: WorkRepo) -> dict[Path, str | None]:
 
 
 def assess(
-    repo: WorkRepo, path: Path, branch: str | None, state: str | None, merged_head: str | None
+    repo: WorkRepo,
+    path: Path,
+    branch: str | None,
+    state: str | None,
+    merged_head: str | None,
+    item_id: str | None = None,
 ) -> WorktreeInfo:
-    """Everything needed to decide whether one worktree may go."""
-    item_id = item_of_dir_name(path.name)
+    """Everything needed to decide whether one worktree may go (`item_id`: whose it is, when
+    known; else as its directory spells it)."""
+    item_id = item_id or item_of_dir_name(path.name)
     size = disk_size(path) if path.is_dir() else 0
     dirty = bool(path.is_dir() and _git(path, "status", "--porcelain", check=False))
     unpushed = 0
@@ -119,24 +132,44 @@ def list_worktrees(
     repo: WorkRepo,
     states: Mapping[str, str] | None = None,
     merged_heads: Mapping[str, str] | None = None,
+    namespace: str = "",
 ) -> list[WorktreeInfo]:
     """Every harness worktree, with size, item state and whether removing it is safe.
 
-    `states` maps item id -> queue state; `merged_heads` maps item id -> head sha of its merged
-    pull request (a squash merge leaves the branch's commits off every remote ref).
+    `states` maps item id -> queue state, for the items of the plan whose worktrees carry
+    `namespace` (see `plan_namespace`); `merged_heads` maps item id -> head sha of its merged
+    pull request (a squash merge leaves the branch's commits off every remote ref). A worktree
+    is its item's whatever its retry generation (`T1.r2`) and however its id is spelled on
+    disk (`2.1` as `2-1`).
     """
+    owners = _owners([(namespace, states or {}, merged_heads or {})])
+    return [
+        assess(repo, path, branch, *owners.get(item_of_dir_name(path.name), (None, None, None)))
+        for path, branch in _on_disk(repo)
+    ]
+
+
+def _on_disk(repo: WorkRepo) -> list[tuple[Path, str | None]]:
+    """Every harness worktree (registered, or left behind by a crash) and its branch."""
     repo.fetch()
     known = _registered(repo)
     if repo.worktrees_dir.is_dir():
         for child in repo.worktrees_dir.iterdir():
             if child.is_dir() and child.resolve() not in known:
                 known[child.resolve()] = None  # left behind by a crash: still takes room
-    states = states or {}
-    merged_heads = merged_heads or {}
-    return [
-        assess(repo, path, branch, states.get(path.name), merged_heads.get(path.name))
-        for path, branch in sorted(known.items())
-    ]
+    return sorted(known.items())
+
+
+def _owners(
+    plans: Iterable[tuple[str, Mapping[str, str], Mapping[str, str]]],
+) -> dict[str, tuple[str, str | None, str]]:
+    """Worktree directory name (without its generation) -> (state, merged head, item id), for
+    each plan given as (its namespace, item -> state, item -> merged head)."""
+    return {
+        worktree_dir_name(item_id, namespace): (state, heads.get(item_id), item_id)
+        for namespace, states, heads in plans
+        for item_id, state in states.items()
+    }
 
 
 def remove(repo: WorkRepo, info: WorktreeInfo) -> None:
@@ -163,9 +196,30 @@ def prune(repo: WorkRepo, infos: list[WorktreeInfo], dry_run: bool = False) -> P
     return report
 
 
-def clean_items(
-    repo: WorkRepo, states: Mapping[str, str], merged_heads: Mapping[str, str] | None = None
+def clean_plans(
+    repo: WorkRepo,
+    finished: Mapping[tuple[str, str], str],
+    merged_heads: Mapping[tuple[str, str], str],
 ) -> PruneReport:
-    """Remove the worktrees of the items in `states` that are safe to remove; keep the rest."""
-    infos = [i for i in list_worktrees(repo, states, merged_heads) if i.item_id in states]
+    """Remove the worktrees of the finished items, keyed (plan key, item id), that are safe to
+    remove; keep the rest. `merged_heads`: the head sha of each merged item's pull request."""
+    states: dict[str, dict[str, str]] = {}
+    heads: dict[str, dict[str, str]] = {}
+    for (plan, item_id), state in finished.items():
+        states.setdefault(plan, {})[item_id] = state
+    for (plan, item_id), sha in merged_heads.items():
+        heads.setdefault(plan, {})[item_id] = sha
+    return _clean(
+        repo, _owners((plan_namespace(plan), states[plan], heads.get(plan, {})) for plan in states)
+    )
+
+
+def _clean(repo: WorkRepo, owners: dict[str, tuple[str, str | None, str]]) -> PruneReport:
+    """Assess only the worktrees `owners` names (a size walk of every other is wasted), and
+    remove those safe to remove."""
+    infos = []
+    for path, branch in _on_disk(repo):
+        owner = owners.get(item_of_dir_name(path.name))
+        if owner is not None:
+            infos.append(assess(repo, path, branch, *owner))
     return prune(repo, infos)

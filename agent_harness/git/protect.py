@@ -26,23 +26,20 @@ class ChangedPathsUnknown(HarnessError):
         super().__init__(f"cannot list the files changed in {worktree} since {base}: {detail}")
 
 
-def changed_paths(worktree: Path, base: str, head: str | None = None) -> list[str]:
+def changed_paths(worktree: Path, base: str) -> list[str]:
     """Repository-relative paths that differ between `base` and the worktree as it is now:
-    committed, staged, unstaged and untracked (not ignored) files, sorted. With `head`, those
-    that differ between `base` and commit `head` (one git process instead of two). A rename or
-    copy yields both its old and its new path, because either side may be protected."""
+    committed, staged, unstaged and untracked (not ignored) files, sorted. A rename or copy
+    yields both its old and its new path, because either side may be protected. (What one
+    commit changes is read with the rest of its change: `git.change.read_change`.)"""
     # --no-renames reports a rename as a deletion plus an addition: both paths, in one format.
-    since = [base, head] if head else [base]
     try:
-        tracked = _git(worktree, base, ["diff", "--name-only", "--no-renames", "-z", *since, "--"])
+        tracked = _git(worktree, base, ["diff", "--name-only", "--no-renames", "-z", base, "--"])
     except ChangedPathsUnknown:
         # Outside a repository `git diff` misreports it as a usage question: where git finds
         # no repository, its own answer to that says so.
         _git(worktree, base, ["rev-parse", "--git-dir"])
         raise
-    untracked = (
-        "" if head else _git(worktree, base, ["ls-files", "--others", "--exclude-standard", "-z"])
-    )
+    untracked = _git(worktree, base, ["ls-files", "--others", "--exclude-standard", "-z"])
     paths = {path for path in (tracked + untracked).split("\0") if path}
     return sorted(paths)
 

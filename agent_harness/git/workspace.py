@@ -31,11 +31,13 @@ class Workspace(Protocol):
         generation: int = 0,
         *,
         pushed: bool = False,
+        known: str | None = None,
     ) -> Worktree:
         """The item's worktree on its own branch, reused when healthy, made when not; a retried
         item (generation N) gets a new one from the current default branch. `pushed`: the
         item's branch was pushed before, maybe from another clone, so the remote is looked at
-        now rather than as a recent fetch saw it."""
+        now rather than as a recent fetch saw it. `known`: the branch the item's history says
+        it worked on, kept when it is still there (a title edited since names another)."""
 
     def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
         """Remove one generation's worktree and local branch; returns what was removed."""

@@ -7,6 +7,7 @@ away. Pushes go through one guard that refuses any refspec naming the default br
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import threading
@@ -18,7 +19,9 @@ from pathlib import Path
 
 from agent_harness.errors import HarnessError
 from agent_harness.git import runner
-from agent_harness.git.protect import changed_paths
+from agent_harness.git.change import Change, read_change
+from agent_harness.git.protect import ChangedPathsUnknown, changed_paths
+from agent_harness.git.refs import RefFiles, Unreadable
 
 BRANCH_PREFIX = "agent-harness/"
 
@@ -65,10 +68,30 @@ def branch_name(item_id: str, title: str, namespace: str = "", generation: int =
     """`agent-harness/<id>-<slug>`; with a namespace (a second plan in the same repository),
     `agent-harness/<namespace>/<id>-<slug>`, so two plans' T1 never share a branch; a retried
     item starts over on `agent-harness/<id>.rN-<slug>`, from the current default branch."""
+    return f"{branch_prefix(item_id, namespace, generation)}{slugify(title)}"
+
+
+def branch_prefix(item_id: str, namespace: str = "", generation: int = 0) -> str:
+    """What every branch of the item (in this plan and generation) starts with, whatever its
+    title: `agent-harness/[<namespace>/]<id>[.rN]-`."""
     space = f"{_clean(namespace)}/" if namespace else ""
-    return (
-        f"{BRANCH_PREFIX}{space}{_clean(item_id)}{generation_suffix(generation)}-{slugify(title)}"
-    )
+    return f"{BRANCH_PREFIX}{space}{_clean(item_id)}{generation_suffix(generation)}-"
+
+
+# After `<id>-` in a branch name: the rest of a longer id rather than a title's slug (slugs are
+# lower case; a slug that starts with a number and a dash is taken for an id too).
+_LONGER_ID = re.compile(r"^(?:[A-Z_]|\d+(?:[-_.]|$))")
+
+
+def _checked_out(path: Path) -> str | None:
+    """The branch a worktree has checked out; None when it has none, or is not there."""
+    return _safe(lambda: _git(path, "symbolic-ref", "--short", "HEAD")) if path.exists() else None
+
+
+def plan_namespace(plan_key: str) -> str:
+    """The namespace of a plan's branches and worktrees: none for the repository's main plan
+    (key PLAN), its key for any other."""
+    return "" if plan_key == "PLAN" else plan_key
 
 
 def worktree_dir_name(item_id: str, namespace: str = "", generation: int = 0) -> str:
@@ -167,6 +190,10 @@ class WorkRepo:
             raise WorktreeError(f"--work {path} has no remote '{remote}' to push branches to")
         self._default: str | None = None
         self._fetched_at: float | None = None
+        # (worktree, base, sha) -> that commit's change: asked of git once for the gates and
+        # the review alike (a commit's change since a given base never changes).
+        self._changes: dict[tuple[str, str, str], Change] = {}
+        self._changes_lock = threading.Lock()
         self.remote_refs = RemoteRefsLock()  # shared by every worker using this clone
         self._exclude_state_dir()
         self.fetch_max_age_s = 5.0  # items started together share one fetch of the remote
@@ -247,6 +274,7 @@ class WorkRepo:
         generation: int = 0,
         *,
         pushed: bool = False,
+        known: str | None = None,
     ) -> Worktree:
         """The item's worktree: reused when healthy, rebuilt when broken, new otherwise.
 
@@ -255,31 +283,31 @@ class WorkRepo:
         item's retries) gives a retried item a new branch and worktree from the current base,
         leaving the old ones as they were. With `pushed` (the branch was pushed before, maybe
         by another host) the remote is fetched now, not as a recent fetch saw it: a branch
-        made from the base instead of the pushed one could never be pushed over it."""
+        made from the base instead of the pushed one could never be pushed over it. `known`:
+        the branch the item's history names."""
         # An item keeps the branch it started on, even if its title is edited later: a new
         # name would orphan pushed work and open a second pull request.
         default = self.default_branch()
         self.fetch(0.0 if pushed else self.fetch_max_age_s)
         # One look at every ref that matters here, instead of a git call per question.
-        space = f"{_clean(namespace)}/" if namespace else ""
-        safe_id = f"{space}{_clean(item_id)}{generation_suffix(generation)}"
+        prefix = branch_prefix(item_id, namespace, generation)
         refs = self._refs(
-            f"refs/heads/{BRANCH_PREFIX}{safe_id}-*",
-            f"refs/remotes/{self.remote}/{BRANCH_PREFIX}{safe_id}-*",
+            f"refs/heads/{prefix}*",
+            f"refs/remotes/{self.remote}/{prefix}*",
             f"refs/heads/{default}",
             f"refs/remotes/{self.remote}/{default}",
         )
-        branch = self._branch_from(refs, safe_id) or branch_name(
-            item_id, title, namespace, generation
-        )
+        named = branch_name(item_id, title, namespace, generation)
         path = self.worktrees_dir / worktree_dir_name(item_id, namespace, generation)
+        current = _checked_out(path)
+        branch = self._branch_from(refs, prefix, (known, named, current)) or named
         base = refs.get(f"refs/remotes/{self.remote}/{default}") or _git(
             self.path, "rev-parse", default
         )
         local = refs.get(f"refs/heads/{branch}")
         pushed_sha = refs.get(f"refs/remotes/{self.remote}/{branch}")
         existing = local or pushed_sha
-        if path.exists() and self._healthy(path, branch):
+        if path.exists() and current == branch:
             kept = self._catch_up(path, branch, pushed_sha)
             merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
             return Worktree(item_id, path, branch, merge_base, reused=True, kept=kept)
@@ -359,7 +387,10 @@ class WorkRepo:
         return kept
 
     def _refs(self, *patterns: str) -> dict[str, str]:
-        """Full ref name -> sha for the refs matching `patterns` (for-each-ref globs)."""
+        """Full ref name -> sha for the refs matching `patterns` (for-each-ref globs), read
+        from the ref files where they read plainly."""
+        with contextlib.suppress(Unreadable):
+            return RefFiles(self.path).matching(*patterns)
         listing = _git(self.path, "for-each-ref", "--format=%(objectname) %(refname)", *patterns)
         refs: dict[str, str] = {}
         for line in listing.splitlines():
@@ -386,21 +417,27 @@ class WorkRepo:
                 head = name if line.startswith("*") else head
         return refs, head
 
-    def _branch_from(self, refs: dict[str, str], safe_id: str) -> str | None:
-        prefix = f"{BRANCH_PREFIX}{safe_id}-"
-        local = sorted(
-            n.removeprefix("refs/heads/") for n in refs if n.startswith("refs/heads/" + prefix)
-        )
+    def _branch_from(
+        self, refs: dict[str, str], prefix: str, wanted: tuple[str | None, ...]
+    ) -> str | None:
+        """The branch the item already has: the first of `wanted` (the one its history names,
+        the one its title names, the one its own worktree has checked out) that is there and
+        is the item's; else one that starts with its id (the title was edited since). Such a
+        name that goes on like a longer id (`T1-2-` or `T1-A2` after `T1-`, `3-1-` after `3-`,
+        the spelling of `3.1`) is taken for another item's."""
         remote_prefix = f"refs/remotes/{self.remote}/"
-        remote = sorted(
-            n.removeprefix(remote_prefix) for n in refs if n.startswith(remote_prefix + prefix)
-        )
-        found = local or remote
-        return found[0] if found else None
+        for name in wanted:
+            there = f"refs/heads/{name}" in refs or f"{remote_prefix}{name}" in refs
+            if name and name.startswith(prefix) and there:
+                return name
 
-    def _healthy(self, path: Path, branch: str) -> bool:
-        current = _safe(lambda: _git(path, "symbolic-ref", "--short", "HEAD"))
-        return current == branch
+        def under(space: str) -> list[str]:
+            """The item's branches among the refs under `space`, by name."""
+            names = (ref.removeprefix(space) for ref in refs if ref.startswith(space + prefix))
+            return sorted(n for n in names if not _LONGER_ID.match(n.removeprefix(prefix)))
+
+        found = under("refs/heads/") or under(remote_prefix)
+        return found[0] if found else None
 
     def _registered(self, path: Path) -> bool:
         listing = _git(self.path, "worktree", "list", "--porcelain")
@@ -419,15 +456,21 @@ class WorkRepo:
             f"refs/heads/{default}",
             f"refs/remotes/{self.remote}/{default}",
         )
-        refs, head = self._refs_in(tree.path, *wanted)
+        try:  # from the ref files, when they read plainly: no process
+            files = RefFiles(tree.path)
+            on, _ = files.head()
+            head = on if on is not None and files.resolve(on) is not None else None
+            local_default = files.resolve(wanted[1])
+            remote_default = files.resolve(wanted[2])
+        except Unreadable:
+            refs, head = self._refs_in(tree.path, *wanted)
+            local_default, remote_default = refs.get(wanted[1]), refs.get(wanted[2])
         if head != wanted[0]:
             current = _safe(lambda: _git(tree.path, "symbolic-ref", "--short", "HEAD"))
             raise DefaultBranchGuard(
                 f"the agent left its worktree on '{current or 'a detached HEAD'}' instead of "
                 f"{tree.branch}; its work is refused"
             )
-        local_default = refs.get(f"refs/heads/{default}")
-        remote_default = refs.get(f"refs/remotes/{self.remote}/{default}")
         if local_default and remote_default and local_default != remote_default:
             ahead = _git(self.path, "rev-list", "--count", f"{remote_default}..{local_default}")
             if ahead.strip() != "0":
@@ -458,7 +501,7 @@ class WorkRepo:
             if "nothing to commit" in said or "nothing added to commit" in said:
                 return None
             raise WorktreeError(runner.failure(tree.path, args, done).message)
-        return _git(tree.path, "rev-parse", "HEAD")
+        return self.head(tree)
 
     def has_uncommitted(self, tree: Worktree) -> bool:
         return bool(_git(tree.path, "status", "--porcelain").strip())
@@ -466,13 +509,35 @@ class WorkRepo:
     def diff(self, tree: Worktree, sha: str) -> str:
         """What commit `sha` changes since the base, as one unified diff: what is reviewed is
         the commit that is pushed, never what else the worktree holds."""
-        return _git(tree.path, "diff", "--no-color", "--no-ext-diff", tree.base_sha, sha)
+        patch = self._change(tree, sha).patch.removesuffix("\n")
+        # Bytes that are not UTF-8 (a Latin-1 file, an odd file name) are shown as such to the
+        # reviewer, whose request must be valid UTF-8; the scan reads them as they are.
+        return patch.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
     def committed_diff(self, tree: Worktree) -> str:
-        """What the item's commits add since the base, binary files as text, for a scan."""
-        return _git(
-            tree.path, "diff", "--no-color", "--no-ext-diff", "--text", "-U0", tree.base_sha, "HEAD"
-        )
+        """What the item's commits add since the base, binary files' content included, for a
+        scan."""
+        sha = self.head(tree)
+        try:
+            return self._change(tree, sha).scan_text(tree.path, sha)
+        except runner.GitError as exc:
+            raise WorktreeError(exc.message) from exc
+
+    def _change(self, tree: Worktree, sha: str) -> Change:
+        key = (str(tree.path), tree.base_sha, sha)
+        with self._changes_lock:
+            known = self._changes.get(key)
+        if known is not None:
+            return known
+        try:
+            change = read_change(tree.path, tree.base_sha, sha)
+        except runner.GitError as exc:
+            raise WorktreeError(exc.message) from exc
+        with self._changes_lock:
+            while len(self._changes) >= 32:  # about one per worker is ever read again
+                del self._changes[next(iter(self._changes))]
+            self._changes[key] = change
+        return change
 
     def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
         """Remove one generation's worktree and local branch (`work retry --fresh`); the
@@ -495,9 +560,19 @@ class WorkRepo:
     def changed_paths(self, tree: Worktree, sha: str | None = None) -> list[str]:
         """Every path that differs from the base, or that commit `sha` changes (see
         `protect.changed_paths`)."""
-        return changed_paths(tree.path, tree.base_sha, sha)
+        if sha is None:
+            return changed_paths(tree.path, tree.base_sha)
+        try:
+            return list(self._change(tree, sha).paths)
+        except WorktreeError as exc:
+            raise ChangedPathsUnknown(tree.path, tree.base_sha, exc.message) from exc
 
     def head(self, tree: Worktree) -> str:
+        """The worktree's head commit, read from its ref files where they read plainly."""
+        with contextlib.suppress(Unreadable):
+            sha = RefFiles(tree.path).head()[1]
+            if sha is not None:
+                return sha
         return _git(tree.path, "rev-parse", "HEAD")
 
     def push(self, tree: Worktree, sha: str | None = None) -> None:

@@ -137,12 +137,14 @@ class Attempt:
         with parts.git_lock:
             if fresh:
                 parts.repo.discard(self.item.id, parts.namespace, generation - 1)
+            worked = self.history.last(WorktreeReady)
             tree = parts.repo.prepare(
                 self.item.id,
                 self.item.title,
                 parts.namespace,
                 generation,
                 pushed=self.history.last(Pushed) is not None,
+                known=worked.branch if worked is not None else None,
             )
         self._emit(
             WorktreeReady(

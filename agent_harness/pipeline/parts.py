@@ -87,7 +87,9 @@ class RunParts:
     @property
     def namespace(self) -> str:
         """Branches and worktrees of the main plan (key PLAN) need none; any other plan's do."""
-        return "" if self.plan_key == "PLAN" else self.plan_key
+        from agent_harness.git.worktrees import plan_namespace
+
+        return plan_namespace(self.plan_key)
 
     def session_name(self, item_id: str) -> str:
         """Stable across restarts (so a live agent is found again), distinct per state dir

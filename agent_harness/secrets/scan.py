@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from agent_harness.git.protect import glob_matches
 from agent_harness.secrets.shapes import key_shape
 
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 
 
@@ -44,21 +44,38 @@ def scan_diff(
     findings: list[SecretFinding] = []
     path = ""
     number = 0
+    # Lines still to come in the current hunk, as its header counts them: inside a hunk every
+    # line is content, so an added line that reads `++ x` (`+++ x` in the diff) is scanned,
+    # not taken for the next file's header.
+    old_left = new_left = 0
     for raw in diff.split("\n"):
+        if old_left > 0 or new_left > 0:
+            if raw.startswith("+"):
+                found = _scan_line(raw[1:], known, skip_shapes=_matches(path, ignored))
+                if found:
+                    findings.append(SecretFinding(path, number, found[0], found[1]))
+                number += 1
+                new_left -= 1
+                continue
+            if raw.startswith("-"):
+                old_left -= 1
+                continue
+            if raw.startswith(" "):
+                number += 1
+                old_left, new_left = old_left - 1, new_left - 1
+                continue
+            if raw.startswith("\\"):  # "\ No newline at end of file"
+                continue
+            old_left = new_left = 0  # the counts were wrong: read it as a header line
         if raw.startswith("+++ "):
             path = _new_path(raw[4:])
             continue
         hunk = _HUNK.match(raw)
         if hunk:
-            number = int(hunk.group(1))
-            continue
-        if raw.startswith("+"):
-            found = _scan_line(raw[1:], known, skip_shapes=_matches(path, ignored))
-            if found:
-                findings.append(SecretFinding(path, number, found[0], found[1]))
-            number += 1
-        elif raw.startswith(" "):
-            number += 1
+            old_count, start, new_count = hunk.groups()
+            number = int(start)
+            old_left = int(old_count) if old_count is not None else 1
+            new_left = int(new_count) if new_count is not None else 1
     return findings
 
 

@@ -19,6 +19,7 @@ from agent_harness.git.worktrees import (
     Worktree,
     WorktreeError,
     branch_name,
+    branch_prefix,
     guard_refspec,
     worktree_dir_name,
 )
@@ -71,8 +72,12 @@ class MemoryWorkspace:
         generation: int = 0,
         *,
         pushed: bool = False,
+        known: str | None = None,
     ) -> Worktree:
         branch = branch_name(item_id, title, namespace, generation)
+        prefix = branch_prefix(item_id, namespace, generation)
+        if known is not None and known.startswith(prefix) and known in self._branches:
+            branch = known  # as the real repository: this generation's branch, if still there
         path = self.root / "worktrees" / worktree_dir_name(item_id, namespace, generation)
         reused = branch in self._branches and path.is_dir()
         state = self._branches.setdefault(branch, _Branch(self.main_sha))
@@ -129,7 +134,9 @@ class MemoryWorkspace:
         return self._read(tree) != self._snapshots[self.head(tree)]
 
     def diff(self, tree: Worktree, sha: str) -> str:
-        return _unified(self._snapshots[tree.base_sha], self._snapshots[sha], context=3)
+        return _unified(
+            self._snapshots[tree.base_sha], self._snapshots[sha], context=3, binary_as_text=False
+        )
 
     def committed_diff(self, tree: Worktree) -> str:
         head = self._snapshots[self.head(tree)]
@@ -153,11 +160,23 @@ class MemoryWorkspace:
         return dict(self._snapshots[sha])
 
 
-def _unified(before: Snapshot, after: Snapshot, *, context: int) -> str:
+def _unified(
+    before: Snapshot, after: Snapshot, *, context: int, binary_as_text: bool = True
+) -> str:
+    """A unified diff of two snapshots; a file holding a NUL byte is binary, as git judges, and
+    is shown as text only with `binary_as_text` (the scan reads it, a reviewer is not shown it)."""
     out: list[str] = []
     for name in sorted(set(before) | set(after)):
         old, new = before.get(name), after.get(name)
         if old == new:
+            continue
+        if not binary_as_text and any(b"\0" in (side or b"")[:8000] for side in (old, new)):
+            names = [f"a/{name}" if old is not None else "/dev/null"]
+            names.append(f"b/{name}" if new is not None else "/dev/null")
+            out += [
+                f"diff --git a/{name} b/{name}\n",
+                f"Binary files {' and '.join(names)} differ\n",
+            ]
             continue
         a = (old or b"").decode("utf-8", "replace").splitlines(keepends=True)
         b = (new or b"").decode("utf-8", "replace").splitlines(keepends=True)

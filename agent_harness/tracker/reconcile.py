@@ -619,17 +619,17 @@ class Reconciler:
     def _clean(self, transitions: Iterable[Transition]) -> None:
         if self.work is None:
             return
-        from agent_harness.git.cleanup import clean_items
+        from agent_harness.git.cleanup import clean_plans
 
-        finished = {t.item: t.state for t in transitions if t.state in ("merged", "closed")}
-        if not finished:
-            return
-        heads = {
-            p.item: p.head_sha or ""
-            for p in self.memory.pulls.values()
-            if p.item in finished and p.state == "merged"
+        finished = {
+            (t.plan, t.item): t.state for t in transitions if t.state in ("merged", "closed")
         }
-        pruned = clean_items(self.work, finished, heads)
+        heads = {
+            (p.plan, p.item): p.head_sha or ""
+            for p in self.memory.pulls.values()
+            if p.plan is not None and p.item is not None and p.state == "merged"
+        }
+        pruned = clean_plans(self.work, finished, heads)
         self.report.cleaned = [i.item_id for i in pruned.removed]
         for info in pruned.kept:
             self.report.kept.append(info.item_id)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness.errors import HarnessError
+from agent_harness.git.change import read_change
 from agent_harness.git.protect import (
     ChangedPathsUnknown,
     changed_paths,
@@ -73,7 +74,7 @@ def test_committed_staged_unstaged_and_untracked_changes_all_count(repo: Path) -
     ]
     # Of one commit, only what it changes: what the worktree holds besides is not in it.
     head = git(repo, "rev-parse", "HEAD")
-    assert changed_paths(repo, base, head) == ["README.md"]
+    assert read_change(repo, base, head).paths == ["README.md"]
 
 
 @pytest.mark.integration

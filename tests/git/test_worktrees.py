@@ -307,6 +307,38 @@ def test_an_edited_title_keeps_the_items_branch(clone: Path) -> None:
     assert repo.prepare("T10", "Other").branch == "agent-harness/T10-other"
 
 
+def test_an_item_never_takes_the_branch_of_an_item_whose_id_goes_on_from_its_own(
+    clone: Path,
+) -> None:
+    """`T1-2`'s branch starts with `T1-`, and `3.1`'s (spelled `3-1`) with `3-`: neither is
+    taken by `T1` or `3` starting out, or after a title edit. A title that starts with a word
+    is still found again after an edit."""
+    repo = WorkRepo(clone, clone.parent / "state")
+    longer = repo.prepare("T1-2", "Split the words")
+    sub = repo.prepare("3.1", "Add the endpoint")
+    assert (longer.branch, sub.branch) == (
+        "agent-harness/T1-2-split-the-words",
+        "agent-harness/3-1-add-the-endpoint",
+    )
+    for item_id in ("T1", "3"):
+        shutil.rmtree(clone.parent / "state" / "worktrees", ignore_errors=True)
+        git(clone, "worktree", "prune")
+        own = repo.prepare(item_id, "Count words")
+        assert own.branch == f"agent-harness/{item_id}-count-words"
+        assert repo.prepare(item_id, "Count all the words").branch == own.branch  # an edit
+    # A title that starts with a number, edited: its worktree (with work not yet committed)
+    # is the item's own, and so is the branch its history names once the worktree is gone.
+    numbered = repo.prepare("T7", "2 columns")
+    (numbered.path / "wip.txt").write_text("not committed yet\n")
+    edited = repo.prepare("T7", "2 columns, responsive")
+    assert edited.branch == numbered.branch == "agent-harness/T7-2-columns"
+    assert (edited.path / "wip.txt").exists()
+    shutil.rmtree(edited.path)
+    git(clone, "worktree", "prune")
+    again = repo.prepare("T7", "2 columns, responsive", known=numbered.branch)
+    assert again.branch == numbered.branch
+
+
 def test_a_retried_generation_starts_from_todays_default_and_fresh_discards_the_old(
     clone: Path,
 ) -> None:
@@ -354,7 +386,7 @@ def test_nothing_to_commit_is_none_in_any_locale(
     [
         # A commit refused for a reason other than "nothing to commit" is not swallowed.
         ("commit", "git commit --quiet failed in {path}: Aborting commit due to empty commit"),
-        ("diff", "git diff --no-color failed in {path}: ambiguous argument 'no-such-commit'"),
+        ("diff", "git diff --no-color failed in {path}: bad revision 'no-such-commit'"),
     ],
 )
 def test_a_git_failure_is_a_worktree_error_naming_command_place_and_reason(

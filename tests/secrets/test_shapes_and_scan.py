@@ -135,3 +135,20 @@ def test_shapes_can_be_ignored_in_fixtures_but_known_values_never() -> None:
 def test_removed_and_context_lines_are_not_findings() -> None:
     diff = f"--- a/x\n+++ b/x\n@@ -1,2 +1,1 @@\n-{GH}\n context {GH}\n"
     assert scan_diff(diff, {}) == []
+
+
+def test_an_added_line_that_reads_like_a_file_header_is_still_scanned() -> None:
+    # An added line `++ x` is `+++ x` in the diff; inside a hunk it is content, not a header.
+    diff = (
+        "diff --git a/notes.md b/notes.md\n"
+        "--- a/notes.md\n"
+        "+++ b/notes.md\n"
+        "@@ -1,3 +1,4 @@\n"
+        " title\n"
+        "-- old\n"
+        "+++ sk-known-value-123\n"
+        "+++ b/fake/path\n"
+        " end\n"
+    )
+    found = scan_diff(diff, {"sk-known-value-123": "THE_KEY"})
+    assert [(f.path, f.line, f.what) for f in found] == [("notes.md", 2, "the value of THE_KEY")]

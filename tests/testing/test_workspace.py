@@ -14,6 +14,7 @@ import pytest
 
 from agent_harness.git.workspace import Workspace
 from agent_harness.git.worktrees import DefaultBranchGuard, WorkRepo, Worktree
+from agent_harness.secrets.scan import scan_diff
 from agent_harness.testing.workspace import MemoryWorkspace
 
 
@@ -82,6 +83,34 @@ def test_a_change_is_committed_diffed_and_listed(space: Workspace) -> None:
     assert added[-2:] == ["+def count():", "+    return 1"]
     again = space.prepare("T1", "Count words")
     assert again.reused and space.head(again) == sha  # the commit is never lost
+
+
+def test_a_binary_file_is_scanned_not_shown_and_a_rename_names_both_paths(
+    space: Workspace,
+) -> None:
+    tree = space.prepare("T1", "Add a logo")
+    (tree.path / "logo.bin").write_bytes(b"\x89PNG\x00\x01\nkey=sk-binary-canary-42\n\x00")
+    (tree.path / "README.md").rename(tree.path / "READ.md")
+    sha = space.commit_all(tree, "T1: Add a logo")
+    assert sha is not None
+    # Either side of a rename may be a protected path.
+    assert space.changed_paths(tree, sha) == ["READ.md", "README.md", "logo.bin"]
+    diff = space.diff(tree, sha)
+    assert "Binary files" in diff and "sk-binary-canary-42" not in diff  # not for a reviewer
+    found = scan_diff(space.committed_diff(tree), {"sk-binary-canary-42": "THE_KEY"})
+    assert [(hit.path, hit.what) for hit in found] == [("logo.bin", "the value of THE_KEY")]
+
+
+def test_a_diff_of_bytes_that_are_not_utf8_is_still_text_a_request_can_carry(
+    space: Workspace,
+) -> None:
+    tree = space.prepare("T1", "Latin-1")
+    (tree.path / "latin1.py").write_bytes(b"caf\xe9 = 1\n")
+    sha = space.commit_all(tree, "T1: Latin-1")
+    assert sha is not None
+    diff = space.diff(tree, sha)
+    diff.encode("utf-8")  # strict: what a JSON request body needs
+    assert "caf\ufffd = 1" in diff
 
 
 def test_the_push_guard_refuses_the_default_branch(space: Workspace) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness.git.cleanup import WorktreeInfo, list_worktrees, prune, remove
-from agent_harness.git.worktrees import WorkRepo, Worktree, WorktreeError
+from agent_harness.git.worktrees import WorkRepo, Worktree, WorktreeError, plan_namespace
 from agent_harness.tracker.reconcile import reconcile
 from agent_harness.tracker.sync import PullMarker
 
@@ -16,14 +16,16 @@ from .conftest import PLAN, Scene, git
 pytestmark = pytest.mark.integration
 
 
-def delivered(scene: Scene, repo: WorkRepo, item: str) -> tuple[Worktree, int]:
+def delivered(
+    scene: Scene, repo: WorkRepo, item: str, plan: str = PLAN, generation: int = 0
+) -> tuple[Worktree, int]:
     """A worktree with one commit, pushed, and its marked PR (as the run pipeline leaves it)."""
-    tree = repo.prepare(item, f"{item} work")
+    tree = repo.prepare(item, f"{item} work", plan_namespace(plan), generation)
     (tree.path / f"{item}.txt").write_text(f"{item}\n")
     repo.commit_all(tree, f"{item}: work")
     repo.push(tree)
     issue = scene.issue(item)
-    body = f"Closes #{issue}\n\n{PullMarker(item, PLAN, issue).render()}"
+    body = f"Closes #{issue}\n\n{PullMarker(item, plan, issue).render()}"
     pull = scene.repo.create_pull(base="main", head=tree.branch, title=f"{item}: work", body=body)
     return tree, int(pull.number)
 
@@ -51,6 +53,30 @@ def test_reconcile_removes_finished_pushed_worktrees_and_keeps_unpushed(scene: S
     assert not t1.path.exists() and not t3.path.exists() and t2.path.exists()
     branches = git(scene.clone, "branch", "--format=%(refname:short)").split()
     assert t1.branch not in branches and t3.branch not in branches and t2.branch in branches
+
+
+def test_worktrees_named_apart_from_their_ids_are_cleaned_like_any_other(scene: Scene) -> None:
+    """A dotted id (`2.1`, spelled `2-1` on disk), a retried item (`T4.r1`) and an item of a
+    second plan (`tasks--T1`) are each found again as their item's, and go once merged."""
+    repo = WorkRepo(scene.clone, scene.tmp / "state")
+    dotted, pr_dotted = delivered(scene, repo, "2.1")
+    retried, pr_retried = delivered(scene, repo, "T4", generation=1)
+    other, pr_other = delivered(scene, repo, "T1", plan="tasks")
+    assert (dotted.path.name, retried.path.name, other.path.name) == ("2-1", "T4.r1", "tasks--T1")
+    for number in (pr_dotted, pr_retried, pr_other):
+        scene.merge(number)
+    report = reconcile(scene.tracker(), work=repo)
+    assert sorted((t.plan, t.item) for t in report.transitions) == [
+        ("PLAN", "2.1"),
+        ("PLAN", "T4"),
+        ("tasks", "T1"),
+    ]
+    assert sorted(report.cleaned) == ["2.1", "T1", "T4"] and report.kept == []
+    assert not dotted.path.exists() and not retried.path.exists() and not other.path.exists()
+    # The listing names each by its item, and knows only the plan it is given the states of.
+    mine = delivered(scene, repo, "3.1")[0]
+    listed = {i.path.name: (i.item_id, i.state) for i in list_worktrees(repo, {"3.1": "pr_open"})}
+    assert listed == {mine.path.name: ("3.1", "pr_open")}
 
 
 def test_listing_sizes_states_and_prune(scene: Scene) -> None:
