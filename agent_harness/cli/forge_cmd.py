@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -73,6 +75,15 @@ Examples:
     f"token --forge local keeps in DATA/token, else {DEFAULT_TOKEN}.",
 )
 @click.option("--read-only-token", default=None, help="An extra token that may only read.")
+@click.option(
+    "--collaborator",
+    "collaborators",
+    multiple=True,
+    metavar="LOGIN=TOKEN",
+    callback=lambda _ctx, _param, value: _collaborators(value),
+    help="Another user with push access, who may approve or request changes on pull requests "
+    "the token's user opened (their author may not, as on GitHub). Repeatable.",
+)
 @click.option("--rate-limit", default=5000, show_default=True, help="Requests per token per hour.")
 @click.option(
     "--ci",
@@ -87,6 +98,7 @@ def serve(
     port: int | None,
     token: str | None,
     read_only_token: str | None,
+    collaborators: dict[str, str],
     rate_limit: int,
     ci_command: str | None,
 ) -> int:
@@ -106,31 +118,27 @@ def serve(
         port = (address_port(recorded) if recorded else None) or DEFAULT_PORT
     kept = read_token(data)
     token = token or kept or DEFAULT_TOKEN
-    hub = Forge(data, token=token, rate_limit=rate_limit, read_only_token=read_only_token)
+    hub = Forge(
+        data,
+        token=token,
+        rate_limit=rate_limit,
+        read_only_token=read_only_token,
+        collaborators=collaborators,
+    )
     server = ForgeServer(hub, host=host, port=port)
     server.bind()
-    click.echo(f"forge serving {server.api_url} (data: {data.resolve()})")
-    # A token of the user's own is never printed: the well-known default is, and the local
-    # forge's is named by the file that holds it.
-    if token == DEFAULT_TOKEN:
-        shown, in_python = DEFAULT_TOKEN, repr(DEFAULT_TOKEN)
-    elif token == kept:
-        shown, in_python = f'"$(cat {data / "token"})"', "<the token in DATA/token>"
-    else:
-        shown = in_python = "<your token>"
-    click.echo(f"  export GITHUB_API_URL={server.api_url} GITHUB_TOKEN={shown}")
-    click.echo(f"  PyGithub: Github(auth=Auth.Token({in_python}), base_url={server.api_url!r})")
-    click.echo(f"  pages: {server.api_url}/_html/")
     ci = None
-    if ci_command:
-        from agent_harness.forge.ci import LocalCI
-
-        ci = LocalCI(hub, ci_command)
-        ci.start()
-        click.echo(f"  CI: `{ci_command}` on each pull request head, as check run local-ci")
-    click.echo("  Ctrl-C to stop")
-    sys.stdout.flush()
+    restore = _stop_on_signals()  # before it says where it serves: it may be stopped at once
     try:
+        _say_where(server.api_url, data, token, kept, collaborators)
+        if ci_command:
+            from agent_harness.forge.ci import LocalCI
+
+            ci = LocalCI(hub, ci_command)
+            ci.start()
+            click.echo(f"  CI: `{ci_command}` on each pull request head, as check run local-ci")
+        click.echo("  Ctrl-C to stop")
+        sys.stdout.flush()
         server.serve_forever()
     except KeyboardInterrupt:
         click.echo("forge stopped")
@@ -138,7 +146,63 @@ def serve(
         if ci is not None:
             ci.stop()
         hub.close()
+        restore()
     return 0
+
+
+def _stop_on_signals() -> Callable[[], None]:
+    """Make Ctrl-C and a plain `kill` raise KeyboardInterrupt, even when a script started us
+    in the background (such a shell starts its jobs with SIGINT ignored); returns what puts
+    the handlers found back. Only the main thread may set them: elsewhere, nothing is set."""
+    before = {}
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGINT, signal.SIGTERM):
+            before[number] = signal.signal(number, signal.default_int_handler)
+
+    def restore() -> None:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+    return restore
+
+
+def _say_where(
+    url: str, data: Path, token: str, kept: str | None, collaborators: dict[str, str]
+) -> None:
+    """Where the forge answers, and how a client reaches it."""
+    click.echo(f"forge serving {url} (data: {data.resolve()})")
+    # A token of the user's own is never printed: the well-known default is, and the local
+    # forge's is named by the file that holds it. Collaborators are named, their tokens never.
+    if token == DEFAULT_TOKEN:
+        shown, in_python = DEFAULT_TOKEN, repr(DEFAULT_TOKEN)
+    elif token == kept:
+        shown, in_python = f'"$(cat {data / "token"})"', "<the token in DATA/token>"
+    else:
+        shown = in_python = "<your token>"
+    click.echo(f"  export GITHUB_API_URL={url} GITHUB_TOKEN={shown}")
+    click.echo(f"  PyGithub: Github(auth=Auth.Token({in_python}), base_url={url!r})")
+    click.echo(f"  pages: {url}/_html/")
+    if collaborators:
+        click.echo(f"  collaborators: {', '.join(sorted(collaborators))}")
+
+
+def _collaborators(given: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for spec in given:
+        login, sep, token = spec.partition("=")
+        if not sep:  # the value may be a token: never echoed
+            raise click.BadParameter(
+                "expects LOGIN=TOKEN, with no '=' given", param_hint="--collaborator"
+            )
+        if not login or not token or any(c.isspace() for c in login):
+            raise click.BadParameter(
+                "needs LOGIN=TOKEN: a login without spaces, then a token",
+                param_hint="--collaborator",
+            )
+        if login in out:
+            raise click.BadParameter(f"{login} is named twice", param_hint="--collaborator")
+        out[login] = token
+    return out
 
 
 @forge.command(

@@ -3,16 +3,20 @@
 `forge serve --ci 'COMMAND'` runs it in the background; the demo and tests call `scan_once`
 when they want CI to have looked. The command runs in a throwaway checkout of the head, with
 only PATH, HOME and the locale from the forge's environment (never a token), and its exit
-status becomes the run's conclusion, the last lines of its output the run's text.
+status becomes the run's conclusion, the last lines of its output the run's text. Stopping
+the forge ends a command still running (its whole process group) and posts nothing for it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +29,8 @@ if TYPE_CHECKING:
 
 _PASSED_ON = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
 TAIL_CHARS = 3000
+STOP_POLL_S = 0.2  # how often a running command looks whether CI was asked to stop
+STOP_JOIN_S = 10.0  # how long `stop` waits for the scan to wind down
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,12 @@ class LocalCI:
         """Run the command on every head not yet run, and post each result."""
         results = []
         for owner, name, number, sha in self.pending():
-            conclusion, tail = self._run(self.forge.repo_path(owner, name), sha)
+            if self._stop.is_set():
+                break
+            ran = self._run(self.forge.repo_path(owner, name), sha)
+            if ran is None:
+                break  # stopped while it ran: no result to post
+            conclusion, tail = ran
             summary = f"`{self.command}` {'passed' if conclusion == 'success' else 'failed'}"
             body = {
                 "name": self.name,
@@ -93,7 +104,7 @@ class LocalCI:
             results.append(CiResult(f"{owner}/{name}", number, sha, conclusion, tail))
         return results
 
-    def _run(self, bare: Path, sha: str) -> tuple[str, str]:
+    def _run(self, bare: Path, sha: str) -> tuple[str, str] | None:
         work = Path(tempfile.mkdtemp(prefix="forge-ci-"))
         checkout = work / "w"
         repo = bare.absolute()
@@ -101,26 +112,42 @@ class LocalCI:
         try:
             run_git(repo, *git, "worktree", "add", "--detach", "--quiet", str(checkout), sha)
             env = {k: v for k, v in os.environ.items() if k in _PASSED_ON}
-            try:
-                done = subprocess.run(
-                    self.command,
-                    shell=True,
-                    cwd=checkout,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=self.timeout_s,
-                    stdin=subprocess.DEVNULL,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                return "timed_out", f"no result after {self.timeout_s:.0f} s"
-            said = (done.stdout + done.stderr)[-TAIL_CHARS:]
-            return ("success" if done.returncode == 0 else "failure"), said
+            return self._command(checkout, env)
         finally:
             run_git(repo, *git, "worktree", "remove", "--force", str(checkout), check=False)
             shutil.rmtree(work, ignore_errors=True)
             run_git(repo, *git, "worktree", "prune", check=False)
+
+    def _command(self, checkout: Path, env: dict[str, str]) -> tuple[str, str] | None:
+        """The command in `checkout`: (conclusion, output tail), or None when `stop` came
+        first. It runs in a process group of its own, ended whole on a timeout or a stop."""
+        deadline = time.monotonic() + self.timeout_s
+        with subprocess.Popen(
+            self.command,
+            shell=True,
+            cwd=checkout,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        ) as proc:
+            while True:
+                try:
+                    out, _ = proc.communicate(timeout=STOP_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    if not self._stop.is_set() and time.monotonic() < deadline:
+                        continue
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # its own group: the command's
+                proc.communicate()
+                if self._stop.is_set():
+                    return None
+                return "timed_out", f"no result after {self.timeout_s:.0f} s"
+        said = (out or "")[-TAIL_CHARS:]
+        return ("success" if proc.returncode == 0 else "failure"), said
 
     def start(self, interval_s: float = 1.0) -> None:
         """Scan in the background every `interval_s` seconds until `stop`."""
@@ -133,6 +160,7 @@ class LocalCI:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop scanning; a command running now is ended, and its result not posted."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=self.timeout_s + 5)
+            self._thread.join(timeout=STOP_JOIN_S)

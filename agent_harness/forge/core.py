@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent_harness.forge import checks, issues, protection, pulls, repos, reviews, search
+from agent_harness.forge import checks, issues, protection, pulls, repos, reviews, search, timeline
 from agent_harness.forge.accounting import RequestLog
 from agent_harness.forge.db import ForgeDB
 from agent_harness.forge.errors import ApiError, ForgeDataError, ForgeError
@@ -44,12 +44,31 @@ def bare_repo_path(data_dir: Path, owner: str, name: str) -> Path:
     return data_dir / "git" / owner.lower() / f"{name.lower()}.git"
 
 
+def _checked_collaborators(
+    collaborators: Mapping[str, str], login: str, token: str, read_only_token: str | None
+) -> dict[str, str]:
+    """The collaborators (login -> token), refused when one is the forge's own user, named
+    twice (logins ignore case) or shares a token with another user."""
+    others = dict(collaborators)
+    clash = [name for name in others if name.lower() == login.lower()]
+    if clash:
+        raise ForgeError(f"collaborator {clash[0]} is the forge's own user")
+    if len({name.lower() for name in others}) < len(others):
+        raise ForgeError("a collaborator is named twice (logins ignore case)")
+    tokens = [t for t in (token, read_only_token) if t is not None] + list(others.values())
+    if others and len(set(tokens)) < len(tokens):
+        raise ForgeError("each collaborator needs a token of its own, used by no other user")
+    return others
+
+
 class Forge:
     """A GitHub-compatible tracker and git host living in `data_dir`.
 
     `token` may read and write as user `login`; `read_only_token`, if given, may only read (its
-    writes get 403, like a token without push access). Names other than `login` are
-    organizations, created on first use.
+    writes get 403, like a token without push access). `collaborators` maps more logins to
+    their tokens: users with push access to every repository, such as a second person who may
+    approve what `login` opened (GitHub refuses an approval by the pull request's author).
+    Other names are organizations, created on first use.
     """
 
     def __init__(
@@ -61,8 +80,10 @@ class Forge:
         *,
         login: str = "forge-user",
         read_only_token: str | None = None,
+        collaborators: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        others = _checked_collaborators(collaborators or {}, login, token, read_only_token)
         self.data_dir = Path(data_dir)
         try:
             (self.data_dir / "git").mkdir(parents=True, exist_ok=True)
@@ -72,6 +93,7 @@ class Forge:
         self.token = token
         self.read_only_token = read_only_token
         self.login = login
+        self.collaborators = others
         self.clock = clock
         self.sleep = sleep
         self.limiter = RateLimiter(rate_limit, clock)
@@ -86,12 +108,28 @@ class Forge:
         # pages of a forge that is serving on a passing port (see forge/local.py).
         self.web_url: str | None = None
         self.router = Router()
-        for module in (checks, protection, repos, issues, pulls, reviews, search):
+        for module in (checks, protection, repos, issues, pulls, reviews, search, timeline):
             module.register(self.router)
-        with self.db.transaction():
-            self._ensure_user(login, "User")
+        try:
+            # Looked up once: every rendered author is checked against them.
+            self.collaborator_ids = self._accounts()
+        except ForgeError:
+            self.db.close()
+            raise
 
     # -- time, accounts -----------------------------------------------------------------------
+    def _accounts(self) -> frozenset[int]:
+        """Make the forge's own user and the collaborators; the collaborators' user ids."""
+        ids: set[int] = set()
+        with self.db.transaction():
+            for name in (self.login, *self.collaborators):
+                row = self._ensure_user(name, "User")
+                if row["type"] != "User":
+                    raise ForgeError(f"{name} is an organization on this forge, not a user")
+                if name != self.login:
+                    ids.add(int(row["id"]))
+        return frozenset(ids)
+
     def now(self) -> str:
         return datetime.fromtimestamp(self.clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -122,11 +160,16 @@ class Forge:
             user = self.db.one("SELECT * FROM users WHERE login = ?", self.login)
             assert user is not None
             return user, token == self.token
+        for login, known in self.collaborators.items():
+            if token == known:
+                user = self.db.one("SELECT * FROM users WHERE login = ?", login)
+                assert user is not None
+                return user, True
         return None
 
     # -- repositories -------------------------------------------------------------------------
     def renderer(self) -> Renderer:
-        return Renderer(self.db, self.api_url, self.web_url)
+        return Renderer(self.db, self.api_url, self.web_url, self.collaborator_ids)
 
     def repo_path(self, owner: str, name: str) -> Path:
         return bare_repo_path(self.data_dir, owner, name)

@@ -7,6 +7,7 @@ with `git merge-tree --write-tree` and written with `commit-tree`, so no worktre
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import tempfile
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent_harness.forge.errors import ForgeError
+from agent_harness.git.refs import RefFiles, Unreadable
 from agent_harness.git.runner import GitResult, run_git
 
 _SEP = "\x1f"
@@ -95,6 +97,8 @@ class _CommitFacts:
 
 
 _FACTS = _CommitFacts()
+# Bare repository path -> the reader of its ref files (see BareRepo._ref_files).
+_REF_FILES: dict[str, RefFiles] = {}
 
 
 class BareRepo:
@@ -143,9 +147,26 @@ class BareRepo:
         text = "".join(f"{mode} {kind} {sha}\t{name}\n" for mode, kind, sha, name in entries)
         return self._git("mktree", input=text).stdout.strip()
 
+    def _ref_files(self) -> RefFiles:
+        """The repository's ref files; `Unreadable` when git must be asked instead. Its
+        layout is looked at once per path (a request makes a BareRepo of its own)."""
+        key = str(self.path)
+        reader = _REF_FILES.get(key)
+        if reader is None:
+            reader = _REF_FILES[key] = RefFiles(self.path, bare=True)
+        return reader
+
     def resolve(self, ref: str) -> str | None:
         """The commit a branch name, full ref or sha points at, or None."""
         candidates = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", ref]
+        if candidates[0].startswith("refs/heads/"):
+            # A branch is read from its file, as git would (no process); a sha, a tag or an
+            # unusual layout is asked of git.
+            with contextlib.suppress(Unreadable):
+                sha = self._ref_files().resolve(candidates[0])
+                if sha is not None or ref.startswith("refs/"):
+                    return sha
+                candidates = candidates[1:]
         for candidate in candidates:
             proc = self._git(
                 "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}", ok=(0, 1, 128)
@@ -156,6 +177,8 @@ class BareRepo:
 
     def refs(self, prefix: str = "refs/heads/") -> dict[str, str]:
         """Full ref name -> sha for every ref under `prefix`."""
+        with contextlib.suppress(Unreadable):
+            return self._ref_files().under(prefix)
         out = self._git("for-each-ref", "--format=%(refname) %(objectname)", prefix).stdout
         pairs = (line.split(" ", 1) for line in out.splitlines() if line)
         return {name: sha for name, sha in pairs}

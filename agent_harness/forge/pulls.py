@@ -86,7 +86,7 @@ def render_pull(
         "requested_teams": [],
         **_head_and_base(call, ctx, pull, head_sha, base_sha),
         "_links": {name: {"href": href} for name, href in links.items()},
-        "author_association": "OWNER",
+        "author_association": as_issue["author_association"],
         "auto_merge": None,
         "draft": bool(pull["draft"]),
     }

@@ -2,8 +2,9 @@
 
 A review approves, requests changes or comments, on the head commit it was given (or the
 pull's head); its line comments are review comments with a `path` and a `line` of the pull's
-diff. Submitting either moves the pull request's `updated_at`, as on GitHub, so a client
-listing pull requests by update sees it.
+diff. The pull request's author may comment but not approve or request changes. Submitting
+either moves the pull request's `updated_at`, as on GitHub, so a client listing pull requests
+by update sees it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 from agent_harness.forge.shapes import node_id
 
 EVENTS = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}
+# A pull request's author may comment on it but neither approve it nor ask it to change; GitHub
+# answers 422 with these words.
+_NOT_BY_THE_AUTHOR = {
+    "APPROVE": "Can not approve your own pull request",
+    "REQUEST_CHANGES": "Can not request changes on your own pull request",
+}
 
 
 def register(router: Router) -> None:
@@ -52,7 +59,7 @@ def render_review(call: Call, ctx: RepoContext, number: int, row: sqlite3.Row) -
         "_links": {"html": {"href": html}, "pull_request": {"href": pull_url}},
         "submitted_at": row["submitted_at"],
         "commit_id": row["commit_id"],
-        "author_association": "OWNER",
+        "author_association": call.render.association(row["user_id"]),
     }
 
 
@@ -75,7 +82,7 @@ def render_comment(call: Call, ctx: RepoContext, number: int, row: sqlite3.Row) 
         "updated_at": row["updated_at"],
         "html_url": html,
         "pull_request_url": pull_url,
-        "author_association": "OWNER",
+        "author_association": call.render.association(row["user_id"]),
         "_links": {
             "self": {"href": url},
             "html": {"href": html},
@@ -107,6 +114,8 @@ def create_review(call: Call) -> Reply:
     event = data.get("event")
     if event is not None and event not in EVENTS:
         raise validation_failed("PullRequestReview", "event", "invalid")
+    if event in _NOT_BY_THE_AUTHOR and issue["user_id"] == call.user["id"]:
+        raise ApiError(422, "Unprocessable Entity", [_NOT_BY_THE_AUTHOR[event]])
     body = data.get("body") or ""
     if event in ("REQUEST_CHANGES", "COMMENT") and not body and not data.get("comments"):
         raise ApiError(422, "Unprocessable Entity", ["Body is required for this event"])

@@ -31,10 +31,17 @@ class Renderer:
     for good, which outlives a forge started for one command on a passing port.
     """
 
-    def __init__(self, db: ForgeDB, api: str, web: str | None = None) -> None:
+    def __init__(
+        self,
+        db: ForgeDB,
+        api: str,
+        web: str | None = None,
+        collaborators: frozenset[int] = frozenset(),
+    ) -> None:
         self.db = db
         self.api = api.rstrip("/")
         self.html = (web or api).rstrip("/") + "/_html"
+        self.collaborators = collaborators  # ids of users with push access who own nothing
 
     # -- users --------------------------------------------------------------------------
     def user(self, row: sqlite3.Row | None) -> dict[str, Any] | None:
@@ -62,6 +69,11 @@ class Renderer:
             "type": row["type"],
             "site_admin": False,
         }
+
+    def association(self, user_id: int) -> str:
+        """The author's relation to the repository, as GitHub labels it: the forge's own user
+        is treated as the owner everywhere, a collaborator as a collaborator."""
+        return "COLLABORATOR" if user_id in self.collaborators else "OWNER"
 
     def user_by_id(self, user_id: int | None) -> dict[str, Any] | None:
         if user_id is None:
@@ -257,7 +269,7 @@ class Renderer:
             "created_at": row["created_at"],
             "updated_at": row["updated_at"],
             "closed_by": self.user_by_id(row["closed_by_id"]),
-            "author_association": "OWNER",
+            "author_association": self.association(row["user_id"]),
             "timeline_url": f"{url}/timeline",
             "reactions": _no_reactions(f"{url}/reactions"),
             # Nothing on the forge acts as a GitHub App: every write is a user's own.
@@ -285,7 +297,7 @@ class Renderer:
             "user": self.user_by_id(row["user_id"]),
             "created_at": row["created_at"],
             "updated_at": row["updated_at"],
-            "author_association": "OWNER",
+            "author_association": self.association(row["user_id"]),
         }
 
     # -- git ----------------------------------------------------------------------------

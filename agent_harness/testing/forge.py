@@ -3,6 +3,8 @@
 `running_forge(tmp_path)` starts a `ForgeServer` on an ephemeral loopback port and yields the
 forge (for faults, accounting, direct helpers), the server (for `api_url`) and a PyGithub
 client built to fail fast: no urllib3 retries and no client-side throttling between calls.
+The forge knows a second user, COLLABORATOR (`make_client(api_url, COLLABORATOR_TOKEN)`), for
+what GitHub lets nobody do to their own pull request, such as approving it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from agent_harness.forge import Forge, ForgeServer
 
 TOKEN = "forge-token"
 READ_ONLY_TOKEN = "forge-read-token"
+# A second person with push access: who approves what the forge's own user opened.
+COLLABORATOR = "forge-reviewer"
+COLLABORATOR_TOKEN = "forge-reviewer-token"
 
 
 class RecordingSleep:
@@ -48,6 +53,13 @@ def make_client(api_url: str, token: str = TOKEN, **options: Any) -> Any:
     return Github(auth=Auth.Token(token), base_url=api_url, **(settings | options))
 
 
+def collaborator_pull(running: RunningForge, pull: Any) -> Any:
+    """`pull` (a PyGithub PullRequest) as COLLABORATOR sees it: for reviews its author may not
+    give. The client lives as long as the object it returned."""
+    client = make_client(running.server.api_url, COLLABORATOR_TOKEN)
+    return client.get_repo(pull.base.repo.full_name).get_pull(pull.number)
+
+
 @contextmanager
 def running_forge(
     data_dir: Path,
@@ -65,6 +77,7 @@ def running_forge(
         clock=clock,
         sleep=sleep,
         read_only_token=read_only_token,
+        collaborators={COLLABORATOR: COLLABORATOR_TOKEN},
     )
     server = ForgeServer(forge, host="127.0.0.1", port=0)
     with server:

@@ -15,36 +15,67 @@ import pytest
 from agent_harness.cli import main
 
 
-def start_serving(*args: str) -> tuple[subprocess.Popen[str], str]:
-    """`agent-harness forge serve ARGS` in the background, and the first line it printed."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_harness", "forge", "serve", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def start_serving(*args: str, deaf_to_ctrl_c: bool = False) -> tuple[subprocess.Popen[str], str]:
+    """`agent-harness forge serve ARGS` in the background, and the first line it printed; with
+    `deaf_to_ctrl_c`, started as a script's background job is, with SIGINT ignored."""
+    command = [sys.executable, "-m", "agent_harness", "forge", "serve", *args]
+    if deaf_to_ctrl_c:  # an ignored signal stays ignored across exec
+        command = ["/bin/sh", "-c", 'trap "" INT; exec "$@"', "sh", *command]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     return proc, proc.stdout.readline()
 
 
 @pytest.mark.acceptance
 def test_serve_prints_the_url_answers_requests_and_stops_on_ctrl_c(tmp_path: Path) -> None:
-    proc, first = start_serving("--data", str(tmp_path), "--port", "0", "--token", "t0k")
+    proc, first = start_serving(
+        "--data", str(tmp_path), "--port", "0", "--token", "t0k", "--collaborator", "ann=ann-t0k"
+    )
     try:
         assert proc.stdout is not None
         assert first.startswith("forge serving http://127.0.0.1:")
         url = first.split()[2]
-        assert f"GITHUB_API_URL={url}" in proc.stdout.readline()
-        req = urllib.request.Request(f"{url}/user", headers={"Authorization": "token t0k"})
-        with urllib.request.urlopen(req, timeout=5) as response:
-            assert json.loads(response.read())["login"] == "forge-user"
+        banner: list[str] = []
+        while not banner or banner[-1] not in ("", "  Ctrl-C to stop\n"):  # "": it ended
+            banner.append(proc.stdout.readline())
+        assert f"GITHUB_API_URL={url}" in banner[0]
+        assert "  collaborators: ann\n" in banner
+        for token, login in (("t0k", "forge-user"), ("ann-t0k", "ann")):
+            req = urllib.request.Request(f"{url}/user", headers={"Authorization": f"token {token}"})
+            with urllib.request.urlopen(req, timeout=5) as response:
+                assert json.loads(response.read())["login"] == login
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=10)
     finally:
         proc.kill()
     assert proc.returncode == 0, err
     assert "forge stopped" in out
+    assert "ann-t0k" not in "".join(banner) + out + err
     assert (tmp_path / "forge.sqlite3").exists()
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize(
+    ("stop", "deaf_to_ctrl_c"),
+    [(signal.SIGTERM, False), (signal.SIGINT, True)],
+    ids=["kill", "ctrl-c-as-a-background-job"],
+)
+def test_serve_stops_cleanly_on_kill_and_on_ctrl_c_as_a_scripts_background_job(
+    tmp_path: Path, stop: signal.Signals, deaf_to_ctrl_c: bool
+) -> None:
+    proc, first = start_serving(
+        "--data", str(tmp_path), "--port", "0", deaf_to_ctrl_c=deaf_to_ctrl_c
+    )
+    try:
+        assert first.startswith("forge serving ")
+        assert proc.stdout is not None
+        while proc.stdout.readline() not in ("", "  Ctrl-C to stop\n"):
+            pass  # the handlers are in place once it says how to stop it
+        proc.send_signal(stop)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out, err) == (0, "forge stopped\n", "")
 
 
 @pytest.mark.integration
@@ -57,6 +88,32 @@ def test_port_in_use_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFix
     err = capsys.readouterr().err
     assert code == 1
     assert err.strip() == f"error: forge cannot listen on 127.0.0.1:{port}: Address already in use"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (["s3cret-no-login"], "expects LOGIN=TOKEN, with no '=' given"),
+        (["=s3cret"], "needs LOGIN=TOKEN: a login without spaces, then a token"),
+        (["ann=s3cret", "ann=s3cret2"], "ann is named twice"),
+        (["forge-user=s3cret"], "collaborator forge-user is the forge's own user"),
+        (["Forge-User=s3cret"], "collaborator Forge-User is the forge's own user"),
+        (["ann=s3cret", "Ann=s3cret2"], "a collaborator is named twice (logins ignore case)"),
+        (["s3cret="], "needs LOGIN=TOKEN: a login without spaces, then a token"),
+        (["ann=s3cret", "bob=s3cret"], "each collaborator needs a token of its own"),
+        (["ann=forge-token"], "each collaborator needs a token of its own"),
+    ],
+)
+def test_a_collaborator_given_wrongly_is_one_line_error_that_never_shows_its_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: list[str], said: str
+) -> None:
+    args = [arg for spec in given for arg in ("--collaborator", spec)]
+    code = main(["forge", "serve", "--data", str(tmp_path / "data"), "--port", "0", *args])
+    err = capsys.readouterr().err
+    assert code != 0 and said in err
+    assert "s3cret" not in err and "forge-token" not in err
+    assert not (tmp_path / "data").exists()  # nothing made
 
 
 @pytest.mark.unit

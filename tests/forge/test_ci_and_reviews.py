@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from github import GithubException
 
-from agent_harness.testing.forge import RunningForge
+from agent_harness.testing.forge import COLLABORATOR, RunningForge, collaborator_pull
 from tests.forge.test_pulls import git, push_branch
 
 pytestmark = pytest.mark.integration
@@ -66,7 +66,15 @@ def test_reviews_line_comments_and_mergeable_state(
     assert pushed.updated_at > before and pushed.head.sha == git(clone, "rev-parse", "HEAD")
     before = pushed.updated_at
     hub.forge.clock.advance(5)  # type: ignore[attr-defined]
-    review = pull.create_review(
+    for event, words in (
+        ("APPROVE", "Can not approve your own pull request"),
+        ("REQUEST_CHANGES", "Can not request changes on your own pull request"),
+    ):  # as on GitHub, its author may comment on a pull request but not judge it
+        with pytest.raises(GithubException) as own:
+            pull.create_review(body="mine", event=event)
+        assert own.value.status == 422 and own.value.data["errors"] == [words]
+    assert list(pull.get_reviews()) == []
+    review = collaborator_pull(hub, pull).create_review(
         body="Please fix",
         event="REQUEST_CHANGES",
         comments=[
@@ -75,6 +83,10 @@ def test_reviews_line_comments_and_mergeable_state(
         ],
     )
     assert review.state == "CHANGES_REQUESTED"
+    assert (review.user.login, review.raw_data["author_association"]) == (
+        COLLABORATOR,
+        "COLLABORATOR",
+    )
     assert repo.get_pull(pull.number).updated_at > before  # a review moves updated_at
     comments = [(c.path, c.line, c.body) for c in pull.get_review_comments()]
     assert comments == [("a.txt", 1, "say uno"), ("a.txt", 2, "say dos")]
@@ -110,7 +122,7 @@ def test_branch_protection_is_met_by_a_merge_or_refused_with_405(
     with pytest.raises(GithubException) as unreviewed:
         pull.merge()
     assert "approving review" in unreviewed.value.data["message"]
-    pull.create_review(event="APPROVE")
+    collaborator_pull(hub, pull).create_review(event="APPROVE")
     assert pull.merge().merged
     main.remove_protection()
     with pytest.raises(GithubException) as gone:
@@ -188,3 +200,68 @@ def test_local_ci_runs_on_each_new_head_once_and_posts_a_check_run(
     fixed = git(clone, "rev-parse", "HEAD")
     [passed] = ci.scan_once()
     assert (passed.sha, passed.conclusion) == (fixed, "success")
+
+
+def test_a_collaborator_is_a_user_of_its_own_whatever_the_case_it_is_given_in(
+    hub: RunningForge, tmp_path: Path
+) -> None:
+    from agent_harness.forge import Forge
+    from agent_harness.forge.errors import ForgeError
+
+    hub.github.get_organization("acme")  # an organization springs into being on first use
+    with pytest.raises(ForgeError, match="acme is an organization on this forge, not a user"):
+        Forge(tmp_path / "forge", token="t1", collaborators={"acme": "t2"})
+    again = Forge(tmp_path / "forge", token="t1", collaborators={"Forge-Reviewer": "t2"})
+    try:
+        row = again.db.one("SELECT id FROM users WHERE login = ?", "forge-reviewer")
+        assert row is not None and again.renderer().association(row["id"]) == "COLLABORATOR"
+    finally:
+        again.close()
+
+
+def running(pid: str) -> bool:
+    """Whether process `pid` runs (a zombie, ended but not yet reaped by whoever adopted it,
+    does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def blocked_ci(hub: RunningForge, repo: Any, clone: Path, pids: Path, **options: Any) -> Any:
+    """A pull request, and local CI whose command starts a child, writes both pids to `pids`,
+    and blocks until it is ended; (the head's sha, the CI)."""
+    from agent_harness.forge.ci import LocalCI
+
+    sha = push_branch(clone, "feature", "a.txt", "one\n")
+    repo.create_pull(title="f", body="", head="feature", base="main")
+    return sha, LocalCI(hub.forge, f"sleep 600 & echo $$ $! > {pids}; wait", **options)
+
+
+def test_stopping_local_ci_ends_a_command_still_running_and_posts_nothing(
+    hub: RunningForge, repo: Any, clone: Path, tmp_path: Path
+) -> None:
+    import time
+
+    pids = tmp_path / "pids"
+    sha, ci = blocked_ci(hub, repo, clone, pids)
+    ci.start(interval_s=0.01)
+    deadline = time.monotonic() + 60  # a fail-safe, not a measurement
+    while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    shell, child = pids.read_text().split()
+    ci.stop()
+    assert ci._thread is not None and not ci._thread.is_alive()
+    assert not running(shell) and not running(child)
+    assert list(repo.get_commit(sha).get_check_runs()) == []  # no result was made up
+
+
+def test_a_local_ci_command_past_its_time_is_ended_with_its_children(
+    hub: RunningForge, repo: Any, clone: Path, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids"
+    sha, ci = blocked_ci(hub, repo, clone, pids, timeout_s=0.5)
+    [ran] = ci.scan_once()
+    assert (ran.sha, ran.conclusion) == (sha, "timed_out")
+    assert not any(running(pid) for pid in pids.read_text().split())

@@ -8,6 +8,7 @@ rewritten to JSON Schema before validating with `jsonschema`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,7 +20,12 @@ from typing import Any
 import pytest
 from github import GithubException
 
-from agent_harness.testing.forge import READ_ONLY_TOKEN, RunningForge, make_client
+from agent_harness.testing.forge import (
+    READ_ONLY_TOKEN,
+    RunningForge,
+    collaborator_pull,
+    make_client,
+)
 
 pytestmark = [pytest.mark.npm, pytest.mark.integration]
 
@@ -119,7 +125,7 @@ def exercise(hub: RunningForge, tmp_path: Path) -> None:
         subprocess.run(["git", "commit", "-q", "-m", branch], cwd=work, check=True, env=env)
         subprocess.run(["git", "push", "-q", "origin", branch], cwd=work, check=True, env=env)
     pull = repo.create_pull(title="feature", body="b", head="feature", base="main")
-    exercise_ci_and_reviews(gh, repo, pull)
+    exercise_ci_and_reviews(gh, repo, pull, collaborator_pull(hub, pull))
     list(repo.get_pulls(state="all"))
     repo.get_pull(pull.number).edit(body="edited")
     repo.compare("main", "feature")
@@ -154,8 +160,9 @@ def exercise(hub: RunningForge, tmp_path: Path) -> None:
         repo.get_labels().totalCount  # noqa: B018
 
 
-def exercise_ci_and_reviews(gh: Any, repo: Any, pull: Any) -> None:
-    """Statuses, check runs, reviews, line comments, protection, search, lock."""
+def exercise_ci_and_reviews(gh: Any, repo: Any, pull: Any, as_reviewer: Any) -> None:
+    """Statuses, check runs, reviews (the author's own refused), line comments, protection,
+    search, lock. `as_reviewer` is `pull` as a user other than its author sees it."""
     sha = pull.head.sha
     commit = repo.get_commit(sha)
     commit.create_status("failure", context="tests", description="2 failed")
@@ -165,7 +172,9 @@ def exercise_ci_and_reviews(gh: Any, repo: Any, pull: Any) -> None:
     run.edit(conclusion="success", output={"title": "ci", "summary": "green", "text": "ok"})
     list(commit.get_check_runs())
     repo.get_check_run(run.id)
-    pull.create_review(
+    with contextlib.suppress(GithubException):
+        pull.create_review(event="APPROVE")  # 422: its own author
+    as_reviewer.create_review(
         body="fix",
         event="REQUEST_CHANGES",
         comments=[{"path": "feature.txt", "line": 1, "body": "x"}],
@@ -173,6 +182,8 @@ def exercise_ci_and_reviews(gh: Any, repo: Any, pull: Any) -> None:
     pull.create_review_comment("more", commit, "feature.txt", line=1)
     list(pull.get_reviews())
     list(pull.get_review_comments())
+    pull.create_issue_comment("a word")
+    list(pull.as_issue().get_timeline())  # commented, reviewed, line-commented
     repo.get_pull(pull.number).mergeable_state  # noqa: B018
     main = repo.get_branch("main")
     main.edit_protection(strict=False, contexts=["ci"])
