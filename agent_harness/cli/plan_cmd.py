@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ Examples:
   agent-harness plan PLAN.md                         # table of items + lines not read
   agent-harness plan PLAN.md --json                  # the same as JSON
   agent-harness plan PLAN.md --backlog backlog.json  # write the backlog
+  agent-harness plan .kiro/specs/links/tasks.md      # Kiro's numbered tasks (key: links)
+  agent-harness plan .taskmaster/tasks/tasks.json    # Taskmaster's tasks (tag master)
   agent-harness plan PLAN.md --repo me/app --forge local            # offline tracker
   agent-harness plan PLAN.md --repo owner/name --dry-run            # what would change
   agent-harness plan PLAN.md --repo owner/name                      # mirror to GitHub
@@ -55,7 +58,8 @@ Examples:
 @click.option(
     "--plan-key",
     metavar="KEY",
-    help="Scopes this plan's issues so several plans can share a repo (default: file stem).",
+    help="Scopes this plan's issues so several plans can share a repo (default: file stem; "
+    "a Kiro spec's .kiro/specs/SPEC/tasks.md: SPEC).",
 )
 @click.option(
     "--db",
@@ -78,10 +82,12 @@ def plan(
     forge: str | None,
     github_url: str | None,
 ) -> int:
-    """Parse PLAN (markdown or backlog.json) and show its items, or sync them with --repo.
+    """Parse PLAN (markdown, backlog.json or Taskmaster's tasks.json) and show its items, or
+    sync them with --repo.
 
     Items are headings (`### T1: Title`), checkboxes (`- [ ] T1 Title`) or rows of a table
-    with an `id` column. Lines that look like items or metadata but could not be read are
+    with an `id` column; a file of numbered tasks only (Kiro's tasks.md: `- [ ] 2.1 Title`)
+    is read by its numbers. Lines that look like items or metadata but could not be read are
     listed with their line numbers. Duplicate ids and dependency cycles are refused (exit 3).
 
     With --repo, each item becomes one issue, found again by a hidden marker (never by title):
@@ -153,13 +159,14 @@ def _sync_lock(store: Store | None, repo: str, key: str) -> Iterator[None]:
 def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
     from agent_harness.cli.plan_view import render_adoptions, render_sync
     from agent_harness.cli.settings_opts import load_cli_settings
-    from agent_harness.plan.model import Plan
+    from agent_harness.plan.model import Plan, default_plan_key
     from agent_harness.tracker.adopt import adopt_duplicates
     from agent_harness.tracker.sync import sync_plan
 
     assert isinstance(parsed, Plan)
     settings = load_cli_settings().settings
-    key = opts.plan_key or settings.tracker.plan_key or Path(parsed.source).stem
+    given_key = opts.plan_key or settings.tracker.plan_key
+    key = given_key or default_plan_key(Path(os.path.abspath(parsed.source)))
     err = console(stderr=True)
     adoptions = []
     store = _runs_store(settings, opts)

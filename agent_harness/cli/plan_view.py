@@ -29,12 +29,15 @@ def _cut(text: str) -> str:
 
 
 def render_plan(out: Console, plan: Plan) -> None:
+    notes = list(plan.notes)
     if plan.items:
         out.print(_items_table(plan))
         _say_more(out, len(plan.items), "item")
     else:
         # An empty table says less than the plain word on why there is nothing in it.
-        out.print(escape(f"{plan.source}: {plan.notes[0] if plan.notes else '0 items'}"))
+        out.print(escape(f"{plan.source}: {notes.pop(0) if notes else '0 items'}"))
+    for note in notes:  # how the file was read, when it was read unusually
+        out.print(escape(f"note: {note}"))
     if plan.unread:
         report = Table(title=_count(len(plan.unread), "line") + " not read", title_justify="left")
         report.add_column("line", justify="right")

@@ -54,7 +54,8 @@ Examples:
     "plan_paths",
     multiple=True,
     type=click.Path(path_type=Path),
-    help="The plan (markdown or backlog.json). Repeat it to run several plans in one fleet, "
+    help="The plan (markdown, backlog.json or Taskmaster's tasks.json). Repeat it to run "
+    "several plans in one fleet, "
     "one project each (key: the file name), fair between them. Without it: the config "
     "file's [[projects]].",
 )
@@ -95,7 +96,12 @@ Examples:
     help="Agents at once over all plans; a free slot goes to each plan in turn.",
 )
 @click.option("--only", "only", multiple=True, metavar="ID", help="Run only these items.")
-@click.option("--plan-key", metavar="KEY", help="Plan key of the issues (default: file stem).")
+@click.option(
+    "--plan-key",
+    metavar="KEY",
+    help="Plan key of the issues (default: file stem; a Kiro spec's .kiro/specs/SPEC/tasks.md: "
+    "SPEC).",
+)
 @click.option("--max-attempts", type=click.IntRange(1, 100), help="Attempts per item.")
 @click.option("--agent-timeout", "agent_timeout", type=float, help="Seconds per agent run.")
 @click.option(

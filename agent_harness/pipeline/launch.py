@@ -8,6 +8,7 @@ unknown model vendor, a `--work` that is not a usable git repository.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -316,6 +317,7 @@ def _plans(
     """Each project with its plan key and plan (`given` instead of the file's, for a run of
     one plan); refuses keys two plans of one repository share and --only ids no plan has."""
     from agent_harness.plan.backlog import load_plan
+    from agent_harness.plan.model import default_plan_key
 
     chosen = targets(request, settings)
     if given is not None and len(chosen) != 1:
@@ -328,7 +330,9 @@ def _plans(
     loaded = [
         (
             target,
-            request.plan_key or settings.tracker.plan_key or target.plan.stem,
+            request.plan_key
+            or settings.tracker.plan_key
+            or default_plan_key(Path(os.path.abspath(target.plan))),
             load_plan(target.plan) if given is None else given,
         )
         for target in chosen

@@ -2,7 +2,7 @@
 
 A backlog holds the items, the report of unread lines and where the plan came from, so the
 round trip plan -> backlog -> items loses nothing. `load_plan` accepts either form, which is
-why every command that takes a plan also takes a backlog.json.
+why every command that takes a plan also takes a backlog.json (or Taskmaster's tasks.json).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from agent_harness.errors import InputError
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.plan.model import Notice, Plan, WorkItem
 from agent_harness.plan.source import read_plan_text
+from agent_harness.plan.taskmaster import from_taskmaster, is_taskmaster
 
 BACKLOG_FORMAT = "agent-harness/backlog"
 BACKLOG_VERSION = 1
@@ -86,8 +87,11 @@ def loads(text: str, source: str = "backlog.json") -> Plan:
         # The decoder recurses per bracket: a hostile file of 100,000 `[` gets here.
         raise InputError(f"{source} is not a backlog: its JSON is nested too deeply") from None
     if not isinstance(raw, dict) or raw.get("format") != BACKLOG_FORMAT:
+        if is_taskmaster(raw):
+            return from_taskmaster(raw, text, source)
         raise InputError(
-            f'{source} is not an agent-harness backlog (no "format": "{BACKLOG_FORMAT}")'
+            f'{source} is not an agent-harness backlog (no "format": "{BACKLOG_FORMAT}") '
+            "nor a Taskmaster tasks.json (no tasks list)"
         )
     version = raw.get("version")
     if not isinstance(version, int) or version > BACKLOG_VERSION:

@@ -36,6 +36,7 @@ from agent_harness.plan.grammar import (
     read_title,
 )
 from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value
+from agent_harness.plan.numbered import READ_NOTE, fold_groups, numbered_task
 from agent_harness.plan.source import read_plan_text
 
 if TYPE_CHECKING:
@@ -132,7 +133,15 @@ def parse_plan(text: str, source: str = "<string>") -> Plan:
     tokens = _markdown().parse(text)
     walker = _Walker(lines)
     walker.walk(tokens)
-    return walker.finish(source)
+    if walker.drafts or not walker.numbered_seen:
+        return walker.finish(source)
+    # No item of the usual forms, but numbered tasks: read them as items (see plan.numbered).
+    # A number used twice is refused as a named id would be: syncing a plan that lost its
+    # items to a typo would leave every issue of it orphaned.
+    numbered = _Walker(lines, numbered=True)
+    numbered.walk(tokens)
+    plan = fold_groups(numbered.finish(source))
+    return plan.model_copy(update={"notes": (READ_NOTE, *plan.notes)})
 
 
 def _normalise(text: str) -> str:
@@ -155,8 +164,10 @@ def _normalise(text: str) -> str:
 class _Walker:
     """One pass over the token stream, collecting item drafts and metadata lines."""
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], *, numbered: bool = False) -> None:
         self.lines = lines
+        self.numbered = numbered  # numbered checkboxes are items (see plan.numbered)
+        self.numbered_seen = 0  # checkboxes that would be items if they were
         self.drafts: list[_Draft] = []
         self.metas: list[_Meta] = []
         self.unread: list[Notice] = []
@@ -351,14 +362,23 @@ class _Walker:
         done = box.group(1) != " "
         first_line, _, _rest = box.group(2).partition("\n")
         match = CHECKBOX_ITEM.match(first_line.strip())
+        task = None if match else numbered_task(first_line)
+        if task is not None:
+            self.numbered_seen += 1
+        marked: tuple[str, ...] = ()  # labels a numbered task's own mark gives
         if match and match.group(1)[-1].isdigit():
-            draft = _Draft(match.group(1), "", start, start + 1, end, "checkbox", done=done)
-            draft.read_title(match.group(2))
-            self._add_draft(draft)
-            # Lines right under the checkbox, in its own paragraph, may be metadata too.
-            self._take_metas(self._meta_lines(inline, start, skip=1))
+            item_id, title = match.group(1), match.group(2)
+        elif task is not None and self.numbered:
+            item_id, title, marked = task
         else:
             self.loose_checkboxes.append((start, first_line.strip()))
+            return
+        draft = _Draft(item_id, "", start, start + 1, end, "checkbox", done=done)
+        draft.read_title(title)
+        draft.title_labels = (*marked, *draft.title_labels)
+        self._add_draft(draft)
+        # Lines right under the checkbox, in its own paragraph, may be metadata too.
+        self._take_metas(self._meta_lines(inline, start, skip=1))
 
     def _paragraph(self, inline: Token, para: Token) -> None:
         if ":" in inline.content:
@@ -495,7 +515,7 @@ class _Walker:
         items: list[WorkItem] = []
         for index, draft in enumerate(drafts):
             items.append(self._build(index, draft, body_end[index], dropped, seen))
-        _refuse_cycles(items, source)
+        refuse_cycles(items, source)
         self.unread.sort(key=lambda notice: notice.line)
         return Plan(
             source=source, items=tuple(items), unread=tuple(self.unread), notes=self._notes()
@@ -605,7 +625,7 @@ class _Walker:
             elif dep not in found:
                 found.append(dep)
         if unknown:
-            self._note(line0, _unknown_deps(item_id, unknown))
+            self._note(line0, unknown_deps(item_id, unknown))
         leftover = re.sub(r"[,;#()\[\]`*&+]|\band\b", " ", leftover, flags=re.IGNORECASE)
         rest = " ".join(word for word in leftover.split() if word.lower() not in NO_DEPS)
         if rest:
@@ -613,7 +633,7 @@ class _Walker:
         return found
 
 
-def _unknown_deps(item_id: str, unknown: list[str]) -> str:
+def unknown_deps(item_id: str, unknown: list[str]) -> str:
     """One notice per line, however many unknown ids it names."""
     if len(unknown) == 1:
         return f"{item_id} depends on unknown item {unknown[0]}; dependency ignored"
@@ -624,7 +644,7 @@ def _unknown_deps(item_id: str, unknown: list[str]) -> str:
     return f"{item_id} depends on {len(unknown)} unknown items ({shown}); dependencies ignored"
 
 
-def _refuse_cycles(items: list[WorkItem], source: str) -> None:
+def refuse_cycles(items: list[WorkItem], source: str) -> None:
     graph = {item.id: item.depends_on for item in items}
     state: dict[str, int] = {}  # 1 = on the current path, 2 = finished
     for root in graph:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import PurePath
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -103,3 +104,24 @@ def check_command(success_check: str | None) -> str | None:
     text = success_check.strip()
     match = re.fullmatch(r"(`+)\s*([^`]+?)\s*\1", text)
     return match.group(2) if match else None
+
+
+_PLAN_KEY = re.compile(r"[A-Za-z0-9._-]{1,64}")  # what a plan key may be (queue.projects)
+
+
+def default_plan_key(path: PurePath) -> str:
+    """The plan key a plan file's issues get unless one is given: the file's name without its
+    extension. A Kiro spec's `.kiro/specs/<spec>/tasks.md` is keyed by its spec instead: every
+    spec has a tasks.md numbered from 1, and two specs under one key would share issues. (Give
+    a path that names the spec's directories: an absolute one, or one from the repository;
+    a symbolic link keeps its own name, not its target's.)"""
+    parts = path.parts
+    if path.name == "tasks.md" and parts[-4:-2] == (".kiro", "specs"):
+        # A name a key cannot hold is spelled with dashes and marked with a hash of itself
+        # (`my spec` is `my-spec-` and 6 hex digits), so two specs never share one key.
+        name = parts[-2]
+        if _PLAN_KEY.fullmatch(name):
+            return name
+        digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+        return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', name).strip('-.')[:50]}-{digest}".lstrip("-")
+    return path.stem

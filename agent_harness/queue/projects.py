@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_harness.errors import HarnessError, UsageError
-from agent_harness.plan.model import Plan, WorkItem
+from agent_harness.plan.model import Plan, WorkItem, default_plan_key
 from agent_harness.store.database import Store
 
 _OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
@@ -92,7 +92,7 @@ class ProjectSpec(BaseModel):
 
     @property
     def key(self) -> str:
-        return self.plan_key or PurePosixPath(self.plan).stem
+        return self.plan_key or default_plan_key(PurePosixPath(self.plan))
 
     @property
     def project_id(self) -> str:

@@ -363,3 +363,37 @@ def test_plan_sync_with_a_database_that_cannot_be_opened_makes_nothing(
     err = capsys.readouterr().err
     assert code != 0 and "cannot open" in err and len(err.strip().splitlines()) == 1
     assert not (home / ".agent-harness").exists()  # no forge, no repository made
+
+
+def test_two_kiro_specs_sync_under_their_own_keys_never_into_each_others_issues(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each Kiro spec has a tasks.md numbered from 1: keyed by the file's name, the second
+    spec's task 1 would rewrite the first's issue. Each is keyed by its spec, from wherever
+    it is named."""
+    for spec, title in (("link-store", "Store links"), ("tagging", "Tag links")):
+        folder = home / ".kiro" / "specs" / spec
+        folder.mkdir(parents=True)
+        (folder / "tasks.md").write_text(f"- [ ] 1. {title}\n- [ ] 2. Document it\n")
+    sync = ["--repo", "me/app", "--forge", "local"]
+    assert main(["plan", ".kiro/specs/link-store/tasks.md", *sync]) == 0
+    assert "me/app (plan key link-store)" in capsys.readouterr().out
+    monkeypatch.setenv("AGENT_HARNESS_STATE_DIR", str(home / ".agent-harness"))
+    monkeypatch.chdir(home / ".kiro" / "specs" / "tagging")
+    assert main(["plan", "tasks.md", *sync]) == 0
+    said = capsys.readouterr().out
+    assert "me/app (plan key tagging)" in said and "2 created" in said
+    with local_forge(home / ".agent-harness") as forge:
+        issues = make_client(forge.api_url, forge.token).get_repo("me/app").get_issues()
+        titles = sorted(issue.title for issue in issues)
+    assert titles == ["1: Store links", "1: Tag links", "2: Document it", "2: Document it"]
+
+
+def test_a_plan_named_through_a_symbolic_link_keeps_the_links_name_as_its_key(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (home / "docs").mkdir()
+    (home / "PLAN.md").rename(home / "docs" / "roadmap.md")
+    (home / "PLAN.md").symlink_to(home / "docs" / "roadmap.md")
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local", "--dry-run"]) == 0
+    assert "me/app (plan key PLAN)" in capsys.readouterr().out

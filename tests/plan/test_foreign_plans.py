@@ -128,3 +128,210 @@ def test_a_ccpm_epic_lists_its_numbered_tasks_as_lines_not_read() -> None:
         "Items are `### T1: ...` headings, `- [ ] T1 ...` checkboxes or table rows with an "
         "id column",
     )
+
+
+def test_kiro_tasks_are_read_by_their_numbers_with_sub_tasks_as_the_items() -> None:
+    plan = parse_plan_file(FIXTURES / "kiro-tasks.md")
+    # 2 and 3 have sub-tasks (2's follow it, 3's are nested in it): the sub-tasks are the work.
+    assert [(item.id, item.line) for item in plan.items] == [
+        ("1", 3),
+        ("2.1", 9),
+        ("2.2", 13),
+        ("3.1", 17),
+        ("3.2", 19),
+        ("4", 23),
+    ]
+    assert [item.id for item in plan.items if item.done] == ["1"]
+    assert {item.id: item.labels for item in plan.items if item.labels} == {"2.2": ("optional",)}
+    assert plan.item("3.2").title == "Add POST /links that saves one link"
+    assert plan.item("3.2").body == (
+        "Part of task 3: Serve the list over HTTP\n\n"
+        "- Answer 400 with the reason for a bad url\n"
+        "- _Requirements: 3.2, 2.1_"
+    )
+    assert plan.item("4").body == "- _Requirements: 4.1_"  # the requirements it serves, kept
+    assert plan.unread == ()
+    assert plan.notes == (
+        "numbered tasks (as Kiro's tasks.md writes them) are read as items, their numbers as "
+        "their ids",
+        "tasks with sub-tasks (2, 3) are the sections of their sub-tasks, not items: each "
+        "sub-task is worked on its own",
+    )
+
+
+def test_numbered_checkboxes_beside_named_items_are_not_items(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    mixed = tmp_path / "PLAN.md"
+    mixed.write_text(
+        "### T1: Count words\n\n- [ ] 1. write the test first\n- [ ] 2. then the code\n\n"
+        "## Later\n\n- [ ] 3. think about unicode\n"
+    )
+    plan = parse_plan_file(mixed)
+    assert [item.id for item in plan.items] == ["T1"]
+    assert "- [ ] 1. write the test first" in plan.item("T1").body  # its own steps
+    assert [(n.line, n.reason) for n in plan.unread] == [(8, "checkbox has no item id")]
+    assert plan.notes == ()
+    # A number used twice is refused, as a named id is: a typo in a Kiro spec must not sync as
+    # a plan with no items (every issue of it orphaned). A bare number is no task number.
+    days = tmp_path / "tasks.md"
+    days.write_text("- [ ] 1. Shop\n- [ ] 2. Cook\n- [ ] 2. Wash up\n- [ ] 3 eggs\n")
+    assert main(["plan", str(days)]) == 3
+    assert f"{days}: item id 2 is used twice (lines 2 and 3)" in capsys.readouterr().err
+    days.write_text("- [ ] 1. Shop\n- [ ] 2. Cook\n- [ ] 3 eggs\n")
+    assert [(n.line, n.reason) for n in parse_plan_file(days).unread] == [
+        (3, "checkbox has no item id")
+    ]
+
+
+def test_the_plan_command_says_how_it_read_numbered_tasks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["plan", str(FIXTURES / "kiro-tasks.md")]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "note: numbered tasks (as Kiro's tasks.md writes them) are read as items" in shown
+    assert "6 items (1 done), 0 lines not read" in shown
+
+
+def test_a_taskmaster_tasks_json_is_read_as_a_plan() -> None:
+    from agent_harness.plan.backlog import load_plan
+
+    plan = load_plan(FIXTURES / "taskmaster-tasks.json")
+    # Task 2 has sub-tasks: they are the items, and they take what task 2 said and waits for.
+    assert [(i.id, i.depends_on, i.labels, i.done) for i in plan.items] == [
+        ("1", (), ("priority:high",), True),
+        ("2.1", ("1",), ("priority:high",), False),
+        ("2.2", ("2.1", "1"), ("priority:high",), False),
+        ("3", ("2.1", "2.2"), ("priority:medium",), False),  # waits for all of task 2
+        ("4", ("2.1",), ("priority:low",), True),  # cancelled: never worked
+    ]
+    assert [i.line for i in plan.items] == [5, 26, 35, 46, 57]  # where each "id" is
+    first, record = plan.item("1"), plan.item("2.1")
+    assert first.body == (
+        "Create the src/readinglist package and its tests directory.\n\n"
+        "Use a src/ layout; python -m unittest discovers tests/."
+    )
+    assert first.success_check == "python -m unittest runs and finds no tests yet"
+    assert record.success_check == "python -m unittest tests.test_link"
+    assert record.body == (
+        "Part of task 2: Store saved links\n\n"
+        "> Links are kept in a SQLite file.\n>\n"
+        "> The task as a whole is checked by: Unit tests of the store\n\n"
+        "url, title and tags; a url needs a scheme."
+    )
+    assert [(n.line, n.reason) for n in plan.unread] == [
+        (46, "3 depends on unknown item 9; dependency ignored")
+    ]
+    assert plan.notes == (
+        "Taskmaster tag master read; not read: feature-tags",
+        "tasks with sub-tasks (2) are the sections of their sub-tasks, not items: each "
+        "sub-task is worked on its own",
+    )
+
+
+def test_odd_taskmaster_dependencies_are_reported_never_turned_into_others(tmp_path: Path) -> None:
+    from agent_harness.plan.backlog import load_plan
+
+    path = tmp_path / "tasks.json"
+    path.write_text(
+        '{"tasks": ['
+        '{"id": 3, "title": "Serve", "dependencies": ["3.1"], "subtasks": ['
+        '{"id": 1, "title": "GET", "dependencies": [3, 1]},'
+        '{"id": 2, "title": "POST", "dependencies": [3, 1, null, "7\\n8", "x|y"]}]},'
+        '{"id": 4, "title": "Docs", "dependencies": [3], "priority": "high\\nlow"}]}'
+    )
+    plan = load_plan(path)
+    assert [(i.id, i.depends_on) for i in plan.items] == [
+        ("3.1", ()),  # its own task says nothing; task 3's wait on 3.1 is its sub-tasks' order
+        ("3.2", ("3.1",)),
+        ("4", ("3.1", "3.2")),
+    ]
+    assert plan.item("4").labels == ()  # a priority that is no label is left out, and said
+    reasons = sorted(n.reason for n in plan.unread)
+    assert reasons == [
+        "3.1 depends on itself (1); dependency ignored",
+        "3.1 depends on task 3, which it is part of; dependency ignored",
+        "3.2 depends on 3 unknown items (None, '7\\n8', 'x|y'); dependencies ignored",
+        "3.2 depends on task 3, which it is part of; dependency ignored",
+        "4: priority 'high\\nlow' is no label; left out",
+    ]
+    assert all("\n" not in reason for reason in reasons)
+
+
+@pytest.mark.parametrize(
+    ("document", "said"),
+    [
+        (
+            '{"tasks": [{"id": 1, "title": "a"}, {"id": 1, "title": "b"}]}',
+            "task id 1 is used twice",
+        ),
+        (
+            '{"tasks": [{"id": 1, "title": "a", "dependencies": [2]},'
+            ' {"id": 2, "title": "b", "dependencies": [1]}]}',
+            "dependency cycle 1 -> 2 -> 1",
+        ),
+        ('{"tasks": [{"id": "one", "title": "a"}]}', "a task has id 'one', not a whole number"),
+        ('{"tasks": [{"id": 1}]}', "task 1 (line 1) has no title"),
+        ('{"tasks": [{"id": 1, "title": "a", "subtasks": [{"id": 1}]}]}', "task 1.1 (line 1)"),
+        ('{"tasks": [{"id": 1, "title": "a", "subtasks": 3}]}', "task 1: subtasks is not a list"),
+        ('{"a": {"tasks": []}, "b": {"tasks": []}}', "Taskmaster tags a, b and no master"),
+        ('{"items": []}', "nor a Taskmaster tasks.json"),
+    ],
+)
+def test_a_broken_tasks_json_is_one_line_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], document: str, said: str
+) -> None:
+    path = tmp_path / "tasks.json"
+    path.write_text(document)
+    assert main(["plan", str(path)]) in (2, 3)
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1, err
+
+
+def test_a_kiro_task_with_sub_tasks_hands_them_what_it_said(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.md"
+    path.write_text(
+        "- [ ] 1. Lay out the package\n\n"
+        "- [x] 2. Store saved links\n"
+        "  - Use SQLite; every write goes through one module\n"
+        "  - labels: backend\n"
+        "  - milestone: v0.1\n"
+        "  - [ ] 2.1 Write the Link record\n"
+        "    - labels: model\n"
+        "  - [ ] 2.2 Save links\n\n"
+        "- [ ] 3. Serve the list\n"
+        "  - [ ] 3.1 Add GET /links\n"
+    )
+    plan = parse_plan_file(path)
+    assert [(i.id, i.labels, i.milestone, i.done) for i in plan.items] == [
+        ("1", (), None, False),
+        ("2.1", ("backend", "model"), "v0.1", True),  # task 2 was checked off: so are they
+        ("2.2", ("backend",), "v0.1", True),
+        ("3.1", (), None, False),
+    ]
+    assert plan.item("2.2").body == (
+        "Part of task 2: Store saved links\n\n> - Use SQLite; every write goes through one module"
+    )
+    assert plan.item("3.1").body == "Part of task 3: Serve the list"
+
+
+def test_a_kiro_specs_plan_key_is_its_spec_spelled_as_a_key_may_be() -> None:
+    from pathlib import PurePosixPath
+
+    from agent_harness.plan.model import default_plan_key
+
+    def key(path: str) -> str:
+        return default_plan_key(PurePosixPath(path))
+
+    assert key("/repo/.kiro/specs/link-store/tasks.md") == "link-store"
+    assert key(".kiro/specs/link-store/tasks.md") == "link-store"
+    assert key("/repo/specs/001-links/tasks.md") == "tasks"  # not Kiro's layout: the file's name
+    assert key("/repo/PLAN.md") == "PLAN"
+    # A name a key cannot hold gets dashes and a hash of itself: two such specs never meet.
+    spaced, accented = (
+        key("/r/.kiro/specs/my spec/tasks.md"),
+        key("/r/.kiro/specs/my spéc/tasks.md"),
+    )
+    assert spaced.startswith("my-spec-") and accented.startswith("my-sp-c-")
+    assert len({spaced, accented, key("/r/.kiro/specs/my-spec/tasks.md")}) == 3
+    assert len(key("/r/.kiro/specs/" + "a" * 80 + "/tasks.md")) <= 64

@@ -126,3 +126,13 @@ def test_the_plan_table_draws_a_bounded_part_of_a_huge_plan() -> None:
     assert "z" * 300 not in shown.replace("\n", "").replace("│", "").replace(" ", "")
     assert f"{count} items (0 done)" in shown
     assert "T20 and 517 more" in shown
+
+
+def test_twenty_thousand_numbered_sub_tasks_are_each_read_once() -> None:
+    # Finding which tasks have sub-tasks looks at each task's own number, never every pair.
+    text = "- [ ] 1. The group\n" + "".join(f"- [ ] 1.{n} task {n}\n" for n in range(1, 20_001))
+    plan = parse_plan(text)
+    assert [item.id for item in plan.items[:2]] == ["1.1", "1.2"]
+    assert len(plan.items) == 20_000 and plan.items[-1].id == "1.20000"
+    assert all(item.body == "Part of task 1: The group" for item in plan.items)
+    assert plan.unread == ()
