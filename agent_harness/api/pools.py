@@ -106,12 +106,14 @@ class ProjectPools:
         settings: Any = None,
         *,
         db_url: str | None = None,
+        audit_db: str | None = None,
         idle_s: float = 30.0,
         env: dict[str, str] | None = None,
     ) -> None:
         self.store = store
         self.settings = _settings(settings)
         self.db_url = db_url or store.url  # the runs write where the API reads
+        self.audit_db = audit_db  # and each pass is recorded in the audit the API reads
         self.idle_s = idle_s
         self.env = env
         self._runners: dict[str, _Runner] = {}
@@ -212,6 +214,7 @@ class ProjectPools:
             plan_key=spec.key,
             forge=spec.forge,
             db=self.db_url,
+            audit_db=self.audit_db,
             model=spec.model,
             max_attempts=spec.max_attempts,
             wait_for_others=False,

@@ -56,7 +56,7 @@ def build_context(request: ServeRequest, settings: Any) -> ApiContext:
     if request.supervise:
         from agent_harness.api.pools import ProjectPools
 
-        pools = ProjectPools(store, settings, db_url=url)
+        pools = ProjectPools(store, settings, db_url=url, audit_db=request.audit_db)
         ctx.pools = pools
         pools.resume()
     return ctx

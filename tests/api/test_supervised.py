@@ -81,8 +81,11 @@ def server(tmp_path: Path) -> Iterator[tuple[Server, dict[str, Path]]]:
             "OPENAI_API_KEY": "sk-local",
         }
         store = open_store(str(tmp_path / "harness.sqlite"))
-        pools = ProjectPools(store, settings, idle_s=0.2, env=env)
-        ctx = ApiContext(store=store, mode="supervised", pools=pools, settings=settings)
+        audit = str(tmp_path / "elsewhere" / "audit.sqlite")  # serve --audit-db
+        pools = ProjectPools(store, settings, audit_db=audit, idle_s=0.2, env=env)
+        ctx = ApiContext(
+            store=store, mode="supervised", pools=pools, settings=settings, audit_url=audit
+        )
         try:
             yield Server(TestClient(create_app(ctx, token=TOKEN)), pools, store, reviewer), clones
         finally:
@@ -138,6 +141,16 @@ def test_two_projects_registered_over_http_run_to_pull_requests(
         detail = client.get("/api/work/T1", params={"project": project}, headers=AUTH).json()
         kinds = [e["kind"] for e in detail["events"]]
         assert "pr_opened" in kinds and detail["session"] is not None
+    # Each pass is recorded in the audit the server reads (serve --audit-db), with no POST
+    # /api/audit/reconcile: the pull requests show there once their passes end.
+    deadline = time.monotonic() + 120  # a fail-safe, not a measurement
+    while time.monotonic() < deadline:
+        audited = client.get("/api/audit/events", params={"kind": "pr_opened"}, headers=AUTH)
+        if audited.status_code == 200 and len(audited.json()["events"]) == 2:
+            break
+        time.sleep(0.1)
+    assert audited.status_code == 200, audited.text
+    assert sorted(e["project"] for e in audited.json()["events"]) == ["me/app:PLAN", "me/lib:PLAN"]
     stopped = client.post("/api/projects/me/app:PLAN/stop", headers=AUTH)
     assert stopped.status_code == 200 and stopped.json()["control"] == "stopped"
     listed = client.get("/api/projects", headers=AUTH).json()["projects"]
