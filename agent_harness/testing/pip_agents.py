@@ -2,17 +2,20 @@
 
 The twin of `npm_agents`: each package==version gets a venv under the same cache root, made where
 it will live (a venv's scripts name their own path) and marked complete only when pip finished,
-so a half-made venv is made again. When pip or its index cannot be reached, `PipUnavailable`
+so a half-made venv is made again. Processes that install at once (test workers) take turns
+through a lock file beside it: a venv cannot be made aside and renamed into place. When pip or its index cannot be reached, `PipUnavailable`
 says why, so tests can skip with that reason instead of passing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,10 +66,27 @@ def install(
     found = installed_bin(agent, root)
     if found is not None:
         return found
+    root.mkdir(parents=True, exist_ok=True)
+    with _turn(root / f".{agent.dirname}.lock"):
+        found = installed_bin(agent, root)  # another process installed it while we waited
+        return found if found is not None else _install(agent, root, env, timeout_s)
+
+
+@contextlib.contextmanager
+def _turn(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_path` (released when the process ends, however)."""
+    with open(lock_path, "a", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _install(agent: PipAgent, root: Path, env: Mapping[str, str], timeout_s: float) -> Path:
     spec = f"{agent.package}=={agent.version}"
     target = root / agent.dirname
     shutil.rmtree(target, ignore_errors=True)  # a venv an interrupted install left behind
-    root.mkdir(parents=True, exist_ok=True)
     try:
         _run([sys.executable, "-m", "venv", "--clear", str(target)], spec, env, timeout_s)
         pip = [str(target / "bin" / "python"), "-m", "pip", "install", "-q", spec]

@@ -63,7 +63,7 @@ def other_agent_bins(agent_bins: list[Path]) -> list[Path]:
     try:
         pip = install_pip_pinned(("aider",))
     except PipUnavailable as exc:
-        pytest.skip(f"PyPI unreachable, so aider is absent: {exc}")
+        pytest.skip(f"aider is absent (PyPI unreachable, or its install failed): {exc}")
     return [*agent_bins, *npm, *pip]
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -339,3 +342,51 @@ def test_a_pip_agent_counts_as_installed_only_once_pip_finished(tmp_path: Path) 
     assert pip_installed_bin(aider, tmp_path) is None  # a venv an interrupted install left
     (tmp_path / aider.dirname / COMPLETE).write_text("aider-chat==0.86.2\n")
     assert pip_installed_bin(aider, tmp_path) == bin_dir
+
+
+@pytest.mark.unit
+def test_a_pip_agent_installed_by_another_process_meanwhile_is_taken_as_it_is(
+    tmp_path: Path,
+) -> None:
+    # Test workers install at once: one waits for the other's turn, then finds its venv
+    # complete, and neither removes the other's venv half-way through.
+    import fcntl
+    import threading
+
+    from agent_harness.testing.pip_agents import COMPLETE, install
+    from agent_harness.testing.pip_agents import PINNED as PIP_PINNED
+
+    aider = PIP_PINNED["aider"]
+    found: list[Path] = []
+    with open(tmp_path / f".{aider.dirname}.lock", "a", encoding="utf-8") as other:
+        fcntl.flock(other, fcntl.LOCK_EX)  # the other process's turn
+        waiter = threading.Thread(target=lambda: found.append(install(aider, tmp_path, env={})))
+        waiter.start()
+        inode = os.stat(tmp_path / f".{aider.dirname}.lock").st_ino
+        wait_until(lambda: waiting_for_flock(inode))  # it found no venv, and waits its turn
+        bin_dir = tmp_path / aider.dirname / "bin"
+        bin_dir.mkdir(parents=True)
+        (bin_dir / "aider").write_text("#!/bin/sh\n")
+        (tmp_path / aider.dirname / COMPLETE).write_text("aider-chat==0.86.2\n")
+        assert found == []
+        fcntl.flock(other, fcntl.LOCK_UN)
+        waiter.join(timeout=30)
+    assert found == [bin_dir]
+    assert (bin_dir / "aider").read_text() == "#!/bin/sh\n"
+
+
+def waiting_for_flock(inode: int) -> bool:
+    """Whether some process waits for a flock on the file with `inode` (Linux's /proc/locks
+    lists a waiter with `->`)."""
+    with open("/proc/locks", encoding="ascii") as fh:
+        return any(
+            "->" in line and line.split()[-3].rsplit(":", 1)[-1] == str(inode) for line in fh
+        )
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    for _ in range(3000):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("condition never held")
