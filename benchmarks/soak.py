@@ -74,6 +74,7 @@ from agent_harness.demo.rules import review_rules
 from agent_harness.demo.run import seed_repository
 from agent_harness.forge import FaultKind, Forge, ForgeServer
 from agent_harness.queue.items import ItemState, list_items
+from agent_harness.sessions.tmux import STOP_DEADLINE_S
 from agent_harness.store.database import open_store
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.forge import RunningForge, make_client
@@ -702,7 +703,19 @@ def orphan_worktrees(work: Path, cwd: Path) -> list[str]:
 
 
 def orphan_processes(root: Path) -> list[str]:
-    """Processes still running whose command line names the soak's directory."""
+    """Processes still running whose command line names the soak's directory, once those
+    still ending have had their stop deadline (the copy of a pane whose tmux server was killed
+    stops the pane's group and waits up to STOP_DEADLINE_S for it, then SIGKILLs it)."""
+    deadline = time.monotonic() + STOP_DEADLINE_S + 2.0
+    while True:
+        found = processes_naming(root)
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.1)
+
+
+def processes_naming(root: Path) -> list[str]:
+    """Processes whose command line names `root`."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
