@@ -3,8 +3,9 @@
 The twin of `npm_agents`: each package==version gets a venv under the same cache root, made where
 it will live (a venv's scripts name their own path) and marked complete only when pip finished,
 so a half-made venv is made again. Processes that install at once (test workers) take turns
-through a lock file beside it: a venv cannot be made aside and renamed into place. When pip or its index cannot be reached, `PipUnavailable`
-says why, so tests can skip with that reason instead of passing.
+through a lock file beside it: a venv cannot be made aside and renamed into place. When pip or
+its index cannot be reached, `PipUnavailable` says why, so tests can skip with that reason
+instead of passing.
 """
 
 from __future__ import annotations
