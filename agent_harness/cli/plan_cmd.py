@@ -14,9 +14,11 @@ import click
 
 from agent_harness.cli.output import console, from_env, print_json, sqlite_file
 from agent_harness.cli.tracker_opts import checked_repo, open_tracker, tracker_options
+from agent_harness.errors import UsageError
 
 if TYPE_CHECKING:
     from agent_harness.config import Settings
+    from agent_harness.plan.model import Plan
     from agent_harness.store.database import Store
 
 
@@ -32,6 +34,8 @@ Examples:
   agent-harness plan PLAN.md --repo owner/name --dry-run            # what would change
   agent-harness plan PLAN.md --repo owner/name                      # mirror to GitHub
   agent-harness plan PLAN.md --repo owner/name --adopt-duplicate    # repair twin issues
+  agent-harness plan TODO.md --add-ids --dry-run     # ids for a plain checklist, shown
+  agent-harness plan TODO.md --add-ids               # ... and written into the file
 """
 )
 @click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
@@ -48,7 +52,26 @@ Examples:
     callback=checked_repo,
     help="Mirror the items to this repository's issues.",
 )
-@click.option("--dry-run", is_flag=True, help="With --repo: show what would change, write nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="With --repo or --add-ids: show what would change, write nothing.",
+)
+@click.option(
+    "--add-ids",
+    is_flag=True,
+    help="Write an id into each checkbox that has none (`- [ ] Add a cache` becomes "
+    "`- [ ] T7 Add a cache`), numbered after the ids the file mentions, so a plain checklist's "
+    "tasks become items. A checkbox nested in one that gets an id stays a step of it. Only "
+    "those lines change, and nothing else is done.",
+)
+@click.option(
+    "--id-prefix",
+    default="T",
+    show_default=True,
+    metavar="PREFIX",
+    help="With --add-ids: what the written ids start with (upper case, e.g. TASK-).",
+)
 @click.option(
     "--adopt-duplicate",
     is_flag=True,
@@ -76,6 +99,8 @@ def plan(
     backlog_out: Path | None,
     repo: str | None,
     dry_run: bool,
+    add_ids: bool,
+    id_prefix: str,
     adopt_duplicate: bool,
     plan_key: str | None,
     db: str | None,
@@ -96,6 +121,13 @@ def plan(
     """
     from agent_harness.plan import backlog
 
+    if add_ids:
+        alone = not (
+            repo or backlog_out or adopt_duplicate or plan_key or db or forge or github_url
+        )
+        return _add_ids(plan_file, id_prefix, dry_run, as_json, alone)
+    if id_prefix != "T":
+        raise UsageError("--id-prefix needs --add-ids")
     parsed = backlog.load_plan(plan_file)
     if backlog_out is not None and str(backlog_out) == "-":
         click.echo(backlog.dumps(parsed), nl=False)
@@ -103,10 +135,11 @@ def plan(
     if backlog_out is not None:
         backlog.write_backlog(parsed, backlog_out)
     if repo:
+        _warn_if_empty(parsed)
         options = _SyncOptions(dry_run, adopt_duplicate, plan_key, forge, github_url, as_json, db)
         return _sync(parsed, repo, options)
     if dry_run or adopt_duplicate or forge or github_url or plan_key or db:
-        raise click.UsageError(
+        raise UsageError(
             "--dry-run, --adopt-duplicate, --forge, --github-url, --plan-key and --db need --repo"
         )
     if as_json:
@@ -117,6 +150,49 @@ def plan(
     render_plan(console(), parsed)
     if backlog_out is not None:
         console().print(f"wrote {backlog_out}")
+    return 0
+
+
+def _warn_if_empty(parsed: Plan) -> None:
+    """Said before anything is opened; the sync of a plan with no items goes on (harmlessly)."""
+    if not parsed.items:
+        from agent_harness.plan.ids import no_items_message
+
+        click.echo(f"warning: {no_items_message(parsed)}", err=True)
+
+
+def _add_ids(plan_file: Path, prefix: str, dry_run: bool, as_json: bool, alone: bool) -> int:
+    from agent_harness.cli.plan_view import render_added_ids
+    from agent_harness.plan.ids import add_ids
+    from agent_harness.plan.source import read_plan_text, write_plan_text
+
+    if not alone:
+        raise UsageError("--add-ids only writes ids into PLAN; read them, then sync with --repo")
+    if str(plan_file) == "-":
+        raise UsageError("--add-ids rewrites a plan file; standard input ('-') cannot be")
+    text = read_plan_text(plan_file)
+    if plan_file.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        raise UsageError(
+            f"--add-ids writes ids into a markdown plan's checkboxes; {plan_file} is JSON, "
+            "whose tasks carry ids already"
+        )
+    result = add_ids(text, str(plan_file), prefix)
+    written = bool(result.added) and not dry_run
+    if written:
+        write_plan_text(plan_file, result.text)
+    if as_json:
+        print_json(
+            {
+                "path": str(plan_file),
+                "written": written,
+                "added": [{"line": a.line, "id": a.id, "text": a.text} for a in result.added],
+                "nested": [n.model_dump() for n in result.nested],
+                "left": [n.model_dump() for n in result.left],
+                "items": len(result.plan.items),
+            }
+        )
+    else:
+        render_added_ids(console(), result, str(plan_file), written, dry_run)
     return 0
 
 

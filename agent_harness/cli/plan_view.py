@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from agent_harness.forge.local import LocalRepo
+    from agent_harness.plan.ids import IdsAdded
     from agent_harness.plan.model import Plan
     from agent_harness.tracker.adopt import Adoption
     from agent_harness.tracker.sync import SyncReport
@@ -61,6 +62,46 @@ def render_plan(out: Console, plan: Plan) -> None:
     if not plan.items and not plan.notes:
         summary = "no work items found; " + summary
     out.print(summary)
+    from agent_harness.plan.ids import add_ids_hint
+
+    hint = add_ids_hint(plan)
+    if hint:
+        out.print(escape(hint[0].upper() + hint[1:]))
+
+
+def render_added_ids(
+    out: Console, result: IdsAdded, path: str, written: bool, dry_run: bool
+) -> None:
+    """What `plan --add-ids` wrote (or, with --dry-run, would write) into the plan."""
+    if result.added:
+        table = Table(
+            title=f"{path}: {_count(len(result.added), 'id')} "
+            + ("written" if written else "to write (--dry-run: nothing written)"),
+            title_justify="left",
+        )
+        table.add_column("line", justify="right")
+        table.add_column("id")
+        table.add_column("text", overflow="fold")
+        for added in result.added[:TABLE_ROWS_MAX]:
+            table.add_row(str(added.line), added.id, escape(added.text[:80]))
+        out.print(table)
+        _say_more(out, len(result.added), "id")
+    else:
+        out.print(escape(f"{path}: no checkbox lacks an id; nothing written"))
+    if result.nested:
+        lines = ", ".join(str(n.line) for n in result.nested[:MISSING_NAMED])
+        more = (
+            f" and {len(result.nested) - MISSING_NAMED} more"
+            if len(result.nested) > MISSING_NAMED
+            else ""
+        )
+        nested = _count(len(result.nested), "nested checkbox", "nested checkboxes")
+        out.print(f"{nested} (lines {lines}{more}) left as steps of the item they are in")
+    for notice in result.left[:TABLE_ROWS_MAX]:
+        out.print(escape(f"line {notice.line}: {notice.reason}; left for you to correct"))
+    _say_more(out, len(result.left), "line left", "lines left")
+    verb = "has" if written or not result.added else "would have"
+    out.print(escape(f"{path} {verb} {_count(len(result.plan.items), 'item')}"))
 
 
 def _items_table(plan: Plan) -> Table:
@@ -88,8 +129,8 @@ def _say_more(out: Console, total: int, noun: str, nouns: str = "") -> None:
         out.print(f"… and {rest} more {word} (not drawn; --json lists every one)", markup=False)
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+def _count(n: int, noun: str, nouns: str = "") -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {nouns or noun + 's'}"
 
 
 def render_sync(out: Console, report: SyncReport) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_harness.errors import UsageError
+from agent_harness.errors import PlanRefused, UsageError
 from agent_harness.models.roles import RoleBook
 from agent_harness.store.events import RolesChanged, payload_of
 
@@ -317,6 +317,7 @@ def _plans(
     """Each project with its plan key and plan (`given` instead of the file's, for a run of
     one plan); refuses keys two plans of one repository share and --only ids no plan has."""
     from agent_harness.plan.backlog import load_plan
+    from agent_harness.plan.ids import no_items_message
     from agent_harness.plan.model import default_plan_key
 
     chosen = targets(request, settings)
@@ -337,6 +338,9 @@ def _plans(
         )
         for target in chosen
     ]
+    for _target, _key, plan in loaded if given is None else ():
+        if not plan.items:  # a run of it would end at once, having said nothing of why
+            raise PlanRefused(no_items_message(plan))
     if len(chosen) > 1:
         keys = [f"{target.repo}:{key}" for target, key, _plan in loaded]
         twice = sorted({key for key in keys if keys.count(key) > 1})

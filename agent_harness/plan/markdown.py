@@ -144,6 +144,17 @@ def parse_plan(text: str, source: str = "<string>") -> Plan:
     return plan.model_copy(update={"notes": (READ_NOTE, *plan.notes)})
 
 
+def list_item_spans(text: str) -> dict[int, int]:
+    """Each list item of `text` by its first line: the line after its last (0-based, as the
+    parser reads them, nested lists inside)."""
+    tokens = _markdown().parse(_normalise(text))
+    return {
+        token.map[0]: token.map[1]
+        for token in tokens
+        if token.type == "list_item_open" and token.map is not None
+    }
+
+
 def _normalise(text: str) -> str:
     if text.startswith("\ufeff"):
         text = text[1:]

@@ -7,6 +7,7 @@ UTF-16 from a Windows editor reads like UTF-8; a NUL in the text still means a b
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -115,3 +116,29 @@ def _read_bounded(stream: BinaryIO, name: str) -> bytes:
         limit = MAX_PLAN_BYTES // 1024 // 1024
         raise InputError(f"{name} is over {limit} MB; plans that big are refused")
     return bytes(data)
+
+
+def write_plan_text(path: Path, text: str) -> None:
+    """Replace the plan file at `path` with `text`, in the encoding it was read in (its
+    byte-order mark kept) and with its permissions; atomically, so a crash leaves the old plan
+    or the new one, never half of either. A symbolic link stays one: its target is replaced."""
+    path = Path(os.path.realpath(path))
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    bom, codec = next(((b, c) for b, c, _ in _BOMS if head.startswith(b)), (b"", "utf-8"))
+    data = bom + text.encode(codec)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None

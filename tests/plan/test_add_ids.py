@@ -1,0 +1,181 @@
+"""`plan --add-ids`: a plain checklist's tasks get ids written into the file, and become items."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from agent_harness.cli import main
+from agent_harness.errors import UsageError
+from agent_harness.plan.ids import add_ids
+from agent_harness.plan.markdown import parse_plan
+
+CHECKLIST = """\
+# Implementation plan
+
+## Phase 1: Setup
+- [ ] Create the project skeleton
+- [ ] Add a CI workflow
+  - [ ] lint job
+  - [ ] test job
+
+## Phase 2: Core
+- [x] Parse the config file
+1. [ ] Implement the `fetch` command
+> - [ ] Quoted task
+- [ ] t9 A near-miss id a person should correct
+- [ ] T3 Already an item (depends on T12)
+
+```
+- [ ] not a task: code
+```
+"""
+
+
+@pytest.mark.unit
+def test_each_idless_checkbox_gets_the_next_free_id_and_nothing_else_changes() -> None:
+    before = parse_plan(CHECKLIST, "PLAN.md")
+    assert [item.id for item in before.items] == ["T3"]
+
+    result = add_ids(CHECKLIST, "PLAN.md")
+
+    # Numbered after every T<n> the file mentions (T12 is named by a dependency).
+    assert [(a.line, a.id) for a in result.added] == [
+        (4, "T13"),
+        (5, "T14"),
+        (10, "T15"),
+        (11, "T16"),
+        (12, "T17"),
+    ]
+    assert [n.line for n in result.nested] == [6, 7]
+    assert [n.line for n in result.left] == [13]
+    old, new = CHECKLIST.split("\n"), result.text.split("\n")
+    pairs = enumerate(zip(old, new, strict=True))
+    changed = {n + 1: line for n, (was, line) in pairs if was != line}
+    assert changed == {
+        4: "- [ ] T13 Create the project skeleton",
+        5: "- [ ] T14 Add a CI workflow",
+        10: "- [x] T15 Parse the config file",
+        11: "1. [ ] T16 Implement the `fetch` command",
+        12: "> - [ ] T17 Quoted task",
+    }
+    items = {item.id: item for item in result.plan.items}
+    assert sorted(items) == ["T13", "T14", "T15", "T16", "T17", "T3"]
+    assert items["T14"].body == "- [ ] lint job\n- [ ] test job"  # the nested ones: its steps
+    assert items["T15"].done and not items["T13"].done
+    assert items["T16"].title == "Implement the fetch command"
+    # Run again, nothing more to do.
+    again = add_ids(result.text, "PLAN.md")
+    assert again.added == () and again.text == result.text
+
+
+@pytest.mark.unit
+def test_line_endings_and_a_prefix_are_kept() -> None:
+    text = "- [ ] one\r\n- [ ]\ttwo\r\n\r\n- [ ] TASK-4 four\r\n"
+    result = add_ids(text, "t.md", prefix="TASK-")
+    assert result.text == "- [ ] TASK-5 one\r\n- [ ] TASK-6 two\r\n\r\n- [ ] TASK-4 four\r\n"
+    assert [item.id for item in result.plan.items] == ["TASK-5", "TASK-6", "TASK-4"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("prefix", ["", "t", "T1", "ab-", "T 1"])
+def test_a_prefix_that_makes_no_id_is_refused(prefix: str) -> None:
+    with pytest.raises(UsageError, match="makes no item id"):
+        add_ids("- [ ] one\n", "t.md", prefix=prefix)
+
+
+@pytest.mark.unit
+def test_the_cli_writes_the_ids_keeps_the_encoding_and_mode_and_reports_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = tmp_path / "TODO.md"
+    plan.write_bytes(b"\xef\xbb\xbf# Todo\n- [ ] caf\xc3\xa9 menu\n- [ ] second\n")
+    os.chmod(plan, 0o640)
+    link = tmp_path / "link.md"
+    link.symlink_to(plan)
+
+    assert main(["plan", str(link), "--add-ids", "--dry-run", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["written"] is False and shown["items"] == 2
+    assert plan.read_bytes().startswith(b"\xef\xbb\xbf# Todo\n- [ ] caf")  # untouched
+
+    assert main(["plan", str(link), "--add-ids", "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["written"] is True
+    assert [(a["line"], a["id"], a["text"]) for a in done["added"]] == [
+        (2, "T1", "café menu"),
+        (3, "T2", "second"),
+    ]
+    assert link.is_symlink()
+    assert plan.read_bytes() == b"\xef\xbb\xbf# Todo\n- [ ] T1 caf\xc3\xa9 menu\n- [ ] T2 second\n"
+    assert plan.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp file
+
+    assert main(["plan", str(plan), "--json"]) == 0
+    assert [i["id"] for i in json.loads(capsys.readouterr().out)["items"]] == ["T1", "T2"]
+
+
+@pytest.mark.unit
+def test_the_plan_table_points_a_plain_checklist_at_add_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = tmp_path / "my plan.md"
+    plan.write_text("- [ ] one\n- [ ] two\n")
+    assert main(["plan", str(plan)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"2 checkboxes have no id: `agent-harness plan '{plan}' --add-ids`" in out
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["-", "--add-ids"], "standard input"),
+        (["PLAN.json", "--add-ids"], "is JSON"),
+        (["PLAN.md", "--add-ids", "--repo", "me/app"], "then sync with --repo"),
+        (["PLAN.md", "--id-prefix", "TASK-"], "--id-prefix needs --add-ids"),
+        (["PLAN.md", "--add-ids", "--id-prefix", "t"], "makes no item id"),
+    ],
+)
+def test_add_ids_refusals_are_one_line_and_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], expected: str
+) -> None:
+    (tmp_path / "PLAN.md").write_text("- [ ] one\n")
+    (tmp_path / "PLAN.json").write_text('{"items": []}\n')
+    given = [str(tmp_path / a) if a.startswith("PLAN") else a for a in args]
+    assert main(["plan", *given]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected in err and len(err.splitlines()) == 1, err
+    assert (tmp_path / "PLAN.md").read_text() == "- [ ] one\n"
+
+
+@pytest.mark.integration
+def test_run_and_sync_of_a_plan_without_items_say_why_and_make_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A plain checklist used to run to an empty table and exit 0, having said nothing.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    (tmp_path / "TODO.md").write_text("- [ ] one\n- [ ] two\n")
+    (tmp_path / "work").mkdir()
+    run = ["run", "--repo", "me/app", "--forge", "local", "--work", "work", "--plan", "TODO.md"]
+    agents = ["--agent", "sh -c true {prompt_file}", "--reviewer", "openai:gpt-4.1"]
+    assert main([*run, *agents]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "error: TODO.md has no items; 2 checkboxes have no id: `agent-harness plan TODO.md "
+        "--add-ids` writes ids into them (add --dry-run to see them first)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["TODO.md", "work"]  # nothing made
+
+    (tmp_path / "NOTES.md").write_text("# Notes\n\nJust prose.\n")
+    assert main([*run[:-1], "NOTES.md", *agents]) == 3
+    assert "NOTES.md has no items. Items are `### T1: ...` headings" in capsys.readouterr().err
+
+    assert main(["plan", "TODO.md", "--repo", "me/app", "--forge", "local"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.startswith("warning: TODO.md has no items; 2 checkboxes have no id")
+    assert "0 created" in captured.out
