@@ -31,6 +31,7 @@ from agent_harness.sessions.wrapper import (
     _write_wrapper,
     exit_unsettled,
     read_log,
+    recorded_exit,
     settled_exit,
     shell_can_export,
     shell_wrapper_path,
@@ -299,8 +300,8 @@ class TmuxHost:
             "list-panes", "-t", f"={name}:", "-F", "#{pane_dead} #{pane_dead_status}", check=False
         )
         fields = done.stdout.split()
-        if done.returncode != 0 or not fields:
-            return SessionStatus(False, None)
+        if done.returncode != 0 or not fields:  # gone (killed, or its server died)
+            return SessionStatus(False, recorded_exit(log))
         if fields[0] == "1":
             dead_status = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
             recorded = _read_exit(_exit_path(log))

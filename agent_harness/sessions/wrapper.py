@@ -284,6 +284,9 @@ def write_shell_wrapper(spec: SessionSpec, ended: Path | None) -> Path:
     ]
     if ended is not None:
         lines.append(f"[ -p {q(str(ended))} ] && : <> {q(str(ended))}")
+    # The pane's own exit status is the agent's too, for a host that finds no file to read it
+    # from (the log's directory could not be written).
+    lines.append('exit "$c"')
     path = shell_wrapper_path(spec.log_path, spec.name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -315,9 +318,20 @@ def settled_exit(log_path: Path) -> int | None:
 
 
 def exit_unsettled(log_path: Path) -> bool:
-    """Whether the shell wrapper has recorded an exit whose output may still be on its way to
-    the log (`settled_exit` said None for it)."""
-    return _said_path(log_path).exists()
+    """Whether the shell wrapper recorded an exit less than `LOG_SETTLE_S` ago whose output may
+    still be on its way to the log. Past that, whatever it wrote (even a file it could not
+    finish, on a full disk) no longer holds the end back."""
+    try:
+        return time.time() - _said_path(log_path).stat().st_mtime < LOG_SETTLE_S
+    except FileNotFoundError:
+        return False
+
+
+def recorded_exit(log_path: Path) -> int | None:
+    """The exit code the wrappers recorded, settled or not: for a session that is gone, whose
+    log will get nothing more."""
+    code = _read_exit(_exit_path(log_path))
+    return code if code is not None else _read_exit(_said_path(log_path))
 
 
 def _has_end_mark(log_path: Path) -> bool:
@@ -343,7 +357,7 @@ def read_log(path: Path) -> str:
 def _read_exit(exit_path: Path) -> int | None:
     try:
         return int(exit_path.read_text(encoding="utf-8").strip())
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError):  # none yet, or none that reads (a full disk, a directory)
         return None
 
 

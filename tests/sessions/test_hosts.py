@@ -316,6 +316,31 @@ def test_tmux_waits_for_the_log_even_after_the_pane_is_dead(
 
 
 @pytest.mark.acceptance
+def test_tmux_an_exit_the_wrapper_could_not_record_is_the_panes_and_ends_the_wait(
+    tmux_socket: str, clock: FakeClock, name: str, work: Path, tmp_path: Path
+) -> None:
+    # The file for the exit code cannot be written (here a directory stands in its way; a full
+    # disk does the same): the session is still seen to end, within LOG_SETTLE_S, and with the
+    # agent's own code, which the pane's exit status carries.
+    host = TmuxHost(socket_name=tmux_socket, clock=clock)
+    log = tmp_path / "logs" / f"{name}.log"
+    said = log.with_name(log.name + ".said")
+    try:
+        host.start(spec_for(name, ["sh", "-c", f"mkdir '{said}'; exit 3"], work, log.parent))
+        wait_for(lambda: said.is_dir())
+        wait_for(
+            lambda: "1" in host._run("list-panes", "-t", f"={name}:", "-F", "#{pane_dead}").stdout
+        )
+        clock.advance(TmuxHost.PANE_CHECK_S)
+        assert host.status(name).alive  # for now, its last words could still be on the way
+        stale = said.stat().st_mtime - wrapper.LOG_SETTLE_S
+        os.utime(said, (stale, stale))
+        assert host.status(name) == SessionStatus(False, 3)
+    finally:
+        host.kill(name)
+
+
+@pytest.mark.acceptance
 def test_tmux_log_holds_all_the_output_the_moment_the_session_is_seen_to_end(
     tmux_host: TmuxHost, work: Path, tmp_path: Path
 ) -> None:
