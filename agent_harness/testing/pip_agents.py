@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,9 +69,24 @@ def install(
     if found is not None:
         return found
     root.mkdir(parents=True, exist_ok=True)
+    failed = root / f".{agent.dirname}.failed"
+    started = time.time()
     with _turn(root / f".{agent.dirname}.lock"):
         found = installed_bin(agent, root)  # another process installed it while we waited
-        return found if found is not None else _install(agent, root, env, timeout_s)
+        if found is not None:
+            return found
+        # One that failed while we waited says why, instead of every waiter trying in turn.
+        with contextlib.suppress(OSError):
+            if failed.stat().st_mtime >= started:
+                raise PipUnavailable(
+                    f"{agent.package}=={agent.version}", failed.read_text(encoding="utf-8")
+                )
+        try:
+            return _install(agent, root, env, timeout_s)
+        except PipUnavailable as exc:
+            with contextlib.suppress(OSError):
+                failed.write_text(exc.why, encoding="utf-8")
+            raise
 
 
 @contextlib.contextmanager

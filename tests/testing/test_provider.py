@@ -375,6 +375,38 @@ def test_a_pip_agent_installed_by_another_process_meanwhile_is_taken_as_it_is(
     assert (bin_dir / "aider").read_text() == "#!/bin/sh\n"
 
 
+@pytest.mark.unit
+def test_a_pip_install_that_failed_while_others_waited_is_not_tried_again_by_each(
+    tmp_path: Path,
+) -> None:
+    import fcntl
+    import threading
+
+    from agent_harness.testing.pip_agents import PINNED as PIP_PINNED
+    from agent_harness.testing.pip_agents import PipUnavailable, install
+
+    aider = PIP_PINNED["aider"]
+    said: list[str] = []
+
+    def wait_and_install() -> None:
+        try:
+            install(aider, tmp_path, env={})
+        except PipUnavailable as exc:
+            said.append(exc.why)
+
+    with open(tmp_path / f".{aider.dirname}.lock", "a", encoding="utf-8") as other:
+        fcntl.flock(other, fcntl.LOCK_EX)  # the other process's turn, which fails
+        waiter = threading.Thread(target=wait_and_install)
+        waiter.start()
+        inode = os.stat(tmp_path / f".{aider.dirname}.lock").st_ino
+        wait_until(lambda: waiting_for_flock(inode))
+        (tmp_path / f".{aider.dirname}.failed").write_text("ERROR: no index reachable")
+        fcntl.flock(other, fcntl.LOCK_UN)
+        waiter.join(timeout=30)
+    assert said == ["ERROR: no index reachable"]
+    assert not (tmp_path / aider.dirname).exists()  # no venv made: pip was not run again
+
+
 def waiting_for_flock(inode: int) -> bool:
     """Whether some process waits for a flock on the file with `inode` (Linux's /proc/locks
     lists a waiter with `->`)."""
