@@ -188,6 +188,7 @@ def _add_ids(plan_file: Path, prefix: str, dry_run: bool, as_json: bool, alone: 
                 "added": [{"line": a.line, "id": a.id, "text": a.text} for a in result.added],
                 "nested": [n.model_dump() for n in result.nested],
                 "left": [n.model_dump() for n in result.left],
+                "unplaced": [n.model_dump() for n in result.unplaced],
                 "items": len(result.plan.items),
             }
         )

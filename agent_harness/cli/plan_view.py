@@ -86,8 +86,14 @@ def render_added_ids(
             table.add_row(str(added.line), added.id, escape(added.text[:80]))
         out.print(table)
         _say_more(out, len(result.added), "id")
-    else:
+    elif not result.unplaced:
         out.print(escape(f"{path}: no checkbox lacks an id; nothing written"))
+    if result.unplaced:
+        shown = ", ".join(str(n.line) for n in result.unplaced[:MISSING_NAMED])
+        boxes = _count(len(result.unplaced), "checkbox", "checkboxes")
+        out.print(
+            f"{boxes} written in a way --add-ids cannot edit (lines {shown}): write ids there"
+        )
     if result.nested:
         lines = ", ".join(str(n.line) for n in result.nested[:MISSING_NAMED])
         more = (

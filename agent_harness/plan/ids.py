@@ -15,16 +15,20 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from agent_harness.errors import UsageError
-from agent_harness.plan.grammar import ID_ANYWHERE, ID_RE, ITEM_FORMS
+from agent_harness.errors import PlanRefused, UsageError
+from agent_harness.plan.grammar import ID_RE, ITEM_FORMS
 from agent_harness.plan.markdown import list_item_spans, parse_plan
 from agent_harness.plan.model import Notice, Plan
+from agent_harness.plan.numbered import READ_NOTE as NUMBERED_NOTE
 
 # The reason the parser gives a checkbox with no id at all (not one with a near-miss id, such
 # as `t1`, which a person should correct rather than have a second id written before it).
 NO_ID = "checkbox has no item id"
 # A checkbox as written: any blockquote marks, the bullet or number, the box.
-_BOX = re.compile(r"^(?:[ \t]*>)*[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\[[ xX]\]")
+_BULLET = r"(?:[ \t]*>)*(?:[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+)"
+_BOX = re.compile(rf"{_BULLET}+\[[ xX]\]")  # one bullet, or several: `* - [ ] x`
+_BARE_BULLET = re.compile(r"(?:[ \t]*>)*[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]*(?:\r\n|\r|\n)?\Z")
+_BOX_ALONE = re.compile(r"(?:[ \t]*>)*[ \t]*\[[ xX]\]")
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
@@ -46,44 +50,100 @@ class IdsAdded:
     nested: tuple[Notice, ...]  # checkboxes left as steps of the item they sit in
     left: tuple[Notice, ...]  # checkboxes whose id a person must write (e.g. `t1`)
     plan: Plan  # the new text, parsed
+    unplaced: tuple[Notice, ...] = ()  # reported checkboxes written in a way it cannot edit
 
 
 def add_ids(text: str, source: str, prefix: str = "T") -> IdsAdded:
     """Write an id (`PREFIX<n>`) into every checkbox of `text` the parser reads no item from,
-    except those nested in one that gets an id. Refuses a prefix that would make no id."""
+    except those nested in one that gets an id. Refuses a prefix that would make no id, a plan
+    read by its task numbers, and a result that would read otherwise than the plan plus the
+    new items (nothing is written then)."""
     if not ID_RE.match(f"{prefix}1") or prefix[-1:].isdigit():
         raise UsageError(
             f"--id-prefix {prefix!r} makes no item id: give upper-case letters, such as T or TASK-"
         )
     before = parse_plan(text, source)
+    if NUMBERED_NOTE in before.notes:
+        raise UsageError(
+            f"{source}'s items are numbered tasks (as Kiro writes them), and a named id would "
+            "stop them being read so: number the checkboxes without one instead "
+            f"(lines {_lines([n for n in before.unread if n.reason == NO_ID])})"
+        )
     missing = [n for n in before.unread if n.reason == NO_ID and n.text]
     left = tuple(n for n in before.unread if n.reason.startswith(NO_ID) and n.reason != NO_ID)
     spans = list_item_spans(text)
     lines = _split_lines(text)
-    numbers = itertools.count(_highest(prefix, text) + 1)
+    taken = {item.id for item in before.items}
+    numbers = (
+        n for n in itertools.count(_highest(prefix, text) + 1) if f"{prefix}{n}" not in taken
+    )
     added: list[AddedId] = []
     nested: list[Notice] = []
+    unplaced: list[Notice] = []
     inside_until = -1  # the line (0-based) the last checkbox given an id ends before
     for notice in missing:
         line0 = notice.line - 1
         if line0 < inside_until:
             nested.append(notice)
             continue
-        box = _BOX.match(lines[line0].lstrip("\ufeff") if line0 == 0 else lines[line0])
-        if box is None:  # not where the parser said (it never is): leave it be
+        place = _box_end(lines, line0)
+        if place is None:
+            unplaced.append(notice)
             continue
+        row, offset = place
         item_id = f"{prefix}{next(numbers)}"
-        offset = box.end() + (1 if line0 == 0 and lines[0].startswith("\ufeff") else 0)
-        rest = lines[line0][offset:].lstrip(" \t")
-        lines[line0] = f"{lines[line0][:offset]} {item_id} {rest}"
+        rest = lines[row][offset:]
+        gap = "" if rest[:1] in (" ", "\t") else " "  # the spacing as written stays after the id
+        lines[row] = f"{lines[row][:offset]} {item_id}{gap}{rest}"
         added.append(AddedId(notice.line, item_id, notice.text))
         inside_until = spans.get(line0, line0 + 1)
     new_text = "".join(lines)
-    return IdsAdded(new_text, tuple(added), tuple(nested), left, parse_plan(new_text, source))
+    after = _reread(new_text, source, before, added)
+    return IdsAdded(new_text, tuple(added), tuple(nested), left, after, tuple(unplaced))
+
+
+def _box_end(lines: list[str], line0: int) -> tuple[int, int] | None:
+    """Where the checkbox the parser reported at `line0` ends: its line and the offset after
+    its `]`. A bullet alone on its line may have its box on the next one."""
+    line = lines[line0]
+    bom = 1 if line0 == 0 and line.startswith("\ufeff") else 0
+    box = _BOX.match(line, bom)
+    if box is not None:
+        return line0, box.end()
+    if _BARE_BULLET.match(line, bom) and line0 + 1 < len(lines):
+        box = _BOX_ALONE.match(lines[line0 + 1])
+        if box is not None:
+            return line0 + 1, box.end()
+    return None
+
+
+def _reread(text: str, source: str, before: Plan, added: list[AddedId]) -> Plan:
+    """The plan with its new ids, which must hold every item it held and the new ones."""
+    try:
+        after = parse_plan(text, source)
+    except PlanRefused as exc:
+        raise PlanRefused(
+            f"writing the ids would make the plan unreadable ({exc}); nothing was written"
+        ) from None
+    had = [item.id for item in before.items]
+    expected = sorted([*had, *(a.id for a in added)])
+    if sorted(item.id for item in after.items) != expected:
+        lost = sorted(set(had) - {item.id for item in after.items})
+        said = f"it would lose {', '.join(lost)}" if lost else "it would read otherwise"
+        raise PlanRefused(f"{source}: ids were not written, since {said}; write them by hand")
+    return after
+
+
+def _lines(notices: list[Notice]) -> str:
+    shown = ", ".join(str(n.line) for n in notices[:20])
+    return shown + (f" and {len(notices) - 20} more" if len(notices) > 20 else "")
 
 
 def idless(plan: Plan) -> int:
-    """How many of the plan's checkboxes `add_ids` would give an id (nested ones included)."""
+    """How many of the plan's checkboxes `add_ids` would look at (nested ones included); 0 for
+    a plan read by its task numbers, which it leaves alone."""
+    if NUMBERED_NOTE in plan.notes:
+        return 0
     return sum(1 for notice in plan.unread if notice.reason == NO_ID and notice.text)
 
 
@@ -126,12 +186,8 @@ def _split_lines(text: str) -> list[str]:
 
 
 def _highest(prefix: str, text: str) -> int:
-    """The highest n of a `PREFIX<n>` the text mentions anywhere (0 for none): a new id must
-    not be one a dependency or a note already names."""
-    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)$")
-    highest = 0
-    for found in ID_ANYWHERE.finditer(text):
-        number = pattern.match(found.group(1))
-        if number is not None:
-            highest = max(highest, int(number.group(1)))
-    return highest
+    """The highest n of a `PREFIX<n>` the text mentions anywhere, in any case and whatever
+    follows it (`T1-setup` is read as item T1; `t9` is one a person is told to write as T9);
+    0 for none. A new id must be none of them."""
+    pattern = re.compile(rf"(?<![A-Za-z0-9]){re.escape(prefix)}(\d+)(?![0-9])", re.IGNORECASE)
+    return max((int(found.group(1)) for found in pattern.finditer(text)), default=0)

@@ -121,24 +121,43 @@ def _read_bounded(stream: BinaryIO, name: str) -> bytes:
 def write_plan_text(path: Path, text: str) -> None:
     """Replace the plan file at `path` with `text`, in the encoding it was read in (its
     byte-order mark kept) and with its permissions; atomically, so a crash leaves the old plan
-    or the new one, never half of either. A symbolic link stays one: its target is replaced."""
+    or the new one, never half of either. A symbolic link stays one: its target is replaced.
+    (A hard link is not followed: the name given gets the new text, any other keeps the old.)"""
     path = Path(os.path.realpath(path))
     try:
         with open(path, "rb") as handle:
             head = handle.read(4)
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        facts = os.stat(path)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    mode = stat.S_IMODE(facts.st_mode)
+    if not mode & 0o222:  # whoever made it read-only meant it (root could write it anyway)
+        raise InputError(f"{path} is read-only; make it writable to have it changed")
     bom, codec = next(((b, c) for b, c, _ in _BOMS if head.startswith(b)), (b"", "utf-8"))
     data = bom + text.encode(codec)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
+            with contextlib.suppress(PermissionError):  # only root may give a file away
+                os.fchown(handle.fileno(), facts.st_uid, facts.st_gid)
             os.fchmod(handle.fileno(), mode)
             handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
+        _sync_directory(path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a rename in `directory` survive a crash (where the system allows it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

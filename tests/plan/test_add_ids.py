@@ -10,7 +10,7 @@ import pytest
 
 from agent_harness.cli import main
 from agent_harness.errors import UsageError
-from agent_harness.plan.ids import add_ids
+from agent_harness.plan.ids import add_ids, add_ids_hint
 from agent_harness.plan.markdown import parse_plan
 
 CHECKLIST = """\
@@ -76,8 +76,42 @@ def test_each_idless_checkbox_gets_the_next_free_id_and_nothing_else_changes() -
 def test_line_endings_and_a_prefix_are_kept() -> None:
     text = "- [ ] one\r\n- [ ]\ttwo\r\n\r\n- [ ] TASK-4 four\r\n"
     result = add_ids(text, "t.md", prefix="TASK-")
-    assert result.text == "- [ ] TASK-5 one\r\n- [ ] TASK-6 two\r\n\r\n- [ ] TASK-4 four\r\n"
+    assert result.text == "- [ ] TASK-5 one\r\n- [ ] TASK-6\ttwo\r\n\r\n- [ ] TASK-4 four\r\n"
     assert [item.id for item in result.plan.items] == ["TASK-5", "TASK-6", "TASK-4"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # An id the parser reads from `T1-setup`, and a `t2` it tells a person to write as T2,
+        # are both taken: the new ids come after them.
+        ("- [ ] plain\n- [ ] T1-setup x\n", "- [ ] T2 plain\n- [ ] T1-setup x\n"),
+        ("- [ ] t2 fix\n- [ ] plain\n", "- [ ] t2 fix\n- [ ] T3 plain\n"),
+        # The spacing after the box stays as written.
+        ("- [ ]   many\n- [x]\tdone\n", "- [ ] T1   many\n- [x] T2\tdone\n"),
+        # A box on a nested bullet's line, and on the line after a bare bullet.
+        ("* - [ ] x\n", "* - [ ] T1 x\n"),
+        ("-\n  [ ] x\n", "-\n  [ ] T1 x\n"),
+    ],
+)
+def test_odd_but_valid_checklists_get_ids_that_read_back(text: str, expected: str) -> None:
+    result = add_ids(text, "t.md")
+    assert result.text == expected
+    assert len(result.plan.items) == len(parse_plan(expected, "t.md").items)
+    assert add_ids(result.text, "t.md").added == ()
+
+
+@pytest.mark.unit
+def test_a_plan_of_numbered_tasks_is_left_to_its_numbers() -> None:
+    # One named id would stop Kiro's numbered tasks being read by their numbers: 3 items
+    # would become 1. So it is refused, and the plan's report does not point at --add-ids.
+    text = "- [ ] 1. Set up\n- [ ] 2. Models\n- [ ] 2.1 Interfaces\n- [ ] Tidy README\n"
+    plan = parse_plan(text, "tasks.md")
+    assert [item.id for item in plan.items] == ["1", "2.1"]
+    assert add_ids_hint(plan) == ""
+    with pytest.raises(UsageError, match=r"numbered tasks .* \(lines 4\)"):
+        add_ids(text, "tasks.md")
 
 
 @pytest.mark.unit
@@ -179,3 +213,18 @@ def test_run_and_sync_of_a_plan_without_items_say_why_and_make_nothing(
     captured = capsys.readouterr()
     assert captured.err.startswith("warning: TODO.md has no items; 2 checkboxes have no id")
     assert "0 created" in captured.out
+
+
+@pytest.mark.unit
+def test_a_read_only_plan_is_not_rewritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = tmp_path / "TODO.md"
+    plan.write_text("- [ ] one\n")
+    plan.chmod(0o444)
+    assert main(["plan", str(plan), "--add-ids"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"error: {plan} is read-only; make it writable to have it changed"
+    )
+    assert plan.read_text() == "- [ ] one\n"
