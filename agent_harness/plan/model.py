@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -119,9 +120,30 @@ def default_plan_key(path: PurePath) -> str:
     if path.name == "tasks.md" and parts[-4:-2] == (".kiro", "specs"):
         # A name a key cannot hold is spelled with dashes and marked with a hash of itself
         # (`my spec` is `my-spec-` and 6 hex digits), so two specs never share one key.
-        name = parts[-2]
-        if _PLAN_KEY.fullmatch(name):
-            return name
-        digest = hashlib.sha256(name.encode()).hexdigest()[:6]
-        return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', name).strip('-.')[:50]}-{digest}".lstrip("-")
+        return plan_key_from(parts[-2])
     return path.stem
+
+
+def plan_key_from(name: str) -> str:
+    """`name` as a plan key: itself when a key can hold it, else spelled with dashes and marked
+    with a hash of itself (`my spec` is `my-spec-` and 6 hex digits), so two names never share
+    one key."""
+    if _PLAN_KEY.fullmatch(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+    return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', name).strip('-.')[:50]}-{digest}".lstrip("-")
+
+
+def plan_in_repo(source: str) -> tuple[Path, str] | None:
+    """The git work tree holding the plan file `source` and the plan's path in it (with `/`),
+    the same on every clone and from every directory; None for standard input, a plan that is
+    no file, or one in no work tree."""
+    if source in ("", "-"):
+        return None
+    path = Path(os.path.abspath(source))
+    if not path.is_file():
+        return None
+    for parent in path.parents:
+        if (parent / ".git").exists():  # a directory, or the file of a linked worktree
+            return parent, path.relative_to(parent).as_posix()
+    return None

@@ -12,10 +12,11 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agent_harness.errors import HarnessError
-from agent_harness.plan.model import Plan, WorkItem
+from agent_harness.plan.model import Plan, WorkItem, plan_in_repo, plan_key_from
 from agent_harness.tracker.protocol import (
     IssueDraft,
     IssueRecord,
@@ -43,14 +44,19 @@ class Marker:
     plan_key: str
     hash: str
     labels: tuple[str, ...] = ()
+    # The plan file's path in its repository, when it is in one (see `plan_in_repo`): two plan
+    # files under one key would rewrite each other's issues, and this tells them apart.
+    source: str | None = None
 
     def render(self) -> str:
-        data = {
+        data: dict[str, Any] = {
             "id": self.item_id,
             "plan": self.plan_key,
             "hash": self.hash,
             "labels": list(self.labels),
         }
+        if self.source is not None:
+            data["source"] = self.source
         return f"<!-- agent-harness {json.dumps(data, ensure_ascii=False)} -->"
 
 
@@ -84,7 +90,14 @@ def read_marker(body: str) -> Marker | None:
     if missing:
         raise DamagedMarker(f"the agent-harness marker lacks {', '.join(missing)}")
     labels = data.get("labels") or []
-    return Marker(data["id"], data["plan"], data["hash"], tuple(str(x) for x in labels))
+    source = data.get("source")
+    return Marker(
+        data["id"],
+        data["plan"],
+        data["hash"],
+        tuple(str(x) for x in labels),
+        source if isinstance(source, str) and source else None,
+    )
 
 
 @dataclass
@@ -149,6 +162,13 @@ class SyncReport:
         }
 
 
+class PlanKeyTaken(HarnessError):
+    """Another plan file of the repository syncs under this plan key; this one would rewrite
+    its issues (two spec-kit features' `tasks.md`, both keyed `tasks`)."""
+
+    exit_code = 3
+
+
 class SyncIncomplete(HarnessError):
     """The sync finished with problems; what succeeded was kept."""
 
@@ -186,9 +206,15 @@ def _order(items: tuple[WorkItem, ...]) -> list[WorkItem]:
 
 
 def render_issue(
-    item: WorkItem, plan_key: str, source: str, numbers: dict[str, int | None]
+    item: WorkItem,
+    plan_key: str,
+    source: str,
+    numbers: dict[str, int | None],
+    in_repo: str | None = None,
 ) -> tuple[IssueDraft, Marker]:
-    """The issue an item should be, and the marker that will identify it."""
+    """The issue an item should be, and the marker that will identify it. `in_repo`: the plan's
+    path in its repository, which the issue names (in place of `source`) and the marker keeps."""
+    source = in_repo or source
     parts = [defuse_markers(item.body.strip())] if item.body.strip() else []
     facts = [
         f"**Success check:** {item.success_check}"
@@ -213,7 +239,7 @@ def render_issue(
     digest = hashlib.sha256(
         json.dumps([title, text, sorted(item.labels), item.milestone]).encode()
     ).hexdigest()[:16]
-    marker = Marker(item.id, plan_key, digest, tuple(item.labels))
+    marker = Marker(item.id, plan_key, digest, tuple(item.labels), in_repo)
     body = f"{text}\n\n{marker.render()}"
     return IssueDraft(title, body, tuple(item.labels), item.milestone), marker
 
@@ -320,10 +346,12 @@ class _PlanSync:
         self.dry_run = dry_run
         self.report = report
         self.numbers: dict[str, int | None] = {}
+        self.home = plan_in_repo(plan.source)  # the plan's work tree, and its path there
 
     def run(self, step: Progress) -> None:
         step("listing issues", 0, len(self.plan.items))
         listing = _list_plan_issues(self.tracker, self.plan_key, self.report)
+        self._refuse_another_plans_key(listing)
         _report_orphans_and_twins(listing, self.plan, self.report)
         self.numbers = listing.sole_issue_numbers()
         # A done item is mirrored only while it already has an issue to keep up to date.
@@ -350,6 +378,27 @@ class _PlanSync:
                 continue  # already reported: writing either twin could be the wrong one
             found = (issues[0], listing.markers[issues[0].number]) if issues else None
             self._sync_item(item, found)
+
+    def _refuse_another_plans_key(self, listing: _Listing) -> None:
+        """Refuse, before any write, to sync under a key whose issues another plan file of the
+        repository made while that file is still there (a plan that was moved takes its issues
+        along). Issues made before markers named their plan cannot be told apart."""
+        if self.home is None:
+            return
+        root, mine = self.home
+        for number, marker in sorted(listing.markers.items()):
+            theirs = marker.source
+            if theirs is None or theirs == mine or not _inside(root, theirs):
+                continue
+            folder = PurePosixPath(mine).parent.name
+            suggested = plan_key_from(folder) if folder else ""
+            if suggested in ("", self.plan_key):
+                suggested = plan_key_from(f"{self.plan_key}-2")
+            raise PlanKeyTaken(
+                f"plan key '{self.plan_key}' on {self.tracker.repo} is {theirs}'s (issue "
+                f"#{number} is its {marker.item_id}); syncing {mine} under it would rewrite "
+                f"that plan's issues. Give {mine} a key of its own, e.g. --plan-key {suggested}"
+            )
 
     def _create_missing_labels(self, active: list[WorkItem], in_use: set[str]) -> None:
         # GitHub compares label names without regard to case.
@@ -393,7 +442,8 @@ class _PlanSync:
     def _sync_item(self, item: WorkItem, found: tuple[IssueRecord, Marker] | None) -> None:
         """Create or rewrite one item's issue; a refusal for this item is recorded, while one
         that would refuse every item (auth, a missing repository, the rate limit) stops the sync."""
-        draft, marker = render_issue(item, self.plan_key, self.plan.source, self.numbers)
+        in_repo = self.home[1] if self.home else None
+        draft, marker = render_issue(item, self.plan_key, self.plan.source, self.numbers, in_repo)
         if len(draft.body) > MAX_BODY:
             self.report.problems.append(
                 f"{item.id}: issue body would be {len(draft.body)} characters, over GitHub's "
@@ -462,6 +512,14 @@ def _create_once(
         f"the issue of {marker.item_id}",
         tracker.write_pace,
     )
+
+
+def _inside(root: Path, relative: str) -> bool:
+    """Whether `relative` (read from an issue, so anyone's text) names a file under `root`."""
+    path = PurePosixPath(relative)
+    if path.is_absolute() or ".." in path.parts:
+        return False
+    return (root / path).is_file()
 
 
 def _label_colour(name: str) -> str:
