@@ -29,6 +29,7 @@ from agent_harness.queue.items import IllegalTransition, ItemBusy, UnknownItem
 from agent_harness.queue.projects import BadProjectPath, ProjectExists, UnknownProject
 from agent_harness.store.errors import StoreError
 from agent_harness.tracker.protocol import TrackerError
+from agent_harness.tracker.sync import PlanKeyTaken
 
 # Checked in order: the first class the error is an instance of gives the status.
 STATUS: tuple[tuple[type[HarnessError], int], ...] = (
@@ -42,6 +43,7 @@ STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (ItemBusy, 409),
     (IllegalTransition, 409),
     (RunRefused, 409),
+    (PlanKeyTaken, 409),  # another plan file's issues hold the key
     (StepRefused, 409),  # BlockingOpen among them: approval with a BLOCKING question open
     (BaselineExists, 409),
     (BadProjectPath, 422),

@@ -79,6 +79,12 @@ Examples:
     "the others 'duplicate' (they stop claiming the item; none is closed), then sync.",
 )
 @click.option(
+    "--moved-from",
+    metavar="OLD_PATH",
+    help="With --repo: the plan was moved here from OLD_PATH (its path in the repository, as "
+    "a refusal names it); its issues are taken over, and name the new path from then on.",
+)
+@click.option(
     "--plan-key",
     metavar="KEY",
     help="Scopes this plan's issues so several plans can share a repo (default: file stem; "
@@ -102,6 +108,7 @@ def plan(
     add_ids: bool,
     id_prefix: str,
     adopt_duplicate: bool,
+    moved_from: str | None,
     plan_key: str | None,
     db: str | None,
     forge: str | None,
@@ -136,12 +143,11 @@ def plan(
         backlog.write_backlog(parsed, backlog_out)
     if repo:
         _warn_if_empty(parsed)
-        options = _SyncOptions(dry_run, adopt_duplicate, plan_key, forge, github_url, as_json, db)
-        return _sync(parsed, repo, options)
-    if dry_run or adopt_duplicate or forge or github_url or plan_key or db:
-        raise UsageError(
-            "--dry-run, --adopt-duplicate, --forge, --github-url, --plan-key and --db need --repo"
+        options = _SyncOptions(
+            dry_run, adopt_duplicate, plan_key, forge, github_url, as_json, db, moved_from
         )
+        return _sync(parsed, repo, options)
+    _refuse_without_repo(dry_run, adopt_duplicate, forge, github_url, plan_key, db, moved_from)
     if as_json:
         print_json(backlog.to_backlog(parsed).model_dump(mode="json"))
         return 0
@@ -151,6 +157,14 @@ def plan(
     if backlog_out is not None:
         console().print(f"wrote {backlog_out}")
     return 0
+
+
+def _refuse_without_repo(*given: object) -> None:
+    if any(given):
+        raise UsageError(
+            "--dry-run, --adopt-duplicate, --moved-from, --forge, --github-url, --plan-key and "
+            "--db need --repo"
+        )
 
 
 def _warn_if_empty(parsed: Plan) -> None:
@@ -206,6 +220,7 @@ class _SyncOptions:
     github_url: str | None
     as_json: bool
     db: str | None
+    moved_from: str | None = None
 
 
 def _runs_store(settings: Settings, opts: _SyncOptions) -> Store | None:
@@ -238,7 +253,7 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
     from agent_harness.cli.settings_opts import load_cli_settings
     from agent_harness.plan.model import Plan, default_plan_key
     from agent_harness.tracker.adopt import adopt_duplicates
-    from agent_harness.tracker.sync import sync_plan
+    from agent_harness.tracker.sync import refuse_taken_key, sync_plan
 
     assert isinstance(parsed, Plan)
     settings = load_cli_settings().settings
@@ -256,7 +271,8 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
         _sync_lock(store, tracker.repo, key),
         err.status("syncing…") as status,
     ):
-        if opts.adopt_duplicate:
+        if opts.adopt_duplicate:  # only once the plan may sync under the key
+            refuse_taken_key(parsed, tracker, key, opts.moved_from)
             adoptions = adopt_duplicates(tracker, key, dry_run=opts.dry_run)
         report = sync_plan(
             parsed,
@@ -264,6 +280,7 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
             key,
             dry_run=opts.dry_run,
             progress=lambda stage, done, total: status.update(f"{stage} {done}/{total}"),
+            moved_from=opts.moved_from,
         )
         full_name = tracker.repo
     local = None

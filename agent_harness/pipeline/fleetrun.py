@@ -90,6 +90,9 @@ class FleetRun:
         with ExitStack() as locks:
             for project in self.projects:
                 locks.enter_context(project.pipeline.run_lock())
+            if len(self.projects) > 1:  # one plan refused would leave the others half begun
+                for project in self.projects:
+                    project.pipeline.check_plan_key()
             for project in self.projects:
                 project.begun = project.pipeline.begin()
             fleet = self._fleet()

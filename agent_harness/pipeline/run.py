@@ -45,7 +45,7 @@ from agent_harness.store.events import (
 from agent_harness.store.hostlock import LockBusy, held_by_this_host, plan_sync_lock
 from agent_harness.tracker.protocol import TrackerError
 from agent_harness.tracker.protocol import failure_class as tracker_failure
-from agent_harness.tracker.sync import SyncReport, read_marker, sync_plan
+from agent_harness.tracker.sync import SyncReport, read_marker, refuse_taken_key, sync_plan
 
 if TYPE_CHECKING:
     from agent_harness.git.workspace import Workspace
@@ -210,6 +210,12 @@ class Pipeline:
                     f"check `{command}`: {program} is not found on the checks' PATH "
                     f"({env.get('PATH', 'PATH is not set')}); install it, or fix the check"
                 )
+
+    def check_plan_key(self) -> None:
+        """Refuse, before anything is written, a plan whose key another plan file's issues
+        hold (a run of several plans syncs them one after another)."""
+        with self.parts.tracker_lock:
+            refuse_taken_key(self.plan, self.parts.tracker, self.parts.plan_key)
 
     def prepare(self) -> SyncReport:
         """Mirror the plan to issues (so every PR can close one) and queue the items."""

@@ -136,14 +136,17 @@ def plan_key_from(name: str) -> str:
 
 def plan_in_repo(source: str) -> tuple[Path, str] | None:
     """The git work tree holding the plan file `source` and the plan's path in it (with `/`),
-    the same on every clone and from every directory; None for standard input, a plan that is
-    no file, or one in no work tree."""
+    the same on every clone, from every directory and through every symbolic link; None for
+    standard input, a plan that is no file, or one in no work tree we may look into."""
     if source in ("", "-"):
         return None
-    path = Path(os.path.abspath(source))
-    if not path.is_file():
+    try:
+        path = Path(os.path.realpath(source))
+        if not path.is_file():
+            return None
+        for parent in path.parents:
+            if (parent / ".git").exists():  # a directory, or the file of a linked worktree
+                return parent, path.relative_to(parent).as_posix()
+    except OSError:  # a directory we may not read, a name too long
         return None
-    for parent in path.parents:
-        if (parent / ".git").exists():  # a directory, or the file of a linked worktree
-            return parent, path.relative_to(parent).as_posix()
     return None

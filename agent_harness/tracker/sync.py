@@ -7,12 +7,13 @@ every marker; unchanged items cost no request; sync never closes, reopens or del
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
 from agent_harness.errors import HarnessError
@@ -57,7 +58,9 @@ class Marker:
         }
         if self.source is not None:
             data["source"] = self.source
-        return f"<!-- agent-harness {json.dumps(data, ensure_ascii=False)} -->"
+        # `<` and `>` escaped, as JSON allows: a `-->` in a path must not end the comment.
+        text = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
+        return f"<!-- agent-harness {text} -->"
 
 
 class DamagedMarker(ValueError):
@@ -169,6 +172,47 @@ class PlanKeyTaken(HarnessError):
     exit_code = 3
 
 
+def refuse_another_plan(
+    markers: dict[int, Marker], plan_key: str, repo: str, mine: str, moved_from: str | None = None
+) -> None:
+    """Refuse to sync the plan file `mine` (its path in the repository) under a key whose
+    issues another plan file made: its items would rewrite that plan's issues. `moved_from`:
+    the plan's old path, whose issues it takes over. Issues whose marker names no plan file
+    (made before markers did, or from a plan outside any repository) cannot be told apart."""
+    for number, marker in sorted(markers.items()):
+        theirs = marker.source
+        if theirs is None or theirs in (mine, moved_from):
+            continue
+        folder = PurePosixPath(mine).parent.name
+        suggested = plan_key_from(folder) if folder else ""
+        if suggested in ("", plan_key):
+            suggested = plan_key_from(f"{plan_key}-2")
+        shown = theirs if len(theirs) <= 120 else theirs[:119] + "…"
+        raise PlanKeyTaken(
+            f"plan key '{plan_key}' on {repo} is {shown}'s (issue #{number} is its "
+            f"{marker.item_id}); syncing {mine} under it would rewrite that plan's issues. Give "
+            f"{mine} a plan key of its own (e.g. --plan-key {suggested}); or, if {shown} was "
+            f"moved to {mine}, sync it once with --moved-from {shown}"
+        )
+
+
+def refuse_taken_key(
+    plan: Plan, tracker: Tracker, plan_key: str, moved_from: str | None = None
+) -> None:
+    """`refuse_another_plan` ahead of any write (one listing): for a run of several plans,
+    which syncs them one after another, and before duplicates are adopted."""
+    home = plan_in_repo(plan.source)
+    if home is None:
+        return
+    markers: dict[int, Marker] = {}
+    for issue in tracker.list_issues():
+        with contextlib.suppress(DamagedMarker):
+            marker = read_marker(issue.body)
+            if marker is not None and marker.plan_key == plan_key:
+                markers[issue.number] = marker
+    refuse_another_plan(markers, plan_key, tracker.repo, home[1], moved_from)
+
+
 class SyncIncomplete(HarnessError):
     """The sync finished with problems; what succeeded was kept."""
 
@@ -270,14 +314,17 @@ def sync_plan(
     *,
     dry_run: bool = False,
     progress: Progress | None = None,
+    moved_from: str | None = None,
 ) -> SyncReport:
     """Make the tracker's issues say what the plan says. Returns the report; never raises
-    for a per-item problem (it is recorded and the rest carries on)."""
+    for a per-item problem (it is recorded and the rest carries on). Raises PlanKeyTaken,
+    before any write, when the key's issues are another plan file's; `moved_from` names the
+    plan's old path in its repository, whose issues it takes over."""
     report = SyncReport(repo=tracker.repo, plan_key=plan_key, dry_run=dry_run)
     start_requests, start_writes = tracker.tally.requests, tracker.tally.writes
     step = progress or (lambda _stage, _done, _total: None)
     try:
-        _PlanSync(plan, tracker, plan_key, dry_run, report).run(step)
+        _PlanSync(plan, tracker, plan_key, dry_run, report, moved_from).run(step)
     finally:
         report.requests = tracker.tally.requests - start_requests
         report.writes = tracker.tally.writes - start_writes
@@ -338,7 +385,13 @@ class _PlanSync:
     so far (a dependency is created before its dependants, so they can link to it)."""
 
     def __init__(
-        self, plan: Plan, tracker: Tracker, plan_key: str, dry_run: bool, report: SyncReport
+        self,
+        plan: Plan,
+        tracker: Tracker,
+        plan_key: str,
+        dry_run: bool,
+        report: SyncReport,
+        moved_from: str | None = None,
     ) -> None:
         self.plan = plan
         self.tracker = tracker
@@ -347,6 +400,7 @@ class _PlanSync:
         self.report = report
         self.numbers: dict[str, int | None] = {}
         self.home = plan_in_repo(plan.source)  # the plan's work tree, and its path there
+        self.moved_from = moved_from
 
     def run(self, step: Progress) -> None:
         step("listing issues", 0, len(self.plan.items))
@@ -380,24 +434,9 @@ class _PlanSync:
             self._sync_item(item, found)
 
     def _refuse_another_plans_key(self, listing: _Listing) -> None:
-        """Refuse, before any write, to sync under a key whose issues another plan file of the
-        repository made while that file is still there (a plan that was moved takes its issues
-        along). Issues made before markers named their plan cannot be told apart."""
-        if self.home is None:
-            return
-        root, mine = self.home
-        for number, marker in sorted(listing.markers.items()):
-            theirs = marker.source
-            if theirs is None or theirs == mine or not _inside(root, theirs):
-                continue
-            folder = PurePosixPath(mine).parent.name
-            suggested = plan_key_from(folder) if folder else ""
-            if suggested in ("", self.plan_key):
-                suggested = plan_key_from(f"{self.plan_key}-2")
-            raise PlanKeyTaken(
-                f"plan key '{self.plan_key}' on {self.tracker.repo} is {theirs}'s (issue "
-                f"#{number} is its {marker.item_id}); syncing {mine} under it would rewrite "
-                f"that plan's issues. Give {mine} a key of its own, e.g. --plan-key {suggested}"
+        if self.home is not None:
+            refuse_another_plan(
+                listing.markers, self.plan_key, self.tracker.repo, self.home[1], self.moved_from
             )
 
     def _create_missing_labels(self, active: list[WorkItem], in_use: set[str]) -> None:
@@ -475,13 +514,16 @@ class _PlanSync:
     def _update(
         self, item: WorkItem, issue: IssueRecord, old: Marker, draft: IssueDraft, marker: Marker
     ) -> None:
-        if old.hash == marker.hash:
+        # An issue whose marker does not yet name its plan file is rewritten once to name it
+        # (one write), so another plan file under the key is refused from then on.
+        if old.hash == marker.hash and (marker.source is None or old.source == marker.source):
             self.report.unchanged.append(ItemChange(item.id, issue.number))
             return
         # Labels a person added stay; labels the plan dropped go.
         keep = [x for x in issue.labels if x not in old.labels and x not in draft.labels]
         draft = IssueDraft(draft.title, draft.body, (*draft.labels, *keep), draft.milestone)
-        change = ItemChange(item.id, issue.number, _changes(issue, draft))
+        said = _changes(issue, draft) or [f"marker: names {marker.source}"]
+        change = ItemChange(item.id, issue.number, said)
         if not self.dry_run:
             self.tracker.update_issue(issue.number, draft)
         self.report.updated.append(change)
@@ -512,14 +554,6 @@ def _create_once(
         f"the issue of {marker.item_id}",
         tracker.write_pace,
     )
-
-
-def _inside(root: Path, relative: str) -> bool:
-    """Whether `relative` (read from an issue, so anyone's text) names a file under `root`."""
-    path = PurePosixPath(relative)
-    if path.is_absolute() or ".." in path.parts:
-        return False
-    return (root / path).is_file()
 
 
 def _label_colour(name: str) -> str:

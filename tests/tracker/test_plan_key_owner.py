@@ -1,5 +1,5 @@
 """Two plan files under one plan key would rewrite each other's issues: the issue's marker names
-the plan file it came from (its path in the repository), and a second file is refused."""
+the plan file it came from (its path in the repository), and another file is refused."""
 
 from __future__ import annotations
 
@@ -14,7 +14,13 @@ from agent_harness.plan.markdown import parse_plan_file
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.tracker.github import GitHubTracker
 from agent_harness.tracker.protocol import IssueDraft
-from agent_harness.tracker.sync import Marker, PlanKeyTaken, read_marker, sync_plan
+from agent_harness.tracker.sync import (
+    Marker,
+    PlanKeyTaken,
+    read_marker,
+    render_issue,
+    sync_plan,
+)
 
 pytestmark = pytest.mark.integration
 REPO = "octo/app"
@@ -44,6 +50,16 @@ def client(rf: RunningForge) -> GitHubTracker:
     return GitHubTracker(REPO, TOKEN, rf.server.api_url, write_spacing_s=0.0)
 
 
+def marker_of(body: str) -> Marker:
+    marker = read_marker(body)
+    assert marker is not None
+    return marker
+
+
+def sources(tracker: GitHubTracker) -> set[str | None]:
+    return {marker_of(issue.body).source for issue in tracker.list_issues()}
+
+
 def titles(tracker: GitHubTracker) -> list[str]:
     return sorted(issue.title for issue in tracker.list_issues())
 
@@ -52,26 +68,33 @@ def test_a_second_plan_file_under_the_same_key_is_refused_before_any_write(
     rf: RunningForge, clone: Path
 ) -> None:
     tracker = client(rf)
-    auth = parse_plan_file(clone / "specs" / "001-auth" / "tasks.md")
+    auth_path = clone / "specs" / "001-auth" / "tasks.md"
+    auth = parse_plan_file(auth_path)
     first = sync_plan(auth, tracker, "tasks")
     assert [c.id for c in first.created] == ["T001", "T002"]
-    markers = [read_marker(issue.body) for issue in tracker.list_issues()]
-    assert {m.source for m in markers if m is not None} == {"specs/001-auth/tasks.md"}
+    assert sources(tracker) == {"specs/001-auth/tasks.md"}
 
     billing = parse_plan_file(clone / "specs" / "002-billing" / "tasks.md")
     writes = tracker.tally.writes
     for dry_run in (True, False):
         with pytest.raises(PlanKeyTaken) as refused:
             sync_plan(billing, tracker, "tasks", dry_run=dry_run)
-    assert tracker.tally.writes == writes
     assert str(refused.value) == (
         "plan key 'tasks' on octo/app is specs/001-auth/tasks.md's (issue #1 is its T001); "
         "syncing specs/002-billing/tasks.md under it would rewrite that plan's issues. Give "
-        "specs/002-billing/tasks.md a key of its own, e.g. --plan-key 002-billing"
+        "specs/002-billing/tasks.md a plan key of its own (e.g. --plan-key 002-billing); or, if "
+        "specs/001-auth/tasks.md was moved to specs/002-billing/tasks.md, sync it once with "
+        "--moved-from specs/001-auth/tasks.md"
     )
+    # On spec-kit's branch per feature the other feature's file is not there: still refused.
+    auth_path.unlink()
+    with pytest.raises(PlanKeyTaken):
+        sync_plan(billing, tracker, "tasks")
+    assert tracker.tally.writes == writes
     assert titles(tracker) == ["T001: Add the login form", "T002: Check the password"]
 
     # Under the key it suggests, each plan has its own issues, and neither touches the other's.
+    auth_path.write_text(AUTH)
     own = sync_plan(billing, tracker, "002-billing")
     assert [c.id for c in own.created] == ["T001", "T002"]
     again = sync_plan(auth, tracker, "tasks")
@@ -82,14 +105,16 @@ def test_a_second_plan_file_under_the_same_key_is_refused_before_any_write(
 def test_the_same_plan_from_anywhere_is_the_same_plan(
     rf: RunningForge, clone: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Named by its path in the repository, not as given: a run from another directory, or on
-    # another host's clone, rewrites nothing.
+    # Named by its path in the repository, not as given: a run from another directory, on
+    # another host's clone, or through a symbolic link, rewrites nothing.
     tracker = client(rf)
     plan_path = clone / "specs" / "001-auth" / "tasks.md"
     sync_plan(parse_plan_file(plan_path), tracker, "tasks")
     monkeypatch.chdir(clone / "specs")
-    relative = sync_plan(parse_plan_file("001-auth/tasks.md"), tracker, "tasks")
-    assert relative.writes == 0 and len(relative.unchanged) == 2
+    (clone / "AUTH.md").symlink_to(plan_path)
+    for given in ("001-auth/tasks.md", str(clone / "AUTH.md")):
+        again = sync_plan(parse_plan_file(given), tracker, "tasks")
+        assert again.writes == 0 and len(again.unchanged) == 2
     other_host = clone.parent / "elsewhere"
     clone.rename(other_host)
     moved_clone = sync_plan(
@@ -100,7 +125,7 @@ def test_the_same_plan_from_anywhere_is_the_same_plan(
     assert "Mirrored from `specs/001-auth/tasks.md`" in issue.body
 
 
-def test_a_plan_moved_in_its_repository_takes_its_issues_along(
+def test_a_plan_moved_in_its_repository_takes_its_issues_along_when_told(
     rf: RunningForge, clone: Path
 ) -> None:
     tracker = client(rf)
@@ -109,38 +134,90 @@ def test_a_plan_moved_in_its_repository_takes_its_issues_along(
     new = clone / "docs" / "tasks.md"
     new.parent.mkdir()
     old.rename(new)
-    moved = sync_plan(parse_plan_file(new), tracker, "tasks")
+    with pytest.raises(PlanKeyTaken, match=r"--moved-from specs/001-auth/tasks\.md"):
+        sync_plan(parse_plan_file(new), tracker, "tasks")
+    moved = sync_plan(parse_plan_file(new), tracker, "tasks", moved_from="specs/001-auth/tasks.md")
     assert moved.created == [] and [c.id for c in moved.updated] == ["T001", "T002"]
-    sources = {read_marker(issue.body).source for issue in tracker.list_issues()}  # type: ignore[union-attr]
-    assert sources == {"docs/tasks.md"}
+    assert sources(tracker) == {"docs/tasks.md"}
     assert sync_plan(parse_plan_file(new), tracker, "tasks").writes == 0
 
 
-def test_markers_with_no_source_or_a_path_outside_the_repository_refuse_nothing(
+def test_issues_whose_marker_names_no_plan_are_upgraded_once_then_guarded(
     rf: RunningForge, clone: Path
 ) -> None:
-    # Issues synced before markers named their plan, and a marker someone edited to name a
-    # file outside the clone (`../..`, an absolute path), cannot say which plan they are.
+    # Issues an older harness made name no plan file: the first sync names it in each (one
+    # write per issue, the text unchanged), and from then on another plan file is refused.
     tracker = client(rf)
-    (clone.parent / "outside.md").write_text("x\n")
-    for n, source in enumerate((None, "../outside.md", str(clone.parent / "outside.md")), 1):
-        body = Marker("T001", f"key{n}", "h" * 16, (), source).render()
-        tracker.create_issue(IssueDraft("T001: planted", body, (), None))
-        billing = parse_plan_file(clone / "specs" / "002-billing" / "tasks.md")
-        report = sync_plan(billing, tracker, f"key{n}")
-        assert report.ok and [c.id for c in report.updated] == ["T001"]
+    auth = parse_plan_file(clone / "specs" / "001-auth" / "tasks.md")
+    for item in auth.items:
+        draft, _ = render_issue(item, "tasks", "specs/001-auth/tasks.md", {})
+        tracker.create_issue(draft)
+    assert sources(tracker) == {None}
+    upgraded = sync_plan(auth, tracker, "tasks")
+    assert upgraded.created == []
+    assert [c.changes for c in upgraded.updated] == [["marker: names specs/001-auth/tasks.md"]] * 2
+    assert sync_plan(auth, tracker, "tasks").writes == 0
+    with pytest.raises(PlanKeyTaken):
+        sync_plan(parse_plan_file(clone / "specs/002-billing/tasks.md"), tracker, "tasks")
 
 
-def test_the_cli_refuses_in_one_line(
+def test_a_plan_outside_any_repository_names_none_and_refuses_nothing(
+    rf: RunningForge, tmp_path: Path
+) -> None:
+    tracker = client(rf)
+    loose = tmp_path / "loose" / "tasks.md"
+    loose.parent.mkdir()
+    loose.write_text(AUTH)
+    assert sync_plan(parse_plan_file(loose), tracker, "tasks").ok
+    assert sources(tracker) == {None}
+    assert sync_plan(parse_plan_file(loose), tracker, "tasks").writes == 0
+
+
+@pytest.mark.parametrize("source", ["../outside.md", "/etc/passwd", "x" * 300 + "/tasks.md"])
+def test_any_other_plan_named_in_a_marker_is_refused_in_one_bounded_line(
+    rf: RunningForge, clone: Path, source: str
+) -> None:
+    # Whatever a marker names (anyone with write access may edit one), the answer is the same
+    # one line, never an error of the file system.
+    tracker = client(rf)
+    body = Marker("T001", "tasks", "h" * 16, (), source).render()
+    tracker.create_issue(IssueDraft("T001: planted", body, (), None))
+    billing = parse_plan_file(clone / "specs" / "002-billing" / "tasks.md")
+    with pytest.raises(PlanKeyTaken) as refused:
+        sync_plan(billing, tracker, "tasks")
+    assert "\n" not in str(refused.value) and len(str(refused.value)) < 800
+
+
+def test_a_path_that_would_end_the_marker_syncs_as_one_plan(rf: RunningForge, clone: Path) -> None:
+    # `-->` in the plan's path used to end the hidden comment early: the marker did not read,
+    # and every sync opened the items' issues again.
+    tracker = client(rf)
+    odd = clone / "notes-->old" / "PLAN.md"
+    odd.parent.mkdir()
+    odd.write_text(AUTH)
+    first = sync_plan(parse_plan_file(odd), tracker, "PLAN")
+    assert first.ok and len(first.created) == 2
+    assert sources(tracker) == {"notes-->old/PLAN.md"}
+    again = sync_plan(parse_plan_file(odd), tracker, "PLAN")
+    assert again.ok and again.writes == 0 and len(again.unchanged) == 2
+
+
+def test_the_cli_refuses_in_one_line_and_takes_a_move_when_told(
     clone: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(clone)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     sync = ["plan", "--repo", "me/app", "--forge", "local", "--json"]
     assert main([*sync, "specs/001-auth/tasks.md"]) == 0
     assert len(json.loads(capsys.readouterr().out)["created"]) == 2
-    assert main([*sync, "specs/002-billing/tasks.md"]) == 3
-    said = json.loads(capsys.readouterr().err)
-    assert said["exit"] == 3 and "--plan-key 002-billing" in said["error"]
+    for extra in ([], ["--adopt-duplicate"]):  # adopting twins is refused first, too
+        assert main([*sync, "specs/002-billing/tasks.md", *extra]) == 3
+        said = json.loads(capsys.readouterr().err)
+        assert said["exit"] == 3 and "--plan-key 002-billing" in said["error"]
     assert main([*sync, "specs/002-billing/tasks.md", "--plan-key", "002-billing"]) == 0
     assert len(json.loads(capsys.readouterr().out)["created"]) == 2
+    (clone / "specs" / "001-auth" / "tasks.md").rename(clone / "auth.md")
+    moved = ["auth.md", "--plan-key", "tasks", "--moved-from", "specs/001-auth/tasks.md"]
+    assert main([*sync, *moved]) == 0
+    assert len(json.loads(capsys.readouterr().out)["updated"]) == 2
+    assert main(["plan", "auth.md", "--moved-from", "x.md"]) == 2
+    assert "need --repo" in capsys.readouterr().err

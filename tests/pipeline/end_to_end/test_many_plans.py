@@ -98,6 +98,30 @@ def test_two_plans_with_one_key_are_refused(
     assert cli.pulls() == []
 
 
+def test_a_plan_whose_key_another_plan_holds_refuses_the_run_before_any_plan_is_begun(
+    cli: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two spec-kit features under the default key `tasks`: the run of A.md and the second
+    # feature is refused before A's issues are opened or anything is queued.
+    (tmp_path / ".git").mkdir()  # the plans' work tree, as `plan_in_repo` finds one
+    for feature in ("one", "two"):
+        (tmp_path / "specs" / feature).mkdir(parents=True)
+        (tmp_path / "specs" / feature / "tasks.md").write_text(f"### T1: Note {feature}\n")
+    assert main(["plan", "specs/one/tasks.md", "--repo", REPO]) == 0
+    (tmp_path / "A.md").write_text("### A1: Note A1\n")
+    capsys.readouterr()
+    code = main(
+        ["run", "--repo", REPO, "--work", str(cli.work), "--plan", "A.md",
+         "--plan", "specs/two/tasks.md", "--agent", f"{sys.executable} -c pass {{prompt_file}}",
+         "--reviewer", "openai:gpt-test"]
+    )  # fmt: skip
+    assert code == 3
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: plan key 'tasks' on octo/tally is specs/one/tasks.md's")
+    repo = cli.forge.github.get_repo(REPO)
+    assert sorted(issue.title for issue in repo.get_issues(state="all")) == ["T1: Note one"]
+
+
 def test_projects_of_the_config_file_on_two_repositories(
     cli: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
