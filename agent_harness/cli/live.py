@@ -46,6 +46,40 @@ STAGE_OF = {
 }
 
 
+class LazyLive:
+    """rich's `Live` inside a `with`, started by the first `refresh`."""
+
+    def __init__(self, live: Live) -> None:
+        self._live = live
+        self._lock = threading.Lock()
+        self._inside = False
+        self._started = False
+
+    def __enter__(self) -> LazyLive:
+        self._inside = True
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        with self._lock:
+            self._inside = False
+            if self._started:
+                self._started = False
+                self._live.stop()
+
+    def refresh(self) -> None:
+        with self._lock:
+            if not self._inside:
+                return
+            if self._started:
+                self._live.refresh()
+            else:
+                self._started = True
+                self._live.start(refresh=True)
+
+    def get_renderable(self) -> Any:
+        return self._live.get_renderable()
+
+
 class LiveView:
     """Collects pipeline events and renders them as a table that redraws in place."""
 
@@ -54,7 +88,7 @@ class LiveView:
         self.clock = clock
         self.rows: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
-        self.live: Live | None = None
+        self.live: LazyLive | None = None
         self.caption = ""  # what the run waits for (another host, the tracker), or last heard of it
 
     def __call__(self, kind: str, item: str, payload: Payload) -> None:
@@ -76,16 +110,17 @@ class LiveView:
         if self.live is not None:
             self.live.refresh()
 
-    def display(self) -> Live:
+    def display(self) -> LazyLive:
         """The live display: it asks for a new table at each refresh, so the elapsed column
-        ticks while an agent works, not only when something happens."""
+        ticks while an agent works, not only when something happens. It is drawn from the
+        first event on: a run refused while it begins says its one line, under no empty table."""
         from rich.live import Live
 
         live = Live(
             get_renderable=self.table, console=self.console, refresh_per_second=2, transient=False
         )
-        self.live = live
-        return live
+        self.live = LazyLive(live)
+        return self.live
 
     def table(self) -> Table:
         table = Table(title="agent-harness run", title_justify="left", caption=self.caption or None)

@@ -59,3 +59,16 @@ def test_what_the_run_waits_for_shows_under_the_table() -> None:
     down = TrackerUnanswered(reason="HTTP 502", status=502, stops_run=False)
     view("tracker_unanswered", "", down)
     assert "going on without its news" in shown(console, live.get_renderable())
+
+
+def test_the_table_is_drawn_from_the_first_event_on() -> None:
+    # A run refused while it begins (a plan key another plan holds, a tracker that refuses the
+    # token) says its one line of error, under no empty table.
+    file = io.StringIO()
+    view = LiveView(Console(file=file, width=120), clock=FakeClock(start=1000.0))
+    with view.display():
+        pass
+    assert file.getvalue() == ""
+    with view.display():
+        view("attempt", "T1", AttemptStarted(attempt=1, worker="host/w1"))
+    assert "agent-harness run" in file.getvalue() and "T1" in file.getvalue()
