@@ -287,6 +287,18 @@ def test_tmux_hands_on_an_environment_no_shell_could_export(
     assert tmux_host.status(name).exit_code == 0
 
 
+def wait_for_dead_pane(host: TmuxHost, name: str, clock: FakeClock) -> None:
+    """Until tmux says the pane's program ended, and past the host's wait before asking it."""
+    wait_for(lambda: "1" in host._run("list-panes", "-t", f"={name}:", "-F", "#{pane_dead}").stdout)
+    clock.advance(TmuxHost.PANE_CHECK_S)
+
+
+def settle_time_passes(said: Path) -> None:
+    """As if the exit was recorded LOG_SETTLE_S ago."""
+    stale = said.stat().st_mtime - wrapper.LOG_SETTLE_S
+    os.utime(said, (stale, stale))
+
+
 @pytest.mark.acceptance
 def test_tmux_waits_for_the_log_even_after_the_pane_is_dead(
     tmux_socket: str, clock: FakeClock, name: str, work: Path, tmp_path: Path
@@ -302,13 +314,9 @@ def test_tmux_waits_for_the_log_even_after_the_pane_is_dead(
         wait_for(lambda: "started" in host.output(name))
         host._run("pipe-pane", "-t", f"={name}:")  # the copy ends, and stops the agent
         wait_for(said.exists)
-        wait_for(
-            lambda: "1" in host._run("list-panes", "-t", f"={name}:", "-F", "#{pane_dead}").stdout
-        )
-        clock.advance(TmuxHost.PANE_CHECK_S)
+        wait_for_dead_pane(host, name, clock)
         assert host.status(name) == SessionStatus(True, None)  # its last words may be on the way
-        stale = said.stat().st_mtime - wrapper.LOG_SETTLE_S
-        os.utime(said, (stale, stale))
+        settle_time_passes(said)
         assert host.status(name) == SessionStatus(False, 128 + signal.SIGTERM)
         assert END_MARK not in log.read_bytes()
     finally:
@@ -328,13 +336,9 @@ def test_tmux_an_exit_the_wrapper_could_not_record_is_the_panes_and_ends_the_wai
     try:
         host.start(spec_for(name, ["sh", "-c", f"mkdir '{said}'; exit 3"], work, log.parent))
         wait_for(lambda: said.is_dir())
-        wait_for(
-            lambda: "1" in host._run("list-panes", "-t", f"={name}:", "-F", "#{pane_dead}").stdout
-        )
-        clock.advance(TmuxHost.PANE_CHECK_S)
+        wait_for_dead_pane(host, name, clock)
         assert host.status(name).alive  # for now, its last words could still be on the way
-        stale = said.stat().st_mtime - wrapper.LOG_SETTLE_S
-        os.utime(said, (stale, stale))
+        settle_time_passes(said)
         assert host.status(name) == SessionStatus(False, 3)
     finally:
         host.kill(name)
