@@ -36,6 +36,7 @@ Examples:
   agent-harness plan PLAN.md --repo owner/name --adopt-duplicate    # repair twin issues
   agent-harness plan TODO.md --add-ids --dry-run     # ids for a plain checklist, shown
   agent-harness plan TODO.md --add-ids               # ... and written into the file
+  agent-harness plan docs/PLAN.md --repo owner/name --moved-from PLAN.md  # a moved plan
 """
 )
 @click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
@@ -124,7 +125,9 @@ def plan(
 
     With --repo, each item becomes one issue, found again by a hidden marker (never by title):
     re-running updates changed items, touches nothing else, and never closes or reopens an
-    issue. Problems with single items are listed and give exit code 4; the rest is kept.
+    issue. Problems with single items are listed and give exit code 4; the rest is kept. A
+    key whose issues another plan file of the repository made is refused (exit 3): two plans
+    under one key would rewrite each other's issues.
     """
     from agent_harness.plan import backlog
 
