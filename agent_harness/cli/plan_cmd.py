@@ -30,6 +30,7 @@ Examples:
   agent-harness plan PLAN.md --backlog backlog.json  # write the backlog
   agent-harness plan .kiro/specs/links/tasks.md      # Kiro's numbered tasks (key: links)
   agent-harness plan .taskmaster/tasks/tasks.json    # Taskmaster's tasks (tag master)
+  agent-harness plan .cursor/plans/cache_1a2b.plan.md  # Cursor's plan: its todos
   agent-harness plan PLAN.md --repo me/app --forge local            # offline tracker
   agent-harness plan PLAN.md --repo owner/name --dry-run            # what would change
   agent-harness plan PLAN.md --repo owner/name                      # mirror to GitHub
@@ -120,14 +121,14 @@ def plan(
 
     Items are headings (`### T1: Title`), checkboxes (`- [ ] T1 Title`) or rows of a table
     with an `id` column; a file of numbered tasks only (Kiro's tasks.md: `- [ ] 2.1 Title`)
-    is read by its numbers. Lines that look like items or metadata but could not be read are
+    is read by its numbers, and one whose front matter lists `todos` (Cursor's .plan.md) by
+    those. Lines that look like items or metadata but could not be read are
     listed with their line numbers. Duplicate ids and dependency cycles are refused (exit 3).
 
     With --repo, each item becomes one issue, found again by a hidden marker (never by title):
     re-running updates changed items, touches nothing else, and never closes or reopens an
     issue. Problems with single items are listed and give exit code 4; the rest is kept. A
-    key whose issues another plan file of the repository made is refused (exit 3): two plans
-    under one key would rewrite each other's issues.
+    key whose issues another plan file of the repository made is refused (exit 3).
     """
     from agent_harness.plan import backlog
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_harness.errors import PlanRefused
+from agent_harness.plan.cursor import from_cursor, front_matter, has_todos
+from agent_harness.plan.dependencies import refuse_cycles, unknown_deps
 from agent_harness.plan.grammar import (
     ALMOST_ID,
     BULLET_TEXT,
@@ -45,9 +47,8 @@ if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
 
-# How much of a line a notice quotes, and how many unknown dependency ids one notice names.
+# How much of a line a notice quotes.
 NOTICE_TEXT_MAX = 200
-UNKNOWN_DEPS_SHOWN = 10
 
 
 def _plain(token: Token) -> str:
@@ -128,6 +129,10 @@ def parse_plan_file(path: Path | str) -> Plan:
 
 def parse_plan(text: str, source: str = "<string>") -> Plan:
     """Parse markdown text into a Plan; refuse duplicate ids and dependency cycles."""
+    front = front_matter(_line_ends(text))
+    if has_todos(front):  # a Cursor plan: its front matter lists the items (see plan.cursor)
+        assert front is not None
+        return from_cursor(front, source)
     text = _normalise(text)
     lines = text.split("\n")
     tokens = _markdown().parse(text)
@@ -155,11 +160,17 @@ def list_item_spans(text: str) -> dict[int, int]:
     }
 
 
-def _normalise(text: str) -> str:
+def _line_ends(text: str) -> str:
+    """`text` without a byte-order mark, its lines ending in `\n` only."""
     if text.startswith("\ufeff"):
         text = text[1:]
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _normalise(text: str) -> str:
+    text = _line_ends(text)
     if text.startswith("---\n"):
         # Front matter is blanked, not cut, so every line number stays true to the file.
         end = text.find("\n---\n", 3)
@@ -642,41 +653,3 @@ class _Walker:
         if rest:
             self._note(line0, f"could not read dependency '{rest}' of {item_id}")
         return found
-
-
-def unknown_deps(item_id: str, unknown: list[str]) -> str:
-    """One notice per line, however many unknown ids it names."""
-    if len(unknown) == 1:
-        return f"{item_id} depends on unknown item {unknown[0]}; dependency ignored"
-    shown = ", ".join(unknown[:UNKNOWN_DEPS_SHOWN])
-    more = len(unknown) - UNKNOWN_DEPS_SHOWN
-    if more > 0:
-        shown += f" and {more} more"
-    return f"{item_id} depends on {len(unknown)} unknown items ({shown}); dependencies ignored"
-
-
-def refuse_cycles(items: list[WorkItem], source: str) -> None:
-    graph = {item.id: item.depends_on for item in items}
-    state: dict[str, int] = {}  # 1 = on the current path, 2 = finished
-    for root in graph:
-        if state.get(root):
-            continue
-        stack: list[tuple[str, int]] = [(root, 0)]
-        path: list[str] = []
-        while stack:
-            node, child = stack.pop()
-            if child == 0:
-                state[node] = 1
-                path.append(node)
-            deps = graph.get(node, ())
-            if child < len(deps):
-                stack.append((node, child + 1))
-                nxt = deps[child]
-                if state.get(nxt) == 1:
-                    cycle = [*path[path.index(nxt) :], nxt]
-                    raise PlanRefused(f"{source}: dependency cycle {' -> '.join(cycle)}")
-                if not state.get(nxt):
-                    stack.append((nxt, 0))
-            else:
-                state[node] = 2
-                path.pop()

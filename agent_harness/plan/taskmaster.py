@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from agent_harness.errors import InputError, PlanRefused
-from agent_harness.plan.markdown import refuse_cycles, unknown_deps
+from agent_harness.plan.dependencies import refuse_cycles, unknown_deps
 from agent_harness.plan.model import Notice, Plan, WorkItem
 from agent_harness.plan.numbered import fold_groups
 

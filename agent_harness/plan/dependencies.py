@@ -1,0 +1,47 @@
+"""What every plan reader says of dependencies: unknown ones reported, cycles refused."""
+
+from __future__ import annotations
+
+from agent_harness.errors import PlanRefused
+from agent_harness.plan.model import WorkItem
+
+# How many unknown dependency ids one notice names.
+UNKNOWN_DEPS_SHOWN = 10
+
+
+def unknown_deps(item_id: str, unknown: list[str]) -> str:
+    """One notice per line, however many unknown ids it names."""
+    if len(unknown) == 1:
+        return f"{item_id} depends on unknown item {unknown[0]}; dependency ignored"
+    shown = ", ".join(unknown[:UNKNOWN_DEPS_SHOWN])
+    more = len(unknown) - UNKNOWN_DEPS_SHOWN
+    if more > 0:
+        shown += f" and {more} more"
+    return f"{item_id} depends on {len(unknown)} unknown items ({shown}); dependencies ignored"
+
+
+def refuse_cycles(items: list[WorkItem], source: str) -> None:
+    graph = {item.id: item.depends_on for item in items}
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = finished
+    for root in graph:
+        if state.get(root):
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        path: list[str] = []
+        while stack:
+            node, child = stack.pop()
+            if child == 0:
+                state[node] = 1
+                path.append(node)
+            deps = graph.get(node, ())
+            if child < len(deps):
+                stack.append((node, child + 1))
+                nxt = deps[child]
+                if state.get(nxt) == 1:
+                    cycle = [*path[path.index(nxt) :], nxt]
+                    raise PlanRefused(f"{source}: dependency cycle {' -> '.join(cycle)}")
+                if not state.get(nxt):
+                    stack.append((nxt, 0))
+            else:
+                state[node] = 2
+                path.pop()

@@ -1,0 +1,111 @@
+"""Cursor's plan files: the front matter's todos are the items."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_harness.cli import main
+from agent_harness.errors import InputError, PlanRefused
+from agent_harness.plan.backlog import load_plan
+from agent_harness.plan.cursor import FRONT_MATTER_MAX
+from agent_harness.plan.markdown import parse_plan
+
+pytestmark = pytest.mark.unit
+FIXTURE = Path(__file__).parent / "fixtures" / "cursor.plan.md"
+
+
+def cursor_plan(todos: str, head: str = "name: P\n") -> str:
+    return f"---\n{head}todos:\n{todos}---\n\n# P\n"
+
+
+def test_a_cursor_plan_reads_as_its_todos() -> None:
+    plan = load_plan(FIXTURE)
+    rows = [(i.id, i.done, i.depends_on, i.line) for i in plan.items]
+    assert rows == [
+        ("bucket-store", True, (), 5),
+        ("middleware", False, ("bucket-store",), 8),
+        ("settings", False, (), 13),
+        ("tests", False, ("middleware", "settings"), 16),
+        ("docs", True, (), 20),
+    ]
+    settings = plan.item("settings")
+    assert (
+        settings.title == "Read rate and burst from settings: RATE_LIMIT_PER_MIN, RATE_LIMIT_BURST"
+    )
+    assert settings.body.startswith("From the plan **Rate limiter for the public API**.\n\nAdd a")
+    # The prose under the front matter holds a checkbox: not an item, and not reported.
+    assert plan.unread == () and plan.notes[0].startswith("read as a Cursor plan")
+
+
+def test_crlf_and_a_byte_order_mark_read_the_same() -> None:
+    text = FIXTURE.read_text()
+    same = parse_plan("\ufeff" + text.replace("\n", "\r\n"), "p.plan.md")
+    assert same.items == load_plan(FIXTURE).items
+
+
+def test_odd_todos_are_reported_and_left_out() -> None:
+    plan = parse_plan(
+        cursor_plan(
+            "  - id: good\n    content: Do it\n    dependencies: [ghost, good]\n"
+            "  - id: has space\n    content: x\n"
+            "  - id: true\n    content: x\n"
+            "  - id: empty\n    content: ''\n"
+            "  - just a string\n"
+        ),
+        "p.plan.md",
+    )
+    assert [(i.id, i.depends_on) for i in plan.items] == [("good", ())]
+    reasons = [n.reason for n in plan.unread]
+    assert sorted(reasons) == [
+        "good depends on 2 unknown items (ghost, good); dependencies ignored",
+        "todo 2: id 'has space' is no item id (letters, digits, . _ -); left out",
+        "todo 3: id True is no item id (letters, digits, . _ -); left out",
+        "todo 5 is not a mapping; left out",
+        "todo empty has no content; left out",
+    ]
+    assert [n.line for n in plan.unread] == sorted(n.line for n in plan.unread)
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "said"),
+    [
+        (cursor_plan("  - id: a\n    content: x\n  - id: a\n    content: y\n"), PlanRefused,
+         "todo id a is used twice (lines 4 and 6)"),
+        (cursor_plan("  - id: a\n    content: x\n    dependencies: [b]\n"
+                     "  - id: b\n    content: y\n    dependencies: [a]\n"), PlanRefused,
+         "dependency cycle a -> b -> a"),
+        ("---\ntodos: 3\n---\n", InputError, "the front matter's todos are not a list"),
+        ("---\ntodos:\n  - id: [unclosed\n---\n", InputError, "the front matter is not YAML (line"),
+        ("---\n- a\ntodos:\n---\n", InputError, "is not YAML"),
+        ("---\ntodos:\n" + "#" * FRONT_MATTER_MAX + "\n---\n", InputError, "over 1024 KB"),
+    ],
+)  # fmt: skip
+def test_what_cannot_be_a_plan_is_refused_in_one_line(
+    text: str, error: type[Exception], said: str
+) -> None:
+    with pytest.raises(error) as refused:
+        parse_plan(text, "p.plan.md")
+    assert said in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_front_matter_without_todos_is_read_as_before() -> None:
+    plan = parse_plan("---\ntitle: Notes\n---\n\n### T1: Do it\n", "PLAN.md")
+    assert [(i.id, i.line) for i in plan.items] == [("T1", 5)]
+
+
+def test_the_cli_shows_a_cursor_plan_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(FIXTURE), "--json"]) == 0
+    backlog = json.loads(capsys.readouterr().out)
+    assert [item["id"] for item in backlog["items"]][:2] == ["bucket-store", "middleware"]
+
+
+def test_one_aliased_list_of_dependencies_for_every_todo_is_bounded() -> None:
+    # YAML aliases hand one list to every todo at no cost in the file's size.
+    many = "[" + ", ".join(f"d{n}" for n in range(5000)) + "]"
+    todos = "".join(f"  - id: t{n}\n    content: x\n    dependencies: *many\n" for n in range(500))
+    plan = parse_plan(f"---\nmany: &many {many}\ntodos:\n{todos}---\n", "p.plan.md")
+    assert len(plan.items) == 500 and all(item.depends_on == () for item in plan.items)
+    assert plan.unread[0].reason == "t0 names 5000 dependencies, over 1000; ignored"
