@@ -29,6 +29,7 @@ from agent_harness.sessions.wrapper import (
     _read_exit,
     _write_spec,
     _write_wrapper,
+    exit_recorded,
     exit_unsettled,
     read_log,
     recorded_exit,
@@ -109,6 +110,7 @@ class TmuxHost:
     # its wrapper has written no exit status: the wrapper writes it before it ends, so tmux
     # is only the witness of a wrapper that died without a word.
     PANE_CHECK_S = 0.25
+    STATUS_WAIT_S = 2.0  # how long a dead pane may go without an exit status before it counts
 
     def __init__(
         self,
@@ -123,6 +125,8 @@ class TmuxHost:
         self._clock = clock
         self._seen_alive: dict[str, float] = {}  # session -> when tmux last said it was
         self._ended_here: set[str] = set()  # sessions this host killed and has not restarted
+        self._status_unknown: dict[str, float] = {}  # dead pane, no exit status yet: since when
+        self._exit_seen: dict[str, float] = {}  # when an exit the wrapper recorded was first seen
         # session -> the named pipe its wrapper opens once it has ended, and our read end
         self._ended: dict[str, tuple[Path, int]] = {}
 
@@ -177,6 +181,8 @@ class TmuxHost:
                 raise SessionExists(name)
             self.kill(name)
         self._ended_here.discard(name)
+        self._status_unknown.pop(name, None)
+        self._exit_seen.pop(name, None)
         _prepare_log(spec)
         ended = self._watch_end(name, spec.log_path)
         self._logs[name] = spec.log_path
@@ -269,7 +275,8 @@ class TmuxHost:
         log = self._logs.get(safe_session_name(name))
         settle = min(deadline, time.monotonic() + 0.1)
         while log is not None and time.monotonic() < settle:
-            if _read_exit(_exit_path(log)) is not None or settled_exit(log) is not None:
+            waited = self._waited(safe_session_name(name), log)
+            if _read_exit(_exit_path(log)) is not None or settled_exit(log, waited) is not None:
                 return
             time.sleep(0.001)
 
@@ -289,31 +296,54 @@ class TmuxHost:
         if log is None:  # no such session (or not one of ours): nothing is running
             return SessionStatus(False, None)
         code = _read_exit(_exit_path(log))
+        waited = self._waited(name, log)
         if code is None:
-            code = settled_exit(log)
+            code = settled_exit(log, waited)
         if code is not None:
             return SessionStatus(False, code)
+        if exit_unsettled(log, waited):
+            # The agent has ended, but not all it wrote is in the log yet, whatever tmux says
+            # of the pane (dead, or gone): an end seen now would lose its last words (its
+            # usage, its error). Asked again shortly.
+            return SessionStatus(True, None)
         seen = self._seen_alive.get(name)
         if seen is not None and self._clock() - seen < self.PANE_CHECK_S:
             return SessionStatus(True, None)
         done = self._run(
-            "list-panes", "-t", f"={name}:", "-F", "#{pane_dead} #{pane_dead_status}", check=False
-        )
-        fields = done.stdout.split()
-        if done.returncode != 0 or not fields:  # gone (killed, or its server died)
+            "list-panes", "-t", f"={name}:", "-F",
+            "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}", check=False,
+        )  # fmt: skip
+        dead, status, signal = [*done.stdout.strip().split(":"), "", ""][:3]
+        if done.returncode != 0 or not dead:  # gone (killed, or its server died)
             return SessionStatus(False, recorded_exit(log))
-        if fields[0] == "1":
-            dead_status = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
-            recorded = _read_exit(_exit_path(log))
-            if recorded is None:
-                recorded = settled_exit(log)
-            if recorded is None and exit_unsettled(log):
-                # The agent has ended, but not all it wrote is in the log yet: an end seen now
-                # would lose its last words (its usage, its error). Asked again shortly.
-                return SessionStatus(True, None)
-            return SessionStatus(False, recorded if recorded is not None else dead_status)
+        if dead == "1":
+            return self._dead(name, log, status, signal)
         self._seen_alive[name] = self._clock()
         return SessionStatus(True, None)
+
+    def _waited(self, name: str, log: Path) -> float | None:
+        """How long this host has known the wrapper recorded the session's exit (on its own
+        clock, which nobody sets); None when it has not."""
+        if not exit_recorded(log):
+            return None
+        now = self._clock()
+        return now - self._exit_seen.setdefault(name, now)
+
+    def _dead(self, name: str, log: Path, status: str, signal: str) -> SessionStatus:
+        """A pane whose program ended: the code its wrapper recorded, else tmux's. tmux can see
+        the terminal close before it has the exit status; for up to STATUS_WAIT_S that counts
+        as not ended yet (a tmux too old to name a signal leaves both empty for good)."""
+        recorded = recorded_exit(log)
+        if recorded is not None:
+            return SessionStatus(False, recorded)
+        if status.isdigit():
+            return SessionStatus(False, int(status))
+        if signal.isdigit():
+            return SessionStatus(False, 128 + int(signal))
+        first = self._status_unknown.setdefault(name, time.monotonic())
+        if time.monotonic() - first < self.STATUS_WAIT_S:
+            return SessionStatus(True, None)
+        return SessionStatus(False, None)
 
     def screen(self, name: str, lines: int = 50) -> str:
         name = safe_session_name(name)
@@ -348,6 +378,8 @@ class TmuxHost:
         name = safe_session_name(name)
         log = self._logs.pop(name, None)
         self._seen_alive.pop(name, None)
+        self._status_unknown.pop(name, None)
+        self._exit_seen.pop(name, None)
         self._stop_watching(name)
         # Which process runs in the pane, and behind which wrapper, asked in the same call
         # that ends the session.

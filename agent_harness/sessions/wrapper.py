@@ -294,11 +294,13 @@ def write_shell_wrapper(spec: SessionSpec, ended: Path | None) -> Path:
     return path
 
 
-def settled_exit(log_path: Path) -> int | None:
+def settled_exit(log_path: Path, waited: float | None = None) -> int | None:
     """The exit code the shell wrapper recorded, once everything the agent wrote is in the log
     (its end mark is, or `LOG_SETTLE_S` has passed: output written after the agent ended, by
     something it left running, or a copy that failed); None before. The code is then moved to
-    the exit file, which says both for every later look.
+    the exit file, which says both for every later look. `waited`: how long the caller has
+    known of the recorded exit, on a clock nobody sets; without it, the file's own time says
+    (a wall clock set forward would end the wait early).
 
     A pane tmux reports dead is no sign the log is complete: tmux has read the terminal, but
     its copy (`pipe-pane`) reaches the log through another process, on its own time."""
@@ -308,7 +310,7 @@ def settled_exit(log_path: Path) -> int | None:
         return None
     if not _has_end_mark(log_path):
         try:
-            if time.time() - said.stat().st_mtime < LOG_SETTLE_S:
+            if _settling(said, waited):
                 return None
         except FileNotFoundError:  # another look settled it in between
             return _read_exit(_exit_path(log_path))
@@ -317,14 +319,27 @@ def settled_exit(log_path: Path) -> int | None:
     return code
 
 
-def exit_unsettled(log_path: Path) -> bool:
-    """Whether the shell wrapper recorded an exit less than `LOG_SETTLE_S` ago whose output may
-    still be on its way to the log. Past that, whatever it wrote (even a file it could not
-    finish, on a full disk) no longer holds the end back."""
+def exit_unsettled(log_path: Path, waited: float | None = None) -> bool:
+    """Whether the shell wrapper recorded an exit less than `LOG_SETTLE_S` ago (see
+    `settled_exit` for `waited`) whose output may still be on its way to the log. Past that,
+    whatever it wrote (even a file it could not finish, on a full disk) no longer holds the
+    end back."""
     try:
-        return time.time() - _said_path(log_path).stat().st_mtime < LOG_SETTLE_S
+        return _settling(_said_path(log_path), waited)
     except FileNotFoundError:
         return False
+
+
+def exit_recorded(log_path: Path) -> bool:
+    """Whether the shell wrapper has recorded an exit not yet settled (whatever it holds)."""
+    return _said_path(log_path).exists()
+
+
+def _settling(said: Path, waited: float | None) -> bool:
+    if waited is not None:
+        said.stat()  # FileNotFoundError when there is none
+        return waited < LOG_SETTLE_S
+    return time.time() - said.stat().st_mtime < LOG_SETTLE_S
 
 
 def recorded_exit(log_path: Path) -> int | None:
