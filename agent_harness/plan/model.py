@@ -145,8 +145,21 @@ def plan_in_repo(source: str) -> tuple[Path, str] | None:
         if not path.is_file():
             return None
         for parent in path.parents:
-            if (parent / ".git").exists():  # a directory, or the file of a linked worktree
+            if _is_work_tree(parent):
                 return parent, path.relative_to(parent).as_posix()
     except OSError:  # a directory we may not read, a name too long
         return None
     return None
+
+
+def _is_work_tree(directory: Path) -> bool:
+    """Whether `directory` is the top of a git work tree: its `.git` is a git directory (it has
+    a HEAD) or the file a linked worktree or submodule has (`gitdir: ...`). A stray empty
+    `.git` (some tools leave one in /tmp) is none."""
+    dot_git = directory / ".git"
+    if dot_git.is_dir():
+        return (dot_git / "HEAD").is_file()
+    if dot_git.is_file():
+        with open(dot_git, "rb") as handle:
+            return handle.read(8) == b"gitdir: "
+    return False

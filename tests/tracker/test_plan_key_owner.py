@@ -39,7 +39,8 @@ def rf(tmp_path: Path) -> Iterator[RunningForge]:
 def clone(tmp_path: Path) -> Path:
     """A work tree with two spec-kit features, each with its own tasks.md numbered from T001."""
     root = tmp_path / "clone"
-    (root / ".git").mkdir(parents=True)  # all `plan_in_repo` looks for
+    (root / ".git").mkdir(parents=True)  # all `plan_in_repo` looks for: a git directory's HEAD
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     for feature, text in (("001-auth", AUTH), ("002-billing", BILLING)):
         (root / "specs" / feature).mkdir(parents=True)
         (root / "specs" / feature / "tasks.md").write_text(text)
@@ -168,6 +169,7 @@ def test_a_plan_outside_any_repository_names_none_and_refuses_nothing(
     loose = tmp_path / "loose" / "tasks.md"
     loose.parent.mkdir()
     loose.write_text(AUTH)
+    (tmp_path / ".git").mkdir()  # a stray empty one (some tool left it) makes no work tree
     assert sync_plan(parse_plan_file(loose), tracker, "tasks").ok
     assert sources(tracker) == {None}
     assert sync_plan(parse_plan_file(loose), tracker, "tasks").writes == 0

@@ -104,6 +104,7 @@ def test_a_plan_whose_key_another_plan_holds_refuses_the_run_before_any_plan_is_
     # Two spec-kit features under the default key `tasks`: the run of A.md and the second
     # feature is refused before A's issues are opened or anything is queued.
     (tmp_path / ".git").mkdir()  # the plans' work tree, as `plan_in_repo` finds one
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     for feature in ("one", "two"):
         (tmp_path / "specs" / feature).mkdir(parents=True)
         (tmp_path / "specs" / feature / "tasks.md").write_text(f"### T1: Note {feature}\n")
