@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from agent_harness.errors import InputError, PlanRefused
-from agent_harness.plan.dependencies import refuse_cycles, unknown_deps
+from agent_harness.errors import InputError
+from agent_harness.plan.dependencies import lines_by_id, refuse_cycles, unknown_deps
 from agent_harness.plan.model import Notice, Plan, WorkItem
 
 DONE = frozenset({"completed", "cancelled", "canceled", "done"})
@@ -146,14 +146,7 @@ def _item(todo: object, index: int, line: int, intro: str, unread: list[Notice])
 def _resolved(
     drafts: list[tuple[WorkItem, list[Any]]], source: str, unread: list[Notice]
 ) -> list[WorkItem]:
-    seen: dict[str, int] = {}
-    for item, _ in drafts:
-        if item.id in seen:
-            first, second = sorted((seen[item.id], item.line))
-            raise PlanRefused(
-                f"{source}: todo id {item.id} is used twice (lines {first} and {second})"
-            )
-        seen[item.id] = item.line
+    seen = lines_by_id((item for item, _ in drafts), source, "todo")
     items: list[WorkItem] = []
     for item, wanted in drafts:
         found: dict[str, None] = {}  # an ordered set

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from agent_harness.errors import PlanRefused
 from agent_harness.plan.model import WorkItem
 
 # How many unknown dependency ids one notice names.
 UNKNOWN_DEPS_SHOWN = 10
+
+
+def lines_by_id(items: Iterable[WorkItem], source: str, noun: str) -> dict[str, int]:
+    """Each item's line by its id; an id used twice is refused, naming both lines."""
+    seen: dict[str, int] = {}
+    for item in items:
+        if item.id in seen:
+            first, second = sorted((seen[item.id], item.line))
+            raise PlanRefused(
+                f"{source}: {noun} id {item.id} is used twice (lines {first} and {second})"
+            )
+        seen[item.id] = item.line
+    return seen
 
 
 def unknown_deps(item_id: str, unknown: list[str]) -> str:

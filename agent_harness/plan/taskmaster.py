@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent_harness.errors import InputError, PlanRefused
-from agent_harness.plan.dependencies import refuse_cycles, unknown_deps
+from agent_harness.errors import InputError
+from agent_harness.plan.dependencies import lines_by_id, refuse_cycles, unknown_deps
 from agent_harness.plan.model import Notice, Plan, WorkItem
 from agent_harness.plan.numbered import fold_groups
 
@@ -181,14 +181,7 @@ def _deps(task: dict[str, Any], source: str, item_id: str) -> list[Any]:
 def _resolved(drafts: list[tuple[WorkItem, list[Any]]], source: str, unread: list[Notice]) -> Plan:
     """Items with their dependencies named by full id: a sub-task's bare number is a sibling's
     when one has it, else a task's. Unknown or malformed ones are dropped and reported."""
-    ids: dict[str, int] = {}
-    for item, _ in drafts:
-        if item.id in ids:
-            first, second = sorted((ids[item.id], item.line))
-            raise PlanRefused(
-                f"{source}: task id {item.id} is used twice (lines {first} and {second})"
-            )
-        ids[item.id] = item.line
+    ids = lines_by_id((item for item, _ in drafts), source, "task")
     items: list[WorkItem] = []
     for item, wanted in drafts:
         parent = item.id.rsplit(".", 1)[0] if "." in item.id else None

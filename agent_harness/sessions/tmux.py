@@ -181,8 +181,7 @@ class TmuxHost:
                 raise SessionExists(name)
             self.kill(name)
         self._ended_here.discard(name)
-        self._status_unknown.pop(name, None)
-        self._exit_seen.pop(name, None)
+        self._forget_exit(name)
         _prepare_log(spec)
         ended = self._watch_end(name, spec.log_path)
         self._logs[name] = spec.log_path
@@ -321,6 +320,11 @@ class TmuxHost:
         self._seen_alive[name] = self._clock()
         return SessionStatus(True, None)
 
+    def _forget_exit(self, name: str) -> None:
+        """What this host learnt of how the session `name` ended (it is starting again, or gone)."""
+        self._status_unknown.pop(name, None)
+        self._exit_seen.pop(name, None)
+
     def _waited(self, name: str, log: Path) -> float | None:
         """How long this host has known the wrapper recorded the session's exit (on its own
         clock, which nobody sets); None when it has not."""
@@ -378,8 +382,7 @@ class TmuxHost:
         name = safe_session_name(name)
         log = self._logs.pop(name, None)
         self._seen_alive.pop(name, None)
-        self._status_unknown.pop(name, None)
-        self._exit_seen.pop(name, None)
+        self._forget_exit(name)
         self._stop_watching(name)
         # Which process runs in the pane, and behind which wrapper, asked in the same call
         # that ends the session.
