@@ -10,18 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent_harness.git.worktrees import DefaultBranchGuard, WorkRepo, WorktreeError, branch_name
+from tests.shared.git import git
 
 pytestmark = pytest.mark.integration
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 @pytest.fixture

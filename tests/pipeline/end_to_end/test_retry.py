@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from agent_harness.pipeline.settings import RunSettings
 from agent_harness.queue import items
 from agent_harness.testing.agents import write_scripted_agent
+from tests.shared.git import git
 
 from .conftest import REPO, Harness
 
 pytestmark = pytest.mark.integration
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=p", "-c", "user.email=p@p", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
 
 
 def test_merged_reverted_then_retried_the_item_opens_a_second_pr_that_reapplies_it(
