@@ -95,14 +95,11 @@ def render_added_ids(
             f"{boxes} written in a way --add-ids cannot edit (lines {shown}): write ids there"
         )
     if result.nested:
-        lines = ", ".join(str(n.line) for n in result.nested[:MISSING_NAMED])
-        more = (
-            f" and {len(result.nested) - MISSING_NAMED} more"
-            if len(result.nested) > MISSING_NAMED
-            else ""
-        )
+        from agent_harness.plan.ids import line_numbers
+
+        lines = line_numbers(result.nested)
         nested = _count(len(result.nested), "nested checkbox", "nested checkboxes")
-        out.print(f"{nested} (lines {lines}{more}) left as steps of the item they are in")
+        out.print(f"{nested} (lines {lines}) left as steps of the item they are in")
     for notice in result.left[:TABLE_ROWS_MAX]:
         out.print(escape(f"line {notice.line}: {notice.reason}; left for you to correct"))
     _say_more(out, len(result.left), "line left", "lines left")

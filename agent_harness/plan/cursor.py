@@ -29,6 +29,7 @@ from agent_harness.plan.model import Notice, Plan, WorkItem
 DONE = frozenset({"completed", "cancelled", "canceled", "done"})
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TODOS = re.compile(r"^todos\s*:", re.MULTILINE)
+_FRONT_MATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 _ENTRY = re.compile(r"^\s*-\s+id\s*:")
 # Front matter is a few kilobytes; this bounds the YAML parser's work on a hostile file.
 FRONT_MATTER_MAX = 1024 * 1024
@@ -41,7 +42,7 @@ def front_matter(text: str) -> str | None:
     `\\n` line ends; None when the text has none."""
     if not text.startswith("---\n"):
         return None
-    match = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE).search(text, 4)
+    match = _FRONT_MATTER_END.search(text, 4)
     return text[4 : match.start()] if match else None
 
 

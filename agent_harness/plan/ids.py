@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_harness.errors import PlanRefused, UsageError
@@ -67,7 +68,7 @@ def add_ids(text: str, source: str, prefix: str = "T") -> IdsAdded:
         raise UsageError(
             f"{source}'s items are numbered tasks (as Kiro writes them), and a named id would "
             "stop them being read so: number the checkboxes without one instead "
-            f"(lines {_lines([n for n in before.unread if n.reason == NO_ID])})"
+            f"(lines {line_numbers([n for n in before.unread if n.reason == NO_ID])})"
         )
     missing = [n for n in before.unread if n.reason == NO_ID and n.text]
     left = tuple(n for n in before.unread if n.reason.startswith(NO_ID) and n.reason != NO_ID)
@@ -134,7 +135,8 @@ def _reread(text: str, source: str, before: Plan, added: list[AddedId]) -> Plan:
     return after
 
 
-def _lines(notices: list[Notice]) -> str:
+def line_numbers(notices: Sequence[Notice]) -> str:
+    """The notices' line numbers, the first 20 of them and how many more."""
     shown = ", ".join(str(n.line) for n in notices[:20])
     return shown + (f" and {len(notices) - 20} more" if len(notices) > 20 else "")
 

@@ -129,11 +129,12 @@ def parse_plan_file(path: Path | str) -> Plan:
 
 def parse_plan(text: str, source: str = "<string>") -> Plan:
     """Parse markdown text into a Plan; refuse duplicate ids and dependency cycles."""
-    front = front_matter(_line_ends(text))
+    text = _line_ends(text)
+    front = front_matter(text)
     if has_todos(front):  # a Cursor plan: its front matter lists the items (see plan.cursor)
         assert front is not None
         return from_cursor(front, source)
-    text = _normalise(text)
+    text = _blank_front_matter(text)
     lines = text.split("\n")
     tokens = _markdown().parse(text)
     walker = _Walker(lines)
@@ -152,7 +153,7 @@ def parse_plan(text: str, source: str = "<string>") -> Plan:
 def list_item_spans(text: str) -> dict[int, int]:
     """Each list item of `text` by its first line: the line after its last (0-based, as the
     parser reads them, nested lists inside)."""
-    tokens = _markdown().parse(_normalise(text))
+    tokens = _markdown().parse(_blank_front_matter(_line_ends(text)))
     return {
         token.map[0]: token.map[1]
         for token in tokens
@@ -169,8 +170,8 @@ def _line_ends(text: str) -> str:
     return text
 
 
-def _normalise(text: str) -> str:
-    text = _line_ends(text)
+def _blank_front_matter(text: str) -> str:
+    """`text` (with `\n` line ends) with its front matter blanked."""
     if text.startswith("---\n"):
         # Front matter is blanked, not cut, so every line number stays true to the file.
         end = text.find("\n---\n", 3)

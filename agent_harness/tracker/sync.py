@@ -7,7 +7,6 @@ every marker; unchanged items cost no request; sync never closes, reopens or del
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
@@ -204,13 +203,10 @@ def refuse_taken_key(
     home = plan_in_repo(plan.source)
     if home is None:
         return
-    markers: dict[int, Marker] = {}
-    for issue in tracker.list_issues():
-        with contextlib.suppress(DamagedMarker):
-            marker = read_marker(issue.body)
-            if marker is not None and marker.plan_key == plan_key:
-                markers[issue.number] = marker
-    refuse_another_plan(markers, plan_key, tracker.repo, home[1], moved_from)
+    # The sync's own listing; a damaged marker is the sync's to report, not this look's.
+    looked = SyncReport(repo=tracker.repo, plan_key=plan_key, dry_run=True)
+    listing = _list_plan_issues(tracker, plan_key, looked)
+    refuse_another_plan(listing.markers, plan_key, tracker.repo, home[1], moved_from)
 
 
 class SyncIncomplete(HarnessError):
