@@ -274,8 +274,10 @@ class TmuxHost:
         log = self._logs.get(safe_session_name(name))
         settle = min(deadline, time.monotonic() + 0.1)
         while log is not None and time.monotonic() < settle:
+            if _read_exit(_exit_path(log)) is not None:
+                return
             waited = self._waited(safe_session_name(name), log)
-            if _read_exit(_exit_path(log)) is not None or settled_exit(log, waited) is not None:
+            if waited is not None and settled_exit(log, waited) is not None:
                 return
             time.sleep(0.001)
 
@@ -295,12 +297,12 @@ class TmuxHost:
         if log is None:  # no such session (or not one of ours): nothing is running
             return SessionStatus(False, None)
         code = _read_exit(_exit_path(log))
-        waited = self._waited(name, log)
-        if code is None:
+        waited = self._waited(name, log)  # None while the wrapper has recorded no exit
+        if code is None and waited is not None:
             code = settled_exit(log, waited)
         if code is not None:
             return SessionStatus(False, code)
-        if exit_unsettled(log, waited):
+        if waited is not None and exit_unsettled(log, waited):
             # The agent has ended, but not all it wrote is in the log yet, whatever tmux says
             # of the pane (dead, or gone): an end seen now would lose its last words (its
             # usage, its error). Asked again shortly.
