@@ -83,6 +83,11 @@ LAPSE_CHECK_S = 1.0
 # after the last look, whichever is first.
 _next_lapse_check: weakref.WeakKeyDictionary[Store, dict[str, float]] = weakref.WeakKeyDictionary()
 
+# Per store, the projects whose last look found nothing to claim. Their next claim reads before
+# it writes, so workers polling an idle queue never take the write lock (on SQLite, a lock that
+# every other writer of the file waits for).
+_found_idle: weakref.WeakKeyDictionary[Store, set[str]] = weakref.WeakKeyDictionary()
+
 
 _DEFAULT_READY = tuple(sorted(DEFAULT_READY_WHEN))
 
@@ -94,6 +99,7 @@ class _ClaimSql:
     take: str  # claim the first ready pending item: one UPDATE .. RETURNING
     take_unless_due: str  # the same, doing nothing when a parked item is due first
     pg_fast: str  # PostgreSQL: take_unless_due plus its event, as one statement
+    any_work: str  # is there anything to claim (recovery work or a ready pending item)? No locks
 
 
 @functools.cache
@@ -154,7 +160,11 @@ def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
         "'worker', ?::text)::text FROM taken t RETURNING item) "
         "SELECT g.item, t.attempts, t.fence FROM taken t JOIN logged g ON g.item = t.id"
     )
-    return _ClaimSql(recover, soonest_expiry, take, take_unless_due, pg_fast)
+    # The same searches as `recover` and `take`, read without a lock: when they find nothing
+    # (an idle worker's poll, a fleet's last claim) nobody waits for the write lock.
+    unlocked = f"SELECT 1 FROM ({recover}) w UNION ALL SELECT 1 FROM ({pick}) p LIMIT 1"
+    any_work = unlocked.replace(lock, "") if lock else unlocked
+    return _ClaimSql(recover, soonest_expiry, take, take_unless_due, pg_fast, any_work)
 
 
 def claim_next(
@@ -183,7 +193,8 @@ def claim_next(
     next_check = checks.get(project, -math.inf)
     now = store.clock()
     # Not before the last look either: a clock set back would otherwise put the look off.
-    if next_check - LAPSE_CHECK_S <= now < next_check:
+    idle = _found_idle.get(store)
+    if next_check - LAPSE_CHECK_S <= now < next_check and (idle is None or project not in idle):
         lease = _claim_in_one_statement(store, sql, project, worker, now, lease_s, ready)
         if lease is not None:
             if lease.expires_at < next_check:  # its own lease lapses first: look then
@@ -224,8 +235,16 @@ def _claim_with_recovery(
     checks: dict[str, float],
 ) -> Lease | None:
     """A claim that first looks for recovery work (a lapsed lease, a parked item now due), and
-    notes when the next lease may lapse."""
+    notes when the next lease may lapse. Nothing to claim is found out by reading alone, so an
+    idle poll never holds up a writer."""
+    idle = _found_idle.get(store)
+    if idle is None:
+        idle = _found_idle.setdefault(store, set())
     while True:
+        if not _work_in_sight(store, sql, project, ready, checks):
+            idle.add(project)
+            return None
+        idle.discard(project)
         with store.transaction() as tx:
             tx.seal = False  # the hot path: the next write of any kind seals this claim
             now = store.clock()
@@ -245,6 +264,7 @@ def _claim_with_recovery(
                 next_check = min(next_check, expires)
             checks[project] = next_check
             if taken is None:
+                idle.add(project)
                 return None
             item_id, attempt, token = taken[0], int(taken[1]), int(taken[2])
             if not store.dialect.logs_claims:
@@ -252,6 +272,24 @@ def _claim_with_recovery(
                     tx, project, item_id, S.PENDING, worker, attempt, token, expires, now
                 )
             return Lease(project, item_id, worker, token, attempt, expires, lease_s)
+
+
+def _work_in_sight(
+    store: Store, sql: _ClaimSql, project: str, ready: tuple[str, ...], checks: dict[str, float]
+) -> bool:
+    """Whether a claim may find anything: a lapsed lease, a parked item now due or a ready
+    pending item, read without taking the write lock. When there is none, notes when the next
+    lease may lapse, as the claim would."""
+    with store.transaction(write=False) as tx:
+        now = store.clock()
+        if tx.one(sql.any_work, (project, now, project, now, *ready, project, now, *ready)):
+            return True
+        soonest = tx.one(sql.soonest_expiry, (project,))
+    next_check = now + LAPSE_CHECK_S
+    if soonest is not None and soonest[0] is not None:
+        next_check = min(next_check, float(soonest[0]))
+    checks[project] = next_check
+    return False
 
 
 def _recover(

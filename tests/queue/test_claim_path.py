@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from agent_harness.queue.items import ItemState, enqueue
 from agent_harness.queue.leases import LAPSE_CHECK_S, _claimed_json, claim_next, release
 from agent_harness.queue.views import item_view
 from agent_harness.store.chain import verify_chain, verify_item
-from agent_harness.store.database import Store, open_store
+from agent_harness.store.database import SqliteStore, Store, open_store
 from agent_harness.store.errors import EventsUnprotected, StoreError
 from agent_harness.store.migrations import MIGRATIONS, SQLITE_CLAIM_LOG_V8
 from agent_harness.testing.clock import FakeClock
@@ -372,3 +373,28 @@ def test_a_projects_log_reads_whole_with_and_without_chained_claims(store: Store
         assert [e.id for e in store.events(0, 1000, project=project)] == expected
     assert [e.payload.as_dict()["n"] for e in store.all_events(project=other)] == [0, 1, 2]
     assert sum(e.kind == "claimed" for e in store.all_events(project=P)) == 3
+
+
+@pytest.mark.integration
+def test_workers_polling_an_idle_queue_never_wait_for_the_write_lock(sqlite_engine: Engine) -> None:
+    """A claim that finds nothing reads and never writes: idle workers polling a SQLite queue
+    do not queue up behind (or hold up) the writers that are busy."""
+    opened = sqlite_engine.open()
+    enqueue(opened, P, [item("T0")])
+    assert claim_next(opened, P, "busy", 60) is not None  # the only item, now taken
+    opened.close()
+    impatient = SqliteStore(Path(sqlite_engine.url), clock=time.time, busy_timeout_s=0.05)
+    writer = sqlite3.connect(sqlite_engine.url, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # another process is writing, for a long while
+        for _ in range(3):  # the look that finds nothing, and the polls right after it
+            assert claim_next(impatient, P, "idle", 60) is None
+        writer.execute("INSERT INTO deps (project, item, dep) VALUES ('x', 'y', 'z')")
+        writer.execute("COMMIT")
+        enqueue(impatient, P, [item("T0"), item("T1")])  # new work arrives: it is claimed
+        lease = claim_next(impatient, P, "idle", 60)
+        assert lease is not None and lease.item_id == "T1"
+        assert claim_next(impatient, P, "idle", 60) is None
+    finally:
+        writer.close()
+        impatient.close()
