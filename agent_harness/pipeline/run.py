@@ -45,7 +45,7 @@ from agent_harness.store.events import (
 from agent_harness.store.hostlock import LockBusy, held_by_this_host, plan_sync_lock
 from agent_harness.tracker.protocol import TrackerError
 from agent_harness.tracker.protocol import failure_class as tracker_failure
-from agent_harness.tracker.sync import SyncReport, read_marker, refuse_taken_key, sync_plan
+from agent_harness.tracker.sync import SyncReport, refuse_taken_key, sync_plan
 
 if TYPE_CHECKING:
     from agent_harness.git.workspace import Workspace
@@ -225,13 +225,8 @@ class Pipeline:
         mirror = plan_sync_lock(parts.tracker.repo, parts.plan_key)
         with parts.tracker_lock, held_by_this_host(store, mirror):
             report = sync_plan(self.plan, parts.tracker, parts.plan_key)
-        for issue in parts.tracker.list_issues():
-            try:
-                marker = read_marker(issue.body)
-            except ValueError:
-                continue
-            if marker and marker.plan_key == parts.plan_key:
-                parts.issues.setdefault(marker.item_id, issue.number)
+        for item_id, number in report.issue_numbers.items():
+            parts.issues.setdefault(item_id, number)
         items.unhold(store, project)  # whatever an earlier --only run held back
         items.enqueue(store, project, self.plan.items, max_attempts=parts.settings.max_attempts)
         items.set_budget(store, project, parts.settings.max_attempts)

@@ -125,6 +125,9 @@ class SyncReport:
     problems: list[str] = field(default_factory=list)
     labels_created: list[str] = field(default_factory=list)
     milestones_created: list[str] = field(default_factory=list)
+    # Each item's issue once the sync is over: the oldest whose marker names the item, or the
+    # one this sync made. What a run needs next, without listing every issue again.
+    issue_numbers: dict[str, int] = field(default_factory=dict)
     requests: int = 0
     writes: int = 0
 
@@ -403,6 +406,9 @@ class _PlanSync:
         listing = _list_plan_issues(self.tracker, self.plan_key, self.report)
         self._refuse_another_plans_key(listing)
         _report_orphans_and_twins(listing, self.plan, self.report)
+        self.report.issue_numbers = {
+            item_id: issues[0].number for item_id, issues in listing.by_item.items()
+        }
         self.numbers = listing.sole_issue_numbers()
         # A done item is mirrored only while it already has an issue to keep up to date.
         active = [
@@ -505,6 +511,7 @@ class _PlanSync:
             return
         record = _create_once(self.tracker, draft, marker, self.plan_key)
         self.numbers[item.id] = record.number
+        self.report.issue_numbers.setdefault(item.id, record.number)
         self.report.created.append(ItemChange(item.id, record.number))
 
     def _update(

@@ -99,6 +99,7 @@ def test_an_item_becomes_a_pull_request_that_closes_its_issue_and_a_rerun_does_n
     assert [(i.id, i.state, i.attempts) for i in again.items] == [("T1", "pr_open", 1)]
     counts = h.forge.forge.request_counts(mark)
     assert not any(key.startswith(("POST", "PATCH")) for key in counts), counts
+    assert counts["GET /repos/{owner}/{repo}/issues"] == 1, "the issues are listed once a run"
     assert len(h.reviews()) == 1
 
 
