@@ -116,7 +116,8 @@ class _Lines:
         for match in re.finditer(r'"id"\s*:\s*"?\s*([^",}\s]*)', text[start:]):
             line += text.count("\n", at, start + match.start())
             at = start + match.start()
-            self.ids.append((match.group(1), line))
+            written = match.group(1)  # "07" is task 7, as `_number` reads it
+            self.ids.append((str(int(written)) if NUMBER.fullmatch(written) else written, line))
 
     def of(self, number: str) -> int:
         for index in range(self.next, min(self.next + self.LOOKAHEAD, len(self.ids))):

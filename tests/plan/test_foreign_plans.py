@@ -335,3 +335,21 @@ def test_a_kiro_specs_plan_key_is_its_spec_spelled_as_a_key_may_be() -> None:
     assert spaced.startswith("my-spec-") and accented.startswith("my-sp-c-")
     assert len({spaced, accented, key("/r/.kiro/specs/my-spec/tasks.md")}) == 3
     assert len(key("/r/.kiro/specs/" + "a" * 80 + "/tasks.md")) <= 64
+
+
+@pytest.mark.unit
+def test_taskmaster_ids_written_with_leading_zeros_keep_their_own_lines(tmp_path: Path) -> None:
+    from agent_harness.plan.backlog import load_plan
+
+    path = tmp_path / "tasks.json"
+    path.write_text(
+        '{"tasks": [\n'
+        '  {"id": "01", "title": "Set up"},\n'
+        '  {"id": " 02 ", "title": "Store",\n'
+        '   "subtasks": [\n'
+        '     {"id": "007", "title": "Schema"},\n'
+        '     {"id": 8, "title": "Queries"}]},\n'
+        '  {"id": 3, "title": "Serve"}]}\n'
+    )
+    plan = load_plan(path)
+    assert [(i.id, i.line) for i in plan.items] == [("1", 2), ("2.7", 5), ("2.8", 6), ("3", 7)]
