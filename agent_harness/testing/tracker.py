@@ -49,10 +49,24 @@ class MemoryTracker:
         self._next = 1
         self._tick = 0
         self._failures: dict[str, list[Exception]] = {}
+        self._after: dict[str, list[Exception]] = {}
+        # How many of the newest issues `recent_issues` does not show yet: a listing that lags
+        # behind writes, as a search index or a replica can.
+        self.recent_lag = 0
 
     def fail_next(self, kind: str, *errors: Exception) -> None:
         """Make the next calls of `kind` (e.g. "create_pull") raise these, one each."""
         self._failures.setdefault(kind, []).extend(errors)
+
+    def fail_after_next(self, kind: str, *errors: Exception) -> None:
+        """Make the next calls of `kind` do their work and then raise these, one each: a write
+        that landed while its answer was lost."""
+        self._after.setdefault(kind, []).extend(errors)
+
+    def _answer(self, kind: str) -> None:
+        waiting = self._after.get(kind)
+        if waiting:
+            raise waiting.pop(0)
 
     def _count(self, kind: str, write: bool = False) -> None:
         self.tally.count(kind, write)
@@ -89,7 +103,8 @@ class MemoryTracker:
 
     def recent_issues(self, count: int = 30) -> list[IssueRecord]:
         self._count("list_issues")
-        return sorted(self.issues.values(), key=lambda i: -i.number)[:count]
+        newest_first = sorted(self.issues.values(), key=lambda i: -i.number)
+        return newest_first[self.recent_lag :][:count]
 
     def create_issue(self, draft: IssueDraft) -> IssueRecord:
         self._count("create_issue", write=True)
@@ -105,6 +120,7 @@ class MemoryTracker:
             self._now(),
         )
         self.issues[number] = issue
+        self._answer("create_issue")
         return issue
 
     def update_issue(self, number: int, draft: IssueDraft) -> IssueRecord:

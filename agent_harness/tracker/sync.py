@@ -25,6 +25,7 @@ from agent_harness.tracker.protocol import (
     Tracker,
     TrackerError,
     ValidationFailed,
+    WriteUncertain,
 )
 from agent_harness.tracker.writes import create_once
 
@@ -339,6 +340,10 @@ class _Listing:
     labels: set[str] = field(default_factory=set)
     milestones: set[str] = field(default_factory=set)
 
+    def oldest_issue_numbers(self) -> dict[str, int]:
+        """Each item's issue: the oldest that claims it (the one `--adopt-duplicate` keeps)."""
+        return {item_id: min(i.number for i in found) for item_id, found in self.by_item.items()}
+
     def sole_issue_numbers(self) -> dict[str, int | None]:
         """The issue of each item that exactly one issue claims; twins get no number."""
         return {
@@ -398,6 +403,7 @@ class _PlanSync:
         self.dry_run = dry_run
         self.report = report
         self.numbers: dict[str, int | None] = {}
+        self.uncertain = False  # some create got no clear answer: see the tracker's listing
         self.home = plan_in_repo(plan.source)  # the plan's work tree, and its path there
         self.moved_from = moved_from
 
@@ -406,9 +412,7 @@ class _PlanSync:
         listing = _list_plan_issues(self.tracker, self.plan_key, self.report)
         self._refuse_another_plans_key(listing)
         _report_orphans_and_twins(listing, self.plan, self.report)
-        self.report.issue_numbers = {
-            item_id: issues[0].number for item_id, issues in listing.by_item.items()
-        }
+        self.report.issue_numbers = listing.oldest_issue_numbers()
         self.numbers = listing.sole_issue_numbers()
         # A done item is mirrored only while it already has an issue to keep up to date.
         active = [
@@ -434,6 +438,19 @@ class _PlanSync:
                 continue  # already reported: writing either twin could be the wrong one
             found = (issues[0], listing.markers[issues[0].number]) if issues else None
             self._sync_item(item, found)
+        if self.uncertain:
+            self._relist_after_uncertain_creates()
+
+    def _relist_after_uncertain_creates(self) -> None:
+        """A create whose answer was lost may have landed although every try looked failed, or
+        landed twice when a look missed it: only the tracker's own listing says which issue is
+        each item's (the oldest), and whether a twin was made here."""
+        scratch = SyncReport(self.report.repo, self.plan_key, self.dry_run)
+        listing = _list_plan_issues(self.tracker, self.plan_key, scratch)
+        _report_orphans_and_twins(listing, self.plan, scratch)
+        self.report.issue_numbers = listing.oldest_issue_numbers()
+        known = set(self.report.problems)
+        self.report.problems.extend(p for p in scratch.problems if p not in known)
 
     def _refuse_another_plans_key(self, listing: _Listing) -> None:
         if self.home is not None:
@@ -509,7 +526,15 @@ class _PlanSync:
             self.report.created.append(ItemChange(item.id, None, ["new issue"]))
             self.numbers.setdefault(item.id, None)
             return
-        record = _create_once(self.tracker, draft, marker, self.plan_key)
+
+        def send() -> IssueRecord:
+            try:
+                return self.tracker.create_issue(draft)
+            except WriteUncertain:
+                self.uncertain = True
+                raise
+
+        record = _create_once(self.tracker, send, marker, self.plan_key)
         self.numbers[item.id] = record.number
         self.report.issue_numbers.setdefault(item.id, record.number)
         self.report.created.append(ItemChange(item.id, record.number))
@@ -534,7 +559,7 @@ class _PlanSync:
 
 def _create_once(
     tracker: Tracker,
-    draft: IssueDraft,
+    send: Callable[[], IssueRecord],
     marker: Marker,
     plan_key: str,
 ) -> IssueRecord:
@@ -552,7 +577,7 @@ def _create_once(
         return None
 
     return create_once(
-        lambda: tracker.create_issue(draft),
+        send,
         find,
         f"the issue of {marker.item_id}",
         tracker.write_pace,

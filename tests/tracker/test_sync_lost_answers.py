@@ -1,0 +1,54 @@
+"""A create whose answer was lost: the sync still names each item's issue by what the tracker
+holds (the oldest issue of the item), and says out loud when a twin was made."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.testing.tracker import MemoryTracker
+from agent_harness.tracker.protocol import WriteUncertain
+from agent_harness.tracker.sync import sync_plan
+
+pytestmark = pytest.mark.unit
+
+PLAN = parse_plan("### T1: First\nDo it.\n\n### T2: Second\nDo that.\n", source="PLAN.md")
+
+
+def lost(message: str = "connection dropped") -> WriteUncertain:
+    return WriteUncertain(message, in_flight=False)
+
+
+def test_a_twin_made_when_the_look_missed_the_first_create_keeps_the_older_issue() -> None:
+    tracker = MemoryTracker()
+    # T1's create lands as #1 but its answer is lost, and the look after it cannot see #1 yet:
+    # the resend makes #2.
+    tracker.fail_after_next("create_issue", lost())
+    tracker.recent_lag = 1
+
+    report = sync_plan(PLAN, tracker, "PLAN")
+
+    assert sorted(tracker.issues) == [1, 2, 3]
+    assert report.issue_numbers == {"T1": 1, "T2": 3}
+    assert any("T1: issues #1, #2 carry the same marker" in p for p in report.problems)
+
+
+def test_a_create_that_landed_although_every_try_looked_failed_still_names_its_issue() -> None:
+    tracker = MemoryTracker()
+    # Every send of T1 fails; the last one lands as #1 first, and its answer is lost.
+    tracker.fail_next("create_issue", *(lost() for _ in range(tracker.write_pace.sends - 1)))
+    tracker.fail_after_next("create_issue", lost())
+    tracker.recent_lag = 10  # no look ever sees it
+
+    report = sync_plan(PLAN, tracker, "PLAN")
+
+    assert [i.title for i in tracker.issues.values()] == ["T1: First", "T2: Second"]
+    assert report.issue_numbers == {"T1": 1, "T2": 2}
+    assert any(p.startswith("T1: ") and "not created" in p for p in report.problems)
+
+
+def test_a_sync_with_clear_answers_lists_every_issue_once() -> None:
+    tracker = MemoryTracker()
+    report = sync_plan(PLAN, tracker, "PLAN")
+    assert report.issue_numbers == {"T1": 1, "T2": 2}
+    assert tracker.tally.by_kind["list_issues"] == 1
