@@ -195,9 +195,9 @@ def _resolved(drafts: list[tuple[WorkItem, list[Any]]], source: str, unread: lis
             if not DEP.fullmatch(text):
                 unknown.append(repr(dep)[:40])
                 continue
-            name = text
-            if parent is not None and "." not in text and f"{parent}.{text}" in ids:
-                name = f"{parent}.{text}"
+            name = ".".join(str(int(part)) for part in text.split("."))  # "07" is task 7
+            if parent is not None and "." not in name and f"{parent}.{name}" in ids:
+                name = f"{parent}.{name}"
             if name == item.id:  # a sub-task's own number, read as a sibling's
                 said = f"{item.id} depends on itself ({text}); dependency ignored"
                 unread.append(Notice(line=item.line, reason=said))

@@ -353,3 +353,24 @@ def test_taskmaster_ids_written_with_leading_zeros_keep_their_own_lines(tmp_path
     )
     plan = load_plan(path)
     assert [(i.id, i.line) for i in plan.items] == [("1", 2), ("2.7", 5), ("2.8", 6), ("3", 7)]
+
+
+def test_taskmaster_dependencies_written_with_leading_zeros_name_their_tasks(
+    tmp_path: Path,
+) -> None:
+    from agent_harness.plan.backlog import load_plan
+
+    path = tmp_path / "tasks.json"
+    path.write_text(
+        '{"tasks": [\n'
+        '  {"id": 7, "title": "Set up"},\n'
+        '  {"id": 9, "title": "Store", "subtasks": [\n'
+        '     {"id": 1, "title": "Schema"},\n'
+        '     {"id": 2, "title": "Queries", "dependencies": ["01", "07"]}]},\n'
+        '  {"id": 10, "title": "Serve", "dependencies": ["07", "09.01", 9]}]}\n'
+    )
+    plan = load_plan(path)
+    by_id = {item.id: item for item in plan.items}
+    assert by_id["9.2"].depends_on == ("9.1", "7")
+    assert by_id["10"].depends_on == ("7", "9.1", "9.2")  # task 9 stands for its sub-tasks
+    assert plan.unread == ()
