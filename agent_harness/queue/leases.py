@@ -192,15 +192,36 @@ def claim_next(
         checks = _next_lapse_check.setdefault(store, {})
     next_check = checks.get(project, -math.inf)
     now = store.clock()
+    idle = _idle_projects(store)
+    # Read before writing unless the last look found work that the one-statement claim has
+    # not just missed: a look due only because a lease may have lapsed usually finds work.
+    look_first = project in idle or next_check == -math.inf
     # Not before the last look either: a clock set back would otherwise put the look off.
-    idle = _found_idle.get(store)
-    if next_check - LAPSE_CHECK_S <= now < next_check and (idle is None or project not in idle):
+    if next_check - LAPSE_CHECK_S <= now < next_check and not look_first:
         lease = _claim_in_one_statement(store, sql, project, worker, now, lease_s, ready)
         if lease is not None:
             if lease.expires_at < next_check:  # its own lease lapses first: look then
                 checks[project] = lease.expires_at
             return lease
-    return _claim_with_recovery(store, sql, project, worker, lease_s, ready, checks)
+        look_first = True
+    return _claim_with_recovery(store, sql, project, worker, lease_s, ready, checks, look_first)
+
+
+def _idle_projects(store: Store) -> set[str]:
+    idle = _found_idle.get(store)
+    return _found_idle.setdefault(store, set()) if idle is None else idle
+
+
+def _note_next_check(
+    checks: dict[str, float], project: str, now: float, soonest: Sequence[Any] | None
+) -> float:
+    """When this store looks for lapsed leases next: at the soonest expiry it saw, and at most
+    LAPSE_CHECK_S from now."""
+    next_check = now + LAPSE_CHECK_S
+    if soonest is not None and soonest[0] is not None:
+        next_check = min(next_check, float(soonest[0]))
+    checks[project] = next_check
+    return next_check
 
 
 def _claim_in_one_statement(
@@ -233,17 +254,18 @@ def _claim_with_recovery(
     lease_s: float,
     ready: tuple[str, ...],
     checks: dict[str, float],
+    look_first: bool,
 ) -> Lease | None:
     """A claim that first looks for recovery work (a lapsed lease, a parked item now due), and
-    notes when the next lease may lapse. Nothing to claim is found out by reading alone, so an
-    idle poll never holds up a writer."""
-    idle = _found_idle.get(store)
-    if idle is None:
-        idle = _found_idle.setdefault(store, set())
+    notes when the next lease may lapse. With `look_first` (the last look found nothing, or the
+    one-statement claim just did), nothing to claim is found out by reading alone, so idle
+    polls never hold up a writer."""
+    idle = _idle_projects(store)
     while True:
-        if not _work_in_sight(store, sql, project, ready, checks):
+        if look_first and not _work_in_sight(store, sql, project, ready, checks):
             idle.add(project)
             return None
+        look_first = False
         idle.discard(project)
         with store.transaction() as tx:
             tx.seal = False  # the hot path: the next write of any kind seals this claim
@@ -256,13 +278,10 @@ def _claim_with_recovery(
                     continue  # the transaction commits a failure; look for another item
                 return recovered
             soonest = tx.one(sql.soonest_expiry, (project,))
-            next_check = now + LAPSE_CHECK_S
-            if soonest is not None and soonest[0] is not None:
-                next_check = min(next_check, float(soonest[0]))
+            next_check = _note_next_check(checks, project, now, soonest)
             taken = tx.one(sql.take, (worker, expires, now, project, project, now, *ready))
             if taken is not None:
-                next_check = min(next_check, expires)
-            checks[project] = next_check
+                checks[project] = min(next_check, expires)
             if taken is None:
                 idle.add(project)
                 return None
@@ -285,10 +304,7 @@ def _work_in_sight(
         if tx.one(sql.any_work, (project, now, project, now, *ready, project, now, *ready)):
             return True
         soonest = tx.one(sql.soonest_expiry, (project,))
-    next_check = now + LAPSE_CHECK_S
-    if soonest is not None and soonest[0] is not None:
-        next_check = min(next_check, float(soonest[0]))
-    checks[project] = next_check
+    _note_next_check(checks, project, now, soonest)
     return False
 
 
