@@ -149,10 +149,19 @@ def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
     returning = "RETURNING id, attempts, fence"
     take = f"{update}AND {key} = ({pick}) {returning}"
     take_unless_due = f"{update}AND NOT {due} AND {key} = ({pick}) {returning}"
-    # One round trip for the common claim, its event written by the same statement. No lock:
-    # readers follow the log by transaction (see store.dialects), so ids need not commit in order.
-    # (SQLite has no INSERT inside WITH; there a trigger logs the claim, see migrations.)
-    pg_fast = (
+    # The same searches as `recover` and `take`, read without a lock: when they find nothing
+    # (an idle worker's poll, a fleet's last claim) nobody waits for the write lock.
+    unlocked = f"SELECT 1 FROM ({recover}) w UNION ALL SELECT 1 FROM ({pick}) p LIMIT 1"
+    any_work = unlocked.replace(lock, "") if lock else unlocked
+    pg_fast = _logged_in_one_statement(take_unless_due)
+    return _ClaimSql(recover, soonest_expiry, take, take_unless_due, pg_fast, any_work)
+
+
+def _logged_in_one_statement(take_unless_due: str) -> str:
+    """PostgreSQL: one round trip for the common claim, its event written by the same
+    statement. No lock: readers follow the log by transaction (see store.dialects), so ids need
+    not commit in order. (SQLite has no INSERT inside WITH; a trigger logs its claims.)"""
+    return (
         f"WITH taken AS ({take_unless_due}), "
         "logged AS (INSERT INTO events (ts, project, item, kind, payload) "
         "SELECT ?, ?, t.id, 'claimed', json_build_object('attempt', t.attempts, "
@@ -160,11 +169,6 @@ def _claim_sql(dialect: str, n_ready: int) -> _ClaimSql:
         "'worker', ?::text)::text FROM taken t RETURNING item) "
         "SELECT g.item, t.attempts, t.fence FROM taken t JOIN logged g ON g.item = t.id"
     )
-    # The same searches as `recover` and `take`, read without a lock: when they find nothing
-    # (an idle worker's poll, a fleet's last claim) nobody waits for the write lock.
-    unlocked = f"SELECT 1 FROM ({recover}) w UNION ALL SELECT 1 FROM ({pick}) p LIMIT 1"
-    any_work = unlocked.replace(lock, "") if lock else unlocked
-    return _ClaimSql(recover, soonest_expiry, take, take_unless_due, pg_fast, any_work)
 
 
 def claim_next(
