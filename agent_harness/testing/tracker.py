@@ -48,15 +48,16 @@ class MemoryTracker:
         self.branch_heads: dict[str, str] = {}
         self._next = 1
         self._tick = 0
-        self._failures: dict[str, list[Exception]] = {}
+        self._failures: dict[str, list[Exception | None]] = {}  # None: let that call through
         self._after: dict[str, list[Exception]] = {}
         # How many of the newest issues `recent_issues` does not show yet: a listing that lags
         # behind writes, as a search index or a replica can.
         self.recent_lag = 0
 
-    def fail_next(self, kind: str, *errors: Exception) -> None:
-        """Make the next calls of `kind` (e.g. "create_pull") raise these, one each."""
-        self._failures.setdefault(kind, []).extend(errors)
+    def fail_next(self, kind: str, *errors: Exception, after: int = 0) -> None:
+        """Make the next calls of `kind` (e.g. "create_pull") raise these, one each, once
+        `after` more calls of it went through."""
+        self._failures.setdefault(kind, []).extend([None] * after + list(errors))
 
     def fail_after_next(self, kind: str, *errors: Exception) -> None:
         """Make the next calls of `kind` do their work and then raise these, one each: a write
@@ -72,7 +73,9 @@ class MemoryTracker:
         self.tally.count(kind, write)
         waiting = self._failures.get(kind)
         if waiting:
-            raise waiting.pop(0)
+            error = waiting.pop(0)
+            if error is not None:
+                raise error
 
     def _number(self) -> int:
         number, self._next = self._next, self._next + 1

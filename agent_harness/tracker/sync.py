@@ -446,7 +446,16 @@ class _PlanSync:
         landed twice when a look missed it: only the tracker's own listing says which issue is
         each item's (the oldest), and whether a twin was made here."""
         scratch = SyncReport(self.report.repo, self.plan_key, self.dry_run)
-        listing = _list_plan_issues(self.tracker, self.plan_key, scratch)
+        try:
+            listing = _list_plan_issues(self.tracker, self.plan_key, scratch)
+        except TrackerError as exc:
+            if exc.exit_code == 2 or isinstance(exc, RepoNotFound | RateLimited):
+                raise
+            self.report.problems.append(
+                f"listing the issues again, after a create got no clear answer: {exc.message}; "
+                "the next sync tells which issue is each item's"
+            )
+            return
         _report_orphans_and_twins(listing, self.plan, scratch)
         self.report.issue_numbers = listing.oldest_issue_numbers()
         known = set(self.report.problems)

@@ -7,7 +7,7 @@ import pytest
 
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.testing.tracker import MemoryTracker
-from agent_harness.tracker.protocol import WriteUncertain
+from agent_harness.tracker.protocol import TrackerError, WriteUncertain
 from agent_harness.tracker.sync import sync_plan
 
 pytestmark = pytest.mark.unit
@@ -52,3 +52,20 @@ def test_a_sync_with_clear_answers_lists_every_issue_once() -> None:
     report = sync_plan(PLAN, tracker, "PLAN")
     assert report.issue_numbers == {"T1": 1, "T2": 2}
     assert tracker.tally.by_kind["list_issues"] == 1
+
+
+def test_a_failed_listing_after_a_lost_answer_is_a_problem_not_a_lost_sync() -> None:
+    tracker = MemoryTracker()
+    tracker.fail_after_next("create_issue", lost())  # T1 lands as #1; the look finds it
+    # The sync's own listing and the look go through; the listing again answers 502.
+    tracker.fail_next("list_issues", TrackerError("server error", 502), after=2)
+
+    report = sync_plan(PLAN, tracker, "PLAN")
+
+    assert sorted(tracker.issues) == [1, 2]
+    assert [c.number for c in report.created] == [1, 2]
+    assert report.issue_numbers == {"T1": 1, "T2": 2}
+    assert report.problems == [
+        "listing the issues again, after a create got no clear answer: server error; "
+        "the next sync tells which issue is each item's"
+    ]
