@@ -349,19 +349,22 @@ def _from_env(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
                 hint = f"; did you mean {env_name(near)}?" if near else ""
                 raise ConfigError(f"env {name}: no such setting{hint}")
             continue  # not shaped like a setting, nor near one: some other tool's variable
-        out[dotted] = (_env_value(raw, str(known[dotted].annotation)), f"env {name}")
+        out[dotted] = (_env_value(name, raw, str(known[dotted].annotation)), f"env {name}")
     return out
 
 
-def _env_value(raw: str, annotation: str) -> Any:
+def _env_value(name: str, raw: str, annotation: str) -> Any:
     stripped = raw.strip()
-    if "list" in annotation:
-        if stripped.startswith("["):
-            return json.loads(stripped)
+    if "list" in annotation and not stripped.startswith("["):
         return [part.strip() for part in raw.split(",") if part.strip()]
-    if "dict" in annotation and stripped.startswith("{"):
+    if not ("list" in annotation or ("dict" in annotation and stripped.startswith("{"))):
+        return raw
+    try:
         return json.loads(stripped)
-    return raw
+    except RecursionError:
+        raise ConfigError(f"env {name}: its JSON is nested too deeply") from None
+    except ValueError as exc:
+        raise ConfigError(f"env {name}: not valid JSON ({exc})") from None
 
 
 def _read_file_layer(cwd: Path, config_file: Path | None) -> tuple[Path, dict[str, Any]] | None:

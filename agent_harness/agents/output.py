@@ -17,7 +17,7 @@ def json_events(output: str) -> Iterator[dict[str, Any]]:
             continue
         try:
             event = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(event, dict):
             yield event
@@ -104,7 +104,7 @@ def read_cli_report(output: str) -> CliReport:
             continue
         try:
             event = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(event, dict):
             continue

@@ -34,7 +34,7 @@ def _json_candidates(text: str) -> list[Any]:
     """JSON values in a model's answer: fenced blocks first, then any object or array in prose."""
     found: list[Any] = []
     for match in _FENCED.finditer(text):
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):
             found.append(json.loads(match.group(2)))
     decoder = json.JSONDecoder()
     index = 0
@@ -45,6 +45,10 @@ def _json_candidates(text: str) -> list[Any]:
             except ValueError:
                 index += 1
                 continue
+            except RecursionError:
+                # Nested deeper than any plan: every later start inside it would recurse as
+                # deep again (a long run of brackets would cost time squared), so stop here.
+                break
             found.append(value)
             index = end  # a value's insides are not candidates of their own
         else:

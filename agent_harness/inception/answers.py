@@ -45,7 +45,7 @@ def read_answers(path: Path) -> dict[str, PlannedAnswer]:
         raise InputError(f"answers file {path} is not UTF-8 text") from exc
     try:
         data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
+    except (ValueError, RecursionError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"answers file {path} cannot be read: {exc}") from exc
     if not isinstance(data, dict):
         raise InputError(f"answers file {path} must map question ids to answers")

@@ -227,7 +227,7 @@ def _json_object(text: str) -> dict[str, Any] | str:
         return "the answer holds no JSON object"
     try:
         data = json.loads(candidate[start : end + 1])
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return f"the answer is not valid JSON ({exc})"
     if not isinstance(data, dict):
         return "the answer is JSON but not an object"

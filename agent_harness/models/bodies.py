@@ -31,7 +31,7 @@ def json_documents(body: Body) -> list[Any]:
         return []
     try:
         return [json.loads(text)]
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     docs: list[Any] = []
     for line in text.splitlines():
@@ -43,7 +43,7 @@ def json_documents(body: Body) -> list[Any]:
             continue
         try:
             docs.append(json.loads(payload))
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     return docs
 

@@ -106,7 +106,7 @@ def parse_completion(route: Route, response: HttpResponse, stream: bool) -> Comp
     else:
         try:
             raw = json.loads(response.body)
-        except ValueError:
+        except (ValueError, RecursionError):
             return _malformed(route, response, "the answer is not JSON")
         if not isinstance(raw, dict):
             return _malformed(route, response, "the answer is not a JSON object")
@@ -259,7 +259,7 @@ def _openai_message(route: Route, raw: dict[str, Any]) -> Completion | Failure:
             continue
         try:
             args = json.loads(function.get("arguments") or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             args = {}
         calls.append(
             ToolCall(
@@ -347,7 +347,7 @@ def _streamed_tool_calls(
     for ident, name, parts in pieces:
         try:
             args = json.loads("".join(parts) or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             return _unusable(route, f"tool call {name!r} arrived with broken JSON arguments")
         calls.append(ToolCall(ident, name, args if isinstance(args, dict) else {}))
     return calls

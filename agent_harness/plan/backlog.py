@@ -83,6 +83,8 @@ def loads(text: str, source: str = "backlog.json") -> Plan:
         raw: Any = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{source} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except ValueError as exc:  # a number too long to read
+        raise InputError(f"{source} is not valid JSON ({exc})") from None
     except RecursionError:
         # The decoder recurses per bracket: a hostile file of 100,000 `[` gets here.
         raise InputError(f"{source} is not a backlog: its JSON is nested too deeply") from None

@@ -44,6 +44,10 @@ def _parse_event_line(text: str, project: str | None) -> _PendingEvent | str:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         return f"not JSON: {exc.msg}"
+    except ValueError as exc:  # a number too long to read
+        return f"not JSON: {exc}"
+    except RecursionError:
+        return "not JSON: nested too deeply"
     if not isinstance(data, dict):
         return "not a JSON object"
     external_id = data.get("id")

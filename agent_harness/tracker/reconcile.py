@@ -520,7 +520,7 @@ class Reconciler:
                 try:
                     if json.loads(found.group(1)).get("key") == key:
                         return True
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
         return False
 

@@ -85,7 +85,7 @@ def read_marker(body: str) -> Marker | None:
         return None
     try:
         data = json.loads(match.group(1))
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # also a number too long to read, or nesting too deep
         raise DamagedMarker("the agent-harness marker is not valid JSON") from None
     if not isinstance(data, dict):
         raise DamagedMarker("the agent-harness marker is not an object")
@@ -622,7 +622,7 @@ def read_pull_marker(body: str) -> PullMarker | None:
         return None
     try:
         data = json.loads(match.group(1))
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):
         return None

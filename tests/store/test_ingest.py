@@ -61,6 +61,27 @@ def test_malformed_lines_are_reported_by_number_and_the_rest_ingested(
     assert ingest(store, path, project="other").added == 1  # line 5 now has a project
 
 
+def test_lines_too_long_or_deep_to_read_are_reported_and_the_rest_ingested(
+    store: Store, db_dir: Path
+) -> None:
+    path = db_dir / "events.jsonl"
+    path.write_text(
+        '{"id": "x", "n": '
+        + "9" * 5000
+        + "}\n"
+        + '{"id": "y", "n": '
+        + "[" * 5000
+        + "\n"
+        + _line("e1")
+    )
+    result = ingest(store, path)
+    assert result.added == 1
+    assert [(e.line, e.reason.split(":")[0]) for e in result.errors] == [
+        (1, "not JSON"),
+        (2, "not JSON"),
+    ]
+
+
 def test_a_missing_file_is_an_input_error(store: Store, db_dir: Path) -> None:
     with pytest.raises(InputError, match="cannot read"):
         ingest(store, db_dir / "absent.jsonl")

@@ -39,7 +39,7 @@ def read(path: Path) -> LogRead:
         for number, raw in enumerate(handle, start=1):
             try:
                 line = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
                 out.skipped.append(Skipped(f"{path}:{number}", "not JSON"))
                 continue
             if not isinstance(line, dict) or "sessionId" not in line or "type" not in line:
