@@ -53,6 +53,7 @@ class MemoryTracker:
         # How many of the newest issues `recent_issues` does not show yet: a listing that lags
         # behind writes, as a search index or a replica can.
         self.recent_lag = 0
+        self.unlisted: set[int] = set()  # issues `list_issues` does not show yet, likewise
 
     def fail_next(self, kind: str, *errors: Exception, after: int = 0) -> None:
         """Make the next calls of `kind` (e.g. "create_pull") raise these, one each, once
@@ -61,7 +62,9 @@ class MemoryTracker:
 
     def fail_after_next(self, kind: str, *errors: Exception) -> None:
         """Make the next calls of `kind` do their work and then raise these, one each: a write
-        that landed while its answer was lost."""
+        that landed while its answer was lost. Only issue creates take these so far."""
+        if kind != "create_issue":
+            raise ValueError(f"fail_after_next is not wired for {kind!r}, only 'create_issue'")
         self._after.setdefault(kind, []).extend(errors)
 
     def _answer(self, kind: str) -> None:
@@ -102,7 +105,7 @@ class MemoryTracker:
     # -- issues --------------------------------------------------------------------------------
     def list_issues(self) -> list[IssueRecord]:
         self._count("list_issues")
-        return list(self.issues.values())
+        return [issue for number, issue in self.issues.items() if number not in self.unlisted]
 
     def recent_issues(self, count: int = 30) -> list[IssueRecord]:
         self._count("list_issues")

@@ -27,7 +27,7 @@ from agent_harness.tracker.protocol import (
     ValidationFailed,
     WriteUncertain,
 )
-from agent_harness.tracker.writes import create_once
+from agent_harness.tracker.writes import CreateNotConfirmed, create_once
 
 MARKER_RE = re.compile(r"<!--\s*agent-harness\s+(.*?)\s*-->", re.DOTALL)
 MARKER_HINT = re.compile(r"<!--\s*agent-harness", re.IGNORECASE)
@@ -404,6 +404,7 @@ class _PlanSync:
         self.report = report
         self.numbers: dict[str, int | None] = {}
         self.uncertain = False  # some create got no clear answer: see the tracker's listing
+        self.unconfirmed: dict[str, str] = {}  # item -> the problem its unconfirmed create made
         self.home = plan_in_repo(plan.source)  # the plan's work tree, and its path there
         self.moved_from = moved_from
 
@@ -448,16 +449,20 @@ class _PlanSync:
         scratch = SyncReport(self.report.repo, self.plan_key, self.dry_run)
         try:
             listing = _list_plan_issues(self.tracker, self.plan_key, scratch)
-        except TrackerError as exc:
-            if exc.exit_code == 2 or isinstance(exc, RepoNotFound | RateLimited):
-                raise
+        except TrackerError as exc:  # every write is over: nothing is left for an error to stop
             self.report.problems.append(
                 f"listing the issues again, after a create got no clear answer: {exc.message}; "
                 "the next sync tells which issue is each item's"
             )
             return
         _report_orphans_and_twins(listing, self.plan, scratch)
-        self.report.issue_numbers = listing.oldest_issue_numbers()
+        found = listing.oldest_issue_numbers()
+        # A listing can lag behind writes too: what it does not show, the answers said.
+        self.report.issue_numbers.update(found)
+        for item_id, problem in self.unconfirmed.items():
+            if item_id in found:  # it landed after all
+                self.report.problems.remove(problem)
+                self.report.created.append(ItemChange(item_id, found[item_id]))
         known = set(self.report.problems)
         self.report.problems.extend(p for p in scratch.problems if p not in known)
 
@@ -543,7 +548,12 @@ class _PlanSync:
                 self.uncertain = True
                 raise
 
-        record = _create_once(self.tracker, send, marker, self.plan_key)
+        try:
+            record = _create_once(self.tracker, send, marker, self.plan_key)
+        except CreateNotConfirmed as exc:
+            self.unconfirmed[item.id] = f"{item.id}: {exc.message}"
+            self.report.problems.append(self.unconfirmed[item.id])
+            return
         self.numbers[item.id] = record.number
         self.report.issue_numbers.setdefault(item.id, record.number)
         self.report.created.append(ItemChange(item.id, record.number))
