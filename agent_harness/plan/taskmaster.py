@@ -28,8 +28,8 @@ from agent_harness.plan.numbered import fold_groups
 
 DONE = frozenset({"done", "completed", "cancelled"})
 DEFAULT_TAG = "master"
-NUMBER = re.compile(r"\d{1,6}")
-DEP = re.compile(r"\d{1,6}(?:\.\d{1,6})?")
+NUMBER = re.compile(r"[0-9]{1,6}")  # ASCII: int() would read other scripts' digits too
+DEP = re.compile(r"[0-9]{1,6}(?:\.[0-9]{1,6})?")
 PRIORITY = re.compile(r"[A-Za-z0-9_ -]{1,40}")
 NAMED_MAX = 10  # tags named in a note or an error, at most
 

@@ -374,3 +374,20 @@ def test_taskmaster_dependencies_written_with_leading_zeros_name_their_tasks(
     assert by_id["9.2"].depends_on == ("9.1", "7")
     assert by_id["10"].depends_on == ("7", "9.1", "9.2")  # task 9 stands for its sub-tasks
     assert plan.unread == ()
+
+
+def test_taskmaster_dependencies_in_other_scripts_digits_are_reported_not_guessed(
+    tmp_path: Path,
+) -> None:
+    from agent_harness.plan.backlog import load_plan
+
+    path = tmp_path / "tasks.json"
+    path.write_text(
+        '{"tasks": [{"id": 7, "title": "Set up"},\n'
+        '  {"id": 8, "title": "Store", "dependencies": ["\u0667", "\uff17", 7]}]}\n',
+    )
+    plan = load_plan(path)
+    assert plan.items[1].depends_on == ("7",)
+    assert [n.reason for n in plan.unread] == [
+        "8 depends on 2 unknown items ('\u0667', '\uff17'); dependencies ignored"
+    ]
