@@ -806,6 +806,7 @@ def hostile_inputs(d: Path, rng: random.Random) -> list[Hostile]:
     put("JSON nested 100k deep", '{"items": ' + "[" * 100_000 + "]" * 100_000 + "}", ".json")
     put("JSON with wrong types", '{"items": "everything", "version": []}', ".json")
     put("JSON with NaN and huge numbers", '{"items": [{"id": NaN, "line": 1e400}]}', ".json")
+    put("JSON with an integer of 5,000 digits", '{"tasks": [{"id": ' + "9" * 5000 + "}]}", ".json")
     put("JSON item missing fields", '{"items": [{}]}', ".json")
     put("markdown named .json", "### T1: a\n", ".json")
     # Things that are not files.
