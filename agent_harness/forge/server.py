@@ -257,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         try:
             return json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # also too long a number, too deep a nest
             raise ApiError(400, "Problems parsing JSON") from exc
 
     def _serve(self, method: str) -> None:

@@ -151,6 +151,24 @@ def test_request_accounting_by_route_template(hub: RunningForge, repo: Any) -> N
     assert status == 401  # control endpoints want the forge's own token
 
 
+@pytest.mark.parametrize(
+    "body", [b'{"title": ' + b"[" * 5000, b'{"title": "x", "n": ' + b"9" * 5000 + b"}"]
+)
+def test_a_body_too_deep_or_too_long_a_number_to_read_is_a_400(
+    hub: RunningForge, repo: Any, body: bytes
+) -> None:
+    req = urllib.request.Request(
+        f"{hub.server.api_url}/repos/{repo.full_name}/issues",
+        data=body,
+        method="POST",
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req)
+    assert refused.value.code == 400
+    assert json.loads(refused.value.read())["message"] == "Problems parsing JSON"
+
+
 def test_a_client_hanging_up_is_quiet_but_a_forge_bug_is_still_reported(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
