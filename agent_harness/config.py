@@ -355,12 +355,18 @@ def _from_env(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
 
 def _env_value(name: str, raw: str, annotation: str) -> Any:
     stripped = raw.strip()
-    if "list" in annotation and not stripped.startswith("["):
+    if "list" in annotation:
+        if stripped.startswith("["):
+            return _env_json(name, stripped)
         return [part.strip() for part in raw.split(",") if part.strip()]
-    if not ("list" in annotation or ("dict" in annotation and stripped.startswith("{"))):
-        return raw
+    if "dict" in annotation and stripped.startswith("{"):
+        return _env_json(name, stripped)
+    return raw
+
+
+def _env_json(name: str, text: str) -> Any:
     try:
-        return json.loads(stripped)
+        return json.loads(text)
     except RecursionError:
         raise ConfigError(f"env {name}: its JSON is nested too deeply") from None
     except ValueError as exc:

@@ -6,6 +6,11 @@ print, and `exit_code` is what the CLI returns. Anything else escaping to the CL
 
 from __future__ import annotations
 
+# What reading JSON written by someone else raises when it cannot be read: the decoder's own
+# error, a number past Python's 4300-digit limit for integers (both ValueErrors, as a
+# UnicodeDecodeError is) and nesting past the recursion limit (RecursionError).
+UNREADABLE_JSON: tuple[type[Exception], ...] = (ValueError, RecursionError)
+
 
 class HarnessError(Exception):
     """agent-harness failed."""

@@ -7,6 +7,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_harness.errors import UNREADABLE_JSON
+
 
 def json_events(output: str) -> Iterator[dict[str, Any]]:
     """The JSON objects among an agent CLI's output lines (stream-json, --json); the rest of
@@ -17,7 +19,7 @@ def json_events(output: str) -> Iterator[dict[str, Any]]:
             continue
         try:
             event = json.loads(line)
-        except (ValueError, RecursionError):
+        except UNREADABLE_JSON:
             continue
         if isinstance(event, dict):
             yield event
@@ -104,7 +106,7 @@ def read_cli_report(output: str) -> CliReport:
             continue
         try:
             event = json.loads(line)
-        except (ValueError, RecursionError):
+        except UNREADABLE_JSON:
             continue
         if not isinstance(event, dict):
             continue

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_harness.errors import HarnessError
+from agent_harness.errors import UNREADABLE_JSON, HarnessError
 from agent_harness.implement.steps import Check, Step
 
 
@@ -34,7 +34,7 @@ def _json_candidates(text: str) -> list[Any]:
     """JSON values in a model's answer: fenced blocks first, then any object or array in prose."""
     found: list[Any] = []
     for match in _FENCED.finditer(text):
-        with contextlib.suppress(ValueError, RecursionError):
+        with contextlib.suppress(*UNREADABLE_JSON):
             found.append(json.loads(match.group(2)))
     decoder = json.JSONDecoder()
     index = 0

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent_harness.errors import InputError
+from agent_harness.errors import UNREADABLE_JSON, InputError
 from agent_harness.inception.model import SessionView, fit_error
 from agent_harness.inception.session import InceptionSession
 
@@ -45,7 +45,7 @@ def read_answers(path: Path) -> dict[str, PlannedAnswer]:
         raise InputError(f"answers file {path} is not UTF-8 text") from exc
     try:
         data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (ValueError, RecursionError, tomllib.TOMLDecodeError) as exc:
+    except UNREADABLE_JSON as exc:  # TOMLDecodeError is a ValueError too
         raise InputError(f"answers file {path} cannot be read: {exc}") from exc
     if not isinstance(data, dict):
         raise InputError(f"answers file {path} must map question ids to answers")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from agent_harness.errors import UNREADABLE_JSON
 from agent_harness.inception.model import (
     PlannerAnswerInvalid,
     Question,
@@ -227,7 +228,7 @@ def _json_object(text: str) -> dict[str, Any] | str:
         return "the answer holds no JSON object"
     try:
         data = json.loads(candidate[start : end + 1])
-    except (ValueError, RecursionError) as exc:
+    except UNREADABLE_JSON as exc:
         return f"the answer is not valid JSON ({exc})"
     if not isinstance(data, dict):
         return "the answer is JSON but not an object"

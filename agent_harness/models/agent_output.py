@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from agent_harness.errors import UNREADABLE_JSON
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.models.limits import epoch_seconds, next_midnight, next_wall_clock
 from agent_harness.models.providers import classify_response
@@ -364,7 +365,7 @@ def _vendor_of(headers: Mapping[str, str], body: str) -> str:
         return "anthropic"
     try:
         doc = json.loads(body)
-    except (ValueError, RecursionError):
+    except UNREADABLE_JSON:
         return "openai"
     error = doc.get("error") if isinstance(doc, dict) else None
     if isinstance(doc, dict) and doc.get("type") == "error":
@@ -507,7 +508,7 @@ def _reported_failure(name: str, lines: list[str], now: float) -> Failure | None
         if stripped.startswith(("{", "[")):
             try:
                 doc = json.loads(stripped)
-            except (ValueError, RecursionError):
+            except UNREADABLE_JSON:
                 doc = None
         if doc is not None:
             # What the model itself wrote (or read from files) is not the agent's status: a
@@ -597,7 +598,7 @@ def _gemini_status_failure(status: int, lines: list[str], now: float) -> Failure
             continue
         try:
             doc = json.loads(stripped)
-        except (ValueError, RecursionError):
+        except UNREADABLE_JSON:
             continue
         error = doc.get("error") if isinstance(doc, dict) else None
         if isinstance(error, dict) and doc.get("status") == "error":
@@ -606,7 +607,7 @@ def _gemini_status_failure(status: int, lines: list[str], now: float) -> Failure
     inner = wrapped.group("inner") if wrapped else message
     try:
         body_doc = json.loads(inner)
-    except (ValueError, RecursionError):
+    except UNREADABLE_JSON:
         body_doc = None
     if isinstance(body_doc, dict) and isinstance(body_doc.get("error"), dict):
         body = inner

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from agent_harness.errors import UNREADABLE_JSON
 from agent_harness.models.failures import Body, Headers
 
 
@@ -31,7 +32,7 @@ def json_documents(body: Body) -> list[Any]:
         return []
     try:
         return [json.loads(text)]
-    except (ValueError, RecursionError):
+    except UNREADABLE_JSON:
         pass
     docs: list[Any] = []
     for line in text.splitlines():
@@ -43,7 +44,7 @@ def json_documents(body: Body) -> list[Any]:
             continue
         try:
             docs.append(json.loads(payload))
-        except (ValueError, RecursionError):
+        except UNREADABLE_JSON:
             continue
     return docs
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agent_harness.errors import UNREADABLE_JSON
 from agent_harness.models.bodies import json_documents, snippet
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.models.routes import Route
@@ -106,7 +107,7 @@ def parse_completion(route: Route, response: HttpResponse, stream: bool) -> Comp
     else:
         try:
             raw = json.loads(response.body)
-        except (ValueError, RecursionError):
+        except UNREADABLE_JSON:
             return _malformed(route, response, "the answer is not JSON")
         if not isinstance(raw, dict):
             return _malformed(route, response, "the answer is not a JSON object")
@@ -259,7 +260,7 @@ def _openai_message(route: Route, raw: dict[str, Any]) -> Completion | Failure:
             continue
         try:
             args = json.loads(function.get("arguments") or "{}")
-        except (ValueError, RecursionError):
+        except UNREADABLE_JSON:
             args = {}
         calls.append(
             ToolCall(
@@ -347,7 +348,7 @@ def _streamed_tool_calls(
     for ident, name, parts in pieces:
         try:
             args = json.loads("".join(parts) or "{}")
-        except (ValueError, RecursionError):
+        except UNREADABLE_JSON:
             return _unusable(route, f"tool call {name!r} arrived with broken JSON arguments")
         calls.append(ToolCall(ident, name, args if isinstance(args, dict) else {}))
     return calls

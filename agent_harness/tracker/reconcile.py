@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_harness.errors import HarnessError
+from agent_harness.errors import UNREADABLE_JSON, HarnessError
 from agent_harness.tracker.protocol import (
     AuthError,
     IssueRecord,
@@ -520,7 +520,7 @@ class Reconciler:
                 try:
                     if json.loads(found.group(1)).get("key") == key:
                         return True
-                except (ValueError, RecursionError):
+                except UNREADABLE_JSON:
                     continue
         return False
 

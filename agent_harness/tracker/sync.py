@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from agent_harness.errors import HarnessError
+from agent_harness.errors import UNREADABLE_JSON, HarnessError
 from agent_harness.plan.model import Plan, WorkItem, plan_in_repo, plan_key_from
 from agent_harness.tracker.protocol import (
     IssueDraft,
@@ -85,7 +85,7 @@ def read_marker(body: str) -> Marker | None:
         return None
     try:
         data = json.loads(match.group(1))
-    except (ValueError, RecursionError):  # also a number too long to read, or nesting too deep
+    except UNREADABLE_JSON:
         raise DamagedMarker("the agent-harness marker is not valid JSON") from None
     if not isinstance(data, dict):
         raise DamagedMarker("the agent-harness marker is not an object")
@@ -632,7 +632,7 @@ def read_pull_marker(body: str) -> PullMarker | None:
         return None
     try:
         data = json.loads(match.group(1))
-    except (ValueError, RecursionError):
+    except UNREADABLE_JSON:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):
         return None

@@ -18,6 +18,7 @@ from typing import Any
 from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts
 from agent_harness.audit.ingest import Skipped
 from agent_harness.audit.pricing import Usage
+from agent_harness.errors import UNREADABLE_JSON
 
 SYNTHETIC = "<synthetic>"
 
@@ -39,7 +40,7 @@ def read(path: Path) -> LogRead:
         for number, raw in enumerate(handle, start=1):
             try:
                 line = json.loads(raw)
-            except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            except UNREADABLE_JSON:
                 out.skipped.append(Skipped(f"{path}:{number}", "not JSON"))
                 continue
             if not isinstance(line, dict) or "sessionId" not in line or "type" not in line:

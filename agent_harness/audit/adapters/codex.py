@@ -15,6 +15,7 @@ from typing import Any
 from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts
 from agent_harness.audit.ingest import Skipped
 from agent_harness.audit.pricing import Usage
+from agent_harness.errors import UNREADABLE_JSON
 
 _FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
 
@@ -41,7 +42,7 @@ def read(path: Path) -> LogRead:
         for number, raw in enumerate(handle, start=1):
             try:
                 line = json.loads(raw)
-            except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            except UNREADABLE_JSON:
                 out.skipped.append(Skipped(f"{path}:{number}", "not JSON"))
                 continue
             if not isinstance(line, dict) or not isinstance(line.get("payload"), dict):
