@@ -117,7 +117,7 @@ class _Lines:
             line += text.count("\n", at, start + match.start())
             at = start + match.start()
             written = match.group(1)  # "07" is task 7, as `_number` reads it
-            self.ids.append((str(int(written)) if NUMBER.fullmatch(written) else written, line))
+            self.ids.append((_canonical(written) if NUMBER.fullmatch(written) else written, line))
 
     def of(self, number: str) -> int:
         for index in range(self.next, min(self.next + self.LOOKAHEAD, len(self.ids))):
@@ -136,7 +136,12 @@ def _number(task: Any, source: str, what: str) -> str:
         raise InputError(f"{source}: {what} has no id")
     if not NUMBER.fullmatch(str(number).strip()):
         raise InputError(f"{source}: {what} has id {str(number)[:40]!r}, not a whole number")
-    return str(int(str(number).strip()))
+    return _canonical(str(number).strip())
+
+
+def _canonical(written: str) -> str:
+    """The id a number written as NUMBER or DEP stands for: "07" is task 7, "09.01" is 9.1."""
+    return ".".join(str(int(part)) for part in written.split("."))
 
 
 def _item(
@@ -195,7 +200,7 @@ def _resolved(drafts: list[tuple[WorkItem, list[Any]]], source: str, unread: lis
             if not DEP.fullmatch(text):
                 unknown.append(repr(dep)[:40])
                 continue
-            name = ".".join(str(int(part)) for part in text.split("."))  # "07" is task 7
+            name = _canonical(text)
             if parent is not None and "." not in name and f"{parent}.{name}" in ids:
                 name = f"{parent}.{name}"
             if name == item.id:  # a sub-task's own number, read as a sibling's
