@@ -11,9 +11,9 @@ import functools
 import json
 import math
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from agent_harness.errors import HarnessError
 from agent_harness.queue.items import (
@@ -87,6 +87,8 @@ _next_lapse_check: weakref.WeakKeyDictionary[Store, dict[str, float]] = weakref.
 # it writes, so workers polling an idle queue never take the write lock (on SQLite, a lock that
 # every other writer of the file waits for).
 _found_idle: weakref.WeakKeyDictionary[Store, set[str]] = weakref.WeakKeyDictionary()
+
+_Kept = TypeVar("_Kept", dict[str, float], set[str])
 
 
 _DEFAULT_READY = tuple(sorted(DEFAULT_READY_WHEN))
@@ -191,12 +193,10 @@ def claim_next(
         raise ValueError(f"a lease must be finite, not {lease_s}")
     ready = _DEFAULT_READY if ready_when is DEFAULT_READY_WHEN else tuple(sorted(set(ready_when)))
     sql = _claim_sql(store.dialect.name, len(ready))
-    checks = _next_lapse_check.get(store)
-    if checks is None:
-        checks = _next_lapse_check.setdefault(store, {})
+    checks = _kept_for(store, _next_lapse_check, dict)
     next_check = checks.get(project, -math.inf)
     now = store.clock()
-    idle = _idle_projects(store)
+    idle = _kept_for(store, _found_idle, set)
     # Read before writing unless the last look found work that the one-statement claim has
     # not just missed: a look due only because a lease may have lapsed usually finds work.
     look_first = project in idle or next_check == -math.inf
@@ -211,9 +211,13 @@ def claim_next(
     return _claim_with_recovery(store, sql, project, worker, lease_s, ready, checks, look_first)
 
 
-def _idle_projects(store: Store) -> set[str]:
-    idle = _found_idle.get(store)
-    return _found_idle.setdefault(store, set()) if idle is None else idle
+def _kept_for(
+    store: Store, kept: weakref.WeakKeyDictionary[Store, _Kept], empty: Callable[[], _Kept]
+) -> _Kept:
+    """What `kept` holds for this store, made empty on first use (looked up before it is
+    made, as a claim does this every time)."""
+    found = kept.get(store)
+    return kept.setdefault(store, empty()) if found is None else found
 
 
 def _note_next_check(
@@ -264,7 +268,7 @@ def _claim_with_recovery(
     notes when the next lease may lapse. With `look_first` (the last look found nothing, or the
     one-statement claim just did), nothing to claim is found out by reading alone, so idle
     polls never hold up a writer."""
-    idle = _idle_projects(store)
+    idle = _kept_for(store, _found_idle, set)
     while True:
         if look_first and not _work_in_sight(store, sql, project, ready, checks):
             idle.add(project)
