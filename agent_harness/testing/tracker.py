@@ -49,11 +49,11 @@ class MemoryTracker:
         self._next = 1
         self._tick = 0
         self._failures: dict[str, list[Exception | None]] = {}  # None: let that call through
-        self._after: dict[str, list[Exception]] = {}
-        # How many of the newest issues `recent_issues` does not show yet: a listing that lags
-        # behind writes, as a search index or a replica can.
-        self.recent_lag = 0
-        self.unlisted: set[int] = set()  # issues `list_issues` does not show yet, likewise
+        self._lost_answers: list[Exception] = []  # raised by creates that landed
+        # Issues a listing does not show yet (`list_issues`, `recent_issues`): a listing that
+        # lags behind writes, as a search index or a replica can.
+        self.unlisted: set[int] = set()
+        self.unlisted_recent: set[int] = set()
 
     def fail_next(self, kind: str, *errors: Exception, after: int = 0) -> None:
         """Make the next calls of `kind` (e.g. "create_pull") raise these, one each, once
@@ -65,12 +65,7 @@ class MemoryTracker:
         that landed while its answer was lost. Only issue creates take these so far."""
         if kind != "create_issue":
             raise ValueError(f"fail_after_next is not wired for {kind!r}, only 'create_issue'")
-        self._after.setdefault(kind, []).extend(errors)
-
-    def _answer(self, kind: str) -> None:
-        waiting = self._after.get(kind)
-        if waiting:
-            raise waiting.pop(0)
+        self._lost_answers.extend(errors)
 
     def _count(self, kind: str, write: bool = False) -> None:
         self.tally.count(kind, write)
@@ -109,8 +104,8 @@ class MemoryTracker:
 
     def recent_issues(self, count: int = 30) -> list[IssueRecord]:
         self._count("list_issues")
-        newest_first = sorted(self.issues.values(), key=lambda i: -i.number)
-        return newest_first[self.recent_lag :][:count]
+        shown = (i for i in self.issues.values() if i.number not in self.unlisted_recent)
+        return sorted(shown, key=lambda i: -i.number)[:count]
 
     def create_issue(self, draft: IssueDraft) -> IssueRecord:
         self._count("create_issue", write=True)
@@ -126,7 +121,8 @@ class MemoryTracker:
             self._now(),
         )
         self.issues[number] = issue
-        self._answer("create_issue")
+        if self._lost_answers:
+            raise self._lost_answers.pop(0)
         return issue
 
     def update_issue(self, number: int, draft: IssueDraft) -> IssueRecord:

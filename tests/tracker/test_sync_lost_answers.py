@@ -24,7 +24,7 @@ def test_a_twin_made_when_the_look_missed_the_first_create_keeps_the_older_issue
     # T1's create lands as #1 but its answer is lost, and the look after it cannot see #1 yet:
     # the resend makes #2.
     tracker.fail_after_next("create_issue", lost())
-    tracker.recent_lag = 1
+    tracker.unlisted_recent = {1}
 
     report = sync_plan(PLAN, tracker, "PLAN")
 
@@ -38,7 +38,7 @@ def test_a_create_that_landed_although_every_try_looked_failed_still_names_its_i
     # Every send of T1 fails; the last one lands as #1 first, and its answer is lost.
     tracker.fail_next("create_issue", *(lost() for _ in range(tracker.write_pace.sends - 1)))
     tracker.fail_after_next("create_issue", lost())
-    tracker.recent_lag = 10  # no look ever sees it
+    tracker.unlisted_recent = {1}  # no look ever sees it
 
     report = sync_plan(PLAN, tracker, "PLAN")
 
