@@ -65,6 +65,10 @@ class LazyLive:
             if self._started:
                 self._started = False
                 self._live.stop()
+                if not self._live.console.is_terminal:
+                    # rich ends the table's last line only on a terminal: in a file or a pipe
+                    # whatever comes next (the run's error) would be glued to its border.
+                    self._live.console.line()
 
     def refresh(self) -> None:
         with self._lock:

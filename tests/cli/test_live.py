@@ -72,3 +72,16 @@ def test_the_table_is_drawn_from_the_first_event_on() -> None:
     with view.display():
         view("attempt", "T1", AttemptStarted(attempt=1, worker="host/w1"))
     assert "agent-harness run" in file.getvalue() and "T1" in file.getvalue()
+
+
+def test_what_follows_the_table_starts_on_a_line_of_its_own_when_not_on_a_terminal() -> None:
+    # Written to a file or a pipe, the table's last line used to end without a newline, and the
+    # run's one line of error was glued to its bottom border.
+    file = io.StringIO()
+    console = Console(file=file, width=120)
+    assert not console.is_terminal
+    view = LiveView(console, clock=FakeClock(start=1000.0))
+    with view.display():
+        view("attempt", "T1", AttemptStarted(attempt=1, worker="host/w1"))
+    console.print("error: the run stops")
+    assert file.getvalue().splitlines()[-1] == "error: the run stops"
