@@ -19,7 +19,7 @@ from agent_harness.git.runner import GitError, run_git
 # The prefixes are fixed, because the scan reads `+++ b/<path>` whatever `diff.noprefix` says.
 _DIFF = (
     "-c", "core.quotePath=false", "-c", "diff.renames=true",
-    "diff", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/",
+    "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/",
     "--numstat", "--patch", "-z",
 )  # fmt: skip
 

@@ -22,6 +22,7 @@ from agent_harness.git import runner
 from agent_harness.git.change import Change, read_change
 from agent_harness.git.protect import ChangedPathsUnknown, changed_paths
 from agent_harness.git.refs import RefFiles, Unreadable
+from agent_harness.git.settings import SettingsWatch
 
 BRANCH_PREFIX = "agent-harness/"
 
@@ -196,6 +197,9 @@ class WorkRepo:
         self._changes_lock = threading.Lock()
         self.remote_refs = RemoteRefsLock()  # shared by every worker using this clone
         self._exclude_state_dir()
+        # Before any agent runs: what the clone's git settings and hooks are. Each git command
+        # of ours that may follow an agent's work checks them first (see git/settings.py).
+        self.settings = SettingsWatch(self.path)
         self.fetch_max_age_s = 5.0  # items started together share one fetch of the remote
 
     def _exclude_state_dir(self) -> None:
@@ -287,6 +291,7 @@ class WorkRepo:
         the branch the item's history names."""
         # An item keeps the branch it started on, even if its title is edited later: a new
         # name would orphan pushed work and open a second pull request.
+        self.settings.check()  # `worktree add` runs hooks, and another agent may have run
         default = self.default_branch()
         self.fetch(0.0 if pushed else self.fetch_max_age_s)
         # One look at every ref that matters here, instead of a git call per question.
@@ -349,7 +354,8 @@ class WorkRepo:
             _git(self.path, "worktree", "add", "--quiet", str(path), branch)
             return False
         start = f"{self.remote}/{branch}" if existing else base
-        _git(self.path, "worktree", "add", "--quiet", "-b", branch, str(path), start)
+        # No upstream: the branch is pushed by name, and the clone's settings stay as they were.
+        _git(self.path, "worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), start)
         return not existing
 
     def _catch_up(self, path: Path, branch: str, pushed_sha: str | None) -> str | None:
@@ -446,6 +452,7 @@ class WorkRepo:
     # -- what the agent did ------------------------------------------------------------------
     def verify_branch(self, tree: Worktree) -> None:
         """Refuse work an agent committed to the default branch, or a worktree it broke."""
+        self.settings.check()
         if not tree.path.is_dir():
             raise WorktreeError(f"the agent deleted its worktree {tree.path}")
         default = self.default_branch()
@@ -481,6 +488,7 @@ class WorkRepo:
 
     def commit_all(self, tree: Worktree, message: str) -> str | None:
         """Commit whatever the agent left uncommitted; the sha, or None when nothing changed."""
+        self.settings.check()
         _git(tree.path, "add", "--all")
         # Asking git to commit is cheaper than asking first whether to; "nothing to commit"
         # comes back on stdout with exit status 1.
@@ -504,6 +512,7 @@ class WorkRepo:
         return self.head(tree)
 
     def has_uncommitted(self, tree: Worktree) -> bool:
+        self.settings.check()
         return bool(_git(tree.path, "status", "--porcelain").strip())
 
     def diff(self, tree: Worktree, sha: str) -> str:
@@ -542,6 +551,7 @@ class WorkRepo:
     def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
         """Remove one generation's worktree and local branch (`work retry --fresh`); the
         remote branch, a pull request's history, is left alone. Returns what was removed."""
+        self.settings.check()
         removed: list[str] = []
         path = self.worktrees_dir / worktree_dir_name(item_id, namespace, generation)
         if path.exists() or self._registered(path):
@@ -585,6 +595,7 @@ class WorkRepo:
             raise DefaultBranchGuard(f"refusing to push {tree.branch}: not an agent-harness branch")
         refspec = f"{sha or f'refs/heads/{tree.branch}'}:refs/heads/{tree.branch}"
         guard_refspec(refspec, default)
+        self.settings.check()  # after the checks and the review, which ran the agent's code
         with self.remote_refs.push():
             _git(tree.path, "push", "--quiet", self.remote, refspec)
 
@@ -595,6 +606,7 @@ class WorkRepo:
         a commit someone else pushed since is never overwritten). When it does not, the base is
         merged instead and left with its conflict markers for the agent. Returns (the files in
         conflict, the head), or None when the branch has no clean worktree here at `expected`."""
+        self.settings.check()
         path = self._worktree_of(branch)
         if path is None or _git(path, "rev-parse", "HEAD") != expected:
             return None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from agent_harness.errors import HarnessError
 from agent_harness.failures import Action, FailureClass, action_for, can_retry, ends_the_item
+from agent_harness.git.settings import GitSettingsChanged
 from agent_harness.git.worktrees import Worktree
 from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.client import ModelCallFailed
@@ -76,6 +77,12 @@ class Attempt:
             self._stages()
         except LeaseLost:
             parts.emit(item.id, LeaseLostNote(worker=lease.worker, attempt=lease.attempt))
+        except GitSettingsChanged as exc:
+            # Not the item's fault for sure (another worker's agent may have written them), and
+            # no git of ours may run here until a person looked: the item waits, its attempt
+            # given back, and the run stops.
+            parts.defer(lease, parts.store.clock(), f"the run stops: {exc.message}", self.history)
+            parts.halt(exc)
         except HarnessError as exc:
             # Classified errors of our own (git, tracker, sessions) fail this attempt visibly.
             parts.fail(lease, f"{type(exc).__name__}: {exc.message}", FailureClass.TRACKER)

@@ -1,0 +1,126 @@
+"""The clone's git settings and hooks, held to what they were before any agent ran (real git)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agent_harness.git.settings import GitSettingsChanged
+from agent_harness.git.worktrees import WorkRepo
+from tests.shared.git import git
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # The user's own settings live in a home of this test, so they can be changed too.
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    bare = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "--initial-branch=main", str(bare))
+    seed = tmp_path / "seed"
+    git(tmp_path, "init", "-q", "--initial-branch=main", str(seed))
+    (seed / "README.md").write_text("hello\n")
+    git(seed, "add", "-A")
+    git(seed, "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qm", "first")
+    git(seed, "push", "-q", str(bare), "main")
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(bare), str(work))
+    return work
+
+
+def changed(repo: WorkRepo) -> str:
+    with pytest.raises(GitSettingsChanged) as raised:
+        repo.settings.check()
+    return raised.value.message
+
+
+def test_settings_an_agent_may_write_harmlessly_are_taken_as_the_new_normal(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    git(clone, "config", "user.email", "agent@example.com")
+    git(clone, "config", "color.ui", "always")
+    git(clone, "branch", "--track", "old-style", "origin/main")  # writes its upstream
+    repo.settings.check()
+    git(clone, "branch", "-D", "old-style")  # and removes it again
+    repo.settings.check()
+
+
+def test_the_users_own_settings_and_what_they_include_are_watched_too(
+    clone: Path, tmp_path: Path
+) -> None:
+    included = tmp_path / "more.gitconfig"
+    included.write_text("[color]\n\tui = auto\n")
+    (tmp_path / "home" / ".gitconfig").write_text(f"[include]\n\tpath = {included}\n")
+    repo = WorkRepo(clone, clone.parent / "state")
+    included.write_text("[core]\n\tsshCommand = /tmp/steal\n")
+    message = changed(repo)
+    assert f"{included}: core.sshcommand" in message
+    assert "/tmp/steal" not in message  # never a setting's value: it may be a credential
+
+    (tmp_path / "home" / ".gitconfig").write_text("[credential]\n\thelper = /tmp/steal\n")
+    message = changed(repo)
+    assert "credential.helper" in message and "include.path" in message
+
+
+def test_a_setting_written_into_a_file_that_did_not_exist_is_found(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    xdg = Path(os.environ["HOME"]) / ".config" / "git"
+    xdg.mkdir(parents=True)
+    (xdg / "config").write_text('[url "https://elsewhere.example/"]\n\tpushInsteadOf = /\n')
+    assert "url.https://elsewhere.example/.pushinsteadof" in changed(repo)
+
+
+def test_a_hook_changed_in_place_is_found_even_with_its_time_set_back(clone: Path) -> None:
+    hooks = clone / ".git" / "hooks"
+    hook = hooks / "post-checkout"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    before = hook.stat()
+    repo = WorkRepo(clone, clone.parent / "state")
+    (hooks / "pre-commit.sample").write_text("# git never runs a sample\n")
+    repo.settings.check()
+    hook.write_text("#!/bin/sh\nexit 1\n")  # the same size
+    os.utime(hook, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert ".git/hooks/post-checkout (changed)" in changed(repo)
+
+
+def test_a_change_that_is_found_stays_found_until_put_back(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    git(clone, "config", "core.fsmonitor", "/tmp/watch")
+    assert "core.fsmonitor" in changed(repo)
+    assert "core.fsmonitor" in changed(repo)  # every worker is stopped, not only the first
+    git(clone, "config", "--unset", "core.fsmonitor")
+    repo.settings.check()
+
+
+def test_worktrees_the_harness_makes_leave_the_clones_settings_as_they_were(clone: Path) -> None:
+    before = (clone / ".git" / "config").read_bytes()
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "a.txt").write_text("a\n")
+    repo.commit_all(tree, "T1: x")
+    repo.push(tree)
+    repo.discard("T1")
+    again = repo.prepare("T1", "x", pushed=True)  # made from the pushed branch: no upstream
+    assert again.reused and (again.path / "a.txt").exists()
+    assert (clone / ".git" / "config").read_bytes() == before
+
+
+def test_what_is_reviewed_and_scanned_is_the_file_not_a_textconv_of_it(clone: Path) -> None:
+    # A diff driver of the user's own (set before the run) would show a converted file: the
+    # reviewer and the secret scan must read what is pushed.
+    git(clone, "config", "diff.hide.textconv", "sh -c 'echo nothing to see'")
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / ".gitattributes").write_text("*.conf diff=hide\n")
+    (tree.path / "app.conf").write_text("token = real-content\n")
+    sha = repo.commit_all(tree, "T1: x")
+    assert sha is not None
+    assert "+token = real-content" in repo.diff(tree, sha)
+    assert "nothing to see" not in repo.committed_diff(tree)

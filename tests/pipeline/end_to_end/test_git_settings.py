@@ -1,0 +1,173 @@
+"""An agent cannot make the harness's own git run its programs or push elsewhere.
+
+The agent shares the user's clone: its worktree's git directory is the clone's, so an agent can
+write the clone's git settings and hooks. The harness runs git there after the agent (commit,
+push, the next item's worktree), with its own environment and the user's push credentials. A
+hook, an `fsmonitor` program, a push URL or a credential helper the agent planted would run or
+apply then. Each is found before the harness's next git command in that clone; the run stops
+saying which setting changed, and the item waits (its attempt given back) for a person.
+A harmless setting an agent may well write (its commit identity) changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent_harness.cli import main
+from agent_harness.git.settings import GitSettingsChanged
+from agent_harness.pipeline.settings import RunSettings
+from agent_harness.testing.forge import TOKEN
+
+from .conftest import REPO, Harness
+
+ONE_ITEM = "### T1: Count words\nMake it.\n"
+
+
+def shell_agent(script: str) -> str:
+    """An agent program: a shell script run in the worktree (its prompt file as `$0`)."""
+    return "sh -c " + shlex.quote(f'{script}\n: "$0"') + " {prompt_file}"
+
+
+def marking_hooks(where: Path, marks: Path) -> Path:
+    """A hooks folder whose every hook leaves a file in `marks` when it runs."""
+    where.mkdir(parents=True)
+    marks.mkdir(parents=True, exist_ok=True)
+    for name in ("pre-push", "post-commit", "post-checkout", "reference-transaction"):
+        hook = where / name
+        hook.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(marks / name))}\n")
+        hook.chmod(0o755)
+    return where
+
+
+def settings() -> RunSettings:
+    return RunSettings(checks=[], lease_s=30.0, idle_poll_s=0.02, max_attempts=2)
+
+
+def run_stopped(h: Harness, script: str) -> tuple[GitSettingsChanged, str]:
+    """Run one item with an agent that runs `script`; the run must stop. Its error and the
+    item's state after it."""
+    pipeline = h.pipeline(ONE_ITEM, agent=shell_agent(script), settings=settings())
+    with pytest.raises(GitSettingsChanged) as stopped:
+        pipeline.run()
+    [item] = pipeline.report(None).items
+    return stopped.value, item.state
+
+
+@pytest.mark.acceptance
+def test_a_hooks_path_the_agent_sets_never_runs_and_stops_the_run(
+    harness: Harness, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    hooks = marking_hooks(tmp_path / "planted", marks)
+    error, state = run_stopped(
+        harness, f"git config core.hooksPath {shlex.quote(str(hooks))}\necho notes > NOTES.md"
+    )
+    assert "core.hookspath" in error.message.lower()
+    assert str(hooks) not in error.message  # a setting's value is never repeated (a token?)
+    assert sorted(p.name for p in marks.iterdir()) == []
+    assert harness.pulls() == []
+    assert state == "waiting"  # for a person, with its attempt given back
+    # The person puts the setting back and starts again: the agent goes on in the same
+    # worktree, its first work still there, and the item is delivered.
+    subprocess.run(["git", "config", "--unset", "core.hooksPath"], cwd=harness.work, check=True)
+    again = harness.pipeline(ONE_ITEM, agent=shell_agent("test -f NOTES.md"), settings=settings())
+    [item] = again.run().items
+    assert item.state == "pr_open", item.reason
+    assert len(harness.pulls()) == 1 and list(marks.iterdir()) == []
+
+
+@pytest.mark.acceptance
+def test_a_hook_the_agent_writes_into_the_clone_never_runs(
+    harness: Harness, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    hook = f"#!/bin/sh\ntouch {shlex.quote(str(marks / 'pre-push'))}\n"
+    script = (
+        'hooks="$(git rev-parse --git-common-dir)/hooks"\n'
+        f'printf %s {shlex.quote(hook)} > "$hooks/pre-push"\n'
+        'chmod +x "$hooks/pre-push"\n'
+        "echo notes > NOTES.md"
+    )
+    error, state = run_stopped(harness, script)
+    assert "hooks/pre-push" in error.message
+    assert list(marks.iterdir()) == []
+    assert harness.pulls() == []
+    assert state == "waiting"
+
+
+@pytest.mark.acceptance
+def test_a_push_url_the_agent_sets_is_never_pushed_to(harness: Harness, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(elsewhere)], check=True)
+    error, _ = run_stopped(
+        harness,
+        f"git remote set-url --push origin {shlex.quote(str(elsewhere))}\necho notes > NOTES.md",
+    )
+    assert "remote.origin.pushurl" in error.message
+    listed = subprocess.run(
+        ["git", "for-each-ref"], cwd=elsewhere, capture_output=True, text=True, check=True
+    )
+    assert listed.stdout == ""
+    assert harness.pulls() == []
+
+
+@pytest.mark.acceptance
+def test_an_fsmonitor_program_the_agent_sets_never_runs(harness: Harness, tmp_path: Path) -> None:
+    mark = tmp_path / "fsmonitor-ran"
+    program = tmp_path / "fsmonitor"
+    program.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(mark))}\nexit 1\n")
+    program.chmod(0o755)
+    error, _ = run_stopped(
+        harness, f"git config core.fsmonitor {shlex.quote(str(program))}\necho notes > NOTES.md"
+    )
+    assert "core.fsmonitor" in error.message
+    assert not mark.exists()
+
+
+@pytest.mark.acceptance
+def test_an_agent_setting_its_commit_identity_is_delivered_as_usual(harness: Harness) -> None:
+    script = (
+        "git config user.name 'Some Agent'\n"
+        "git config user.email agent@example.com\n"
+        "echo notes > NOTES.md"
+    )
+    pipeline = harness.pipeline(ONE_ITEM, agent=shell_agent(script), settings=settings())
+    [item] = pipeline.run().items
+    assert item.state == "pr_open", item.reason
+    assert len(harness.pulls()) == 1
+
+
+@pytest.mark.acceptance
+def test_the_cli_stops_in_one_line_with_exit_4_and_the_item_waits(
+    harness: Harness,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GH_TOKEN", TOKEN)
+    monkeypatch.setenv("GITHUB_API_URL", harness.forge.server.api_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{harness.model.url}/v1")
+    monkeypatch.setenv("AGENT_HARNESS_SESSIONS__HOST", "headless")
+    (tmp_path / "PLAN.md").write_text(ONE_ITEM)
+    hooks = marking_hooks(tmp_path / "planted", tmp_path / "marks")
+    agent = shell_agent(f"git config core.hooksPath {shlex.quote(str(hooks))}\necho n > N.md")
+    args = ["--repo", REPO, "--plan", "PLAN.md", "--work", str(harness.work), "--agent", agent]
+    code = main(["run", *args, "--reviewer", "openai:gpt-x"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 4
+    assert not any("Traceback" in line for line in err), err  # the live view, then one error
+    assert err[-1].startswith("error: git settings of the clone at ")
+    assert ".git/config: core.hookspath" in err[-1]
+    assert list((tmp_path / "marks").iterdir()) == []
+    assert main(["work", "show", "T1", "--json"]) == 0
+    item = json.loads(capsys.readouterr().out)["item"]
+    assert (item["state"], item["attempts"]) == ("waiting", 0)  # its attempt given back
+    assert item["reason"].startswith("the run stops: git settings of the clone at ")
