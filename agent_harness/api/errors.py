@@ -82,7 +82,14 @@ AUTH: Responses = {
     401: _doc("Missing or wrong bearer token."),
     503: _doc("The database cannot be used."),
 }
-BODY: Responses = {413: _doc("Request body over the size limit.")}
+BODY: Responses = {
+    # FastAPI answers a body it cannot parse with 400 before the route runs.
+    400: _doc(
+        "A body that does not read as JSON (malformed, nested too deep, a number too long, "
+        "not UTF-8), or input the server cannot use."
+    ),
+    413: _doc("Request body over the size limit."),
+}
 MISSING: Responses = {404: _doc("No such project or item.")}
 REFUSED: Responses = {409: _doc("Refused as things stand (monitoring only, a live claim, exists).")}
 BAD: Responses = {400: _doc("Input the server cannot use (e.g. several projects, name one).")}

@@ -45,6 +45,36 @@ def test_the_token_is_in_no_answer(monitoring: TestClient) -> None:
             assert answer.status_code < 500 and TOKEN not in answer.text, path
 
 
+HOSTILE_BODIES = {
+    "malformed": b"{",
+    "nested too deep": b"[" * 5000 + b"]" * 5000,
+    "a number of 5000 digits": b'{"a": ' + b"9" * 5000 + b"}",
+    "not UTF-8": b'{"a": "\xff"}',
+}
+
+
+@pytest.mark.parametrize("body", HOSTILE_BODIES, ids=list(HOSTILE_BODIES))
+def test_a_body_that_does_not_read_as_json_gets_an_answer_its_route_documents(
+    monitoring: TestClient, body: str
+) -> None:
+    # An outside fuzzer sends these; an answer the description does not list is a finding.
+    schema = monitoring.get("/openapi.json", headers=AUTH).json()
+    tried = 0
+    for path, operations in schema["paths"].items():
+        concrete = path.replace("{owner}/{repo}:{key}", PROJECT).replace("{item_id}", "T1")
+        for method, operation in operations.items():
+            if "requestBody" not in operation:
+                continue
+            headers = {**AUTH, "Content-Type": "application/json"}
+            answer = monitoring.request(
+                method, concrete, content=HOSTILE_BODIES[body], headers=headers
+            )
+            assert str(answer.status_code) in operation["responses"], (method, path, answer.text)
+            assert answer.status_code < 500 and "detail" in answer.json()
+            tried += 1
+    assert tried >= 8
+
+
 def test_bodies_over_the_limit_are_refused(api_store: Store) -> None:
     client = client_for(ApiContext(store=api_store, mode="monitoring"), max_body=2048)
     big = {"text": "### T1: x\n\n" + "y" * 4096}
