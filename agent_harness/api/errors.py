@@ -5,9 +5,12 @@ Messages are the library's own one-line texts, which never hold a token or a key
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from agent_harness.api.context import AuditNotRecorded, MonitoringOnly, NoAuditDatabase
@@ -104,4 +107,42 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, HarnessError)
         return JSONResponse({"detail": exc.message}, status_code=status_of(exc))
 
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return JSONResponse({"detail": validation_detail(exc.errors())}, status_code=422)
+
     app.add_exception_handler(HarnessError, handle)
+    app.add_exception_handler(RequestValidationError, invalid)
+
+
+def validation_detail(errors: Sequence[Any]) -> list[Any]:
+    """FastAPI's 422 `detail`, in a form that always encodes as JSON.
+
+    FastAPI's own handler echoes what failed as it came (`input`): a body that is not UTF-8
+    (bytes), a string holding a lone surrogate (JSON's `"\\ud800"`), `NaN` (Python's JSON reader
+    takes it) or an exception a validator raised made that handler fail, and every such
+    request a 500. Here text is re-encoded with replacement characters, numbers JSON cannot
+    hold become text, and an input too deep to walk is left out."""
+    detail = []
+    for error in errors:
+        try:
+            detail.append(_encodable(error))
+        except RecursionError:
+            detail.append(_encodable({k: v for k, v in dict(error).items() if k != "input"}))
+    return detail
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, bool) or value is None or isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(_encodable(str(key))): _encodable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(item) for item in value]
+    return _encodable(str(value))

@@ -45,11 +45,17 @@ def test_the_token_is_in_no_answer(monitoring: TestClient) -> None:
             assert answer.status_code < 500 and TOKEN not in answer.text, path
 
 
-HOSTILE_BODIES = {
-    "malformed": b"{",
-    "nested too deep": b"[" * 5000 + b"]" * 5000,
-    "a number of 5000 digits": b'{"a": ' + b"9" * 5000 + b"}",
-    "not UTF-8": b'{"a": "\xff"}',
+HOSTILE_BODIES: dict[str, tuple[bytes, str | None]] = {
+    "malformed": (b"{", "application/json"),
+    "nested too deep": (b"[" * 5000 + b"]" * 5000, "application/json"),
+    "nested 900 deep": (b'{"zz": ' + b"[" * 900 + b"]" * 900 + b"}", "application/json"),
+    "a number of 5000 digits": (b'{"a": ' + b"9" * 5000 + b"}", "application/json"),
+    "not UTF-8": (b'{"a": "\xff"}', "application/json"),
+    "not UTF-8, as text": (b'{"a": "\xff"}', "text/plain"),
+    "not UTF-8, no type": (b"\x80\x81\xff", None),
+    "a lone surrogate": (b'{"zz": "\\ud800"}', "application/json"),
+    "a lone surrogate in a field": (b'{"text": "### T1: x\\udfff"}', "application/json"),
+    "NaN": (b'{"zz": NaN, "text": Infinity}', "application/json"),
 }
 
 
@@ -57,7 +63,10 @@ HOSTILE_BODIES = {
 def test_a_body_that_does_not_read_as_json_gets_an_answer_its_route_documents(
     monitoring: TestClient, body: str
 ) -> None:
-    # An outside fuzzer sends these; an answer the description does not list is a finding.
+    # An outside fuzzer sends these. FastAPI's own 422 handler failed on five of them (500 on
+    # every route with a body), and an answer the description does not list is a finding.
+    content, content_type = HOSTILE_BODIES[body]
+    headers = {**AUTH, **({"Content-Type": content_type} if content_type else {})}
     schema = monitoring.get("/openapi.json", headers=AUTH).json()
     tried = 0
     for path, operations in schema["paths"].items():
@@ -65,10 +74,7 @@ def test_a_body_that_does_not_read_as_json_gets_an_answer_its_route_documents(
         for method, operation in operations.items():
             if "requestBody" not in operation:
                 continue
-            headers = {**AUTH, "Content-Type": "application/json"}
-            answer = monitoring.request(
-                method, concrete, content=HOSTILE_BODIES[body], headers=headers
-            )
+            answer = monitoring.request(method, concrete, content=content, headers=headers)
             assert str(answer.status_code) in operation["responses"], (method, path, answer.text)
             assert answer.status_code < 500 and "detail" in answer.json()
             tried += 1
