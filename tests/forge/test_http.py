@@ -152,11 +152,21 @@ def test_request_accounting_by_route_template(hub: RunningForge, repo: Any) -> N
 
 
 @pytest.mark.parametrize(
-    "body", [b'{"title": ' + b"[" * 5000, b'{"title": "x", "n": ' + b"9" * 5000 + b"}"]
+    "body",
+    [
+        b'{"title": ' + b"[" * 5000,
+        b'{"title": "x", "n": ' + b"9" * 5000 + b"}",
+        # Text no UTF-8 can hold, taken by Python's reader, failed the forge with a 500 ...
+        b'{"title": "\\ud800"}',
+        b'{"title": "x", "body": "\\udfff"}',
+        # ... and NaN, which JSON has not, came back in the forge's answer, which no strict
+        # reader can then read.
+        b'{"title": "x", "milestone": NaN}',
+        b'{"title": "x", "n": -Infinity}',
+    ],
+    ids=["deep", "long number", "lone surrogate", "lone surrogate in body", "NaN", "Infinity"],
 )
-def test_a_body_too_deep_or_too_long_a_number_to_read_is_a_400(
-    hub: RunningForge, repo: Any, body: bytes
-) -> None:
+def test_a_body_json_cannot_hold_is_a_400(hub: RunningForge, repo: Any, body: bytes) -> None:
     req = urllib.request.Request(
         f"{hub.server.api_url}/repos/{repo.full_name}/issues",
         data=body,
