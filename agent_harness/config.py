@@ -8,7 +8,6 @@ layer, so `agent-harness config` can say why a setting is what it is.
 from __future__ import annotations
 
 import difflib
-import json
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from agent_harness.errors import ConfigError
+from agent_harness.errors import ConfigError, read_json
 from agent_harness.secrets.process import process_env
 
 ENV_PREFIX = "AGENT_HARNESS_"
@@ -366,7 +365,7 @@ def _env_value(name: str, raw: str, annotation: str) -> Any:
 
 def _env_json(name: str, text: str) -> Any:
     try:
-        return json.loads(text)
+        return read_json(text)
     except RecursionError:
         raise ConfigError(f"env {name}: its JSON is nested too deeply") from None
     except ValueError as exc:

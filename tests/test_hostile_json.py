@@ -1,7 +1,9 @@
 """JSON written by someone else (an issue body, an agent's output, a plan file, an environment
 variable) can hold a number too long for Python to read or nesting too deep for its decoder.
 Both raise something other than a JSON syntax error; each reader treats them as unreadable
-input, never as a crash."""
+input, never as a crash. Python's reader also takes what JSON has not: `NaN`, `Infinity`, and
+half a surrogate pair (`"\\ud800"`, which no UTF-8 text can hold, so whatever stores or prints
+it later fails). Those are unreadable too."""
 
 from __future__ import annotations
 
@@ -23,9 +25,13 @@ pytestmark = pytest.mark.unit
 
 LONG_NUMBER = "9" * 5000  # past Python's 4300-digit limit for reading an integer
 DEEP = "[" * 5000  # past the decoder's recursion limit
+SURROGATE = '"\\ud800"'  # the six characters of an escape JSON allows and UTF-8 cannot hold
 
 
-@pytest.mark.parametrize("inside", [f'"n": {LONG_NUMBER}', f'"n": {DEEP}'])
+@pytest.mark.parametrize(
+    "inside",
+    [f'"n": {LONG_NUMBER}', f'"n": {DEEP}', f'"n": {SURROGATE}', '"n": NaN', '"n": -Infinity'],
+)
 def test_a_hostile_marker_in_an_issue_is_damaged_not_a_crash(inside: str) -> None:
     body = f'Hello\n<!-- agent-harness {{"id": "T1", "plan": "PLAN", "hash": "h", {inside}}} -->'
     with pytest.raises(DamagedMarker):
@@ -47,7 +53,7 @@ def test_a_sync_reports_a_hostile_issue_and_syncs_the_rest() -> None:
     ]
 
 
-@pytest.mark.parametrize("raw", [f"[{LONG_NUMBER}]", DEEP])
+@pytest.mark.parametrize("raw", [f"[{LONG_NUMBER}]", DEEP, f"[{SURROGATE}]"])
 def test_an_environment_list_that_cannot_be_read_is_a_config_error(
     raw: str, tmp_path: Path
 ) -> None:
@@ -62,7 +68,40 @@ def test_a_plan_file_with_a_number_too_long_to_read_is_an_input_error(tmp_path: 
         load_plan(path)
 
 
-@pytest.mark.parametrize("line", ['{"type": "result", "n": ' + LONG_NUMBER + "}", '{"a": ' + DEEP])
+@pytest.mark.parametrize(
+    ("title", "why"),
+    [
+        (f"{SURROGATE}", r"a lone surrogate \(\\ud800\) that no UTF-8 text can hold"),
+        ('"a \\udfff b"', r"a lone surrogate \(\\udfff\)"),
+        ("NaN", "NaN is not a JSON number"),
+    ],
+)
+def test_a_plan_file_with_text_or_numbers_json_has_not_is_an_input_error(
+    tmp_path: Path, title: str, why: str
+) -> None:
+    # A title of half a surrogate pair was read, and `agent-harness plan` then failed printing
+    # it: an internal error (exit 70).
+    path = tmp_path / "tasks.json"
+    path.write_text(f'{{"tasks": [{{"id": 8, "title": {title}, "dependencies": []}}]}}')
+    with pytest.raises(InputError, match=rf"tasks\.json is not valid JSON \({why}"):
+        load_plan(path)
+
+
+def test_a_whole_pair_of_surrogates_is_an_ordinary_character(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.json"
+    path.write_text('{"tasks": [{"id": 8, "title": "Fix \\ud83d\\ude00", "dependencies": []}]}')
+    assert [item.title for item in load_plan(path).items] == ["Fix \U0001f600"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"type": "result", "n": ' + LONG_NUMBER + "}",
+        '{"a": ' + DEEP,
+        '{"type": "result", "total_cost_usd": NaN}',  # would pass every budget check
+        '{"type": "result", "result": ' + SURROGATE + "}",
+    ],
+)
 def test_agent_output_lines_that_cannot_be_read_are_skipped(line: str) -> None:
     last = '{"type": "result", "is_error": true, "result": "out of credit"}'
     output = f"{line}\n{last}\n"

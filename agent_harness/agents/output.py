@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_harness.errors import UNREADABLE_JSON
+from agent_harness.errors import UNREADABLE_JSON, read_json
 
 
 def json_events(output: str) -> Iterator[dict[str, Any]]:
@@ -18,7 +17,7 @@ def json_events(output: str) -> Iterator[dict[str, Any]]:
         if not line.startswith("{"):
             continue
         try:
-            event = json.loads(line)
+            event = read_json(line)
         except UNREADABLE_JSON:
             continue
         if isinstance(event, dict):
@@ -105,7 +104,7 @@ def read_cli_report(output: str) -> CliReport:
         if not line.startswith("{"):
             continue
         try:
-            event = json.loads(line)
+            event = read_json(line)
         except UNREADABLE_JSON:
             continue
         if not isinstance(event, dict):

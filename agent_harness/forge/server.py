@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from agent_harness.errors import UNREADABLE_JSON
+from agent_harness.errors import UNREADABLE_JSON, read_json
 from agent_harness.forge.core import Forge
 from agent_harness.forge.errors import ApiError, ForgeAddressError
 from agent_harness.forge.faults import Fault, FaultKind
@@ -257,13 +257,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not raw.strip():
             return None
         try:
-            body = json.loads(raw, parse_constant=_not_json)
-            # Python reads a lone surrogate ("\\ud800") that no UTF-8 can hold; refused here
-            # as GitHub refuses it, instead of failing whatever stores or prints it later.
-            json.dumps(body, ensure_ascii=False).encode("utf-8")
-        except UNREADABLE_JSON as exc:  # also too long a number, too deep a nest
+            # Also refused, as GitHub refuses them: NaN, a lone surrogate ("\\ud800"), too
+            # long a number, too deep a nest.
+            return read_json(raw)
+        except UNREADABLE_JSON as exc:
             raise ApiError(400, "Problems parsing JSON") from exc
-        return body
 
     def _serve(self, method: str) -> None:
         self._request_id = uuid.uuid4().hex[:20].upper()
@@ -481,8 +479,3 @@ def _page(
     if page > 1:
         links.append(f'<{url(1)}>; rel="first"')
     return items[(page - 1) * per_page : page * per_page], ", ".join(links)
-
-
-def _not_json(constant: str) -> Any:
-    """`NaN` and `Infinity`, which Python's reader takes and JSON has not."""
-    raise ValueError(f"{constant} is not JSON")

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_harness.errors import UNREADABLE_JSON, HarnessError
+from agent_harness.errors import UNREADABLE_JSON, HarnessError, read_json
 from agent_harness.implement.steps import Check, Step
 
 
@@ -35,7 +35,7 @@ def _json_candidates(text: str) -> list[Any]:
     found: list[Any] = []
     for match in _FENCED.finditer(text):
         with contextlib.suppress(*UNREADABLE_JSON):
-            found.append(json.loads(match.group(2)))
+            found.append(read_json(match.group(2)))
     decoder = json.JSONDecoder()
     index = 0
     while index < len(text):

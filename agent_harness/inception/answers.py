@@ -12,14 +12,13 @@ re-graded and deferred in one entry.
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent_harness.errors import UNREADABLE_JSON, InputError
+from agent_harness.errors import UNREADABLE_JSON, InputError, read_json
 from agent_harness.inception.model import SessionView, fit_error
 from agent_harness.inception.session import InceptionSession
 
@@ -44,7 +43,7 @@ def read_answers(path: Path) -> dict[str, PlannedAnswer]:
     except UnicodeDecodeError as exc:
         raise InputError(f"answers file {path} is not UTF-8 text") from exc
     try:
-        data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        data: Any = tomllib.loads(text) if path.suffix == ".toml" else read_json(text)
     except UNREADABLE_JSON as exc:  # TOMLDecodeError is a ValueError too
         raise InputError(f"answers file {path} cannot be read: {exc}") from exc
     if not isinstance(data, dict):

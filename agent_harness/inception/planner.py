@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from agent_harness.errors import UNREADABLE_JSON
+from agent_harness.errors import UNREADABLE_JSON, read_json
 from agent_harness.inception.model import (
     PlannerAnswerInvalid,
     Question,
@@ -227,7 +227,7 @@ def _json_object(text: str) -> dict[str, Any] | str:
     if start == -1 or end <= start:
         return "the answer holds no JSON object"
     try:
-        data = json.loads(candidate[start : end + 1])
+        data = read_json(candidate[start : end + 1])
     except UNREADABLE_JSON as exc:
         return f"the answer is not valid JSON ({exc})"
     if not isinstance(data, dict):

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from agent_harness.errors import UNREADABLE_JSON
+from agent_harness.errors import UNREADABLE_JSON, read_json
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.models.limits import epoch_seconds, next_midnight, next_wall_clock
 from agent_harness.models.providers import classify_response
@@ -364,7 +364,7 @@ def _vendor_of(headers: Mapping[str, str], body: str) -> str:
     if any(str(name).lower().startswith("anthropic-") for name in headers):
         return "anthropic"
     try:
-        doc = json.loads(body)
+        doc = read_json(body)
     except UNREADABLE_JSON:
         return "openai"
     error = doc.get("error") if isinstance(doc, dict) else None
@@ -507,7 +507,7 @@ def _reported_failure(name: str, lines: list[str], now: float) -> Failure | None
         doc: Any = None
         if stripped.startswith(("{", "[")):
             try:
-                doc = json.loads(stripped)
+                doc = read_json(stripped)
             except UNREADABLE_JSON:
                 doc = None
         if doc is not None:
@@ -597,7 +597,7 @@ def _gemini_status_failure(status: int, lines: list[str], now: float) -> Failure
         if not stripped.startswith("{"):
             continue
         try:
-            doc = json.loads(stripped)
+            doc = read_json(stripped)
         except UNREADABLE_JSON:
             continue
         error = doc.get("error") if isinstance(doc, dict) else None
@@ -606,7 +606,7 @@ def _gemini_status_failure(status: int, lines: list[str], now: float) -> Failure
     wrapped = _GEMINI_API_ERROR.search(message)
     inner = wrapped.group("inner") if wrapped else message
     try:
-        body_doc = json.loads(inner)
+        body_doc = read_json(inner)
     except UNREADABLE_JSON:
         body_doc = None
     if isinstance(body_doc, dict) and isinstance(body_doc.get("error"), dict):

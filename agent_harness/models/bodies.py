@@ -7,12 +7,11 @@ quote back to the user, even from a body that is not what the vendor documents.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agent_harness.errors import UNREADABLE_JSON
+from agent_harness.errors import UNREADABLE_JSON, read_json
 from agent_harness.models.failures import Body, Headers
 
 
@@ -31,7 +30,7 @@ def json_documents(body: Body) -> list[Any]:
     if not text:
         return []
     try:
-        return [json.loads(text)]
+        return [read_json(text)]
     except UNREADABLE_JSON:
         pass
     docs: list[Any] = []
@@ -43,7 +42,7 @@ def json_documents(body: Body) -> list[Any]:
         if not payload or payload == "[DONE]":
             continue
         try:
-            docs.append(json.loads(payload))
+            docs.append(read_json(payload))
         except UNREADABLE_JSON:
             continue
     return docs

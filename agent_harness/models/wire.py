@@ -8,12 +8,11 @@ retryable server `Failure` instead of an exception or an empty success.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent_harness.errors import UNREADABLE_JSON
+from agent_harness.errors import UNREADABLE_JSON, read_json
 from agent_harness.models.bodies import json_documents, snippet
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.models.routes import Route
@@ -106,7 +105,7 @@ def parse_completion(route: Route, response: HttpResponse, stream: bool) -> Comp
         raw: Any = docs
     else:
         try:
-            raw = json.loads(response.body)
+            raw = read_json(response.body)
         except UNREADABLE_JSON:
             return _malformed(route, response, "the answer is not JSON")
         if not isinstance(raw, dict):
@@ -259,7 +258,7 @@ def _openai_message(route: Route, raw: dict[str, Any]) -> Completion | Failure:
         if not isinstance(function, dict):
             continue
         try:
-            args = json.loads(function.get("arguments") or "{}")
+            args = read_json(function.get("arguments") or "{}")
         except UNREADABLE_JSON:
             args = {}
         calls.append(
@@ -347,7 +346,7 @@ def _streamed_tool_calls(
     calls: list[ToolCall] = []
     for ident, name, parts in pieces:
         try:
-            args = json.loads("".join(parts) or "{}")
+            args = read_json("".join(parts) or "{}")
         except UNREADABLE_JSON:
             return _unusable(route, f"tool call {name!r} arrived with broken JSON arguments")
         calls.append(ToolCall(ident, name, args if isinstance(args, dict) else {}))

@@ -21,7 +21,7 @@ from pydantic import (
     model_serializer,
 )
 
-from agent_harness.errors import InputError
+from agent_harness.errors import InputError, read_json
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.plan.model import Notice, Plan, WorkItem
 from agent_harness.plan.source import read_plan_text
@@ -80,7 +80,7 @@ def from_backlog(doc: Backlog) -> Plan:
 
 def loads(text: str, source: str = "backlog.json") -> Plan:
     try:
-        raw: Any = json.loads(text)
+        raw: Any = read_json(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{source} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except ValueError as exc:  # a number too long to read

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_harness.errors import InputError
+from agent_harness.errors import InputError, read_json
 from agent_harness.store.database import Store, _PendingEvent
 
 
@@ -41,7 +41,7 @@ _EVENT_KEYS = {"id", "kind", "project", "item", "ts", "payload"}
 def _parse_event_line(text: str, project: str | None) -> _PendingEvent | str:
     """The event a line describes, or why it cannot be read."""
     try:
-        data = json.loads(text)
+        data = read_json(text)
     except json.JSONDecodeError as exc:
         return f"not JSON: {exc.msg}"
     except ValueError as exc:  # a number too long to read

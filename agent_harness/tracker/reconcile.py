@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_harness.errors import UNREADABLE_JSON, HarnessError
+from agent_harness.errors import UNREADABLE_JSON, HarnessError, read_json
 from agent_harness.tracker.protocol import (
     AuthError,
     IssueRecord,
@@ -136,7 +136,7 @@ class Memory:
         if not text:
             return None
         try:
-            data = json.loads(text)
+            data = read_json(text)
             if data.get("version") != MEMORY_VERSION:
                 return None  # an older layout: start over from the tracker, which is the truth
             pulls = [PullFacts.from_json(p) for p in data["pulls"]]
@@ -518,7 +518,7 @@ class Reconciler:
         for comment in self.tracker.list_comments(number):
             for found in COMMENT_RE.finditer(comment.body):
                 try:
-                    if json.loads(found.group(1)).get("key") == key:
+                    if read_json(found.group(1)).get("key") == key:
                         return True
                 except UNREADABLE_JSON:
                     continue

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from agent_harness.errors import UNREADABLE_JSON, HarnessError
+from agent_harness.errors import UNREADABLE_JSON, HarnessError, read_json
 from agent_harness.plan.model import Plan, WorkItem, plan_in_repo, plan_key_from
 from agent_harness.tracker.protocol import (
     IssueDraft,
@@ -84,7 +84,7 @@ def read_marker(body: str) -> Marker | None:
             raise DamagedMarker("an agent-harness comment is opened but never closed")
         return None
     try:
-        data = json.loads(match.group(1))
+        data = read_json(match.group(1))
     except UNREADABLE_JSON:
         raise DamagedMarker("the agent-harness marker is not valid JSON") from None
     if not isinstance(data, dict):
@@ -631,7 +631,7 @@ def read_pull_marker(body: str) -> PullMarker | None:
     if match is None:
         return None
     try:
-        data = json.loads(match.group(1))
+        data = read_json(match.group(1))
     except UNREADABLE_JSON:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):

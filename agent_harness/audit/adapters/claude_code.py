@@ -11,14 +11,13 @@ CLI's own notices, model `<synthetic>`) are no model call and are skipped.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts
 from agent_harness.audit.ingest import Skipped
 from agent_harness.audit.pricing import Usage
-from agent_harness.errors import UNREADABLE_JSON
+from agent_harness.errors import UNREADABLE_JSON, read_json
 
 SYNTHETIC = "<synthetic>"
 
@@ -39,7 +38,7 @@ def read(path: Path) -> LogRead:
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                line = json.loads(raw)
+                line = read_json(raw)
             except UNREADABLE_JSON:
                 out.skipped.append(Skipped(f"{path}:{number}", "not JSON"))
                 continue

@@ -8,14 +8,13 @@ per-turn figures on top of it. The model is the one the latest `turn_context` na
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts
 from agent_harness.audit.ingest import Skipped
 from agent_harness.audit.pricing import Usage
-from agent_harness.errors import UNREADABLE_JSON
+from agent_harness.errors import UNREADABLE_JSON, read_json
 
 _FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
 
@@ -41,7 +40,7 @@ def read(path: Path) -> LogRead:
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                line = json.loads(raw)
+                line = read_json(raw)
             except UNREADABLE_JSON:
                 out.skipped.append(Skipped(f"{path}:{number}", "not JSON"))
                 continue
