@@ -807,6 +807,11 @@ def hostile_inputs(d: Path, rng: random.Random) -> list[Hostile]:
     put("JSON with wrong types", '{"items": "everything", "version": []}', ".json")
     put("JSON with NaN and huge numbers", '{"items": [{"id": NaN, "line": 1e400}]}', ".json")
     put("JSON with an integer of 5,000 digits", '{"tasks": [{"id": ' + "9" * 5000 + "}]}", ".json")
+    put(
+        "tasks.json with half a surrogate pair",
+        '{"tasks": [{"id": 1, "title": "Fix \\ud800", "dependencies": []}]}',
+        ".json",
+    )
     put("JSON item missing fields", '{"items": [{}]}', ".json")
     put("markdown named .json", "### T1: a\n", ".json")
     # Things that are not files.
