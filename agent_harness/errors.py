@@ -7,6 +7,7 @@ print, and `exit_code` is what the CLI returns. Anything else escaping to the CL
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -15,34 +16,60 @@ from typing import Any
 # UnicodeDecodeError is) and nesting past the recursion limit (RecursionError).
 UNREADABLE_JSON: tuple[type[Exception], ...] = (ValueError, RecursionError)
 
-# A lone surrogate: written as an escape (`\ud800`), or already in the text (a file decoded
-# with "surrogateescape"). Only text that matches is checked further.
-_MAYBE_SURROGATE = re.compile("[\ud800-\udfff]|\\\\[uU][dD][89a-fA-F]")
-_MAYBE_SURROGATE_BYTES = re.compile(rb"\\[uU][dD][89a-fA-F]")
+# Half a surrogate pair written as an escape (`\ud800` with nothing after it to pair with).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def read_json(text: str | bytes) -> Any:
     """JSON written by someone else, read as JSON defines it; raises one of `UNREADABLE_JSON`.
 
-    Python's reader also takes `NaN` and `Infinity`, which JSON has not (a cost of NaN would
-    pass every budget check, since nothing compares greater than it), and an escape of half a
-    surrogate pair (`"\\ud800"`), which no UTF-8 text can hold: whatever stores, prints or
-    sends such a string later fails. Both are refused here as malformed JSON is."""
-    value = json.loads(text, parse_constant=_not_a_json_number)
-    pattern = _MAYBE_SURROGATE_BYTES if isinstance(text, bytes) else _MAYBE_SURROGATE
-    if pattern.search(text):  # type: ignore[arg-type]
-        try:
-            json.dumps(value, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError as exc:
-            code = ord(str(exc.object)[exc.start])
-            raise ValueError(
-                f"a lone surrogate (\\u{code:04x}) that no UTF-8 text can hold"
-            ) from None
+    Python's reader also takes `NaN`, `Infinity` and numbers like `1e400` that become infinite:
+    those are refused, since a cost of NaN or minus infinity would pass every budget check. It
+    takes half a surrogate pair too (`"\\ud800"`, which no UTF-8 text can hold, so whatever
+    stores, prints or sends the string later fails); agents' CLIs write them when they cut text
+    mid-character, so they are read as U+FFFD, the replacement character, not refused."""
+    if isinstance(text, bytes):
+        # Decoded here, strictly: Python's reader lets UTF-8 bytes of a surrogate through.
+        text = text.decode(json.detect_encoding(text))
+    value = json.loads(text, parse_constant=_not_a_json_number, parse_float=_finite)
+    if ("\\u" in text and _SURROGATE_ESCAPE.search(text)) or not _utf8(text):
+        value = _without_lone_surrogates(value)
+    return value
+
+
+def _utf8(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        # A whole pair is already one character; half of one becomes U+FFFD.
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {
+            _without_lone_surrogates(key): _without_lone_surrogates(item)
+            for key, item in value.items()
+        }
     return value
 
 
 def _not_a_json_number(constant: str) -> Any:
     raise ValueError(f"{constant} is not a JSON number")
+
+
+def _finite(literal: str) -> float:
+    number = float(literal)
+    if not math.isfinite(number):
+        raise ValueError(f"{literal[:20]} is too large a number")
+    return number
 
 
 class HarnessError(Exception):

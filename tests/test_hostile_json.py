@@ -1,9 +1,10 @@
 """JSON written by someone else (an issue body, an agent's output, a plan file, an environment
 variable) can hold a number too long for Python to read or nesting too deep for its decoder.
 Both raise something other than a JSON syntax error; each reader treats them as unreadable
-input, never as a crash. Python's reader also takes what JSON has not: `NaN`, `Infinity`, and
-half a surrogate pair (`"\\ud800"`, which no UTF-8 text can hold, so whatever stores or prints
-it later fails). Those are unreadable too."""
+input, never as a crash. Python's reader also takes what JSON has not: `NaN`, `Infinity` and
+`1e400` (infinite) are unreadable too. Half a surrogate pair (`"\\ud800"`, which no UTF-8 text
+can hold, so whatever stores or prints it later failed) is read as U+FFFD: agents' CLIs write
+them when they cut text mid-character, and the rest of such a line must not be lost."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.agents.output import json_events, read_cli_report
+from agent_harness.agents.output import json_events, read_cli_report, usage_of
 from agent_harness.config import load_settings
 from agent_harness.errors import ConfigError, InputError
 from agent_harness.implement.plan_answer import PlanAnswerInvalid, parse_plan_answer
@@ -30,7 +31,7 @@ SURROGATE = '"\\ud800"'  # the six characters of an escape JSON allows and UTF-8
 
 @pytest.mark.parametrize(
     "inside",
-    [f'"n": {LONG_NUMBER}', f'"n": {DEEP}', f'"n": {SURROGATE}', '"n": NaN', '"n": -Infinity'],
+    [f'"n": {LONG_NUMBER}', f'"n": {DEEP}', '"n": NaN', '"n": -Infinity', '"n": 1e400'],
 )
 def test_a_hostile_marker_in_an_issue_is_damaged_not_a_crash(inside: str) -> None:
     body = f'Hello\n<!-- agent-harness {{"id": "T1", "plan": "PLAN", "hash": "h", {inside}}} -->'
@@ -53,7 +54,7 @@ def test_a_sync_reports_a_hostile_issue_and_syncs_the_rest() -> None:
     ]
 
 
-@pytest.mark.parametrize("raw", [f"[{LONG_NUMBER}]", DEEP, f"[{SURROGATE}]"])
+@pytest.mark.parametrize("raw", [f"[{LONG_NUMBER}]", DEEP, "[-1e400]"])
 def test_an_environment_list_that_cannot_be_read_is_a_config_error(
     raw: str, tmp_path: Path
 ) -> None:
@@ -68,23 +69,26 @@ def test_a_plan_file_with_a_number_too_long_to_read_is_an_input_error(tmp_path: 
         load_plan(path)
 
 
-@pytest.mark.parametrize(
-    ("title", "why"),
-    [
-        (f"{SURROGATE}", r"a lone surrogate \(\\ud800\) that no UTF-8 text can hold"),
-        ('"a \\udfff b"', r"a lone surrogate \(\\udfff\)"),
-        ("NaN", "NaN is not a JSON number"),
-    ],
-)
-def test_a_plan_file_with_text_or_numbers_json_has_not_is_an_input_error(
-    tmp_path: Path, title: str, why: str
+@pytest.mark.parametrize("number", ["NaN", "-Infinity", "1e400"])
+def test_a_plan_file_with_a_number_json_has_not_is_an_input_error(
+    tmp_path: Path, number: str
 ) -> None:
-    # A title of half a surrogate pair was read, and `agent-harness plan` then failed printing
-    # it: an internal error (exit 70).
     path = tmp_path / "tasks.json"
-    path.write_text(f'{{"tasks": [{{"id": 8, "title": {title}, "dependencies": []}}]}}')
-    with pytest.raises(InputError, match=rf"tasks\.json is not valid JSON \({why}"):
+    path.write_text(f'{{"tasks": [{{"id": 8, "title": "t", "priority": {number}}}]}}')
+    with pytest.raises(InputError, match=r"tasks\.json is not valid JSON \(.* number"):
         load_plan(path)
+
+
+def test_half_a_surrogate_pair_in_a_plan_file_reads_as_the_replacement_character(
+    tmp_path: Path,
+) -> None:
+    # It was read as it came, and `agent-harness plan` then failed printing the title: an
+    # internal error (exit 70).
+    path = tmp_path / "tasks.json"
+    path.write_text(f'{{"tasks": [{{"id": 8, "title": "Fix {SURROGATE[1:-1]} now"}}]}}')
+    [item] = load_plan(path).items
+    assert item.title == "Fix \ufffd now"
+    item.title.encode("utf-8")  # whatever stores or prints it can
 
 
 def test_a_whole_pair_of_surrogates_is_an_ordinary_character(tmp_path: Path) -> None:
@@ -99,7 +103,7 @@ def test_a_whole_pair_of_surrogates_is_an_ordinary_character(tmp_path: Path) -> 
         '{"type": "result", "n": ' + LONG_NUMBER + "}",
         '{"a": ' + DEEP,
         '{"type": "result", "total_cost_usd": NaN}',  # would pass every budget check
-        '{"type": "result", "result": ' + SURROGATE + "}",
+        '{"type": "result", "total_cost_usd": -1e400}',  # minus infinity: the same
     ],
 )
 def test_agent_output_lines_that_cannot_be_read_are_skipped(line: str) -> None:
@@ -112,3 +116,15 @@ def test_agent_output_lines_that_cannot_be_read_are_skipped(line: str) -> None:
 def test_a_planner_answer_nested_too_deep_is_no_plan_not_a_crash() -> None:
     with pytest.raises(PlanAnswerInvalid):
         parse_plan_answer(f"Here is my plan:\n```json\n{DEEP}\n```\n{DEEP * 20}")
+
+
+def test_a_cli_report_cut_mid_character_keeps_its_cost_and_tokens() -> None:
+    # Claude Code (Node's JSON.stringify) writes half a pair as an escape when it cuts text;
+    # refusing the line would lose the run's cost and tokens, and its error.
+    line = (
+        '{"type": "result", "is_error": true, "result": "cut here \\ud83d",'
+        ' "total_cost_usd": 1.25, "usage": {"input_tokens": 10, "output_tokens": 5}}'
+    )
+    report = read_cli_report(line + "\n")
+    assert report.error == "cut here \ufffd"
+    assert usage_of(line + "\n") == (10, 5, 1.25)

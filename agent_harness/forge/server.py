@@ -257,8 +257,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not raw.strip():
             return None
         try:
-            # Also refused, as GitHub refuses them: NaN, a lone surrogate ("\\ud800"), too
-            # long a number, too deep a nest.
+            # Also refused: NaN and infinite numbers, too long a number, too deep a nest.
+            # Half a surrogate pair ("\\ud800") is read as U+FFFD.
             return read_json(raw)
         except UNREADABLE_JSON as exc:
             raise ApiError(400, "Problems parsing JSON") from exc
