@@ -176,12 +176,14 @@ def remove(repo: WorkRepo, info: WorktreeInfo) -> None:
     """Remove a worktree judged safe, and its local branch."""
     if not info.safe:
         raise WorktreeError(f"refusing to remove {info.path}: {info.reason}")
+    repo.settings.check()
+    pins = repo.settings.pins  # removing a worktree or a branch runs hooks
     if info.path.is_dir():
-        _git(repo.path, "worktree", "remove", str(info.path))
-    _git(repo.path, "worktree", "prune")
+        _git(repo.path, *pins, "worktree", "remove", str(info.path))
+    _git(repo.path, *pins, "worktree", "prune")
     if info.branch is not None:
         # -D: a squash merge never makes the branch "merged" in git's eyes; we checked the remote.
-        _git(repo.path, "branch", "-D", info.branch)
+        _git(repo.path, *pins, "branch", "-D", info.branch)
 
 
 def prune(repo: WorkRepo, infos: list[WorktreeInfo], dry_run: bool = False) -> PruneReport:

@@ -3,14 +3,21 @@
 An agent works in a worktree of the user's clone, and a worktree's git directory is the
 clone's: whatever the agent writes into the clone's settings or hooks applies to every git
 command the harness runs there afterwards (commit, push, the next item's worktree), in the
-harness's environment and with the user's push credentials. A hook would run the agent's
-program; `core.fsmonitor`, `core.sshCommand`, a credential helper or a filter the same; a push
-URL or `insteadOf` would send the branch elsewhere. So `SettingsWatch` remembers, before any
-agent runs, the files git reads its settings from (the clone's, the user's and what they
-include) and the hooks folder, and `check()` compares them before each of the harness's git
-commands that follow an agent. A change is read setting by setting: one of the few an agent
-may harmlessly write (`user.name`, a branch's upstream, colours) is taken as the new normal;
-any other raises `GitSettingsChanged`, naming the file and the setting but never its value.
+harness's environment and with the user's push credentials. Two defences:
+
+- **Pinned on the command line** (`pins`, which wins over every settings file and cannot be
+  raced): hooks run from a copy of the clone's hooks folder taken before any agent ran, and
+  `core.fsmonitor` is off. A hook an agent adds (a `pre-commit install`, husky's
+  `core.hooksPath`) never runs under the harness, and the user's own (Git LFS's `pre-push`)
+  still do.
+- **Watched** (`SettingsWatch.check`), for what a pin cannot hold: every file git takes
+  settings from here (the clone's, the user's, and what they include, existing or not yet) and
+  the worktree's link to the clone's git directory. The harness compares them before each of
+  its git commands that can follow an agent. A change is read setting by setting: one of the
+  few an agent may harmlessly write (`user.name`, a branch's upstream, colours, a hooks path)
+  is taken as the new normal; any other (a push URL, `insteadOf`, a credential helper,
+  `core.sshCommand`, a filter, an include) raises `GitSettingsChanged`, naming the file and
+  the setting but never its value.
 
 Checking costs a few `stat` calls; a file is read (and parsed by `git config`) only when its
 size, times or inode moved.
@@ -20,6 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,16 +37,22 @@ from pathlib import Path
 from agent_harness.errors import HarnessError
 from agent_harness.git.runner import GitError, run_git
 
-# Settings an agent may write without giving git a program to run or a place to send to.
+# Settings an agent may write without giving the harness's git a program to run or a place to
+# send to (`core.hooksPath` is pinned on the command line).
 HARMLESS_SECTIONS = frozenset(
-    {"user", "branch", "color", "advice", "column", "help", "i18n", "log", "status", "init"}
+    {"user", "branch", "color", "advice", "column", "help", "i18n", "log", "status"}
 )
+HARMLESS_KEYS = frozenset({"core.hookspath", "init.defaultbranch"})
+MAX_SETTINGS_BYTES = 1 << 20  # a settings file larger than this is compared by its stat only
+MAX_INCLUDES = 64
+_HOOKS_COPY_LIMIT = 256  # files; a hooks folder larger than that is not a hooks folder
 
 _Stat = tuple[int, int, int, int] | None
+_Settings = dict[str, list[str]]
 
 
 class GitSettingsChanged(HarnessError):
-    """A git setting or hook the harness's git obeys changed while agents ran."""
+    """A git setting the harness's git obeys changed while agents ran."""
 
     exit_code = 4  # a person must look
 
@@ -50,40 +66,56 @@ def _stat(path: Path) -> _Stat:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path) -> bytes | str | None:
+    """A settings file's bytes; None when absent; a few words when it cannot be read as one
+    (a FIFO or a device would block or never end; a huge file is not a settings file)."""
     try:
-        return path.read_bytes()
-    except OSError:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        if info.st_size > MAX_SETTINGS_BYTES:
+            return f"{info.st_size} bytes"
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(MAX_SETTINGS_BYTES + 1)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    finally:
+        os.close(fd)
 
 
 @dataclass
 class _File:
-    """One settings file as last accepted: its stat, its bytes (None: absent)."""
+    """One settings file as last accepted: its stat, its content and its settings."""
 
     path: Path
     stat: _Stat
-    content: bytes | None
-
-
-@dataclass
-class _Hooks:
-    """The hooks folder as last accepted: its stat, and each hook's stat and digest."""
-
-    path: Path
-    stat: _Stat
-    hooks: dict[str, tuple[_Stat, str]]
+    content: bytes | str | None
+    settings: _Settings | None
 
 
 class SettingsWatch:
-    """The settings files and hooks of the clone at `repo`, as they were when made."""
+    """The settings files of the clone at `repo` as they were when made, and the pins its git
+    runs with; the copy of its hooks is kept under `state_dir`."""
 
-    def __init__(self, repo: Path) -> None:
+    def __init__(self, repo: Path, state_dir: Path) -> None:
         self.repo = repo
         self._lock = threading.Lock()
-        common, hooks = self._locate(repo)
-        self._files = [_File(path, _stat(path), _read(path)) for path in self._paths(repo, common)]
-        self._hooks = self._read_hooks(hooks)
+        self.common, hooks = self._locate(repo)
+        self.pins = (
+            "-c",
+            f"core.hooksPath={copy_hooks(hooks, state_dir / 'git-hooks')}",
+            "-c",
+            "core.fsmonitor=false",
+        )
+        self._files: dict[Path, _File] = {}
+        for path in self._candidates():
+            self._watch(path)
 
     @staticmethod
     def _locate(repo: Path) -> tuple[Path, Path]:
@@ -91,94 +123,84 @@ class SettingsWatch:
         common, hooks = out.splitlines()[:2]
         return (repo / common).resolve(), (repo / hooks).resolve()
 
-    @staticmethod
-    def _paths(repo: Path, common: Path) -> list[Path]:
-        """Every file git may take a setting from here, existing or not yet: the clone's, the
-        user's (and the system's), and every file they include."""
-        candidates = [common / "config", common / "config.worktree"]
-        home = os.environ.get("HOME")  # as git finds the user's files: no HOME, none of them
-        if home:
-            xdg = Path(os.environ.get("XDG_CONFIG_HOME") or Path(home, ".config"))
-            candidates.append(xdg / "git" / "config")
-            candidates.append(Path(os.environ.get("GIT_CONFIG_GLOBAL") or Path(home, ".gitconfig")))
-        done = run_git(repo, "config", "--list", "--show-origin", "--includes", "-z", check=False)
-        for entry in done.stdout.split("\0")[::2]:
-            if entry.startswith("file:"):
-                candidates.append(Path(entry.removeprefix("file:")))
-        seen: dict[Path, None] = {}
-        for path in candidates:
-            seen.setdefault(path if path.is_absolute() else (repo / path).resolve(), None)
-        return list(seen)
+    def _candidates(self) -> list[Path]:
+        """The files git reads settings from here, existing or not yet (the system's file is
+        root's to write, not an agent's)."""
+        found = [self.common / "config", self.common / "config.worktree"]
+        env = os.environ
+        home = env.get("HOME")
+        xdg = env.get("XDG_CONFIG_HOME") or (str(Path(home, ".config")) if home else None)
+        if xdg:
+            found.append(Path(xdg, "git", "config"))
+        if env.get("GIT_CONFIG_GLOBAL"):
+            found.append(Path(env["GIT_CONFIG_GLOBAL"]))
+        elif home:
+            found.append(Path(home, ".gitconfig"))
+        return found
 
-    @staticmethod
-    def _read_hooks(folder: Path) -> _Hooks:
-        hooks: dict[str, tuple[_Stat, str]] = {}
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            names = []
-        for name in names:
-            if name.endswith(".sample"):
-                continue  # git never runs these
-            path = folder / name
-            data = _read(path) if path.is_file() else None
-            mode = "x" if os.access(path, os.X_OK) else "-"
-            digest = hashlib.sha256(data).hexdigest() if data is not None else "not a file"
-            hooks[name] = (_stat(path), f"{mode}{digest}")
-        return _Hooks(folder, _stat(folder), hooks)
+    def _watch(self, path: Path) -> None:
+        """Watch `path`, and every file its settings include, as they are now."""
+        if path in self._files or len(self._files) >= MAX_INCLUDES:
+            return
+        content = _read(path)
+        known = _File(path, _stat(path), content, _settings(self.repo, content))
+        self._files[path] = known
+        for target in _included(path, known.settings or {}):
+            self._watch(target)
 
-    def check(self) -> None:
-        """Raise `GitSettingsChanged` when a setting other than a harmless one, or a hook,
-        changed since this watch was made (or last accepted a harmless change)."""
+    def check(self, worktree: Path | None = None) -> None:
+        """Raise `GitSettingsChanged` when a setting other than a harmless one changed since
+        this watch was made (or last accepted a harmless change), or when `worktree` no longer
+        leads to the clone's git directory."""
         with self._lock:
             found: list[str] = []
-            for known in self._files:
+            for known in list(self._files.values()):
                 if _stat(known.path) != known.stat:
-                    found += self._file_changes(known)
-            if self._hooks_moved():
-                found += self._hook_changes()
+                    found += self._changes(known)
+            if worktree is not None:
+                found += self._link_changes(worktree)
         if found:
             raise GitSettingsChanged(
                 f"git settings of the clone at {self.repo} changed during the run: "
                 + "; ".join(found)
                 + ". An agent may have written them, and the harness's own git would obey them "
                 "(run a program, push elsewhere), so it runs no more git there: check them "
-                "(`git config --list --show-origin`, the hooks), then start the run again"
+                "(`git config --list --show-origin`), then start the run again"
             )
 
-    def _file_changes(self, known: _File) -> list[str]:
-        stat, content = _stat(known.path), _read(known.path)
+    def _changes(self, known: _File) -> list[str]:
+        stat_now, content = _stat(known.path), _read(known.path)
         if content != known.content:
-            changed = sorted(
-                key
-                for key in _changed_keys(self.repo, known.content, content)
-                if key.split(".", 1)[0] not in HARMLESS_SECTIONS
-            )
+            settings = _settings(self.repo, content)
+            changed = _risky(_changed_keys(known.settings, settings))
             if changed:
                 return [f"{self._shown(known.path)}: {', '.join(changed)}"]
-        known.stat, known.content = stat, content
+            known.content, known.settings = content, settings
+        known.stat = stat_now
         return []
 
-    def _hooks_moved(self) -> bool:
-        hooks = self._hooks
-        if _stat(hooks.path) != hooks.stat:
-            return True
-        return any(_stat(hooks.path / name) != stat for name, (stat, _) in hooks.hooks.items())
-
-    def _hook_changes(self) -> list[str]:
-        now = self._read_hooks(self._hooks.path)
-        before = self._hooks.hooks
-        found = []
-        for name in sorted(set(before) | set(now.hooks)):
-            if name not in now.hooks:
-                found.append(f"{self._shown(self._hooks.path / name)} (removed)")
-            elif name not in before:
-                found.append(f"{self._shown(self._hooks.path / name)} (added)")
-            elif now.hooks[name][1] != before[name][1]:
-                found.append(f"{self._shown(self._hooks.path / name)} (changed)")
-        if not found:
-            self._hooks = now
-        return found
+    def _link_changes(self, worktree: Path) -> list[str]:
+        """A worktree's `.git` file names its own folder in the clone's git directory, which
+        names the clone's git directory back; the agent can rewrite either (its worktree is
+        its own) to make the harness's git read settings of its choosing."""
+        if not worktree.is_dir():
+            return []  # gone: git will not run there, and the caller says so
+        link = _read(worktree / ".git")
+        text = link.decode("utf-8", "replace") if isinstance(link, bytes) else ""
+        if not text.startswith("gitdir: "):
+            return [f"{worktree / '.git'}: no longer a link to the clone's git directory"]
+        admin = (worktree / text.removeprefix("gitdir: ").strip()).resolve()
+        if admin.parent != self.common / "worktrees":
+            return [f"{worktree / '.git'}: leads outside the clone's git directory"]
+        back = _read(admin / "commondir")
+        common = back.decode("utf-8", "replace").strip() if isinstance(back, bytes) else ""
+        if not common or (admin / common).resolve() != self.common:
+            return [f"{self._shown(admin / 'commondir')}: leads away from the clone"]
+        content = _read(admin / "config.worktree")
+        changed = _risky(_changed_keys({}, _settings(self.repo, content)))
+        return (
+            [f"{self._shown(admin / 'config.worktree')}: {', '.join(changed)}"] if changed else []
+        )
 
     def _shown(self, path: Path) -> str:
         """A path as a person finds it: inside the clone relative to it, else as it is."""
@@ -188,26 +210,93 @@ class SettingsWatch:
             return str(path)
 
 
-def _changed_keys(repo: Path, before: bytes | None, after: bytes | None) -> set[str]:
-    """The settings (`section.key` as git lowercases them) whose values differ between two
-    contents of one settings file. Unreadable content counts as every setting changed."""
-    old, new = _settings(repo, before), _settings(repo, after)
-    if old is None or new is None:
-        return {"(the file no longer reads as git settings)"}
-    return {key for key in old.keys() | new.keys() if old.get(key) != new.get(key)}
+def copy_hooks(hooks: Path, into: Path) -> Path:
+    """A copy of the hooks folder as it is now, under `into` (named by its content, so runs of
+    the same hooks share one); an empty folder when there are none."""
+    files: list[tuple[str, bytes, int]] = []
+    if hooks.is_dir():
+        for path in sorted(hooks.rglob("*")):
+            if len(files) >= _HOOKS_COPY_LIMIT:
+                break
+            if path.name.endswith(".sample") or not path.is_file():
+                continue
+            content = _read(path)
+            if isinstance(content, bytes):
+                files.append((str(path.relative_to(hooks)), content, path.stat().st_mode))
+    digest = hashlib.sha256()
+    for name, content, mode in files:
+        digest.update(f"{name}\0{mode & 0o777}\0{len(content)}\0".encode())
+        digest.update(content)
+    copy = into / digest.hexdigest()[:16]
+    if not copy.is_dir():
+        staging = into / f".{copy.name}.{os.getpid()}.{threading.get_ident()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        for name, content, mode in files:
+            target = staging / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+            target.chmod(mode & 0o755)
+        try:
+            staging.rename(copy)
+        except OSError:  # another process made the same copy first
+            shutil.rmtree(staging, ignore_errors=True)
+    return copy
 
 
-def _settings(repo: Path, content: bytes | None) -> dict[str, list[str]] | None:
+def _included(path: Path, settings: _Settings) -> list[Path]:
+    """The files a settings file includes, resolved as git does (`~/` is the home, a relative
+    path is relative to the including file), whatever their conditions."""
+    found = []
+    for key, values in settings.items():
+        if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
+            for value in values:
+                if value.startswith("~/"):
+                    target = Path(os.environ.get("HOME") or Path.home(), value[2:])
+                else:
+                    target = path.parent / value
+                found.append(target)
+    return found
+
+
+def _settings(repo: Path, content: bytes | str | None) -> _Settings | None:
+    """The settings in a file's content (`section.key` as git lowercases them); {} for no
+    file; None when it does not read as settings."""
     if content is None:
         return {}
+    if isinstance(content, str):
+        return None
     try:
         done = run_git(repo, "config", "--file", "-", "--list", "-z", input=content, check=False)
     except GitError:
         return None
     if not done.ok:
         return None
-    values: dict[str, list[str]] = {}
+    values: _Settings = {}
     for entry in filter(None, done.stdout.split("\0")):
         key, _, value = entry.partition("\n")
         values.setdefault(key, []).append(value)
     return values
+
+
+def _changed_keys(before: _Settings | None, after: _Settings | None) -> set[str]:
+    if before is None or after is None:
+        return {"(the file does not read as git settings)"}
+    return {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+
+
+# A key's subsection may hold a URL with a password or token (`url.<base>.insteadOf`).
+_USERINFO = re.compile(r"(://)[^/@\s]*@")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _risky(keys: set[str]) -> list[str]:
+    """The changed keys that are not harmless, fit to print: no userinfo, no control
+    characters."""
+    shown = []
+    for key in sorted(keys):
+        if key in HARMLESS_KEYS or key.split(".", 1)[0] in HARMLESS_SECTIONS:
+            continue
+        key = _USERINFO.sub(r"\1***@", key)
+        shown.append(_UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", key))
+    return shown

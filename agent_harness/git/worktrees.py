@@ -196,11 +196,19 @@ class WorkRepo:
         self._changes: dict[tuple[str, str, str], Change] = {}
         self._changes_lock = threading.Lock()
         self.remote_refs = RemoteRefsLock()  # shared by every worker using this clone
+        # Before any agent runs: the clone's git settings, and the copy of its hooks our git
+        # runs with. Each git command of ours that may follow an agent's work checks the
+        # settings first (see git/settings.py).
+        self.settings = SettingsWatch(self.path, self.state_dir)
         self._exclude_state_dir()
-        # Before any agent runs: what the clone's git settings and hooks are. Each git command
-        # of ours that may follow an agent's work checks them first (see git/settings.py).
-        self.settings = SettingsWatch(self.path)
         self.fetch_max_age_s = 5.0  # items started together share one fetch of the remote
+
+    def _git(self, cwd: Path, *args: str) -> str:
+        """`_git` with the pins every git command of ours in this clone runs with."""
+        return _git(cwd, *self.settings.pins, *args)
+
+    def _repo_git(self, cwd: Path, *args: str, check: bool = True) -> runner.GitResult:
+        return repo_git(cwd, *self.settings.pins, *args, check=check)
 
     def _exclude_state_dir(self) -> None:
         """With `--work .` the state lands inside the clone: keep it out of `git status`."""
@@ -208,7 +216,7 @@ class WorkRepo:
             relative = self.state_dir.resolve().relative_to(self.path)
         except ValueError:
             return
-        info = Path(_git(self.path, "rev-parse", "--git-path", "info/exclude"))
+        info = Path(self._git(self.path, "rev-parse", "--git-path", "info/exclude"))
         exclude = info if info.is_absolute() else self.path / info
         line = f"/{relative.as_posix()}/"
         existing = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
@@ -226,14 +234,14 @@ class WorkRepo:
     def default_branch(self) -> str:
         if self._default is None:
             head = _safe(
-                lambda: _git(
+                lambda: self._git(
                     self.path, "symbolic-ref", "--short", f"refs/remotes/{self.remote}/HEAD"
                 )
             )
             if head:
                 self._default = head.split("/", 1)[1]
             else:
-                listing = _git(self.path, "ls-remote", "--symref", self.remote, "HEAD")
+                listing = self._git(self.path, "ls-remote", "--symref", self.remote, "HEAD")
                 match = re.search(r"ref: refs/heads/(\S+)\s+HEAD", listing)
                 if not match:
                     raise WorktreeError(f"cannot tell the default branch of remote '{self.remote}'")
@@ -249,21 +257,21 @@ class WorkRepo:
         if self._fetched_at is not None and now - self._fetched_at < max_age_s:
             return
         with self.remote_refs.fetch():
-            _git(self.path, "fetch", "--quiet", "--prune", self.remote)
+            self._git(self.path, "fetch", "--quiet", "--prune", self.remote)
         self._fetched_at = time.monotonic()
 
     def remote_sha(self, branch: str) -> str | None:
         return _safe(
-            lambda: _git(
+            lambda: self._git(
                 self.path, "rev-parse", "--verify", "-q", f"refs/remotes/{self.remote}/{branch}"
             )
         )
 
     def check_clean_default(self) -> None:
         """A dirty checkout of the default branch is the user's work in progress: refuse."""
-        current = _safe(lambda: _git(self.path, "symbolic-ref", "--short", "HEAD"))
+        current = _safe(lambda: self._git(self.path, "symbolic-ref", "--short", "HEAD"))
         if current == self.default_branch():
-            status = _git(self.path, "status", "--porcelain", "--untracked-files=no")
+            status = self._git(self.path, "status", "--porcelain", "--untracked-files=no")
             if status.strip():
                 raise WorktreeError(
                     f"--work {self.path} has uncommitted changes on {current}; commit or stash them"
@@ -306,7 +314,7 @@ class WorkRepo:
         path = self.worktrees_dir / worktree_dir_name(item_id, namespace, generation)
         current = _checked_out(path)
         branch = self._branch_from(refs, prefix, (known, named, current)) or named
-        base = refs.get(f"refs/remotes/{self.remote}/{default}") or _git(
+        base = refs.get(f"refs/remotes/{self.remote}/{default}") or self._git(
             self.path, "rev-parse", default
         )
         local = refs.get(f"refs/heads/{branch}")
@@ -314,19 +322,19 @@ class WorkRepo:
         existing = local or pushed_sha
         if path.exists() and current == branch:
             kept = self._catch_up(path, branch, pushed_sha)
-            merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
+            merge_base = _safe(lambda: self._git(path, "merge-base", "HEAD", base)) or base
             return Worktree(item_id, path, branch, merge_base, reused=True, kept=kept)
         if path.exists():
             # Broken: remove the directory and the stale registration, keep the branch.
             shutil.rmtree(path, ignore_errors=True)
-            _git(self.path, "worktree", "prune")
+            self._git(self.path, "worktree", "prune")
         path.parent.mkdir(parents=True, exist_ok=True)
         made_at_base, local = self._add_once_listed(path, branch, local, existing, base)
         kept = self._catch_up(path, branch, pushed_sha) if local else None
         if made_at_base:
             # A new branch made at the base: the base is its merge base, no need to ask.
             return Worktree(item_id, path, branch, base, reused=False)
-        merge_base = _safe(lambda: _git(path, "merge-base", "HEAD", base)) or base
+        merge_base = _safe(lambda: self._git(path, "merge-base", "HEAD", base)) or base
         reused = existing is not None
         return Worktree(item_id, path, branch, merge_base, reused=reused, kept=kept)
 
@@ -341,7 +349,7 @@ class WorkRepo:
             if not self._registered(path):
                 raise
         # A failed `add -b` may have made the branch already: it is used, not made twice.
-        _git(self.path, "worktree", "prune")
+        self._git(self.path, "worktree", "prune")
         local = local or self._refs(f"refs/heads/{branch}").get(f"refs/heads/{branch}")
         return self._add(path, branch, local, existing, base), local
 
@@ -351,11 +359,13 @@ class WorkRepo:
         """`git worktree add` for the item's branch: the local one, else one made from the
         remote's (pushed earlier from another clone), else a new one at `base` (True)."""
         if local:
-            _git(self.path, "worktree", "add", "--quiet", str(path), branch)
+            self._git(self.path, "worktree", "add", "--quiet", str(path), branch)
             return False
         start = f"{self.remote}/{branch}" if existing else base
         # No upstream: the branch is pushed by name, and the clone's settings stay as they were.
-        _git(self.path, "worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), start)
+        self._git(
+            self.path, "worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), start
+        )
         return not existing
 
     def _catch_up(self, path: Path, branch: str, pushed_sha: str | None) -> str | None:
@@ -372,24 +382,24 @@ class WorkRepo:
         A worktree with uncommitted changes is left as it is."""
         if pushed_sha is None:
             return None
-        head = _git(path, "rev-parse", "HEAD")
-        if head == pushed_sha or _git(path, "status", "--porcelain").strip():
+        head = self._git(path, "rev-parse", "HEAD")
+        if head == pushed_sha or self._git(path, "status", "--porcelain").strip():
             return None
-        if repo_git(path, "merge-base", "--is-ancestor", "HEAD", pushed_sha, check=False).ok:
-            _git(path, "merge", "--ff-only", "--quiet", pushed_sha)
+        if self._repo_git(path, "merge-base", "--is-ancestor", "HEAD", pushed_sha, check=False).ok:
+            self._git(path, "merge", "--ff-only", "--quiet", pushed_sha)
             return None
-        if repo_git(path, "merge-base", "--is-ancestor", pushed_sha, "HEAD", check=False).ok:
+        if self._repo_git(path, "merge-base", "--is-ancestor", pushed_sha, "HEAD", check=False).ok:
             return None
         who = ("-c", "user.name=agent-harness", "-c", "user.email=agent-harness@localhost")
         # --rebase-merges: a merge of the base made here (update_from_base) stays a merge,
         # instead of the base's commits being copied onto the item's branch.
         rebase = ("rebase", "--quiet", "--rebase-merges", pushed_sha)
-        if repo_git(path, *who, *rebase, check=False).ok:
+        if self._repo_git(path, *who, *rebase, check=False).ok:
             return None
-        repo_git(path, "rebase", "--abort", check=False)
+        self._repo_git(path, "rebase", "--abort", check=False)
         kept = f"refs/agent-harness/kept/{branch}/{head[:12]}"
-        _git(path, "update-ref", kept, head)
-        _git(path, "reset", "--hard", "--quiet", pushed_sha)
+        self._git(path, "update-ref", kept, head)
+        self._git(path, "reset", "--hard", "--quiet", pushed_sha)
         return kept
 
     def _refs(self, *patterns: str) -> dict[str, str]:
@@ -397,7 +407,9 @@ class WorkRepo:
         from the ref files where they read plainly."""
         with contextlib.suppress(Unreadable):
             return RefFiles(self.path).matching(*patterns)
-        listing = _git(self.path, "for-each-ref", "--format=%(objectname) %(refname)", *patterns)
+        listing = self._git(
+            self.path, "for-each-ref", "--format=%(objectname) %(refname)", *patterns
+        )
         refs: dict[str, str] = {}
         for line in listing.splitlines():
             sha, _, name = line.partition(" ")
@@ -446,13 +458,13 @@ class WorkRepo:
         return found[0] if found else None
 
     def _registered(self, path: Path) -> bool:
-        listing = _git(self.path, "worktree", "list", "--porcelain")
+        listing = self._git(self.path, "worktree", "list", "--porcelain")
         return f"worktree {path.resolve()}" in listing
 
     # -- what the agent did ------------------------------------------------------------------
     def verify_branch(self, tree: Worktree) -> None:
         """Refuse work an agent committed to the default branch, or a worktree it broke."""
-        self.settings.check()
+        self.settings.check(tree.path)
         if not tree.path.is_dir():
             raise WorktreeError(f"the agent deleted its worktree {tree.path}")
         default = self.default_branch()
@@ -473,13 +485,15 @@ class WorkRepo:
             refs, head = self._refs_in(tree.path, *wanted)
             local_default, remote_default = refs.get(wanted[1]), refs.get(wanted[2])
         if head != wanted[0]:
-            current = _safe(lambda: _git(tree.path, "symbolic-ref", "--short", "HEAD"))
+            current = _safe(lambda: self._git(tree.path, "symbolic-ref", "--short", "HEAD"))
             raise DefaultBranchGuard(
                 f"the agent left its worktree on '{current or 'a detached HEAD'}' instead of "
                 f"{tree.branch}; its work is refused"
             )
         if local_default and remote_default and local_default != remote_default:
-            ahead = _git(self.path, "rev-list", "--count", f"{remote_default}..{local_default}")
+            ahead = self._git(
+                self.path, "rev-list", "--count", f"{remote_default}..{local_default}"
+            )
             if ahead.strip() != "0":
                 raise DefaultBranchGuard(
                     f"the local {default} branch gained {ahead.strip()} commit(s) during the run: "
@@ -488,8 +502,8 @@ class WorkRepo:
 
     def commit_all(self, tree: Worktree, message: str) -> str | None:
         """Commit whatever the agent left uncommitted; the sha, or None when nothing changed."""
-        self.settings.check()
-        _git(tree.path, "add", "--all")
+        self.settings.check(tree.path)
+        self._git(tree.path, "add", "--all")
         # Asking git to commit is cheaper than asking first whether to; "nothing to commit"
         # comes back on stdout with exit status 1.
         args = (
@@ -503,7 +517,7 @@ class WorkRepo:
             "-m",
             message,
         )
-        done = repo_git(tree.path, *args, check=False)
+        done = self._repo_git(tree.path, *args, check=False)
         if not done.ok:
             said = done.stdout + done.stderr
             if "nothing to commit" in said or "nothing added to commit" in said:
@@ -512,8 +526,8 @@ class WorkRepo:
         return self.head(tree)
 
     def has_uncommitted(self, tree: Worktree) -> bool:
-        self.settings.check()
-        return bool(_git(tree.path, "status", "--porcelain").strip())
+        self.settings.check(tree.path)
+        return bool(self._git(tree.path, "status", "--porcelain").strip())
 
     def diff(self, tree: Worktree, sha: str) -> str:
         """What commit `sha` changes since the base, as one unified diff: what is reviewed is
@@ -556,14 +570,14 @@ class WorkRepo:
         path = self.worktrees_dir / worktree_dir_name(item_id, namespace, generation)
         if path.exists() or self._registered(path):
             shutil.rmtree(path, ignore_errors=True)
-            _git(self.path, "worktree", "prune")
+            self._git(self.path, "worktree", "prune")
             removed.append(str(path))
         space = f"{_clean(namespace)}/" if namespace else ""
         prefix = (
             f"refs/heads/{BRANCH_PREFIX}{space}{_clean(item_id)}{generation_suffix(generation)}-"
         )
         for ref in self._refs(prefix + "*"):
-            _git(self.path, "branch", "-D", ref.removeprefix("refs/heads/"))
+            self._git(self.path, "branch", "-D", ref.removeprefix("refs/heads/"))
             removed.append(ref.removeprefix("refs/heads/"))
         return removed
 
@@ -583,7 +597,7 @@ class WorkRepo:
             sha = RefFiles(tree.path).head()[1]
             if sha is not None:
                 return sha
-        return _git(tree.path, "rev-parse", "HEAD")
+        return self._git(tree.path, "rev-parse", "HEAD")
 
     def push(self, tree: Worktree, sha: str | None = None) -> None:
         """Push the item branch, and only it: the guard refuses the default branch. With `sha`,
@@ -595,9 +609,9 @@ class WorkRepo:
             raise DefaultBranchGuard(f"refusing to push {tree.branch}: not an agent-harness branch")
         refspec = f"{sha or f'refs/heads/{tree.branch}'}:refs/heads/{tree.branch}"
         guard_refspec(refspec, default)
-        self.settings.check()  # after the checks and the review, which ran the agent's code
+        self.settings.check(tree.path)  # after the checks and the review (the agent's code)
         with self.remote_refs.push():
-            _git(tree.path, "push", "--quiet", self.remote, refspec)
+            self._git(tree.path, "push", "--quiet", self.remote, refspec)
 
     def update_from_base(self, branch: str, expected: str) -> tuple[list[str], str] | None:
         """Bring the item branch up to date with the default branch, in its worktree.
@@ -606,29 +620,31 @@ class WorkRepo:
         a commit someone else pushed since is never overwritten). When it does not, the base is
         merged instead and left with its conflict markers for the agent. Returns (the files in
         conflict, the head), or None when the branch has no clean worktree here at `expected`."""
-        self.settings.check()
         path = self._worktree_of(branch)
-        if path is None or _git(path, "rev-parse", "HEAD") != expected:
+        if path is None:
             return None
-        if _git(path, "status", "--porcelain").strip():
+        self.settings.check(path)
+        if self._git(path, "rev-parse", "HEAD") != expected:
+            return None
+        if self._git(path, "status", "--porcelain").strip():
             return None
         self.fetch()
         base = f"{self.remote}/{self.default_branch()}"
         who = ("-c", "user.name=agent-harness", "-c", "user.email=agent-harness@localhost")
-        if repo_git(path, *who, "rebase", "--quiet", base, check=False).ok:
+        if self._repo_git(path, *who, "rebase", "--quiet", base, check=False).ok:
             refspec = f"refs/heads/{branch}:refs/heads/{branch}"
             guard_refspec(refspec, self.default_branch())
             lease = f"--force-with-lease=refs/heads/{branch}:{expected}"
             with self.remote_refs.push():
-                _git(path, "push", "--quiet", lease, self.remote, refspec)
-            return [], _git(path, "rev-parse", "HEAD")
-        repo_git(path, "rebase", "--abort", check=False)
-        repo_git(path, *who, "merge", "--no-edit", "--quiet", base, check=False)
-        conflicts = _git(path, "diff", "--name-only", "--diff-filter=U").splitlines()
-        return conflicts, _git(path, "rev-parse", "HEAD")
+                self._git(path, "push", "--quiet", lease, self.remote, refspec)
+            return [], self._git(path, "rev-parse", "HEAD")
+        self._repo_git(path, "rebase", "--abort", check=False)
+        self._repo_git(path, *who, "merge", "--no-edit", "--quiet", base, check=False)
+        conflicts = self._git(path, "diff", "--name-only", "--diff-filter=U").splitlines()
+        return conflicts, self._git(path, "rev-parse", "HEAD")
 
     def _worktree_of(self, branch: str) -> Path | None:
-        listing = _git(self.path, "worktree", "list", "--porcelain")
+        listing = self._git(self.path, "worktree", "list", "--porcelain")
         path: Path | None = None
         for line in listing.splitlines():
             if line.startswith("worktree "):
@@ -640,8 +656,8 @@ class WorkRepo:
     def unpushed(self, tree: Worktree) -> int:
         remote = self.remote_sha(tree.branch)
         if remote is None:
-            return int(_git(tree.path, "rev-list", "--count", f"{tree.base_sha}..HEAD"))
-        return int(_git(tree.path, "rev-list", "--count", f"{remote}..HEAD"))
+            return int(self._git(tree.path, "rev-list", "--count", f"{tree.base_sha}..HEAD"))
+        return int(self._git(tree.path, "rev-list", "--count", f"{remote}..HEAD"))
 
 
 def guard_refspec(refspec: str, default_branch: str) -> None:

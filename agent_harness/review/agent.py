@@ -78,7 +78,7 @@ class CliReviewer:
         workspace.mkdir(parents=True, exist_ok=True)
         # Codex runs only inside a git repository (or with a flag other CLIs lack). A workspace
         # git cannot set up fails the review with git's reason, before any agent is started.
-        run_git(workspace, "init", "-q")
+        run_git(workspace, "init", "-q", "--template=")  # no template: the user's may set a program
         text = f"{system}\n\n{prompt}\n\nAnswer with the JSON verdict only."
         ran = run_cli_agent(
             self.host,

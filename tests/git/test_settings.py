@@ -76,18 +76,85 @@ def test_a_setting_written_into_a_file_that_did_not_exist_is_found(clone: Path) 
     assert "url.https://elsewhere.example/.pushinsteadof" in changed(repo)
 
 
-def test_a_hook_changed_in_place_is_found_even_with_its_time_set_back(clone: Path) -> None:
+def marking_hook(path: Path, mark: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\ntouch {mark}\n")
+    path.chmod(0o755)
+
+
+def test_hooks_run_from_the_copy_taken_before_any_agent(clone: Path, tmp_path: Path) -> None:
     hooks = clone / ".git" / "hooks"
-    hook = hooks / "post-checkout"
-    hook.write_text("#!/bin/sh\nexit 0\n")
-    hook.chmod(0o755)
-    before = hook.stat()
+    marking_hook(hooks / "post-commit", tmp_path / "users-hook-ran")
     repo = WorkRepo(clone, clone.parent / "state")
-    (hooks / "pre-commit.sample").write_text("# git never runs a sample\n")
-    repo.settings.check()
-    hook.write_text("#!/bin/sh\nexit 1\n")  # the same size
-    os.utime(hook, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert ".git/hooks/post-checkout (changed)" in changed(repo)
+    tree = repo.prepare("T1", "x")
+    marking_hook(hooks / "post-commit", tmp_path / "agents-hook-ran")  # changed in place
+    marking_hook(hooks / "pre-push", tmp_path / "agents-pre-push-ran")  # added
+    (tree.path / "a.txt").write_text("a\n")
+    repo.commit_all(tree, "T1: x")
+    repo.push(tree)
+    assert (tmp_path / "users-hook-ran").exists()
+    assert not (tmp_path / "agents-hook-ran").exists()
+    assert not (tmp_path / "agents-pre-push-ran").exists()
+
+
+def test_a_hooks_path_relative_to_each_worktree_runs_the_clones_not_the_agents(
+    clone: Path, tmp_path: Path
+) -> None:
+    # husky's `core.hooksPath = .husky/_` is read in each worktree, from the agent's own files.
+    marking_hook(clone / ".husky" / "_" / "pre-push", tmp_path / "clones-hook-ran")
+    git(clone, "config", "core.hooksPath", ".husky/_")
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    marking_hook(tree.path / ".husky" / "_" / "pre-push", tmp_path / "agents-hook-ran")
+    repo.commit_all(tree, "T1: x")
+    repo.push(tree)
+    assert (tmp_path / "clones-hook-ran").exists()
+    assert not (tmp_path / "agents-hook-ran").exists()
+
+
+@pytest.mark.parametrize("when", ["include.path", "includeIf.onbranch:agent-harness/**.path"])
+def test_a_file_the_settings_include_is_watched_even_before_it_exists(
+    clone: Path, tmp_path: Path, when: str
+) -> None:
+    later = tmp_path / "later.gitconfig"
+    git(clone, "config", when, str(later))
+    repo = WorkRepo(clone, clone.parent / "state")
+    later.write_text('[remote "origin"]\n\tpushurl = /tmp/elsewhere\n')
+    assert f"{later}: remote.origin.pushurl" in changed(repo)
+
+
+def test_a_fifo_where_settings_are_read_is_a_change_not_a_hang(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    os.mkfifo(clone / ".git" / "config.worktree")
+    assert ".git/config.worktree: (the file does not read as git settings)" in changed(repo)
+
+
+def test_a_token_in_a_settings_name_is_never_shown(clone: Path) -> None:
+    base = "https://x-access-token:ghp_secret123@github.com/"
+    git(clone, "config", f"url.{base}.insteadOf", "https://github.com/")
+    repo = WorkRepo(clone, clone.parent / "state")
+    git(clone, "config", "--unset", f"url.{base}.insteadOf")
+    message = changed(repo)
+    assert "url.https://***@github.com/.insteadof" in message
+    assert "ghp_secret123" not in message
+
+
+def test_a_template_folder_is_not_a_harmless_setting(clone: Path) -> None:
+    # `git init` copies a template's settings (a reviewer's workspace is made so).
+    repo = WorkRepo(clone, clone.parent / "state")
+    git(clone, "config", "--global", "init.templateDir", "/tmp/templates")
+    assert "init.templatedir" in changed(repo)
+
+
+def test_the_users_file_is_watched_without_a_home(
+    clone: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HOME")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    repo = WorkRepo(clone, clone.parent / "state")
+    (tmp_path / "xdg" / "git").mkdir(parents=True)
+    (tmp_path / "xdg" / "git" / "config").write_text("[core]\n\tsshCommand = /tmp/x\n")
+    assert "core.sshcommand" in changed(repo)
 
 
 def test_a_change_that_is_found_stays_found_until_put_back(clone: Path) -> None:

@@ -2,11 +2,12 @@
 
 The agent shares the user's clone: its worktree's git directory is the clone's, so an agent can
 write the clone's git settings and hooks. The harness runs git there after the agent (commit,
-push, the next item's worktree), with its own environment and the user's push credentials. A
-hook, an `fsmonitor` program, a push URL or a credential helper the agent planted would run or
-apply then. Each is found before the harness's next git command in that clone; the run stops
-saying which setting changed, and the item waits (its attempt given back) for a person.
-A harmless setting an agent may well write (its commit identity) changes nothing.
+push, the next item's worktree), with its own environment and the user's push credentials.
+Hooks run from a copy taken before any agent ran, so one an agent plants never runs (and the
+run goes on). A push URL, an `fsmonitor` program or a rewritten link to the clone is found
+before the harness's next git command there; the run stops saying which setting changed, and
+the item waits (its attempt given back) for a person. A harmless setting an agent may well
+write (its commit identity) changes nothing.
 """
 
 from __future__ import annotations
@@ -58,27 +59,25 @@ def run_stopped(h: Harness, script: str) -> tuple[GitSettingsChanged, str]:
     return stopped.value, item.state
 
 
+def delivered(h: Harness, script: str) -> None:
+    pipeline = h.pipeline(ONE_ITEM, agent=shell_agent(script), settings=settings())
+    [item] = pipeline.run().items
+    assert item.state == "pr_open", item.reason
+    assert len(h.pulls()) == 1
+
+
 @pytest.mark.acceptance
-def test_a_hooks_path_the_agent_sets_never_runs_and_stops_the_run(
+def test_a_hooks_path_the_agent_sets_never_runs_and_the_work_is_delivered(
     harness: Harness, tmp_path: Path
 ) -> None:
+    # What husky's `npm install` does, or an agent on purpose: harmless to a harness whose git
+    # runs the hooks it copied before any agent ran.
     marks = tmp_path / "marks"
     hooks = marking_hooks(tmp_path / "planted", marks)
-    error, state = run_stopped(
+    delivered(
         harness, f"git config core.hooksPath {shlex.quote(str(hooks))}\necho notes > NOTES.md"
     )
-    assert "core.hookspath" in error.message.lower()
-    assert str(hooks) not in error.message  # a setting's value is never repeated (a token?)
-    assert sorted(p.name for p in marks.iterdir()) == []
-    assert harness.pulls() == []
-    assert state == "waiting"  # for a person, with its attempt given back
-    # The person puts the setting back and starts again: the agent goes on in the same
-    # worktree, its first work still there, and the item is delivered.
-    subprocess.run(["git", "config", "--unset", "core.hooksPath"], cwd=harness.work, check=True)
-    again = harness.pipeline(ONE_ITEM, agent=shell_agent("test -f NOTES.md"), settings=settings())
-    [item] = again.run().items
-    assert item.state == "pr_open", item.reason
-    assert len(harness.pulls()) == 1 and list(marks.iterdir()) == []
+    assert list(marks.iterdir()) == []
 
 
 @pytest.mark.acceptance
@@ -87,18 +86,56 @@ def test_a_hook_the_agent_writes_into_the_clone_never_runs(
 ) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
-    hook = f"#!/bin/sh\ntouch {shlex.quote(str(marks / 'pre-push'))}\n"
-    script = (
-        'hooks="$(git rev-parse --git-common-dir)/hooks"\n'
-        f'printf %s {shlex.quote(hook)} > "$hooks/pre-push"\n'
-        'chmod +x "$hooks/pre-push"\n'
-        "echo notes > NOTES.md"
+    script = ['hooks="$(git rev-parse --git-common-dir)/hooks"']
+    for name in ("pre-push", "post-commit", "reference-transaction", "prepare-commit-msg"):
+        hook = f"#!/bin/sh\ntouch {shlex.quote(str(marks / name))}\n"
+        script += [f'printf %s {shlex.quote(hook)} > "$hooks/{name}"', f'chmod +x "$hooks/{name}"']
+    delivered(harness, "\n".join([*script, "echo notes > NOTES.md"]))
+    assert list(marks.iterdir()) == []
+
+
+@pytest.mark.acceptance
+def test_the_users_own_hooks_still_run(harness: Harness, tmp_path: Path) -> None:
+    # Git LFS uploads its objects from a pre-push hook: a hook of the clone's from before the
+    # run is the user's, and runs.
+    mark = tmp_path / "pre-push-ran"
+    hook = harness.work / ".git" / "hooks" / "pre-push"
+    hook.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(mark))}\n")
+    hook.chmod(0o755)
+    delivered(harness, "echo notes > NOTES.md")
+    assert mark.exists()
+
+
+@pytest.mark.acceptance
+def test_a_worktree_the_agent_links_to_another_git_directory_stops_the_run(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # Its worktree's `.git` file is the agent's to rewrite: pointed at a copy of the clone's git
+    # directory with settings of its own, the harness's commit and push would obey those.
+    marks = tmp_path / "marks"
+    hooks = marking_hooks(tmp_path / "planted", marks)
+    elsewhere = tmp_path / "elsewhere.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(elsewhere)], check=True)
+    copy = shlex.quote(str(tmp_path / "gitdir-copy"))
+    script = "\n".join(
+        [
+            'own="$(git rev-parse --git-dir)"; common="$(git rev-parse --git-common-dir)"',
+            f'cp -r "$own" {copy}; rm {copy}/commondir',
+            f'cp -r "$common/objects" "$common/refs" "$common/config" {copy}/',
+            f"git --git-dir={copy} config core.hooksPath {shlex.quote(str(hooks))}",
+            f"git --git-dir={copy} config remote.origin.pushurl {shlex.quote(str(elsewhere))}",
+            f"echo gitdir: {copy} > .git",
+            "echo notes > NOTES.md",
+        ]
     )
     error, state = run_stopped(harness, script)
-    assert "hooks/pre-push" in error.message
-    assert list(marks.iterdir()) == []
-    assert harness.pulls() == []
+    assert ".git: leads outside the clone's git directory" in error.message
+    assert list(marks.iterdir()) == [] and harness.pulls() == []
     assert state == "waiting"
+    listed = subprocess.run(
+        ["git", "for-each-ref"], cwd=elsewhere, capture_output=True, text=True, check=True
+    )
+    assert listed.stdout == ""
 
 
 @pytest.mark.acceptance
@@ -157,16 +194,16 @@ def test_the_cli_stops_in_one_line_with_exit_4_and_the_item_waits(
     monkeypatch.setenv("OPENAI_BASE_URL", f"{harness.model.url}/v1")
     monkeypatch.setenv("AGENT_HARNESS_SESSIONS__HOST", "headless")
     (tmp_path / "PLAN.md").write_text(ONE_ITEM)
-    hooks = marking_hooks(tmp_path / "planted", tmp_path / "marks")
-    agent = shell_agent(f"git config core.hooksPath {shlex.quote(str(hooks))}\necho n > N.md")
+    elsewhere = tmp_path / "elsewhere.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(elsewhere)], check=True)
+    agent = shell_agent(f"git remote set-url --push origin {elsewhere}\necho n > N.md")
     args = ["--repo", REPO, "--plan", "PLAN.md", "--work", str(harness.work), "--agent", agent]
     code = main(["run", *args, "--reviewer", "openai:gpt-x"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 4
     assert not any("Traceback" in line for line in err), err  # the live view, then one error
     assert err[-1].startswith("error: git settings of the clone at ")
-    assert ".git/config: core.hookspath" in err[-1]
-    assert list((tmp_path / "marks").iterdir()) == []
+    assert ".git/config: remote.origin.pushurl" in err[-1]
     assert main(["work", "show", "T1", "--json"]) == 0
     item = json.loads(capsys.readouterr().out)["item"]
     assert (item["state"], item["attempts"]) == ("waiting", 0)  # its attempt given back
