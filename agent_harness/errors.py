@@ -33,7 +33,7 @@ def read_json(text: str | bytes) -> Any:
         text = text.decode(json.detect_encoding(text))
     value = json.loads(text, parse_constant=_not_a_json_number, parse_float=_finite)
     if ("\\u" in text and _SURROGATE_ESCAPE.search(text)) or not _utf8(text):
-        value = _without_lone_surrogates(value)
+        value = without_lone_surrogates(value)
     return value
 
 
@@ -47,15 +47,16 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def _without_lone_surrogates(value: Any) -> Any:
+def without_lone_surrogates(value: Any) -> Any:
+    """`value` (text, or lists and dicts of it) with each half of a surrogate pair as U+FFFD."""
     if isinstance(value, str):
         # A whole pair is already one character; half of one becomes U+FFFD.
         return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     if isinstance(value, list):
-        return [_without_lone_surrogates(item) for item in value]
+        return [without_lone_surrogates(item) for item in value]
     if isinstance(value, dict):
         return {
-            _without_lone_surrogates(key): _without_lone_surrogates(item)
+            without_lone_surrogates(key): without_lone_surrogates(item)
             for key, item in value.items()
         }
     return value

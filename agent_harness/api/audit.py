@@ -8,10 +8,12 @@ it answers them 409, although they touch only the audit database (see DEPLOYMENT
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
+from pydantic import BeforeValidator
 
 from agent_harness.api.context import ApiContext, AuditNotRecorded, context
 from agent_harness.api.errors import AUTH, BAD, BODY, NO_AUDIT, REFUSED
@@ -29,8 +31,19 @@ Ctx = Annotated[ApiContext, Depends(context)]
 ProjectFilter = Annotated[
     str | None, Query(pattern=PROJECT_PATTERN, description="Only this project (owner/repo:key).")
 ]
-Since = Annotated[date | None, Query(description="First UTC day, YYYY-MM-DD.")]
-Until = Annotated[date | None, Query(description="Last UTC day (inclusive), YYYY-MM-DD.")]
+
+
+def _written_day(value: object) -> object:
+    """A day as the schema says it (YYYY-MM-DD), not a count of seconds, which pydantic would
+    otherwise read as a time (`until=0` was 1970-01-01)."""
+    if isinstance(value, str) and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise ValueError("write a day as YYYY-MM-DD")
+    return value
+
+
+Day = Annotated[date | None, BeforeValidator(_written_day)]
+Since = Annotated[Day, Query(description="First UTC day, YYYY-MM-DD.")]
+Until = Annotated[Day, Query(description="Last UTC day (inclusive), YYYY-MM-DD.")]
 
 
 def _day(value: date | None) -> str | None:

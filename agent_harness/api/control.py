@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_harness.api.context import ApiContext, context
-from agent_harness.api.errors import AUTH, BAD, BODY, REFUSED
+from agent_harness.api.errors import AUTH, BAD, BODY, MISSING, REFUSED
 from agent_harness.queue import control
 from agent_harness.queue.control import VERBS, Control
 from agent_harness.queue.projects import PROJECT_PATTERN
@@ -45,7 +45,9 @@ class ControlAsk(BaseModel):
 
 
 @router.get(
-    "", summary="What was asked of each project's workers, and what they report", responses=BAD
+    "",
+    summary="What was asked of each project's workers, and what they report",
+    responses={**BAD, **MISSING},
 )
 def get_control(
     ctx: Ctx,
@@ -59,7 +61,7 @@ def get_control(
 @router.post(
     "",
     summary="Pause, drain or resume (supervised mode); never interrupts work in flight",
-    responses={**BAD, **BODY, **REFUSED},
+    responses={**BAD, **BODY, **MISSING, **REFUSED},
 )
 def set_control(body: ControlAsk, ctx: Ctx) -> ControlList:
     """Each change is a `control` event of its project, so a monitoring server answers 409."""

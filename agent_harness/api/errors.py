@@ -5,16 +5,18 @@ Messages are the library's own one-line texts, which never hold a token or a key
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_harness.api.context import AuditNotRecorded, MonitoringOnly, NoAuditDatabase
-from agent_harness.api.schemas import ErrorBody
+from agent_harness.api.schemas import PLANNER_PATTERN, ErrorBody
 from agent_harness.audit.baselines import BaselineExists
 from agent_harness.audit.database import AuditUnprotected
 from agent_harness.errors import ConfigError, HarnessError, InputError, PlanRefused, UsageError
@@ -26,10 +28,20 @@ from agent_harness.inception.model import (
 )
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.parking import EndpointParked
+from agent_harness.models.routes import VENDOR_DEFAULTS
 from agent_harness.models.transport import TransportFailed
 from agent_harness.pipeline.settings import RunRefused
-from agent_harness.queue.items import IllegalTransition, ItemBusy, UnknownItem
-from agent_harness.queue.projects import BadProjectPath, ProjectExists, UnknownProject
+from agent_harness.queue.control import UnknownProjectHere
+from agent_harness.queue.items import IllegalTransition, ItemBusy, NoProjectYet, UnknownItem
+from agent_harness.queue.projects import (
+    ITEM_PATTERN,
+    PLAN_PATH_PATTERN,
+    PROJECT_PATTERN,
+    WORK_DIR_PATTERN,
+    BadProjectPath,
+    ProjectExists,
+    UnknownProject,
+)
 from agent_harness.store.errors import StoreError
 from agent_harness.tracker.protocol import TrackerError
 from agent_harness.tracker.sync import PlanKeyTaken
@@ -37,6 +49,8 @@ from agent_harness.tracker.sync import PlanKeyTaken
 # Checked in order: the first class the error is an instance of gives the status.
 STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (UnknownProject, 404),
+    (UnknownProjectHere, 404),
+    (NoProjectYet, 404),
     (UnknownItem, 404),
     (UnknownSession, 404),
     (UnknownQuestion, 404),  # before StepRefused, its base
@@ -111,38 +125,102 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return JSONResponse({"detail": validation_detail(exc.errors())}, status_code=422)
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route matching the path only: a path
+            # served by a GET route and a POST route answered OPTIONS with `Allow: GET`.
+            allowed = _methods_of(app, request.scope)
+            return JSONResponse(
+                {"detail": "Method Not Allowed"},
+                status_code=405,
+                headers={"Allow": ", ".join(sorted(allowed))},
+            )
+        return await http_exception_handler(request, exc)
+
     app.add_exception_handler(HarnessError, handle)
     app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.openapi = _with_error_bodies(app.openapi)  # type: ignore[method-assign]
 
 
-def validation_detail(errors: Sequence[Any]) -> list[Any]:
-    """FastAPI's 422 `detail`, in a form that always encodes as JSON.
-
-    FastAPI's own handler echoes what failed as it came (`input`): a body that is not UTF-8
-    (bytes), a string holding a lone surrogate (JSON's `"\\ud800"`), `NaN` (Python's JSON reader
-    takes it) or an exception a validator raised made that handler fail, and every such
-    request a 500. Here text is re-encoded with replacement characters, numbers JSON cannot
-    hold become text, and an input too deep to walk is left out."""
-    detail = []
-    for error in errors:
-        try:
-            detail.append(_encodable(error))
-        except RecursionError:
-            detail.append(_encodable({k: v for k, v in dict(error).items() if k != "input"}))
-    return detail
+def _methods_of(app: FastAPI, scope: Any) -> set[str]:
+    """The methods the description documents for the request's path."""
+    path, root = str(scope.get("path", "")), str(scope.get("root_path", ""))
+    if root and path.startswith(root):  # behind a proxy's prefix (`serve --root-path`)
+        path = path[len(root) :]
+    allowed: set[str] = set()
+    for template, methods in app.openapi().get("paths", {}).items():
+        pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, path):
+            allowed |= {method.upper() for method in methods}
+    return allowed
 
 
-def _encodable(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8")
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, bool) or value is None or isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, Mapping):
-        return {str(_encodable(str(key))): _encodable(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_encodable(item) for item in value]
-    return _encodable(str(value))
+def validation_detail(errors: Sequence[Any]) -> str:
+    """What FastAPI found wrong with a request, in one line, as every other error of the API
+    says it (`{"detail": "..."}`).
+
+    FastAPI's own answer is a list that echoes what failed as it came (`input`), and its
+    handler failed on a body that is not UTF-8 (bytes), a string holding a lone surrogate
+    (JSON's `"\\ud800"`) or `NaN`, making every such request a 500. Nothing of the input is
+    repeated here; the text is made encodable."""
+    parts = []
+    for error in list(errors)[:5]:
+        where = " ".join(str(part) for part in error.get("loc", ()))
+        message = str(error.get("msg", "is not valid")).removeprefix("Value error, ")
+        if error.get("type") == "string_pattern_mismatch":
+            pattern = str((error.get("ctx") or {}).get("pattern", ""))
+            message = f"should be {PATTERN_WORDS.get(pattern, 'as its description says')}"
+        parts.append(f"{where}: {message}" if where else message)
+    if len(errors) > 5:
+        parts.append(f"and {len(errors) - 5} more")
+    text = "; ".join(parts) or "the request does not match the API's description"
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+# What a pattern of the description asks for, in words (a regular expression is no answer).
+PATTERN_WORDS = {
+    PROJECT_PATTERN: "a project id, owner/repo:plankey",
+    ITEM_PATTERN: "an item id (letters, digits, '.', '_', '-')",
+    WORK_DIR_PATTERN: "an absolute path without '..'",
+    PLAN_PATH_PATTERN: "a path inside work_dir, without '..'",
+    PLANNER_PATTERN: f"vendor:model, the vendor one of {', '.join(sorted(VENDOR_DEFAULTS))}",
+}
+
+INVALID = (
+    "The request does not match its description (a field missing, of the wrong type or out of "
+    "range)."
+)
+
+
+def _with_error_bodies(describe: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """FastAPI's OpenAPI description (servers and all), with every 422 answer's body as the API
+    sends it: an `ErrorBody` like every other error, where FastAPI would describe its list."""
+    done: list[dict[str, Any]] = []
+
+    def openapi() -> dict[str, Any]:
+        schema = describe()
+        if not done or done[0] is not schema:
+            _error_bodies(schema)
+            done[:] = [schema]
+        return schema
+
+    return openapi
+
+
+def _error_bodies(schema: dict[str, Any]) -> None:
+    body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            answer = operation.get("responses", {}).get("422")
+            if answer is None:
+                continue
+            if "ErrorBody" not in str(answer.get("content", "")):
+                answer["description"] = INVALID
+            elif INVALID not in answer["description"]:
+                answer["description"] = f"{answer['description']} {INVALID}"
+            answer["content"] = body
+    components = schema.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        components.pop(unused, None)

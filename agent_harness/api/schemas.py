@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from agent_harness.audit.baselines import Comparison
 from agent_harness.audit.ingest import IngestReport
 from agent_harness.audit.maintenance import RollupDay
+from agent_harness.errors import without_lone_surrogates
+from agent_harness.models.routes import VENDOR_DEFAULTS
 from agent_harness.plan.model import Notice, WorkItem
 from agent_harness.queue.items import ItemRecord
 from agent_harness.queue.projects import (
@@ -31,6 +34,11 @@ from agent_harness.store.events import Event
 
 Mode = Literal["monitoring", "supervised"]
 Control = Literal["stopped", "running", "unmanaged"]
+
+
+# vendor:model, with a vendor the server knows (the schema then says what is refused).
+# (Printable ASCII for the model: what `\S` means differs between regex engines.)
+PLANNER_PATTERN = "^(" + "|".join(sorted(VENDOR_DEFAULTS)) + r"):[!-~]+$"
 
 
 class _Out(BaseModel):
@@ -289,16 +297,33 @@ class RetryOut(_Out):
 
 
 class PlanParseIn(BaseModel):
-    """A plan to read: its text, or a registered project's plan file."""
+    """A plan to read: its text, or a registered project's plan file (exactly one of them)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"oneOf": [{"required": ["text"]}, {"required": ["project"]}]},
+    )
 
-    text: str | None = Field(
+    text: str | SkipJsonSchema[None] = Field(
         default=None, max_length=512_000, description="Markdown of a plan (give this or project)."
     )
-    project: str | None = Field(
+    project: str | SkipJsonSchema[None] = Field(
         default=None, pattern=PROJECT_PATTERN, description="Read this registered project's plan."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_described(cls, data: Any) -> Any:
+        # The description says a string or nothing: a null is refused as it says. Half a
+        # surrogate pair (JSON's "\\ud800") would fail the answer that repeats it.
+        if isinstance(data, dict):
+            data = dict(data)
+            for name in ("text", "project"):
+                if name in data and data[name] is None:
+                    raise ValueError(f"{name} is a string: leave it out instead of null")
+                if isinstance(data.get(name), str):
+                    data[name] = without_lone_surrogates(data[name])
+        return data
 
 
 class PlanParseOut(_Out):
@@ -457,7 +482,7 @@ class InceptionStart(_Out):
         min_length=1, max_length=20_000, description="The work in your words, a few sentences."
     )
     planner: str = Field(
-        pattern=r"^[A-Za-z][A-Za-z0-9_-]*:\S+$",
+        pattern=PLANNER_PATTERN,
         max_length=200,
         description="The planner's route, vendor:model (e.g. openai:gpt-4.1).",
     )

@@ -25,7 +25,9 @@ ProjectQuery = Annotated[
 ItemId = Annotated[str, PathParam(pattern=ITEM_PATTERN, description="Item id, e.g. T4.")]
 
 
-@router.get("", summary="Backlog, counts and stale claims in one call", responses={**BAD})
+@router.get(
+    "", summary="Backlog, counts and stale claims in one call", responses={**BAD, **MISSING}
+)
 def work(
     ctx: Ctx,
     project: ProjectQuery = None,

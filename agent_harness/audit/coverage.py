@@ -8,7 +8,7 @@ comes out the same before and after maintenance.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date
 
 from agent_harness.errors import UsageError
 from agent_harness.store.database import Tx
@@ -97,7 +97,7 @@ def day_range(
 
 
 def _is_day(text: str) -> bool:
-    try:
-        return datetime.strptime(text, "%Y-%m-%d").strftime("%Y-%m-%d") == text
+    try:  # strftime writes a year before 1000 without its zeros; isoformat keeps them
+        return date.fromisoformat(text).isoformat() == text
     except ValueError:
         return False

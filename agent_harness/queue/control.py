@@ -16,9 +16,14 @@ from pydantic import BaseModel, Field
 
 from agent_harness.errors import UsageError
 from agent_harness.queue.fleet import PoolState, PoolStatus
-from agent_harness.queue.items import projects
+from agent_harness.queue.items import NoProjectYet, projects
 from agent_harness.store.database import Store, Tx
 from agent_harness.store.events import ControlChanged
+
+
+class UnknownProjectHere(UsageError):
+    """No project of that name in this database (the API's 404)."""
+
 
 # What a person may ask; the pool's own "stopped" is a result, never a request.
 ASKABLE = (PoolState.RUNNING, PoolState.PAUSED, PoolState.DRAINING)
@@ -94,7 +99,7 @@ def _chosen(store: Store, project: str | None) -> list[str]:
         return known
     if project not in known:
         listed = ", ".join(known) or "none yet"
-        raise UsageError(f"no project {project!r} in this database (projects: {listed})")
+        raise UnknownProjectHere(f"no project {project!r} in this database (projects: {listed})")
     return [project]
 
 
@@ -115,7 +120,7 @@ def set_control(
         raise UsageError(f"a pool can be asked to be running, paused or draining, not {state}")
     chosen = _chosen(store, project)
     if not chosen:
-        raise UsageError("no project in this database yet: start a run first")
+        raise NoProjectYet("no project in this database yet: start a run first")
     if project is None:
         chosen = _in_play(store, chosen, wanted)
     with store.transaction() as tx:

@@ -125,6 +125,10 @@ class ItemBusy(HarnessError):
         super().__init__(f"{item_id} is held by {worker} (lease live until {expires_at:.0f})")
 
 
+class NoProjectYet(UsageError):
+    """The database holds no project yet (nothing to read or act on: the API's 404)."""
+
+
 class AmbiguousProject(UsageError):
     """Several projects share this database; name one."""
 
@@ -556,6 +560,8 @@ def resolve_project(store: Store, project: str | None) -> str:
     known = projects(store)
     if len(known) == 1:
         return known[0]
+    if not known:
+        raise NoProjectYet("no projects in this database yet")
     raise AmbiguousProject(known)
 
 

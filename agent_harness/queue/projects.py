@@ -40,6 +40,14 @@ class ControlState(StrEnum):
     RUNNING = "running"  # this server's worker pool works its items
 
 
+# A path segment that is not '..' (nor holds a NUL, or for a plan a backslash): what
+# `check_paths` refuses is refused by the description too.
+_SEGMENT = r"(?:[^/.\u0000][^/\u0000]*|\.(?:[^/.\u0000][^/\u0000]*)?|\.\.[^/\u0000]+)"
+_PLAN_SEGMENT = _SEGMENT.replace(r"\u0000", r"\u0000\\")
+WORK_DIR_PATTERN = rf"^/{_SEGMENT}?(?:/{_SEGMENT}?)*$"
+PLAN_PATH_PATTERN = rf"^{_PLAN_SEGMENT}(?:/{_PLAN_SEGMENT}?)*$"
+
+
 class ProjectSpec(BaseModel):
     """What to run: the repository, the plan, the clone, the checks and the roles."""
 
@@ -51,11 +59,13 @@ class ProjectSpec(BaseModel):
     work_dir: str = Field(
         min_length=1,
         max_length=1024,
+        pattern=WORK_DIR_PATTERN,
         description="Absolute path of the top of a git clone of the repository on the server.",
     )
     plan: str = Field(
         min_length=1,
         max_length=512,
+        pattern=PLAN_PATH_PATTERN,
         description="The plan file, relative to work_dir (markdown or backlog.json); no '..'.",
     )
     plan_key: str | None = Field(

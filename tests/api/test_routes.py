@@ -275,7 +275,7 @@ def test_control_pauses_and_resumes_a_projects_workers(supervised: TestClient) -
     resumed = supervised.post("/api/control", json={"action": "resume"}, headers=AUTH).json()
     assert [c["asked"] for c in resumed["controls"]] == ["running"]
     unknown = supervised.get("/api/control", params={"project": "me/none:PLAN"}, headers=AUTH)
-    assert unknown.status_code == 400 and "no project 'me/none:PLAN'" in unknown.json()["detail"]
+    assert unknown.status_code == 404 and "no project 'me/none:PLAN'" in unknown.json()["detail"]
 
 
 def test_roles_are_kept_for_the_project(supervised: TestClient, clone: Path) -> None:

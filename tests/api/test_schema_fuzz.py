@@ -15,6 +15,7 @@ from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
     status_code_conformance,
+    unsupported_method,
 )
 
 from agent_harness.api.app import create_app
@@ -72,7 +73,12 @@ def _fuzz(operation: Any) -> None:
         assert response.status_code < 500, (case.method, case.formatted_path, response.text)
         case.validate_response(
             response,
-            checks=[status_code_conformance, content_type_conformance, response_schema_conformance],
+            checks=[
+                status_code_conformance,
+                content_type_conformance,
+                response_schema_conformance,
+                unsupported_method,  # and a 405 names every method of the path in Allow
+            ],
         )
 
     check()

@@ -76,7 +76,9 @@ def test_a_body_that_does_not_read_as_json_gets_an_answer_its_route_documents(
                 continue
             answer = monitoring.request(method, concrete, content=content, headers=headers)
             assert str(answer.status_code) in operation["responses"], (method, path, answer.text)
-            assert answer.status_code < 500 and "detail" in answer.json()
+            assert answer.status_code < 500, (method, path, answer.text)
+            # Refused with a reason, or (half a surrogate pair in a plan) read as U+FFFD.
+            assert "detail" in answer.json() or answer.status_code < 300
             tried += 1
     assert tried >= 8
 
