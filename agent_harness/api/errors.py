@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_harness.api.context import AuditNotRecorded, MonitoringOnly, NoAuditDatabase
+from agent_harness.api.pools import NoSuchRole
 from agent_harness.api.schemas import PLANNER_PATTERN, ErrorBody
 from agent_harness.audit.baselines import BaselineExists
 from agent_harness.audit.database import AuditUnprotected
@@ -26,6 +27,7 @@ from agent_harness.inception.model import (
     UnknownQuestion,
     UnknownSession,
 )
+from agent_harness.inception.session import PlannerKeyMissing
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.parking import EndpointParked
 from agent_harness.models.routes import VENDOR_DEFAULTS
@@ -39,10 +41,12 @@ from agent_harness.queue.projects import (
     PROJECT_PATTERN,
     WORK_DIR_PATTERN,
     BadProjectPath,
+    ItemsExist,
     ProjectExists,
     UnknownProject,
 )
 from agent_harness.store.errors import StoreError
+from agent_harness.tracker.github import NoToken
 from agent_harness.tracker.protocol import TrackerError
 from agent_harness.tracker.sync import PlanKeyTaken
 
@@ -51,12 +55,16 @@ STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (UnknownProject, 404),
     (UnknownProjectHere, 404),
     (NoProjectYet, 404),
+    (NoSuchRole, 404),
     (UnknownItem, 404),
     (UnknownSession, 404),
     (UnknownQuestion, 404),  # before StepRefused, its base
     (NoAuditDatabase, 404),
     (MonitoringOnly, 409),
+    (NoToken, 409),  # the server was given no tracker token
+    (PlannerKeyMissing, 409),  # nor the planner's API key
     (ProjectExists, 409),
+    (ItemsExist, 409),
     (ItemBusy, 409),
     (IllegalTransition, 409),
     (RunRefused, 409),
@@ -108,7 +116,12 @@ BODY: Responses = {
     413: _doc("Request body over the size limit."),
 }
 MISSING: Responses = {404: _doc("No such project or item.")}
-REFUSED: Responses = {409: _doc("Refused as things stand (monitoring only, a live claim, exists).")}
+REFUSED: Responses = {
+    409: _doc(
+        "Refused as things stand (monitoring only, a live claim, exists, a key or token the "
+        "server was not given)."
+    )
+}
 BAD: Responses = {400: _doc("Input the server cannot use (e.g. several projects, name one).")}
 NO_AUDIT: Responses = {
     404: _doc("No audit database yet: nothing was recorded (POST /api/audit/reconcile).")

@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from agent_harness.errors import UsageError
 from agent_harness.models.routes import describe_route
 from agent_harness.queue import projects
 from agent_harness.queue.projects import ControlState, ProjectRecord
@@ -29,6 +30,10 @@ def _settings(settings: Any) -> Any:
     from agent_harness.config import load_settings
 
     return load_settings().settings
+
+
+class NoSuchRole(UsageError):
+    """A project has no model role of that name (the API's 404)."""
 
 
 def sync_project(
@@ -265,7 +270,6 @@ class ProjectPools:
     def set_role(self, project: str, role: str, route: str) -> tuple[dict[str, str], bool]:
         """Re-route `role`: the running pass's next model call takes it (a change its rules
         refuse is refused here), and every later pass starts with it."""
-        from agent_harness.errors import UsageError
         from agent_harness.models.roles import route_of
         from agent_harness.secrets.process import process_env
 
@@ -274,7 +278,7 @@ class ProjectPools:
         served |= {"implementer", "planner"} if spec.implementer else set()
         if role not in served:
             names = ", ".join(sorted(served)) or "none (its roles are CLI agents)"
-            raise UsageError(f"{project} has no model role {role!r}; its model roles: {names}")
+            raise NoSuchRole(f"{project} has no model role {role!r}; its model roles: {names}")
         route_of(role, route, self.env or process_env(), "PUT /api/roles")  # a bad one: no change
         with self._lock:  # see run_pass: a pass starting now reads what is stored here
             runner = self._runners.get(project)

@@ -51,6 +51,11 @@ MAX_PARAGRAPH = 20_000
 MAX_ROUNDS = 5
 
 
+class PlannerKeyMissing(UsageError):
+    """The planner's API key is not in the environment (the API's 409: the server, not the
+    request, lacks it)."""
+
+
 def project_of(session_id: str) -> str:
     return PROJECT_PREFIX + session_id
 
@@ -72,7 +77,7 @@ def planner_route(spec: str, env: Mapping[str, str]) -> Route:
 
     route = route_from_spec(spec, env)
     if not env.get(route.api_key_env):
-        raise UsageError(f"planner {spec} needs its API key: set {route.api_key_env}")
+        raise PlannerKeyMissing(f"planner {spec} needs its API key: set {route.api_key_env}")
     return route
 
 

@@ -147,6 +147,10 @@ class ProjectExists(HarnessError):
         super().__init__(f"project {project} is registered already")
 
 
+class ItemsExist(UsageError):
+    """Items to add whose ids the project's plan already has (the API's 409)."""
+
+
 class BadProjectPath(UsageError):
     """A path of a registration the server may not use."""
 
@@ -274,7 +278,7 @@ def add_items(store: Store, project: str, new: Iterable[WorkItem]) -> Added:
     taken = {item.id for item in read_plan(store, project).items}
     clash = sorted({item.id for item in fresh} & taken)
     if clash:
-        raise UsageError(f"{', '.join(clash)} already in {project}: pick other ids")
+        raise ItemsExist(f"{', '.join(clash)} already in {project}: pick other ids")
     if fresh:
         added = [*record.added, *fresh]
         with store.transaction() as tx:

@@ -58,6 +58,11 @@ class _Transient(Exception):
         self.answered = answered  # the server answered (a 5xx): nothing of it is still running
 
 
+class NoToken(AuthError):
+    """No token was given at all: nothing was asked of the tracker (the API's 409, since the
+    server, not the request, lacks it)."""
+
+
 def resolve_token(env: Mapping[str, str], run: Callable[[], str | None] | None = None) -> str:
     """Find a token the way `gh` does: GH_TOKEN, GITHUB_TOKEN, then `gh auth token`."""
     for name in ("GH_TOKEN", "GITHUB_TOKEN"):
@@ -67,7 +72,7 @@ def resolve_token(env: Mapping[str, str], run: Callable[[], str | None] | None =
     found = (run or _gh_auth_token)()
     if found:
         return found
-    raise AuthError("no GitHub token: set GH_TOKEN or GITHUB_TOKEN, or log in with `gh auth login`")
+    raise NoToken("no GitHub token: set GH_TOKEN or GITHUB_TOKEN, or log in with `gh auth login`")
 
 
 def _gh_auth_token() -> str | None:

@@ -4,6 +4,7 @@ written as a number, a project that is not there, a body the description refuses
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,3 +118,20 @@ def test_a_plan_to_parse_is_exactly_one_of_text_or_project(
     assert schema["PlanParseIn"]["oneOf"] == [{"required": ["text"]}, {"required": ["project"]}]
     answer = monitoring.post("/api/plan/parse", json=body, headers=AUTH)
     assert answer.status_code == status, answer.text
+
+
+def test_a_sync_on_a_server_given_no_token_is_refused_as_things_stand(
+    supervised: TestClient, clone: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 502 said the tracker failed; it was never asked. The server lacks the token.
+    for name in ("GH_TOKEN", "GITHUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    only_git = clone.parent / "bin"  # and no `gh` to ask for one
+    only_git.mkdir()
+    (only_git / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    monkeypatch.setenv("PATH", str(only_git))
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "reviewer": "codex"}
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    answer = supervised.post("/api/plan/sync", json={"project": "me/app:PLAN"}, headers=AUTH)
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["detail"].startswith("no GitHub token")

@@ -128,7 +128,7 @@ def test_a_monitoring_server_refuses_every_step(db_dir: Path, planner_server: Mo
         store.close()
 
 
-def test_a_planner_without_a_key_is_refused_before_a_session_exists(
+def test_a_planner_without_a_key_is_refused_as_things_stand_before_a_session_exists(
     db_dir: Path, planner_server: ModelServer
 ) -> None:
     store = open_store(str(db_dir / "nokey.sqlite"), clock=FakeClock())
@@ -138,7 +138,7 @@ def test_a_planner_without_a_key_is_refused_before_a_session_exists(
         client = client_for(ctx)
         start = {"paragraph": TALLY, "planner": "openai:gpt-planner"}
         refused = client.post("/api/inception", json=start, headers=AUTH)
-        assert refused.status_code == 400 and "OPENAI_API_KEY" in refused.json()["detail"]
+        assert refused.status_code == 409 and "OPENAI_API_KEY" in refused.json()["detail"]
         assert store.all_events() == []
     finally:
         pools.close()

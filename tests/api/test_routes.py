@@ -153,7 +153,7 @@ def test_register_starts_stopped_and_items_can_be_added(
         json={"project": "me/app:API", "items": [{"id": "T1", "title": "x"}]},
         headers=AUTH,
     )
-    assert clash.status_code == 400 and "T1 already in" in clash.json()["detail"]
+    assert clash.status_code == 409 and "T1 already in" in clash.json()["detail"]
     parsed = supervised.post("/api/plan/parse", json={"project": "me/app:API"}, headers=AUTH)
     assert [i["id"] for i in parsed.json()["items"]] == ["T1", "X1"]
     one = supervised.get("/api/projects/me/app:API", headers=AUTH).json()
@@ -169,7 +169,7 @@ def test_register_starts_stopped_and_items_can_be_added(
         json={"project": "me/app:API", "items": [{"id": "X1", "title": "Other", "body": "b"}]},
         headers=AUTH,
     )
-    assert changed.status_code == 400 and "X1 already in" in changed.json()["detail"]
+    assert changed.status_code == 409 and "X1 already in" in changed.json()["detail"]
 
 
 def test_plan_parse_says_what_it_could_not_read(monitoring: TestClient) -> None:
@@ -296,7 +296,7 @@ def test_roles_are_kept_for_the_project(supervised: TestClient, clone: Path) -> 
     not_a_model = supervised.put(
         "/api/roles", json={**ask, "role": "implementer", "route": "openai:gpt-4.1"}, headers=AUTH
     )
-    assert not_a_model.status_code == 400
+    assert not_a_model.status_code == 404
     assert "no model role 'implementer'" in not_a_model.json()["detail"]
     unknown = supervised.put(
         "/api/roles", json={**ask, "role": "reviewer", "route": "nobody:model"}, headers=AUTH
