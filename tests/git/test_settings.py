@@ -9,7 +9,7 @@ import pytest
 
 from agent_harness.git.settings import GitSettingsChanged
 from agent_harness.git.worktrees import WorkRepo
-from tests.shared.git import git
+from tests.shared.git import git, seeded_clone
 
 pytestmark = pytest.mark.integration
 
@@ -22,17 +22,7 @@ def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
-    bare = tmp_path / "origin.git"
-    git(tmp_path, "init", "-q", "--bare", "--initial-branch=main", str(bare))
-    seed = tmp_path / "seed"
-    git(tmp_path, "init", "-q", "--initial-branch=main", str(seed))
-    (seed / "README.md").write_text("hello\n")
-    git(seed, "add", "-A")
-    git(seed, "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qm", "first")
-    git(seed, "push", "-q", str(bare), "main")
-    work = tmp_path / "work"
-    git(tmp_path, "clone", "-q", str(bare), str(work))
-    return work
+    return seeded_clone(tmp_path)
 
 
 def changed(repo: WorkRepo) -> str:

@@ -10,24 +10,14 @@ from pathlib import Path
 import pytest
 
 from agent_harness.git.worktrees import DefaultBranchGuard, WorkRepo, WorktreeError, branch_name
-from tests.shared.git import git
+from tests.shared.git import git, seeded_clone
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def clone(tmp_path: Path) -> Path:
-    bare = tmp_path / "origin.git"
-    git(tmp_path, "init", "-q", "--bare", "--initial-branch=main", str(bare))
-    seed = tmp_path / "seed"
-    git(tmp_path, "init", "-q", "--initial-branch=main", str(seed))
-    (seed / "README.md").write_text("hello\n")
-    git(seed, "add", "-A")
-    git(seed, "commit", "-qm", "first")
-    git(seed, "push", "-q", str(bare), "main")
-    work = tmp_path / "work"
-    git(tmp_path, "clone", "-q", str(bare), str(work))
-    return work
+    return seeded_clone(tmp_path)
 
 
 def test_a_new_worktree_on_its_own_branch_from_the_default(clone: Path) -> None:

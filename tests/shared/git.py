@@ -15,3 +15,18 @@ def git(cwd: Path, *args: str) -> str:
         capture_output=True,
         text=True,
     ).stdout.strip()
+
+
+def seeded_clone(root: Path) -> Path:
+    """A clone (`root/work`) of a bare origin (`root/origin.git`) whose main has one commit."""
+    bare = root / "origin.git"
+    git(root, "init", "-q", "--bare", "--initial-branch=main", str(bare))
+    seed = root / "seed"
+    git(root, "init", "-q", "--initial-branch=main", str(seed))
+    (seed / "README.md").write_text("hello\n")
+    git(seed, "add", "-A")
+    git(seed, "commit", "-qm", "first")
+    git(seed, "push", "-q", str(bare), "main")
+    work = root / "work"
+    git(root, "clone", "-q", str(bare), str(work))
+    return work

@@ -155,3 +155,14 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
                 if close:
                     close()
             store.close()
+
+
+def use_the_cli(h: Harness, where: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`agent-harness` run in-process from `where` reaches this forge and model server, with
+    sessions headless."""
+    monkeypatch.chdir(where)
+    monkeypatch.setenv("GH_TOKEN", TOKEN)
+    monkeypatch.setenv("GITHUB_API_URL", h.forge.server.api_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{h.model.url}/v1")
+    monkeypatch.setenv("AGENT_HARNESS_SESSIONS__HOST", "headless")

@@ -22,9 +22,8 @@ import pytest
 from agent_harness.cli import main
 from agent_harness.git.settings import GitSettingsChanged
 from agent_harness.pipeline.settings import RunSettings
-from agent_harness.testing.forge import TOKEN
 
-from .conftest import REPO, Harness
+from .conftest import REPO, Harness, use_the_cli
 
 ONE_ITEM = "### T1: Count words\nMake it.\n"
 
@@ -174,10 +173,7 @@ def test_an_agent_setting_its_commit_identity_is_delivered_as_usual(harness: Har
         "git config user.email agent@example.com\n"
         "echo notes > NOTES.md"
     )
-    pipeline = harness.pipeline(ONE_ITEM, agent=shell_agent(script), settings=settings())
-    [item] = pipeline.run().items
-    assert item.state == "pr_open", item.reason
-    assert len(harness.pulls()) == 1
+    delivered(harness, script)
 
 
 @pytest.mark.acceptance
@@ -187,12 +183,7 @@ def test_the_cli_stops_in_one_line_with_exit_4_and_the_item_waits(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("GH_TOKEN", TOKEN)
-    monkeypatch.setenv("GITHUB_API_URL", harness.forge.server.api_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("OPENAI_BASE_URL", f"{harness.model.url}/v1")
-    monkeypatch.setenv("AGENT_HARNESS_SESSIONS__HOST", "headless")
+    use_the_cli(harness, tmp_path, monkeypatch)
     (tmp_path / "PLAN.md").write_text(ONE_ITEM)
     elsewhere = tmp_path / "elsewhere.git"
     subprocess.run(["git", "init", "-q", "--bare", str(elsewhere)], check=True)

@@ -12,9 +12,8 @@ import pytest
 
 from agent_harness.cli import main
 from agent_harness.demo.run import seed_repository
-from agent_harness.testing.forge import TOKEN
 
-from .conftest import EXAMPLES, REPO, Harness
+from .conftest import EXAMPLES, REPO, Harness, use_the_cli
 
 pytestmark = pytest.mark.integration
 
@@ -40,12 +39,7 @@ pathlib.Path(f"notes/{item.lower()}.txt").write_text(item + "\\n")
 
 @pytest.fixture
 def cli(harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Harness:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("GH_TOKEN", TOKEN)
-    monkeypatch.setenv("GITHUB_API_URL", harness.forge.server.api_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("OPENAI_BASE_URL", f"{harness.model.url}/v1")
-    monkeypatch.setenv("AGENT_HARNESS_SESSIONS__HOST", "headless")
+    use_the_cli(harness, tmp_path, monkeypatch)
     monkeypatch.setenv("AGENT_HARNESS_TRACKER__WRITE_SPACING_S", "0")
     return harness
 
