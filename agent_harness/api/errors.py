@@ -144,6 +144,9 @@ def install(app: FastAPI) -> None:
             # Starlette names the methods of the first route matching the path only: a path
             # served by a GET route and a POST route answered OPTIONS with `Allow: GET`.
             allowed = _methods_of(app, request.scope)
+            if not allowed:  # a route left out of the description (/docs): Starlette's own
+                said = (exc.headers or {}).get("Allow", "")
+                allowed = {method.strip() for method in said.split(",") if method.strip()}
             return JSONResponse(
                 {"detail": "Method Not Allowed"},
                 status_code=405,
@@ -178,9 +181,11 @@ def validation_detail(errors: Sequence[Any]) -> str:
     handler failed on a body that is not UTF-8 (bytes), a string holding a lone surrogate
     (JSON's `"\\ud800"`) or `NaN`, making every such request a 500. Nothing of the input is
     repeated here; the text is made encodable."""
+    # A value that is not None fails a field's `| None` member too: that says nothing.
+    errors = [error for error in errors if "none" not in error.get("loc", ())]
     parts = []
-    for error in list(errors)[:5]:
-        where = " ".join(str(part) for part in error.get("loc", ()))
+    for error in errors[:5]:
+        where = " ".join(str(part) for part in error.get("loc", ()) if not _union_tag(part))
         message = str(error.get("msg", "is not valid")).removeprefix("Value error, ")
         if error.get("type") == "string_pattern_mismatch":
             pattern = str((error.get("ctx") or {}).get("pattern", ""))
@@ -190,6 +195,12 @@ def validation_detail(errors: Sequence[Any]) -> str:
         parts.append(f"and {len(errors) - 5} more")
     text = "; ".join(parts) or "the request does not match the API's description"
     return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _union_tag(part: object) -> bool:
+    """A step of an error's location naming a member of a union (`constrained-str`), not a
+    field."""
+    return isinstance(part, str) and ("constrained" in part or part.startswith("function-"))
 
 
 # What a pattern of the description asks for, in words (a regular expression is no answer).

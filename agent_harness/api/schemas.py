@@ -3,9 +3,9 @@ the reference a host codes against. Each `from_*` turns a library record into it
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from agent_harness.audit.baselines import Comparison
@@ -304,11 +304,11 @@ class PlanParseIn(BaseModel):
         json_schema_extra={"oneOf": [{"required": ["text"]}, {"required": ["project"]}]},
     )
 
-    text: str | SkipJsonSchema[None] = Field(
-        default=None, max_length=512_000, description="Markdown of a plan (give this or project)."
+    text: Annotated[str, StringConstraints(max_length=512_000)] | SkipJsonSchema[None] = Field(
+        default=None, description="Markdown of a plan (give this or project)."
     )
-    project: str | SkipJsonSchema[None] = Field(
-        default=None, pattern=PROJECT_PATTERN, description="Read this registered project's plan."
+    project: Annotated[str, StringConstraints(pattern=PROJECT_PATTERN)] | SkipJsonSchema[None] = (
+        Field(default=None, description="Read this registered project's plan.")
     )
 
     @model_validator(mode="before")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import stat
 import threading
 from dataclasses import dataclass
@@ -42,10 +41,36 @@ from agent_harness.git.runner import GitError, run_git
 HARMLESS_SECTIONS = frozenset(
     {"user", "branch", "color", "advice", "column", "help", "i18n", "log", "status"}
 )
-HARMLESS_KEYS = frozenset({"core.hookspath", "init.defaultbranch"})
+HARMLESS_KEYS = frozenset(
+    {
+        "core.hookspath",  # pinned
+        "init.defaultbranch",
+        "core.sparsecheckout",  # which files a worktree checks out
+        "core.sparsecheckoutcone",
+        "extensions.relativeworktrees",  # git 2.48's worktree.useRelativePaths writes it
+    }
+)
+# Git LFS writes these itself, from inside a push, about the server it talked to.
+HARMLESS_KEY = re.compile(r"lfs\..*\.(?:access|locksverify)")
+# Hooks no git command of the harness runs (its commits are `--no-verify`): `pre-commit
+# install` writes one, and nothing of the harness's changes for it.
+HOOKS_NEVER_RUN = frozenset(
+    {
+        "pre-commit",
+        "pre-applypatch",
+        "applypatch-msg",
+        "post-applypatch",
+        "pre-receive",
+        "update",
+        "proc-receive",
+        "post-receive",
+        "post-update",
+        "push-to-checkout",
+        "sendemail-validate",
+    }
+)
 MAX_SETTINGS_BYTES = 1 << 20  # a settings file larger than this is compared by its stat only
 MAX_INCLUDES = 64
-_HOOKS_COPY_LIMIT = 256  # files; a hooks folder larger than that is not a hooks folder
 
 _Stat = tuple[int, int, int, int] | None
 _Settings = dict[str, list[str]]
@@ -100,22 +125,21 @@ class _File:
 
 
 class SettingsWatch:
-    """The settings files of the clone at `repo` as they were when made, and the pins its git
-    runs with; the copy of its hooks is kept under `state_dir`."""
+    """The settings files and hooks of the clone at `repo` as they were when made, and the
+    pins its git runs with."""
 
-    def __init__(self, repo: Path, state_dir: Path) -> None:
+    def __init__(self, repo: Path) -> None:
         self.repo = repo
         self._lock = threading.Lock()
         self.common, hooks = self._locate(repo)
-        self.pins = (
-            "-c",
-            f"core.hooksPath={copy_hooks(hooks, state_dir / 'git-hooks')}",
-            "-c",
-            "core.fsmonitor=false",
-        )
+        # The clone's hooks folder as found now, absolute (a relative `core.hooksPath`, as
+        # husky sets, would be read in each worktree, from the agent's own files).
+        self.pins = ("-c", f"core.hooksPath={hooks}", "-c", "core.fsmonitor=false")
+        self._hooks = _read_hooks(hooks)
         self._files: dict[Path, _File] = {}
         for path in self._candidates():
             self._watch(path)
+        self._worktrees: dict[Path, _Settings | None] = {}
 
     @staticmethod
     def _locate(repo: Path) -> tuple[Path, Path]:
@@ -157,6 +181,8 @@ class SettingsWatch:
             for known in list(self._files.values()):
                 if _stat(known.path) != known.stat:
                     found += self._changes(known)
+            if self._hooks.moved():
+                found += self._hook_changes()
             if worktree is not None:
                 found += self._link_changes(worktree)
         if found:
@@ -197,10 +223,30 @@ class SettingsWatch:
         if not common or (admin / common).resolve() != self.common:
             return [f"{self._shown(admin / 'commondir')}: leads away from the clone"]
         content = _read(admin / "config.worktree")
-        changed = _risky(_changed_keys({}, _settings(self.repo, content)))
+        now = _settings(self.repo, content)
+        before = self._worktrees.setdefault(worktree.resolve(), now)
+        changed = _risky(_changed_keys(before, now))
         return (
             [f"{self._shown(admin / 'config.worktree')}: {', '.join(changed)}"] if changed else []
         )
+
+    def note_worktree(self, worktree: Path) -> None:
+        """Take a worktree's own settings as they are, right after our `git worktree add`
+        (which copies the clone's sparse-checkout settings into it)."""
+        with self._lock:
+            self._worktrees.pop(worktree.resolve(), None)
+        self.check(worktree)
+
+    def _hook_changes(self) -> list[str]:
+        now = _read_hooks(self._hooks.path)
+        changed = [
+            f"{self._shown(self._hooks.path / name)} ({how})"
+            for name, how in self._hooks.differences(now)
+            if name not in HOOKS_NEVER_RUN
+        ]
+        if not changed:
+            self._hooks = now
+        return changed
 
     def _shown(self, path: Path) -> str:
         """A path as a person finds it: inside the clone relative to it, else as it is."""
@@ -210,38 +256,68 @@ class SettingsWatch:
             return str(path)
 
 
-def copy_hooks(hooks: Path, into: Path) -> Path:
-    """A copy of the hooks folder as it is now, under `into` (named by its content, so runs of
-    the same hooks share one); an empty folder when there are none."""
-    files: list[tuple[str, bytes, int]] = []
-    if hooks.is_dir():
-        for path in sorted(hooks.rglob("*")):
-            if len(files) >= _HOOKS_COPY_LIMIT:
-                break
-            if path.name.endswith(".sample") or not path.is_file():
-                continue
-            content = _read(path)
-            if isinstance(content, bytes):
-                files.append((str(path.relative_to(hooks)), content, path.stat().st_mode))
-    digest = hashlib.sha256()
-    for name, content, mode in files:
-        digest.update(f"{name}\0{mode & 0o777}\0{len(content)}\0".encode())
-        digest.update(content)
-    copy = into / digest.hexdigest()[:16]
-    if not copy.is_dir():
-        staging = into / f".{copy.name}.{os.getpid()}.{threading.get_ident()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        for name, content, mode in files:
-            target = staging / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-            target.chmod(mode & 0o755)
-        try:
-            staging.rename(copy)
-        except OSError:  # another process made the same copy first
-            shutil.rmtree(staging, ignore_errors=True)
-    return copy
+@dataclass
+class _Hooks:
+    """The hooks folder as last accepted: its stat, and each entry's stat and digest."""
+
+    path: Path
+    stat: _Stat
+    entries: dict[str, tuple[_Stat, str]]
+
+    def moved(self) -> bool:
+        if _stat(self.path) != self.stat:
+            return True
+        return any(_stat(self.path / name) != stat for name, (stat, _) in self.entries.items())
+
+    def differences(self, now: _Hooks) -> list[tuple[str, str]]:
+        found = []
+        for name in sorted(self.entries.keys() | now.entries.keys()):
+            if name not in now.entries:
+                found.append((name, "removed"))
+            elif name not in self.entries:
+                found.append((name, "added"))
+            elif now.entries[name][1] != self.entries[name][1]:
+                found.append((name, "changed"))
+        return found
+
+
+def _read_hooks(folder: Path) -> _Hooks:
+    """Every entry of the hooks folder but git's samples, by digest (a hook may source a
+    helper beside it, as husky's do, so every file counts, not only those named as hooks)."""
+    entries: dict[str, tuple[_Stat, str]] = {}
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        names = []
+    for name in names:
+        if name.endswith(".sample"):
+            continue
+        path = folder / name
+        entries[name] = (_stat(path), _digest(path))
+    return _Hooks(folder, _stat(folder), entries)
+
+
+def _digest(path: Path) -> str:
+    """What a hook is: its mode and content, read in chunks without blocking (a FIFO or a
+    device is a kind, not content)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            return f"folder {sorted(os.listdir(path))}"
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        digest = hashlib.sha256(f"{info.st_mode & 0o777}\0".encode())
+        while chunk := os.read(fd, 1 << 16):
+            digest.update(chunk)
+        return digest.hexdigest()
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    finally:
+        os.close(fd)
 
 
 def _included(path: Path, settings: _Settings) -> list[Path]:
@@ -296,6 +372,8 @@ def _risky(keys: set[str]) -> list[str]:
     shown = []
     for key in sorted(keys):
         if key in HARMLESS_KEYS or key.split(".", 1)[0] in HARMLESS_SECTIONS:
+            continue
+        if HARMLESS_KEY.fullmatch(key):
             continue
         key = _USERINFO.sub(r"\1***@", key)
         shown.append(_UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", key))

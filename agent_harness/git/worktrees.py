@@ -199,7 +199,7 @@ class WorkRepo:
         # Before any agent runs: the clone's git settings, and the copy of its hooks our git
         # runs with. Each git command of ours that may follow an agent's work checks the
         # settings first (see git/settings.py).
-        self.settings = SettingsWatch(self.path, self.state_dir)
+        self.settings = SettingsWatch(self.path)
         self._exclude_state_dir()
         self.fetch_max_age_s = 5.0  # items started together share one fetch of the remote
 
@@ -360,12 +360,14 @@ class WorkRepo:
         remote's (pushed earlier from another clone), else a new one at `base` (True)."""
         if local:
             self._git(self.path, "worktree", "add", "--quiet", str(path), branch)
+            self.settings.note_worktree(path)
             return False
         start = f"{self.remote}/{branch}" if existing else base
         # No upstream: the branch is pushed by name, and the clone's settings stay as they were.
         self._git(
             self.path, "worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), start
         )
+        self.settings.note_worktree(path)
         return not existing
 
     def _catch_up(self, path: Path, branch: str, pushed_sha: str | None) -> str | None:

@@ -72,19 +72,40 @@ def marking_hook(path: Path, mark: Path) -> None:
     path.chmod(0o755)
 
 
-def test_hooks_run_from_the_copy_taken_before_any_agent(clone: Path, tmp_path: Path) -> None:
+def test_the_users_hooks_run_and_one_an_agent_changes_stops_before_it_runs(
+    clone: Path, tmp_path: Path
+) -> None:
     hooks = clone / ".git" / "hooks"
     marking_hook(hooks / "post-commit", tmp_path / "users-hook-ran")
+    (hooks / "lib").mkdir()  # a helper beside it, as husky keeps one, runs from where it is
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")
-    marking_hook(hooks / "post-commit", tmp_path / "agents-hook-ran")  # changed in place
-    marking_hook(hooks / "pre-push", tmp_path / "agents-pre-push-ran")  # added
     (tree.path / "a.txt").write_text("a\n")
     repo.commit_all(tree, "T1: x")
-    repo.push(tree)
     assert (tmp_path / "users-hook-ran").exists()
+    # `pre-commit install` writes a hook no git command of the harness runs: nothing to stop.
+    marking_hook(hooks / "pre-commit", tmp_path / "pre-commit-ran")
+    repo.settings.check(tree.path)
+    before = (hooks / "post-commit").stat()
+    marking_hook(hooks / "post-commit", tmp_path / "agents-hook-ran")  # changed in place ...
+    os.utime(hooks / "post-commit", ns=(before.st_atime_ns, before.st_mtime_ns))  # ... hidden
+    (tree.path / "b.txt").write_text("b\n")
+    with pytest.raises(GitSettingsChanged, match=r"\.git/hooks/post-commit \(changed\)"):
+        repo.commit_all(tree, "T1: x")
     assert not (tmp_path / "agents-hook-ran").exists()
-    assert not (tmp_path / "agents-pre-push-ran").exists()
+
+
+def test_a_worktrees_own_settings_as_git_made_them_are_its_normal(clone: Path) -> None:
+    # `git worktree add` copies a sparse checkout's settings into the worktree's own file.
+    git(clone, "sparse-checkout", "init", "--cone")
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "a.txt").write_text("a\n")
+    assert repo.commit_all(tree, "T1: x") is not None
+    admin = Path(git(tree.path, "rev-parse", "--absolute-git-dir"))
+    git(tree.path, "config", "--file", str(admin / "config.worktree"), "core.sshCommand", "x")
+    with pytest.raises(GitSettingsChanged, match=r"config\.worktree: core\.sshcommand"):
+        repo.commit_all(tree, "T1: x")
 
 
 def test_a_hooks_path_relative_to_each_worktree_runs_the_clones_not_the_agents(

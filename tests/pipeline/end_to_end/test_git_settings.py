@@ -3,11 +3,11 @@
 The agent shares the user's clone: its worktree's git directory is the clone's, so an agent can
 write the clone's git settings and hooks. The harness runs git there after the agent (commit,
 push, the next item's worktree), with its own environment and the user's push credentials.
-Hooks run from a copy taken before any agent ran, so one an agent plants never runs (and the
-run goes on). A push URL, an `fsmonitor` program or a rewritten link to the clone is found
-before the harness's next git command there; the run stops saying which setting changed, and
-the item waits (its attempt given back) for a person. A harmless setting an agent may well
-write (its commit identity) changes nothing.
+Hooks run from the clone's own hooks folder, named on the command line, and `fsmonitor` is
+off, so a hooks path an agent sets changes nothing. A hook it adds or changes there, a push
+URL, or a rewritten link to the clone is found before the harness's next git command; the run
+stops saying which, and the item waits (its attempt given back) for a person. A harmless
+setting an agent may well write (its commit identity) changes nothing.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_a_hooks_path_the_agent_sets_never_runs_and_the_work_is_delivered(
     harness: Harness, tmp_path: Path
 ) -> None:
     # What husky's `npm install` does, or an agent on purpose: harmless to a harness whose git
-    # runs the hooks it copied before any agent ran.
+    # names the clone's hooks folder itself.
     marks = tmp_path / "marks"
     hooks = marking_hooks(tmp_path / "planted", marks)
     delivered(
@@ -80,7 +80,7 @@ def test_a_hooks_path_the_agent_sets_never_runs_and_the_work_is_delivered(
 
 
 @pytest.mark.acceptance
-def test_a_hook_the_agent_writes_into_the_clone_never_runs(
+def test_a_hook_the_agent_writes_into_the_clone_never_runs_and_stops_the_run(
     harness: Harness, tmp_path: Path
 ) -> None:
     marks = tmp_path / "marks"
@@ -89,8 +89,27 @@ def test_a_hook_the_agent_writes_into_the_clone_never_runs(
     for name in ("pre-push", "post-commit", "reference-transaction", "prepare-commit-msg"):
         hook = f"#!/bin/sh\ntouch {shlex.quote(str(marks / name))}\n"
         script += [f'printf %s {shlex.quote(hook)} > "$hooks/{name}"', f'chmod +x "$hooks/{name}"']
-    delivered(harness, "\n".join([*script, "echo notes > NOTES.md"]))
-    assert list(marks.iterdir()) == []
+    error, state = run_stopped(harness, "\n".join([*script, "echo notes > NOTES.md"]))
+    assert ".git/hooks/post-commit (added)" in error.message
+    assert ".git/hooks/pre-push (added)" in error.message
+    assert list(marks.iterdir()) == [] and harness.pulls() == []
+    assert state == "waiting"
+
+
+@pytest.mark.acceptance
+def test_a_pre_commit_hook_the_agent_installs_changes_nothing(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # What `pre-commit install` writes: a hook the harness's commits (`--no-verify`) never run.
+    mark = tmp_path / "pre-commit-ran"
+    hook = f"#!/bin/sh\ntouch {shlex.quote(str(mark))}\n"
+    script = (
+        'hooks="$(git rev-parse --git-common-dir)/hooks"\n'
+        f'printf %s {shlex.quote(hook)} > "$hooks/pre-commit"; chmod +x "$hooks/pre-commit"\n'
+        "echo notes > NOTES.md"
+    )
+    delivered(harness, script)
+    assert not mark.exists()
 
 
 @pytest.mark.acceptance
