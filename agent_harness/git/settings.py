@@ -6,18 +6,18 @@ command the harness runs there afterwards (commit, push, the next item's worktre
 harness's environment and with the user's push credentials. Two defences:
 
 - **Pinned on the command line** (`pins`, which wins over every settings file and cannot be
-  raced): hooks run from a copy of the clone's hooks folder taken before any agent ran, and
-  `core.fsmonitor` is off. A hook an agent adds (a `pre-commit install`, husky's
-  `core.hooksPath`) never runs under the harness, and the user's own (Git LFS's `pre-push`)
-  still do.
+  raced): hooks run from the clone's own hooks folder, as found before any agent ran, named
+  absolute, and `core.fsmonitor` is off. A hooks path an agent sets (husky's) changes nothing,
+  and the user's own hooks (Git LFS's `pre-push`) run from where they are.
 - **Watched** (`SettingsWatch.check`), for what a pin cannot hold: every file git takes
-  settings from here (the clone's, the user's, and what they include, existing or not yet) and
-  the worktree's link to the clone's git directory. The harness compares them before each of
-  its git commands that can follow an agent. A change is read setting by setting: one of the
-  few an agent may harmlessly write (`user.name`, a branch's upstream, colours, a hooks path)
-  is taken as the new normal; any other (a push URL, `insteadOf`, a credential helper,
-  `core.sshCommand`, a filter, an include) raises `GitSettingsChanged`, naming the file and
-  the setting but never its value.
+  settings from here (the clone's, the user's, and what they include, existing or not yet),
+  the hooks folder by content, and the worktree's link to the clone's git directory. The
+  harness compares them before each of its git commands that can follow an agent. A change is
+  read setting by setting: one an agent may harmlessly write (`user.name`, a branch's
+  upstream, colours, a hooks path), or a hook the harness never runs (`pre-commit`), is taken
+  as the new normal; any other (a push URL, `insteadOf`, a credential helper,
+  `core.sshCommand`, a filter, an include, a hook it runs) raises `GitSettingsChanged`, naming
+  the file and the setting but never its value.
 
 Checking costs a few `stat` calls; a file is read (and parsed by `git config`) only when its
 size, times or inode moved.
@@ -91,9 +91,9 @@ def _stat(path: Path) -> _Stat:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _read(path: Path) -> bytes | str | None:
-    """A settings file's bytes; None when absent; a few words when it cannot be read as one
-    (a FIFO or a device would block or never end; a huge file is not a settings file)."""
+def _opened(path: Path) -> int | str | None:
+    """A descriptor of the regular file at `path`, opened without blocking (a FIFO or a device
+    would block or never end); None when nothing is there; else a few words for what is."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -101,11 +101,26 @@ def _read(path: Path) -> bytes | str | None:
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return "not a regular file"
-        if info.st_size > MAX_SETTINGS_BYTES:
-            return f"{info.st_size} bytes"
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        return f"unreadable ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    return "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+
+
+def _read(path: Path) -> bytes | str | None:
+    """A settings file's bytes; None when absent; a few words when it cannot be read as one
+    (see `_opened`; a huge file is not a settings file)."""
+    fd = _opened(path)
+    if not isinstance(fd, int):
+        return fd
+    try:
+        size = os.fstat(fd).st_size
+        if size > MAX_SETTINGS_BYTES:
+            return f"{size} bytes"
         with os.fdopen(fd, "rb", closefd=False) as handle:
             return handle.read(MAX_SETTINGS_BYTES + 1)
     except OSError as exc:
@@ -298,19 +313,18 @@ def _read_hooks(folder: Path) -> _Hooks:
 
 
 def _digest(path: Path) -> str:
-    """What a hook is: its mode and content, read in chunks without blocking (a FIFO or a
-    device is a kind, not content)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        return f"unreadable ({exc.strerror})"
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
+    """What a hook is: its mode and content, read in chunks (see `_opened`); a folder, by
+    what it lists."""
+    fd = _opened(path)
+    if fd == "a folder":
+        try:
             return f"folder {sorted(os.listdir(path))}"
-        if not stat.S_ISREG(info.st_mode):
-            return "not a regular file"
-        digest = hashlib.sha256(f"{info.st_mode & 0o777}\0".encode())
+        except OSError as exc:
+            return f"unreadable ({exc.strerror})"
+    if not isinstance(fd, int):
+        return fd or "gone"
+    try:
+        digest = hashlib.sha256(f"{os.fstat(fd).st_mode & 0o777}\0".encode())
         while chunk := os.read(fd, 1 << 16):
             digest.update(chunk)
         return digest.hexdigest()

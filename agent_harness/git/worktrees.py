@@ -196,9 +196,9 @@ class WorkRepo:
         self._changes: dict[tuple[str, str, str], Change] = {}
         self._changes_lock = threading.Lock()
         self.remote_refs = RemoteRefsLock()  # shared by every worker using this clone
-        # Before any agent runs: the clone's git settings, and the copy of its hooks our git
-        # runs with. Each git command of ours that may follow an agent's work checks the
-        # settings first (see git/settings.py).
+        # Before any agent runs: the clone's git settings and hooks, and the pins our git runs
+        # with. Each git command of ours that may follow an agent's work checks them first
+        # (see git/settings.py).
         self.settings = SettingsWatch(self.path)
         self._exclude_state_dir()
         self.fetch_max_age_s = 5.0  # items started together share one fetch of the remote
