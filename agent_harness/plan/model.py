@@ -121,7 +121,16 @@ def default_plan_key(path: PurePath) -> str:
         # A name a key cannot hold is spelled with dashes and marked with a hash of itself
         # (`my spec` is `my-spec-` and 6 hex digits), so two specs never share one key.
         return plan_key_from(parts[-2])
+    if shown_path(path.stem) != path.stem:  # a name that is not UTF-8 can be no key as it is
+        return plan_key_from(path.stem)
     return path.stem
+
+
+def shown_path(text: str) -> str:
+    """A path as text that can be written anywhere (an issue, a marker, a terminal): a byte of
+    its name that is not UTF-8 (kept by Python as a lone surrogate) is spelled out as `\\xe9`,
+    the same on every run, so what is shown can be compared with what was shown before."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def plan_key_from(name: str) -> str:
@@ -130,7 +139,8 @@ def plan_key_from(name: str) -> str:
     one key."""
     if _PLAN_KEY.fullmatch(name):
         return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+    # A name that is not UTF-8 (a folder named in Latin-1) is hashed as the bytes it is.
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:6]
     return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', name).strip('-.')[:50]}-{digest}".lstrip("-")
 
 
@@ -146,7 +156,7 @@ def plan_in_repo(source: str) -> tuple[Path, str] | None:
             return None
         for parent in path.parents:
             if _is_work_tree(parent):
-                return parent, path.relative_to(parent).as_posix()
+                return parent, shown_path(path.relative_to(parent).as_posix())
     except OSError:  # a directory we may not read, a name too long
         return None
     return None

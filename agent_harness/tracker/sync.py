@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agent_harness.errors import UNREADABLE_JSON, HarnessError, read_json
-from agent_harness.plan.model import Plan, WorkItem, plan_in_repo, plan_key_from
+from agent_harness.plan.model import Plan, WorkItem, plan_in_repo, plan_key_from, shown_path
 from agent_harness.tracker.protocol import (
     IssueDraft,
     IssueRecord,
@@ -258,7 +258,7 @@ def render_issue(
 ) -> tuple[IssueDraft, Marker]:
     """The issue an item should be, and the marker that will identify it. `in_repo`: the plan's
     path in its repository, which the issue names (in place of `source`) and the marker keeps."""
-    source = in_repo or source
+    source = in_repo or shown_path(source)
     parts = [defuse_markers(item.body.strip())] if item.body.strip() else []
     facts = [
         f"**Success check:** {item.success_check}"

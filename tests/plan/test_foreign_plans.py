@@ -335,6 +335,10 @@ def test_a_kiro_specs_plan_key_is_its_spec_spelled_as_a_key_may_be() -> None:
     assert spaced.startswith("my-spec-") and accented.startswith("my-sp-c-")
     assert len({spaced, accented, key("/r/.kiro/specs/my-spec/tasks.md")}) == 3
     assert len(key("/r/.kiro/specs/" + "a" * 80 + "/tasks.md")) <= 64
+    # A folder named in Latin-1 (b"caf\xe9", which Python holds as a lone surrogate) is hashed
+    # as its bytes, apart from the same name in UTF-8.
+    latin1 = key("/r/.kiro/specs/caf\udce9/tasks.md")
+    assert latin1.startswith("caf-") and latin1 != key("/r/.kiro/specs/café/tasks.md")
 
 
 @pytest.mark.unit

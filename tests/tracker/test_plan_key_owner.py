@@ -223,3 +223,23 @@ def test_the_cli_refuses_in_one_line_and_takes_a_move_when_told(
     assert len(json.loads(capsys.readouterr().out)["updated"]) == 2
     assert main(["plan", "auth.md", "--moved-from", "x.md"]) == 2
     assert "need --repo" in capsys.readouterr().err
+
+
+def test_a_plan_whose_file_name_is_not_utf8_syncs_again_without_change(
+    rf: RunningForge, clone: Path
+) -> None:
+    """A name git and the file system keep as bytes (Latin-1 here) is shown with its odd byte
+    written out, the same on every sync: the second sync finds its own issues."""
+    folder = clone / "specs" / "003-caf\udce9"  # b"caf\xe9", as os.fsdecode gives it
+    folder.mkdir()
+    (folder / "tasks.md").write_text(AUTH)
+    tracker = client(rf)
+    plan = parse_plan_file(folder / "tasks.md")
+    first = sync_plan(plan, tracker, "tasks")
+    assert [c.id for c in first.created] == ["T001", "T002"]
+    assert sources(tracker) == {"specs/003-caf\\xe9/tasks.md"}
+    for issue in tracker.list_issues():
+        assert "Mirrored from `specs/003-caf\\xe9/tasks.md`" in issue.body
+    again = sync_plan(parse_plan_file(folder / "tasks.md"), tracker, "tasks")
+    assert (again.created, again.updated) == ([], [])
+    assert [c.id for c in again.unchanged] == ["T001", "T002"]

@@ -155,3 +155,28 @@ def test_no_plan_and_no_projects_is_one_line(
     assert capsys.readouterr().err.strip() == (
         "error: give --plan PLAN.md, or [[projects]] with plan = ... in agent-harness.toml"
     )
+
+
+def test_a_plan_whose_file_name_is_not_utf8_runs_and_says_so_readably(
+    cli: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan file named in Latin-1 (b"caf\\xe9.md"): its key, its issues and the run's report
+    all work, and a second run finds the same issues instead of refusing or making more."""
+    name = "caf\udce9.md"  # how Python holds the byte 0xE9 of the name
+    (tmp_path / name).write_text("### C1: Note C1\n\n")
+    (tmp_path / "agent.py").write_text(AGENT)
+    (tmp_path / "log").mkdir()
+    agent = shlex.join([sys.executable, str(tmp_path / "agent.py"), str(tmp_path / "log")])
+    args = ["run", "--repo", REPO, "--work", str(cli.work), "--plan", name,
+            "--agent", agent + " --prompt-file {prompt_file}", "--reviewer", "openai:gpt-test",
+            "--json"]  # fmt: skip
+    for _ in range(2):
+        code = main(args)
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        finished = json.loads(out.strip().splitlines()[-1])
+        assert [item["state"] for item in finished["items"]] == ["pr_open"]
+        assert finished["project"].startswith(f"{REPO}:caf-")  # a key spelled as keys may be
+    assert len(cli.pulls()) == 1
+    [issue] = cli.tracker().list_issues()
+    assert "Mirrored from `caf\\xe9.md`" in issue.body
