@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from agent_harness.errors import ConfigError, read_json
+from agent_harness.plan.model import PLAN_KEY_PATTERN
 from agent_harness.secrets.process import process_env
 
 ENV_PREFIX = "AGENT_HARNESS_"
@@ -46,8 +47,16 @@ DEFAULT_PROTECTED = (".github/**", CONFIG_FILE)
 
 class _Section(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", validate_assignment=True, use_attribute_docstrings=True
+        extra="forbid",
+        validate_assignment=True,
+        use_attribute_docstrings=True,
+        allow_inf_nan=False,  # "no cap" is said by leaving a cap unset
     )
+
+
+# The longest wait any setting may ask for: a year. Longer is a typo (or `1e308`), and would
+# overflow the clocks and sockets it is handed to.
+_MAX_SECONDS = 366 * 24 * 3600.0
 
 
 class TrackerSettings(_Section):
@@ -57,13 +66,13 @@ class TrackerSettings(_Section):
     """API base URL; None means api.github.com (or GITHUB_API_URL when set)."""
     token: SecretStr | None = None
     """Token for the tracker. Prefer GH_TOKEN / GITHUB_TOKEN; never handed to agents."""
-    plan_key: str | None = None
+    plan_key: str | None = Field(default=None, pattern=PLAN_KEY_PATTERN)
     """Key that scopes a plan's issues in a repo; default: the plan file's stem."""
-    write_spacing_s: float = Field(default=1.0, ge=0)
+    write_spacing_s: float = Field(default=1.0, ge=0, le=_MAX_SECONDS)
     """Seconds between writes, per GitHub's guidance on secondary rate limits."""
-    max_rate_wait_s: float = Field(default=900.0, ge=0)
+    max_rate_wait_s: float = Field(default=900.0, ge=0, le=_MAX_SECONDS)
     """Longest wait for a primary rate-limit reset before stopping with a clear message."""
-    request_timeout_s: float = Field(default=30.0, gt=0)
+    request_timeout_s: float = Field(default=30.0, gt=0, le=_MAX_SECONDS)
     """Timeout of one tracker request."""
 
 
@@ -81,9 +90,9 @@ class BudgetSettings(_Section):
     """Attempts per item (agent run + checks + review) before it fails."""
     max_replans: int = Field(default=2, ge=0)
     """Whole-plan revisions the direct-API executor may make for one item."""
-    agent_timeout_s: float = Field(default=3600.0, gt=0)
+    agent_timeout_s: float = Field(default=3600.0, gt=0, le=_MAX_SECONDS)
     """Wall time one agent session may take."""
-    agent_idle_s: float = Field(default=120.0, gt=0)
+    agent_idle_s: float = Field(default=120.0, gt=0, le=_MAX_SECONDS)
     """Seconds an agent may print nothing before it is looked at: stopped at a usage limit
     (its item is parked), or waiting for input (said so; it keeps its session, for a person to
     attach and answer, until agent_timeout_s)."""
@@ -94,7 +103,7 @@ class BudgetSettings(_Section):
     max_call_usd: float | None = Field(default=None, ge=0)
     """What one agent run or model call may cost at most: the bound a budget is checked with
     before each call (the largest call seen so far counts too); None means only what was seen."""
-    lease_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
+    lease_s: float = Field(default=300.0, gt=0, allow_inf_nan=False, le=_MAX_SECONDS)
     """Lease length; a worker that stops heartbeating loses its item after this long (finite:
     the claim's event records when it ends)."""
 
@@ -104,7 +113,7 @@ class CheckSettings(_Section):
 
     commands: list[str] = Field(default_factory=list)
     """Check commands run in the worktree, cheapest first."""
-    timeout_s: float = Field(default=600.0, gt=0)
+    timeout_s: float = Field(default=600.0, gt=0, le=_MAX_SECONDS)
     """Timeout of one check command."""
     env_pass: list[str] = Field(default_factory=list)
     """Variables checks get even though they look secret (names or PREFIX* patterns), e.g. the
@@ -259,6 +268,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 text
+        raise ConfigError(
+            f"{path}: not valid TOML (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start} is not UTF-8)"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
 

@@ -68,6 +68,50 @@ def test_bad_files_name_the_file_and_key(tmp_path: Path, toml: str, message: str
     assert "agent-harness.toml" in str(info.value)
 
 
+@pytest.mark.parametrize("key", ["my plan", "caf\udce9", "", "x" * 65, "a\n"])
+def test_a_plan_key_no_issue_marker_can_hold_is_refused(tmp_path: Path, key: str) -> None:
+    (tmp_path / ".git").mkdir()
+    with pytest.raises(
+        ConfigError, match=r"env AGENT_HARNESS_TRACKER__PLAN_KEY: tracker\.plan_key: "
+    ):
+        load_settings(cwd=tmp_path, env={"AGENT_HARNESS_TRACKER__PLAN_KEY": key})
+
+
+@pytest.mark.parametrize("name", ["agent-harness.toml", "pyproject.toml"])
+def test_a_settings_file_that_is_not_utf8_is_named_with_its_odd_byte(
+    tmp_path: Path, name: str
+) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / name).write_bytes(b"# caf\xe9\n[budgets]\nmax_attempts = 5\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(cwd=tmp_path, env={})
+    assert info.value.message == (
+        f"{tmp_path / name}: not valid TOML (byte 0xe9 at offset 5 is not UTF-8)"
+    )
+    with pytest.raises(ConfigError, match="byte 0xe9 at offset 5"):
+        load_settings(cwd=tmp_path / "..", env={}, config_file=tmp_path / name)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("TRACKER__REQUEST_TIMEOUT_S", "inf", "Input should be a finite number"),
+        ("TRACKER__REQUEST_TIMEOUT_S", "1e308", "less than or equal to 31622400"),
+        ("TRACKER__WRITE_SPACING_S", "1e308", "less than or equal to 31622400"),
+        ("BUDGETS__AGENT_TIMEOUT_S", "nan", "Input should be a finite number"),
+        ("BUDGETS__ITEM_COST_USD", "inf", "Input should be a finite number"),
+        ("CHECKS__TIMEOUT_S", "1e12", "less than or equal to 31622400"),
+    ],
+)
+def test_an_endless_or_overflowing_number_is_refused_where_it_is_set(
+    tmp_path: Path, name: str, value: str, said: str
+) -> None:
+    # Taken, these overflowed the socket or clock they were handed to, as a traceback later.
+    (tmp_path / ".git").mkdir()
+    with pytest.raises(ConfigError, match=f"env AGENT_HARNESS_{name}: .*{said}"):
+        load_settings(cwd=tmp_path, env={f"AGENT_HARNESS_{name}": value})
+
+
 def test_bad_env_value_names_the_variable(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     with pytest.raises(ConfigError, match=r"env AGENT_HARNESS_BUDGETS__LEASE_S: budgets\.lease_s"):

@@ -10,8 +10,9 @@ from fastapi import Path as PathParam
 from agent_harness.api.context import ApiContext, context
 from agent_harness.api.errors import AUTH, BODY, MISSING, REFUSED
 from agent_harness.api.schemas import ErrorBody, ProjectList, ProjectOut
+from agent_harness.plan.model import PLAN_KEY_PATTERN
 from agent_harness.queue import projects
-from agent_harness.queue.projects import NAME_PATTERN, OWNER_PATTERN, PLAN_KEY_PATTERN, ProjectSpec
+from agent_harness.queue.projects import NAME_PATTERN, OWNER_PATTERN, ProjectSpec
 
 router = APIRouter(prefix="/api/projects", tags=["projects"], responses=AUTH)
 

@@ -9,6 +9,8 @@ traceback).
 from __future__ import annotations
 
 import importlib
+import os
+from collections.abc import Mapping
 
 import click
 
@@ -175,12 +177,35 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("interrupted", 130, as_json, prefix="")
     except BrokenPipeError:
         return 141
-    except Exception as exc:  # a traceback reaching the user is a bug: say so in one line
-        if process_env().get("AGENT_HARNESS_DEBUG"):
-            raise
-        message = (
-            f"{type(exc).__name__}: {exc} "
-            "(this is a bug; rerun with AGENT_HARNESS_DEBUG=1 for the traceback)"
-        )
-        return _fail(message, 70, as_json, prefix="internal error: ")
+    except OSError as exc:
+        if isinstance(exc.filename, str | bytes) and not _debugging(process_env()):
+            return _fail(_os_error(exc), 1, as_json)
+        return _bug(exc, as_json, process_env())
+    except Exception as exc:
+        return _bug(exc, as_json, process_env())
     return result if isinstance(result, int) else 0
+
+
+def _debugging(env: Mapping[str, str]) -> bool:
+    return env.get("AGENT_HARNESS_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _os_error(exc: OSError) -> str:
+    """A file the machine would not let us use (a name too long, no room, no permission):
+    the user's to fix, said as the file and the reason, not as a bug."""
+    from agent_harness.plan.model import shown_path
+
+    names = [name for name in (exc.filename, exc.filename2) if isinstance(name, str | bytes)]
+    shown = " -> ".join(shown_path(os.fsdecode(name))[:200] for name in names)
+    return f"{shown}: {exc.strerror or exc}"
+
+
+def _bug(exc: BaseException, as_json: bool, env: Mapping[str, str]) -> int:
+    """A traceback reaching the user is a bug: say so in one line, unless debugging."""
+    if _debugging(env):
+        raise exc
+    message = (
+        f"{type(exc).__name__}: {exc} "
+        "(this is a bug; rerun with AGENT_HARNESS_DEBUG=1 for the traceback)"
+    )
+    return _fail(message, 70, as_json, prefix="internal error: ")

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from agent_harness.cli.output import from_env
+from agent_harness.cli.output import checked_name, from_env
 
 
 @click.command(
@@ -17,8 +17,13 @@ Examples:
   AGENT_HARNESS_SESSION_TOKEN=... agent-harness attach T3   # an agent on a remote host
 """
 )
-@click.argument("item_id", metavar="ITEM")
-@click.option("--project", metavar="OWNER/NAME:KEY", help="Project (needed when several).")
+@click.argument("item_id", metavar="ITEM", callback=checked_name)
+@click.option(
+    "--project",
+    metavar="OWNER/NAME:KEY",
+    callback=checked_name,
+    help="Project (needed when several).",
+)
 @click.option(
     "--db",
     metavar="URL",

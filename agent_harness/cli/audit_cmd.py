@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from agent_harness.cli.output import console, from_env, print_json
+from agent_harness.cli.output import checked_name, console, from_env, print_json
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -44,7 +44,9 @@ def _common(func: F) -> F:
 def _range(func: F) -> F:
     func = click.option("--until", metavar="YYYY-MM-DD", help="Last UTC day (inclusive).")(func)
     func = click.option("--since", metavar="YYYY-MM-DD", help="First UTC day.")(func)
-    return click.option("--project", metavar="PROJECT", help="Only this project.")(func)
+    return click.option(
+        "--project", metavar="PROJECT", callback=checked_name, help="Only this project."
+    )(func)
 
 
 def audit_target(audit_db: str | None, db: str | None) -> str:
@@ -162,9 +164,9 @@ def health_cmd(db: str | None, audit_db: str | None, as_json: bool) -> int:
 @audit.command(name="events")
 @click.option("--after", type=int, default=0, show_default=True, help="Rows with a higher id.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
-@click.option("--item", metavar="ID", help="Only this item.")
-@click.option("--kind", metavar="KIND", help="Only this kind of event.")
-@click.option("--project", metavar="PROJECT", help="Only this project.")
+@click.option("--item", metavar="ID", callback=checked_name, help="Only this item.")
+@click.option("--kind", metavar="KIND", callback=checked_name, help="Only this kind of event.")
+@click.option("--project", metavar="PROJECT", callback=checked_name, help="Only this project.")
 @_common
 def events_cmd(
     after: int,
@@ -209,7 +211,9 @@ def rollups_cmd(
     help="Record a baseline first: TOTAL items delivered over DAYS days before. Immutable: "
     "a label already recorded is refused (exit 2).",
 )
-@click.option("--project", metavar="PROJECT", help="Measure only this project.")
+@click.option(
+    "--project", metavar="PROJECT", callback=checked_name, help="Measure only this project."
+)
 @_common
 def baselines_cmd(
     spec: str | None, project: str | None, db: str | None, audit_db: str | None, as_json: bool

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agent_harness.cli.output import console, from_env, print_json
+from agent_harness.cli.output import checked_name, console, from_env, print_json
 
 if TYPE_CHECKING:
     from agent_harness.queue.control import Control
@@ -26,6 +26,7 @@ Examples:
 @click.option(
     "--project",
     metavar="PROJECT",
+    callback=checked_name,
     help="Only this project (owner/repo:plan), running or not (asked ahead of its next run); "
     "default: every project a run works now, and for resume also any still paused.",
 )

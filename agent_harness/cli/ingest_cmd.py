@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agent_harness.cli.audit_cmd import audit_options, audit_target
-from agent_harness.cli.output import console, print_json
+from agent_harness.cli.output import checked_name, console, print_json
 
 if TYPE_CHECKING:
     from agent_harness.audit.ingest import IngestReport, Skipped
@@ -44,7 +44,12 @@ Each line of an --events file is one JSON object:
     help="JSONL file of events to append to the work log first; each line carries its own "
     "unique 'id'.",
 )
-@click.option("--project", metavar="PROJECT", help="Project for lines that do not name one.")
+@click.option(
+    "--project",
+    metavar="PROJECT",
+    callback=checked_name,
+    help="Project for lines that do not name one.",
+)
 @click.option(
     "--from",
     "from_tool",

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from typing import TYPE_CHECKING, Any
+
+import click
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,7 +31,6 @@ def from_env(name: str) -> Any:
     Used instead of click's `envvar`, which reads only os.environ: credentials are sealed out
     of that at start-up (`agent_harness.secrets.process`) and are found here all the same.
     """
-    import click
     from click.core import ParameterSource
 
     from agent_harness.secrets.process import process_env
@@ -41,6 +43,21 @@ def from_env(name: str) -> Any:
         return value
 
     return fill
+
+
+def checked_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback for text naming something in the database (a project, an item, a kind
+    of event): UTF-8, with no control characters. A byte that is not UTF-8 could never match
+    a name stored there, and failed at the database as a traceback instead."""
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.BadParameter(f"{value[:80]!a} is not UTF-8 text", ctx, param) from None
+    if any(unicodedata.category(char) == "Cc" for char in value):
+        raise click.BadParameter(f"{value[:80]!a} holds a control character", ctx, param)
+    return value
 
 
 def print_json(data: Any) -> None:

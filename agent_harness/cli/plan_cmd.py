@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING
 import click
 
 from agent_harness.cli.output import console, from_env, print_json, sqlite_file
-from agent_harness.cli.tracker_opts import checked_repo, open_tracker, tracker_options
+from agent_harness.cli.tracker_opts import (
+    checked_plan_key,
+    checked_repo,
+    open_tracker,
+    tracker_options,
+)
 from agent_harness.errors import UsageError
 
 if TYPE_CHECKING:
@@ -89,6 +94,7 @@ Examples:
 @click.option(
     "--plan-key",
     metavar="KEY",
+    callback=checked_plan_key,
     help="Scopes this plan's issues so several plans can share a repo (default: file stem; "
     "a Kiro spec's .kiro/specs/SPEC/tasks.md: SPEC).",
 )

@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agent_harness.cli.output import console, print_json
-from agent_harness.cli.tracker_opts import checked_repo, open_tracker, tracker_options
+from agent_harness.cli.tracker_opts import (
+    checked_plan_key,
+    checked_repo,
+    open_tracker,
+    tracker_options,
+)
 
 if TYPE_CHECKING:
     from agent_harness.pipeline.rounds import WatchReport
@@ -32,7 +37,12 @@ Examples:
     help="Repository to reconcile.",
 )
 @click.option("--work", type=click.Path(path_type=Path), help="Clone whose worktrees to clean.")
-@click.option("--plan-key", metavar="KEY", help="Only pull requests of this plan.")
+@click.option(
+    "--plan-key",
+    metavar="KEY",
+    callback=checked_plan_key,
+    help="Only pull requests of this plan.",
+)
 @click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the transitions as JSON.")
 @click.option("--db", metavar="URL", help="Database (default: .agent-harness/harness.sqlite).")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from agent_harness.cli.output import console, from_env, print_json
-from agent_harness.cli.tracker_opts import checked_repo, tracker_options
+from agent_harness.cli.tracker_opts import checked_plan_key, checked_repo, tracker_options
 
 HOST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 
@@ -99,6 +99,7 @@ Examples:
 @click.option(
     "--plan-key",
     metavar="KEY",
+    callback=checked_plan_key,
     help="Plan key of the issues (default: file stem; a Kiro spec's .kiro/specs/SPEC/tasks.md: "
     "SPEC).",
 )

@@ -25,6 +25,19 @@ def checked_repo(ctx: click.Context, param: click.Parameter, value: str | None) 
         raise click.BadParameter(exc.message.removeprefix("--repo "), ctx, param) from None
 
 
+def checked_plan_key(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """`--plan-key` checked as it is parsed: a key no issue marker can hold back is refused."""
+    from agent_harness.errors import UsageError
+    from agent_harness.plan.model import check_plan_key
+
+    if value is None:
+        return None
+    try:
+        return check_plan_key(value)
+    except UsageError as exc:
+        raise click.BadParameter(exc.message, ctx, param) from None
+
+
 def _checked_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     from agent_harness.errors import UsageError
     from agent_harness.tracker.github import resolve_api_url

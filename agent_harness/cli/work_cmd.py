@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from agent_harness.cli.output import console, from_env, print_json
+from agent_harness.cli.output import checked_name, console, from_env, print_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -19,6 +19,7 @@ def _common(func: F) -> F:
     func = click.option(
         "--project",
         metavar="PROJECT",
+        callback=checked_name,
         help="Queue to look at, e.g. owner/repo:plan (needed when the database holds several).",
     )(func)
     return click.option(
@@ -96,7 +97,7 @@ Examples:
   agent-harness work show T4 --project me/app:PLAN --json
 """
 )
-@click.argument("item_id", metavar="ID")
+@click.argument("item_id", metavar="ID", callback=checked_name)
 @_common
 @click.pass_context
 def show(
@@ -215,7 +216,7 @@ Examples:
   agent-harness work retry T4 --project me/app:PLAN --json
 """
 )
-@click.argument("item_id", metavar="ID")
+@click.argument("item_id", metavar="ID", callback=checked_name)
 @click.option(
     "--fresh",
     is_flag=True,

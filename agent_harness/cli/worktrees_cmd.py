@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from agent_harness.cli.output import console, print_json
+from agent_harness.cli.output import checked_name, console, print_json
 
 if TYPE_CHECKING:
     from agent_harness.git.cleanup import WorktreeInfo
@@ -18,9 +18,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _options(func: F) -> F:
     func = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(func)
-    func = click.option("--project", metavar="KEY", help="Queue project (default: the only one).")(
-        func
-    )
+    func = click.option(
+        "--project",
+        metavar="KEY",
+        callback=checked_name,
+        help="Queue project (default: the only one).",
+    )(func)
     func = click.option("--db", metavar="URL", help="Database holding the item states.")(func)
     func = click.option(
         "--work",

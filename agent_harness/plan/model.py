@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_harness.errors import UsageError
+
 ItemForm = Literal["heading", "checkbox", "table"]
 
 
@@ -107,7 +109,20 @@ def check_command(success_check: str | None) -> str | None:
     return match.group(2) if match else None
 
 
-_PLAN_KEY = re.compile(r"[A-Za-z0-9._-]{1,64}")  # what a plan key may be (queue.projects)
+PLAN_KEY_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"  # what a plan key may be
+_PLAN_KEY = re.compile(PLAN_KEY_PATTERN.strip("^$"))
+
+
+def check_plan_key(text: str) -> str:
+    """A plan key given by hand, refused unless a key can hold it as it is. (A key that could
+    not be written into an issue's marker and read back would find no issue of its own, and
+    every sync would make the plan's issues again.)"""
+    if not _PLAN_KEY.fullmatch(text):
+        raise UsageError(
+            f"plan key {text[:80]!a} may hold only letters, digits, '.', '_' and '-' "
+            "(1 to 64 of them)"
+        )
+    return text
 
 
 def default_plan_key(path: PurePath) -> str:

@@ -21,16 +21,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_harness.errors import HarnessError, UsageError
-from agent_harness.plan.model import Plan, WorkItem, default_plan_key
+from agent_harness.plan.model import PLAN_KEY_PATTERN, Plan, WorkItem, default_plan_key
 from agent_harness.store.database import Store
 
 _OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
 _NAME = r"[A-Za-z0-9._-]{1,100}"
-_KEY = r"[A-Za-z0-9._-]{1,64}"
+_KEY = PLAN_KEY_PATTERN.strip("^$")
 OWNER_PATTERN = rf"^{_OWNER}$"
 NAME_PATTERN = rf"^{_NAME}$"
 REPO_PATTERN = rf"^{_OWNER}/{_NAME}$"
-PLAN_KEY_PATTERN = rf"^{_KEY}$"
 PROJECT_PATTERN = rf"^{_OWNER}/{_NAME}:{_KEY}$"
 ITEM_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 

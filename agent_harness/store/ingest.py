@@ -35,6 +35,7 @@ class IngestResult:
         )
 
 
+_YEAR_10000 = 253_402_300_800  # 10000-01-01T00:00:00Z, in epoch seconds
 _EVENT_KEYS = {"id", "kind", "project", "item", "ts", "payload"}
 
 
@@ -63,8 +64,11 @@ def _parse_event_line(text: str, project: str | None) -> _PendingEvent | str:
     if item is not None and not isinstance(item, str):
         return "'item' must be a string"
     ts = data.get("ts")
-    if ts is not None and (not isinstance(ts, int | float) or isinstance(ts, bool)):
-        return "'ts' must be epoch seconds"
+    if ts is not None and (
+        not isinstance(ts, int | float) or isinstance(ts, bool) or not 0 <= ts < _YEAR_10000
+    ):
+        # An instant no calendar can show would break every later reading of the log.
+        return "'ts' must be epoch seconds, from 0 up to the year 10000"
     payload = data.get("payload", {})
     if not isinstance(payload, dict):
         return "'payload' must be an object"

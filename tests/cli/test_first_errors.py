@@ -22,6 +22,12 @@ BAD_USAGE = [
     (["reconcile", "--repo", "a/b/c"], "exactly one '/'"),
     (["reconcile", "--repo", "me/app", "--github-url", "ftp://x"], "not an http(s)"),
     (["run", "--repo", "-me/app", "--work", ".", "--plan", EXAMPLE], "owner '-me'"),
+    # A key no issue marker can hold back would find none of its issues: every sync would
+    # make the plan's issues again. An empty one must not fall back to the default unsaid.
+    (["plan", EXAMPLE, "--repo", "me/app", "--plan-key", "caf\udce9"], "plan key 'caf\\udce9'"),
+    (["plan", EXAMPLE, "--repo", "me/app", "--plan-key", ""], "plan key '' may hold only"),
+    (["run", "--repo", "me/app", "--plan", EXAMPLE, "--plan-key", "a b"], "plan key 'a b'"),
+    (["reconcile", "--repo", "me/app", "--plan-key", "x\ny"], "plan key 'x\\ny'"),
 ]
 
 
@@ -111,3 +117,72 @@ def test_a_tracker_that_answered_once_is_retried_when_it_drops(tmp_path: Path) -
         tracker.repo_info()
     assert "failed 5 times; last: connection refused" in caught.value.message
     assert len(slept) == 4
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("debug", [None, "0", "false"])
+def test_a_file_the_machine_refuses_is_named_in_one_line_not_called_a_bug(
+    debug: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "0" and "false" say debugging is off: they must not turn one line into a traceback.
+    if debug is None:
+        monkeypatch.delenv("AGENT_HARNESS_DEBUG", raising=False)
+    else:
+        monkeypatch.setenv("AGENT_HARNESS_DEBUG", debug)
+    long_name = "x" * 300
+    assert main(["config", "--file", long_name]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: {long_name[:200]}: File name too long\n"
+    assert main(["config", "--file", long_name, "--json"]) == 1
+    said = json.loads(capsys.readouterr().err)
+    assert said == {"error": f"{long_name[:200]}: File name too long", "exit": 1}
+
+
+@pytest.mark.unit
+def test_with_debugging_on_the_same_error_keeps_its_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AGENT_HARNESS_DEBUG", "1")
+    with pytest.raises(OSError, match="File name too long"):
+        main(["config", "--file", "x" * 300])
+
+
+ODD = "T\udce9"  # a byte that is not UTF-8, as Python hands it over from the command line
+
+NAMES_OF_STORED_THINGS = [
+    ["work", "--project", ODD],
+    ["work", "show", ODD],
+    ["work", "retry", ODD, "--project", "me/app:PLAN"],
+    ["work", "enqueue", EXAMPLE, "--project", ODD],
+    ["audit", "events", "--item", ODD],
+    ["audit", "events", "--kind", ODD],
+    ["audit", "cost", "--project", ODD],
+    ["audit", "baselines", "--project", ODD],
+    ["attach", ODD],
+    ["control", "pause", "--project", ODD],
+    ["ingest", "--project", ODD],
+    ["worktrees", "--project", ODD],
+]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("args", NAMES_OF_STORED_THINGS, ids=lambda a: " ".join(a[:3]))
+def test_a_name_that_is_not_utf8_is_a_usage_error_not_a_crash(
+    args: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # No such name can be stored, so none can be found: said at once, and nothing is made.
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    assert "'T\\udce9' is not UTF-8 text" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.unit
+def test_a_name_with_a_control_character_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["audit", "events", "--item", "T1\n--json"]) == 2
+    assert "'T1\\n--json' holds a control character" in capsys.readouterr().err

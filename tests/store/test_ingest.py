@@ -61,6 +61,34 @@ def test_malformed_lines_are_reported_by_number_and_the_rest_ingested(
     assert ingest(store, path, project="other").added == 1  # line 5 now has a project
 
 
+def test_an_instant_no_calendar_can_show_is_refused_and_the_log_stays_readable(
+    store: Store, db_dir: Path
+) -> None:
+    # Taken, 1e308 was kept and then broke every later ingest and `work show`; a negative
+    # one was quietly stored as now.
+    path = db_dir / "events.jsonl"
+    path.write_text(
+        _line("e1", ts=1e308)
+        + _line("e2", ts=-1)
+        + '{"id": "e3", "kind": "ci", "project": "me/app:PLAN", "ts": Infinity}\n'
+        + _line("e4", ts=253_402_300_800)
+        + _line("e5", ts=253_402_300_799.5)
+        + _line("e6", ts=0)
+    )
+    result = ingest(store, path)
+    reason = "'ts' must be epoch seconds, from 0 up to the year 10000"
+    assert [(e.line, e.reason) for e in result.errors] == [
+        (1, reason),
+        (2, reason),
+        (3, "not JSON: Infinity is not a JSON number"),
+        (4, reason),
+    ]
+    assert [(e.external_id, e.ts) for e in store.events()] == [
+        ("e5", 253_402_300_799.5),
+        ("e6", 0.0),
+    ]
+
+
 def test_lines_too_long_or_deep_to_read_are_reported_and_the_rest_ingested(
     store: Store, db_dir: Path
 ) -> None:
