@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
+from agent_harness.plan.model import shown_path
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -36,7 +38,7 @@ def render_plan(out: Console, plan: Plan) -> None:
         _say_more(out, len(plan.items), "item")
     else:
         # An empty table says less than the plain word on why there is nothing in it.
-        out.print(escape(f"{plan.source}: {notes.pop(0) if notes else '0 items'}"))
+        out.print(escape(f"{shown_path(plan.source)}: {notes.pop(0) if notes else '0 items'}"))
     for note in notes:  # how the file was read, when it was read unusually
         out.print(escape(f"note: {note}"))
     if plan.unread:
@@ -108,7 +110,10 @@ def render_added_ids(
 
 
 def _items_table(plan: Plan) -> Table:
-    table = Table(title=f"{plan.source}: {_count(len(plan.items), 'item')}", title_justify="left")
+    table = Table(
+        title=escape(f"{shown_path(plan.source)}: {_count(len(plan.items), 'item')}"),
+        title_justify="left",
+    )
     for name in ("id", "title", "deps", "labels", "milestone", "check", "line"):
         table.add_column(name, overflow="fold")
     for item in plan.items[:TABLE_ROWS_MAX]:

@@ -23,7 +23,7 @@ from pydantic import (
 
 from agent_harness.errors import InputError, read_json
 from agent_harness.plan.markdown import parse_plan
-from agent_harness.plan.model import Notice, Plan, WorkItem
+from agent_harness.plan.model import Notice, Plan, WorkItem, shown_path
 from agent_harness.plan.source import read_plan_text
 from agent_harness.plan.taskmaster import from_taskmaster, is_taskmaster
 
@@ -63,7 +63,10 @@ class Backlog(BaseModel):
 def to_backlog(plan: Plan) -> Backlog:
     items = [BacklogItem(**item.model_dump(), hash=item.content_hash) for item in plan.items]
     return Backlog(
-        source=plan.source, items=items, unread=list(plan.unread), notes=list(plan.notes)
+        source=shown_path(plan.source),
+        items=items,
+        unread=list(plan.unread),
+        notes=list(plan.notes),
     )
 
 
@@ -120,13 +123,21 @@ def load_plan(path: Path | str) -> Plan:
 
 
 def write_backlog(plan: Plan, target: Path) -> None:
-    """Write backlog.json atomically: a crash leaves the old file or the new one, never half."""
+    """Write backlog.json atomically: a crash leaves the old file or the new one, never half,
+    and a write that fails leaves nothing of its own behind."""
+    if target.name in ("", ".", "..") or target.is_dir():
+        raise InputError(f"cannot write {shown_path(str(target))}: it is a directory; name a file")
+    text = dumps(plan)  # before any file is made: what cannot be said makes nothing
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(dumps(plan), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         tmp.replace(target)
-    except OSError as exc:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
+        if isinstance(exc, OSError):
+            raise InputError(
+                f"cannot write {shown_path(str(target))}: {exc.strerror or exc}"
+            ) from None
+        raise

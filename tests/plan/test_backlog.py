@@ -39,6 +39,31 @@ def test_a_note_on_the_plan_survives_the_round_trip_and_is_absent_when_empty(
     assert "notes" not in json.loads(backlog.dumps(parse_plan("- [ ] T1 a\n")))
 
 
+def test_a_plan_named_in_another_encoding_writes_a_backlog_that_is_utf8(tmp_path: Path) -> None:
+    # Before, the odd byte of the name failed mid-write: exit 70, and a .tmp file left behind.
+    plan = parse_plan_file(ROOT / "examples" / "PLAN.md").model_copy(
+        update={"source": "caf\udce9.md"}
+    )
+    target = tmp_path / "backlog.json"
+    backlog.write_backlog(plan, target)
+    assert json.loads(target.read_bytes().decode("utf-8"))["source"] == "caf\\xe9.md"
+    assert [p.name for p in tmp_path.iterdir()] == ["backlog.json"]
+    assert backlog.load_plan(target).items == plan.items
+
+
+@pytest.mark.parametrize("where", ["", ".", "/", "out"])
+def test_a_directory_as_the_backlog_is_refused_and_nothing_is_made(
+    tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    plan = parse_plan_file(ROOT / "examples" / "PLAN.md")
+    with pytest.raises(InputError, match="it is a directory; name a file"):
+        backlog.write_backlog(plan, Path(where))
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
