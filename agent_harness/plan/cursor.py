@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from agent_harness.errors import InputError
-from agent_harness.plan.dependencies import lines_by_id, refuse_cycles, unknown_deps
+from agent_harness.plan.dependencies import brief, lines_by_id, refuse_cycles, unknown_deps
 from agent_harness.plan.model import Notice, Plan, WorkItem
 
 DONE = frozenset({"completed", "cancelled", "canceled", "done"})
@@ -126,7 +126,7 @@ def _item(todo: object, index: int, line: int, intro: str, unread: list[Notice])
     raw_id, content = todo.get("id"), todo.get("content")
     item_id = str(raw_id).strip() if isinstance(raw_id, str | int) else ""
     if isinstance(raw_id, bool) or not _ID.fullmatch(item_id):
-        shown = repr(raw_id)[:40]
+        shown = brief(raw_id)
         said = f"todo {index}: id {shown} is no item id (letters, digits, . _ -); left out"
         unread.append(Notice(line=line, reason=said))
         return None
@@ -153,8 +153,11 @@ def _resolved(
         found: dict[str, None] = {}  # an ordered set
         unknown: list[str] = []
         for dep in wanted:
-            name = str(dep).strip() if isinstance(dep, str | int) else repr(dep)[:40]
-            if name in seen and name != item.id:
+            name = str(dep).strip() if isinstance(dep, str | int) else brief(dep)
+            if name == item.id:
+                said = f"{item.id} depends on itself; dependency ignored"
+                unread.append(Notice(line=item.line, reason=said))
+            elif name in seen:
                 found[name] = None
             else:
                 unknown.append(name)

@@ -24,6 +24,15 @@ def lines_by_id(items: Iterable[WorkItem], source: str, noun: str) -> dict[str, 
     return seen
 
 
+def brief(value: object) -> str:
+    """A value read from a plan, named in a notice: a scalar as it was written (cut to 40
+    characters), anything else by its kind. YAML aliases can make a small file a structure
+    too large to ever spell out, and spelling it would hang the read."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return repr(value)[:40]
+    return f"a {type(value).__name__}"
+
+
 def unknown_deps(item_id: str, unknown: list[str]) -> str:
     """One notice per line, however many unknown ids it names."""
     if len(unknown) == 1:

@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from agent_harness.errors import InputError
-from agent_harness.plan.dependencies import lines_by_id, refuse_cycles, unknown_deps
+from agent_harness.plan.dependencies import brief, lines_by_id, refuse_cycles, unknown_deps
 from agent_harness.plan.model import Notice, Plan, WorkItem
 from agent_harness.plan.numbered import fold_groups
 
@@ -198,7 +198,7 @@ def _resolved(drafts: list[tuple[WorkItem, list[Any]]], source: str, unread: lis
                 str(dep).strip() if isinstance(dep, int | str) and not isinstance(dep, bool) else ""
             )
             if not DEP.fullmatch(text):
-                unknown.append(repr(dep)[:40])
+                unknown.append(brief(dep))
                 continue
             name = _canonical(text)
             if parent is not None and "." not in name and f"{parent}.{name}" in ids:
