@@ -142,5 +142,8 @@ def load_plan(path: Path) -> StepPlan:
         return StepPlan.model_validate_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise PlanFileUnreadable(path, exc.strerror or str(exc)) from exc
+    except UnicodeDecodeError as exc:
+        said = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        raise PlanFileUnreadable(path, said) from None
     except ValidationError as exc:
         raise PlanFileUnreadable(path, f"not a step plan ({exc.error_count()} problems)") from exc

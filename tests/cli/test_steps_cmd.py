@@ -57,3 +57,15 @@ def test_steps_names_a_missing_plan_file_in_one_line(
     assert main(["steps", str(tmp_path / "nope.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot read the step plan") and err.count("\n") == 1
+
+
+def test_steps_names_a_plan_file_that_is_not_utf8_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bin.json"
+    path.write_bytes(b'{"goal": "caf\xe9"}')
+    assert main(["steps", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("error: cannot read the step plan")
+    assert "not UTF-8 text (byte 0xe9 at offset 13)" in err
