@@ -109,6 +109,7 @@ def _audited(target: Path | None) -> dict[str, Any]:
 
 def _render_audit(out: Console, report: DemoReport, audited: dict[str, Any]) -> None:
     from agent_harness.cli.audit_view import render_cost, render_delivery
+    from agent_harness.plan.model import shell_word
 
     if report.audit_problem:
         out.print(f"The audit could not be written: {report.audit_problem}", markup=False)
@@ -118,7 +119,8 @@ def _render_audit(out: Console, report: DemoReport, audited: dict[str, Any]) -> 
     render_cost(out, audited["cost"])
     out.print("$ agent-harness audit delivery", markup=False)
     render_delivery(out, audited["delivery"])
+    where = shell_word(str(report.audit_db))
     out.print(
-        f"Ask again any time: agent-harness audit cost --audit-db {report.audit_db}",
+        f"Ask again any time: agent-harness audit cost --audit-db {where}",
         markup=False,
     )

@@ -122,7 +122,7 @@ def _web_address(data_dir: Path) -> str:
 
 def _choose_port(data_dir: Path) -> int:
     """A port free now, the same first guess for the same directory every time."""
-    start = _PORT_BASE + zlib.crc32(str(data_dir.resolve()).encode()) % _PORT_SPAN
+    start = _PORT_BASE + zlib.crc32(os.fsencode(data_dir.resolve())) % _PORT_SPAN
     for port in range(start, start + _PORT_TRIES):
         with socket.socket() as probe:
             try:

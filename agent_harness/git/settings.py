@@ -227,14 +227,14 @@ class SettingsWatch:
         if not worktree.is_dir():
             return []  # gone: git will not run there, and the caller says so
         link = _read(worktree / ".git")
-        text = link.decode("utf-8", "replace") if isinstance(link, bytes) else ""
+        text = os.fsdecode(link) if isinstance(link, bytes) else ""
         if not text.startswith("gitdir: "):
             return [f"{worktree / '.git'}: no longer a link to the clone's git directory"]
         admin = (worktree / text.removeprefix("gitdir: ").strip()).resolve()
         if admin.parent != self.common / "worktrees":
             return [f"{worktree / '.git'}: leads outside the clone's git directory"]
         back = _read(admin / "commondir")
-        common = back.decode("utf-8", "replace").strip() if isinstance(back, bytes) else ""
+        common = os.fsdecode(back).strip() if isinstance(back, bytes) else ""
         if not common or (admin / common).resolve() != self.common:
             return [f"{self._shown(admin / 'commondir')}: leads away from the clone"]
         content = _read(admin / "config.worktree")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -94,7 +95,7 @@ class RunParts:
     def session_name(self, item_id: str) -> str:
         """Stable across restarts (so a live agent is found again), distinct per state dir
         (so two clones of one repository on a machine never share a session)."""
-        where = hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:6]
+        where = hashlib.sha256(os.fsencode(self.state_dir.resolve())).hexdigest()[:6]
         repo = self.tracker.repo.split("/")[-1][:30]  # short enough that the hash survives
         space = f"{self.namespace[:20]}-" if self.namespace else ""
         return re.sub(r"[^A-Za-z0-9_-]+", "-", f"ah-{repo}-{space}{item_id[:40]}-{where}")

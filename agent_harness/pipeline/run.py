@@ -266,7 +266,7 @@ class Pipeline:
     def worker_prefix(self) -> str:
         if self.settings.worker_prefix:
             return self.settings.worker_prefix
-        where = hashlib.sha256(str(self.parts.state_dir.resolve()).encode()).hexdigest()[:6]
+        where = hashlib.sha256(os.fsencode(self.parts.state_dir.resolve())).hexdigest()[:6]
         return f"{socket.gethostname()}-{where}"
 
     def run(self, *, fleet_factory: Callable[..., Any] | None = None) -> RunReport:

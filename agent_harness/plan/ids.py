@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import itertools
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_harness.errors import PlanRefused, UsageError
 from agent_harness.plan.grammar import ID_RE, ITEM_FORMS
 from agent_harness.plan.markdown import list_item_spans, parse_plan
-from agent_harness.plan.model import Notice, Plan
+from agent_harness.plan.model import Notice, Plan, shell_word, shown_path
 from agent_harness.plan.numbered import READ_NOTE as NUMBERED_NOTE
 
 # The reason the parser gives a checkbox with no id at all (not one with a near-miss id, such
@@ -156,7 +155,7 @@ def add_ids_hint(plan: Plan) -> str:
         return ""
     boxes = "1 checkbox has" if count == 1 else f"{count} checkboxes have"
     return (
-        f"{boxes} no id: `agent-harness plan {shlex.quote(plan.source)} --add-ids` writes ids "
+        f"{boxes} no id: `agent-harness plan {shell_word(plan.source)} --add-ids` writes ids "
         "into them (add --dry-run to see them first)"
     )
 
@@ -165,15 +164,15 @@ def no_items_message(plan: Plan) -> str:
     """Why a plan gives nothing to run, in one line, with what to do about it."""
     hint = add_ids_hint(plan)
     if hint:
-        return f"{plan.source} has no items; {hint}"
-    source = shlex.quote(plan.source)
+        return f"{shown_path(plan.source)} has no items; {hint}"
+    source = shell_word(plan.source)
     if plan.unread:
         lines = "1 line looks" if len(plan.unread) == 1 else f"{len(plan.unread)} lines look"
         return (
-            f"{plan.source} has no items: {lines} like items but could not be read "
+            f"{shown_path(plan.source)} has no items: {lines} like items but could not be read "
             f"(`agent-harness plan {source}` says why)"
         )
-    return f"{plan.source} has no items. {ITEM_FORMS}"
+    return f"{shown_path(plan.source)} has no items. {ITEM_FORMS}"
 
 
 def _split_lines(text: str) -> list[str]:

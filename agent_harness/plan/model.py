@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 from pathlib import Path, PurePath
 from typing import Literal
 
@@ -146,6 +147,23 @@ def shown_path(text: str) -> str:
     its name that is not UTF-8 (kept by Python as a lone surrogate) is spelled out as `\\xe9`,
     the same on every run, so what is shown can be compared with what was shown before."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def shell_word(text: str) -> str:
+    """`text` quoted for a command the user will copy: shlex's quoting, or, for a name that is
+    not UTF-8, bash's `$'caf\\xe9.md'`, which gives the shell back the very bytes."""
+    shown = shown_path(text)
+    if shown == text:
+        return shlex.quote(text)
+    raw = text.encode("utf-8", "surrogateescape")
+    return "$'" + "".join(_shell_byte(byte) for byte in raw) + "'"
+
+
+def _shell_byte(byte: int) -> str:
+    char = chr(byte)
+    if byte < 0x80 and char.isprintable() and char not in "'\\":
+        return char
+    return f"\\x{byte:02x}"
 
 
 def plan_key_from(name: str) -> str:

@@ -228,3 +228,21 @@ def test_a_read_only_plan_is_not_rewritten(
         == f"error: {plan} is read-only; make it writable to have it changed"
     )
     assert plan.read_text() == "- [ ] one\n"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", ["caf\udce9 plan.md", "it's.md", "plain.md"])
+def test_the_hint_names_the_file_so_a_pasted_command_finds_it(tmp_path: Path, name: str) -> None:
+    import subprocess
+
+    path = tmp_path / name
+    path.write_text("- [ ] Create the project skeleton\n")
+    hint = add_ids_hint(parse_plan(path.read_text(), source=str(path)))
+    command = hint.split("`")[1]
+    if "\udce9" in name:  # bash's quoting of bytes, which is valid UTF-8 text to print
+        assert f"$'{tmp_path}/caf\\xe9 plan.md'" in command
+    # What bash makes of the pasted words is the file's own name, byte for byte.
+    said = subprocess.run(
+        ["bash", "-c", f"set -- {command}; printf '%s' \"$3\""], capture_output=True, check=True
+    ).stdout
+    assert said == os.fsencode(path)
