@@ -136,3 +136,16 @@ def test_twenty_thousand_numbered_sub_tasks_are_each_read_once() -> None:
     assert len(plan.items) == 20_000 and plan.items[-1].id == "1.20000"
     assert all(item.body == "Part of task 1: The group" for item in plan.items)
     assert plan.unread == ()
+
+
+def test_escape_sequences_in_a_plan_are_shown_not_sent_to_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent_harness.cli import main
+
+    plan = tmp_path / "plan.md"
+    plan.write_text("- [ ] T1 Hello\x1b[2J\x1b]0;owned\x07 #\x9bred\n")
+    assert main(["plan", str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "Hello\\x1b[2J\\x1b]0;owned\\x07" in out and "\\x9b" in out
+    assert not any(char in out for char in "\x1b\x07\x9b")
