@@ -813,6 +813,15 @@ def hostile_inputs(d: Path, rng: random.Random) -> list[Hostile]:
         ".json",
     )
     put("JSON item missing fields", '{"items": [{}]}', ".json")
+    laughs = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"] + [
+        f"a{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * 10) + "]" for n in range(1, 10)
+    ]
+    put(
+        "Cursor plan of nested YAML aliases (10**10 leaves)",
+        "---\n" + "\n".join(laughs) + "\ntodos:\n  - id: t1\n    content: x\n"
+        "    dependencies: [*a9]\n---\n",
+        ".plan.md",
+    )
     put("markdown named .json", "### T1: a\n", ".json")
     # Things that are not files.
     fifo = d / "plan.fifo"
