@@ -12,42 +12,48 @@ from agent_harness.pipeline.trackers import open_tracker
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def checked_repo(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """`--repo` checked as it is parsed: a typo is a usage error before any token or request."""
-    from agent_harness.errors import UsageError
+Callback = Callable[[click.Context, click.Parameter, str | None], str | None]
+
+
+def _usage_checked(check: Callable[[str], str], flag: str = "") -> Callback:
+    """A click callback checking an option as it is parsed: a typo is a usage error before any
+    token is looked up or request made. `flag` is taken off the front of the check's message,
+    as click names the option itself."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        from agent_harness.errors import UsageError
+
+        if value is None:
+            return None
+        try:
+            return check(value)
+        except UsageError as exc:
+            raise click.BadParameter(exc.message.removeprefix(flag), ctx, param) from None
+
+    return callback
+
+
+def _repo_name(value: str) -> str:
     from agent_harness.tracker.github import check_repo_name
 
-    if value is None:
-        return None
-    try:
-        return check_repo_name(value)
-    except UsageError as exc:
-        raise click.BadParameter(exc.message.removeprefix("--repo "), ctx, param) from None
+    return check_repo_name(value)
 
 
-def checked_plan_key(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """`--plan-key` checked as it is parsed: a key no issue marker can hold back is refused."""
-    from agent_harness.errors import UsageError
+def _plan_key(value: str) -> str:  # a key no issue marker can hold back is refused
     from agent_harness.plan.model import check_plan_key
 
-    if value is None:
-        return None
-    try:
-        return check_plan_key(value)
-    except UsageError as exc:
-        raise click.BadParameter(exc.message, ctx, param) from None
+    return check_plan_key(value)
 
 
-def _checked_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from agent_harness.errors import UsageError
+def _api_url(value: str) -> str:
     from agent_harness.tracker.github import resolve_api_url
 
-    if value is None:
-        return None
-    try:
-        return resolve_api_url(value, {})
-    except UsageError as exc:
-        raise click.BadParameter(exc.message.removeprefix("--github-url "), ctx, param) from None
+    return resolve_api_url(value, {})
+
+
+checked_repo = _usage_checked(_repo_name, "--repo ")
+checked_plan_key = _usage_checked(_plan_key)
+_checked_url = _usage_checked(_api_url, "--github-url ")
 
 
 def tracker_options(func: F) -> F:
