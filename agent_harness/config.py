@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from agent_harness.errors import ConfigError, read_json
 from agent_harness.plan.model import PLAN_KEY_PATTERN
 from agent_harness.secrets.process import process_env
+from agent_harness.secrets.shapes import mask_url
 
 ENV_PREFIX = "AGENT_HARNESS_"
 CONFIG_FILE = "agent-harness.toml"
@@ -236,12 +237,14 @@ def _show(value: Any) -> str:
         return ", ".join(str(v) for v in value) or "[]"
     if isinstance(value, dict):
         return ", ".join(f"{k} = {v}" for k, v in value.items()) or "{}"
-    return str(value)
+    return mask_url(str(value))
 
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, SecretStr):
         return "********" if value.get_secret_value() else None
+    if isinstance(value, str):  # a database URL may carry its password
+        return mask_url(value)
     return value
 
 

@@ -14,6 +14,10 @@ from typing import Any
 
 import httpx
 
+from agent_harness.errors import UsageError
+from agent_harness.plan.model import shown_path
+from agent_harness.secrets.shapes import mask_url
+
 
 @dataclass(frozen=True)
 class Check:
@@ -52,14 +56,46 @@ def _detail(response: httpx.Response) -> str:
         return f"HTTP {response.status_code}"
 
 
+def checked_url(url: str) -> str:
+    """`url` if it can name a server to test (http or https, with a host); a UsageError,
+    which shows it with any password masked, if not."""
+    shown = shown_path(mask_url(url))
+    if len(shown) > 200:
+        shown = shown[:200] + "..."
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise UsageError(f"{shown} is not a URL: {exc}") from None
+    except UnicodeError:
+        raise UsageError(f"{shown} is not a URL: it holds bytes that are not text") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise UsageError(f"{shown} is not a server's address: give http://HOST:PORT")
+    return url
+
+
+def checked_token(token: str) -> str:
+    """`token` if it can be sent as a bearer token; a UsageError that never shows it if not."""
+    if not token:
+        raise UsageError("HARNESS_TOKEN is not set: the smoke test needs the server's token")
+    if not (token.isascii() and token.isprintable()) or any(c.isspace() for c in token):
+        raise UsageError(
+            "HARNESS_TOKEN holds spaces, line breaks or characters outside ASCII, "
+            "so it cannot be sent as a bearer token"
+        )
+    return token
+
+
 def smoke(url: str, token: str, *, client: httpx.Client | None = None) -> SmokeReport:
     """Run every check against the server at `url` (through `client` when given, e.g. an
-    in-process one); never raises for what it finds."""
-    report = SmokeReport(url.rstrip("/"))
+    in-process one); never raises for what it finds, only for a URL or token it cannot use.
+    The report shows the URL with any password masked."""
+    checked_token(token)
+    base = checked_url(url).rstrip("/")
+    report = SmokeReport(mask_url(base))
     if client is not None:
         _checks(client, token, report)
         return report
-    with httpx.Client(base_url=report.url, timeout=30.0) as session:
+    with httpx.Client(base_url=base, timeout=30.0) as session:
         _checks(session, token, report)
     return report
 
@@ -70,7 +106,8 @@ def _checks(client: httpx.Client, token: str, report: SmokeReport) -> None:
     try:
         health = client.get("/healthz")
     except httpx.HTTPError as exc:
-        add(Check("answers", False, f"no answer: {exc}", "healthy"))
+        told = str(exc).replace(str(client.base_url), report.url) or type(exc).__name__
+        add(Check("answers", False, f"no answer: {told}", "healthy"))
         return
     add(Check("answers", health.status_code == 200, f"/healthz {health.status_code}", "healthy"))
     refused = client.get("/api/summary")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from urllib.parse import parse_qsl, quote
 
 # A name part that says "credential". KEY and AUTH only as whole parts, so GIT_AUTHOR_NAME or
 # KEYBOARD_LAYOUT are not taken for secrets, while MY_REVIEWER_KEY and GITHUB_AUTH are.
@@ -97,3 +98,31 @@ def known_values(env: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str,
         if len(secret) >= MIN_KNOWN_LENGTH:
             found.setdefault(secret, "a token the harness holds")
     return found
+
+
+def mask_url(url: str) -> str:
+    """`url` fit to show: the password of its userinfo and the value of every query parameter
+    named like a credential (libpq's `?password=`, a `?token=`) replaced by `***`.
+
+    Works on the text, not on a parse, so a URL too malformed to parse (`postgresql://[::1/x`)
+    is masked all the same; anything it does not recognise as a URL comes back unchanged."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
+    end = min(ends, default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    userinfo, at, host = authority.rpartition("@")
+    if at and ":" in userinfo:
+        authority = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    path, qmark, query = tail.partition("?")
+    if qmark:
+        query, hash_, fragment = query.partition("#")
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(is_secret_name(name) for name, _ in pairs):
+            query = "&".join(
+                f"{quote(name)}={'***' if is_secret_name(name) else quote(value)}"
+                for name, value in pairs
+            )
+        tail = f"{path}?{query}{hash_}{fragment}"
+    return f"{scheme}://{authority}{tail}"

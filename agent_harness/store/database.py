@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.errors import UsageError
+from agent_harness.secrets.shapes import mask_url
 from agent_harness.store import pglink, protection, reading
 from agent_harness.store.chain import seal_pending
 from agent_harness.store.dbclock import DatabaseClock
-from agent_harness.store.dialects import POSTGRES, SQLITE, Dialect, redact
+from agent_harness.store.dialects import POSTGRES, SQLITE, Dialect
 from agent_harness.store.errors import EventsUnprotected, SchemaTooNew, StoreError
 from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
@@ -540,7 +541,7 @@ class SqliteStore(Store):
 
 class PostgresStore(Store):
     def __init__(self, url: str, *, clock: Clock, schema: str | None = None) -> None:
-        super().__init__(url, POSTGRES, clock=clock, where=redact(url))
+        super().__init__(url, POSTGRES, clock=clock, where=mask_url(url))
         self.schema = schema
 
     def _connect(self) -> Any:
@@ -677,7 +678,7 @@ def open_store(
         store = SqliteStore(Path(url[len("sqlite:///") :]), clock=clock)
     elif "://" in url:
         raise UsageError(
-            f"unknown database URL {redact(url)!r}: use a path, sqlite:///path or postgresql://..."
+            f"unknown database URL {mask_url(url)!r}: use a path, sqlite:///path or postgresql://..."
         )
     else:
         store = SqliteStore(Path(url), clock=clock)

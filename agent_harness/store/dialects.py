@@ -2,7 +2,7 @@
 fit to show.
 
 Modules write SQL with `?` placeholders and never see the driver; the dialect turns them into
-what psycopg wants, and a PostgreSQL URL is shown with its password masked.
+what psycopg wants.
 
 The log's order. SQLite has one writer at a time, so event ids become visible in id order.
 PostgreSQL commits transactions in any order: one that drew id 10 may commit after one that
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
 
 @dataclass(frozen=True)
@@ -81,12 +80,3 @@ SQLITE = Dialect("sqlite", lock_rows="", skip_locked="", logs_claims=True)
 
 
 POSTGRES = Dialect("postgresql", lock_rows=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED")
-
-
-def redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
