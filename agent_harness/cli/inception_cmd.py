@@ -49,6 +49,7 @@ TOML): {"Q1": "an answer", "Q2": {"defer": true}, "Q3": {"grade": "NICE"}}.
     type=click.Path(path_type=Path, dir_okay=False),
     default=Path("PLAN.md"),
     show_default=True,
+    callback=lambda _ctx, _param, value: _checked_out(value),
     help="Where to write the plan.",
 )
 @click.option("--force", is_flag=True, help="Replace an existing --out file.")
@@ -87,8 +88,8 @@ def inception(
     unattended = answers_file is not None or accept_defaults
     interactive = (sys.stdin.isatty() and not unattended) if ask is None else ask
     if paragraph == "-":
-        paragraph = sys.stdin.read()
         interactive = interactive and ask is True
+    paragraph = _read_paragraph(paragraph)
     if out.exists() and not force and not interactive:
         raise UsageError(f"{out} exists; pass --force to replace it, or --out another path")
     store = open_database(db, must_exist=resume_id is not None)
@@ -100,6 +101,53 @@ def inception(
     if as_json:
         print_json({**view.as_json(), "out": str(out) if view.plan else None})
     return 0
+
+
+def _checked_out(out: Path) -> Path:
+    """The --out target, refused at once when writing it could only go wrong: a name that
+    is an option swallowed as its value (`--out --force`), or a device, pipe or socket that
+    replacing by rename would destroy."""
+    import os
+    import stat
+
+    from agent_harness.plan.model import shown_path
+
+    shown = shown_path(str(out))
+    if str(out).startswith("-"):
+        raise click.BadParameter(
+            f"{shown!r} looks like an option, not a file: give --out a file name "
+            f"(./{shown} for a file so named)"
+        )
+    try:
+        mode = os.stat(out).st_mode
+    except OSError:
+        return out  # nothing there yet (or unreadable: the write will say so)
+    if not stat.S_ISREG(mode):
+        raise click.BadParameter(f"{shown} is not a regular file; --out names a file to write")
+    return out
+
+
+def _read_paragraph(paragraph: str | None) -> str | None:
+    """The paragraph, from stdin for '-'; refused unless it is text (a lone byte that is not
+    UTF-8 would be kept in the session and then fail every request to the planner)."""
+    import sys
+
+    from agent_harness.errors import UsageError
+
+    if paragraph == "-":
+        raw = sys.stdin.buffer.read()
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"the paragraph on standard input is not UTF-8 text (byte {exc.start})"
+            ) from None
+    if paragraph is not None:
+        try:
+            paragraph.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise UsageError(f"the paragraph is not UTF-8 text (character {exc.start})") from None
+    return paragraph
 
 
 def _open_session(

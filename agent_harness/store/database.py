@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -468,6 +470,12 @@ class SqliteStore(Store):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(self.where, f"cannot create its directory: {exc}") from exc
+        with contextlib.suppress(OSError):  # nothing there yet: SQLite makes the file
+            mode = os.stat(self.path).st_mode
+            if not stat.S_ISREG(mode):
+                # A device or pipe is no database, and SQLite would put its journal beside it.
+                what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+                raise StoreError(self.where, f"{what}; a SQLite database is a file")
         conn = sqlite3.connect(
             self.path,
             timeout=self.busy_timeout_s,

@@ -4,6 +4,7 @@ one-line error or a masked value, never a traceback or a leak."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -100,3 +101,59 @@ def test_smoke_reports_a_url_with_its_password_masked(
     assert PASSWORD not in out
     assert "http://u:***@127.0.0.1:1: NOT healthy" in out
     assert json.loads(out[out.index("{") :])["url"] == "http://u:***@127.0.0.1:1"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--out", "/dev/null", "--force"], "/dev/null is not a regular file"),
+        (["--out", "--force"], "'--force' looks like an option, not a file"),
+    ],
+)
+def test_inception_refuses_an_out_it_would_destroy_or_misname(
+    extra: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["inception", "add a flag", "--planner", "openai:gpt-4.1", *extra]) == 2
+    assert said in capsys.readouterr().err
+    assert Path("/dev/null").is_char_device()
+    assert list(tmp_path.iterdir()) == []  # no session kept, no file named --force
+
+
+@pytest.mark.unit
+def test_inception_refuses_a_paragraph_that_is_not_text_before_keeping_a_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ["inception", "add a \udcff flag", "--planner", "openai:gpt-4.1", "--accept-defaults"]
+    assert main(args) == 2
+    assert "the paragraph is not UTF-8 text" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("target", ["/dev/null", "."])
+def test_a_database_that_is_no_file_is_refused_and_nothing_is_left_beside_it(
+    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["work", "--db", target]) == 1
+    assert "a SQLite database is a file" in capsys.readouterr().err
+    assert not Path("/dev/null-journal").exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.unit
+def test_inception_refuses_stdin_that_is_not_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"add a \xff flag\n")))
+    args = ["inception", "-", "--planner", "openai:gpt-4.1", "--accept-defaults"]
+    assert main(args) == 2
+    assert "standard input is not UTF-8 text (byte 6)" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
