@@ -332,13 +332,22 @@ def enqueue(
 
     Unchanged items are left alone; edited ones are updated, or flagged if a worker holds them.
     """
+    import re
+
     from agent_harness.cli.output import open_database
     from agent_harness.plan import backlog
     from agent_harness.queue import items as queue
+    from agent_harness.queue.projects import PROJECT_PATTERN
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     if not project:
         raise click.UsageError("enqueue needs --project, e.g. owner/repo:plan")
+    if not re.fullmatch(PROJECT_PATTERN, project):
+        # `run` would never find a queue it cannot name (a space, a missing plan key).
+        raise click.BadParameter(
+            f"{project!r} is not OWNER/REPO:PLANKEY (letters, digits, '.', '_', '-')",
+            param_hint="'--project'",
+        )
     plan = backlog.load_plan(plan_file)
     with open_database(db, must_exist=False) as store:
         result = queue.enqueue(store, project, plan, max_attempts=max_attempts)

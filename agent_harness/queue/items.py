@@ -245,6 +245,8 @@ def enqueue(
                 (project,),
             )
         }
+        if not existing:
+            _refuse_a_twin(tx, project)
         for seq, item in enumerate(work_items):
             old = existing.get(item.id)
             if old is None:
@@ -254,6 +256,23 @@ def enqueue(
                 outcome = _refresh(tx, project, seq, item, old, now)
             sorted_into[outcome].append(item.id)
     return EnqueueResult(**{name: tuple(ids) for name, ids in sorted_into.items()})
+
+
+def _refuse_a_twin(tx: Tx, project: str) -> None:
+    """Refuse a new project that names the same repository and plan as one already queued,
+    spelt in another case: GitHub's owner and repository names ignore case, so both queues
+    would hand out the same issues, and two workers would make a pull request each."""
+    repo, _, key = project.rpartition(":")
+    for (other,) in tx.all(
+        "SELECT DISTINCT project FROM items WHERE lower(project) = lower(?) AND project <> ?",
+        (project, project),
+    ):
+        other_repo, _, other_key = str(other).rpartition(":")
+        if other_key == key and other_repo.lower() == repo.lower():
+            raise UsageError(
+                f"project {project!r} is {other!r} spelt in another case (repository names "
+                f"ignore case); use {other!r}"
+            )
 
 
 def _add(tx: Tx, project: str, seq: int, item: WorkItem, max_attempts: int, now: float) -> bool:

@@ -157,3 +157,20 @@ def test_inception_refuses_stdin_that_is_not_text(
     assert main(args) == 2
     assert "standard input is not UTF-8 text (byte 6)" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.unit
+def test_one_repository_spelt_in_two_cases_is_one_queue_not_two(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two queues for one repository would hand the same item to two workers: two PRs.
+    monkeypatch.chdir(tmp_path)
+    Path("P.md").write_text("# P\n\n- [ ] T1 do a\n")
+    assert main(["work", "enqueue", "P.md", "--project", "me/app:P"]) == 0
+    assert main(["work", "enqueue", "P.md", "--project", "ME/App:P"]) == 2
+    assert "'ME/App:P' is 'me/app:P' spelt in another case" in capsys.readouterr().err
+    for bad in ("me/app:P ", "me/app", " me/app:P"):
+        assert main(["work", "enqueue", "P.md", "--project", bad]) == 2
+        assert "is not OWNER/REPO:PLANKEY" in capsys.readouterr().err
+    assert main(["work", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["project"] == "me/app:P"  # the only queue
