@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.errors import InputError
+from agent_harness.errors import HarnessError, InputError
 from agent_harness.plan import backlog
 from agent_harness.plan.markdown import parse_plan, parse_plan_file
+from agent_harness.plan.model import WorkItem
 
 pytestmark = pytest.mark.unit
 
@@ -87,6 +88,34 @@ def test_bad_backlogs_are_refused(tmp_path: Path, content: str, message: str) ->
     path.write_text(content)
     with pytest.raises(InputError, match=message):
         backlog.load_plan(path)
+
+
+def _item(item_id: str, deps: list[str], line: int) -> dict[str, object]:
+    item = WorkItem(
+        id=item_id, title=item_id, body="", depends_on=tuple(deps), line=line, form="heading"
+    )
+    return {**item.model_dump(mode="json"), "hash": item.content_hash}
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        ([_item("A1", ["A1"], 1)], "dependency cycle A1 -> A1"),
+        ([_item("A2", ["A3"], 2), _item("A3", ["A2"], 3)], "dependency cycle A2 -> A3 -> A2"),
+        ([_item("A4", ["A9"], 4)], "item A4 depends on A9, which no item of the backlog is"),
+    ],
+)
+def test_a_backlog_whose_item_could_never_start_is_refused(
+    tmp_path: Path, items: list[dict[str, object]], message: str
+) -> None:
+    # Edited by hand or written by another tool: queued as it is, the item would stay pending
+    # for ever, as would every item after it.
+    path = tmp_path / "b.json"
+    doc = {"format": "agent-harness/backlog", "version": 1, "source": "x", "items": items}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(HarnessError, match=message) as refused:
+        backlog.load_plan(path)
+    assert refused.value.exit_code in (2, 3)  # a usage error or a refused plan, never a crash
 
 
 def test_roadmap_backlog_has_not_drifted() -> None:
