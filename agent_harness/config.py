@@ -8,7 +8,6 @@ layer, so `agent-harness config` can say why a setting is what it is.
 from __future__ import annotations
 
 import difflib
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from agent_harness.errors import ConfigError, read_json
+from agent_harness.errors import ConfigError, read_json, read_toml_file
 from agent_harness.plan.model import PLAN_KEY_PATTERN
 from agent_harness.secrets.process import process_env
 from agent_harness.secrets.shapes import mask_url
@@ -266,18 +265,7 @@ def find_config_file(cwd: Path) -> tuple[Path, dict[str, Any]] | None:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    except UnicodeDecodeError as exc:  # TOML is UTF-8 text
-        raise ConfigError(
-            f"{path}: not valid TOML (byte 0x{exc.object[exc.start]:02x} at offset "
-            f"{exc.start} is not UTF-8)"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return read_toml_file(path, ConfigError)
 
 
 # Keys that say how another key's value is taken, not settings of their own.
@@ -392,8 +380,6 @@ def _env_json(name: str, text: str) -> Any:
 def _read_file_layer(cwd: Path, config_file: Path | None) -> tuple[Path, dict[str, Any]] | None:
     if config_file is None:
         return find_config_file(cwd)
-    if not config_file.is_file():
-        raise ConfigError(f"config file not found: {config_file}")
     data = _read_toml(config_file)
     if config_file.name == "pyproject.toml":
         data = data.get("tool", {}).get("agent-harness", {})

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
+import tomllib
+from pathlib import Path
 from typing import Any
 
 # What reading JSON written by someone else raises when it cannot be read: the decoder's own
@@ -35,6 +39,41 @@ def read_json(text: str | bytes) -> Any:
     if ("\\u" in text and _SURROGATE_ESCAPE.search(text)) or not _utf8(text):
         value = without_lone_surrogates(value)
     return value
+
+
+# A settings file is a few kilobytes; one bigger than this is not what the user meant to name.
+MAX_TOML_BYTES = 4 * 1024 * 1024
+
+
+def read_toml_file(path: Path, error: type[HarnessError]) -> dict[str, Any]:
+    """A TOML file written by hand, or `error` with one line saying why it cannot be read: it
+    is missing, not a regular file (a pipe would block for ever), too big, not UTF-8, not
+    TOML, or nested past the reader's recursion limit (`a = [[[[...`)."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise error(f"{path} is {what}; name a TOML file")
+        if info.st_size > MAX_TOML_BYTES:
+            raise error(f"{path} is {info.st_size // 1024} KB; a TOML file over 4 MB is refused")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{path} not found") from None
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 text
+        raise error(
+            f"{path}: not valid TOML (byte 0x{raw[exc.start]:02x} at offset {exc.start} is "
+            "not UTF-8)"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise error(f"{path}: not valid TOML (nested too deeply)") from None
 
 
 def _utf8(text: str) -> bool:

@@ -14,12 +14,11 @@ the file while the run runs wins over them for the roles it changes.
 from __future__ import annotations
 
 import threading
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_harness.errors import ConfigError, HarnessError
+from agent_harness.errors import ConfigError, HarnessError, read_toml_file
 from agent_harness.models.routes import (
     Route,
     UnknownRole,
@@ -49,12 +48,7 @@ def route_of(role: str, entry: RoleEntry, env: Mapping[str, str], where: str) ->
 
 def read_roles(path: Path) -> dict[str, RoleEntry]:
     """The `[roles]` table of a config file (`[tool.agent-harness.roles]` in pyproject.toml)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    data = read_toml_file(path, ConfigError)
     if path.name == "pyproject.toml":
         data = data.get("tool", {}).get("agent-harness", {})
     roles = data.get("roles", {})

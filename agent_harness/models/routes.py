@@ -7,13 +7,12 @@ route names only the variable its key lives in, never the key itself.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from agent_harness.errors import ConfigError
+from agent_harness.errors import ConfigError, read_toml_file
 
 ApiFormat = Literal["anthropic", "openai"]
 
@@ -88,12 +87,7 @@ def load_routes_from_file(path: Path | str) -> dict[str, Route]:
     """Read `[roles.<role>]` tables (model, vendor, endpoint, api_key_env, api_format?,
     classifier?) from a TOML file."""
     source = Path(path)
-    try:
-        data = tomllib.loads(source.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read routes file {source}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"routes file {source} is not valid TOML: {exc}") from exc
+    data = read_toml_file(source, ConfigError)
     roles = data.get("roles")
     if not isinstance(roles, dict) or not roles:
         raise ConfigError(f"routes file {source} has no [roles.<name>] tables")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,47 @@ def test_one_repository_spelt_in_two_cases_is_one_queue_not_two(
         assert "is not OWNER/REPO:PLANKEY" in capsys.readouterr().err
     assert main(["work", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["project"] == "me/app:P"  # the only queue
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("deep.toml", "a = " + "[" * 50_000 + "]" * 50_000, "not valid TOML (nested too deeply)"),
+        ("latin1.toml", b"x = '\xe9'\n", "byte 0xe9 at offset 5 is not UTF-8"),
+        ("missing.toml", None, "missing.toml not found"),
+        ("folder", "", "folder is a directory; name a TOML file"),
+        ("pipe", "", "pipe is not a regular file"),  # reading a FIFO would block for ever
+    ],
+)  # fmt: skip
+def test_a_config_file_that_cannot_be_read_is_one_line(
+    name: str,
+    content: str | bytes | None,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    if name == "folder":
+        Path(name).mkdir()
+    elif name == "pipe":
+        os.mkfifo(name)
+    elif isinstance(content, bytes):
+        Path(name).write_bytes(content)
+    elif content is not None:
+        Path(name).write_text(content)
+    assert main(["config", "--file", name]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1
+
+
+@pytest.mark.unit
+def test_a_pyproject_nested_too_deeply_stops_work_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()
+    Path("pyproject.toml").write_text("[tool.agent-harness]\na = " + "[" * 50_000 + "]" * 50_000)
+    assert main(["work"]) == 2
+    assert "pyproject.toml: not valid TOML (nested too deeply)" in capsys.readouterr().err

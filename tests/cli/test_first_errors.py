@@ -130,10 +130,10 @@ def test_a_file_the_machine_refuses_is_named_in_one_line_not_called_a_bug(
     else:
         monkeypatch.setenv("AGENT_HARNESS_DEBUG", debug)
     long_name = "x" * 300
-    assert main(["config", "--file", long_name]) == 1
+    assert main(["plan", EXAMPLE, "--backlog", long_name]) == 1
     err = capsys.readouterr().err
     assert err == f"error: {long_name[:200]}: File name too long\n"
-    assert main(["config", "--file", long_name, "--json"]) == 1
+    assert main(["plan", EXAMPLE, "--backlog", long_name, "--json"]) == 1
     said = json.loads(capsys.readouterr().err)
     assert said == {"error": f"{long_name[:200]}: File name too long", "exit": 1}
 
@@ -144,7 +144,7 @@ def test_with_debugging_on_the_same_error_keeps_its_traceback(
 ) -> None:
     monkeypatch.setenv("AGENT_HARNESS_DEBUG", "1")
     with pytest.raises(OSError, match="File name too long"):
-        main(["config", "--file", "x" * 300])
+        main(["plan", EXAMPLE, "--backlog", "x" * 300])
 
 
 ODD = "T\udce9"  # a byte that is not UTF-8, as Python hands it over from the command line
