@@ -42,6 +42,11 @@ class Comparison(BaseModel):
     unknown_calls: int = Field(description="Calls of unknown price left out of that cost.")
 
 
+MAX_TOTAL = 10**9
+MAX_DAYS = 36_500
+MAX_LABEL = 80
+
+
 def parse_spec(spec: str) -> tuple[int, float, str]:
     """TOTAL:DAYS:LABEL, e.g. 40:30:before-harness."""
     parts = spec.split(":", 2)
@@ -53,7 +58,26 @@ def parse_spec(spec: str) -> tuple[int, float, str]:
         ) from None
     if total < 0 or days <= 0 or not label:
         raise UsageError(f"baseline {spec!r}: TOTAL >= 0, DAYS > 0 and a LABEL are required")
+    if total > MAX_TOTAL or not days <= MAX_DAYS:  # `not <=` refuses NaN too
+        raise UsageError(
+            f"baseline {spec[:80]!r}: TOTAL at most {MAX_TOTAL:,} items and DAYS at most "
+            f"{MAX_DAYS:,} (a century)"
+        )
+    # A baseline is immutable and shown in every report: its label is refused now, not after.
+    if len(label) > MAX_LABEL or not label.isprintable() or not _utf8(label):
+        raise UsageError(
+            f"baseline label {label[:80]!a}: at most {MAX_LABEL} characters, printable text "
+            "(no control characters or line breaks)"
+        )
     return total, days, label
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def record_baseline(audit: Store, spec: str) -> Baseline:

@@ -162,7 +162,13 @@ def health_cmd(db: str | None, audit_db: str | None, as_json: bool) -> int:
 
 
 @audit.command(name="events")
-@click.option("--after", type=int, default=0, show_default=True, help="Rows with a higher id.")
+@click.option(
+    "--after",
+    type=click.IntRange(0, 2**63 - 1),
+    default=0,
+    show_default=True,
+    help="Rows with a higher id.",
+)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
 @click.option("--item", metavar="ID", callback=checked_name, help="Only this item.")
 @click.option("--kind", metavar="KIND", callback=checked_name, help="Only this kind of event.")
@@ -219,9 +225,11 @@ def baselines_cmd(
     spec: str | None, project: str | None, db: str | None, audit_db: str | None, as_json: bool
 ) -> int:
     """Compare delivery per day and cost per delivered item against recorded baselines."""
-    from agent_harness.audit.baselines import baselines, record_baseline
+    from agent_harness.audit.baselines import baselines, parse_spec, record_baseline
     from agent_harness.cli.audit_view import render_baselines
 
+    if spec is not None:
+        parse_spec(spec)  # refused before a database is made to hold it
     with open_audit_db(audit_db, db, must_exist=spec is None) as store:
         if spec is not None:
             record_baseline(store, spec)
@@ -232,7 +240,7 @@ def baselines_cmd(
 @audit.command(name="maintain")
 @click.option(
     "--retention-days",
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(min=0, max=36_500),
     default=90.0,
     show_default=True,
     help="Thin raw events older than this, where a rollup covers them.",

@@ -18,6 +18,21 @@ DEFAULT_PORT = 8080
 DEFAULT_TOKEN = "forge-token"
 
 
+# An issue or pull request number: GitHub's are 32-bit, and a bigger one can name nothing.
+_NUMBER = click.IntRange(1, 2**31 - 1)
+
+
+def _checked_repo(repo: str) -> str:
+    """REPO as GitHub would spell it, or one line saying what is wrong with it."""
+    from agent_harness.errors import UsageError
+    from agent_harness.tracker.github import check_repo_name
+
+    try:
+        return check_repo_name(repo)
+    except UsageError as exc:
+        raise UsageError("REPO " + exc.message.removeprefix("--repo ")) from None
+
+
 def _data_option(help_text: str) -> Callable[[F], F]:
     return click.option(
         "--data",
@@ -62,7 +77,7 @@ Examples:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port",
-    type=int,
+    type=click.IntRange(0, 65535),
     default=None,
     help="Port to listen on (0 = any). Default: the port recorded in DATA by --forge local, "
     f"which the links it printed point at; else {DEFAULT_PORT}.",
@@ -84,7 +99,13 @@ Examples:
     help="Another user with push access, who may approve or request changes on pull requests "
     "the token's user opened (their author may not, as on GitHub). Repeatable.",
 )
-@click.option("--rate-limit", default=5000, show_default=True, help="Requests per token per hour.")
+@click.option(
+    "--rate-limit",
+    default=5000,
+    show_default=True,
+    type=click.IntRange(1, 10**9),
+    help="Requests per token per hour.",
+)
 @click.option(
     "--ci",
     "ci_command",
@@ -214,7 +235,7 @@ Examples:
 """
 )
 @click.argument("repo", metavar="REPO")
-@click.argument("number", type=click.IntRange(min=1), metavar="N")
+@click.argument("number", type=_NUMBER, metavar="N")
 @click.option(
     "--method",
     type=click.Choice(["merge", "squash", "rebase"]),
@@ -233,7 +254,7 @@ def merge(repo: str, number: int, method: str, data_dir: Path | None, as_json: b
     """
     from agent_harness.forge.by_hand import merge_pull
 
-    done = merge_pull(_resolve_data(data_dir), repo, number, method)
+    done = merge_pull(_resolve_data(data_dir), _checked_repo(repo), number, method)
     if as_json:
         print_json(done.as_json())
     else:
@@ -252,14 +273,14 @@ Examples:
 """
 )
 @click.argument("repo", metavar="REPO")
-@click.argument("number", type=click.IntRange(min=1), metavar="N")
+@click.argument("number", type=_NUMBER, metavar="N")
 @_data_option("The forge's data directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def close(repo: str, number: int, data_dir: Path | None, as_json: bool) -> int:
     """Close issue or pull request N of REPO (OWNER/NAME) without merging anything."""
     from agent_harness.forge.by_hand import close as close_it
 
-    done = close_it(_resolve_data(data_dir), repo, number)
+    done = close_it(_resolve_data(data_dir), _checked_repo(repo), number)
     if as_json:
         print_json(done.as_json())
     elif done.is_pull:

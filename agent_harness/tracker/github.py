@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UsageError
+from agent_harness.plan.model import shown_path
 from agent_harness.tracker.github_pulls import PullReads
 from agent_harness.tracker.protocol import (
     AuthError,
@@ -109,19 +110,22 @@ def check_repo_name(repo: str) -> str:
     """`repo` when it names a repository as GitHub spells one (`owner/name`); else UsageError.
 
     Checked before any token lookup or request, so a typo costs nothing and says what is wrong."""
-    owner, slash, name = repo.partition("/")
+    shown = shown_path(repo)[:200]  # a byte that is not UTF-8 is spelt out, as \\xff
+    owner, slash, name = shown.partition("/")
     if not slash or "/" in name or not owner or not name:
-        raise UsageError(f"--repo '{repo}' must be OWNER/NAME, with exactly one '/'")
+        raise UsageError(f"--repo '{shown}' must be OWNER/NAME, with exactly one '/'")
     if not _OWNER.fullmatch(owner):
         raise UsageError(
-            f"--repo '{repo}' has owner '{owner}', which may hold only letters, digits and '-' "
+            f"--repo '{shown}' has owner '{owner}', which may hold only letters, digits and '-' "
             "(not first), at most 39 characters"
         )
     if not _NAME.fullmatch(name) or name in (".", ".."):
         raise UsageError(
-            f"--repo '{repo}' has name '{name}', which may hold only letters, digits, '.', '-' "
+            f"--repo '{shown}' has name '{name}', which may hold only letters, digits, '.', '-' "
             "and '_'"
         )
+    if shown != repo:
+        raise UsageError(f"--repo '{shown}' is not UTF-8 text")
     return repo
 
 

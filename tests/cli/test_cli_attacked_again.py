@@ -219,3 +219,37 @@ def test_a_pyproject_nested_too_deeply_stops_work_with_one_line(
     Path("pyproject.toml").write_text("[tool.agent-harness]\na = " + "[" * 50_000 + "]" * 50_000)
     assert main(["work"]) == 2
     assert "pyproject.toml: not valid TOML (nested too deeply)" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["forge", "merge", "me/app", str(10**23)], "is not in the range 1<=x<=2147483647"),
+        (["forge", "serve", "--port", "99999"], "99999 is not in the range 0<=x<=65535"),
+        (["forge", "serve", "--rate-limit", "0"], "0 is not in the range"),
+        (["audit", "events", "--after", str(10**23)], "is not in the range"),
+        (["audit", "maintain", "--retention-days", "1e308"], "is not in the range 0<=x<=36500"),
+        (["audit", "baselines", "--baseline", f"{10**23}:1:q"], "TOTAL at most 1,000,000,000"),
+        (["audit", "baselines", "--baseline", "1:1e23:q"], "DAYS at most 36,500"),
+        (["audit", "baselines", "--baseline", "1:nan:q"], "DAYS at most 36,500"),
+        (["audit", "baselines", "--baseline", "1:1:a\x1b[31mred"], "label 'a\\x1b[31mred'"),
+        (["audit", "baselines", "--baseline", "1:1:two\nlines"], "no control characters"),
+        (["audit", "baselines", "--baseline", "1:1:a\udcffb"], "printable text"),
+        (["audit", "baselines", "--baseline", "1:1:" + "y" * 100], "at most 80 characters"),
+    ],
+    ids=lambda a: " ".join(a[:3])[:40] if isinstance(a, list) else None,
+)
+def test_a_value_too_big_or_too_odd_to_keep_is_a_usage_error_not_a_crash(
+    args: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A baseline is immutable and shown in every report: what it cannot hold is refused
+    # before anything is written.
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    assert said in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no database made to hold what was refused

@@ -238,7 +238,9 @@ def test_forge_close_closes_an_issue_or_a_pull_request_without_merging(
         (["merge", "me/app", "1"], 2, "me/app#1 is an issue, not a pull request"),
         (["close", "me/app", "99"], 2, "me/app has no issue or pull request #99"),
         (["merge", "me/nothing", "1"], 2, "no repository me/nothing on the local forge"),
-        (["merge", "me-app", "1"], 2, "REPO must be OWNER/NAME"),
+        (["merge", "me-app", "1"], 2, "REPO 'me-app' must be OWNER/NAME"),
+        (["close", "../x", "1"], 2, "REPO '../x' has owner '..'"),
+        (["close", "me/\udcffapp", "1"], 2, "REPO 'me/\\xffapp' has name"),
     ],
 )
 def test_what_cannot_be_merged_or_closed_is_one_line(
