@@ -40,7 +40,13 @@ Examples:
     callback=from_env("AGENT_HARNESS_AUDIT_DB"),
     help="Audit database URL (env AGENT_HARNESS_AUDIT_DB), as for every other command.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    callback=lambda _ctx, _param, value: _checked_host(value),
+    help="Address to bind (0.0.0.0 for every interface).",
+)
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
     "--root-path",
@@ -78,4 +84,28 @@ def serve(**options: object) -> int:
     token = process_env().get("HARNESS_TOKEN", "")
     if not token.strip():
         raise UsageError("HARNESS_TOKEN is not set: the API refuses to start without a token")
+    if len(token) < MIN_TOKEN or not (token.isascii() and token.isprintable()) or " " in token:
+        # A short token is guessed; one with spaces or beyond ASCII no client can send.
+        raise UsageError(
+            f"HARNESS_TOKEN must be at least {MIN_TOKEN} printable ASCII characters without "
+            "spaces; make one with: openssl rand -hex 32"
+        )
     return serve_api(ServeRequest.of(options), token)
+
+
+MIN_TOKEN = 16
+
+
+def _checked_host(host: str) -> str:
+    """The address to bind, checked before anything starts: '' would bind every interface
+    unsaid, and a name that does not resolve failed later inside the server's own log."""
+    import socket
+
+    if not host.strip():
+        raise click.BadParameter("is empty; give 127.0.0.1, or 0.0.0.0 for every interface")
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        shown = host.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise click.BadParameter(f"{shown[:100]!r} is no address here ({exc})") from None
+    return host

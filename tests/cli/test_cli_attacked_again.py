@@ -253,3 +253,34 @@ def test_a_value_too_big_or_too_odd_to_keep_is_a_usage_error_not_a_crash(
     assert main(args) == 2
     assert said in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # no database made to hold what was refused
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("token", "host", "said"),
+    [
+        ("Q7z", "127.0.0.1", "HARNESS_TOKEN must be at least 16 printable ASCII characters"),
+        ("0123456789abcdef\n", "127.0.0.1", "without spaces; make one with: openssl rand"),
+        ("0123456789abcdef", "", "is empty; give 127.0.0.1, or 0.0.0.0 for every interface"),
+    ],
+)
+def test_serve_refuses_a_guessable_token_or_an_empty_host_before_starting(
+    token: str,
+    host: str,
+    said: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("HARNESS_TOKEN", token)
+    assert main(["serve", "--host", host, "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and token.strip() not in err
+
+
+@pytest.mark.integration
+def test_serve_refuses_a_host_that_is_no_address_before_starting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HARNESS_TOKEN", "0123456789abcdef")
+    assert main(["serve", "--host", "not a host", "--port", "1"]) == 2
+    assert "'not a host' is no address here" in capsys.readouterr().err
