@@ -61,7 +61,7 @@ def open_audit_db(audit_db: str | None, db: str | None, *, must_exist: bool) -> 
     from agent_harness.errors import UsageError
 
     url = audit_target(audit_db, db)
-    if must_exist and "://" not in url and not Path(url).exists():
+    if must_exist and "://" not in url and not url.startswith("-") and not Path(url).exists():
         raise UsageError(
             f"no audit database at {url}: run `agent-harness ingest` to record the work log "
             "(or pass --audit-db / set AGENT_HARNESS_AUDIT_DB)"

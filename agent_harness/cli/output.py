@@ -60,6 +60,16 @@ def checked_name(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
+class PlanPath(click.Path):
+    """A plan file's path; an empty one is refused by name (as a Path it would be '.', and the
+    user would be told the current directory is no plan)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty: name a plan file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
@@ -72,7 +82,7 @@ def open_database(flag: str | None, *, must_exist: bool, check_protection: bool 
 
     url = database_url(load_settings().settings, flag)
     path = sqlite_file(url)
-    if must_exist and path is not None and not path.exists():
+    if must_exist and path is not None and not path.exists() and not url.startswith("-"):
         raise UsageError(
             f"no database at {path}: nothing has run here yet "
             "(pass --db URL or set AGENT_HARNESS_DB to read another)"

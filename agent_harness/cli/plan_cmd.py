@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agent_harness.cli.output import console, from_env, print_json, sqlite_file
+from agent_harness.cli.output import PlanPath, console, from_env, print_json, sqlite_file
 from agent_harness.cli.tracker_opts import (
     checked_plan_key,
     checked_repo,
@@ -45,7 +45,7 @@ Examples:
   agent-harness plan docs/PLAN.md --repo owner/name --moved-from PLAN.md  # a moved plan
 """
 )
-@click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
+@click.argument("plan_file", metavar="PLAN", type=PlanPath(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(
     "--backlog",

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from agent_harness.cli.output import PlanPath
+
 
 @click.command(
     epilog="""\b
@@ -14,7 +16,7 @@ Examples:
   agent-harness steps .agent-harness/items/T1/plan.json --json | jq '.steps[].status'
 """
 )
-@click.argument("plan_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("plan_file", type=PlanPath(path_type=Path, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the whole saved plan as JSON.")
 def steps(plan_file: Path, as_json: bool) -> int:
     """Print each step's status, attempts, check and result, and the blocker if any.

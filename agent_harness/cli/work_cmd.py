@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from agent_harness.cli.output import checked_name, console, from_env, print_json
+from agent_harness.cli.output import PlanPath, checked_name, console, from_env, print_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -310,7 +310,7 @@ Examples:
   agent-harness work enqueue backlog.json --project me/app:PLAN --json
 """
 )
-@click.argument("plan_file", metavar="PLAN", type=click.Path(path_type=Path))
+@click.argument("plan_file", metavar="PLAN", type=PlanPath(path_type=Path))
 @click.option(
     "--max-attempts",
     type=click.IntRange(1),

@@ -677,6 +677,12 @@ def open_store(
     store: Store
     if url is None or url == "":
         store = SqliteStore(Path.cwd() / DEFAULT_SQLITE_PATH, clock=clock)
+    elif url.startswith("-"):
+        # `--db --json` takes the next option as the database: never make a file so named.
+        raise UsageError(
+            f"{url[:80]!r} is no database but an option's name: give a path, sqlite:///path or "
+            "postgresql://... (./NAME for a file whose name starts with '-')"
+        )
     elif url.startswith(("postgresql://", "postgres://")):
         postgres = PostgresStore(url, clock=clock, schema=schema)
         if database_clock or (database_clock is None and clock is time.time):

@@ -15,6 +15,7 @@ from agent_harness.cli import main
 from agent_harness.secrets.shapes import mask_url
 
 PASSWORD = "hunter2-canary-7c1d"
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "PLAN.md")
 
 
 @pytest.mark.unit
@@ -284,3 +285,30 @@ def test_serve_refuses_a_host_that_is_no_address_before_starting(
     monkeypatch.setenv("HARNESS_TOKEN", "0123456789abcdef")
     assert main(["serve", "--host", "not a host", "--port", "1"]) == 2
     assert "'not a host' is no address here" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["plan", ""], "Invalid value for 'PLAN': is empty: name a plan file"),
+        (["work", "enqueue", "", "--project", "me/app:P"], "is empty: name a plan file"),
+        (["work", "--db", "--json"], "'--json' is no database but an option's name"),
+        (["audit", "events", "--audit-db", "--json"], "'--json' is no database but an option"),
+        (
+            ["work", "enqueue", EXAMPLE, "--project", "me/app:P", "--db", "-x"],
+            "'-x' is no database",
+        ),
+    ],
+)
+def test_an_empty_plan_name_or_an_option_taken_as_a_database_is_said_as_such(
+    args: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    assert said in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no database file named after an option
