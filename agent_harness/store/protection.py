@@ -33,16 +33,13 @@ def problems(tx: Tx) -> list[str]:
     also a log whose transaction ids lie ahead of the server's."""
     if tx.dialect.name == "postgresql":
         return _pg_unprotected(tx) + ([AHEAD] if log_ahead(tx) else [])
-    rows = tx.all(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
-        "AND tbl_name IN ('events', 'event_chain', 'items')"
-    )
-    found = {str(name): _squash(str(sql)) for name, sql in rows}
+    found = {str(name): _squash(str(sql)) for name, sql in tx.all(_SQLITE_TRIGGERS)}
+    expected = _sqlite_guards(tx)
     return [
         _guard_problem(name, found.get(name))
-        for name, text in _sqlite_guards(tx).items()
+        for name, text in expected.items()
         if found.get(name) != _squash(text)
-    ]
+    ] + [_STRANGER.format(name=name) for name in sorted(found.keys() - expected.keys())]
 
 
 def restore(tx: Tx) -> None:
@@ -50,6 +47,10 @@ def restore(tx: Tx) -> None:
     re-basing first a PostgreSQL log whose transaction ids lie ahead of the server's."""
     postgres = tx.dialect.name == "postgresql"
     guards = PG_GUARDS if postgres else _sqlite_guards(tx)
+    for name, table in tx.all(_PG_TRIGGERS if postgres else _SQLITE_TRIGGERS):
+        if name not in guards:  # a stranger goes; the guards are made again below
+            dropped = f"DROP TRIGGER {_quoted(name)}"
+            tx.execute(dropped + (f" ON {_quoted(table)}" if postgres else ""))
     for name in guards:
         table = "event_chain" if name.startswith("event_chain") else "events"
         tx.execute(f"DROP TRIGGER IF EXISTS {name}" + (f" ON {table}" if postgres else ""))
@@ -75,12 +76,32 @@ def _sqlite_guards(tx: Tx) -> dict[str, str]:
     return {**SQLITE_GUARDS, **claim_log}
 
 
+def _quoted(name: str) -> str:
+    """A name as an SQL identifier, whatever it holds (a stranger's name may hold quotes)."""
+    return '"' + str(name).replace('"', '""') + '"'
+
+
 def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
 def _guard_problem(name: str, found: str | None) -> str:
     return f"trigger {name} is missing" if found is None else f"trigger {name} was altered"
+
+
+# The triggers on the tables the guards keep: each must be one the harness made.
+_PG_TRIGGERS = (
+    "SELECT t.tgname, c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+    "WHERE c.relnamespace = current_schema()::regnamespace "
+    "AND c.relname IN ('events', 'event_chain', 'items') AND NOT t.tgisinternal"
+)
+_SQLITE_TRIGGERS = (  # the second column is its text here, its table on PostgreSQL
+    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+    "AND tbl_name IN ('events', 'event_chain', 'items')"
+)
+# One the harness did not make (or an older one left behind) could log a claim twice, forge an
+# event or change what a write does.
+_STRANGER = "trigger {name} is not one the harness made"
 
 
 # What each PostgreSQL guard must say: the table, the operations and the level it fires at.
@@ -94,13 +115,10 @@ _PG_EXPECTED = {
 
 def _pg_unprotected(tx: Tx) -> list[str]:
     rows = tx.all(
-        "SELECT t.tgname, t.tgenabled, pg_get_triggerdef(t.oid) FROM pg_trigger t "
-        "JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = "
-        "current_schema()::regnamespace AND c.relname IN ('events', 'event_chain') "
-        "AND NOT t.tgisinternal"
+        _PG_TRIGGERS.replace("c.relname FROM", "t.tgenabled, pg_get_triggerdef(t.oid) FROM")
     )
     found = {str(name): (str(enabled), _squash(str(text))) for name, enabled, text in rows}
-    problems: list[str] = []
+    problems = [_STRANGER.format(name=name) for name in sorted(found.keys() - _PG_EXPECTED.keys())]
     for name, (table, operations, level) in _PG_EXPECTED.items():
         if name not in found:
             problems.append(f"trigger {name} is missing")

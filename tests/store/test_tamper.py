@@ -235,3 +235,40 @@ def test_the_last_sealed_event_deleted_is_named_and_writing_goes_on(
     gone = "was changed after it was written" if engine.name == "sqlite" else "was deleted"
     assert [(b.event_id, b.problem) for b in report.breaks] == [(6, gone)]
     assert report.unsealed == 0
+
+
+@pytest.mark.parametrize("table", ["items", "events"])
+def test_a_trigger_the_harness_did_not_make_is_refused_and_the_repair_drops_it(
+    engine: Engine, table: str
+) -> None:
+    # Beside guards that are all intact, a trigger slipped in could forge events or undo a
+    # claim; its name is made to break naive SQL quoting.
+    engine.open().close()
+    name = 'sneaky"; --'
+    quoted = '"' + name.replace('"', '""') + '"'
+    with raw(engine) as conn:
+        if engine.name == "sqlite":
+            conn.execute(
+                f"CREATE TRIGGER {quoted} AFTER INSERT ON {table} BEGIN "
+                "INSERT INTO events (ts, project, kind, payload) "
+                "SELECT 0, 'x', 'forged', '{}' WHERE 0; END"
+            )
+        else:
+            conn.execute(
+                "CREATE FUNCTION nothing() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RETURN NEW; END $$"
+            )
+            conn.execute(
+                f"CREATE TRIGGER {quoted} AFTER INSERT ON {table} FOR EACH ROW "
+                "EXECUTE FUNCTION nothing()"
+            )
+    with pytest.raises(EventsUnprotected) as refused:
+        engine.open()
+    assert refused.value.missing == (f"trigger {name} is not one the harness made",)
+    repaired = engine.open(check_protection=False)
+    try:
+        assert repaired.restore_protection()
+        assert repaired.unprotected() == []
+    finally:
+        repaired.close()
+    engine.open().close()
