@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from agent_harness.audit.baselines import Comparison
+from agent_harness.audit.baselines import LABEL_PATTERN, MAX_DAYS, MAX_TOTAL, Comparison
 from agent_harness.audit.ingest import IngestReport
 from agent_harness.audit.maintenance import RollupDay
 from agent_harness.errors import without_lone_surrogates
@@ -341,7 +341,10 @@ class PlanSyncIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     project: str = Field(pattern=PROJECT_PATTERN, description="owner/repo:plankey.")
-    dry_run: bool = Field(default=True, description="Say what would change, write nothing.")
+    # Strict: a `0` or `"no"` read as false would make a dry run write.
+    dry_run: bool = Field(
+        default=True, strict=True, description="Say what would change, write nothing."
+    )
 
 
 class IssueChange(_Out):
@@ -537,16 +540,19 @@ class BaselinesOut(_Out):
     baselines: list[Comparison] = Field(description="By label; empty when none is recorded.")
 
 
-BASELINE_LABEL = r"^[A-Za-z0-9._:/-]([A-Za-z0-9 ._:/-]{0,98}[A-Za-z0-9._:/-])?$"
-
-
 class BaselineIn(_Out):
     """A prior measurement of the workload, recorded once and never changed."""
 
-    label: str = Field(pattern=BASELINE_LABEL, description="Its name, e.g. before-harness.")
-    delivered: int = Field(ge=0, le=10**9, description="Items delivered in the period.")
+    label: str = Field(pattern=LABEL_PATTERN, description="Its name, e.g. before-harness.")
+    delivered: int = Field(
+        ge=0, le=MAX_TOTAL, strict=True, description="Items delivered in the period."
+    )
     days: float = Field(
-        gt=0, le=36_500, allow_inf_nan=False, description="Length of the period in days."
+        gt=0,
+        le=MAX_DAYS,
+        allow_inf_nan=False,
+        strict=True,
+        description="Length of the period in days.",
     )
 
     def spec(self) -> str:

@@ -6,6 +6,8 @@ belongs to the workload, so there is no built-in number; once recorded it cannot
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, Field
 
 from agent_harness.audit.cost import cost
@@ -44,7 +46,8 @@ class Comparison(BaseModel):
 
 MAX_TOTAL = 10**9
 MAX_DAYS = 36_500
-MAX_LABEL = 80
+# A label is shown in every report and never changes: plain ASCII, no space at either end.
+LABEL_PATTERN = r"^[A-Za-z0-9._:/-]([A-Za-z0-9 ._:/-]{0,98}[A-Za-z0-9._:/-])?$"
 
 
 def parse_spec(spec: str) -> tuple[int, float, str]:
@@ -63,21 +66,12 @@ def parse_spec(spec: str) -> tuple[int, float, str]:
             f"baseline {spec[:80]!r}: TOTAL at most {MAX_TOTAL:,} items and DAYS at most "
             f"{MAX_DAYS:,} (a century)"
         )
-    # A baseline is immutable and shown in every report: its label is refused now, not after.
-    if len(label) > MAX_LABEL or not label.isprintable() or not _utf8(label):
+    if not re.fullmatch(LABEL_PATTERN, label):
         raise UsageError(
-            f"baseline label {label[:80]!a}: at most {MAX_LABEL} characters, printable text "
-            "(no control characters or line breaks)"
+            f"baseline label {label[:80]!a}: 1 to 100 of letters, digits, '.', '_', ':', '/', "
+            "'-' and inner spaces"
         )
     return total, days, label
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def record_baseline(audit: Store, spec: str) -> Baseline:

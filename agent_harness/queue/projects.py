@@ -93,8 +93,13 @@ class ProjectSpec(BaseModel):
     model: str | None = Field(
         default=None, max_length=200, description="Model passed to the CLI agent preset."
     )
-    workers: int = Field(default=1, ge=1, le=64, description="Workers of this project's pool.")
-    max_attempts: int | None = Field(default=None, ge=1, le=100, description="Attempts per item.")
+    # Strict: `true` is no count of workers (lax validation read it as 1).
+    workers: int = Field(
+        default=1, ge=1, le=64, strict=True, description="Workers of this project's pool."
+    )
+    max_attempts: int | None = Field(
+        default=None, ge=1, le=100, strict=True, description="Attempts per item."
+    )
     forge: Literal["local"] | None = Field(
         default=None, description="'local' for the embedded forge; null for GitHub."
     )

@@ -109,3 +109,25 @@ def test_monitoring_reads_the_audit_and_refuses_to_write_it(
     assert health["work_events_waiting"] == 0 and health["last_event_id"] is not None
     delivered = monitoring.get("/api/audit/delivery", params={"since": "2020-01-01"}, headers=AUTH)
     assert delivered.status_code == 200 and delivered.json()["merged"] == 0
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "field"),
+    [
+        ("/api/audit/baselines", {"label": "b", "delivered": False, "days": 30}, "delivered"),
+        ("/api/audit/baselines", {"label": "b", "delivered": 4, "days": True}, "days"),
+        ("/api/audit/baselines", {"label": "b", "delivered": 4.0, "days": 30}, "delivered"),
+        ("/api/plan/sync", {"project": PROJECT, "dry_run": 0}, "dry_run"),
+        ("/api/plan/sync", {"project": PROJECT, "dry_run": "no"}, "dry_run"),
+        ("/api/projects", {"repo": "me/app", "work_dir": "/w", "plan": "P.md",
+                           "reviewer": "codex", "workers": True}, "workers"),
+    ],
+)  # fmt: skip
+def test_a_value_of_the_wrong_json_type_is_refused_not_coerced(
+    supervised: TestClient, route: str, body: dict[str, object], field: str
+) -> None:
+    # Read loosely, `"dry_run": 0` was false (a dry run that writes) and `false` a count of 0.
+    answer = supervised.post(route, json=body, headers=AUTH)
+    assert answer.status_code == 422
+    assert field in answer.text
+    assert supervised.get("/api/audit/baselines", headers=AUTH).json().get("baselines", []) == []

@@ -235,9 +235,9 @@ def test_a_pyproject_nested_too_deeply_stops_work_with_one_line(
         (["audit", "baselines", "--baseline", "1:1e23:q"], "DAYS at most 36,500"),
         (["audit", "baselines", "--baseline", "1:nan:q"], "DAYS at most 36,500"),
         (["audit", "baselines", "--baseline", "1:1:a\x1b[31mred"], "label 'a\\x1b[31mred'"),
-        (["audit", "baselines", "--baseline", "1:1:two\nlines"], "no control characters"),
-        (["audit", "baselines", "--baseline", "1:1:a\udcffb"], "printable text"),
-        (["audit", "baselines", "--baseline", "1:1:" + "y" * 100], "at most 80 characters"),
+        (["audit", "baselines", "--baseline", "1:1:two\nlines"], "label 'two\\nlines': 1 to 100"),
+        (["audit", "baselines", "--baseline", "1:1:a\udcffb"], "label 'a\\udcffb': 1 to 100"),
+        (["audit", "baselines", "--baseline", "1:1:" + "y" * 101], "1 to 100 of letters"),
     ],
     ids=lambda a: " ".join(a[:3])[:40] if isinstance(a, list) else None,
 )
