@@ -162,17 +162,18 @@ def render_sync(out: Console, report: SyncReport) -> None:
         (f"{would}updated", report.updated, "cyan"),
         ("orphaned (left alone)", report.orphaned, "yellow"),
     )
-    for label, changes, colour in groups:
-        for change in changes:
-            number = f"#{change.number}" if change.number else "(new)"
-            table.add_row(
-                change.id,
-                number,
-                f"[{colour}]{label}[/{colour}]",
-                escape("; ".join(change.changes)),
-            )
+    rows = [(label, change, colour) for label, changes, colour in groups for change in changes]
+    for label, change, colour in rows[:TABLE_ROWS_MAX]:  # a table of 20,000 rows takes minutes
+        number = f"#{change.number}" if change.number else "(new)"
+        table.add_row(
+            escape(_cut(change.id)),
+            number,
+            f"[{colour}]{label}[/{colour}]",
+            escape(_cut("; ".join(change.changes))),
+        )
     if table.row_count:
         out.print(table)
+        _say_more(out, len(rows), "change")
     for problem in report.problems:
         out.print(f"[red]problem:[/red] {escape(problem)}")
     for notice in report.notices:
@@ -183,7 +184,10 @@ def render_sync(out: Console, report: SyncReport) -> None:
     if report.milestones_created:
         extras.append(f"milestones {verb} created: {', '.join(report.milestones_created)}")
     if report.skipped_done:
-        extras.append(f"done in the plan, no issue made: {', '.join(report.skipped_done)}")
+        named = ", ".join(_cut(item) for item in report.skipped_done[:MISSING_NAMED])
+        if len(report.skipped_done) > MISSING_NAMED:
+            named += f" and {len(report.skipped_done) - MISSING_NAMED} more"
+        extras.append(f"done in the plan, no issue made: {named}")
     for line in extras:
         out.print(escape(line))
     out.print(

@@ -419,7 +419,8 @@ class _PlanSync:
         active = [
             item for item in self.plan.items if not (item.done and item.id not in listing.by_item)
         ]
-        self.report.skipped_done = [item.id for item in self.plan.items if item not in active]
+        kept = {item.id for item in active}  # by id: comparing items was quadratic in the plan
+        self.report.skipped_done = [item.id for item in self.plan.items if item.id not in kept]
         # The plan says done, the tracker says open: said out loud, never settled by sync.
         self.report.done_but_open = [
             ItemChange(item.id, issue.number)

@@ -371,3 +371,25 @@ def test_a_missing_token_is_one_line_from_the_cli(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         "error: no GitHub token: set GH_TOKEN or GITHUB_TOKEN, or log in with `gh auth login`"
     ]
+
+
+@pytest.mark.unit
+def test_a_sync_of_thousands_draws_a_bounded_table_and_names_what_it_left_out() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from agent_harness.cli.plan_view import TABLE_ROWS_MAX, render_sync
+    from agent_harness.tracker.sync import ItemChange, SyncReport
+
+    report = SyncReport(repo=REPO, plan_key="PLAN", dry_run=True)
+    report.created = [ItemChange(f"T{n}", None, ["new \x1b[2J"]) for n in range(2_000)]
+    report.skipped_done = [f"D{n}" for n in range(300)]
+    shown = StringIO()
+    render_sync(Console(file=shown, width=200), report)
+    text = shown.getvalue()
+    assert f"T{TABLE_ROWS_MAX - 1} " in text and f"T{TABLE_ROWS_MAX} " not in text
+    assert f"… and {2_000 - TABLE_ROWS_MAX} more changes (not drawn" in text
+    assert "done in the plan, no issue made: D0, D1," in text and "and 280 more" in text
+    assert "\x1b[2J" not in text and "\\x1b[2J" in text
+    assert "2000 created" in text
