@@ -22,6 +22,7 @@ from agent_harness.implement.protocol import EventCallback, ImplementResult, Sta
 from agent_harness.models.agent_output import agent_wait_until
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.models.parking import UNTIL_CLEARED
+from agent_harness.secrets.redact import redact
 
 if TYPE_CHECKING:
     from agent_harness.agents.presets import AgentPreset
@@ -49,8 +50,8 @@ def _with_last_words(reason: str, output_tail: str) -> str:
     lines = (line.strip() for line in reversed(output_tail.splitlines()))
     last = next((line for line in lines if line), "")
     if last and not last.startswith("{") and last not in reason:
-        return f"{reason}: {last[:200]}"
-    return reason
+        reason = f"{reason}: {last[:200]}"
+    return redact(reason)  # what an agent prints may hold a key: the reason is shown and kept
 
 
 @dataclass(frozen=True)

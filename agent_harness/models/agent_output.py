@@ -22,6 +22,7 @@ from agent_harness.errors import UNREADABLE_JSON, read_json
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.models.limits import epoch_seconds, next_midnight, next_wall_clock
 from agent_harness.models.providers import classify_response
+from agent_harness.secrets.redact import redact
 
 _CLAUDE_PIPE_RESET = re.compile(r"Claude AI usage limit reached\|(\d{9,13})")
 _RESETS_AT = re.compile(
@@ -486,8 +487,9 @@ def classify_agent_output(
     found = _aider_failure(lines, now) if name == "aider" else _reported_failure(name, lines, now)
     status = http_status_of_exit(name, exit_code)
     if status is not None and (found is None or found.kind not in _LASTING):
-        return _gemini_status_failure(status, lines, now) or found
-    return found
+        found = _gemini_status_failure(status, lines, now) or found
+    # An agent told a bad key often prints it back: the message is shown and kept, the key not.
+    return None if found is None else dataclasses.replace(found, message=redact(found.message))
 
 
 def http_status_of_exit(agent: str, exit_code: int | None) -> int | None:

@@ -7,6 +7,8 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from agent_harness.secrets.redact import redact
+from agent_harness.secrets.shapes import mask_url
 from agent_harness.sessions.headless import HeadlessHost
 from agent_harness.sessions.protocol import SessionError, SessionHost
 from agent_harness.sessions.remote import RemoteSessionHost
@@ -43,14 +45,15 @@ def remote_host(url: str, env: Mapping[str, str]) -> RemoteSessionHost:
     """The session host at `url` (its API: agent_harness.testing.session_server), with the
     token from AGENT_HARNESS_SESSION_TOKEN; asked once now, so a wrong URL or token stops the
     run before any work."""
+    shown = mask_url(url)  # a password in the URL is never printed
     if not url.startswith(("http://", "https://")):
         raise SessionHostRefused(
-            f"--session-host {url}: give the host's URL, e.g. http://host:8765"
+            f"--session-host {shown}: give the host's URL, e.g. http://host:8765"
         )
     token = env.get(SESSION_TOKEN_ENV, "")
     if not token:
         raise SessionHostRefused(
-            f"--session-host {url} needs the host's bearer token in {SESSION_TOKEN_ENV}"
+            f"--session-host {shown} needs the host's bearer token in {SESSION_TOKEN_ENV}"
         )
     host = RemoteSessionHost(url, token)
     try:
@@ -58,6 +61,6 @@ def remote_host(url: str, env: Mapping[str, str]) -> RemoteSessionHost:
     except SessionError as exc:
         host.close()
         raise SessionHostRefused(
-            f"session host {url} does not answer as one: {exc.message}"
+            f"session host {shown} does not answer as one: {redact(exc.message)}"
         ) from None
     return host

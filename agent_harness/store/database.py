@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
-import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.errors import UsageError
+from agent_harness.secrets.redact import redact_values
 from agent_harness.secrets.shapes import mask_url
 from agent_harness.store import pglink, protection, reading
 from agent_harness.store.chain import seal_pending
@@ -32,6 +31,7 @@ from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
 from agent_harness.store.rebase import LogAhead
+from agent_harness.store.sqlitefile import open_sqlite
 from agent_harness.store.writegate import FORKS, FairLock, restore_timeout, take_turn, write_gate
 
 Clock = Callable[[], float]
@@ -104,7 +104,9 @@ class Tx:
                 project=project,
                 item=item,
                 kind=payload.kind,
-                payload=payload.as_dict(),
+                # Free text in a payload (an agent's last words, a provider's message, a
+                # check's output) may hold a credential: the log keeps it masked.
+                payload=redact_values(payload.as_dict()),
                 external_id=None,
             )
         )
@@ -466,51 +468,7 @@ class SqliteStore(Store):
         self._gate_of = (FORKS[0], write_gate(path))
 
     def _connect(self) -> Any:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(self.where, f"cannot create its directory: {exc}") from exc
-        with contextlib.suppress(OSError):  # nothing there yet: SQLite makes the file
-            mode = os.stat(self.path).st_mode
-            if not stat.S_ISREG(mode):
-                # A device or pipe is no database, and SQLite would put its journal beside it.
-                what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-                raise StoreError(self.where, f"{what}; a SQLite database is a file")
-        conn = sqlite3.connect(
-            self.path,
-            timeout=self.busy_timeout_s,
-            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
-            check_same_thread=False,  # closed from the owning Store, used by one thread only
-        )
-        try:
-            self._use_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-        except sqlite3.Error:
-            conn.close()
-            raise
-        return conn
-
-    def _use_wal(self, conn: sqlite3.Connection) -> None:
-        """Switch the file to WAL, waiting out other processes doing the same.
-
-        On a fresh file the switch is a write that starts as a read: when two processes make
-        it at once, SQLite refuses one of them at once ("database is locked") instead of
-        calling the busy handler, as waiting could deadlock. So the refusal is retried here,
-        with a short growing pause, until the busy timeout; the file is WAL after the first
-        switch, and then the pragma only reads."""
-        deadline = time.monotonic() + self.busy_timeout_s
-        pause = 0.002
-        while True:
-            try:
-                conn.execute("PRAGMA journal_mode=WAL").fetchone()
-                return
-            except sqlite3.OperationalError as exc:
-                busy = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-                if not busy or time.monotonic() + pause > deadline:
-                    raise
-            time.sleep(pause)
-            pause = min(pause * 2, 0.1)
+        return open_sqlite(self.path, self.where, self.busy_timeout_s)
 
     def _begin(self, conn: Any, write: bool) -> None:
         if write:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent_harness.implement.protocol import ImplementResult
@@ -337,3 +339,13 @@ def test_a_reviewers_spent_cap_is_met_once_and_every_item_waits(rig: Rig) -> Non
         record = rig.state(item)
         assert (record.state, record.attempts, record.not_before) == ("waiting", 0, UNTIL_CLEARED)
     assert rig.store.parked("agent:codex") is not None
+
+
+def test_a_credential_in_a_checks_output_is_kept_masked(rig: Rig) -> None:
+    key = "sk-proj-canaryAAAAbbbbCCCCdddd0123456789"
+    said = f"E   401: Incorrect API key provided: {key} at postgresql://u:canary-PW@h/x"
+    rig.checks.outcomes["pytest -q"] = [failed("pytest -q", said)]
+    attempt(rig).run()
+    kept = json.dumps([e.payload.as_dict() for e in rig.store.all_events(project="octo/app:PLAN")])
+    assert "canary" not in kept
+    assert "[redacted: an OpenAI key] at postgresql://u:***@h/x" in kept

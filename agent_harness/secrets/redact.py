@@ -1,0 +1,60 @@
+"""Text that came from outside (an agent's output, a provider's error message) made fit to keep
+and to show: credentials in it are replaced by a mark that says what was there.
+
+An agent that fails on a bad key often prints the key back ("Incorrect API key provided:
+sk-proj-..."), and a tool may print a database URL with its password. Such text reaches the
+run's table, `work show`, the event log and the audit; each of those goes through `redact`.
+Three things are masked: the exact value of a secret this process holds (by the name it was
+found under), text in a vendor's documented key format, and the password of a URL.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from agent_harness.secrets.process import process_env
+from agent_harness.secrets.shapes import KEY_SHAPES, known_values
+
+# scheme://user:password@ — the password never holds a quote or a backslash here, so a match
+# can never run across the end of a JSON string into the next one.
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@\"'\\]*):[^/\s@\"'\\]+@")
+
+
+def redact(text: str, known: Mapping[str, str] | None = None) -> str:
+    """`text` with every credential in it masked. `known` maps secret values to their names
+    (default: the secrets of this process's environment)."""
+    if not text:
+        return text
+    values = _process_secrets() if known is None else known
+    for value, name in values.items():
+        if value in text:
+            text = text.replace(value, f"[redacted {name}]")
+    for shape in KEY_SHAPES:
+        text = shape.pattern.sub(f"[redacted: {shape.name}]", text)
+    return _URL_PASSWORD.sub(r"\1:***@", text)
+
+
+def redact_values(value: Any) -> Any:
+    """`value` (a payload: dicts, lists, strings, numbers) with every string in it redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: redact_values(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_values(item) for item in value]
+    return value
+
+
+def _process_secrets() -> Mapping[str, str]:
+    env = process_env()
+    return _secrets_of(tuple(sorted(env.items())))
+
+
+@functools.lru_cache(maxsize=4)
+def _secrets_of(env: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
+    # Longest first, so a secret that contains another is masked whole.
+    found = known_values(dict(env))
+    return dict(sorted(found.items(), key=lambda pair: -len(pair[0])))

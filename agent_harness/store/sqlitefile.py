@@ -1,0 +1,63 @@
+"""A SQLite file opened as the store wants it: refused when it is no regular file, switched
+to WAL (waiting out other processes doing the same), with its pragmas set."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+import time
+from pathlib import Path
+
+from agent_harness.store.errors import StoreError
+
+
+def open_sqlite(path: Path, where: str, busy_timeout_s: float) -> sqlite3.Connection:
+    """A connection to the database file at `path` (made, with its directory, if missing)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(where, f"cannot create its directory: {exc}") from exc
+    with contextlib.suppress(OSError):  # nothing there yet: SQLite makes the file
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            # A device or pipe is no database, and SQLite would put its journal beside it.
+            what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise StoreError(where, f"{what}; a SQLite database is a file")
+    conn = sqlite3.connect(
+        path,
+        timeout=busy_timeout_s,
+        isolation_level=None,  # the store issues BEGIN/COMMIT itself
+        check_same_thread=False,  # closed from the owning Store, used by one thread only
+    )
+    try:
+        _use_wal(conn, busy_timeout_s)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
+
+
+def _use_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
+    """Switch the file to WAL, waiting out other processes doing the same.
+
+    On a fresh file the switch is a write that starts as a read: when two processes make it at
+    once, SQLite refuses one of them at once ("database is locked") instead of calling the busy
+    handler, as waiting could deadlock. So the refusal is retried here, with a short growing
+    pause, until the busy timeout; the file is WAL after the first switch, and then the pragma
+    only reads."""
+    deadline = time.monotonic() + busy_timeout_s
+    pause = 0.002
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            busy = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+            if not busy or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)

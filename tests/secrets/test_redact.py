@@ -1,0 +1,55 @@
+"""Credentials in text from outside (an agent's output, a check's output, a provider's error)
+are masked before that text is shown or kept: in the run's reasons, the event log and
+`classify`'s answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_harness.cli import main
+from agent_harness.secrets.redact import redact, redact_values
+
+KEY = "sk-proj-canaryAAAAbbbbCCCCdddd0123456789"
+URL = "postgresql://u:canary-PW-9@127.0.0.1:1/x"
+TOKEN = "ghp_" + "c" * 36
+OUTPUT = f"Error: 401 Incorrect API key provided: {KEY}\nconnecting to {URL}\ntoken={TOKEN}\n"
+
+
+@pytest.mark.unit
+def test_keys_url_passwords_and_known_values_are_masked_and_the_rest_kept() -> None:
+    said = redact(
+        OUTPUT + "my-own-harness-secret-42 stays? no", {"my-own-harness-secret-42": "GH_TOKEN"}
+    )
+    assert "canary" not in said and TOKEN not in said and "my-own-harness-secret-42" not in said
+    assert "[redacted: an OpenAI key]" in said and "[redacted: a GitHub token]" in said
+    assert "postgresql://u:***@127.0.0.1:1/x" in said and "[redacted GH_TOKEN]" in said
+    assert said.startswith("Error: 401 Incorrect API key provided: ")
+
+
+@pytest.mark.unit
+def test_a_payload_keeps_its_shape_and_stays_json_when_masked() -> None:
+    # A URL-password match never runs across the end of one JSON string into the next.
+    payload = {"a": "http://x:", "b": ["y@z", {"c": URL}], "n": 3, "ok": True}
+    masked = redact_values(payload)
+    assert masked == {
+        "a": "http://x:",
+        "b": ["y@z", {"c": "postgresql://u:***@127.0.0.1:1/x"}],
+        "n": 3,
+        "ok": True,
+    }
+    assert redact(json.dumps(payload)) == json.dumps(masked)
+
+
+@pytest.mark.unit
+def test_classify_never_echoes_the_key_an_agent_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "agent.log"
+    log.write_text(OUTPUT)
+    main(["classify", "--agent", "codex", str(log)])
+    main(["classify", "--agent", "codex", str(log), "--json"])
+    out = capsys.readouterr()
+    assert "canary" not in out.out + out.err and TOKEN not in out.out + out.err
