@@ -229,6 +229,10 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
         except ValueError:
             index = text.find("{", index + 1)
             continue
+        except RecursionError:
+            # Nested past the reader's limit: no verdict is that deep, and trying again at each
+            # of the thousands of braces inside would take minutes. What was found stands.
+            break
         if isinstance(value, dict):
             objects.append(value)
             # Skip what a verdict object contains; look inside a wrapper that is not one.

@@ -426,3 +426,19 @@ def test_a_review_workspace_git_cannot_make_fails_before_any_agent_starts(
     assert failed.value.message.startswith("git init -q failed in ")
     assert failed.value.message.endswith(f"bad config line 1 in file {broken}")
     assert not sessions.exists()  # no reviewer agent was started
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": ' * 100_000 + "1" + "}" * 100_000,  # past the reader's recursion limit
+        "[" * 100_000 + "]" * 100_000,
+        '```json\n{"x": ' + "[" * 50_000 + "]" * 50_000 + "}\n```",
+    ],
+    ids=["objects", "lists", "fenced"],
+)
+def test_an_answer_nested_past_any_limit_is_no_verdict_not_a_crash(text: str) -> None:
+    # A reviewer that answers like this costs the item nothing more than a bad answer would.
+    assert parse_verdict(text) is None
+    assert parse_verdict('{"approved": true} ' + text) == Verdict(True, (), False)
