@@ -100,3 +100,57 @@ def test_a_bad_line_is_counted_by_number_and_an_unknown_format_is_reported(
     lines = len(CODEX.read_text().splitlines())
     assert where[f"{broken}:{lines + 1}"] == "not JSON"
     assert "not a Codex session log" in where[str(stranger)]
+
+
+def _codex_count(**usage: object) -> str:
+    payload = {"type": "token_count", "info": {"total_token_usage": usage}}
+    return json.dumps(
+        {"timestamp": "2026-12-01T00:00:00Z", "type": "event_msg", "payload": payload}
+    )
+
+
+def _claude_call(n: int, timestamp: str = "2026-12-01T00:00:00Z", **usage: object) -> str:
+    message = {"id": f"msg_hostile_{n}", "model": "claude-sonnet-4-5", "usage": usage}
+    line = {"type": "assistant", "sessionId": "s1", "timestamp": timestamp, "message": message}
+    return json.dumps(line)
+
+
+# Each hostile line with whether it is skipped by number. A Codex total that falls is read as
+# the count starting again (its new base), as a real restart is: nothing is recorded for it.
+HOSTILE: dict[str, list[tuple[str, bool]]] = {
+    "codex": [
+        (_codex_count(input_tokens="abc"), True),
+        (_codex_count(input_tokens=[1]), True),
+        (_codex_count(input_tokens=1e308), True),
+        (json.dumps({"type": "turn_context", "payload": {"model": {"x": 1}, "cwd": ["a"]}}), False),
+        (_codex_count(input_tokens=0, output_tokens=0), False),  # a restart: the new base
+        (_codex_count(input_tokens=10**30, output_tokens=1), True),  # grew past any call
+    ],
+    "claude-code": [
+        (_claude_call(1, "9999-12-31T23:59:59-23:59", input_tokens=5), True),
+        (_claude_call(2, "0001-01-01T00:00:00+23:59", input_tokens=5), True),
+        (_claude_call(3, cache_read_input_tokens=-(10**20)), True),
+        (_claude_call(4, input_tokens=10**30), True),
+    ],
+}
+
+
+@pytest.mark.parametrize("tool", ["codex", "claude-code"])
+def test_hostile_lines_are_skipped_by_number_and_the_rest_is_recorded(
+    sqlite_audit: Store, db_dir: Path, tool: str
+) -> None:
+    # Each skipped line once ended the whole ingest with an internal error (exit 70).
+    logs = db_dir / "logs"
+    logs.mkdir()
+    recorded = CODEX if tool == "codex" else CLAUDE
+    hostile = logs / "rollout-hostile.jsonl"
+    hostile.write_text(recorded.read_text() + "\n".join(line for line, _ in HOSTILE[tool]) + "\n")
+    report = ingest_logs(sqlite_audit, tool, logs)
+    assert report.added >= 1  # the recorded calls before the hostile lines
+    first = len(recorded.read_text().splitlines()) + 1
+    skipped = {s.where for s in report.skipped}
+    expected = {f"{hostile}:{first + n}" for n, (_, skip) in enumerate(HOSTILE[tool]) if skip}
+    assert skipped == expected, report.skipped
+    with sqlite_audit.transaction(write=False) as tx:
+        biggest = tx.one("SELECT MAX(tokens_in + tokens_out) FROM audit_events")
+    assert biggest is not None and biggest[0] is not None and biggest[0] < 10**12

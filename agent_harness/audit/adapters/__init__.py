@@ -18,7 +18,7 @@ from typing import Any
 from agent_harness.audit.ingest import IngestReport, Skipped, write_rows
 from agent_harness.audit.pricing import Usage
 from agent_harness.audit.records import AuditRow, UsageFacts, audit_row, priced
-from agent_harness.errors import UsageError
+from agent_harness.errors import UNREADABLE_JSON, UsageError, read_json
 from agent_harness.secrets.process import process_env
 from agent_harness.store.database import Store
 
@@ -44,6 +44,54 @@ class LogRead:
 
 Reader = Callable[[Path], LogRead]
 
+# What a record read from another tool's log may hold to be kept: a count no call reaches
+# would overflow the database's integers, an instant past 9999 breaks every date shown.
+MAX_TOKENS = 10**12
+_LATEST_TS = 253_402_128_000.0  # 9999-12-30, a day short of the calendar's end in any zone
+_UNREADABLE = (ValueError, TypeError, OverflowError, AttributeError)
+
+
+def misfit(found: LogUsage) -> str | None:
+    """Why `found` cannot be kept as it is (a hostile or corrupt log line), or None."""
+    counts = (found.usage.tokens_in, found.usage.tokens_out, found.usage.cache_read,
+              found.usage.cache_write)  # fmt: skip
+    if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_TOKENS
+               for n in counts):  # fmt: skip
+        return f"token counts must be whole numbers from 0 to {MAX_TOKENS:,}"
+    if not 0 <= found.ts <= _LATEST_TS:
+        return "its time is before 1970 or past the year 9999"
+    if not isinstance(found.model, str | None) or not isinstance(found.cwd, str | None):
+        return "its model or working directory is not text"
+    return None
+
+
+def read_lines(path: Path, each: Callable[[Any, int, LogRead], None]) -> LogRead:
+    """Run `each(line, number, out)` on every JSON line of `path`; a line that is not JSON, or
+    whose fields are not what the format says (a count of "abc", a model that is an object),
+    is reported with its number instead of ending the read, and so is a record `misfit`
+    refuses."""
+    out = LogRead([], [])
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            where = f"{path}:{number}"
+            try:
+                line = read_json(raw)
+            except UNREADABLE_JSON:
+                out.skipped.append(Skipped(where, "not JSON"))
+                continue
+            kept = len(out.usages)
+            try:
+                each(line, number, out)
+            except _UNREADABLE as exc:
+                out.skipped.append(Skipped(where, f"unreadable: {type(exc).__name__}"))
+                continue
+            for found in out.usages[kept:]:
+                why = misfit(found)
+                if why is not None:
+                    out.usages.remove(found)
+                    out.skipped.append(Skipped(where, why))
+    return out
+
 
 def _readers() -> dict[str, tuple[Reader, Callable[[], Path]]]:
     from agent_harness.audit.adapters import claude_code, codex
@@ -65,7 +113,7 @@ def iso_ts(text: Any) -> float | None:
         return None
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    except (ValueError, OverflowError):  # year 0, or past 9999 once made UTC
         return None
 
 

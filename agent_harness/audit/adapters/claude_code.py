@@ -14,10 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts
+from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts, read_lines
 from agent_harness.audit.ingest import Skipped
 from agent_harness.audit.pricing import Usage
-from agent_harness.errors import UNREADABLE_JSON, read_json
 
 SYNTHETIC = "<synthetic>"
 
@@ -32,23 +31,20 @@ def _int(value: Any) -> int:
 
 def read(path: Path) -> LogRead:
     """Usage records of one transcript; unreadable lines are reported with their number."""
-    out = LogRead([], [])
     seen: set[str] = set()
     recognised = False
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = read_json(raw)
-            except UNREADABLE_JSON:
-                out.skipped.append(Skipped(f"{path}:{number}", "not JSON"))
-                continue
-            if not isinstance(line, dict) or "sessionId" not in line or "type" not in line:
-                continue
-            recognised = True
-            found = _usage(line, path, number, out.skipped)
-            if found is not None and found.source_id not in seen:
-                seen.add(found.source_id)
-                out.usages.append(found)
+
+    def each(line: Any, number: int, out: LogRead) -> None:
+        nonlocal recognised
+        if not isinstance(line, dict) or "sessionId" not in line or "type" not in line:
+            return
+        recognised = True
+        found = _usage(line, path, number, out.skipped)
+        if found is not None and found.source_id not in seen:
+            seen.add(found.source_id)
+            out.usages.append(found)
+
+    out = read_lines(path, each)
     if not recognised:
         out.skipped.append(
             Skipped(str(path), "not a Claude Code transcript (no line has a type and sessionId)")

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts
+from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts, read_lines
 from agent_harness.audit.ingest import Skipped
 from agent_harness.audit.pricing import Usage
-from agent_harness.errors import UNREADABLE_JSON, read_json
 
 _FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
 
@@ -34,36 +33,46 @@ class _Session:
 
 def read(path: Path) -> LogRead:
     """Usage records of one session log; unreadable lines are reported with their number."""
-    out = LogRead([], [])
     session = _Session(path)
     recognised = False
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = read_json(raw)
-            except UNREADABLE_JSON:
-                out.skipped.append(Skipped(f"{path}:{number}", "not JSON"))
-                continue
-            if not isinstance(line, dict) or not isinstance(line.get("payload"), dict):
-                continue
-            kind, payload = line.get("type"), line["payload"]
-            if kind == "session_meta":
-                recognised = True
-                session.id = str(payload.get("id") or session.id)
-                session.cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
-            elif kind == "turn_context":
-                recognised = True
-                session.model = payload.get("model") or session.model
-                session.cwd = payload.get("cwd") or session.cwd
-            elif kind == "event_msg" and payload.get("type") == "token_count":
-                found = _growth(session, payload, iso_ts(line.get("timestamp")), number)
-                if found is not None:
-                    out.usages.append(found)
+
+    def each(line: Any, number: int, out: LogRead) -> None:
+        nonlocal recognised
+        if not isinstance(line, dict) or not isinstance(line.get("payload"), dict):
+            return
+        kind, payload = line.get("type"), line["payload"]
+        if kind == "session_meta":
+            recognised = True
+            session.id = str(payload.get("id") or session.id)
+            session.cwd = _text(payload.get("cwd"))
+        elif kind == "turn_context":
+            recognised = True
+            session.model = _text(payload.get("model")) or session.model
+            session.cwd = _text(payload.get("cwd")) or session.cwd
+        elif kind == "event_msg" and payload.get("type") == "token_count":
+            found = _growth(session, payload, iso_ts(line.get("timestamp")), number)
+            if found is not None:
+                out.usages.append(found)
+
+    out = read_lines(path, each)
     if not recognised:
         out.skipped.append(
             Skipped(str(path), "not a Codex session log (no session_meta or turn_context line)")
         )
     return out
+
+
+def _count(value: Any) -> int:
+    """A token count as the log wrote it: a whole number, or nothing (0)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("a token count that is not a whole number")
+    return value
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _growth(
@@ -73,7 +82,7 @@ def _growth(
     total = info.get("total_token_usage") if isinstance(info, dict) else None
     if not isinstance(total, dict) or ts is None:
         return None
-    now = {name: int(total.get(name) or 0) for name in _FIELDS}
+    now = {name: _count(total.get(name)) for name in _FIELDS}
     grew = {name: now[name] - session.totals[name] for name in _FIELDS}
     if not any(grew.values()) or min(grew.values()) < 0:
         session.totals = now  # a restart of the count: take it as the new base
