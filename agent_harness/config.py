@@ -86,9 +86,9 @@ class StoreSettings(_Section):
 class BudgetSettings(_Section):
     """Limits that make every loop finite."""
 
-    max_attempts: int = Field(default=3, ge=1)
+    max_attempts: int = Field(default=3, ge=1, le=100)  # as run's --max-attempts
     """Attempts per item (agent run + checks + review) before it fails."""
-    max_replans: int = Field(default=2, ge=0)
+    max_replans: int = Field(default=2, ge=0, le=100)
     """Whole-plan revisions the direct-API executor may make for one item."""
     agent_timeout_s: float = Field(default=3600.0, gt=0, le=_MAX_SECONDS)
     """Wall time one agent session may take."""
@@ -142,9 +142,9 @@ class ReconcileSettings(_Section):
 
     requeue_reverted: bool = False
     """Put a reverted item back in the queue; when False it is flagged for a person instead."""
-    revert_window_days: int = Field(default=30, ge=1)
+    revert_window_days: int = Field(default=30, ge=1, le=3650)  # ten years
     """How long after its merge a change is still watched for a revert on the default branch."""
-    max_pr_rounds: int = Field(default=3, ge=0)
+    max_pr_rounds: int = Field(default=3, ge=0, le=100)
     """Rounds an open pull request may send its item back (failed CI, review, conflict)."""
     merge_when_green: bool = False
     """Merge an approved, green, conflict-free pull request of ours (off by default)."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from agent_harness.cli.output import checked_name, console, from_env, print_json
+from agent_harness.cli.output import FiniteRange, checked_name, console, from_env, print_json
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -240,7 +240,7 @@ def baselines_cmd(
 @audit.command(name="maintain")
 @click.option(
     "--retention-days",
-    type=click.FloatRange(min=0, max=36_500),
+    type=FiniteRange(min=0, max=36_500),
     default=90.0,
     show_default=True,
     help="Thin raw events older than this, where a rollup covers them.",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agent_harness.cli.audit_cmd import audit_options, audit_target
-from agent_harness.cli.output import checked_name, console, print_json
+from agent_harness.cli.output import FiniteRange, checked_name, console, print_json
 
 if TYPE_CHECKING:
     from agent_harness.audit.ingest import IngestReport, Skipped
@@ -61,7 +61,7 @@ Each line of an --events file is one JSON object:
 @click.option(
     "--watch",
     "watch_s",
-    type=click.FloatRange(min=0.1),
+    type=FiniteRange(min=0.1, max=86_400.0),
     metavar="SECONDS",
     help="Keep ingesting every SECONDS (and maintain once a UTC day); Ctrl-C stops.",
 )

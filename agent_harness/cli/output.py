@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import unicodedata
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,16 @@ def checked_name(ctx: click.Context, param: click.Parameter, value: str | None) 
     if any(unicodedata.category(char) == "Cc" for char in value):
         raise click.BadParameter(f"{value[:80]!a} holds a control character", ctx, param)
     return value
+
+
+class FiniteRange(click.FloatRange):
+    """click's FloatRange without NaN, which passes every bound (`nan < 0.1` is false)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 class PlanPath(click.Path):

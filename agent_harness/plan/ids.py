@@ -58,6 +58,8 @@ def add_ids(text: str, source: str, prefix: str = "T") -> IdsAdded:
     except those nested in one that gets an id. Refuses a prefix that would make no id, a plan
     read by its task numbers, and a result that would read otherwise than the plan plus the
     new items (nothing is written then)."""
+    if len(prefix) > 32:
+        raise UsageError(f"--id-prefix of {len(prefix)} characters: at most 32 (ids hold 64)")
     if not ID_RE.match(f"{prefix}1") or prefix[-1:].isdigit():
         raise UsageError(
             f"--id-prefix {prefix!r} makes no item id: give upper-case letters, such as T or TASK-"
@@ -191,4 +193,7 @@ def _highest(prefix: str, text: str) -> int:
     follows it (`T1-setup` is read as item T1; `t9` is one a person is told to write as T9);
     0 for none. A new id must be none of them."""
     pattern = re.compile(rf"(?<![A-Za-z0-9]){re.escape(prefix)}(\d+)(?![0-9])", re.IGNORECASE)
-    return max((int(found.group(1)) for found in pattern.finditer(text)), default=0)
+    # A number too long to be an id someone numbered (`T9999…` 5,000 digits long, past what
+    # int() reads) can never equal the small one this gives next: it is left out, not a crash.
+    numbers = (found.group(1) for found in pattern.finditer(text))
+    return max((int(digits) for digits in numbers if len(digits) <= 18), default=0)

@@ -121,6 +121,10 @@ def _markdown() -> MarkdownIt:
     return _MD
 
 
+# The longest item id an item may have: the queue's and the API's limit (queue.projects).
+MAX_ID_CHARS = 64
+
+
 def parse_plan_file(path: Path | str) -> Plan:
     """Parse the plan at `path` (or '-' for stdin)."""
     path = Path(path)
@@ -537,6 +541,11 @@ class _Walker:
 
         items: list[WorkItem] = []
         for index, draft in enumerate(drafts):
+            if len(draft.id) > MAX_ID_CHARS:
+                # No branch, marker or queue could hold it: `run` failed on it at the worktree.
+                self._note(draft.line0, f"item id of {len(draft.id)} characters; at most "
+                           f"{MAX_ID_CHARS}")  # fmt: skip
+                continue
             items.append(self._build(index, draft, body_end[index], dropped, seen))
         refuse_cycles(items, source)
         self.unread.sort(key=lambda notice: notice.line)

@@ -312,3 +312,37 @@ def test_an_empty_plan_name_or_an_option_taken_as_a_database_is_said_as_such(
     assert main(args) == 2
     assert said in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # no database file named after an option
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (
+            ["config"],
+            {"AGENT_HARNESS_BUDGETS__MAX_ATTEMPTS": str(10**23)},
+            "less than or equal to 100",
+        ),
+        (["config"], {"AGENT_HARNESS_RECONCILE__REVERT_WINDOW_DAYS": "1000000000"}, "3650"),
+        (["config"], {"AGENT_HARNESS_BUDGETS__MAX_REPLANS": "1000"}, "less than or equal to 100"),
+        (["audit", "maintain", "--retention-days", "nan"], {}, "'nan' is not a finite number"),
+        (["ingest", "--watch", "nan"], {}, "'nan' is not a finite number"),
+        (["ingest", "--watch", "inf"], {}, "is not in the range 0.1<=x<=86400.0"),
+    ],
+    ids=lambda a: " ".join(a)[:40] if isinstance(a, list) else None,
+)
+def test_a_setting_past_what_can_be_stored_or_slept_is_refused_where_it_is_set(
+    args: list[str],
+    env: dict[str, str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Taken before, each ended a later command with an internal error (an integer the
+    # database cannot hold, a date past the calendar, a sleep of NaN seconds).
+    monkeypatch.chdir(tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(args) == 2
+    assert said in capsys.readouterr().err

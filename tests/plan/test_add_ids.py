@@ -246,3 +246,18 @@ def test_the_hint_names_the_file_so_a_pasted_command_finds_it(tmp_path: Path, na
         ["bash", "-c", f"set -- {command}; printf '%s' \"$3\""], capture_output=True, check=True
     ).stdout
     assert said == os.fsencode(path)
+
+
+@pytest.mark.unit
+def test_a_mention_too_long_to_be_a_number_neither_crashes_nor_sets_the_next_id() -> None:
+    # Python reads no integer of more than 4,300 digits: the mention is left out, not a crash.
+    text = f"- [ ] T{'9' * 5000} big\n- [ ] b\n"
+    result = add_ids(text, "h.md")
+    assert [added.id for added in result.added] == ["T1"]
+    assert result.text.endswith("- [ ] T1 b\n")
+
+
+@pytest.mark.unit
+def test_a_prefix_too_long_for_an_id_is_refused() -> None:
+    with pytest.raises(UsageError, match="at most 32"):
+        add_ids("- [ ] b\n", "h.md", "A" * 300)

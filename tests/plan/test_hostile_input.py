@@ -149,3 +149,12 @@ def test_escape_sequences_in_a_plan_are_shown_not_sent_to_the_terminal(
     out = capsys.readouterr().out
     assert "Hello\\x1b[2J\\x1b]0;owned\\x07" in out and "\\x9b" in out
     assert not any(char in out for char in "\x1b\x07\x9b")
+
+
+@pytest.mark.unit
+def test_an_item_id_too_long_for_a_branch_or_the_queue_is_a_line_not_read() -> None:
+    # Read as an item, it synced to an issue and then failed `run` at the worktree.
+    plan = parse_plan(f"### {'A' * 300}1: x\n### T2: y\n")
+    assert [item.id for item in plan.items] == ["T2"]
+    [notice] = plan.unread
+    assert (notice.line, notice.reason) == (1, "item id of 301 characters; at most 64")
