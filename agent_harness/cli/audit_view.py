@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
+from rich.markup import escape as _escape
 from rich.table import Table
+
+from agent_harness.cli.output import visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -19,6 +21,12 @@ if TYPE_CHECKING:
     from agent_harness.audit.maintenance import MaintenanceReport, RollupDay
 
 BAR_WIDTH = 20
+
+
+def escape(text: str) -> str:
+    """Text from the record (a project, a model, a kind another tool wrote) as markup-free text,
+    control characters spelt out."""
+    return _escape(visible(text))
 
 
 def usd(value: float | None) -> str:

@@ -43,7 +43,7 @@ def classify(log: TextIO, agent: str, exit_code: int | None, as_json: bool) -> i
     import time
     from datetime import UTC, datetime
 
-    from agent_harness.cli.output import console, print_json
+    from agent_harness.cli.output import console, print_json, visible
     from agent_harness.failures import action_for
     from agent_harness.models.agent_output import classify_agent_output
 
@@ -69,6 +69,6 @@ def classify(log: TextIO, agent: str, exit_code: int | None, as_json: bool) -> i
         console().print("no limit or failure reported")
     else:
         until = f"; resets {reset_text} (in {max(0, round(reset - now))}s)" if reset else ""
-        console().print(f"{failure.describe()}{until}", markup=False)
+        console().print(f"{visible(failure.describe())}{until}", markup=False)
         console().print(f"policy: {action_for(failure.kind.value).value}", markup=False)
     return 0 if failure is None else 4

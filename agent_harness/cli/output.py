@@ -61,6 +61,21 @@ def checked_name(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
+# Control characters in text from outside (an escape sequence in a plan's title, an agent's
+# message, an ingested event's kind) are shown as `\x1b`, never sent to the terminal, where
+# they could recolour, retitle or clear the screen.
+_VISIBLE = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def visible(text: str) -> str:
+    """`text` with every control character spelt out, and bytes that are not UTF-8 as `\\xff`."""
+    return (
+        text.translate(_VISIBLE)
+        .encode("utf-8", "surrogateescape")
+        .decode("utf-8", "backslashreplace")
+    )
+
+
 class FiniteRange(click.FloatRange):
     """click's FloatRange without NaN, which passes every bound (`nan < 0.1` is false)."""
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
+from agent_harness.cli.output import visible
 from agent_harness.plan.model import shown_path
 
 if TYPE_CHECKING:
@@ -27,13 +28,8 @@ CELL_CHARS_MAX = 200
 MISSING_NAMED = 20
 
 
-# Control characters in a plan (an escape sequence in a title another tool wrote) are shown
-# as `\x1b`, never sent to the terminal, where they could recolour or rewrite the screen.
-_VISIBLE = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
-
-
 def _cut(text: str) -> str:
-    text = text.translate(_VISIBLE)
+    text = visible(text)
     return text if len(text) <= CELL_CHARS_MAX else text[: CELL_CHARS_MAX - 1] + "…"
 
 

@@ -24,21 +24,31 @@ def steps(plan_file: Path, as_json: bool) -> int:
     Exits 0 when the plan is done, 3 when it is blocked, 1 while it is still running.
     """
     from rich.table import Table
+    from rich.text import Text
 
-    from agent_harness.cli.output import console, print_json
+    from agent_harness.cli.output import console, print_json, visible
+    from agent_harness.cli.plan_view import TABLE_ROWS_MAX
     from agent_harness.implement.steps import load_plan
 
     plan = load_plan(plan_file)
     if as_json:
         print_json(plan.model_dump(mode="json"))
     else:
-        table = Table(title=f"{plan.goal} — {plan.status}, revision {plan.revision}")
+        # Text, not markup: a result that says `[bold]` is shown as written, never styled, and
+        # control characters are spelt out.
+        title = f"{visible(plan.goal)} — {plan.status}, revision {plan.revision}"
+        table = Table(title=Text(title))
         for column in ("step", "status", "tries", "check", "result"):
             table.add_column(column, overflow="fold")
-        for s in plan.steps:
+        for s in plan.steps[:TABLE_ROWS_MAX]:
             row = (s.id, s.status.value, str(s.attempts), s.success_check.describe(), s.result)
-            table.add_row(*(cell or "" for cell in row))
-        console().print(table)
+            table.add_row(*(Text(visible(cell or "")) for cell in row))
+        out = console()
+        out.print(table)
+        if len(plan.steps) > TABLE_ROWS_MAX:
+            more = len(plan.steps) - TABLE_ROWS_MAX
+            out.print(f"… and {more} more steps (not drawn; --json lists every one)", markup=False)
         if plan.blocker:
-            console().print(f"blocked at step {plan.blocking_step}: {plan.blocker}", markup=False)
+            said = f"blocked at step {visible(str(plan.blocking_step))}: {visible(plan.blocker)}"
+            out.print(said, markup=False)
     return {"done": 0, "blocked": 3}.get(plan.status, 1)

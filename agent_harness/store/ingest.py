@@ -39,6 +39,9 @@ _YEAR_10000 = 253_402_300_800  # 10000-01-01T00:00:00Z, in epoch seconds
 _EVENT_KEYS = {"id", "kind", "project", "item", "ts", "payload"}
 
 
+_NAME_MAX = 200
+
+
 def _parse_event_line(text: str, project: str | None) -> _PendingEvent | str:
     """The event a line describes, or why it cannot be read."""
     try:
@@ -63,6 +66,11 @@ def _parse_event_line(text: str, project: str | None) -> _PendingEvent | str:
     item = data.get("item")
     if item is not None and not isinstance(item, str):
         return "'item' must be a string"
+    for name, value in (("kind", kind), ("project", where), ("item", item)):
+        if value is not None and (len(value) > _NAME_MAX or not value.isprintable()):
+            # Shown by `audit events` and `work show`: an escape sequence in a name would
+            # retitle or clear the reader's terminal, and a name no listing can fit is no name.
+            return f"'{name}' must be printable text of at most {_NAME_MAX} characters"
     ts = data.get("ts")
     if ts is not None and (
         not isinstance(ts, int | float) or isinstance(ts, bool) or not 0 <= ts < _YEAR_10000

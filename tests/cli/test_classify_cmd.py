@@ -121,3 +121,13 @@ def test_the_models_own_words_about_a_limit_are_no_limit(
     log = recorded_log(tmp_path, agent, row["output"])
     assert main(["classify", "--agent", agent, str(log)]) == 0
     assert "no limit or failure" in capsys.readouterr().out
+
+
+def test_an_escape_sequence_in_an_agents_message_is_spelt_out_not_sent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "run.log"
+    log.write_text("Error: You exceeded your current quota \x1b]0;pwned\x07\x1b[31mRED\n")
+    assert main(["classify", str(log)]) == 4
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "quota \\x1b]0;pwned\\x07\\x1b[31mRED" in out

@@ -69,3 +69,22 @@ def test_steps_names_a_plan_file_that_is_not_utf8_in_one_line(
     assert err.count("\n") == 1
     assert err.startswith("error: cannot read the step plan")
     assert "not UTF-8 text (byte 0xe9 at offset 13)" in err
+
+
+def test_text_in_a_saved_plan_is_shown_as_written_never_styled_or_sent_as_escapes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The executor's plan holds what a model wrote: `[/nope]` once crashed rich's markup
+    # (exit 70), `[bold]` was styled, and an escape sequence reached the terminal.
+    plan = StepPlan(
+        goal="T1 \x1b]0;pwned\x07[bold]x[/bold]",
+        steps=[Step(id="1", description="d", success_check=Check(kind="file_exists", path="n"))],
+        status="running",
+    )
+    plan.steps[0].result = "[bold]unclosed [/nope] \x1b[2J"
+    save_plan(plan, tmp_path / "plan.json")
+    assert main(["steps", str(tmp_path / "plan.json")]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "[bold]unclosed [/nope] \\x1b[2J" in out
+    assert "T1 \\x1b]0;pwned\\x07[bold]x[/bold]" in out

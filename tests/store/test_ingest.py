@@ -146,3 +146,24 @@ def test_watch_ingests_as_the_file_grows_and_stops_when_asked(store: Store, db_d
     assert [(e.line, e.reason) for e in total.errors] == [(5, "not JSON: Expecting value")]
     assert set(naps) == {2.0}
     assert all(b.added or b.duplicates or b.errors for b in batches)
+
+
+def test_names_with_control_characters_or_past_any_listing_are_refused(
+    store: Store, db_dir: Path
+) -> None:
+    # Kept, `audit events` and `work show` sent the escape sequence to the reader's terminal.
+    path = db_dir / "events.jsonl"
+    path.write_text(
+        json.dumps({"id": "e1", "kind": "\x1b]0;pwned\x07evil", "project": P}) + "\n"
+        + _line("e2", item="T1\x1b[2J")
+        + json.dumps({"id": "e3", "kind": "ci", "project": "\x1b[31m/evil:K"}) + "\n"
+        + _line("e4", item="T" * 201)
+        + _line("e5", item="T1")
+    )  # fmt: skip
+    result = ingest(store, path)
+    said = {name: f"'{name}' must be printable text of at most 200 characters"
+            for name in ("kind", "item", "project")}  # fmt: skip
+    assert [(e.line, e.reason) for e in result.errors] == [
+        (1, said["kind"]), (2, said["item"]), (3, said["project"]), (4, said["item"]),
+    ]  # fmt: skip
+    assert [e.external_id for e in store.events()] == ["e5"]
