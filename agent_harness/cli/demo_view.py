@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
+from agent_harness.cli.output import visible
 from agent_harness.cli.plan_view import render_sync
 from agent_harness.forge.local import read_web_address
+from agent_harness.plan.model import shell_word
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -47,18 +49,23 @@ def render_demo(out: Console, report: DemoReport, seconds: float) -> None:
         f"{events} events recorded; "
         f"agents ran in {report.host} sessions; {seconds:.1f} s"
     )
+    where = report.workdir
     out.print(
-        f"Everything is kept in {report.workdir}: the forge data, the clone in "
-        f"{report.workdir / 'tally'} and the event log in {report.workdir / 'harness.sqlite'}."
+        f"Everything is kept in {visible(str(where))}: the forge data, the clone in "
+        f"{visible(str(where / 'tally'))} and the event log in "
+        f"{visible(str(where / 'harness.sqlite'))}.",
+        markup=False,
     )
-    data = report.workdir / "forge"
+    data = where / "forge"
     address = read_web_address(data)
     pages = f" (then open {address}/_html/{report.repo})" if address else ""
     out.print(
-        f"Browse the pull requests again: agent-harness forge serve --data {data}{pages}",
+        f"Browse the pull requests again: agent-harness forge serve --data "
+        f"{shell_word(str(data))}{pages}",
         markup=False,
     )
     out.print(
-        f"See the history of an item: agent-harness work show T2 --db "
-        f"{report.workdir / 'harness.sqlite'}"
+        "See the history of an item: agent-harness work show T2 --db "
+        f"{shell_word(str(where / 'harness.sqlite'))}",
+        markup=False,
     )

@@ -24,7 +24,7 @@ from agent_harness.git.runner import GitError, run_git
 from agent_harness.pipeline.report import RunReport
 from agent_harness.pipeline.settings import Observer
 from agent_harness.plan.backlog import load_plan
-from agent_harness.plan.model import Plan
+from agent_harness.plan.model import Plan, shown_path
 from agent_harness.sessions.protocol import SessionHost
 from agent_harness.store.database import Store
 from agent_harness.tracker.sync import SyncReport, sync_plan
@@ -87,10 +87,14 @@ def examples_dir() -> Path:
 
 def prepare_workdir(workdir: Path) -> None:
     """Start from a clean demo directory, deleting only one the demo itself made."""
+    if workdir.is_symlink():
+        # Deleting through a link would delete what it points at, which the demo never made.
+        raise HarnessError(f"{shown_path(str(workdir))} is a symbolic link; choose another --dir")
     if workdir.exists():
         if not (workdir / STAMP).is_file():
             raise HarnessError(
-                f"{workdir} exists and was not made by the demo; choose another --dir"
+                f"{shown_path(str(workdir))} exists and was not made by the demo; choose another "
+                "--dir"
             )
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)

@@ -151,9 +151,10 @@ def shown_path(text: str) -> str:
 
 def shell_word(text: str) -> str:
     """`text` quoted for a command the user will copy: shlex's quoting, or, for a name that is
-    not UTF-8, bash's `$'caf\\xe9.md'`, which gives the shell back the very bytes."""
+    not UTF-8 or holds a control character, bash's `$'caf\\xe9.md'`, which gives the shell
+    back the very bytes and sends no escape sequence to the terminal showing it."""
     shown = shown_path(text)
-    if shown == text:
+    if shown == text and text.isprintable():
         return shlex.quote(text)
     raw = text.encode("utf-8", "surrogateescape")
     return "$'" + "".join(_shell_byte(byte) for byte in raw) + "'"
