@@ -141,6 +141,64 @@ def _record_in_audit(store: Store, audit_db: str | None, work_url: str) -> None:
     observe(store, audit_url(audit_db, work_url))
 
 
+def _implementer_choice(request: RunRequest, env: Mapping[str, str]) -> AgentPreset | Route:
+    """The CLI agent or the model route a run implements with, checked: one of them, known,
+    installed, its key set."""
+    from agent_harness.agents.presets import preset_for
+    from agent_harness.models.routes import route_from_spec
+
+    if bool(request.agent) == bool(request.implementer):
+        raise UsageError("give exactly one of --agent (a CLI agent) or --implementer vendor:model")
+    if request.agent:
+        preset = anchored(preset_for(request.agent), Path.cwd())
+        if shutil.which(preset.binary, path=env.get("PATH")) is None:
+            raise UsageError(
+                f"agent '{preset.name}': {preset.binary} not found on PATH; "
+                f"install it with: {preset.install_hint}"
+            )
+        return preset
+    assert request.implementer is not None
+    route = route_from_spec(request.implementer, env)
+    if not env.get(route.api_key_env):
+        raise UsageError(f"implementer {request.implementer} needs {route.api_key_env} set")
+    return route
+
+
+def _reviewer_choice(request: RunRequest, env: Mapping[str, str]) -> AgentPreset | Route:
+    """The agent preset or the model route a run reviews with, checked likewise."""
+    from agent_harness.agents.presets import PRESETS, preset_for
+    from agent_harness.models.routes import route_from_spec
+
+    spec = request.reviewer.strip()
+    if not spec:
+        raise UsageError(
+            "--reviewer is required: vendor:model (e.g. openai:gpt-4.1) or an "
+            "agent preset (e.g. codex)"
+        )
+    if ":" not in spec and spec in PRESETS:
+        preset = preset_for(spec)
+        if shutil.which(preset.binary, path=env.get("PATH")) is None:
+            raise UsageError(
+                f"reviewer '{preset.name}': {preset.binary} not found on PATH; "
+                f"install it with: {preset.install_hint}"
+            )
+        return preset
+    route = route_from_spec(spec, env)
+    if not env.get(route.api_key_env):
+        raise UsageError(
+            f"reviewer {spec} needs its API key: set {route.api_key_env} "
+            "(it is never passed to agents)"
+        )
+    return route
+
+
+def check_roles(request: RunRequest, env: Mapping[str, str]) -> None:
+    """Refuse a run whose implementer or reviewer cannot work before anything is opened, so a
+    refused run leaves no database or forge behind."""
+    _implementer_choice(request, env)
+    _reviewer_choice(request, env)
+
+
 def build_implementer(
     project: str,
     request: RunRequest,
@@ -150,23 +208,16 @@ def build_implementer(
     store: Store,
     item_checks: Any,
 ) -> Implementer:
-    from agent_harness.agents.presets import preset_for
+    from agent_harness.agents.presets import AgentPreset
     from agent_harness.implement.api import ApiImplementer
     from agent_harness.implement.cli_agent import CliImplementer
 
-    if bool(request.agent) == bool(request.implementer):
-        raise UsageError("give exactly one of --agent (a CLI agent) or --implementer vendor:model")
+    choice = _implementer_choice(request, env)
     timeout = request.agent_timeout_s or settings.budgets.agent_timeout_s
-    if request.agent:
-        preset = anchored(preset_for(request.agent), Path.cwd())
-        if shutil.which(preset.binary, path=env.get("PATH")) is None:
-            raise UsageError(
-                f"agent '{preset.name}': {preset.binary} not found on PATH; "
-                f"install it with: {preset.install_hint}"
-            )
+    if isinstance(choice, AgentPreset):
         return CliImplementer(
             host,
-            preset,
+            choice,
             env,
             timeout_s=timeout,
             idle_s=settings.budgets.agent_idle_s,
@@ -174,14 +225,9 @@ def build_implementer(
             own_login=request.own_login,
         )
     from agent_harness.models.client import ModelClient
-    from agent_harness.models.routes import route_from_spec
 
-    assert request.implementer is not None
-    route = route_from_spec(request.implementer, env)
-    if not env.get(route.api_key_env):
-        raise UsageError(f"implementer {request.implementer} needs {route.api_key_env} set")
     client = ModelClient(
-        {"planner": route, "implementer": route},
+        {"planner": choice, "implementer": choice},
         env=env,
         parking=store,
         events=model_events(store, project),
@@ -191,8 +237,8 @@ def build_implementer(
 
     return ApiImplementer(
         client,
-        vendor=route.vendor,
-        name=f"executor:{route.model}",
+        vendor=choice.vendor,
+        name=f"executor:{choice.model}",
         item_checks=item_checks,
         check_env=without_secrets(env),
         budgets=Budgets(max_replans=settings.budgets.max_replans),
@@ -208,36 +254,18 @@ def build_reviewer(
     store: Store,
     worker: str,
 ) -> Reviewer:
-    from agent_harness.agents.presets import PRESETS, preset_for
+    from agent_harness.agents.presets import AgentPreset
 
-    spec = request.reviewer.strip()
-    if not spec:
-        raise UsageError(
-            "--reviewer is required: vendor:model (e.g. openai:gpt-4.1) or an "
-            "agent preset (e.g. codex)"
-        )
-    if ":" not in spec and spec in PRESETS:
+    choice = _reviewer_choice(request, env)
+    if isinstance(choice, AgentPreset):
         from agent_harness.review.agent import CliReviewer
 
-        preset = preset_for(spec)
-        if shutil.which(preset.binary, path=env.get("PATH")) is None:
-            raise UsageError(
-                f"reviewer '{preset.name}': {preset.binary} not found on PATH; "
-                f"install it with: {preset.install_hint}"
-            )
-        return CliReviewer(host, preset, env, state_dir, own_login=request.own_login)
+        return CliReviewer(host, choice, env, state_dir, own_login=request.own_login)
     from agent_harness.models.client import ModelClient
-    from agent_harness.models.routes import route_from_spec
     from agent_harness.review.model import ModelReviewer
 
-    route = route_from_spec(spec, env)
-    if not env.get(route.api_key_env):
-        raise UsageError(
-            f"reviewer {spec} needs its API key: set {route.api_key_env} "
-            "(it is never passed to agents)"
-        )
     client = ModelClient(
-        {"reviewer": route}, env=env, parking=store, events=model_events(store, project)
+        {"reviewer": choice}, env=env, parking=store, events=model_events(store, project)
     )
     return ModelReviewer(client, worker=worker)
 
@@ -391,6 +419,7 @@ def pipelines_for(
     for target, _key, _plan in plans:
         if target.work.resolve() not in works:
             works[target.work.resolve()] = WorkRepo(target.work, state_dir)
+    check_roles(request, env)
     with ExitStack() as stack:
         store = _recorded_store(stack, settings, request)
         trackers: dict[str, GitHubTracker] = {}

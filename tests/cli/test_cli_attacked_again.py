@@ -346,3 +346,34 @@ def test_a_setting_past_what_can_be_stored_or_slept_is_refused_where_it_is_set(
         monkeypatch.setenv(name, value)
     assert main(args) == 2
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("roles", "said"),
+    [
+        (["--agent", "nosuchagent"], "unknown agent 'nosuchagent'"),
+        (["--agent", "claude", "--implementer", "openai:gpt-4.1"], "give exactly one of --agent"),
+        (["--agent", "x {nope}"], "must say where the prompt goes"),
+        (["--implementer", "nonsense"], "model route 'nonsense' should look like vendor:model"),
+    ],
+)
+def test_a_run_refused_for_its_roles_leaves_no_database_or_forge_behind(
+    roles: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agent_harness.git.runner import run_git
+
+    monkeypatch.chdir(tmp_path)
+    run_git(tmp_path, "init", "-q")
+    who = ("-c", "user.name=t", "-c", "user.email=t@localhost")
+    run_git(tmp_path, *who, "commit", "-q", "--allow-empty", "-m", "init")
+    run_git(tmp_path, "remote", "add", "origin", f"file://{tmp_path}/x.git")
+    Path("PLAN.md").write_text("### T1: Add\n")
+    args = ["run", "--repo", "me/app", "--forge", "local", "--plan", "PLAN.md", "--work", "."]
+    assert main([*args, "--reviewer", "codex", *roles]) == 2
+    assert said in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".git", "PLAN.md"]
