@@ -65,6 +65,13 @@ def checked_name(ctx: click.Context, param: click.Parameter, value: str | None) 
 # message, an ingested event's kind) are shown as `\x1b`, never sent to the terminal, where
 # they could recolour, retitle or clear the screen.
 _VISIBLE = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+# And the invisible ones that change what a reader sees: zero-width spaces and marks, and the
+# bidirectional overrides that make a line read other than it is (not U+200D, which joins
+# emoji).
+_VISIBLE.update(
+    {code: f"\\u{code:04x}" for code in (0x200B, 0x200C, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                                          *range(0x2060, 0x2065), *range(0x2066, 0x206A), 0xFEFF)}
+)  # fmt: skip
 
 
 def visible(text: str) -> str:

@@ -49,7 +49,9 @@ def render_plan(out: Console, plan: Plan) -> None:
         report.add_column("reason")
         report.add_column("text", overflow="fold")
         for notice in plan.unread[:TABLE_ROWS_MAX]:
-            report.add_row(str(notice.line), escape(_cut(notice.reason)), escape(notice.text[:80]))
+            report.add_row(
+                str(notice.line), escape(_cut(notice.reason)), escape(visible(notice.text[:80]))
+            )
         out.print(report)
         _say_more(out, len(plan.unread), "line not read", "lines not read")
     done = sum(1 for item in plan.items if item.done)
@@ -87,7 +89,7 @@ def render_added_ids(
         table.add_column("id")
         table.add_column("text", overflow="fold")
         for added in result.added[:TABLE_ROWS_MAX]:
-            table.add_row(str(added.line), added.id, escape(added.text[:80]))
+            table.add_row(str(added.line), added.id, escape(visible(added.text[:80])))
         out.print(table)
         _say_more(out, len(result.added), "id")
     elif not result.unplaced:
@@ -171,9 +173,9 @@ def render_sync(out: Console, report: SyncReport) -> None:
         out.print(table)
         _say_more(out, len(rows), "change")
     for problem in report.problems:
-        out.print(f"[red]problem:[/red] {escape(problem)}")
+        out.print(f"[red]problem:[/red] {escape(visible(problem))}")
     for notice in report.notices:
-        out.print(f"[yellow]note:[/yellow] {escape(notice)}")
+        out.print(f"[yellow]note:[/yellow] {escape(visible(notice))}")
     extras = []
     if report.labels_created:
         extras.append(f"labels {verb} created: {', '.join(report.labels_created)}")

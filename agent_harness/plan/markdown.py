@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -305,7 +306,7 @@ class _Walker:
             if milestone.problem:
                 self._note(start, milestone.problem)
             return
-        if self._not_quite_an_id(start, text):
+        if self._not_quite_an_id(start, text) or self._hidden_in_an_id(start, text):
             return
         loose = LOOSE_ID.match(text)
         if loose and loose.group(1)[-1].isdigit() and any(c.isalpha() for c in loose.group(1)):
@@ -327,6 +328,21 @@ class _Walker:
         for line0 in range(start, end):
             if BULLET_TEXT.match(self.lines[line0] if line0 < len(self.lines) else ""):
                 self._note(line0, f"a list nested more than {readable} deep; not read")
+        return True
+
+    def _hidden_in_an_id(self, line0: int, text: str) -> bool:
+        """Say so when a heading would be an item but for invisible characters (a zero-width
+        space, a right-to-left override): they are never taken out silently, as the heading a
+        person sees is then not the one the file holds."""
+        hidden = sorted({char for char in text if unicodedata.category(char) == "Cf"})
+        if not hidden:
+            return False
+        match = HEADING_ITEM.match("".join(char for char in text if char not in hidden))
+        if not match or not (match.group(1) or match.group(3))[-1].isdigit():
+            return False
+        self.lookalikes.add(line0)
+        names = ", ".join(f"U+{ord(char):04X}" for char in hidden)
+        self._note(line0, f"heading holds invisible characters ({names}); not read as an item")
         return True
 
     def _not_quite_an_id(self, line0: int, text: str) -> bool:

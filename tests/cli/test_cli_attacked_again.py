@@ -377,3 +377,15 @@ def test_a_run_refused_for_its_roles_leaves_no_database_or_forge_behind(
     assert main([*args, "--reviewer", "codex", *roles]) == 2
     assert said in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == [".git", "PLAN.md"]
+
+
+@pytest.mark.unit
+def test_a_right_to_left_override_in_a_plan_is_spelt_out_in_what_plan_shows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Shown raw, it makes the line read backwards on the reader's terminal (Trojan Source).
+    plan = tmp_path / "P.md"
+    plan.write_text("### T1: a \u202eb\n### \u202eT4: x\n")
+    assert main(["plan", str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "\\u202eT4: x" in out and "a \\u202eb" in out

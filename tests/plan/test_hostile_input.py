@@ -158,3 +158,19 @@ def test_an_item_id_too_long_for_a_branch_or_the_queue_is_a_line_not_read() -> N
     assert [item.id for item in plan.items] == ["T2"]
     [notice] = plan.unread
     assert (notice.line, notice.reason) == (1, "item id of 301 characters; at most 64")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("line", "hidden"),
+    [("### T2\u200b: x", "U+200B"), ("### T\u200b3: x", "U+200B"), ("### \u202eT4: x", "U+202E")],
+)
+def test_a_heading_made_no_item_by_invisible_characters_is_said_not_dropped(
+    line: str, hidden: str
+) -> None:
+    # Before: neither an item nor a line not read, though the plan's reader saw an item.
+    plan = parse_plan(f"### T1: a\n{line}\n")
+    assert [item.id for item in plan.items] == ["T1"]
+    [notice] = plan.unread
+    assert notice.line == 2
+    assert notice.reason == f"heading holds invisible characters ({hidden}); not read as an item"
