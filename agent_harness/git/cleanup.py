@@ -69,12 +69,13 @@ def _git(cwd: Path, *args: str, check: bool = True) -> str:
 
 
 def disk_size(path: Path) -> int:
-    """Bytes of the files under `path`, symlinks not followed."""
+    """Bytes the files under `path` take on disk (the blocks allocated, so a sparse file of a
+    terabyte counts what it holds, not its length), symlinks not followed."""
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
             try:
-                total += os.lstat(os.path.join(root, name)).st_size
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
             except OSError:
                 continue  # vanished while we walked: it takes no room any more
     return total

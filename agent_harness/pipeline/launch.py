@@ -380,7 +380,8 @@ def _plans(
     known = {item.id for _target, _key, plan in loaded for item in plan.items}
     unknown = sorted(set(request.only) - known)
     if unknown:
-        raise UsageError(f"--only names items not in the plan: {', '.join(unknown)}")
+        shown = ", ".join(repr(name)[1:-1] for name in unknown)  # a control character spelt out
+        raise UsageError(f"--only names items not in the plan: {shown}")
     return loaded
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agent_harness.errors import HarnessError
 from agent_harness.store.database import Store
-from agent_harness.store.events import AgentStarted, last_of
+from agent_harness.store.events import AgentFinished, AgentStarted, Event, last_of
 from agent_harness.store.executor_events import ExecutorEvent
 
 
@@ -74,9 +74,25 @@ def attach_target(
                 "attached to the live session (detach: Ctrl-b d)",
             )
     if log.is_file():
-        command = ["tail", "-n", "+1", "-f", str(log)] if follow else ["cat", str(log)]
-        return AttachTarget(command, False, session, f"the session has ended; its log: {log}")
+        # Followed only while the agent may still write to it: on a finished session `tail -f`
+        # would wait for ever for lines that never come.
+        ended = _finished(events)
+        if follow and not ended:
+            command = ["tail", "-n", "+1", "-f", str(log)]
+            return AttachTarget(command, False, session, f"following its log: {log}")
+        return AttachTarget(
+            ["cat", str(log)], False, session, f"the session has ended; its log: {log}"
+        )
     raise NothingToAttach(f"{item_id}: session {session} has ended and its log {log} is gone")
+
+
+def _finished(events: list[Event]) -> bool:
+    """Whether the item's latest agent run has an end on record."""
+    last = None
+    for event in events:
+        if isinstance(event.payload, AgentStarted | AgentFinished) and event.written_by_harness:
+            last = event.payload
+    return isinstance(last, AgentFinished)
 
 
 def _remote_target(url: str, session: str, env: Mapping[str, str]) -> AttachTarget | None:
