@@ -18,6 +18,7 @@ from agent_harness.queue.items import ItemRecord
 from agent_harness.queue.projects import (
     ITEM_PATTERN,
     PROJECT_PATTERN,
+    Count,
     ProjectOverview,
     ProjectRecord,
     ProjectSpec,
@@ -544,9 +545,7 @@ class BaselineIn(_Out):
     """A prior measurement of the workload, recorded once and never changed."""
 
     label: str = Field(pattern=LABEL_PATTERN, description="Its name, e.g. before-harness.")
-    delivered: int = Field(
-        ge=0, le=MAX_TOTAL, strict=True, description="Items delivered in the period."
-    )
+    delivered: Count = Field(ge=0, le=MAX_TOTAL, description="Items delivered in the period.")
     days: float = Field(
         gt=0,
         le=MAX_DAYS,

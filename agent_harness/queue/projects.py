@@ -16,9 +16,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.plan.model import PLAN_KEY_PATTERN, Plan, WorkItem, default_plan_key
@@ -45,6 +45,17 @@ _SEGMENT = r"(?:[^/.\u0000][^/\u0000]*|\.(?:[^/.\u0000][^/\u0000]*)?|\.\.[^/\u00
 _PLAN_SEGMENT = _SEGMENT.replace(r"\u0000", r"\u0000\\")
 WORK_DIR_PATTERN = rf"^/{_SEGMENT}?(?:/{_SEGMENT}?)*$"
 PLAN_PATH_PATTERN = rf"^{_PLAN_SEGMENT}(?:/{_PLAN_SEGMENT}?)*$"
+
+
+def _a_number(value: Any) -> Any:
+    """A count is a JSON number: `true` is none (lax validation read it as 1), nor is `"5"`.
+    A whole number written `5.0` stays one, as JSON Schema's `integer` says."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("a count must be a number, not a string or true/false")
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_a_number)]
 
 
 class ProjectSpec(BaseModel):
@@ -93,13 +104,8 @@ class ProjectSpec(BaseModel):
     model: str | None = Field(
         default=None, max_length=200, description="Model passed to the CLI agent preset."
     )
-    # Strict: `true` is no count of workers (lax validation read it as 1).
-    workers: int = Field(
-        default=1, ge=1, le=64, strict=True, description="Workers of this project's pool."
-    )
-    max_attempts: int | None = Field(
-        default=None, ge=1, le=100, strict=True, description="Attempts per item."
-    )
+    workers: Count = Field(default=1, ge=1, le=64, description="Workers of this project's pool.")
+    max_attempts: Count | None = Field(default=None, ge=1, le=100, description="Attempts per item.")
     forge: Literal["local"] | None = Field(
         default=None, description="'local' for the embedded forge; null for GitHub."
     )
