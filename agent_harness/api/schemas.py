@@ -8,7 +8,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from agent_harness.audit.baselines import LABEL_PATTERN, MAX_DAYS, MAX_TOTAL, Comparison
+from agent_harness.audit.baselines import (
+    LABEL_PATTERN,
+    MAX_DAYS,
+    MAX_TOTAL,
+    MIN_DAYS,
+    Comparison,
+)
 from agent_harness.audit.ingest import IngestReport
 from agent_harness.audit.maintenance import RollupDay
 from agent_harness.errors import without_lone_surrogates
@@ -547,7 +553,7 @@ class BaselineIn(_Out):
     label: str = Field(pattern=LABEL_PATTERN, description="Its name, e.g. before-harness.")
     delivered: Count = Field(ge=0, le=MAX_TOTAL, description="Items delivered in the period.")
     days: float = Field(
-        gt=0,
+        ge=MIN_DAYS,
         le=MAX_DAYS,
         allow_inf_nan=False,
         strict=True,

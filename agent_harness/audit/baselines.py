@@ -7,6 +7,7 @@ belongs to the workload, so there is no built-in number; once recorded it cannot
 from __future__ import annotations
 
 import re
+import sys
 
 from pydantic import BaseModel, Field
 
@@ -46,6 +47,9 @@ class Comparison(BaseModel):
 
 MAX_TOTAL = 10**9
 MAX_DAYS = 36_500
+# A period shorter than a quarter of an hour is no baseline, and its rate could overflow (a
+# count over 5e-324 days is infinite, which JSON cannot say).
+MIN_DAYS = 0.01
 # A label is shown in every report and never changes: plain ASCII, no space at either end.
 LABEL_PATTERN = r"^[A-Za-z0-9._:/-]([A-Za-z0-9 ._:/-]{0,98}[A-Za-z0-9._:/-])?$"
 
@@ -59,8 +63,10 @@ def parse_spec(spec: str) -> tuple[int, float, str]:
         raise UsageError(
             f"baseline {spec!r} should be TOTAL:DAYS:LABEL, e.g. 40:30:before-harness"
         ) from None
-    if total < 0 or days <= 0 or not label:
-        raise UsageError(f"baseline {spec!r}: TOTAL >= 0, DAYS > 0 and a LABEL are required")
+    if total < 0 or not days >= MIN_DAYS or not label:
+        raise UsageError(
+            f"baseline {spec[:80]!r}: TOTAL >= 0, DAYS >= {MIN_DAYS} and a LABEL are required"
+        )
     if total > MAX_TOTAL or not days <= MAX_DAYS:  # `not <=` refuses NaN too
         raise UsageError(
             f"baseline {spec[:80]!r}: TOTAL at most {MAX_TOTAL:,} items and DAYS at most "
@@ -107,7 +113,9 @@ def baselines(audit: Store, *, project: str | None = None) -> list[Comparison]:
     out = []
     for label, total, days, at in rows:
         base = Baseline(label=label, delivered=int(total), days=float(days), recorded_at=at)
-        rate = base.delivered / base.days
+        # One recorded before DAYS had a floor may still be tiny: its rate is then the largest
+        # a float holds, not infinity, which no JSON reader takes.
+        rate = min(base.delivered / base.days, sys.float_info.max)
         out.append(
             Comparison(
                 baseline=base,

@@ -141,3 +141,16 @@ def test_a_whole_number_written_with_a_point_is_still_a_count(supervised: TestCl
     half = supervised.post("/api/audit/baselines", json={**body, "label": "b", "delivered": 4.5},
                            headers=AUTH)  # fmt: skip
     assert half.status_code == 422
+
+
+def test_a_period_too_short_to_be_a_rate_is_refused_and_one_kept_from_before_stays_json(
+    supervised: TestClient,
+) -> None:
+    # schemathesis: 5e-324 days was recorded, and its rate (infinite) came back as null where
+    # the schema promises a number.
+    tiny = {"label": "tiny", "delivered": 40, "days": 5e-324}
+    assert supervised.post("/api/audit/baselines", json=tiny, headers=AUTH).status_code == 422
+    ok = {**tiny, "days": 0.01}
+    assert supervised.post("/api/audit/baselines", json=ok, headers=AUTH).status_code == 201
+    [row] = supervised.get("/api/audit/baselines", headers=AUTH).json()["baselines"]
+    assert row["baseline_per_day"] == 4000.0

@@ -389,3 +389,22 @@ def test_a_right_to_left_override_in_a_plan_is_spelt_out_in_what_plan_shows(
     assert main(["plan", str(plan)]) == 0
     out = capsys.readouterr().out
     assert "\u202e" not in out and "\\u202eT4: x" in out and "a \\u202eb" in out
+
+
+@pytest.mark.unit
+def test_an_old_baseline_of_a_tiny_period_is_shown_as_a_finite_rate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent_harness.audit.database import open_audit
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["audit", "baselines", "--baseline", "1:1e-300:q"]) == 2
+    assert "DAYS >= 0.01" in capsys.readouterr().err
+    audit = open_audit(str(tmp_path / "audit.sqlite"))
+    with audit.transaction() as tx:  # as a release without the floor recorded it
+        tx.execute("INSERT INTO baselines (label, delivered, days, recorded_at) "
+                   "VALUES ('old', 35264580, 5e-324, 0)")  # fmt: skip
+    audit.close()
+    assert main(["audit", "baselines", "--audit-db", str(tmp_path / "audit.sqlite"), "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["baseline_per_day"] > 1e300 and row["baseline_per_day"] != float("inf")
