@@ -233,7 +233,7 @@ def test_a_pyproject_nested_too_deeply_stops_work_with_one_line(
         (["audit", "maintain", "--retention-days", "1e308"], "is not in the range 0<=x<=36500"),
         (["audit", "baselines", "--baseline", f"{10**23}:1:q"], "TOTAL at most 1,000,000,000"),
         (["audit", "baselines", "--baseline", "1:1e23:q"], "DAYS at most 36,500"),
-        (["audit", "baselines", "--baseline", "1:nan:q"], "DAYS at most 36,500"),
+        (["audit", "baselines", "--baseline", "1:nan:q"], "DAYS >= 0.01"),
         (["audit", "baselines", "--baseline", "1:1:a\x1b[31mred"], "label 'a\\x1b[31mred'"),
         (["audit", "baselines", "--baseline", "1:1:two\nlines"], "label 'two\\nlines': 1 to 100"),
         (["audit", "baselines", "--baseline", "1:1:a\udcffb"], "label 'a\\udcffb': 1 to 100"),
