@@ -37,6 +37,16 @@ def redact(text: str, known: Mapping[str, str] | None = None) -> str:
     return _URL_PASSWORD.sub(r"\1:***@", text)
 
 
+# The payload fields that carry text from outside: what an agent, a check, a provider or a
+# reviewer said. Only these are masked: the rest (paths, branches, shas, a plan's markdown)
+# are data the harness reads back, and a branch slug such as `sk-learn-upgrade-to-version-2`
+# has the shape of a key.
+OUTSIDE_TEXT = frozenset(
+    {"reason", "reasons", "detail", "why", "tail", "summary", "result", "feedback", "message",
+     "failure_message", "output", "error", "stop_reason", "host_url"}
+)  # fmt: skip
+
+
 def redact_values(value: Any) -> Any:
     """`value` (a payload: dicts, lists, strings, numbers) with every string in it redacted."""
     if isinstance(value, str):
@@ -46,6 +56,22 @@ def redact_values(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redact_values(item) for item in value]
     return value
+
+
+def redact_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """An event's payload with the values of its `OUTSIDE_TEXT` fields redacted, at any depth;
+    every other field exactly as it was."""
+    out: dict[str, Any] = {}
+    for key, value in payload.items():
+        if key in OUTSIDE_TEXT:
+            out[key] = redact_values(value)
+        elif isinstance(value, dict):
+            out[key] = redact_payload(value)
+        elif isinstance(value, list):
+            out[key] = [redact_payload(item) if isinstance(item, dict) else item for item in value]
+        else:
+            out[key] = value
+    return out
 
 
 def _process_secrets() -> Mapping[str, str]:

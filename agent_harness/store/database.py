@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.errors import UsageError
-from agent_harness.secrets.redact import redact_values
+from agent_harness.secrets.redact import redact_payload
 from agent_harness.secrets.shapes import mask_url
 from agent_harness.store import pglink, protection, reading
 from agent_harness.store.chain import seal_pending
@@ -104,9 +104,9 @@ class Tx:
                 project=project,
                 item=item,
                 kind=payload.kind,
-                # Free text in a payload (an agent's last words, a provider's message, a
-                # check's output) may hold a credential: the log keeps it masked.
-                payload=redact_values(payload.as_dict()),
+                # Text from outside in a payload (an agent's last words, a provider's message,
+                # a check's output) may hold a credential: the log keeps it masked.
+                payload=redact_payload(payload.as_dict()),
                 external_id=None,
             )
         )

@@ -11,6 +11,8 @@ import pytest
 
 from agent_harness.cli import main
 from agent_harness.secrets.redact import redact, redact_values
+from agent_harness.store.database import Store
+from agent_harness.store.events import AgentFinished, WorktreeReady
 
 KEY = "sk-proj-canaryAAAAbbbbCCCCdddd0123456789"
 URL = "postgresql://u:canary-PW-9@127.0.0.1:1/x"
@@ -53,3 +55,21 @@ def test_classify_never_echoes_the_key_an_agent_printed(
     main(["classify", "--agent", "codex", str(log), "--json"])
     out = capsys.readouterr()
     assert "canary" not in out.out + out.err and TOKEN not in out.out + out.err
+
+
+@pytest.mark.integration
+def test_the_log_masks_what_was_said_and_keeps_the_data_the_harness_reads_back(
+    store: Store,
+) -> None:
+    # A branch slug or a folder can have a key's shape (`sk-learn-…`); a plan's markdown may
+    # name a test database's URL. Masked, a resumed run would look for a branch that is not
+    # there. Only the fields that carry outside text are masked.
+    branch = "agent-harness/T1-sk-learn-upgrade-to-version-two"
+    place = "/home/u/src/sk-ml-experiments-pipeline-x/.agent-harness/worktrees/T1"
+    store.append_event("me/app:P", "T1", WorktreeReady(path=place, branch=branch, base="a" * 40))
+    store.append_event("me/app:P", "T1", AgentFinished(ok=False, state="crashed", reason=OUTPUT,
+                                                        tail=OUTPUT))  # fmt: skip
+    ready, finished = (e.payload.as_dict() for e in store.all_events(project="me/app:P"))
+    assert (ready["branch"], ready["path"]) == (branch, place)
+    assert "canary" not in finished["reason"] + finished["tail"]
+    assert "[redacted: an OpenAI key]" in finished["reason"]
