@@ -18,9 +18,27 @@ from typing import Any
 from agent_harness.secrets.process import process_env
 from agent_harness.secrets.shapes import KEY_SHAPES, known_values
 
-# scheme://user:password@ — the password never holds a quote or a backslash here, so a match
-# can never run across the end of a JSON string into the next one.
-_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@\"'\\]*):[^/\s@\"'\\]+@")
+# scheme://userinfo@ — the scheme bounded (unbounded, a megabyte of letters took minutes: the
+# search restarted at every one), the userinfo running to the authority's last '@' (a password
+# may hold one), and never across a quote or a backslash, so a match cannot run from one JSON
+# string into the next.
+_URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,30}://)([^\s/?#\"'\\]*)@")
+# key=value credentials: a URL's query (`?password=…`) or libpq's `password=… host=…`.
+_NAMED_VALUE = re.compile(
+    r"(?i)\b(password|passwd|pwd|token|secret|api_key|apikey|access_token)"
+    r"=([^&\s\"'\\\[*][^&\s\"'\\]*)"  # not a value masked already: `[redacted …]`, `***`
+)
+# Userinfo with no ':' is a user name (`git@`) unless it is long enough to be a token
+# (`https://<token>@github.com`).
+_TOKEN_ALONE = 16
+
+
+def _mask_userinfo(match: re.Match[str]) -> str:
+    scheme, userinfo = match.group(1), match.group(2)
+    user, colon, _password = userinfo.partition(":")
+    if colon:
+        return f"{scheme}{user}:***@"
+    return f"{scheme}***@" if len(userinfo) >= _TOKEN_ALONE else match.group(0)
 
 
 def redact(text: str, known: Mapping[str, str] | None = None) -> str:
@@ -34,7 +52,8 @@ def redact(text: str, known: Mapping[str, str] | None = None) -> str:
             text = text.replace(value, f"[redacted {name}]")
     for shape in KEY_SHAPES:
         text = shape.pattern.sub(f"[redacted: {shape.name}]", text)
-    return _URL_PASSWORD.sub(r"\1:***@", text)
+    text = _URL_USERINFO.sub(_mask_userinfo, text)
+    return _NAMED_VALUE.sub(r"\1=***", text)
 
 
 # The payload fields that carry text from outside: what an agent, a check, a provider or a
@@ -47,28 +66,32 @@ OUTSIDE_TEXT = frozenset(
 )  # fmt: skip
 
 
-def redact_values(value: Any) -> Any:
+def redact_values(value: Any, known: Mapping[str, str] | None = None) -> Any:
     """`value` (a payload: dicts, lists, strings, numbers) with every string in it redacted."""
     if isinstance(value, str):
-        return redact(value)
+        return redact(value, known)
     if isinstance(value, dict):
-        return {key: redact_values(item) for key, item in value.items()}
+        return {key: redact_values(item, known) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [redact_values(item) for item in value]
+        return [redact_values(item, known) for item in value]
     return value
 
 
-def redact_payload(payload: dict[str, Any]) -> dict[str, Any]:
+def redact_payload(
+    payload: dict[str, Any], known: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """An event's payload with the values of its `OUTSIDE_TEXT` fields redacted, at any depth;
-    every other field exactly as it was."""
+    every other field exactly as it was. The process's secrets are looked up once for it."""
     out: dict[str, Any] = {}
     for key, value in payload.items():
-        if key in OUTSIDE_TEXT:
-            out[key] = redact_values(value)
+        if key in OUTSIDE_TEXT and value:
+            known = _process_secrets() if known is None else known
+            out[key] = redact_values(value, known)
         elif isinstance(value, dict):
-            out[key] = redact_payload(value)
+            out[key] = redact_payload(value, known)
         elif isinstance(value, list):
-            out[key] = [redact_payload(item) if isinstance(item, dict) else item for item in value]
+            out[key] = [redact_payload(item, known) if isinstance(item, dict) else item
+                        for item in value]  # fmt: skip
         else:
             out[key] = value
     return out

@@ -45,7 +45,7 @@ KEY_SHAPES: tuple[KeyShape, ...] = (
     KeyShape("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
 )
 # scheme://user:password@host — a password in a URL, however harmless the variable's name.
-_URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
+_URL_WITH_PASSWORD = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{0,30}://[^/\s:@]*:[^/\s@]+@")
 # Proxies are read from the environment by the HTTP libraries themselves; they are withheld
 # from agents and checks like any credential, but stay where those libraries look for them.
 PROXY_NAMES = frozenset(

@@ -73,3 +73,21 @@ def test_the_log_masks_what_was_said_and_keeps_the_data_the_harness_reads_back(
     assert (ready["branch"], ready["path"]) == (branch, place)
     assert "canary" not in finished["reason"] + finished["tail"]
     assert "[redacted: an OpenAI key]" in finished["reason"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("said", "kept"),
+    [
+        ("postgresql://u:p@ss@host/db", "postgresql://u:***@host/db"),  # an '@' in the password
+        ("postgresql://db/app?password=hunter22", "postgresql://db/app?password=***"),
+        ("password=hunter22 host=db", "password=*** host=db"),  # libpq's keywords
+        (f"https://{'0a' * 20}@github.com/o/r.git", "https://***@github.com/o/r.git"),
+        ("ssh://git@github.com/o/r", "ssh://git@github.com/o/r"),  # a user name stays
+        ("http://u:pw@h:8765/x?a=1&token=abc&b=2", "http://u:***@h:8765/x?a=1&token=***&b=2"),
+    ],
+)
+def test_every_common_way_a_url_or_keyword_carries_a_password_is_masked(
+    said: str, kept: str
+) -> None:
+    assert redact(said, known={}) == kept
