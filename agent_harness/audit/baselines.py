@@ -54,11 +54,22 @@ MIN_DAYS = 0.01
 LABEL_PATTERN = r"^[A-Za-z0-9._:/-]([A-Za-z0-9 ._:/-]{0,98}[A-Za-z0-9._:/-])?$"
 
 
+def _whole(text: str) -> int:
+    """A count as written: `40`, or `40.0` as the API takes it; `40.5` is no count."""
+    try:
+        return int(text)
+    except ValueError:
+        number = float(text)
+        if not number.is_integer():
+            raise ValueError(text) from None
+        return int(number)
+
+
 def parse_spec(spec: str) -> tuple[int, float, str]:
     """TOTAL:DAYS:LABEL, e.g. 40:30:before-harness."""
     parts = spec.split(":", 2)
     try:
-        total, days, label = int(parts[0]), float(parts[1]), parts[2].strip()
+        total, days, label = _whole(parts[0]), float(parts[1]), parts[2].strip()
     except (IndexError, ValueError):
         raise UsageError(
             f"baseline {spec!r} should be TOTAL:DAYS:LABEL, e.g. 40:30:before-harness"

@@ -313,7 +313,7 @@ Examples:
 @click.argument("plan_file", metavar="PLAN", type=PlanPath(path_type=Path))
 @click.option(
     "--max-attempts",
-    type=click.IntRange(1),
+    type=click.IntRange(1, 100),  # as run's --max-attempts and budgets.max_attempts
     default=3,
     show_default=True,
     help="Attempt budget of newly added items.",

@@ -89,15 +89,19 @@ def _guard_problem(name: str, found: str | None) -> str:
     return f"trigger {name} is missing" if found is None else f"trigger {name} was altered"
 
 
-# The triggers on the tables the guards keep: each must be one the harness made.
+# Every table of the work store: a trigger on any of them (not only on the log) could forge an
+# event or change what a write does, so each must be one the harness made. (The audit's tables
+# have names of their own, so an audit in the same database is not taken for a stranger.)
+_TABLES = (
+    "'events', 'event_chain', 'items', 'deps', 'meta', 'parked', 'projects', 'schema_migrations'"
+)
 _PG_TRIGGERS = (
     "SELECT t.tgname, c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
     "WHERE c.relnamespace = current_schema()::regnamespace "
-    "AND c.relname IN ('events', 'event_chain', 'items') AND NOT t.tgisinternal"
+    f"AND c.relname IN ({_TABLES}) AND NOT t.tgisinternal"
 )
 _SQLITE_TRIGGERS = (  # the second column is its text here, its table on PostgreSQL
-    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
-    "AND tbl_name IN ('events', 'event_chain', 'items')"
+    f"SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN ({_TABLES})"
 )
 # One the harness did not make (or an older one left behind) could log a claim twice, forge an
 # event or change what a write does.

@@ -237,7 +237,7 @@ def test_the_last_sealed_event_deleted_is_named_and_writing_goes_on(
     assert report.unsealed == 0
 
 
-@pytest.mark.parametrize("table", ["items", "events"])
+@pytest.mark.parametrize("table", ["items", "events", "projects"])
 def test_a_trigger_the_harness_did_not_make_is_refused_and_the_repair_drops_it(
     engine: Engine, table: str
 ) -> None:
