@@ -104,7 +104,13 @@ class PlanPath(click.Path):
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        # A lone surrogate (a byte of a name that is not UTF-8) cannot be written as UTF-8: it
+        # is written as JSON's own `\udcff` escape, so the output stays valid JSON.
+        sys.stdout.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def open_database(flag: str | None, *, must_exist: bool, check_protection: bool = True) -> Store:

@@ -408,3 +408,17 @@ def test_an_old_baseline_of_a_tiny_period_is_shown_as_a_finite_rate(
     assert main(["audit", "baselines", "--audit-db", str(tmp_path / "audit.sqlite"), "--json"]) == 0
     [row] = json.loads(capsys.readouterr().out)
     assert row["baseline_per_day"] > 1e300 and row["baseline_per_day"] != float("inf")
+
+
+@pytest.mark.unit
+def test_json_output_holding_a_name_that_is_not_utf8_is_still_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent_harness.cli.output import print_json
+
+    sink = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    monkeypatch.setattr("sys.stdout", sink)
+    print_json({"path": "caf\udce9.md", "title": "é"})
+    sink.flush()
+    # Before: UnicodeEncodeError (exit 70) on a strict stream, raw bytes on a lenient one.
+    assert json.loads(sink.buffer.getvalue()) == {"path": "caf\udce9.md", "title": "é"}  # type: ignore[attr-defined]
