@@ -38,7 +38,14 @@ KEY_SHAPES: tuple[KeyShape, ...] = (
     KeyShape("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}")),
     KeyShape("a GitHub token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),
     KeyShape("an Anthropic key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}")),
-    KeyShape("an OpenAI key", re.compile(r"\bsk-(?!ant-)[A-Za-z0-9_-]{20,}")),
+    # Random base62: a key of 20 characters or more with no digit or no capital is a kebab-case
+    # word (a branch `T1-sk-learn-upgrade-…`, a name `sk-rate-limiter-settings`), not a key.
+    KeyShape(
+        "an OpenAI key",
+        re.compile(
+            r"\bsk-(?!ant-)(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{20,}"
+        ),
+    ),
     KeyShape("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     KeyShape("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
     KeyShape("a Slack token", re.compile(r"\bxox[abposr]-[0-9A-Za-z-]{10,}")),

@@ -19,7 +19,9 @@ GH = "ghp_" + "a1B2" * 9
         (f"token = '{GH}'", "a GitHub token"),
         ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "a GitHub token"),
         ("key: sk-ant-api03-" + "Z" * 40, "an Anthropic key"),
-        ("OPENAI=sk-proj-" + "q" * 40, "an OpenAI key"),
+        ("OPENAI=sk-proj-" + "q1Q" * 14, "an OpenAI key"),
+        ("branch agent-harness/T1-sk-learn-upgrade-to-version-two", None),  # kebab-case words
+        ("sk-rate-limiter-settings-for-workers", None),
         ("aws_access_key_id = AKIAIOSFODNN7EXAMPLE", "an AWS access key id"),
         ("AIza" + "b" * 35, "a Google API key"),
         ("xoxb-123456789012-abcdefghij", "a Slack token"),
@@ -97,7 +99,7 @@ new file mode 100644
 --- /dev/null
 +++ b/tests/fixtures/keys.txt
 @@ -0,0 +1,2 @@
-+sk-proj-{"f" * 40}
++sk-proj-{"f9F" * 14}
 +held-secret-value-42
 diff --git "a/docs/caf\\303\\251 notes.md" "b/docs/caf\\303\\251 notes.md"
 --- "a/docs/caf\\303\\251 notes.md"
