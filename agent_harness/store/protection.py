@@ -51,6 +51,8 @@ def restore(tx: Tx) -> None:
         if name not in guards:  # a stranger goes; the guards are made again below
             dropped = f"DROP TRIGGER {_quoted(name)}"
             tx.execute(dropped + (f" ON {_quoted(table)}" if postgres else ""))
+    for name, table in tx.all(_PG_RULES) if postgres else ():
+        tx.execute(f"DROP RULE {_quoted(name)} ON {_quoted(table)}")
     for name in guards:
         table = "event_chain" if name.startswith("event_chain") else "events"
         tx.execute(f"DROP TRIGGER IF EXISTS {name}" + (f" ON {table}" if postgres else ""))
@@ -100,6 +102,10 @@ _PG_TRIGGERS = (
     "WHERE c.relnamespace = current_schema()::regnamespace "
     f"AND c.relname IN ({_TABLES}) AND NOT t.tgisinternal"
 )
+_PG_RULES = (
+    "SELECT rulename, tablename FROM pg_rules WHERE schemaname = current_schema() "
+    f"AND tablename IN ({_TABLES}) ORDER BY rulename"
+)
 _SQLITE_TRIGGERS = (  # the second column is its text here, its table on PostgreSQL
     f"SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN ({_TABLES})"
 )
@@ -123,6 +129,9 @@ def _pg_unprotected(tx: Tx) -> list[str]:
     )
     found = {str(name): (str(enabled), _squash(str(text))) for name, enabled, text in rows}
     problems = [_STRANGER.format(name=name) for name in sorted(found.keys() - _PG_EXPECTED.keys())]
+    # A rule rewrites a statement before any trigger sees it (`DO INSTEAD NOTHING` on a
+    # DELETE from events): the harness makes none, so any is a stranger.
+    problems += [f"rule {name} is not one the harness made" for name, _ in tx.all(_PG_RULES)]
     for name, (table, operations, level) in _PG_EXPECTED.items():
         if name not in found:
             problems.append(f"trigger {name} is missing")

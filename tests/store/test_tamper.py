@@ -272,3 +272,22 @@ def test_a_trigger_the_harness_did_not_make_is_refused_and_the_repair_drops_it(
     finally:
         repaired.close()
     engine.open().close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("engine", ["postgres"], indirect=True)
+def test_a_rule_that_swallows_deletes_from_the_log_is_refused_and_dropped(engine: Engine) -> None:
+    # A rule rewrites the DELETE before the guard trigger sees it: a deleted event would then
+    # vanish without the trigger's refusal, or be kept while the deleter thinks it is gone.
+    engine.open().close()
+    with raw(engine) as conn:
+        conn.execute('CREATE RULE "quiet" AS ON DELETE TO events DO INSTEAD NOTHING')
+    with pytest.raises(EventsUnprotected) as refused:
+        engine.open()
+    assert refused.value.missing == ("rule quiet is not one the harness made",)
+    repaired = engine.open(check_protection=False)
+    try:
+        assert repaired.restore_protection()
+        assert repaired.unprotected() == []
+    finally:
+        repaired.close()
