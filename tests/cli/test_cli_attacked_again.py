@@ -422,3 +422,19 @@ def test_json_output_holding_a_name_that_is_not_utf8_is_still_json(
     sink.flush()
     # Before: UnicodeEncodeError (exit 70) on a strict stream, raw bytes on a lenient one.
     assert json.loads(sink.buffer.getvalue()) == {"path": "caf\udce9.md", "title": "é"}  # type: ignore[attr-defined]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("x\x1by", "x\\x1by"),
+        ("caf\udce9", "caf\\xe9"),
+        ("a\ud800b", "a\\ud800b"),
+        ("é\u202e", "é\\u202e"),
+    ],
+)
+def test_visible_spells_out_whatever_it_is_given(text: str, shown: str) -> None:
+    from agent_harness.cli.output import visible
+
+    assert visible(text) == shown
