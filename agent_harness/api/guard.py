@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from agent_harness.errors import UNREADABLE_JSON, read_json
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -68,12 +71,14 @@ class Guard:
         if declared is not None and declared > self.max_body:
             await _answer(send, 413, f"request body over {self.max_body} bytes", [])
             return
-        if declared is None and scope.get("method") in ("POST", "PUT", "PATCH"):
-            replay = await self._buffered(receive)
-            if replay is None:
+        if scope.get("method") in ("POST", "PUT", "PATCH"):
+            body = await self._read_body(receive)
+            if body is None:
                 await _answer(send, 413, f"request body over {self.max_body} bytes", [])
                 return
-            receive = replay
+            body = _whole_characters(body)
+            scope = {**scope, "headers": _with_length(scope.get("headers", ()), len(body))}
+            receive = _replay(body, receive)
         await self.app(scope, receive, send)
 
     def _authorised(self, scope: Scope) -> bool:
@@ -94,8 +99,9 @@ class Guard:
                     return None
         return None
 
-    async def _buffered(self, receive: Receive) -> Receive | None:
-        """A body sent without a length (chunked), read up to the limit; None when over it."""
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        """The request's body, read up to the limit (a chunked one has no declared length);
+        None when over it."""
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -108,14 +114,39 @@ class Guard:
                 return None
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
-        sent = False
+        return b"".join(chunks)
 
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
 
-        return replay
+# Half a surrogate pair written as a JSON escape (`"\ud800"`): read as it is, the string could
+# not be written back as UTF-8, and the answer that quoted it failed with a 500.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _whole_characters(body: bytes) -> bytes:
+    """`body` with each half of a surrogate pair in its JSON read as U+FFFD (as every other
+    JSON the harness reads); a body that is not JSON is passed on for the route to refuse."""
+    if not _SURROGATE_ESCAPE.search(body):
+        return body
+    try:
+        data = read_json(body)
+    except UNREADABLE_JSON:
+        return body
+    return json.dumps(data, ensure_ascii=False).encode()
+
+
+def _with_length(headers: Any, length: int) -> list[tuple[bytes, bytes]]:
+    kept = [(name, value) for name, value in headers if name != b"content-length"]
+    return [*kept, (b"content-length", str(length).encode())]
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

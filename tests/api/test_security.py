@@ -144,3 +144,23 @@ def test_ids_are_validated(monitoring: TestClient) -> None:
     for path in ("/api/work/..%2F..%2Fetc", "/api/work/T1;rm", "/api/projects/not-a-project"):
         assert monitoring.get(path, headers=AUTH).status_code in (404, 422), path
     assert monitoring.get("/api/work", params={"project": "../x"}, headers=AUTH).status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("escaped", "read"),
+    [("\\ud800", "\ufffd"), ("\\udfff tail", "\ufffd tail"), ("\\ud83d\\ude00", "\U0001f600")],
+)
+def test_half_a_surrogate_pair_in_a_body_is_read_as_a_replacement_not_a_500(
+    monitoring: TestClient, escaped: str, read: str
+) -> None:
+    # A lone `\ud800` became a string no UTF-8 can hold, and the answer quoting it failed
+    # with a 500; a whole pair is one character, as JSON says.
+    body = '{"text": "### T1: title ' + escaped + '\\n"}'
+    answer = monitoring.post(
+        "/api/plan/parse",
+        content=body.encode(),
+        headers={**AUTH, "content-type": "application/json"},
+    )
+    assert answer.status_code == 200, answer.text
+    [item] = answer.json()["items"]
+    assert item["title"] == f"title {read}"
