@@ -8,6 +8,7 @@ transaction, so a call either happens completely or not at all.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
@@ -39,8 +40,15 @@ DEFAULT_LABELS = [
 ]
 
 
+# GitHub's logins: letters, digits and inner hyphens, at most 39 characters.
+LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
+
+
 def bare_repo_path(data_dir: Path, owner: str, name: str) -> Path:
-    """Where the bare repository of `owner/name` lives under a forge's data directory."""
+    """Where the bare repository of `owner/name` lives under a forge's data directory; a name
+    that would lead out of it is refused (ValueError), whatever let it this far."""
+    if "/" in owner or "/" in name or owner in ("", ".", "..") or name in ("", ".", ".."):
+        raise ValueError(f"no repository can be named {owner!r}/{name!r}")
     return data_dir / "git" / owner.lower() / f"{name.lower()}.git"
 
 
@@ -148,6 +156,10 @@ class Forge:
 
     def account(self, login: str, kind: str) -> sqlite3.Row | None:
         """The account `login` if it is of `kind`; organizations spring into being on demand."""
+        if not LOGIN.fullmatch(login):
+            # An organization made for any name put its repositories wherever the name led
+            # (`/tmp/x`, `../..`) and its name into headers (a CR LF): none such exists here.
+            return None
         row = self.db.one("SELECT * FROM users WHERE login = ?", login)
         if row is None and kind == "Organization":
             with self.db.transaction():

@@ -13,7 +13,13 @@ from typing import Any
 from agent_harness.forge.errors import ApiError, not_found, validation_failed
 from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 
-_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+# GitHub's repository names: fullmatch, as `$` alone lets a trailing newline through (which
+# then ended a response's headers early); `.` and `..` are refused as GitHub refuses them.
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+
+
+def _good_name(name: object) -> bool:
+    return isinstance(name, str) and bool(_NAME.fullmatch(name)) and name not in (".", "..")
 
 
 def register(router: Router) -> None:
@@ -75,7 +81,7 @@ def _create_repo(call: Call, owner: str) -> Reply:
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise validation_failed("Repository", "name", "missing_field")
-    if not _NAME.match(name):
+    if not _good_name(name):
         raise validation_failed("Repository", "name", "invalid")
     if call.forge.repo_row(owner, name) is not None:
         raise _name_taken()
@@ -128,7 +134,7 @@ def update_repo(call: Call) -> Reply:
 
 def _rename(call: Call, ctx: RepoContext, name: Any) -> None:
     """A new name for the repository: its row and its bare repository move together."""
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not _good_name(name):
         raise validation_failed("Repository", "name", "invalid")
     login = ctx.owner["login"]
     taken = call.forge.repo_row(login, name)

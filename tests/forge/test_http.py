@@ -214,3 +214,40 @@ def test_a_client_hanging_up_is_quiet_but_a_forge_bug_is_still_reported(
         assert "ValueError: a bug in a route" in capsys.readouterr().err
     finally:
         server.server_close()
+
+
+def _post(hub: RunningForge, path: str, body: dict[str, object]) -> tuple[int, dict[str, str]]:
+    req = urllib.request.Request(
+        f"{hub.server.api_url}{path}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req) as answer:
+            return answer.status, dict(answer.headers)
+    except urllib.error.HTTPError as refused:
+        return refused.code, dict(refused.headers)
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/orgs/%2Ftmp%2Fescaped/repos", "evil"),  # an absolute path as the organization
+        ("/orgs/..%2F..%2Fescaped/repos", "evil"),  # and a relative one
+        ("/orgs/zz%0D%0AX-Injected:%20yes/repos", "r"),  # CR LF into the Location header
+        ("/user/repos", "nl\n"),  # `$` let a trailing newline through
+        ("/user/repos", ".."),
+    ],
+    ids=["absolute", "relative", "crlf", "newline", "dotdot"],
+)
+def test_a_name_that_leads_out_of_the_data_or_into_a_header_makes_no_repository(
+    hub: RunningForge, tmp_path: Path, path: str, name: str
+) -> None:
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    status, headers = _post(hub, path, {"name": name})
+    assert status in (404, 422)
+    assert "X-Injected" not in headers
+    made = sorted(str(p) for p in tmp_path.rglob("*.git"))
+    assert made == sorted(p for p in before if p.endswith(".git"))
+    assert not Path("/tmp/escaped").exists()
