@@ -276,22 +276,33 @@ class Added:
 def add_items(store: Store, project: str, new: Iterable[WorkItem]) -> Added:
     """Keep items that are in no plan file for the project. Its pool's next pass mirrors them
     to issues and queues them with the plan's (a pass already running works only the plan it
-    started with). Ids the plan uses, or an addition with other content, are refused."""
-    record = get_project(store, project)
+    started with). Ids the plan uses, or an addition with other content, are refused.
+
+    What is kept is read and written in one transaction, its row locked: two requests at once
+    each add theirs (read apart from the write, the later one wrote over the earlier's)."""
+    get_project(store, project)  # UnknownProject before anything else
     wanted = list(new)
     ids = [item.id for item in wanted]
     if len(set(ids)) != len(ids):
         raise UsageError("the same id twice in one request")
-    kept = {item.id: item for item in record.added}
-    same = [item.id for item in wanted if kept.get(item.id) == item]
-    fresh = [item for item in wanted if item.id not in same]
     taken = {item.id for item in read_plan(store, project).items}
-    clash = sorted({item.id for item in fresh} & taken)
-    if clash:
-        raise ItemsExist(f"{', '.join(clash)} already in {project}: pick other ids")
-    if fresh:
-        added = [*record.added, *fresh]
-        with store.transaction() as tx:
+    with store.transaction() as tx:
+        row = tx.one(
+            f"SELECT {_COLUMNS} FROM projects WHERE id = ?{store.dialect.lock_rows}", (project,)
+        )
+        if row is None:
+            raise UnknownProject(project)
+        kept = {item.id: item for item in _record(row).added}
+        same = [item.id for item in wanted if kept.get(item.id) == item]
+        other = sorted(item.id for item in wanted if item.id in kept and item.id not in same)
+        if other:
+            raise ItemsExist(f"{', '.join(other)} already in {project} with other content")
+        fresh = [item for item in wanted if item.id not in kept]
+        clash = sorted({item.id for item in fresh} & (taken - set(kept)))
+        if clash:
+            raise ItemsExist(f"{', '.join(clash)} already in {project}: pick other ids")
+        if fresh:
+            added = [*kept.values(), *fresh]
             tx.execute(
                 "UPDATE projects SET added_json = ?, updated_at = ? WHERE id = ?",
                 (json.dumps([i.model_dump(mode="json") for i in added]), store.clock(), project),

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from agent_harness.api.app import create_app
 from agent_harness.api.context import ApiContext
+from agent_harness.store.database import Store
 from agent_harness.testing.clock import FakeClock
 from tests.api.conftest import AUTH, PROJECT, TOKEN, seed
 from tests.shared.stores import Engine
@@ -303,3 +304,28 @@ def test_roles_are_kept_for_the_project(supervised: TestClient, clone: Path) -> 
     )
     assert unknown.status_code == 400 and "nobody" in unknown.json()["detail"]
     assert supervised.get("/api/roles", params=ask, headers=AUTH).json() == again
+
+
+def test_items_added_at_once_by_many_requests_are_all_kept(
+    supervised: TestClient, clone: Path, api_store: Store
+) -> None:
+    # Read apart from the write, each request wrote its snapshot over the others': 50 answered
+    # 201 and 18 were kept.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent_harness.plan.model import WorkItem
+    from agent_harness.queue.projects import add_items, get_project
+
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "reviewer": "codex",
+            "agent": "claude", "plan_key": "API"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+
+    def add(n: int) -> tuple[str, ...]:
+        item = WorkItem(id=f"A{n}", title="t", line=0, form="heading")
+        return add_items(api_store, "me/app:API", [item]).added
+
+    with ThreadPoolExecutor(8) as pool:
+        answered = [ids for ids in pool.map(add, range(40))]
+    assert sorted(i for ids in answered for i in ids) == sorted(f"A{n}" for n in range(40))
+    kept = [item.id for item in get_project(api_store, "me/app:API").added]
+    assert sorted(kept) == sorted(f"A{n}" for n in range(40))
