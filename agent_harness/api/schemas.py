@@ -247,6 +247,10 @@ class ItemDetail(_Out):
         )
 
 
+# A label as GitHub takes one: any text but control characters.
+LABEL_TEXT = r"^[^\x00-\x1f\x7f]+$"
+
+
 class NewItem(BaseModel):
     """An item added directly, outside the plan file."""
 
@@ -255,13 +259,21 @@ class NewItem(BaseModel):
     id: str = Field(pattern=ITEM_PATTERN, description="A new id, e.g. X1.")
     title: str = Field(min_length=1, max_length=300, description="One-line title.")
     body: str = Field(default="", max_length=20_000, description="Markdown: what to do.")
-    depends_on: list[str] = Field(
+    depends_on: list[Annotated[str, Field(pattern=ITEM_PATTERN)]] = Field(
         default_factory=list, max_length=50, description="Ids that must be done first."
     )
     success_check: str | None = Field(
         default=None, max_length=500, description="How to tell it is done, e.g. `pytest -q`."
     )
-    labels: list[str] = Field(default_factory=list, max_length=20, description="Tracker labels.")
+    labels: list[Annotated[str, Field(pattern=LABEL_TEXT, max_length=50)]] = Field(
+        default_factory=list, max_length=20, description="Tracker labels (GitHub's limit: 50)."
+    )
+
+    @model_validator(mode="after")
+    def _not_itself(self) -> NewItem:
+        if self.id in self.depends_on:
+            raise ValueError(f"{self.id} cannot depend on itself")
+        return self
 
     def as_item(self) -> WorkItem:
         return WorkItem(

@@ -20,7 +20,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from agent_harness.errors import HarnessError, UsageError
+from agent_harness.errors import HarnessError, PlanRefused, UsageError
+from agent_harness.plan.dependencies import refuse_cycles
 from agent_harness.plan.model import PLAN_KEY_PATTERN, Plan, WorkItem, default_plan_key
 from agent_harness.store.database import Store
 
@@ -285,7 +286,8 @@ def add_items(store: Store, project: str, new: Iterable[WorkItem]) -> Added:
     ids = [item.id for item in wanted]
     if len(set(ids)) != len(ids):
         raise UsageError("the same id twice in one request")
-    taken = {item.id for item in read_plan(store, project).items}
+    plan = read_plan(store, project)
+    taken = {item.id for item in plan.items}
     with store.transaction() as tx:
         row = tx.one(
             f"SELECT {_COLUMNS} FROM projects WHERE id = ?{store.dialect.lock_rows}", (project,)
@@ -301,6 +303,7 @@ def add_items(store: Store, project: str, new: Iterable[WorkItem]) -> Added:
         clash = sorted({item.id for item in fresh} & (taken - set(kept)))
         if clash:
             raise ItemsExist(f"{', '.join(clash)} already in {project}: pick other ids")
+        _refuse_unmet([*plan.items, *fresh], project)
         if fresh:
             added = [*kept.values(), *fresh]
             tx.execute(
@@ -308,6 +311,19 @@ def add_items(store: Store, project: str, new: Iterable[WorkItem]) -> Added:
                 (json.dumps([i.model_dump(mode="json") for i in added]), store.clock(), project),
             )
     return Added(tuple(item.id for item in fresh), tuple(same))
+
+
+def _refuse_unmet(items: list[WorkItem], project: str) -> None:
+    """Refuse additions whose dependencies could never all be met: an id no item has, or a
+    cycle. Kept, such an item waits for ever, and a sync makes its issue all the same."""
+    ids = {item.id for item in items}
+    for item in items:
+        missing = [dep for dep in item.depends_on if dep not in ids]
+        if missing:
+            raise PlanRefused(
+                f"{item.id} depends on {', '.join(missing[:5])}, which no item of {project} is"
+            )
+    refuse_cycles(items, project)
 
 
 def overview(store: Store) -> list[ProjectOverview]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -329,3 +330,32 @@ def test_items_added_at_once_by_many_requests_are_all_kept(
     assert sorted(i for ids in answered for i in ids) == sorted(f"A{n}" for n in range(40))
     kept = [item.id for item in get_project(api_store, "me/app:API").added]
     assert sorted(kept) == sorted(f"A{n}" for n in range(40))
+
+
+@pytest.mark.parametrize(
+    ("items", "status"),
+    [
+        ([{"id": "X3", "title": "t", "depends_on": ["\ud800"]}], 422),  # then a 500 on parse
+        ([{"id": "X3", "title": "t", "depends_on": ["../../x"]}], 422),
+        ([{"id": "X7", "title": "t", "depends_on": ["X7"]}], 422),
+        ([{"id": "X8", "title": "t", "depends_on": ["X9"]},
+          {"id": "X9", "title": "t", "depends_on": ["X8"]}], 422),  # a cycle
+        ([{"id": "X4", "title": "t", "depends_on": ["Q9"]}], 422),  # no such item
+        ([{"id": "X5", "title": "t", "labels": ["a\u0000b"]}], 422),
+        ([{"id": "X6", "title": "t", "labels": ["l" * 100_000]}], 422),
+    ],
+    ids=["surrogate", "path", "itself", "cycle", "unknown", "nul-label", "long-label"],
+)  # fmt: skip
+def test_an_added_item_that_could_never_start_or_be_labelled_is_refused(
+    supervised: TestClient, clone: Path, items: list[dict[str, object]], status: int
+) -> None:
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "reviewer": "codex",
+            "agent": "claude", "plan_key": "API"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    body = json.dumps({"project": "me/app:API", "items": items})  # `\ud800` as JSON escapes it
+    answer = supervised.post(
+        "/api/work", content=body.encode(), headers={**AUTH, "content-type": "application/json"}
+    )
+    assert answer.status_code == status, answer.text
+    parsed = supervised.post("/api/plan/parse", json={"project": "me/app:API"}, headers=AUTH)
+    assert parsed.status_code == 200 and [i["id"] for i in parsed.json()["items"]] == ["T1"]

@@ -164,3 +164,13 @@ def test_half_a_surrogate_pair_in_a_body_is_read_as_a_replacement_not_a_500(
     assert answer.status_code == 200, answer.text
     [item] = answer.json()["items"]
     assert item["title"] == f"title {read}"
+
+
+def test_a_lone_surrogate_where_a_line_is_quoted_back_is_no_500(monitoring: TestClient) -> None:
+    body = b'{"text": "- [ ] \\ud800 a checkbox quoted back\\n### T1: \\udfff"}'
+    answer = monitoring.post(
+        "/api/plan/parse", content=body, headers={**AUTH, "content-type": "application/json"}
+    )
+    assert answer.status_code == 200, answer.text
+    [notice] = answer.json()["unread"]
+    assert notice["text"].endswith("\ufffd a checkbox quoted back")
