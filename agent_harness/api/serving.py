@@ -62,6 +62,15 @@ def build_context(request: ServeRequest, settings: Any) -> ApiContext:
     return ctx
 
 
+def without_query(record: logging.LogRecord) -> bool:
+    """An access log line without the request's query string: a client that sends its token
+    as `?token=…` (refused, 401) would otherwise have it written to the log."""
+    args = record.args
+    if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and "?" in args[2]:
+        record.args = (*args[:2], args[2].split("?", 1)[0] + "?(query not logged)", *args[3:])
+    return True
+
+
 def serve_api(request: ServeRequest, token: str) -> int:
     import uvicorn
 
@@ -79,6 +88,7 @@ def serve_api(request: ServeRequest, token: str) -> int:
             log_level="info",
             server_header=False,
         )  # configures uvicorn's loggers, so the line below is shown with its own
+        logging.getLogger("uvicorn.access").addFilter(without_query)
         logging.getLogger("uvicorn.error").info(
             "agent-harness serve: %s mode, database %s, projects running: %s",
             ctx.mode,

@@ -65,6 +65,8 @@ def test_serve_answers_on_loopback_and_logs_no_token(
         assert health.json()["mode"] == "monitoring"
         headers = {"Authorization": f"Bearer {TOKEN}"}
         assert httpx.get(f"{base}/api/summary").status_code == 401
+        # A token sent where it does not belong, in the query string: refused, and not logged.
+        assert httpx.get(f"{base}/api/summary", params={"token": TOKEN}).status_code == 401
         assert httpx.get(f"{base}/api/summary", headers=headers).status_code == 200
         schema = httpx.get(f"{base}/openapi.json", headers=headers).json()
         assert schema["servers"] == [{"url": "/harness"}]
@@ -86,3 +88,4 @@ def test_serve_answers_on_loopback_and_logs_no_token(
     assert "Uvicorn running on http://127.0.0.1:" in out  # loopback unless --host says so
     assert f"agent-harness serve: monitoring mode, database {db_dir / 'h.sqlite'}" in out
     assert '/api/summary HTTP/1.1" 401' in out and TOKEN not in out
+    assert '/api/summary?(query not logged) HTTP/1.1" 401' in out
