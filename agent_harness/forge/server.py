@@ -169,10 +169,16 @@ class _V6Server(_Server):
     address_family = socket.AF_INET6
 
 
+# GitHub refuses request bodies much smaller than this; the forge reads none bigger.
+MAX_BODY = 25 * 1024 * 1024
+
+
 class _Handler(BaseHTTPRequestHandler):
     forge: Forge
     protocol_version = "HTTP/1.1"
     server_version = "agent-harness-forge"
+    # A client that stops sending mid-request (or a slowloris) holds a thread no longer.
+    timeout = 120
 
     def setup(self) -> None:
         super().setup()
@@ -252,7 +258,15 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _read_body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
+        declared = (self.headers.get("Content-Length") or "0").strip()
+        if not declared.isdigit():
+            # `-1` read until the client hung up; `abc` and `1e20` were 500s.
+            self.close_connection = True
+            raise ApiError(400, "Content-Length must be a whole number of bytes")
+        length = int(declared)
+        if length > MAX_BODY:
+            self.close_connection = True  # the body is left unread
+            raise ApiError(413, f"request body over {MAX_BODY} bytes")
         raw = self.rfile.read(length) if length else b""
         if not raw.strip():
             return None

@@ -251,3 +251,25 @@ def test_a_name_that_leads_out_of_the_data_or_into_a_header_makes_no_repository(
     made = sorted(str(p) for p in tmp_path.rglob("*.git"))
     assert made == sorted(p for p in before if p.endswith(".git"))
     assert not Path("/tmp/escaped").exists()
+
+
+@pytest.mark.parametrize(
+    ("length", "status"), [("abc", 400), ("1e20", 400), ("-1", 400), (str(10**9), 413)]
+)
+def test_a_content_length_that_is_no_size_or_too_big_is_refused_before_reading(
+    hub: RunningForge, length: str, status: int
+) -> None:
+    # Before: `abc` and `1e20` were 500s, `-1` read until the client hung up, and a body of
+    # any size was read into memory.
+    import http.client
+
+    host, port = hub.server.api_url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port.split("/")[0]), timeout=10)
+    conn.putrequest("POST", "/user/repos")
+    conn.putheader("Authorization", f"Bearer {TOKEN}")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", length)
+    conn.endheaders()
+    answer = conn.getresponse()
+    assert answer.status == status
+    conn.close()
