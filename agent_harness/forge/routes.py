@@ -103,6 +103,15 @@ class Route:
     handler: Handler
 
 
+def _past_any_id(name: str, value: str) -> bool:
+    """A number parameter (`issue_number`, `comment_id`, ...) too big for any stored id: the
+    database's integers stop at 2**63 - 1 (a bigger one was an OverflowError, a 500)."""
+    numbered = name.endswith(("_number", "_id"))
+    if not numbered or not value.isdigit():
+        return False  # a route's own pattern says what a number may look like
+    return len(value) > 19 or int(value) > 2**63 - 1
+
+
 class Router:
     def __init__(self) -> None:
         self.routes: list[Route] = []
@@ -125,6 +134,8 @@ class Router:
             found = route.pattern.match(path)
             if found:
                 params = {k: urllib.parse.unquote(v) for k, v in found.groupdict().items()}
+                if any(_past_any_id(k, v) for k, v in params.items()):
+                    return None  # no issue, pull or comment has such a number: a 404
                 return route, params
         return None
 

@@ -273,3 +273,23 @@ def test_a_content_length_that_is_no_size_or_too_big_is_refused_before_reading(
     answer = conn.getresponse()
     assert answer.status == status
     conn.close()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/issues/99999999999999999999999",
+        "/pulls/9223372036854775808",
+        "/issues/" + "9" * 5000,
+    ],
+)
+def test_a_number_past_any_stored_id_is_a_404_not_a_500(
+    hub: RunningForge, repo: Any, path: str
+) -> None:
+    req = urllib.request.Request(
+        f"{hub.server.api_url}/repos/{repo.full_name}{path}",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req)
+    assert refused.value.code == 404
