@@ -123,6 +123,7 @@ class ProjectPools:
         self.env = env
         self._runners: dict[str, _Runner] = {}
         self._lock = threading.Lock()
+        self._control = threading.Lock()  # one start or stop at a time
         self._forge_stack = ExitStack()
         self._local: Any = None  # the local forge, started on first use, shared by projects
 
@@ -158,23 +159,28 @@ class ProjectPools:
         return names
 
     def start(self, project: str) -> ProjectRecord:
-        record = projects.get_project(self.store, project)
-        projects.check_paths(record.spec, None)
-        with self._lock:
-            runner = self._runners.get(project)
-            if runner is None or not runner.is_alive() or runner.stopping.is_set():
-                runner = _Runner(self, record)
-                self._runners[project] = runner
-                runner.start()
-        return projects.set_control(self.store, project, ControlState.RUNNING)
+        # Starts and stops take turns whole: interleaved, a stop could pop the runner a start
+        # had just made before the start wrote RUNNING, leaving a project "running" that no
+        # pool works.
+        with self._control:
+            record = projects.get_project(self.store, project)
+            projects.check_paths(record.spec, None)
+            with self._lock:
+                runner = self._runners.get(project)
+                if runner is None or not runner.is_alive() or runner.stopping.is_set():
+                    runner = _Runner(self, record)
+                    self._runners[project] = runner
+                    runner.start()
+            return projects.set_control(self.store, project, ControlState.RUNNING)
 
     def stop(self, project: str) -> ProjectRecord:
-        record = projects.set_control(self.store, project, ControlState.STOPPED)
-        with self._lock:
-            runner = self._runners.pop(project, None)
-        if runner is not None:
-            runner.stop()
-        return record
+        with self._control:
+            record = projects.set_control(self.store, project, ControlState.STOPPED)
+            with self._lock:
+                runner = self._runners.pop(project, None)
+            if runner is not None:
+                runner.stop()
+            return record
 
     def error(self, project: str) -> str | None:
         """Why the project's last pass failed (its runner tries again after a pause)."""

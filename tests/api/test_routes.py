@@ -359,3 +359,26 @@ def test_an_added_item_that_could_never_start_or_be_labelled_is_refused(
     assert answer.status_code == status, answer.text
     parsed = supervised.post("/api/plan/parse", json={"project": "me/app:API"}, headers=AUTH)
     assert parsed.status_code == 200 and [i["id"] for i in parsed.json()["items"]] == ["T1"]
+
+
+def test_starts_and_stops_at_once_leave_the_control_and_the_pools_agreeing(
+    supervised: TestClient, clone: Path
+) -> None:
+    # Interleaved, a stop popped the runner a start had just made before the start wrote
+    # RUNNING: the project said running and no pool worked it (3 runs in 8).
+    from concurrent.futures import ThreadPoolExecutor
+
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "reviewer": "codex",
+            "agent": "claude", "plan_key": "API"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    calls = ["start", "stop"] * 15
+
+    def call(verb: str) -> int:
+        return supervised.post(f"/api/projects/me/app:API/{verb}", headers=AUTH).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(call, calls)) == {200}
+    control = supervised.get("/api/projects/me/app:API", headers=AUTH).json()["control"]
+    running = supervised.get("/api/summary", headers=AUTH).json()["running"]
+    assert (control == "running") == ("me/app:API" in running)
+    supervised.post("/api/projects/me/app:API/stop", headers=AUTH)
