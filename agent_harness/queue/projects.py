@@ -195,6 +195,8 @@ def check_paths(spec: ProjectSpec, allowed_root: Path | None) -> tuple[Path, Pat
     plan = (work / plan_rel).resolve()
     if not plan.is_relative_to(work):
         raise BadProjectPath(f"plan '{spec.plan}' leads outside work_dir")
+    if ".git" in plan.relative_to(work).parts:
+        raise BadProjectPath(f"plan '{spec.plan}' is inside .git, not a file of the clone")
     if not plan.is_file():
         raise BadProjectPath(f"plan '{spec.plan}' is not a file in work_dir")
     return work, plan
@@ -216,7 +218,12 @@ def _record(row: Sequence[Any]) -> ProjectRecord:
 
 
 def register(store: Store, spec: ProjectSpec, *, allowed_root: Path | None = None) -> ProjectRecord:
-    """Record a project, STOPPED. Its paths are checked first (see `check_paths`)."""
+    """Record a project, STOPPED. Its roles and paths are checked first (see `check_paths`)."""
+    if bool(spec.agent) == bool(spec.implementer):
+        # Registered, its pool failed every pass with the same refusal.
+        raise UsageError(
+            "give exactly one of agent (a CLI agent preset) or implementer (vendor:model)"
+        )
     check_paths(spec, allowed_root)
     now = store.clock()
     with store.transaction() as tx:

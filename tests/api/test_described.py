@@ -135,7 +135,13 @@ def test_a_sync_on_a_server_given_no_token_is_refused_as_things_stand(
     only_git.mkdir()
     (only_git / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
     monkeypatch.setenv("PATH", str(only_git))
-    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "reviewer": "codex"}
+    spec = {
+        "repo": "me/app",
+        "work_dir": str(clone),
+        "plan": "PLAN.md",
+        "reviewer": "codex",
+        "agent": "claude",
+    }
     assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
     answer = supervised.post("/api/plan/sync", json={"project": "me/app:PLAN"}, headers=AUTH)
     assert answer.status_code == 409, answer.text

@@ -382,3 +382,17 @@ def test_starts_and_stops_at_once_leave_the_control_and_the_pools_agreeing(
     running = supervised.get("/api/summary", headers=AUTH).json()["running"]
     assert (control == "running") == ("me/app:API" in running)
     supervised.post("/api/projects/me/app:API/stop", headers=AUTH)
+
+
+@pytest.mark.parametrize(
+    "roles", [{}, {"agent": "claude", "implementer": "openai:gpt-4.1"}], ids=["none", "both"]
+)
+def test_a_project_without_exactly_one_implementer_is_refused_at_registration(
+    supervised: TestClient, clone: Path, roles: dict[str, str]
+) -> None:
+    # Registered, its pool failed every pass with "give exactly one of --agent ...".
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "reviewer": "codex",
+            "plan_key": "API", **roles}  # fmt: skip
+    answer = supervised.post("/api/projects", json=spec, headers=AUTH)
+    assert answer.status_code == 400 and "exactly one of agent" in answer.json()["detail"]
+    assert supervised.get("/api/projects/me/app:API", headers=AUTH).status_code == 404

@@ -116,6 +116,7 @@ def test_bodies_over_the_limit_are_refused(api_store: Store) -> None:
         ("{clone}/sub", "PLAN.md", "not the top of a git clone"),
         ("/", "etc/passwd", "outside"),
         ("{clone}", "missing.md", "is not a file"),
+        ("{clone}", ".git/config", "is inside .git"),
     ],
 )
 def test_paths_that_leave_the_clone_are_refused(
@@ -133,6 +134,7 @@ def test_paths_that_leave_the_clone_are_refused(
         "work_dir": work_dir.format(clone=clone, root=root),
         "plan": plan,
         "reviewer": "codex",
+        "agent": "claude",
     }
     answer = supervised.post("/api/projects", json=spec, headers=AUTH)
     assert answer.status_code == 422, answer.text
