@@ -110,8 +110,6 @@ def update_repo(call: Call) -> Reply:
     data = call.json()
     if ctx.row["archived"] and data.get("archived") is not False:
         raise ApiError(403, "Repository was archived so is read-only.")
-    if "name" in data and data["name"] != ctx.row["name"]:
-        _rename(call, ctx, data["name"])
     columns = {
         "description": "description",
         "homepage": "homepage",
@@ -120,6 +118,13 @@ def update_repo(call: Call) -> Reply:
         "has_issues": "has_issues",
         "default_branch": "default_branch",
     }
+    # Every value checked before anything changes: a bad one after the rename left the row
+    # under the old name and the bare repository under the new (a 500 on every git read).
+    for key in columns:
+        if key in data and not _fits(key, data[key]):
+            raise validation_failed("Repository", key, "invalid")
+    if "name" in data and data["name"] != ctx.row["name"]:
+        _rename(call, ctx, data["name"])
     for key, column in columns.items():
         if key in data:
             value = data[key]
@@ -130,6 +135,17 @@ def update_repo(call: Call) -> Reply:
     row = call.forge.db.one("SELECT * FROM repos WHERE id = ?", ctx.id)
     assert row is not None
     return Reply(200, call.forge.render_repo(row, call.render))
+
+
+_FLAGS = frozenset({"private", "archived", "has_issues"})
+
+
+def _fits(key: str, value: Any) -> bool:
+    if key in _FLAGS:
+        return isinstance(value, bool)
+    if key == "default_branch":
+        return isinstance(value, str) and 0 < len(value) <= 255
+    return value is None or (isinstance(value, str) and len(value) <= 65_536)
 
 
 def _rename(call: Call, ctx: RepoContext, name: Any) -> None:

@@ -293,3 +293,19 @@ def test_a_number_past_any_stored_id_is_a_404_not_a_500(
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(req)
     assert refused.value.code == 404
+
+
+def test_a_rename_with_a_bad_field_changes_nothing(hub: RunningForge, repo: Any) -> None:
+    # Before: the bare repository moved to the new name, then the row's update failed (500),
+    # and every later read of the repository's git was a 500.
+    req = urllib.request.Request(
+        f"{hub.server.api_url}/repos/{repo.full_name}",
+        data=json.dumps({"name": "renamed", "description": 10**30}).encode(),
+        method="PATCH",
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req)
+    assert refused.value.code == 422
+    again = hub.github.get_repo(repo.full_name)
+    assert again.name == "demo" and [b.name for b in again.get_branches()] == ["main"]
