@@ -94,7 +94,11 @@ def _read(tx: Tx, project: str) -> Control:
 
 
 def _chosen(store: Store, project: str | None) -> list[str]:
-    known = projects(store)
+    """The projects asked about: one with queued items, or one registered with a server but
+    none of whose items is queued yet (which was a 404 though `/api/projects` listed it)."""
+    with store.transaction(write=False) as tx:
+        registered = [str(row[0]) for row in tx.all("SELECT id FROM projects ORDER BY id")]
+    known = sorted(set(projects(store)) | set(registered))
     if project is None:
         return known
     if project not in known:

@@ -396,3 +396,18 @@ def test_a_project_without_exactly_one_implementer_is_refused_at_registration(
     answer = supervised.post("/api/projects", json=spec, headers=AUTH)
     assert answer.status_code == 400 and "exactly one of agent" in answer.json()["detail"]
     assert supervised.get("/api/projects/me/app:API", headers=AUTH).status_code == 404
+
+
+def test_a_registered_project_with_nothing_queued_yet_can_be_paused(
+    supervised: TestClient, clone: Path
+) -> None:
+    # Before: 404 "no project ... in this database" for a project /api/projects listed.
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "reviewer": "codex",
+            "agent": "claude", "plan_key": "API"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    paused = supervised.post(
+        "/api/control", json={"action": "pause", "project": "me/app:API"}, headers=AUTH
+    )
+    assert paused.status_code == 200, paused.text
+    [asked] = paused.json()["controls"]
+    assert (asked["project"], asked["asked"]) == ("me/app:API", "paused")
