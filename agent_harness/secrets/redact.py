@@ -11,34 +11,11 @@ found under), text in a vendor's documented key format, and the password of a UR
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from agent_harness.secrets.process import process_env
-from agent_harness.secrets.shapes import KEY_SHAPES, known_values
-
-# scheme://userinfo@ — the scheme bounded (unbounded, a megabyte of letters took minutes: the
-# search restarted at every one), the userinfo running to the authority's last '@' (a password
-# may hold one), and never across a quote or a backslash, so a match cannot run from one JSON
-# string into the next.
-_URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,30}://)([^\s/?#\"'\\]*)@")
-# key=value credentials: a URL's query (`?password=…`) or libpq's `password=… host=…`.
-_NAMED_VALUE = re.compile(
-    r"(?i)\b(password|passwd|pwd|token|secret|api_key|apikey|access_token)"
-    r"=([^&\s\"'\\\[*][^&\s\"'\\]*)"  # not a value masked already: `[redacted …]`, `***`
-)
-# Userinfo with no ':' is a user name (`git@`) unless it is long enough to be a token
-# (`https://<token>@github.com`).
-_TOKEN_ALONE = 16
-
-
-def _mask_userinfo(match: re.Match[str]) -> str:
-    scheme, userinfo = match.group(1), match.group(2)
-    user, colon, _password = userinfo.partition(":")
-    if colon:
-        return f"{scheme}{user}:***@"
-    return f"{scheme}***@" if len(userinfo) >= _TOKEN_ALONE else match.group(0)
+from agent_harness.secrets.shapes import KEY_SHAPES, known_values, mask_url
 
 
 def redact(text: str, known: Mapping[str, str] | None = None) -> str:
@@ -52,8 +29,7 @@ def redact(text: str, known: Mapping[str, str] | None = None) -> str:
             text = text.replace(value, f"[redacted {name}]")
     for shape in KEY_SHAPES:
         text = shape.pattern.sub(f"[redacted: {shape.name}]", text)
-    text = _URL_USERINFO.sub(_mask_userinfo, text)
-    return _NAMED_VALUE.sub(r"\1=***", text)
+    return mask_url(text)
 
 
 # The payload fields that carry text from outside: what an agent, a check, a provider or a

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, quote
 
 # A name part that says "credential". KEY and AUTH only as whole parts, so GIT_AUTHOR_NAME or
 # KEYBOARD_LAYOUT are not taken for secrets, while MY_REVIEWER_KEY and GITHUB_AUTH are.
@@ -107,29 +106,40 @@ def known_values(env: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str,
     return found
 
 
-def mask_url(url: str) -> str:
-    """`url` fit to show: the password of its userinfo and the value of every query parameter
-    named like a credential (libpq's `?password=`, a `?token=`) replaced by `***`.
+# scheme://userinfo@ — the scheme bounded (unbounded, a megabyte of letters took minutes: the
+# search restarted at every one), the userinfo running to the authority's last '@' (a password
+# may hold one), and never across a quote or a backslash, so a match cannot run from one JSON
+# string into the next.
+_URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,30}://)([^\s/?#\"'\\]*)@")
+# name=value: a URL's query (`?password=…`), libpq's `password=… host=…`, a `db_token=…` in a
+# message. A value masked already (`[redacted …]`, `***`) is left as it is.
+_NAMED_VALUE = re.compile(
+    r"(?<![A-Za-z0-9_.-])([A-Za-z][A-Za-z0-9_.-]{0,63})=([^&\s\"'\\\[*][^&\s\"'\\]*)"
+)
+# Userinfo with no ':' is a user name (`git@`) unless it is long enough to be a token
+# (`https://<token>@github.com`).
+_TOKEN_ALONE = 16
+
+
+def _mask_userinfo(match: re.Match[str]) -> str:
+    scheme, userinfo = match.group(1), match.group(2)
+    user, colon, _password = userinfo.partition(":")
+    if colon:
+        return f"{scheme}{user}:***@"
+    return f"{scheme}***@" if len(userinfo) >= _TOKEN_ALONE else match.group(0)
+
+
+def _mask_named(match: re.Match[str]) -> str:
+    name = match.group(1)
+    secret = is_secret_name(name) or name.lower() == "pwd"  # libpq's and ODBC's short form
+    return f"{name}=***" if secret else match.group(0)
+
+
+def mask_url(text: str) -> str:
+    """`text` (a URL, or text holding some) fit to show: the password of a URL's userinfo (or
+    a token standing alone before its '@') and the value of every `name=value` named like a
+    credential (libpq's `?password=`, a `?token=`) replaced by `***`.
 
     Works on the text, not on a parse, so a URL too malformed to parse (`postgresql://[::1/x`)
-    is masked all the same; anything it does not recognise as a URL comes back unchanged."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
-    end = min(ends, default=len(rest))
-    authority, tail = rest[:end], rest[end:]
-    userinfo, at, host = authority.rpartition("@")
-    if at and ":" in userinfo:
-        authority = f"{userinfo.split(':', 1)[0]}:***@{host}"
-    path, qmark, query = tail.partition("?")
-    if qmark:
-        query, hash_, fragment = query.partition("#")
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(is_secret_name(name) for name, _ in pairs):
-            query = "&".join(
-                f"{quote(name)}={'***' if is_secret_name(name) else quote(value)}"
-                for name, value in pairs
-            )
-        tail = f"{path}?{query}{hash_}{fragment}"
-    return f"{scheme}://{authority}{tail}"
+    is masked all the same; text with nothing to mask comes back unchanged."""
+    return _NAMED_VALUE.sub(_mask_named, _URL_USERINFO.sub(_mask_userinfo, text))
