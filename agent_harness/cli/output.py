@@ -76,12 +76,9 @@ _VISIBLE.update(
 
 def visible(text: str) -> str:
     """`text` with every control character spelt out, and bytes that are not UTF-8 as `\\xff`."""
-    text = text.translate(_VISIBLE)
-    try:
-        raw = text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a lone surrogate no byte stands for (`\ud800`)
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return raw.decode("utf-8", "backslashreplace")
+    from agent_harness.plan.model import shown_path
+
+    return shown_path(text.translate(_VISIBLE))
 
 
 class FiniteRange(click.FloatRange):

@@ -106,6 +106,8 @@ def _checked_host(host: str) -> str:
     try:
         socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
-        shown = host.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        from agent_harness.plan.model import shown_path
+
+        shown = shown_path(host)
         raise click.BadParameter(f"{shown[:100]!r} is no address here ({exc})") from None
     return host

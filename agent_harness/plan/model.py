@@ -145,8 +145,13 @@ def default_plan_key(path: PurePath) -> str:
 def shown_path(text: str) -> str:
     """A path as text that can be written anywhere (an issue, a marker, a terminal): a byte of
     its name that is not UTF-8 (kept by Python as a lone surrogate) is spelled out as `\\xe9`,
-    the same on every run, so what is shown can be compared with what was shown before."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    the same on every run, so what is shown can be compared with what was shown before. A lone
+    surrogate no byte stands for (`\\ud800`, from text, not a name) is spelt out as such."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def shell_word(text: str) -> str:
