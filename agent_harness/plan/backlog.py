@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from agent_harness.errors import InputError, read_json
-from agent_harness.plan.dependencies import lines_by_id, refuse_cycles
+from agent_harness.plan.dependencies import lines_by_id, refuse_unmet
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.plan.model import Notice, Plan, WorkItem, shown_path
 from agent_harness.plan.source import read_plan_text
@@ -81,18 +81,14 @@ def from_backlog(doc: Backlog, source: str = "backlog.json") -> Plan:
     """The plan a backlog holds, refused if its dependencies could never all be met (edited by
     hand, or written by another tool): an item would wait for ever on one that is not there."""
     items = tuple(WorkItem(**item.model_dump(exclude={"hash"})) for item in doc.items)
-    ids = lines_by_id(items, source, "item")
-    for item in items:
-        missing = [dep for dep in item.depends_on if dep not in ids]
-        if missing:
-            named = ", ".join(missing[:5]) + (
-                f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            )
-            raise InputError(
-                f"{source}: item {item.id} depends on {named}, which no item of the backlog is, "
-                "so it could never start; fix the backlog or write it again with `plan --backlog`"
-            )
-    refuse_cycles(list(items), source)
+    lines_by_id(items, source, "item")  # an id used twice is refused
+    refuse_unmet(
+        list(items),
+        source,
+        "the backlog",
+        error=InputError,
+        hint="; fix the backlog or write it again with `plan --backlog`",
+    )
     return Plan(source=doc.source, items=items, unread=tuple(doc.unread), notes=tuple(doc.notes))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent_harness.errors import PlanRefused
+from agent_harness.errors import HarnessError, PlanRefused
 from agent_harness.plan.model import WorkItem
 
 # How many unknown dependency ids one notice names.
@@ -37,11 +37,36 @@ def unknown_deps(item_id: str, unknown: list[str]) -> str:
     """One notice per line, however many unknown ids it names."""
     if len(unknown) == 1:
         return f"{item_id} depends on unknown item {unknown[0]}; dependency ignored"
-    shown = ", ".join(unknown[:UNKNOWN_DEPS_SHOWN])
-    more = len(unknown) - UNKNOWN_DEPS_SHOWN
-    if more > 0:
-        shown += f" and {more} more"
+    shown = _named(unknown)
     return f"{item_id} depends on {len(unknown)} unknown items ({shown}); dependencies ignored"
+
+
+def _named(ids: list[str]) -> str:
+    shown = ", ".join(ids[:UNKNOWN_DEPS_SHOWN])
+    more = len(ids) - UNKNOWN_DEPS_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def refuse_unmet(
+    items: list[WorkItem],
+    source: str,
+    whole: str,
+    *,
+    error: type[HarnessError] = PlanRefused,
+    hint: str = "",
+) -> None:
+    """Refuse items whose dependencies could never all be met, where no reader dropped the
+    unknown ones first (a backlog, items added over the API): a dependency on an id no item
+    of `whole` has, then a cycle. Kept, such an item waits for ever."""
+    ids = {item.id for item in items}
+    for item in items:
+        missing = [dep for dep in item.depends_on if dep not in ids]
+        if missing:
+            raise error(
+                f"{source}: item {item.id} depends on {_named(missing)}, which no item of "
+                f"{whole} is, so it could never start{hint}"
+            )
+    refuse_cycles(items, source)
 
 
 def refuse_cycles(items: list[WorkItem], source: str) -> None:

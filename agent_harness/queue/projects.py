@@ -20,8 +20,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from agent_harness.errors import HarnessError, PlanRefused, UsageError
-from agent_harness.plan.dependencies import refuse_cycles
+from agent_harness.errors import HarnessError, UsageError
+from agent_harness.plan.dependencies import refuse_unmet
 from agent_harness.plan.model import PLAN_KEY_PATTERN, Plan, WorkItem, default_plan_key
 from agent_harness.store.database import Store
 
@@ -288,12 +288,11 @@ def add_items(store: Store, project: str, new: Iterable[WorkItem]) -> Added:
 
     What is kept is read and written in one transaction, its row locked: two requests at once
     each add theirs (read apart from the write, the later one wrote over the earlier's)."""
-    get_project(store, project)  # UnknownProject before anything else
+    plan = read_plan(store, project)  # UnknownProject before anything else
     wanted = list(new)
     ids = [item.id for item in wanted]
     if len(set(ids)) != len(ids):
         raise UsageError("the same id twice in one request")
-    plan = read_plan(store, project)
     taken = {item.id for item in plan.items}
     with store.transaction() as tx:
         row = tx.one(
@@ -310,7 +309,7 @@ def add_items(store: Store, project: str, new: Iterable[WorkItem]) -> Added:
         clash = sorted({item.id for item in fresh} & (taken - set(kept)))
         if clash:
             raise ItemsExist(f"{', '.join(clash)} already in {project}: pick other ids")
-        _refuse_unmet([*plan.items, *fresh], project)
+        refuse_unmet([*plan.items, *fresh], project, project)
         if fresh:
             added = [*kept.values(), *fresh]
             tx.execute(
@@ -318,19 +317,6 @@ def add_items(store: Store, project: str, new: Iterable[WorkItem]) -> Added:
                 (json.dumps([i.model_dump(mode="json") for i in added]), store.clock(), project),
             )
     return Added(tuple(item.id for item in fresh), tuple(same))
-
-
-def _refuse_unmet(items: list[WorkItem], project: str) -> None:
-    """Refuse additions whose dependencies could never all be met: an id no item has, or a
-    cycle. Kept, such an item waits for ever, and a sync makes its issue all the same."""
-    ids = {item.id for item in items}
-    for item in items:
-        missing = [dep for dep in item.depends_on if dep not in ids]
-        if missing:
-            raise PlanRefused(
-                f"{item.id} depends on {', '.join(missing[:5])}, which no item of {project} is"
-            )
-    refuse_cycles(items, project)
 
 
 def overview(store: Store) -> list[ProjectOverview]:
