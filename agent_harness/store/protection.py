@@ -97,11 +97,13 @@ def _guard_problem(name: str, found: str | None) -> str:
 _TABLES = (
     "'events', 'event_chain', 'items', 'deps', 'meta', 'parked', 'projects', 'schema_migrations'"
 )
-_PG_TRIGGERS = (
-    "SELECT t.tgname, c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+_PG_TRIGGERS_OF = (
+    "FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
     "WHERE c.relnamespace = current_schema()::regnamespace "
     f"AND c.relname IN ({_TABLES}) AND NOT t.tgisinternal"
 )
+_PG_TRIGGERS = f"SELECT t.tgname, c.relname {_PG_TRIGGERS_OF}"
+_PG_TRIGGER_TEXTS = f"SELECT t.tgname, t.tgenabled, pg_get_triggerdef(t.oid) {_PG_TRIGGERS_OF}"
 _PG_RULES = (
     "SELECT rulename, tablename FROM pg_rules WHERE schemaname = current_schema() "
     f"AND tablename IN ({_TABLES}) ORDER BY rulename"
@@ -124,9 +126,7 @@ _PG_EXPECTED = {
 
 
 def _pg_unprotected(tx: Tx) -> list[str]:
-    rows = tx.all(
-        _PG_TRIGGERS.replace("c.relname FROM", "t.tgenabled, pg_get_triggerdef(t.oid) FROM")
-    )
+    rows = tx.all(_PG_TRIGGER_TEXTS)
     found = {str(name): (str(enabled), _squash(str(text))) for name, enabled, text in rows}
     problems = [_STRANGER.format(name=name) for name in sorted(found.keys() - _PG_EXPECTED.keys())]
     # A rule rewrites a statement before any trigger sees it (`DO INSTEAD NOTHING` on a
