@@ -76,9 +76,10 @@ class Guard:
             if body is None:
                 await _answer(send, 413, f"request body over {self.max_body} bytes", [])
                 return
-            body = _whole_characters(body)
-            scope = {**scope, "headers": _with_length(scope.get("headers", ()), len(body))}
-            receive = _replay(body, receive)
+            whole = _whole_characters(body)
+            if whole is not body:  # rewritten: its length is no longer the one declared
+                scope = {**scope, "headers": _with_length(scope.get("headers", ()), len(whole))}
+            receive = _replay(whole, receive)
         await self.app(scope, receive, send)
 
     def _authorised(self, scope: Scope) -> bool:
