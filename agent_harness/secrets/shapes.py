@@ -111,6 +111,16 @@ def known_values(env: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str,
 # may hold one), and never across a quote or a backslash, so a match cannot run from one JSON
 # string into the next.
 _URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,30}://)([^\s/?#\"'\\]*)@")
+# The same with a '/' typed into the password, which should have been percent-encoded
+# (`postgresql://u:pa/ss@h/db`): the user name holds no ':', '/' or '@', the password runs to the
+# next '@' and holds a '/' (and no ':' after it). Text before its first '/' that is all digits
+# is a port, not a password (`https://h:8443/users/@me`), and is left alone. Each part is
+# bounded and never given back (`{0,256}+`): a megabyte of `a://:/` would otherwise be read
+# to its end from every one of its schemes.
+_URL_SLASHED_PASSWORD = re.compile(
+    r"\b([A-Za-z][A-Za-z0-9+.-]{0,30}://)([^\s/?#:@\"'\\]{0,256}+):"
+    r"([^\s/?#@\"'\\]{0,256}+)(/[^\s?#@:\"'\\]{0,256}+)@"
+)
 # name=value: a URL's query (`?password=…`), libpq's `password=… host=…`, a `db_token=…` in a
 # message. A value masked already (`[redacted …]`, `***`) is left as it is.
 _NAMED_VALUE = re.compile(
@@ -129,6 +139,13 @@ def _mask_userinfo(match: re.Match[str]) -> str:
     return f"{scheme}***@" if len(userinfo) >= _TOKEN_ALONE else match.group(0)
 
 
+def _mask_slashed(match: re.Match[str]) -> str:
+    scheme, user, before_slash = match.group(1), match.group(2), match.group(3)
+    if before_slash.isdigit() or not before_slash:  # host:port/path, or host:/path
+        return match.group(0)
+    return f"{scheme}{user}:***@"
+
+
 def _mask_named(match: re.Match[str]) -> str:
     name = match.group(1)
     secret = is_secret_name(name) or name.lower() == "pwd"  # libpq's and ODBC's short form
@@ -142,4 +159,5 @@ def mask_url(text: str) -> str:
 
     Works on the text, not on a parse, so a URL too malformed to parse (`postgresql://[::1/x`)
     is masked all the same; text with nothing to mask comes back unchanged."""
+    text = _URL_SLASHED_PASSWORD.sub(_mask_slashed, text)
     return _NAMED_VALUE.sub(_mask_named, _URL_USERINFO.sub(_mask_userinfo, text))

@@ -85,6 +85,12 @@ def test_the_log_masks_what_was_said_and_keeps_the_data_the_harness_reads_back(
         (f"https://{'0a' * 20}@github.com/o/r.git", "https://***@github.com/o/r.git"),
         ("ssh://git@github.com/o/r", "ssh://git@github.com/o/r"),  # a user name stays
         ("http://u:pw@h:8765/x?a=1&token=abc&b=2", "http://u:***@h:8765/x?a=1&token=***&b=2"),
+        # a '/' typed into a password, not percent-encoded: still the password, up to its '@'
+        ("postgresql://u:pa/ss@host/db", "postgresql://u:***@host/db"),
+        ("redis://:x/y/z@cache:6379", "redis://:***@cache:6379"),
+        # a port and a path with an '@' in it: no password there
+        ("https://example.com:8443/users/@me", "https://example.com:8443/users/@me"),
+        ("https://example.com:/a@b", "https://example.com:/a@b"),
     ],
 )
 def test_every_common_way_a_url_or_keyword_carries_a_password_is_masked(
