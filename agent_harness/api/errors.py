@@ -111,7 +111,7 @@ BODY: Responses = {
     # FastAPI answers a body it cannot parse with 400 before the route runs.
     400: _doc(
         "A body that does not read as JSON (malformed, nested too deep, a number too long, "
-        "not UTF-8), or input the server cannot use."
+        "not UTF-8, a name given twice in one object), or input the server cannot use."
     ),
     413: _doc("Request body over the size limit."),
 }

@@ -1,5 +1,6 @@
-"""What is refused before any route runs: a request without the right bearer token, and a body
-over the size limit. A plain ASGI middleware, so the cost per request stays a few microseconds.
+"""What is refused before any route runs: a request without the right bearer token, a body
+over the size limit, and a JSON body that names a key twice in one object. A plain ASGI
+middleware, so the cost per request stays a few microseconds.
 
 The token is compared in constant time and never echoed, logged or stored.
 """
@@ -76,6 +77,10 @@ class Guard:
             if body is None:
                 await _answer(send, 413, f"request body over {self.max_body} bytes", [])
                 return
+            twice = _named_twice(body)
+            if twice is not None:
+                await _answer(send, 400, f"the JSON body names {twice!r} twice in one object", [])
+                return
             whole = _whole_characters(body)
             if whole is not body:  # rewritten: its length is no longer the one declared
                 scope = {**scope, "headers": _with_length(scope.get("headers", ()), len(whole))}
@@ -133,6 +138,38 @@ def _whole_characters(body: bytes) -> bytes:
     except UNREADABLE_JSON:
         return body
     return json.dumps(data, ensure_ascii=False).encode()
+
+
+class _Twice(Exception):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        for name, _value in pairs:
+            if name in seen:
+                raise _Twice(name)
+            seen.add(name)
+    return found
+
+
+def _named_twice(body: bytes) -> str | None:
+    """The first name an object of `body`'s JSON holds twice, if any. JSON leaves which value
+    wins undefined (Python's reader keeps the last; a proxy or a validator in front may keep
+    the first), so such a body is refused rather than read one way here and another there. A
+    body that is not JSON is passed on for the route to refuse."""
+    if b'"' not in body:
+        return None
+    try:
+        json.loads(body, object_pairs_hook=_unique_pairs)
+    except _Twice as twice:
+        return twice.name.encode("utf-8", "replace").decode("utf-8")
+    except UNREADABLE_JSON:
+        return None
+    return None
 
 
 def _with_length(headers: Any, length: int) -> list[tuple[bytes, bytes]]:

@@ -176,3 +176,24 @@ def test_a_lone_surrogate_where_a_line_is_quoted_back_is_no_500(monitoring: Test
     assert answer.status_code == 200, answer.text
     [notice] = answer.json()["unread"]
     assert notice["text"].endswith("\ufffd a checkbox quoted back")
+
+
+@pytest.mark.parametrize(
+    ("body", "name"),
+    [
+        (b'{"text": "### T1: shown to a proxy\\n", "text": "### T2: read here\\n"}', "text"),
+        (b'{"text": "### T1: x\\n", "extra": [{"a": 1, "a": 2}]}', "a"),  # nested, at any depth
+    ],
+    ids=["top", "nested"],
+)  # fmt: skip
+def test_a_body_naming_a_key_twice_is_refused_not_read_as_its_last(
+    monitoring: TestClient, body: bytes, name: str
+) -> None:
+    # JSON leaves a repeated name undefined: Python keeps the last, a proxy or validator in
+    # front may keep the first, so `{"dry_run": true, "dry_run": false}` could pass one and
+    # write through the other. Refused, and the answer says which name.
+    answer = monitoring.post(
+        "/api/plan/parse", content=body, headers={**AUTH, "content-type": "application/json"}
+    )
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["detail"] == f"the JSON body names {name!r} twice in one object"
