@@ -1,6 +1,7 @@
 """What is refused before any route runs: a request without the right bearer token, a body
 over the size limit, and a JSON body that names a key twice in one object. A plain ASGI
-middleware, so the cost per request stays a few microseconds.
+middleware: a request without a body costs a few microseconds, and a body is read once more,
+as JSON, to find a name given twice.
 
 The token is compared in constant time and never echoed, logged or stored.
 """

@@ -49,6 +49,11 @@ class LocalForge:
     scratch: bool = False  # a dry run's throwaway forge, gone when the block ends
     forge: Forge | None = None  # the forge itself, in this process (for its local CI)
 
+    def holds(self, repo: str) -> bool:
+        """Whether the repository `repo` (OWNER/NAME) is on this forge (True when the forge
+        runs elsewhere: it cannot be asked here)."""
+        return self.forge is None or _holds(self.forge, repo)
+
 
 @dataclass(frozen=True)
 class LocalRepo:

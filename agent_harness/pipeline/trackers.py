@@ -52,6 +52,10 @@ def open_tracker(
         from agent_harness.forge.local import local_forge
 
         options["write_spacing_s"] = 0.0  # loopback: GitHub's pacing protects nothing here
+        if dry_run and serving is not None and not serving.holds(repo):
+            # Not made there yet (it is made on first use): a dry run reads a throwaway forge,
+            # as one without a server does, and so lists every item as new.
+            serving = None
         with ExitStack() as stack:
             local = serving or stack.enter_context(
                 local_forge(Path(settings.state_dir), dry_run=dry_run, repo=repo)

@@ -215,6 +215,22 @@ def test_a_pass_that_fails_is_told_on_the_project(supervised: TestClient, clone:
     assert project["pool_error"] == f"--work {clone} has no commits yet; commit something first"
 
 
+def test_a_dry_run_sync_before_the_local_repository_is_made_shows_what_it_would_create(
+    supervised: TestClient, clone: Path, db_dir: Path
+) -> None:
+    # The local forge makes a repository on first use; a dry run before that answered 502,
+    # as if the tracker had failed, where the CLI's own dry run lists every item as new.
+    spec = {"repo": "me/fresh", "work_dir": str(clone), "plan": "PLAN.md", "forge": "local",
+            "agent": "claude", "reviewer": "codex"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    answer = supervised.post("/api/plan/sync", json={"project": "me/fresh:PLAN"}, headers=AUTH)
+    assert answer.status_code == 200, answer.text
+    dry = answer.json()
+    assert dry["dry_run"] is True and dry["writes"] == 0
+    assert [made["id"] for made in dry["created"]] == ["T1"]
+    assert not list((db_dir / "state").rglob("fresh*")), "a dry run made the repository"
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("engine", ["postgres"], indirect=True)  # SQLite: every other test
 def test_the_reads_on_postgresql(engine: Engine, clock: FakeClock) -> None:
