@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -52,6 +54,26 @@ class AuditNotRecorded(HarnessError):
     """The audit database could not be written; the drop was counted (`audit health`)."""
 
 
+class Busy(HarnessError):
+    """As many plans are being read as the server reads at once; try again shortly."""
+
+    retry_after_s = 1
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"the server is reading {PARSES_AT_ONCE} plans already; "
+            f"try again in {self.retry_after_s} s"
+        )
+
+
+# Plans read at once (`POST /api/plan/parse`): reading one is Python's CPU work, a plan of
+# `[[[…` costs seconds a megabyte, and the interpreter runs one thread at a time, so more at once
+# only slow every other request down. A request that waits longer than PARSE_WAIT_S for its
+# turn is answered 503 with a Retry-After.
+PARSES_AT_ONCE = 2
+PARSE_WAIT_S = 1.0
+
+
 class MonitoringOnly(HarnessError):
     """This server only watches: it runs no worker pool and writes nothing."""
 
@@ -70,6 +92,20 @@ class ApiContext:
     # Where the planner's keys and base URLs are read (OPENAI_API_KEY, OPENAI_BASE_URL, ...):
     # the process's sealed environment when None.
     env: Mapping[str, str] | None = None
+    parse_wait_s: float = PARSE_WAIT_S
+    parses: threading.BoundedSemaphore = field(
+        default_factory=lambda: threading.BoundedSemaphore(PARSES_AT_ONCE)
+    )
+
+    @contextmanager
+    def parsing(self) -> Iterator[None]:
+        """One of the PARSES_AT_ONCE turns at reading a plan; Busy when none comes in time."""
+        if not self.parses.acquire(timeout=self.parse_wait_s):
+            raise Busy()
+        try:
+            yield
+        finally:
+            self.parses.release()
 
     def writable(self, what: str) -> Pools:
         """The pools, when this server may change anything; MonitoringOnly otherwise."""

@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agent_harness.api.context import AuditNotRecorded, MonitoringOnly, NoAuditDatabase
+from agent_harness.api.context import AuditNotRecorded, Busy, MonitoringOnly, NoAuditDatabase
 from agent_harness.api.pools import NoSuchRole
 from agent_harness.api.schemas import PLANNER_PATTERN, ErrorBody
 from agent_harness.audit.baselines import BaselineExists
@@ -83,6 +83,7 @@ STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (ModelCallFailed, 502),
     (EndpointParked, 502),
     (TransportFailed, 502),
+    (Busy, 503),
     (StoreError, 503),
     (AuditUnprotected, 503),
     (AuditNotRecorded, 503),
@@ -127,12 +128,27 @@ NO_AUDIT: Responses = {
     404: _doc("No audit database yet: nothing was recorded (POST /api/audit/reconcile).")
 }
 UPSTREAM: Responses = {502: _doc("The tracker failed or refused.")}
+BUSY: Responses = {
+    503: {
+        **_doc(
+            "The database cannot be used, or the server is reading as many plans as it reads "
+            "at once (try again after Retry-After seconds)."
+        ),
+        "headers": {
+            "Retry-After": {
+                "description": "Seconds to wait before trying again (when busy).",
+                "schema": {"type": "integer"},
+            }
+        },
+    }
+}
 
 
 def install(app: FastAPI) -> None:
     async def handle(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HarnessError)
-        return JSONResponse({"detail": exc.message}, status_code=status_of(exc))
+        headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, Busy) else None
+        return JSONResponse({"detail": exc.message}, status_code=status_of(exc), headers=headers)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

@@ -7,7 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 
 from agent_harness.api.context import ApiContext, context
-from agent_harness.api.errors import AUTH, BAD, BODY, MISSING, REFUSED, UPSTREAM, Responses
+from agent_harness.api.errors import (
+    AUTH,
+    BAD,
+    BODY,
+    BUSY,
+    MISSING,
+    REFUSED,
+    UPSTREAM,
+    Responses,
+)
 from agent_harness.api.schemas import ErrorBody, PlanParseIn, PlanParseOut, PlanSyncIn, PlanSyncOut
 from agent_harness.errors import UsageError
 from agent_harness.plan.markdown import parse_plan
@@ -24,15 +33,16 @@ UNREADABLE: Responses = {
 @router.post(
     "/parse",
     summary="A plan's items, plus what it could NOT read",
-    responses={**BAD, **BODY, **MISSING, **UNREADABLE},
+    responses={**BAD, **BODY, **MISSING, **UNREADABLE, **BUSY},
 )
 def parse(body: PlanParseIn, ctx: Ctx) -> PlanParseOut:
     if (body.text is None) == (body.project is None):
         raise UsageError("give exactly one of text or project")
-    if body.text is not None:
-        plan = parse_plan(body.text, source="request")
-    else:
-        plan = projects.read_plan(ctx.store, str(body.project))
+    with ctx.parsing():
+        if body.text is not None:
+            plan = parse_plan(body.text, source="request")
+        else:
+            plan = projects.read_plan(ctx.store, str(body.project))
     return PlanParseOut(
         source=plan.source, items=list(plan.items), unread=list(plan.unread), notes=list(plan.notes)
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from agent_harness.api.context import ApiContext
+from agent_harness.api.context import PARSES_AT_ONCE, ApiContext
 from agent_harness.store.database import Store
 from tests.api.conftest import AUTH, PROJECT, TOKEN, client_for
 
@@ -197,3 +197,29 @@ def test_a_body_naming_a_key_twice_is_refused_not_read_as_its_last(
     )
     assert answer.status_code == 400, answer.text
     assert answer.json()["detail"] == f"the JSON body names {name!r} twice in one object"
+
+
+def test_plans_read_at_once_are_bounded_and_the_rest_of_the_api_still_answers(
+    api_store: Store,
+) -> None:
+    # A plan of `[[[…` takes seconds a megabyte to read; fifty of them sent at once held every
+    # worker thread of the server, so a plain GET waited minutes. Beyond PARSES_AT_ONCE a parse
+    # is told to come back, and other routes are not queued behind it.
+    ctx = ApiContext(store=api_store, mode="monitoring", parse_wait_s=0.05)
+    client = client_for(ctx)
+    plan = {"text": "### T1: a title\n"}
+    for _ in range(PARSES_AT_ONCE):  # every turn taken, as by long reads in flight
+        assert ctx.parses.acquire(blocking=False)
+    try:
+        busy = client.post("/api/plan/parse", json=plan, headers=AUTH)
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+        assert "reading 2 plans already" in busy.json()["detail"]
+        assert client.get("/api/work", headers=AUTH).status_code == 200
+    finally:
+        for _ in range(PARSES_AT_ONCE):
+            ctx.parses.release()
+    answer = client.post("/api/plan/parse", json=plan, headers=AUTH)
+    assert answer.status_code == 200 and answer.json()["items"][0]["id"] == "T1"
+    described = client.get("/openapi.json", headers=AUTH).json()
+    parse = described["paths"]["/api/plan/parse"]["post"]["responses"]["503"]
+    assert "Retry-After" in parse["headers"]
