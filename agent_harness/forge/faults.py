@@ -27,6 +27,9 @@ class FaultKind(StrEnum):
     DROP_AFTER = "drop_after"
     # 401 "Bad credentials", as GitHub answers a token revoked or expired since it last worked.
     BAD_CREDENTIALS = "bad_credentials"
+    # An answer given whole (`status`, `headers`, a JSON `body` or a `raw` text): GitHub's own
+    # recorded answers, such as a 307 for a renamed repository or an HTML page with a 200.
+    REPLY = "reply"
 
 
 @dataclass
@@ -39,6 +42,9 @@ class Fault:
     retry_after: int = 60
     delay_s: float = 0.0
     reset_in_s: int = 3600
+    headers: dict[str, str] | None = None  # REPLY only
+    body: Any = None  # REPLY: sent as JSON
+    raw: str | None = None  # REPLY: sent as it is, as text/html, instead of `body`
 
     def matches(self, method: str, path: str, template: str | None) -> bool:
         if self.method != "*" and self.method.upper() != method.upper():
@@ -57,6 +63,9 @@ class Fault:
             "retry_after": self.retry_after,
             "delay_s": self.delay_s,
             "reset_in_s": self.reset_in_s,
+            "headers": self.headers,
+            "body": self.body,
+            "raw": self.raw,
         }
 
     @classmethod
@@ -66,7 +75,10 @@ class Fault:
         except (KeyError, ValueError) as exc:
             kinds = ", ".join(k.value for k in FaultKind)
             raise ApiError(422, f"kind must be one of: {kinds}") from exc
-        fields = ("method", "path", "count", "status", "retry_after", "delay_s", "reset_in_s")
+        fields = (
+            "method", "path", "count", "status", "retry_after", "delay_s", "reset_in_s",
+            "headers", "body", "raw",
+        )  # fmt: skip
         return cls(kind=kind, **{k: data[k] for k in fields if k in data})
 
 

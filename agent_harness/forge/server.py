@@ -436,6 +436,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(403, body, headers)
         elif fault.kind is FaultKind.BAD_CREDENTIALS:
             self._send(401, {"message": "Bad credentials", "documentation_url": AUTH_DOCS})
+        elif fault.kind is FaultKind.REPLY and fault.raw is not None:
+            data = fault.raw.encode("utf-8", "replace")
+            self.send_response(fault.status)
+            for name, value in {"content-type": "text/html; charset=utf-8",
+                                **(fault.headers or {})}.items():  # fmt: skip
+                self.send_header(name, value)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        elif fault.kind is FaultKind.REPLY:
+            self._send(fault.status, fault.body, dict(fault.headers or {}))
         else:
             reason = {502: "Bad Gateway", 503: "Service Unavailable"}.get(fault.status, "Error")
             self._send(fault.status, {"message": reason})
