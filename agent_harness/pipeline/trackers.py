@@ -49,26 +49,9 @@ def open_tracker(
         "timeout_s": tracker_cfg.request_timeout_s,
     }
     if forge == "local":
-        from agent_harness.forge.local import local_forge
-
         options["write_spacing_s"] = 0.0  # loopback: GitHub's pacing protects nothing here
-        if dry_run and serving is not None and not serving.holds(repo):
-            # Not made there yet (it is made on first use): a dry run reads a throwaway forge,
-            # as one without a server does, and so lists every item as new.
-            serving = None
-        with ExitStack() as stack:
-            local = serving or stack.enter_context(
-                local_forge(Path(settings.state_dir), dry_run=dry_run, repo=repo)
-            )
-            tracker = GitHubTracker(repo, local.token, local.api_url, **options)
-            try:
-                if not (dry_run and serving is not None):
-                    tracker.ensure_repo(create=True, auto_init=False)
-                if need_history:
-                    _refuse_empty(Path(settings.state_dir), tracker.repo)
-                yield tracker
-            finally:
-                tracker.close()
+        with _local_tracker(repo, settings, options, dry_run, need_history, serving) as tracker:
+            yield tracker
         return
     env = process_env()
     # Every check that costs nothing comes before the token lookup (which may run `gh`).
@@ -81,6 +64,37 @@ def open_tracker(
         yield tracker
     finally:
         tracker.close()
+
+
+@contextmanager
+def _local_tracker(
+    repo: str,
+    settings: Settings,
+    options: dict[str, Any],
+    dry_run: bool,
+    need_history: bool,
+    serving: LocalForge | None,
+) -> Iterator[GitHubTracker]:
+    from agent_harness.forge.local import local_forge
+    from agent_harness.tracker.github import GitHubTracker
+
+    if dry_run and serving is not None and not serving.holds(repo):
+        # Not made there yet (it is made on first use): a dry run reads a throwaway forge, as
+        # one without a server does, and so lists every item as new.
+        serving = None
+    with ExitStack() as stack:
+        local = serving or stack.enter_context(
+            local_forge(Path(settings.state_dir), dry_run=dry_run, repo=repo)
+        )
+        tracker = GitHubTracker(repo, local.token, local.api_url, **options)
+        try:
+            if not (dry_run and serving is not None):
+                tracker.ensure_repo(create=True, auto_init=False)
+            if need_history:
+                _refuse_empty(Path(settings.state_dir), tracker.repo)
+            yield tracker
+        finally:
+            tracker.close()
 
 
 def _refuse_empty(state_dir: Path, repo: str) -> None:

@@ -8,6 +8,7 @@ is never blindly repeated. Works against api.github.com, GitHub Enterprise and t
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UsageError
 from agent_harness.plan.model import shown_path
+from agent_harness.secrets.shapes import mask_url
 from agent_harness.tracker.github_pulls import PullReads
 from agent_harness.tracker.protocol import (
     AuthError,
@@ -31,6 +33,7 @@ from agent_harness.tracker.protocol import (
     PullRecord,
     RateLimited,
     RepoInfo,
+    RepoMoved,
     RepoNotFound,
     RequestTally,
     TrackerError,
@@ -272,14 +275,21 @@ class GitHubTracker(PullReads):
         from github.GithubException import GithubException
 
         try:
-            answer = self._requester.requestJsonAndCheck(
+            status, answered, output = self._requester.requestJson(
                 verb, path, parameters=params, headers=headers, input=body
             )
             self._reached = True
-            return answer
+            data = _json_of(output, verb, path, status)
+            if status >= 400:
+                raise self._requester.createException(status, answered, data)
+            if status in _REDIRECTS:  # not followed: nothing was done (a 307 on a write)
+                raise _redirected(status, answered, data, verb, path)
+            return answered, data
         except GithubException as exc:
             self._reached = True
             raise self._classify(exc, verb, path) from None
+        except RuntimeError as exc:  # PyGithub's refusal of a redirect to another host
+            raise TrackerError(f"{verb} {path}: {exc}") from None
         except requests.exceptions.ConnectTimeout as exc:
             raise _Transient(f"connect timeout ({exc})", None, may_have_landed=False) from None
         except requests.exceptions.ConnectionError as exc:
@@ -303,8 +313,15 @@ class GitHubTracker(PullReads):
         message = str(data.get("message") or "")
         if status == 401:
             return AuthError(f"bad credentials for {self.api_url} (check GH_TOKEN / GITHUB_TOKEN)")
-        if status in (403, 429) and (
-            "rate limit" in message.lower() or headers.get("x-ratelimit-remaining") == "0"
+        # GitHub's docs: a 429, or a 403 that says when to come back (`retry-after`) or that the
+        # limit is spent, is a rate limit, whatever its message says ("abuse detection").
+        if status == 429 or (
+            status == 403
+            and (
+                "rate limit" in message.lower()
+                or "retry-after" in headers
+                or headers.get("x-ratelimit-remaining") == "0"
+            )
         ):
             return self._rate_limit(headers, message)
         if status == 403:
@@ -318,11 +335,7 @@ class GitHubTracker(PullReads):
         if status == 422:
             errors = data.get("errors") or []
             first = errors[0] if errors and isinstance(errors[0], dict) else {}
-            detail = ", ".join(
-                f"{e.get('field', '?')} {e.get('code', 'invalid')}"
-                for e in errors
-                if isinstance(e, dict)
-            )
+            detail = "; ".join(_validation_error(e) for e in errors[:5] if e)
             text = f"GitHub refused {verb} {path}: {message}" + (f" ({detail})" if detail else "")
             return ValidationFailed(text, first.get("field"), first.get("code"))
         if status >= 500:
@@ -361,6 +374,13 @@ class GitHubTracker(PullReads):
             full_name = data.get("full_name") if isinstance(data, dict) else None
             if isinstance(full_name, str) and full_name.lower() == self.repo.lower():
                 self.repo = full_name
+            elif isinstance(full_name, str) and full_name:
+                # Renamed or transferred: the old name answers through redirects, which drop a
+                # request's query (`state=all`, `page=2`), so every read would be wrong.
+                raise RepoMoved(
+                    f"{self.repo} is now {full_name} on {self.api_url} (renamed or moved); "
+                    f"run with --repo {full_name}"
+                )
         except RepoNotFound:
             if not create:
                 raise
@@ -598,6 +618,46 @@ class GitHubTracker(PullReads):
             body={"labels": list(labels)},
         )
         return tuple(str(label["name"]) for label in data or () if isinstance(label, dict))
+
+
+# The redirects; a 304 (not modified, a conditional read) is an answer.
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def _json_of(output: str, verb: str, path: str, status: int) -> Any:
+    """An answer's JSON (None for no body); TrackerError for a body that is not JSON, such as
+    a proxy's sign-in page, on a success; a failure's body is read as its message instead."""
+    if not output:
+        return None
+    try:
+        return json.loads(output)
+    except ValueError:
+        if status >= 300:
+            return {"message": output.strip()[:200]}
+        shown = " ".join(output.strip()[:60].split())
+        raise TrackerError(f"{verb} {path}: the answer is not JSON ({shown!r}...)") from None
+
+
+def _redirected(
+    status: int, headers: dict[str, Any], data: Any, verb: str, path: str
+) -> TrackerError:
+    where = {str(k).lower(): str(v) for k, v in headers.items()}.get("location", "elsewhere")
+    message = data.get("message") if isinstance(data, dict) else None
+    return TrackerError(
+        f"{verb} {path}: GitHub answered {status} {message or 'Redirect'} to {mask_url(where)} "
+        "and did nothing; was the repository renamed or moved? Use its new name with --repo",
+        status,
+    )
+
+
+def _validation_error(error: Any) -> str:
+    """One entry of a 422's `errors`, GitHub's reason first when it gives one."""
+    if not isinstance(error, dict):
+        return str(error)[:200]
+    said = error.get("message")
+    if isinstance(said, str) and said:
+        return said[:200]
+    return f"{error.get('field', '?')} {error.get('code', 'invalid')}"
 
 
 def _number(text: str) -> float | None:

@@ -7,6 +7,9 @@ Records are plain dataclasses built from GitHub's JSON, so nothing lazy hides a 
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -15,6 +18,30 @@ from agent_harness.failures import FailureClass
 
 if TYPE_CHECKING:
     from agent_harness.tracker.writes import Pace
+
+
+_Record = TypeVar("_Record")
+
+
+def _readable(
+    read: Callable[[type[_Record], dict[str, Any]], _Record],
+) -> Callable[[type[_Record], dict[str, Any]], _Record]:
+    """`read` (a record's `from_json`), failing with a TrackerError that names the record when
+    the answer lacks what it needs (`{}`, a list, a number where an object was due), rather
+    than a KeyError that the command line can only call an internal error."""
+
+    @functools.wraps(read)
+    def checked(cls: type[_Record], data: dict[str, Any]) -> _Record:
+        try:
+            return read(cls, data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            what = re.sub(r"(?<!^)(?=[A-Z])", " ", cls.__name__.removesuffix("Record")).lower()
+            missing = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise TrackerError(
+                f"the tracker's answer is not a readable {what} ({missing[:120]})"
+            ) from None
+
+    return checked
 
 
 class TrackerError(HarnessError):
@@ -35,6 +62,11 @@ class AuthError(TrackerError):
 
 class RepoNotFound(TrackerError):
     """The repository does not exist, or the token cannot see it."""
+
+
+class RepoMoved(TrackerError):
+    """GitHub knows the repository by another name now (renamed or transferred): its old name
+    answers with redirects, which lose a request's query, so it is refused, not read."""
 
 
 class PermissionDenied(TrackerError):
@@ -104,6 +136,7 @@ class IssueRecord:
     updated_at: str = ""
 
     @classmethod
+    @_readable
     def from_json(cls, data: dict[str, Any]) -> IssueRecord:
         milestone = data.get("milestone") or None
         return cls(
@@ -150,6 +183,7 @@ class PullRecord:
     labels: tuple[str, ...] | None = None  # None: the answer did not say
 
     @classmethod
+    @_readable
     def from_json(cls, data: dict[str, Any]) -> PullRecord:
         head = data.get("head") or {}
         base = data.get("base") or {}
@@ -185,6 +219,7 @@ class CommentRecord:
     created_at: str = ""
 
     @classmethod
+    @_readable
     def from_json(cls, data: dict[str, Any]) -> CommentRecord:
         return cls(
             id=int(data["id"]),
@@ -203,6 +238,7 @@ class CommitRecord:
     parents: tuple[str, ...] = ()
 
     @classmethod
+    @_readable
     def from_json(cls, data: dict[str, Any]) -> CommitRecord:
         commit = data.get("commit") or {}
         committer = commit.get("committer") or {}

@@ -1,0 +1,156 @@
+"""The tracker against answers GitHub really gives and the embedded forge does not on its own:
+each is injected whole (status, headers, body) as GitHub's documentation and its recorded
+responses show them, and the tracker is driven through PyGithub over loopback HTTP."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_harness.forge import FaultKind
+from agent_harness.plan.markdown import parse_plan
+from agent_harness.tracker.protocol import (
+    IssueDraft,
+    RepoMoved,
+    TrackerError,
+    ValidationFailed,
+)
+from agent_harness.tracker.sync import sync_plan
+from tests.tracker.conftest import REPO, Scene
+
+pytestmark = pytest.mark.integration
+
+DOCS = "https://docs.github.com/rest"
+
+
+def _reply(scene: Scene, method: str, path: str, status: int, **answer: object) -> None:
+    scene.rf.forge.faults.inject(FaultKind.REPLY, method, path, status=status, **answer)
+
+
+def _draft() -> IssueDraft:
+    return IssueDraft(title="T1: a title", body="body", labels=())
+
+
+class Sleeps(list[float]):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (
+            403,
+            "You have triggered an abuse detection mechanism. Please wait a few minutes "
+            "before you try again.",
+        ),
+        (429, "Too Many Requests"),
+    ],
+)
+def test_a_refusal_that_says_when_to_come_back_is_waited_out_whatever_its_words(
+    scene: Scene, status: int, message: str
+) -> None:
+    # GitHub's docs: a 403 or 429 with `retry-after` means wait that long, whatever the message
+    # says. The abuse wording was read as "permission denied" and the 429 as a plain failure.
+    _reply(
+        scene,
+        "GET",
+        "*/issues",
+        status,
+        headers={"retry-after": "41"},
+        body={"message": message, "documentation_url": DOCS},
+    )
+    sleeps = Sleeps()
+    tracker = scene.tracker()
+    tracker._sleep = sleeps  # the tracker's own sleep, so the wait is seen and not spent
+    assert tracker.list_issues() == []
+    assert sleeps and sleeps[0] >= 41
+
+
+def test_githubs_reason_for_a_422_is_kept_in_the_message(scene: Scene) -> None:
+    _reply(
+        scene,
+        "POST",
+        "*/issues",
+        422,
+        body={
+            "message": "Validation Failed",
+            "errors": [
+                {
+                    "resource": "PullRequest",
+                    "code": "custom",
+                    "message": "A pull request already exists for octo:feature.",
+                }
+            ],
+            "documentation_url": DOCS,
+        },
+    )
+    with pytest.raises(ValidationFailed, match="A pull request already exists for octo:feature"):
+        scene.tracker().create_issue(_draft())
+    _reply(
+        scene,
+        "POST",
+        "*/issues",
+        422,
+        body={"message": "Validation Failed", "errors": ["No commits between main and x"]},
+    )
+    with pytest.raises(ValidationFailed, match="No commits between main and x"):
+        scene.tracker().create_issue(_draft())
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "call"),
+    [
+        ("POST", "*/issues", lambda t: t.create_issue(_draft())),
+        ("PUT", "*/labels", lambda t: t.set_labels(1, ("bug",))),
+        ("POST", "*/comments", lambda t: t.create_comment(1, "hello")),
+    ],
+    ids=["create_issue", "set_labels", "create_comment"],
+)
+def test_a_write_answered_307_is_no_success(scene: Scene, method: str, path: str, call) -> None:  # type: ignore[no-untyped-def]
+    # GitHub answers writes to a renamed repository's old name with 307: nothing was applied.
+    # Labels were taken as set, and a create failed with `KeyError: 'number'` (exit 70).
+    scene.issue("T9")
+    moved = f"{scene.rf.server.api_url}/repositories/1/issues"
+    _reply(
+        scene,
+        method,
+        path,
+        307,
+        headers={"location": moved},
+        body={"message": "Temporary Redirect", "url": moved, "documentation_url": DOCS},
+    )
+    with pytest.raises(TrackerError, match="307"):
+        call(scene.tracker())
+
+
+def test_an_answer_that_is_not_the_record_asked_for_is_a_tracker_error(scene: Scene) -> None:
+    # A proxy's HTML page with a 200, or an empty object: not `KeyError: 'number'` (exit 70).
+    _reply(scene, "GET", "*/pulls/*", 200, raw="<html><body>Sign in</body></html>")
+    with pytest.raises(TrackerError, match=r"answer is not JSON .*Sign in"):
+        scene.tracker().get_pull(1)
+    _reply(scene, "GET", "*/issues/*", 200, body={})
+    with pytest.raises(TrackerError, match="not a readable issue"):
+        scene.tracker().get_issue(1)
+
+
+def test_a_renamed_repository_is_refused_by_its_old_name_not_read_through_a_redirect(
+    scene: Scene,
+) -> None:
+    # GitHub answers a renamed repository's old name with 301 to /repositories/<id>. PyGithub
+    # follows it without the query, so `state=all` and `page=2` were lost: closed issues went
+    # unseen (a sync planned them again) and merged pull requests too.
+    old = "octo/old-name"
+    target = f"{scene.rf.server.api_url}/repos/{REPO}"
+    _reply(
+        scene,
+        "GET",
+        f"/repos/{old}",
+        301,
+        headers={"location": target},
+        body={"message": "Moved Permanently", "url": target, "documentation_url": DOCS},
+    )
+    tracker = scene.tracker()
+    tracker.repo = old
+    with pytest.raises(RepoMoved, match=f"{old} is now {REPO}.*--repo {REPO}"):
+        tracker.ensure_repo()
+    assert sync_plan(parse_plan("- [ ] T1 One\n", source="PLAN.md"), scene.tracker(), "PLAN").ok
