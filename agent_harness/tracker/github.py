@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from agent_harness.errors import UsageError
 from agent_harness.plan.model import shown_path
 from agent_harness.secrets.shapes import mask_url
-from agent_harness.tracker.github_pulls import PullReads
+from agent_harness.tracker.github_pulls import MAX_PAGES, PullReads
 from agent_harness.tracker.protocol import (
     AuthError,
     CommentRecord,
@@ -391,17 +391,16 @@ class GitHubTracker(PullReads):
 
     def _list(self, path: str, kind: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        page = 1
-        while True:
+        for page in range(1, MAX_PAGES + 1):
             headers, data = self._call(
                 "GET", path, kind, params={**params, "per_page": 100, "page": page}
             )
             if not isinstance(data, list):
                 raise TrackerError(f"GET {path}: expected a list, got {type(data).__name__}")
             out.extend(data)
-            if 'rel="next"' not in headers.get("link", ""):
+            if not data or 'rel="next"' not in headers.get("link", ""):
                 return out
-            page += 1
+        raise TrackerError(f"GET {path}: more than {MAX_PAGES} pages")
 
     def list_issues(self) -> list[IssueRecord]:
         raw = self._list(
@@ -543,8 +542,7 @@ class GitHubTracker(PullReads):
         unchanged first page of a newest-first listing means nothing in it changed."""
         out: list[dict[str, Any]] = []
         first_etag: str | None = None
-        page = 1
-        while True:
+        for page in range(1, MAX_PAGES + 1):
             headers = {"If-None-Match": etag} if etag and page == 1 else None
             reply_headers, data = self._call(
                 "GET", path, kind, params={**params, "per_page": 100, "page": page}, headers=headers
@@ -559,9 +557,9 @@ class GitHubTracker(PullReads):
                 if stop is not None and stop(item):
                     return out, first_etag, False, False
                 out.append(item)
-            if 'rel="next"' not in reply_headers.get("link", ""):
+            if not data or 'rel="next"' not in reply_headers.get("link", ""):
                 return out, first_etag, False, True
-            page += 1
+        raise TrackerError(f"GET {path}: more than {MAX_PAGES} pages")
 
     def pulls_by_update(
         self, stop_before: str | None = None, etag: str | None = None

@@ -17,6 +17,8 @@ _Call = Callable[..., tuple[dict[str, Any], Any]]
 # line comment (GitHub lists each line comment's thread as one `line-commented` event).
 _PEOPLES_WORD = frozenset({"commented", "reviewed", "line-commented"})
 _TIMELINE_PAGE = 100
+# The most pages one listing is read to: a server that always links a next page stops here.
+MAX_PAGES = 1000
 
 
 class PullReads:
@@ -30,23 +32,25 @@ class PullReads:
         base = f"/repos/{self.repo}"
         _, pull = self._call("GET", f"{base}/pulls/{number}", "get_pull")
         head = str((pull.get("head") or {}).get("sha") or "")
-        _, runs = self._call(
-            "GET", f"{base}/commits/{head}/check-runs", "list_check_runs", params={"per_page": 100}
+        # Both listings come in pages (GitHub's own page of statuses is 30): a failure past the
+        # first page was missed, and the head judged green.
+        runs = self._paged_field(
+            f"{base}/commits/{head}/check-runs", "list_check_runs", "check_runs"
         )
-        _, combined = self._call("GET", f"{base}/commits/{head}/status", "combined_status")
+        statuses = self._paged_field(f"{base}/commits/{head}/status", "combined_status", "statuses")
         checks = [
             (
                 str(run["name"]),
                 str(run.get("conclusion") or ""),
                 _output(run.get("output") or {}),
             )
-            for run in runs.get("check_runs") or []
+            for run in runs
         ]
         checks += [
             (str(s["context"]), _status_word(str(s["state"])), str(s.get("description") or ""))
-            for s in combined.get("statuses") or []
+            for s in statuses
         ]
-        reviews = self._list(f"{base}/pulls/{number}/reviews", "list_reviews", {})
+        reviews = _standing(self._list(f"{base}/pulls/{number}/reviews", "list_reviews", {}))
         # The pull request counts its line comments and issue comments: a listing it says is
         # empty is not asked for. One added after the pull was read moves its updated_at past
         # the watch's mark, so the next look reads it.
@@ -84,6 +88,20 @@ class PullReads:
             ),
             comments=tuple(str(c.get("body") or "") for c in talk),
         )
+
+    def _paged_field(self, path: str, kind: str, field: str) -> list[dict[str, Any]]:
+        """Every entry of `field` of a listing whose pages are objects (`{"total_count": n,
+        "check_runs": [...]}`), page by page while GitHub links a next one."""
+        out: list[dict[str, Any]] = []
+        for page in range(1, MAX_PAGES + 1):
+            headers, data = self._call("GET", path, kind, params={"per_page": 100, "page": page})
+            entries = data.get(field) if isinstance(data, dict) else None
+            if not isinstance(entries, list):
+                raise TrackerError(f"GET {path}: the answer has no list of {field}")
+            out.extend(entry for entry in entries if isinstance(entry, dict))
+            if not entries or 'rel="next"' not in headers.get("link", ""):
+                return out
+        raise TrackerError(f"GET {path}: more than {MAX_PAGES} pages of {field}")
 
     def pull_untouched(self, number: int) -> bool:
         # One read of the pull request's timeline, where GitHub lists its comments, reviews
@@ -144,6 +162,29 @@ class PullReads:
             body={"sha": sha, "merge_method": allowed[0]},
         )
         return str(data.get("sha") or "")
+
+
+def _standing(reviews: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reviews that still stand, as GitHub decides a pull request's review state: of one
+    reviewer's approvals, change requests and dismissals only the latest counts, so a request
+    for changes followed by an approval asks for nothing. Comments stay as they are; a review
+    by a deleted account (no user) stands on its own. GitHub lists reviews oldest first."""
+    decisive = ("APPROVED", "CHANGES_REQUESTED", "DISMISSED")
+    latest: dict[str, int] = {}
+    for index, review in enumerate(reviews):
+        if review.get("state") in decisive:
+            latest[_reviewer(review, index)] = index
+    return [
+        review
+        for index, review in enumerate(reviews)
+        if review.get("state") != "CHANGES_REQUESTED" or latest[_reviewer(review, index)] == index
+    ]
+
+
+def _reviewer(review: dict[str, Any], index: int) -> str:
+    user = review.get("user")
+    login = user.get("login") if isinstance(user, dict) else None
+    return f"user:{login}" if isinstance(login, str) and login else f"review:{index}"
 
 
 def _may_hold(pull: dict[str, Any], count: str) -> bool:

@@ -269,11 +269,21 @@ class PullFeedback:
     comments: tuple[str, ...] = ()
 
     def failing(self) -> list[tuple[str, str, str]]:
-        ok = ("success", "neutral", "skipped", "")
-        return [c for c in self.checks if c[1] not in ok]
+        """The checks a change to the code can answer: failed, or out of time."""
+        return [c for c in self.checks if c[1] in FIXABLE_CONCLUSIONS]
 
     def passing(self) -> bool:
-        return bool(self.checks) and not self.failing() and all(c[1] for c in self.checks)
+        """Every check finished green. A check that waits on a person (`action_required`), was
+        `cancelled`, went `stale` or could not start (`startup_failure`) is not green, and is
+        no work for the agent either: it holds the pull request until someone acts."""
+        return bool(self.checks) and all(c[1] in GREEN_CONCLUSIONS for c in self.checks)
+
+
+# A check's conclusions (a commit status's state read as one): those that pass, and those an
+# agent's change can answer. Any other (action_required, cancelled, stale, startup_failure, a
+# word GitHub adds later) waits on a person; none yet (pending) waits on the check.
+GREEN_CONCLUSIONS = frozenset({"success", "neutral", "skipped"})
+FIXABLE_CONCLUSIONS = frozenset({"failure", "timed_out"})
 
 
 T = TypeVar("T")

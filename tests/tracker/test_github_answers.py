@@ -154,3 +154,57 @@ def test_a_renamed_repository_is_refused_by_its_old_name_not_read_through_a_redi
     with pytest.raises(RepoMoved, match=f"{old} is now {REPO}.*--repo {REPO}"):
         tracker.ensure_repo()
     assert sync_plan(parse_plan("- [ ] T1 One\n", source="PLAN.md"), scene.tracker(), "PLAN").ok
+
+
+def _run(name: str, conclusion: str) -> dict[str, object]:
+    return {"id": abs(hash(name)) % 10**9, "name": name, "status": "completed",
+            "conclusion": conclusion, "output": {"title": name, "summary": conclusion}}  # fmt: skip
+
+
+def test_checks_and_statuses_past_the_first_page_are_read(scene: Scene) -> None:
+    # 120 check runs with the failure at #110, and 35 statuses (GitHub's own page is 30) with
+    # a failure at #32: one page each was read, and the head was judged green.
+    number = scene.open_pr("T1")
+    api = scene.rf.server.api_url
+    runs = [_run(f"job-{i}", "failure" if i == 110 else "success") for i in range(120)]
+    link = f'<{api}/next?page=2>; rel="next", <{api}/next?page=2>; rel="last"'
+    _reply(scene, "GET", "*/check-runs", 200, headers={"link": link},
+           body={"total_count": 120, "check_runs": runs[:100]})  # fmt: skip
+    _reply(scene, "GET", "*/check-runs", 200, body={"total_count": 120, "check_runs": runs[100:]})
+    statuses = [
+        {"context": f"ci/{i}", "state": "failure" if i == 32 else "success", "description": ""}
+        for i in range(35)
+    ]
+    _reply(scene, "GET", "*/status", 200, headers={"link": link},
+           body={"state": "failure", "total_count": 35, "statuses": statuses[:30]})  # fmt: skip
+    _reply(scene, "GET", "*/status", 200,
+           body={"state": "failure", "total_count": 35, "statuses": statuses[30:]})  # fmt: skip
+    feedback = scene.tracker().pull_feedback(number)
+    assert len(feedback.checks) == 155
+    assert [name for name, _, _ in feedback.failing()] == ["job-110", "ci/32"]
+    assert not feedback.passing()
+
+
+def test_a_request_for_changes_the_same_reviewer_then_approved_asks_for_nothing(
+    scene: Scene,
+) -> None:
+    number = scene.open_pr("T1")
+    tracker = scene.tracker()
+    head = tracker.get_pull(number).head_sha
+
+    def review(rid: int, state: str, login: str | None) -> dict[str, object]:
+        user = {"login": login, "id": rid, "type": "User"} if login else None
+        return {"id": rid, "user": user, "body": f"{state} by {login}", "state": state,
+                "commit_id": head, "submitted_at": f"2026-12-0{rid}T10:00:00Z"}  # fmt: skip
+
+    said = [
+        review(1, "CHANGES_REQUESTED", "alice"),
+        review(2, "APPROVED", "alice"),  # alice changed her mind: her request no longer stands
+        review(3, "CHANGES_REQUESTED", "bob"),
+        review(4, "COMMENTED", "bob"),  # a comment leaves bob's request standing
+        review(5, "CHANGES_REQUESTED", None),  # a deleted account's request stands alone
+    ]
+    _reply(scene, "GET", "*/reviews", 200, body=said)
+    feedback = tracker.pull_feedback(number)
+    asked = [rid for rid, state, _, _ in feedback.reviews if state == "CHANGES_REQUESTED"]
+    assert asked == [3, 5]
