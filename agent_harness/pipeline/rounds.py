@@ -6,7 +6,9 @@ high-water mark) plus those a single search says newly fail (`status:failure`, w
 Each is read once (`pull_feedback`) and answered at most once per head; one that cannot need an
 answer (the listing shows the head the harness pushed, on the base tip its work started from,
 with no hold label; the search does not say it fails; nobody reviewed or commented on it:
-`pull_untouched`) is looked at with one read of its timeline instead of read whole:
+`pull_untouched`) is looked at with one read of its timeline instead of read whole. One whose
+mergeable state GitHub was still computing (`unknown`) is read whole again on the next pass.
+What a pull request read whole asks for:
 
 - a person's brake (`/agent-harness stop`, the `agent-harness:hold` label) or a commit on the
   branch the harness did not push stops the rounds, said once on the pull request;
@@ -132,12 +134,20 @@ class PullWatch:
         # listing would not change).
         read_at = memory.setdefault("read", {})
         newly |= {n for n, f in ours.items() if read_at.get(str(n), "~") <= f.updated_at}
+        # GitHub answers `mergeable_state: unknown` while it computes whether a pull request
+        # merges (after its base moved): such a one is read whole again next time, since
+        # nothing else about it may change to bring it back.
+        computing = {int(n) for n in memory.get("computing", [])} & set(ours)
+        newly |= computing
+        whole |= computing
+        memory["computing"] = []
         for number in sorted((set(changed) | newly) & set(ours)):
             item = ours[number].item
             assert item is not None
             read_at[str(number)] = iso(self.clock())
             skim = not self.merge_when_green and number not in whole
-            self._one(number, item, ours[number] if skim else None)
+            if self._one(number, item, ours[number] if skim else None) == "unknown":
+                memory["computing"].append(number)
         for gone in set(read_at) - {str(n) for n in ours}:
             del read_at[gone]
         self.store.set_meta(self.meta_key, json.dumps(memory))
@@ -159,24 +169,32 @@ class PullWatch:
         return moved
 
     # -- one pull request ---------------------------------------------------------------------
-    def _one(self, number: int, item_id: str, skim: PullFacts | None = None) -> None:
+    def _one(self, number: int, item_id: str, skim: PullFacts | None = None) -> str | None:
         """Answer what pull request `number` says; with `skim` (its facts from the listing),
-        first see whether it can say anything at all (`_untouched`)."""
+        first see whether it can say anything at all (`_untouched`). Its mergeable state as
+        read, when it was read whole."""
         try:
             record = items.get_item(self.store, self.project, item_id)
         except items.UnknownItem:
-            return
+            return None
         if record.state != ItemState.PR_OPEN:
-            return  # being worked on, or ended: nothing to answer now
+            return None  # being worked on, or ended: nothing to answer now
         history = ItemHistory.read(self.store, self.project, item_id)
         if skim is not None and self._untouched(number, skim, history):
             self.report.read.append(number)
-            return
+            return None
+        feedback = self.tracker.pull_feedback(number)
+        self.report.read.append(number)
+        self._answer(item_id, feedback, history)
+        return feedback.mergeable_state
+
+    def _answer(self, item_id: str, feedback: PullFeedback, history: ItemHistory) -> None:
+        """What the pull request's head asks for, done at most once: a stop, a merge, a
+        rebase, a round for the agent, or the item failed with its budget spent."""
+        number = feedback.number
         said = {key for r in history.all(PullRound) for key in r.keys}
         said |= {s.key for s in history.all(PullRoundsStopped)}
         said |= {f"merge:{m.head_sha}" for m in history.all(PullMerge)}
-        feedback = self.tracker.pull_feedback(number)
-        self.report.read.append(number)
         pushed = history.last(Pushed)
         if self._stopped(item_id, feedback, pushed, said):
             return

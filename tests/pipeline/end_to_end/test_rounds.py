@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agent_harness.forge import FaultKind
 from agent_harness.pipeline.run import Pipeline
 from agent_harness.pipeline.settings import RunSettings
 from agent_harness.queue.items import get_item
@@ -188,6 +189,28 @@ def test_a_base_that_moved_is_rebased_without_the_agent_a_conflict_goes_to_it(
     assert "from the item" in resolved and "from a person" in resolved
     assert "<<<<<<<" not in resolved
     assert gh_repo(h).get_pull(pull.number).mergeable
+
+
+def test_a_conflict_github_was_still_computing_is_read_again_and_answered(h: Harness) -> None:
+    # After the base moves, GitHub answers `mergeable: null, mergeable_state: "unknown"` while
+    # it computes; the watch read that once, said nothing, and never read the pull again, so
+    # the conflict that followed got no round and the item sat in pr_open.
+    pull = first_pull(h)
+    p = pipeline(h)
+    p.reconcile()  # the first look: remembers where main is
+    push_to_main(h, "shared.txt", "from a person\n")
+    computing = h.tracker()._call("GET", f"/repos/{REPO}/pulls/{pull.number}", "get_pull")[1]
+    computing |= {"mergeable": None, "mergeable_state": "unknown", "rebaseable": None}
+    h.forge.forge.faults.inject(
+        FaultKind.REPLY, "GET", f"/repos/{REPO}/pulls/{pull.number}", status=200, body=computing
+    )
+    h.clock.advance(60)  # read well after the pull's last update: no re-read for its second
+    p.reconcile()
+    assert rounds(h, p) == []  # nothing known yet: nothing said
+    h.clock.advance(60)
+    p.reconcile()  # GitHub has computed it by now: the conflict is seen and answered
+    [conflict] = rounds(h, p)
+    assert conflict["trigger"] == "conflict"
 
 
 def test_merge_when_green_respects_branch_protection_and_says_so_once(h: Harness) -> None:
