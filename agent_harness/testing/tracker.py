@@ -266,7 +266,8 @@ class MemoryTracker:
 
     def branch_head(self, branch: str, etag: str | None = None) -> Listing[str]:
         self._count("get_ref")
-        return Listing((self.branch_heads.get(branch, ""),), None)
+        head = self.branch_heads.get(branch)
+        return Listing((head,) if head else (), None)
 
     def merge_pull(self, number: int, sha: str) -> str:
         self._count("merge_pull", write=True)

@@ -386,8 +386,15 @@ class GitHubTracker(PullReads):
                 raise
             owner, name = self.repo.split("/")
             _, me = self._call("GET", "/user", "get_user")
-            path = "/user/repos" if me.get("login") == owner else f"/orgs/{owner}/repos"
-            self._call("POST", path, "create_repo", body={"name": name, "auto_init": auto_init})
+            login = me.get("login") if isinstance(me, dict) else None
+            mine = isinstance(login, str) and login.lower() == owner.lower()  # logins ignore case
+            path = "/user/repos" if mine else f"/orgs/{owner}/repos"
+            _, made = self._call(
+                "POST", path, "create_repo", body={"name": name, "auto_init": auto_init}
+            )
+            full_name = made.get("full_name") if isinstance(made, dict) else None
+            if isinstance(full_name, str) and full_name.lower() == self.repo.lower():
+                self.repo = full_name  # GitHub's own spelling, as for one that exists
 
     def _list(self, path: str, kind: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

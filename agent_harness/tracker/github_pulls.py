@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent_harness.tracker.protocol import Listing, PullFeedback, TrackerError
+from agent_harness.tracker.protocol import Listing, PullFeedback, RepoNotFound, TrackerError
 
 _Call = Callable[..., tuple[dict[str, Any], Any]]
 # Timeline events that carry a person's word on a pull request: an issue comment, a review, a
@@ -135,9 +135,12 @@ class PullReads:
 
     def branch_head(self, branch: str, etag: str | None = None) -> Listing[str]:
         headers = {"If-None-Match": etag} if etag else None
-        reply, data = self._call(
-            "GET", f"/repos/{self.repo}/git/ref/heads/{branch}", "get_ref", headers=headers
-        )
+        try:
+            reply, data = self._call(
+                "GET", f"/repos/{self.repo}/git/ref/heads/{branch}", "get_ref", headers=headers
+            )
+        except RepoNotFound:  # the repository answered: it is the branch that is not there
+            return Listing((), None)
         if data is None and etag:
             return Listing((), etag, not_modified=True)
         return Listing((str((data.get("object") or {}).get("sha") or ""),), reply.get("etag"))

@@ -405,7 +405,8 @@ class Tracker(Protocol):
         answered 304 when unchanged."""
 
     def branch_head(self, branch: str, etag: str | None = None) -> Listing[str]:
-        """The branch's head sha (one item), or not_modified when the ETag still holds."""
+        """The branch's head sha (one item; none when the branch is not there), or
+        not_modified when the ETag still holds."""
 
     def merge_pull(self, number: int, sha: str) -> str:
         """Merge with a method the repository allows, only if the head is still `sha`; the

@@ -208,3 +208,24 @@ def test_a_request_for_changes_the_same_reviewer_then_approved_asks_for_nothing(
     feedback = tracker.pull_feedback(number)
     asked = [rid for rid, state, _, _ in feedback.reviews if state == "CHANGES_REQUESTED"]
     assert asked == [3, 5]
+
+
+def test_a_base_branch_that_is_gone_is_no_missing_repository(scene: Scene) -> None:
+    # A pull request's base deleted by a person: the watch's look at each base answered
+    # "octo/app: not found ... check the name", and the whole pass ended there.
+    tracker = scene.tracker()
+    assert tracker.branch_head("feature-base").items == ()
+    [main] = tracker.branch_head("main").items
+    assert len(main) == 40
+
+
+def test_a_repository_is_made_for_the_token_user_whatever_the_case_of_the_name(
+    scene: Scene,
+) -> None:
+    # GitHub's logins ignore case: `--repo OCTO/new` for the user `octo` was sent to
+    # /orgs/OCTO/repos, which answered 404, and the run said the repository was not found.
+    login = scene.tracker()._call("GET", "/user", "get_user")[1]["login"]
+    tracker = scene.tracker()
+    tracker.repo = f"{login.upper()}/new-app"
+    tracker.ensure_repo(create=True)
+    assert tracker.repo == f"{login}/new-app"
