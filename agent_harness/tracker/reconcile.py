@@ -45,6 +45,22 @@ def iso(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# How much earlier than the oldest watched merge the commits listing starts.
+SINCE_MARGIN_S = 3600.0
+
+
+def _earlier(stamp: str, seconds: float) -> str:
+    """`stamp` (ISO 8601, as GitHub writes times) moved `seconds` earlier; as it is when it
+    does not read as a time."""
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return iso(max(0.0, moment.timestamp() - seconds))
+
+
 def status_label(state: str) -> str:
     return f"{LABEL_PREFIX}{state}"
 
@@ -389,7 +405,9 @@ class Reconciler:
             memory.commits_since, memory.commits_etag = None, None
             memory.commit_shas, memory.revert_edges = [], []
             return set()
-        since = min(watched)
+        # An hour early: a merge commit may be stamped a little before `merged_at`, and the
+        # listing filters by the commit's own date.
+        since = _earlier(min(watched), SINCE_MARGIN_S)
         etag = memory.commits_etag if memory.commits_since == since else None
         listing = self.tracker.commits_since(branch, since, etag)
         if not listing.not_modified:
@@ -443,17 +461,20 @@ class Reconciler:
             evidence |= {"sha": pull.merge_sha, "merged_at": pull.merged_at}
             node = f"pr:{pull.number}"
             watched = bool(pull.merged_at and pull.merged_at >= cutoff and pull.base == branch)
-            if watched and shas and pull.merge_sha and pull.merge_sha not in shas:
-                self.report.problems.append(
-                    f"{item}: merge commit {pull.merge_sha[:12]} of PR #{pull.number} is no longer "
-                    f"on {branch} (force-pushed?); not marked reverted"
-                )
-            elif graph.live_revoker(node) is not None:
-                revoker = graph.live_revoker(node)
-                assert revoker is not None
+            # A merged revert pull request stands on its own: the commits listing is not needed
+            # to see it, so it is looked for first.
+            revoker = graph.live_revoker(node)
+            if revoker is not None:
                 evidence |= _describe(revoker)
                 out[plan, item] = (pull, Outcome("reverted", f"reverted:{revoker}", evidence))
                 continue
+            if watched and shas and pull.merge_sha and pull.merge_sha not in shas:
+                self.report.problems.append(
+                    f"{item}: merge commit {pull.merge_sha[:12]} of PR #{pull.number} is not "
+                    f"among the commits on {branch} since it merged (force-pushed, or merged "
+                    "as an older commit?); not marked reverted"
+                )
+            # Revokers none of which stands: reverted once, and that revert itself undone.
             undone = sorted(graph.revokers.get(node, []))
             key = f"merged:{pull.merge_sha}"
             if undone:  # reverted once, and that revert was itself undone: merged again

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from agent_harness.forge import FaultKind
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.queue import items as queue_items
 from agent_harness.queue import leases
@@ -14,7 +15,7 @@ from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.forge import READ_ONLY_TOKEN
 from agent_harness.tracker.reconcile import ReconcileReport, reconcile
 
-from .conftest import PROJECT, Scene, git
+from .conftest import PROJECT, REPO, Scene, git
 
 pytestmark = pytest.mark.integration
 
@@ -247,7 +248,31 @@ def test_force_pushed_default_branch_is_reported_not_reverted(scene: Scene, stor
     git(scene.clone, "push", "-q", "-f", "origin", "main")
     report = reconcile(scene.tracker(), store=store)
     assert report.transitions == []
-    assert any("no longer on main" in p for p in report.problems)
+    assert any("not among the commits on main" in p for p in report.problems)
+
+
+def test_a_revert_still_standing_is_never_called_undone_when_the_merge_commit_is_unlisted(
+    scene: Scene, store: Store
+) -> None:
+    # The commits listing asks `since` the merge: a merge commit stamped a second before its
+    # `merged_at` (or a pull request merged by pushing its older commits) is left out of it.
+    # The reconciler then said "no longer on main (force-pushed?)" and, with the revert PR
+    # still standing, posted "The revert was itself undone; T1 is merged again".
+    queue(store, "T1")
+    issue = scene.issue("T1")
+    pr = scene.open_pr("T1", issue)
+    merge_sha = scene.merge(pr)
+    reconcile(scene.tracker(), store=store)
+    revert = scene.revert_pr(pr)
+    listed = scene.tracker()._call("GET", f"/repos/{REPO}/commits", "x", params={"sha": "main"})
+    unlisted = [commit for commit in listed[1] if commit["sha"] != merge_sha]
+    scene.rf.forge.faults.inject(FaultKind.REPLY, "GET", f"/repos/{REPO}/commits", status=200,
+                                 body=unlisted)  # fmt: skip
+    report = reconcile(scene.tracker(), store=store)
+    assert states(report) == {"T1": "reverted"}
+    assert report.transitions[0].evidence["revert_pr"] == revert
+    assert not any("merged again" in said for said in comments(scene, issue))
+    assert queue_items.get_item(store, PROJECT, "T1").state == "reverted"
 
 
 def test_plan_key_scopes_the_run_and_old_merges_leave_the_revert_window(scene: Scene) -> None:
