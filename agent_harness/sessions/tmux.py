@@ -97,6 +97,12 @@ def _unformatted(text: str) -> str:
     return text.replace("#", "##")
 
 
+def _untimed(text: str) -> str:
+    """`text` as tmux reads it back from a format it also expands as a strftime text (the
+    command of `pipe-pane`, where `%d` would become the day)."""
+    return _unformatted(text).replace("%", "%%")
+
+
 class TmuxHost:
     """One detached tmux session per item, on a private server when `socket_name` is given.
 
@@ -193,7 +199,7 @@ class TmuxHost:
             # sets it up before it reads a byte the agent wrote.
             script = write_shell_wrapper(spec, ended)
             program = ["/usr/bin/env", "-i", "/bin/sh", str(script)]
-            log = _unformatted(shlex.quote(str(spec.log_path)))
+            log = _untimed(shlex.quote(str(spec.log_path)))
             # The copy ends when tmux closes the pane, or dies: then the pane's process group
             # is stopped. A hang-up reaches only the session's leader (the script, which waits
             # on for its agent), so without this an agent outlived a SIGKILLed tmux server.

@@ -69,6 +69,18 @@ def test_a_finished_program_leaves_its_exit_code_output_and_screen(
     assert host.screen(name, lines=1) == "two"
 
 
+def test_a_log_under_a_path_with_percent_and_hash_signs_holds_the_output(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    # tmux reads the copy's command as a format and a strftime text: `%d` became the day, the
+    # copy wrote elsewhere and failed, and its end stopped the agent (status 143, empty log).
+    argv = write_scripted_agent(agents_dir, {"steps": [{"print": ["one"]}], "exit": 0})
+    host.start(spec_for(name, argv, work, tmp_path / "report-100%done %d #{x} #1"))
+    wait_for(lambda: ended(host, name))
+    assert host.status(name).exit_code == 0
+    assert host.output(name).replace("\r\n", "\n") == "one\n"
+
+
 def test_a_successful_program_exits_zero_and_its_work_is_on_disk(
     host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
 ) -> None:
