@@ -118,16 +118,33 @@ def failure(cwd: Path | str, args: tuple[str, ...], result: GitResult) -> GitErr
     )
 
 
+# How much of git's complaint a failure keeps: the lines that explain it (a hook's words, ssh's,
+# gpg's) come before git's own summary, so a few are kept with it.
+_EXPLAIN_BEFORE = 3
+_EXPLAIN_MAX = 600
+
+
 def explain(result: GitResult) -> str:
-    """git's own words for a failure: its `fatal:` (or `error:`) line, else its last line."""
-    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
-    for prefix in ("fatal:", "error:"):
-        found = [line.removeprefix(prefix).strip() for line in lines if line.startswith(prefix)]
-        if found:
-            return found[0]
-    if lines:
-        return lines[-1]
-    return f"exit status {result.returncode}"
+    """git's own words for a failure: every `error:` and `fatal:` line, after up to three lines
+    printed before the first of them (what a hook, ssh or gpg said: "pre-push: git-lfs was not
+    found", "ssh: connect ... refused"), joined by "; "; else its last line. Hints are left
+    out."""
+    lines = [
+        line.strip()
+        for line in result.stderr.splitlines()
+        if line.strip() and not line.lstrip().startswith("hint:")
+    ]
+    prefixes = ("fatal:", "error:")
+    first = next((i for i, line in enumerate(lines) if line.startswith(prefixes)), None)
+    if first is None:
+        return lines[-1][:_EXPLAIN_MAX] if lines else f"exit status {result.returncode}"
+    said = lines[max(0, first - _EXPLAIN_BEFORE) : first]
+    for line in lines[first:]:
+        if line.startswith(prefixes):
+            words = line.split(":", 1)[1].strip()
+            if words not in said:
+                said.append(words)
+    return "; ".join(said)[:_EXPLAIN_MAX]
 
 
 def _short(args: tuple[str, ...]) -> str:

@@ -126,3 +126,26 @@ def test_a_caller_expecting_some_failures_raises_the_others_in_the_same_words(
     assert raised.message == checked.value.message
     assert raised.returncode == checked.value.returncode == 128
     assert raised.git_args == args
+
+
+def test_a_refusal_keeps_the_words_that_say_why_not_only_gits_last_line(
+    repo: Path, tmp_path: Path
+) -> None:
+    # A hook's own explanation, printed before git's "failed to push some refs", and gpg's
+    # "failed to sign", before "failed to write commit object", were dropped: the reason shown
+    # was git's summary alone.
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    hook = repo / ".git" / "hooks" / "pre-push"
+    hook.write_text('#!/bin/sh\necho "pre-push: git-lfs was not found on your path" >&2\nexit 1\n')
+    hook.chmod(0o755)
+    with pytest.raises(GitError) as refused:
+        git(repo, "push", "-q", str(remote), "main")
+    assert "git-lfs was not found on your path" in refused.value.message
+    assert "failed to push some refs" in refused.value.message
+    signing = ("-c", "commit.gpgsign=true", "-c", "gpg.program=false", "-c", "user.signingkey=X")
+    with pytest.raises(GitError) as unsigned:
+        git(repo, *signing, "-c", "user.name=t", "-c", "user.email=t@t",
+            "commit", "--allow-empty", "-m", "z")  # fmt: skip
+    said = unsigned.value.message
+    assert "gpg failed to sign the data" in said and "failed to write commit object" in said
