@@ -51,6 +51,9 @@ class FailureClass(StrEnum):
     REVIEWER_UNAVAILABLE = "reviewer_unavailable"
     # the harness's own machinery
     TRACKER = "tracker"  # a tracker or git error of the harness's own
+    # the user's clone refuses the work as it is set up (a commit git will not make, a branch of
+    # someone else's in the item's name): a person must change the clone, not another attempt
+    REPOSITORY = "repository"
     TRACKER_UNAVAILABLE = "tracker_unavailable"  # 5xx, timeouts, rate limits outlasting retries
     TRACKER_REFUSED = "tracker_refused"  # a 4xx that will answer the same next time
     TRACKER_AUTH = "tracker_auth"  # the token lacks a permission, or the repo is gone
@@ -82,6 +85,7 @@ POLICY: dict[FailureClass, Action] = {
     FailureClass.OVER_BUDGET: Action.FAIL,
     FailureClass.REVIEWER_UNAVAILABLE: Action.PARK,
     FailureClass.TRACKER: Action.RETRY,
+    FailureClass.REPOSITORY: Action.FAIL,
     FailureClass.TRACKER_UNAVAILABLE: Action.PARK,
     FailureClass.TRACKER_REFUSED: Action.FAIL,
     FailureClass.TRACKER_AUTH: Action.ESCALATE,
@@ -139,6 +143,10 @@ MEANING: dict[FailureClass, str] = {
     FailureClass.OVER_BUDGET: "the item's cost budget is spent",
     FailureClass.REVIEWER_UNAVAILABLE: "the reviewer could not answer (limited, down, no reply)",
     FailureClass.TRACKER: "a git or tracker error of the harness's own machinery",
+    FailureClass.REPOSITORY: (
+        "the clone refuses the work as it is set up (a commit git will not make, say a "
+        "signature it cannot sign; a branch of someone else's in the item's name)"
+    ),
     FailureClass.TRACKER_UNAVAILABLE: "the tracker is down, slow or rate limited past the retries",
     FailureClass.TRACKER_REFUSED: "the tracker refused a write that will be refused again (4xx)",
     FailureClass.TRACKER_AUTH: "the token lacks a permission, or the repository is gone",

@@ -31,6 +31,11 @@ class WorktreeError(HarnessError):
     """A git operation on a work repository failed."""
 
 
+class RepoRefused(WorktreeError):
+    """The clone refuses the work as it is set up: another attempt would meet the same, so the
+    item fails, saying what a person must change (`FailureClass.REPOSITORY`)."""
+
+
 class DefaultBranchGuard(WorktreeError):
     """Refused: harness code must never push to or commit on the default branch."""
 
@@ -168,6 +173,19 @@ class RemoteRefsLock:
             with self._state:
                 self._fetching = False
                 self._state.notify_all()
+
+
+def _refused_or_not(message: str) -> WorktreeError:
+    """A failed `git add` or `git commit` of the agent's work: the clone's own setup refused it
+    (a signature gpg cannot make, `core.safecrlf`, a filter), which another attempt would meet
+    again, unless another git process held the index for a moment."""
+    if "index.lock" in message:
+        return WorktreeError(message)
+    return RepoRefused(
+        f"{message}; the clone's git setup refuses the agent's commit, and another attempt "
+        "would meet the same: fix it (e.g. `git config commit.gpgsign false` for this clone) "
+        "and `agent-harness work retry`"
+    )
 
 
 class WorkRepo:
@@ -505,7 +523,9 @@ class WorkRepo:
     def commit_all(self, tree: Worktree, message: str) -> str | None:
         """Commit whatever the agent left uncommitted; the sha, or None when nothing changed."""
         self.settings.check(tree.path)
-        self._git(tree.path, "add", "--all")
+        added = self._repo_git(tree.path, "add", "--all", check=False)
+        if not added.ok:
+            raise _refused_or_not(runner.failure(tree.path, ("add", "--all"), added).message)
         # Asking git to commit is cheaper than asking first whether to; "nothing to commit"
         # comes back on stdout with exit status 1.
         args = (
@@ -524,7 +544,7 @@ class WorkRepo:
             said = done.stdout + done.stderr
             if "nothing to commit" in said or "nothing added to commit" in said:
                 return None
-            raise WorktreeError(runner.failure(tree.path, args, done).message)
+            raise _refused_or_not(runner.failure(tree.path, args, done).message)
         return self.head(tree)
 
     def has_uncommitted(self, tree: Worktree) -> bool:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from agent_harness.errors import HarnessError
 from agent_harness.failures import Action, FailureClass, action_for, can_retry, ends_the_item
 from agent_harness.git.settings import GitSettingsChanged
-from agent_harness.git.worktrees import Worktree
+from agent_harness.git.worktrees import RepoRefused, Worktree
 from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.parking import EndpointParked
@@ -83,6 +83,8 @@ class Attempt:
             # given back, and the run stops.
             parts.defer(lease, parts.store.clock(), f"the run stops: {exc.message}", self.history)
             parts.halt(exc)
+        except RepoRefused as exc:  # the clone refuses as it is set up: no attempt would do
+            parts.fail(lease, f"{type(exc).__name__}: {exc.message}", FailureClass.REPOSITORY)
         except HarnessError as exc:
             # Classified errors of our own (git, tracker, sessions) fail this attempt visibly.
             parts.fail(lease, f"{type(exc).__name__}: {exc.message}", FailureClass.TRACKER)

@@ -1,0 +1,56 @@
+"""The user's own clone as it is set up: what it refuses is said once, in git's words, before
+paid work is repeated, and nothing of the user's own is taken over or pushed."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent_harness.pipeline.settings import RunSettings
+
+from .conftest import Harness
+
+ONE_ITEM = "### T1: Add a note\nWrite notes/T1.txt.\n"
+AGENT = (
+    "sh -c " + shlex.quote('mkdir -p notes && echo done > notes/T1.txt\n: "$0"') + " {prompt_file}"
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def h(harness: Harness) -> Harness:
+    return harness
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def settings() -> RunSettings:
+    return RunSettings(checks=[], lease_s=30.0, idle_poll_s=0.02, max_attempts=3)
+
+
+def agent_runs(h: Harness, project: str) -> int:
+    events = h.store.all_events(project=project, item="T1")
+    return sum(1 for event in events if event.kind == "agent_started")
+
+
+def test_a_commit_the_clone_will_not_make_fails_the_item_once_in_gits_words(h: Harness) -> None:
+    # `commit.gpgsign` with no usable key: the agent ran three times (paid runs with a real
+    # agent), and the reason shown was "failed to write commit object", gpg's words dropped.
+    git(h.work, "config", "commit.gpgsign", "true")
+    git(h.work, "config", "gpg.program", "false")
+    pipeline = h.pipeline(ONE_ITEM, agent=AGENT, settings=settings())
+    pipeline.run()
+    [item] = pipeline.report(None).items
+    assert item.state == "failed"
+    assert agent_runs(h, pipeline.project) == 1
+    failed = [e.payload.as_dict() for e in h.store.all_events(project=pipeline.project, item="T1")
+              if e.kind == "attempt_failed"]  # fmt: skip
+    assert failed[-1]["failure"] == "repository"
+    assert "gpg failed to sign the data" in failed[-1]["reason"]
