@@ -104,7 +104,7 @@ def _inspect(work: Path, db: str | None, project: str | None) -> list[WorktreeIn
     from agent_harness.cli.output import open_database
     from agent_harness.config import load_settings
     from agent_harness.git.cleanup import list_worktrees
-    from agent_harness.git.worktrees import plan_namespace
+    from agent_harness.git.naming import plan_namespace
     from agent_harness.queue import items as queue
     from agent_harness.tracker.reconcile import work_repo
 

@@ -12,14 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_harness.git.worktrees import (
-    WorkRepo,
-    WorktreeError,
-    item_of_dir_name,
-    plan_namespace,
-    repo_git,
-    worktree_dir_name,
-)
+from agent_harness.git.naming import item_of_dir_name, plan_namespace, worktree_dir_name
+from agent_harness.git.worktrees import WorkRepo, WorktreeError, repo_git
 
 FINISHED = frozenset({"merged", "closed"})
 

@@ -32,12 +32,15 @@ class Workspace(Protocol):
         *,
         pushed: bool = False,
         known: str | None = None,
+        guard_private: bool = False,
     ) -> Worktree:
         """The item's worktree on its own branch, reused when healthy, made when not; a retried
         item (generation N) gets a new one from the current default branch. `pushed`: the
         item's branch was pushed before, maybe from another clone, so the remote is looked at
         now rather than as a recent fetch saw it. `known`: the branch the item's history says
-        it worked on, kept when it is still there (a title edited since names another)."""
+        it worked on, kept when it is still there (a title edited since names another). With
+        `guard_private`, a branch in the item's name that `known` does not name and that holds
+        commits nobody pushed is someone's own: refused, never built on."""
 
     def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
         """Remove one generation's worktree and local branch; returns what was removed."""

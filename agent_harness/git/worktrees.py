@@ -20,11 +20,16 @@ from pathlib import Path
 from agent_harness.errors import HarnessError
 from agent_harness.git import runner
 from agent_harness.git.change import Change, read_change
+from agent_harness.git.naming import (
+    BRANCH_PREFIX,
+    LONGER_ID,
+    branch_name,
+    branch_prefix,
+    worktree_dir_name,
+)
 from agent_harness.git.protect import ChangedPathsUnknown, changed_paths
 from agent_harness.git.refs import RefFiles, Unreadable
 from agent_harness.git.settings import SettingsWatch
-
-BRANCH_PREFIX = "agent-harness/"
 
 
 class WorktreeError(HarnessError):
@@ -55,59 +60,9 @@ class Worktree:
     kept: str | None = None
 
 
-def slugify(title: str, limit: int = 40) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
-    return (slug[:limit].rstrip("-")) or "item"
-
-
-def _clean(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", text)
-
-
-def generation_suffix(generation: int) -> str:
-    """`.rN` for the Nth retry of an item, nothing for its first life. A dot cannot occur in an
-    id or a slug, so one generation's names never match another's."""
-    return f".r{generation}" if generation else ""
-
-
-def branch_name(item_id: str, title: str, namespace: str = "", generation: int = 0) -> str:
-    """`agent-harness/<id>-<slug>`; with a namespace (a second plan in the same repository),
-    `agent-harness/<namespace>/<id>-<slug>`, so two plans' T1 never share a branch; a retried
-    item starts over on `agent-harness/<id>.rN-<slug>`, from the current default branch."""
-    return f"{branch_prefix(item_id, namespace, generation)}{slugify(title)}"
-
-
-def branch_prefix(item_id: str, namespace: str = "", generation: int = 0) -> str:
-    """What every branch of the item (in this plan and generation) starts with, whatever its
-    title: `agent-harness/[<namespace>/]<id>[.rN]-`."""
-    space = f"{_clean(namespace)}/" if namespace else ""
-    return f"{BRANCH_PREFIX}{space}{_clean(item_id)}{generation_suffix(generation)}-"
-
-
-# After `<id>-` in a branch name: the rest of a longer id rather than a title's slug (slugs are
-# lower case; a slug that starts with a number and a dash is taken for an id too).
-_LONGER_ID = re.compile(r"^(?:[A-Z_]|\d+(?:[-_.]|$))")
-
-
 def _checked_out(path: Path) -> str | None:
     """The branch a worktree has checked out; None when it has none, or is not there."""
     return _safe(lambda: _git(path, "symbolic-ref", "--short", "HEAD")) if path.exists() else None
-
-
-def plan_namespace(plan_key: str) -> str:
-    """The namespace of a plan's branches and worktrees: none for the repository's main plan
-    (key PLAN), its key for any other."""
-    return "" if plan_key == "PLAN" else plan_key
-
-
-def worktree_dir_name(item_id: str, namespace: str = "", generation: int = 0) -> str:
-    base = f"{_clean(namespace)}--{_clean(item_id)}" if namespace else _clean(item_id)
-    return base + generation_suffix(generation)
-
-
-def item_of_dir_name(name: str) -> str:
-    """The worktree directory's name without its retry generation (`T1.r2` -> `T1`)."""
-    return re.sub(r"\.r\d+$", "", name)
 
 
 GIT_TIMEOUT_S = runner.GIT_TIMEOUT_S  # the longest any one git command here may take
@@ -305,6 +260,7 @@ class WorkRepo:
         *,
         pushed: bool = False,
         known: str | None = None,
+        guard_private: bool = False,
     ) -> Worktree:
         """The item's worktree: reused when healthy, rebuilt when broken, new otherwise.
 
@@ -314,20 +270,16 @@ class WorkRepo:
         leaving the old ones as they were. With `pushed` (the branch was pushed before, maybe
         by another host) the remote is fetched now, not as a recent fetch saw it: a branch
         made from the base instead of the pushed one could never be pushed over it. `known`:
-        the branch the item's history names."""
+        the branch the item's history names. With `guard_private` (a run's claim), a branch in
+        the item's name that `known` does not name and that holds unpushed commits is
+        someone's own, and refused (`RepoRefused`)."""
         # An item keeps the branch it started on, even if its title is edited later: a new
         # name would orphan pushed work and open a second pull request.
         self.settings.check()  # `worktree add` runs hooks, and another agent may have run
         default = self.default_branch()
         self.fetch(0.0 if pushed else self.fetch_max_age_s)
-        # One look at every ref that matters here, instead of a git call per question.
         prefix = branch_prefix(item_id, namespace, generation)
-        refs = self._refs(
-            f"refs/heads/{prefix}*",
-            f"refs/remotes/{self.remote}/{prefix}*",
-            f"refs/heads/{default}",
-            f"refs/remotes/{self.remote}/{default}",
-        )
+        refs = self._item_refs(prefix, default)
         named = branch_name(item_id, title, namespace, generation)
         path = self.worktrees_dir / worktree_dir_name(item_id, namespace, generation)
         current = _checked_out(path)
@@ -337,6 +289,8 @@ class WorkRepo:
         )
         local = refs.get(f"refs/heads/{branch}")
         pushed_sha = refs.get(f"refs/remotes/{self.remote}/{branch}")
+        if guard_private and local is not None and branch != known:
+            self._refuse_private(branch, local, base, pushed_sha)
         existing = local or pushed_sha
         if path.exists() and current == branch:
             kept = self._catch_up(path, branch, pushed_sha)
@@ -355,6 +309,41 @@ class WorkRepo:
         merge_base = _safe(lambda: self._git(path, "merge-base", "HEAD", base)) or base
         reused = existing is not None
         return Worktree(item_id, path, branch, merge_base, reused=reused, kept=kept)
+
+    def _item_refs(self, prefix: str, default: str) -> dict[str, str]:
+        """One look at every ref that matters to an item's worktree (its branches, here and
+        pushed, and the default branch's), instead of a git call per question. A branch named
+        like the harness's folder of branches blocks every branch in it: refused, said once."""
+        blocking = f"refs/heads/{BRANCH_PREFIX.rstrip('/')}"
+        refs = self._refs(
+            f"refs/heads/{prefix}*",
+            f"refs/remotes/{self.remote}/{prefix}*",
+            f"refs/heads/{default}",
+            f"refs/remotes/{self.remote}/{default}",
+            blocking,
+        )
+        if blocking in refs:
+            raise RepoRefused(
+                f"the clone has a branch '{BRANCH_PREFIX.rstrip('/')}', which blocks every "
+                f"branch under '{BRANCH_PREFIX}' the harness makes; rename it "
+                f"(`git branch -m {BRANCH_PREFIX.rstrip('/')} <other>`)"
+            )
+        return refs
+
+    def _refuse_private(self, branch: str, local: str, base: str, pushed: str | None) -> None:
+        """A branch in the item's name that its history does not know, holding commits that
+        are neither on the base nor pushed: someone's own work (`agent-harness/T1-wip`), which
+        the harness must neither build on nor push."""
+        private = self._git(
+            self.path, "rev-list", "--count", local, "--not", base, *((pushed,) if pushed else ())
+        ).strip()
+        if private not in ("", "0"):
+            raise RepoRefused(
+                f"branch '{branch}' is in the item's name but not in its history, and holds "
+                f"{private} commit(s) that are not pushed: the harness will not build on it or "
+                f"push it; rename it (`git branch -m {branch} <other>`), or start the item on "
+                "a new branch with `agent-harness work retry --fresh`"
+            )
 
     def _add_once_listed(
         self, path: Path, branch: str, local: str | None, existing: str | None, base: str
@@ -472,7 +461,7 @@ class WorkRepo:
         def under(space: str) -> list[str]:
             """The item's branches among the refs under `space`, by name."""
             names = (ref.removeprefix(space) for ref in refs if ref.startswith(space + prefix))
-            return sorted(n for n in names if not _LONGER_ID.match(n.removeprefix(prefix)))
+            return sorted(n for n in names if not LONGER_ID.match(n.removeprefix(prefix)))
 
         found = under("refs/heads/") or under(remote_prefix)
         return found[0] if found else None
@@ -594,10 +583,7 @@ class WorkRepo:
             shutil.rmtree(path, ignore_errors=True)
             self._git(self.path, "worktree", "prune")
             removed.append(str(path))
-        space = f"{_clean(namespace)}/" if namespace else ""
-        prefix = (
-            f"refs/heads/{BRANCH_PREFIX}{space}{_clean(item_id)}{generation_suffix(generation)}-"
-        )
+        prefix = f"refs/heads/{branch_prefix(item_id, namespace, generation)}"
         for ref in self._refs(prefix + "*"):
             self._git(self.path, "branch", "-D", ref.removeprefix("refs/heads/"))
             removed.append(ref.removeprefix("refs/heads/"))

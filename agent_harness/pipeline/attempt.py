@@ -154,6 +154,7 @@ class Attempt:
                 generation,
                 pushed=self.history.last(Pushed) is not None,
                 known=worked.branch if worked is not None else None,
+                guard_private=True,
             )
         self._emit(
             WorktreeReady(

@@ -88,7 +88,7 @@ class RunParts:
     @property
     def namespace(self) -> str:
         """Branches and worktrees of the main plan (key PLAN) need none; any other plan's do."""
-        from agent_harness.git.worktrees import plan_namespace
+        from agent_harness.git.naming import plan_namespace
 
         return plan_namespace(self.plan_key)
 

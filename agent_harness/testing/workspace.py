@@ -14,14 +14,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_harness.git.naming import branch_name, branch_prefix, worktree_dir_name
 from agent_harness.git.worktrees import (
     DefaultBranchGuard,
     Worktree,
     WorktreeError,
-    branch_name,
-    branch_prefix,
     guard_refspec,
-    worktree_dir_name,
 )
 
 Snapshot = dict[str, bytes]
@@ -73,7 +71,9 @@ class MemoryWorkspace:
         *,
         pushed: bool = False,
         known: str | None = None,
+        guard_private: bool = False,
     ) -> Worktree:
+        del guard_private  # every branch here is the harness's own: none is someone else's
         branch = branch_name(item_id, title, namespace, generation)
         prefix = branch_prefix(item_id, namespace, generation)
         if known is not None and known.startswith(prefix) and known in self._branches:

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from agent_harness.git.worktrees import WorkRepo
     from agent_harness.store.database import Store
 
+from agent_harness.tracker.reverts import RevertGraph, describe_revoker
+
 LABEL_PREFIX = "agent-harness:"
 STATES = ("merged", "closed", "reverted")
 COMMENT_RE = re.compile(r"<!--\s*agent-harness-reconcile\s+(\{.*?\})\s*-->", re.DOTALL)
@@ -257,65 +259,6 @@ class Outcome:
     evidence: dict[str, Any]
 
 
-class _Graph:
-    """Who undoes whom: nodes are pull requests (`pr:N`) and commits (`c:SHA`)."""
-
-    def __init__(self, pulls: dict[int, PullFacts], shas: set[str]) -> None:
-        self.pulls = pulls
-        self.shas = shas
-        self.alias: dict[str, str] = {}
-        for pull in pulls.values():
-            if pull.state == "merged":
-                for sha in (pull.merge_sha, pull.head_sha):
-                    if sha:
-                        self.alias.setdefault(sha, f"pr:{pull.number}")
-        self.revokers: dict[str, list[str]] = {}
-        self._live: dict[str, bool] = {}
-
-    def node_of(self, sha: str) -> str | None:
-        if sha in self.alias:
-            return self.alias[sha]
-        if sha in self.shas:
-            return f"c:{sha}"
-        if len(sha) < 40:  # an abbreviated sha in a hand-written message
-            for full, node in self.alias.items():
-                if full.startswith(sha):
-                    return node
-            for full in self.shas:
-                if full.startswith(sha):
-                    return f"c:{full}"
-        return None
-
-    def add(self, revoker: str, target: str) -> None:
-        if revoker != target and revoker not in self.revokers.get(target, []):
-            self.revokers.setdefault(target, []).append(revoker)
-
-    def landed(self, node: str) -> bool:
-        kind, _, ident = node.partition(":")
-        if kind == "pr":
-            pull = self.pulls.get(int(ident))
-            return pull is not None and pull.state == "merged"
-        return ident in self.shas
-
-    def live(self, node: str, seen: frozenset[str] = frozenset()) -> bool:
-        if node in self._live:
-            return self._live[node]
-        if node in seen:  # a cycle cannot happen in git; refuse to loop if data says otherwise
-            return False
-        undone = any(self.live(r, seen | {node}) for r in self.revokers.get(node, ()))
-        result = self.landed(node) and not undone
-        self._live[node] = result
-        return result
-
-    def live_revoker(self, node: str) -> str | None:
-        return next((r for r in self.revokers.get(node, ()) if self.live(r)), None)
-
-
-def _describe(node: str) -> dict[str, Any]:
-    kind, _, ident = node.partition(":")
-    return {"revert_pr": int(ident)} if kind == "pr" else {"revert_commit": ident}
-
-
 class Reconciler:
     """One reconcile run over one repository."""
 
@@ -431,7 +374,7 @@ class Reconciler:
         ]
         self.report.tracked = len(ours)
         shas = self._read_commits(ours)
-        graph = _Graph(pulls, shas)
+        graph = RevertGraph(pulls, shas)
         for pull in pulls.values():
             if pull.reverts is not None and pull.state == "merged":
                 graph.add(f"pr:{pull.number}", f"pr:{pull.reverts}")
@@ -465,7 +408,7 @@ class Reconciler:
             # to see it, so it is looked for first.
             revoker = graph.live_revoker(node)
             if revoker is not None:
-                evidence |= _describe(revoker)
+                evidence |= describe_revoker(revoker)
                 out[plan, item] = (pull, Outcome("reverted", f"reverted:{revoker}", evidence))
                 continue
             if watched and shas and pull.merge_sha and pull.merge_sha not in shas:
@@ -479,7 +422,7 @@ class Reconciler:
             key = f"merged:{pull.merge_sha}"
             if undone:  # reverted once, and that revert was itself undone: merged again
                 key += ":after:" + ",".join(undone)
-                evidence["reapplied_after"] = [_describe(n) for n in undone]
+                evidence["reapplied_after"] = [describe_revoker(n) for n in undone]
             out[plan, item] = (pull, Outcome("merged", key, evidence))
         return out
 

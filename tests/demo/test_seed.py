@@ -22,6 +22,7 @@ def test_a_push_git_refuses_stops_the_demo_saying_where_and_why(tmp_path: Path) 
     seed = tmp_path / "demo" / "seed"
     assert failed.value.message == (
         f"demo: git push --quiet failed in {seed}: "
-        f"'{nowhere}' does not appear to be a git repository"
+        f"'{nowhere}' does not appear to be a git repository; "
+        "Could not read from remote repository."
     )
     assert not (tmp_path / "demo" / "work").exists()  # nothing cloned from a failed seed

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_harness.git.worktrees import DefaultBranchGuard, WorkRepo, WorktreeError, branch_name
+from agent_harness.git.naming import branch_name
+from agent_harness.git.worktrees import DefaultBranchGuard, WorkRepo, WorktreeError
 from tests.shared.git import git, seeded_clone
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_harness.git.worktrees import branch_name
+from agent_harness.git.naming import branch_name
 from agent_harness.store.database import Store, open_store
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.tracker.github import GitHubTracker

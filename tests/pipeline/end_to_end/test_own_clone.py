@@ -54,3 +54,34 @@ def test_a_commit_the_clone_will_not_make_fails_the_item_once_in_gits_words(h: H
               if e.kind == "attempt_failed"]  # fmt: skip
     assert failed[-1]["failure"] == "repository"
     assert "gpg failed to sign the data" in failed[-1]["reason"]
+
+
+def test_a_private_branch_in_the_items_name_is_neither_built_on_nor_pushed(h: Harness) -> None:
+    # The user's own unpushed branch `agent-harness/T1-wip` was adopted on the item's first
+    # claim: the agent's commit went on top of "WIP private, do not push", and both were pushed.
+    git(h.work, "checkout", "-q", "-b", "agent-harness/T1-wip")
+    (h.work / "draft.txt").write_text("private draft\n")
+    git(h.work, "add", "draft.txt")
+    git(h.work, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "WIP private")
+    private = git(h.work, "rev-parse", "HEAD")
+    git(h.work, "checkout", "-q", "main")
+    pipeline = h.pipeline(ONE_ITEM, agent=AGENT, settings=settings())
+    pipeline.run()
+    [item] = pipeline.report(None).items
+    assert item.state == "failed" and agent_runs(h, pipeline.project) == 0
+    assert "agent-harness/T1-wip" in item.reason and "1 commit" in item.reason
+    assert git(h.work, "rev-parse", "agent-harness/T1-wip") == private  # left as it was
+    assert "agent-harness/T1-wip" not in git(h.work, "ls-remote", "--heads", "origin")
+
+
+def test_a_branch_named_like_the_harnesss_folder_is_said_once_before_any_agent(
+    h: Harness,
+) -> None:
+    # A branch `agent-harness` blocks every `agent-harness/...` ref: each attempt failed with
+    # "cannot lock ref", three times, after the agent had run.
+    git(h.work, "branch", "agent-harness")
+    pipeline = h.pipeline(ONE_ITEM, agent=AGENT, settings=settings())
+    pipeline.run()
+    [item] = pipeline.report(None).items
+    assert item.state == "failed" and agent_runs(h, pipeline.project) == 0
+    assert "branch 'agent-harness'" in item.reason

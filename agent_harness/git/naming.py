@@ -1,0 +1,64 @@
+"""The names the harness gives an item's branches and worktrees, and reads back from them.
+
+An item's branch is `agent-harness/[<namespace>/]<id>[.rN]-<slug of its title>`: the namespace
+keeps a second plan's T1 apart from the first's, `.rN` is its Nth retry (a new branch from the
+current default branch), and the slug only helps a person read it: the prefix is what names
+the item.
+"""
+
+from __future__ import annotations
+
+import re
+
+BRANCH_PREFIX = "agent-harness/"
+
+
+def slugify(title: str, limit: int = 40) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+    return (slug[:limit].rstrip("-")) or "item"
+
+
+def clean_name(text: str) -> str:
+    """`text` with every run of characters a ref or a folder name should not hold as a dash."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text)
+
+
+def generation_suffix(generation: int) -> str:
+    """`.rN` for the Nth retry of an item, nothing for its first life. A dot cannot occur in an
+    id or a slug, so one generation's names never match another's."""
+    return f".r{generation}" if generation else ""
+
+
+def branch_name(item_id: str, title: str, namespace: str = "", generation: int = 0) -> str:
+    """`agent-harness/<id>-<slug>`; with a namespace (a second plan in the same repository),
+    `agent-harness/<namespace>/<id>-<slug>`, so two plans' T1 never share a branch; a retried
+    item starts over on `agent-harness/<id>.rN-<slug>`, from the current default branch."""
+    return f"{branch_prefix(item_id, namespace, generation)}{slugify(title)}"
+
+
+def branch_prefix(item_id: str, namespace: str = "", generation: int = 0) -> str:
+    """What every branch of the item (in this plan and generation) starts with, whatever its
+    title: `agent-harness/[<namespace>/]<id>[.rN]-`."""
+    space = f"{clean_name(namespace)}/" if namespace else ""
+    return f"{BRANCH_PREFIX}{space}{clean_name(item_id)}{generation_suffix(generation)}-"
+
+
+# After `<id>-` in a branch name: the rest of a longer id rather than a title's slug (slugs are
+# lower case; a slug that starts with a number and a dash is taken for an id too).
+LONGER_ID = re.compile(r"^(?:[A-Z_]|\d+(?:[-_.]|$))")
+
+
+def plan_namespace(plan_key: str) -> str:
+    """The namespace of a plan's branches and worktrees: none for the repository's main plan
+    (key PLAN), its key for any other."""
+    return "" if plan_key == "PLAN" else plan_key
+
+
+def worktree_dir_name(item_id: str, namespace: str = "", generation: int = 0) -> str:
+    base = f"{clean_name(namespace)}--{clean_name(item_id)}" if namespace else clean_name(item_id)
+    return base + generation_suffix(generation)
+
+
+def item_of_dir_name(name: str) -> str:
+    """The worktree directory's name without its retry generation (`T1.r2` -> `T1`)."""
+    return re.sub(r"\.r\d+$", "", name)
