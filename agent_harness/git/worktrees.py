@@ -163,6 +163,7 @@ class WorkRepo:
         if _safe(lambda: _git(self.path, "remote", "get-url", remote)) is None:
             raise WorktreeError(f"--work {path} has no remote '{remote}' to push branches to")
         self._default: str | None = None
+        self._default_at_start: str | None = None  # the local default branch, at the run's start
         self._fetched_at: float | None = None
         # (worktree, base, sha) -> that commit's change: asked of git once for the gates and
         # the review alike (a commit's change since a given base never changes).
@@ -241,7 +242,12 @@ class WorkRepo:
         )
 
     def check_clean_default(self) -> None:
-        """A dirty checkout of the default branch is the user's work in progress: refuse."""
+        """A dirty checkout of the default branch is the user's work in progress: refuse. Where
+        the local default branch stands now is kept: commits of the user's own on it, not
+        pushed, are not an agent's (items branch from the remote's)."""
+        self._default_at_start = _safe(
+            lambda: self._git(self.path, "rev-parse", "--verify", "-q", self.default_branch())
+        )
         current = _safe(lambda: self._git(self.path, "symbolic-ref", "--short", "HEAD"))
         if current == self.default_branch():
             status = self._git(self.path, "status", "--porcelain", "--untracked-files=no")
@@ -499,10 +505,14 @@ class WorkRepo:
                 f"the agent left its worktree on '{current or 'a detached HEAD'}' instead of "
                 f"{tree.branch}; its work is refused"
             )
-        if local_default and remote_default and local_default != remote_default:
+        start = self._default_at_start
+        if local_default and remote_default and local_default not in (remote_default, start):
+            # Commits on the local default branch that are neither the remote's nor there when
+            # the run started: an agent's (worktrees share the clone's branches).
             ahead = self._git(
-                self.path, "rev-list", "--count", f"{remote_default}..{local_default}"
-            )
+                self.path, "rev-list", "--count", local_default, "--not", remote_default,
+                *((start,) if start else ()),
+            )  # fmt: skip
             if ahead.strip() != "0":
                 raise DefaultBranchGuard(
                     f"the local {default} branch gained {ahead.strip()} commit(s) during the run: "

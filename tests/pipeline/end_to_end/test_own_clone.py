@@ -85,3 +85,31 @@ def test_a_branch_named_like_the_harnesss_folder_is_said_once_before_any_agent(
     [item] = pipeline.report(None).items
     assert item.state == "failed" and agent_runs(h, pipeline.project) == 0
     assert "branch 'agent-harness'" in item.reason
+
+
+def test_a_commit_of_ones_own_on_main_before_the_run_is_no_agents_commit(h: Harness) -> None:
+    # The guard compared local main with origin/main: one unpushed commit of the user's own
+    # ran the agent three times, and the item failed "an agent committed to the default
+    # branch". Items branch from origin/main, so that commit is simply not theirs.
+    (h.work / "mine.txt").write_text("my unpushed work\n")
+    git(h.work, "add", "mine.txt")
+    git(h.work, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "my own")
+    pipeline = h.pipeline(ONE_ITEM, agent=AGENT, settings=settings())
+    pipeline.run()
+    [item] = pipeline.report(None).items
+    assert item.state == "pr_open" and agent_runs(h, pipeline.project) == 1
+
+
+def test_an_agent_that_commits_to_main_is_still_refused(h: Harness) -> None:
+    to_main = (
+        "sh -c "
+        + shlex.quote(
+            "echo x > x.txt && git add x.txt && git -c user.name=a -c user.email=a@x commit -qm x"
+            ' && git update-ref refs/heads/main HEAD\n: "$0"'
+        )
+        + " {prompt_file}"
+    )
+    pipeline = h.pipeline(ONE_ITEM, agent=to_main, settings=settings())
+    pipeline.run()
+    [item] = pipeline.report(None).items
+    assert item.state == "failed" and "committed to the default branch" in (item.reason or "")
