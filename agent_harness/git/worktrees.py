@@ -12,8 +12,6 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from agent_harness.git.naming import (
 )
 from agent_harness.git.protect import ChangedPathsUnknown, changed_paths
 from agent_harness.git.refs import RefFiles, Unreadable
+from agent_harness.git.remote_lock import RemoteRefsLock
 from agent_harness.git.settings import SettingsWatch
 
 
@@ -86,48 +85,6 @@ def repo_git(
 def _git(repo_dir: Path, *args: str) -> str:
     # Only the final newline goes: a diff whose last line is blank must keep that line.
     return repo_git(repo_dir, *args).stdout.removesuffix("\n")
-
-
-class RemoteRefsLock:
-    """Pushes of different branches share it (each rewrites only its own remote-tracking ref);
-    a fetch holds it alone, since it rewrites them all. A waiting fetch goes before new pushes."""
-
-    def __init__(self) -> None:
-        self._state = threading.Condition()
-        self._pushing = 0
-        self._fetching = False
-        self._fetches_waiting = 0
-
-    @property
-    def fetches_waiting(self) -> int:
-        with self._state:
-            return self._fetches_waiting
-
-    @contextmanager
-    def push(self) -> Iterator[None]:
-        with self._state:
-            self._state.wait_for(lambda: not self._fetching and not self._fetches_waiting)
-            self._pushing += 1
-        try:
-            yield
-        finally:
-            with self._state:
-                self._pushing -= 1
-                self._state.notify_all()
-
-    @contextmanager
-    def fetch(self) -> Iterator[None]:
-        with self._state:
-            self._fetches_waiting += 1
-            self._state.wait_for(lambda: not self._fetching and not self._pushing)
-            self._fetches_waiting -= 1
-            self._fetching = True
-        try:
-            yield
-        finally:
-            with self._state:
-                self._fetching = False
-                self._state.notify_all()
 
 
 def _refused_or_not(message: str) -> WorktreeError:

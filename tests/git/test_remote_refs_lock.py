@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from agent_harness.git.worktrees import RemoteRefsLock
+from agent_harness.git.remote_lock import RemoteRefsLock
 from tests.shared.sessions import wait_for
 
 pytestmark = pytest.mark.unit
