@@ -62,3 +62,17 @@ def worktree_dir_name(item_id: str, namespace: str = "", generation: int = 0) ->
 def item_of_dir_name(name: str) -> str:
     """The worktree directory's name without its retry generation (`T1.r2` -> `T1`)."""
     return re.sub(r"\.r\d+$", "", name)
+
+
+def repo_named(url: str) -> str:
+    """The `owner/name` (lower case) a git URL ends in: `https://github.com/O/N.git`,
+    `git@host:O/N.git`, `ssh://git@host/O/N`, a local path `/srv/forge/git/O/N.git`."""
+    path = url.strip()
+    if "://" in path:
+        path = path.split("://", 1)[1].partition("/")[2]
+    elif re.match(r"^[^/:]+@?[^/:]*:", path) and not re.match(r"^[A-Za-z]:[\\/]", path):
+        path = path.split(":", 1)[1]  # scp-like `git@host:O/N.git`
+    parts = [part for part in path.split("?")[0].rstrip("/").split("/") if part]
+    if parts:
+        parts[-1] = parts[-1].removesuffix(".git")
+    return "/".join(parts[-2:]).lower()

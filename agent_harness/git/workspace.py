@@ -23,6 +23,9 @@ class Workspace(Protocol):
     def check_clean_default(self) -> None:
         """Refuse a clone whose default branch has local commits or changes."""
 
+    def check_remote(self, full_name: str, clone_url: str) -> None:
+        """Refuse a clone whose remote is another repository than the tracker's."""
+
     def prepare(
         self,
         item_id: str,

@@ -23,12 +23,14 @@ from agent_harness.git.naming import (
     LONGER_ID,
     branch_name,
     branch_prefix,
+    repo_named,
     worktree_dir_name,
 )
 from agent_harness.git.protect import ChangedPathsUnknown, changed_paths
 from agent_harness.git.refs import RefFiles, Unreadable
 from agent_harness.git.remote_lock import RemoteRefsLock
 from agent_harness.git.settings import SettingsWatch
+from agent_harness.secrets.shapes import mask_url
 
 
 class WorktreeError(HarnessError):
@@ -212,6 +214,18 @@ class WorkRepo:
                 raise WorktreeError(
                     f"--work {self.path} has uncommitted changes on {current}; commit or stash them"
                 )
+
+    def check_remote(self, full_name: str, clone_url: str) -> None:
+        """Refuse a clone whose remote is another repository than the tracker's: the items'
+        branches would be pushed there, and no pull request could name them."""
+        url = _safe(lambda: self._git(self.path, "remote", "get-url", "--push", self.remote))
+        if url is None or repo_named(url) == full_name.lower():
+            return
+        raise WorktreeError(
+            f"--work {self.path} pushes to {self.remote} {mask_url(url)}, which is not "
+            f"{full_name}: its branches would go there; point it at the tracker's repository "
+            f"(`git remote set-url {self.remote} {mask_url(clone_url)}`)"
+        )
 
     # -- worktrees -----------------------------------------------------------------------------
     def prepare(
@@ -586,7 +600,9 @@ class WorkRepo:
         guard_refspec(refspec, default)
         self.settings.check(tree.path)  # after the checks and the review (the agent's code)
         with self.remote_refs.push():
-            self._git(tree.path, "push", "--quiet", self.remote, refspec)
+            # From the clone, where its remote's URL means what it says (a relative one names
+            # nothing from the worktree); the branch and its objects are the clone's own.
+            self._git(self.path, "push", "--quiet", self.remote, refspec)
 
     def update_from_base(self, branch: str, expected: str) -> tuple[list[str], str] | None:
         """Bring the item branch up to date with the default branch, in its worktree.

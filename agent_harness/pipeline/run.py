@@ -185,6 +185,7 @@ class Pipeline:
         if info.archived:
             raise RunRefused(f"{parts.tracker.repo} is archived: no pull request can be opened")
         parts.repo.set_default_branch(info.default_branch)
+        parts.repo.check_remote(info.full_name, info.clone_url)
         parts.repo.check_clean_default()
         self._refuse_missing_check_programs()
         self._setup_checked = True

@@ -62,6 +62,9 @@ class MemoryWorkspace:
         if self.dirty_default:
             raise WorktreeError(f"the default branch {self._default} has uncommitted changes")
 
+    def check_remote(self, full_name: str, clone_url: str) -> None:
+        del full_name, clone_url  # no remote here: the branches stay in memory
+
     def prepare(
         self,
         item_id: str,

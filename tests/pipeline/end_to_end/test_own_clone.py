@@ -3,12 +3,14 @@ paid work is repeated, and nothing of the user's own is taken over or pushed."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from agent_harness.errors import HarnessError
 from agent_harness.pipeline.settings import RunSettings
 
 from .conftest import Harness
@@ -113,3 +115,31 @@ def test_an_agent_that_commits_to_main_is_still_refused(h: Harness) -> None:
     pipeline.run()
     [item] = pipeline.report(None).items
     assert item.state == "failed" and "committed to the default branch" in (item.reason or "")
+
+
+def test_a_clone_whose_origin_is_another_repository_is_refused_before_any_agent(
+    h: Harness, tmp_path: Path
+) -> None:
+    # `origin` pointing at the user's other copy (their real GitHub, a fork): the agent ran,
+    # its branch was pushed there, and the pull request failed "head invalid".
+    elsewhere = tmp_path / "elsewhere" / "github.git"
+    git(tmp_path, "init", "-q", "--bare", str(elsewhere))
+    git(h.work, "push", "-q", str(elsewhere), "main")
+    git(h.work, "remote", "set-url", "origin", str(elsewhere))
+    pipeline = h.pipeline(ONE_ITEM, agent=AGENT, settings=settings())
+    with pytest.raises(HarnessError, match=r"origin .*github\.git.* is not octo/tally"):
+        pipeline.run()
+    assert agent_runs(h, pipeline.project) == 0
+    assert "agent-harness/" not in git(elsewhere, "branch", "--list")
+
+
+def test_a_relative_origin_is_pushed_to_as_git_reads_it_from_the_clone(h: Harness) -> None:
+    # `../forge/…/app.git` is relative to the clone; the push ran in the item's worktree, where
+    # it named nothing, and failed after the agent, the checks and the review.
+    url = git(h.work, "remote", "get-url", "origin")
+    target = Path(url.removeprefix("file://"))
+    git(h.work, "remote", "set-url", "origin", os.path.relpath(target, h.work))
+    pipeline = h.pipeline(ONE_ITEM, agent=AGENT, settings=settings())
+    pipeline.run()
+    [item] = pipeline.report(None).items
+    assert item.state == "pr_open", item.reason
