@@ -627,7 +627,7 @@ class WorkRepo:
             guard_refspec(refspec, self.default_branch())
             lease = f"--force-with-lease=refs/heads/{branch}:{expected}"
             with self.remote_refs.push():
-                self._git(path, "push", "--quiet", lease, self.remote, refspec)
+                self._git(self.path, "push", "--quiet", lease, self.remote, refspec)
             return [], self._git(path, "rev-parse", "HEAD")
         self._repo_git(path, "rebase", "--abort", check=False)
         self._repo_git(path, *who, "merge", "--no-edit", "--quiet", base, check=False)
