@@ -124,7 +124,13 @@ def open_database(flag: str | None, *, must_exist: bool, check_protection: bool 
             f"no database at {path}: nothing has run here yet "
             "(pass --db URL or set AGENT_HARNESS_DB to read another)"
         )
-    return open_store(url, check_protection=check_protection)
+    fresh = path is not None and not path.parent.exists()
+    store = open_store(url, check_protection=check_protection)
+    if fresh and path is not None:
+        from agent_harness.git.ignore import keep_out_of_git
+
+        keep_out_of_git(path.parent)  # a state folder made inside a clone: not for `git add`
+    return store
 
 
 def sqlite_file(url: str) -> Path | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_harness.errors import HarnessError, UsageError
+from agent_harness.git.ignore import keep_out_of_git
 
 if TYPE_CHECKING:
     from agent_harness.forge.core import Forge
@@ -178,7 +179,10 @@ def local_forge(
             yield local
         return
     try:
+        fresh = not data_dir.exists()
         data_dir.mkdir(parents=True, exist_ok=True)
+        if fresh:  # its token and bare repositories, made inside a clone: not for `git add`
+            keep_out_of_git(state_dir)
         token = _token(data_dir)
         web_url = _web_address(data_dir)
     except OSError as exc:

@@ -18,6 +18,7 @@ from pathlib import Path
 from agent_harness.errors import HarnessError
 from agent_harness.git import runner
 from agent_harness.git.change import Change, read_change
+from agent_harness.git.ignore import exclude_from
 from agent_harness.git.naming import (
     BRANCH_PREFIX,
     LONGER_ID,
@@ -145,20 +146,10 @@ class WorkRepo:
 
     def _exclude_state_dir(self) -> None:
         """With `--work .` the state lands inside the clone: keep it out of `git status`."""
-        try:
-            relative = self.state_dir.resolve().relative_to(self.path)
-        except ValueError:
+        if not self.state_dir.resolve().is_relative_to(self.path):
             return
         info = Path(self._git(self.path, "rev-parse", "--git-path", "info/exclude"))
-        exclude = info if info.is_absolute() else self.path / info
-        line = f"/{relative.as_posix()}/"
-        existing = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
-        if line not in existing.splitlines():
-            exclude.parent.mkdir(parents=True, exist_ok=True)
-            with exclude.open("a", encoding="utf-8") as handle:
-                handle.write(
-                    ("" if existing.endswith("\n") or not existing else "\n") + line + "\n"
-                )
+        exclude_from(self.path, self.state_dir, info if info.is_absolute() else self.path / info)
 
     @property
     def worktrees_dir(self) -> Path:

@@ -97,6 +97,22 @@ def test_plan_makes_an_empty_repository_and_says_which_origin_takes_the_users_hi
     assert git(bare, "log", "--format=%s", "main").splitlines() == ["second", "first"]
 
 
+def test_the_state_a_command_makes_inside_a_clone_is_kept_out_of_its_git_status(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `plan --forge local` run in the clone left `.agent-harness/` (the forge's token, a
+    # whole bare repository, the database) for the next `git add -A` to commit.
+    app = home / "app"
+    (app / "PLAN.md").write_text(PLAN)
+    git(app, "add", "PLAN.md")
+    git(app, "commit", "-q", "-m", "plan")
+    monkeypatch.chdir(app)
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local"]) == 0
+    assert (app / ".agent-harness" / "forge").is_dir()
+    assert git(app, "status", "--porcelain", "--untracked-files=all") == ""
+    assert (app / ".gitignore").exists() is False  # the user's own file is not touched
+
+
 def test_once_pushed_plan_names_the_clone_url_and_the_pages(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
