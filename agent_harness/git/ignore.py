@@ -8,9 +8,8 @@ never offered to a `git add -A`.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-
-from agent_harness.git.runner import run_git
 
 
 def exclude_from(top: Path, folder: Path, exclude: Path) -> None:
@@ -32,17 +31,35 @@ def exclude_from(top: Path, folder: Path, exclude: Path) -> None:
 
 def keep_out_of_git(folder: Path) -> None:
     """When `folder` lies inside a git work tree, list it in that clone's `info/exclude`.
-    Outside one, or when git cannot say, nothing is done."""
-    probe = folder if folder.is_dir() else folder.parent
-    found = run_git(
-        probe, "rev-parse", "--show-toplevel", "--git-path", "info/exclude", check=False
-    )
-    lines = found.stdout.splitlines()
-    if not found.ok or len(lines) != 2:
+    Outside one, or when its git folder cannot be read, nothing is done. Found by looking for
+    `.git` upwards, as git does, so no git process is started."""
+    found = _clone_of(folder.resolve())
+    if found is None:
         return
-    top = Path(lines[0])
-    exclude = Path(lines[1]) if Path(lines[1]).is_absolute() else probe / lines[1]
+    top, exclude = found
     try:
         exclude_from(top, folder, exclude)
     except OSError:
         return  # a read-only clone: the state is kept all the same
+
+
+def _clone_of(folder: Path) -> tuple[Path, Path] | None:
+    """(the work tree's top, its `info/exclude`) for the clone holding `folder`."""
+    for top in (folder, *folder.parents):
+        dot_git = top / ".git"
+        if dot_git.is_dir():
+            return top, dot_git / "info" / "exclude"
+        if dot_git.is_file():  # a linked worktree or a submodule: `gitdir: <path>`
+            try:
+                said = dot_git.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                return None
+            if not said.startswith("gitdir:"):
+                return None
+            git_dir = (top / said.removeprefix("gitdir:").strip()).resolve()
+            common = git_dir
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                named = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+                common = (git_dir / named).resolve()
+            return top, common / "info" / "exclude"
+    return None
