@@ -34,6 +34,19 @@ BULLET_TEXT = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S")
 ALMOST_ID = re.compile(rf"^\[?([A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*)\]?\s*{SEP}\s")
 
 
+# An id with a dot and digits right after it (`T1.1`, `[T2.10]`): ids hold no dot, so this is
+# reported, never read as item T1 titled "1: ...".
+DOTTED_ID = re.compile(rf"^\[?({ID}(?:\.\d+)+)\b")
+
+
+def dotted_id_reason(dotted: str) -> str:
+    """Why a line whose id has a dot in it is not read as an item."""
+    return (
+        f"'{dotted}' has a dot in its id: ids hold upper-case letters, digits, '-' and '_' "
+        f"(write {dotted.replace('.', '-')}); not read as an item"
+    )
+
+
 CHECKBOX = re.compile(r"^\[( |x|X)\]\s*(.*)$", re.DOTALL)
 
 

@@ -24,6 +24,7 @@ from agent_harness.plan.grammar import (
     CHECKBOX,
     CHECKBOX_ITEM,
     DONE_WORDS,
+    DOTTED_ID,
     HEADING_ITEM,
     ID_ANYWHERE,
     ID_RE,
@@ -34,6 +35,7 @@ from agent_harness.plan.grammar import (
     NO_DEPS,
     TABLE_COLUMNS,
     checkbox_without_id,
+    dotted_id_reason,
     norm_key,
     read_milestone_heading,
     read_title,
@@ -268,7 +270,7 @@ class _Walker:
                 draft.scope_end = start
         self.open_headings = [d for d in self.open_headings if d.level < level]
         text = _plain(inline).strip()
-        match = HEADING_ITEM.match(text)
+        match = None if self._dotted(start, text) else HEADING_ITEM.match(text)
         if match and (match.group(1) or match.group(3))[-1].isdigit():
             item_id = match.group(1) or match.group(3)
             self._close_sections(level, f"the item heading {item_id} on line {start + 1}")
@@ -345,6 +347,16 @@ class _Walker:
         self._note(line0, f"heading holds invisible characters ({names}); not read as an item")
         return True
 
+    def _dotted(self, line0: int, text: str) -> bool:
+        """Say so when a line starts with an id that has a dot in it (`T1.1:`): read as it
+        stands it would be item T1, its title starting "1:"."""
+        dotted = DOTTED_ID.match(text)
+        if dotted is None:
+            return False
+        self.lookalikes.add(line0)
+        self._note(line0, dotted_id_reason(dotted.group(1)))
+        return True
+
     def _not_quite_an_id(self, line0: int, text: str) -> bool:
         """Say so when a line starts like an item but its id has lower-case letters (`Ab1:`,
         `Auth-1:`): ids are upper case, and a typo must never drop work silently."""
@@ -404,6 +416,8 @@ class _Walker:
     def _checkbox(self, box: re.Match[str], inline: Token, start: int, end: int) -> None:
         done = box.group(1) != " "
         first_line, _, _rest = box.group(2).partition("\n")
+        if self._dotted(start, first_line.strip()):
+            return
         match = CHECKBOX_ITEM.match(first_line.strip())
         task = None if match else numbered_task(first_line)
         if task is not None:

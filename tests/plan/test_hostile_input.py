@@ -73,6 +73,19 @@ def test_a_file_larger_than_the_limit_is_refused(
         read_plan_text(big)
 
 
+def test_ids_with_a_dot_in_them_are_reported_never_read_as_another_item() -> None:
+    # `### T1.1: dotted` was read as item T1 titled "1: dotted", and two siblings T1.1 and
+    # T1.2 as "item id T1 is used twice": work quietly misnamed, or the plan refused.
+    plan = parse_plan("### T1.1: dotted\n\n### T1.2: next\n\n- [ ] T2.10 a box\n\n### T3: ok\n")
+    assert [item.id for item in plan.items] == ["T3"]
+    reasons = {notice.line: notice.reason for notice in plan.unread}
+    assert reasons[1] == (
+        "'T1.1' has a dot in its id: ids hold upper-case letters, digits, '-' and '_' "
+        "(write T1-1); not read as an item"
+    )
+    assert "'T1.2' has a dot" in reasons[3] and "'T2.10' has a dot" in reasons[5]
+
+
 def test_ids_with_lower_case_letters_are_reported_never_dropped_silently() -> None:
     plan = parse_plan("### Ab1: lower\n\n### Auth-1: mixed\n\n- [ ] t2 a box\n\n### T3: ok\n")
     assert [item.id for item in plan.items] == ["T3"]
