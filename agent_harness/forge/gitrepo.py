@@ -186,6 +186,10 @@ class BareRepo:
     def branches(self) -> dict[str, str]:
         return {name.removeprefix("refs/heads/"): sha for name, sha in self.refs().items()}
 
+    def set_head(self, branch: str) -> None:
+        """The branch a clone checks out: the repository's default."""
+        self._git("symbolic-ref", "HEAD", f"refs/heads/{branch}")
+
     def update_ref(self, ref: str, new: str, old: str | None = None) -> None:
         self._git("update-ref", ref, new, *([old] if old is not None else []))
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent_harness.forge.errors import ApiError, not_found, validation_failed
+from agent_harness.forge.gitrepo import BareRepo
 from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 
 # GitHub's repository names: fullmatch, as `$` alone lets a trailing newline through (which
@@ -101,7 +102,24 @@ def _create_repo(call: Call, owner: str) -> Reply:
 
 def get_repo(call: Call) -> Reply:
     ctx = call.repo()
-    return Reply(200, call.forge.render_repo(ctx.row, call.render))
+    return Reply(200, call.forge.render_repo(_settled_default(call, ctx), call.render))
+
+
+def _settled_default(call: Call, ctx: RepoContext) -> Any:
+    """The repository's row, its default branch settled as GitHub settles it: pushes reach the
+    bare repository without the forge (over file://), so the first branch pushed to an empty
+    one (`master`, where the forge made `main`) becomes its default when the forge next looks,
+    `main` or `master` first when several came at once."""
+    current = ctx.row["default_branch"]
+    branches = ctx.git.branches()
+    if not branches or current in branches:
+        return ctx.row
+    chosen = next((b for b in ("main", "master") if b in branches), sorted(branches)[0])
+    ctx.git.set_head(chosen)
+    call.forge.db.run("UPDATE repos SET default_branch = ? WHERE id = ?", chosen, ctx.id)
+    row = call.forge.db.one("SELECT * FROM repos WHERE id = ?", ctx.id)
+    assert row is not None
+    return row
 
 
 def update_repo(call: Call) -> Reply:
@@ -123,6 +141,10 @@ def update_repo(call: Call) -> Reply:
     for key in columns:
         if key in data and not _fits(key, data[key]):
             raise validation_failed("Repository", key, "invalid")
+    wanted = data.get("default_branch")
+    changed = wanted is not None and wanted != ctx.row["default_branch"]
+    if changed and wanted not in ctx.git.branches():  # as GitHub: only a branch that exists
+        raise validation_failed("Repository", "default_branch", "invalid")
     if "name" in data and data["name"] != ctx.row["name"]:
         _rename(call, ctx, data["name"])
     for key, column in columns.items():
@@ -134,6 +156,9 @@ def update_repo(call: Call) -> Reply:
     call.forge.db.run("UPDATE repos SET updated_at = ? WHERE id = ?", call.forge.now(), ctx.id)
     row = call.forge.db.one("SELECT * FROM repos WHERE id = ?", ctx.id)
     assert row is not None
+    if wanted is not None:  # what a clone checks out; the repository may have been renamed
+        owner = ctx.owner["login"]
+        BareRepo(call.forge.repo_path(owner, row["name"])).set_head(str(wanted))
     return Reply(200, call.forge.render_repo(row, call.render))
 
 

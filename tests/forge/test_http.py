@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,6 +22,11 @@ from agent_harness.testing.forge import (
 )
 
 pytestmark = pytest.mark.integration
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
 
 
 def request(
@@ -126,6 +132,37 @@ def test_repository_creation_for_user_and_org_and_duplicates(hub: RunningForge) 
     assert empty.get_branches().totalCount == 0  # no auto_init, no commits, as on GitHub
     with pytest.raises(GithubException) as caught:
         hub.github.get_user().create_repo("empty")
+    assert caught.value.status == 422
+
+
+def test_the_first_branch_pushed_to_an_empty_repository_becomes_its_default(
+    hub: RunningForge, tmp_path: Path
+) -> None:
+    # As on GitHub. The forge kept `main`, unborn, after a user pushed their `master`: every
+    # item then failed "git rev-parse main ... unknown revision".
+    empty = hub.github.get_user().create_repo("trunkless")
+    clone = tmp_path / "clone"
+    git(tmp_path, "init", "-q", "-b", "master", str(clone))
+    git(clone, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty",
+        "-m", "first")  # fmt: skip
+    git(clone, "push", "-q", hub.forge.clone_url("forge-user", "trunkless"), "master")
+    again = hub.github.get_repo(empty.full_name)
+    assert again.default_branch == "master"
+    fresh = tmp_path / "fresh"
+    git(tmp_path, "clone", "-q", hub.forge.clone_url("forge-user", "trunkless"), str(fresh))
+    assert git(fresh, "rev-parse", "--abbrev-ref", "HEAD") == "master"
+
+
+def test_a_new_default_branch_is_the_bare_repositorys_head_and_must_exist(
+    hub: RunningForge, repo: Any, tmp_path: Path
+) -> None:
+    repo.create_git_ref("refs/heads/trunk", repo.get_branch("main").commit.sha)
+    repo.edit(default_branch="trunk")
+    fresh = tmp_path / "fresh"
+    git(tmp_path, "clone", "-q", hub.forge.clone_url("forge-user", "demo"), str(fresh))
+    assert git(fresh, "rev-parse", "--abbrev-ref", "HEAD") == "trunk"  # was: HEAD to nowhere
+    with pytest.raises(GithubException) as caught:
+        repo.edit(default_branch="no-such-branch")
     assert caught.value.status == 422
 
 
