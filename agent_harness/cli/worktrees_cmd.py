@@ -101,24 +101,33 @@ def _state_dir() -> Path:
 
 
 def _inspect(work: Path, db: str | None, project: str | None) -> list[WorktreeInfo]:
-    from agent_harness.cli.output import open_database
-    from agent_harness.config import load_settings
+    from agent_harness.cli.output import open_database, sqlite_file
+    from agent_harness.config import database_url, load_settings
+    from agent_harness.errors import UsageError
     from agent_harness.git.cleanup import list_worktrees
     from agent_harness.git.naming import plan_namespace
+    from agent_harness.plan.model import shown_path
     from agent_harness.queue import items as queue
     from agent_harness.tracker.reconcile import work_repo
 
     settings = load_settings(flags={"store.db": db}).settings
-    repo = work_repo(work, Path(settings.state_dir))
+    state_dir = Path(settings.state_dir)
+    if not state_dir.is_dir():  # a look writes nothing: no state folder, no database made
+        raise UsageError(
+            f"no harness state at {shown_path(str(state_dir))}: nothing has run here yet (run this "
+            "where `agent-harness run` ran, or set state_dir in the settings)"
+        )
+    repo = work_repo(work, state_dir)
     assert repo is not None
-    with open_database(db, must_exist=False) as store:
-        known = queue.projects(store)
-        states: dict[str, str] = {}
-        namespace = ""
-        if known:
-            key = queue.resolve_project(store, project)
-            states = {r.id: r.state.value for r in queue.list_items(store, key)}
-            namespace = plan_namespace(key.rsplit(":", 1)[-1])
+    states: dict[str, str] = {}
+    namespace = ""
+    file = sqlite_file(database_url(settings, db))
+    if file is None or file.exists():
+        with open_database(db, must_exist=True) as store:
+            if queue.projects(store):
+                key = queue.resolve_project(store, project)
+                states = {r.id: r.state.value for r in queue.list_items(store, key)}
+                namespace = plan_namespace(key.rsplit(":", 1)[-1])
     return list_worktrees(repo, states, namespace=namespace)
 
 

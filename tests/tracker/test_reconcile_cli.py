@@ -81,6 +81,23 @@ def test_worktrees_command_lists_total_and_prunes(
     assert tree.path.exists()
 
 
+@pytest.mark.integration
+def test_worktrees_where_nothing_ran_says_so_and_writes_nothing(
+    env: Scene, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Run inside the clone, where no state is: it made `.agent-harness/harness.sqlite` there,
+    # added a line to the clone's info/exclude, and answered "worktrees: 0".
+    exclude = env.clone / ".git" / "info" / "exclude"
+    before = exclude.read_text() if exclude.exists() else None
+    monkeypatch.chdir(env.clone)
+    assert main(["worktrees"]) == 2
+    assert "no harness state at .agent-harness: nothing has run here yet" in (
+        capsys.readouterr().err
+    )
+    assert not (env.clone / ".agent-harness").exists()
+    assert (exclude.read_text() if exclude.exists() else None) == before
+
+
 @pytest.mark.unit
 def test_help_explains_with_examples() -> None:
     for args in (
