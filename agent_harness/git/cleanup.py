@@ -175,7 +175,7 @@ def remove(repo: WorkRepo, info: WorktreeInfo) -> None:
     pins = repo.settings.pins  # removing a worktree or a branch runs hooks
     if info.path.is_dir():
         _git(repo.path, *pins, "worktree", "remove", str(info.path))
-    _git(repo.path, *pins, "worktree", "prune")
+    repo.forget_worktree(info.path)  # gone already: its record alone, never a global prune
     if info.branch is not None:
         # -D: a squash merge never makes the branch "merged" in git's eyes; we checked the remote.
         _git(repo.path, *pins, "branch", "-D", info.branch)

@@ -267,7 +267,7 @@ class WorkRepo:
         if path.exists():
             # Broken: remove the directory and the stale registration, keep the branch.
             shutil.rmtree(path, ignore_errors=True)
-            self._git(self.path, "worktree", "prune")
+            self.forget_worktree(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         made_at_base, local = self._add_once_listed(path, branch, local, existing, base)
         kept = self._catch_up(path, branch, pushed_sha) if local else None
@@ -324,7 +324,7 @@ class WorkRepo:
             if not self._registered(path):
                 raise
         # A failed `add -b` may have made the branch already: it is used, not made twice.
-        self._git(self.path, "worktree", "prune")
+        self.forget_worktree(path)
         local = local or self._refs(f"refs/heads/{branch}").get(f"refs/heads/{branch}")
         return self._add(path, branch, local, existing, base), local
 
@@ -433,6 +433,14 @@ class WorkRepo:
 
         found = under("refs/heads/") or under(remote_prefix)
         return found[0] if found else None
+
+    def forget_worktree(self, path: Path) -> None:
+        """Drop git's record of the harness's worktree at `path` (its directory gone or going),
+        and only that one: `git worktree prune` would also forget a worktree of the user's
+        whose disk is not mounted at the time."""
+        self._repo_git(
+            self.path, "worktree", "remove", "--force", "--force", str(path), check=False
+        )
 
     def _registered(self, path: Path) -> bool:
         listing = self._git(self.path, "worktree", "list", "--porcelain")
@@ -553,7 +561,7 @@ class WorkRepo:
         path = self.worktrees_dir / worktree_dir_name(item_id, namespace, generation)
         if path.exists() or self._registered(path):
             shutil.rmtree(path, ignore_errors=True)
-            self._git(self.path, "worktree", "prune")
+            self.forget_worktree(path)
             removed.append(str(path))
         prefix = f"refs/heads/{branch_prefix(item_id, namespace, generation)}"
         for ref in self._refs(prefix + "*"):

@@ -157,6 +157,25 @@ def test_a_broken_worktree_is_rebuilt_and_keeps_its_commits(clone: Path) -> None
     assert (again.path / "work.txt").read_text() == "done\n"
 
 
+def test_the_users_own_worktree_away_for_a_while_is_never_forgotten(
+    clone: Path, tmp_path: Path
+) -> None:
+    # A global `git worktree prune` ran whenever the harness tidied one of its own: a worktree
+    # of the user's on a disk not mounted at the time lost its registration for good.
+    mine = tmp_path / "mine"
+    git(clone, "worktree", "add", "-q", str(mine), "-b", "my-feature")
+    away = tmp_path / "mine.away"
+    mine.rename(away)  # an unmounted disk
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / ".git").unlink()  # a broken worktree of the harness's: rebuilt
+    repo.prepare("T1", "x")
+    shutil.rmtree(repo.prepare("T2", "y").path)
+    repo.discard("T2")
+    away.rename(mine)
+    assert git(mine, "rev-parse", "--abbrev-ref", "HEAD") == "my-feature"
+
+
 def test_a_deleted_worktree_git_still_lists_is_added_again_with_its_commits(clone: Path) -> None:
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")
