@@ -38,6 +38,13 @@ class WorktreeError(HarnessError):
     """A git operation on a work repository failed."""
 
 
+class CloneUnusable(WorktreeError):
+    """The clone given as `--work` cannot be worked in as it is (not a clone, bare, dirty, no
+    commits, its remote another repository): input to fix, said before any work starts."""
+
+    exit_code = 2
+
+
 class RepoRefused(WorktreeError):
     """The clone refuses the work as it is set up: another attempt would meet the same, so the
     item fails, saying what a person must change (`FailureClass.REPOSITORY`)."""
@@ -111,17 +118,22 @@ class WorkRepo:
         self.state_dir = state_dir
         self.remote = remote
         if not self.path.is_dir():
-            raise WorktreeError(f"--work {path} is not a directory")
+            raise CloneUnusable(f"--work {path} is not a directory")
         inside = _safe(lambda: _git(self.path, "rev-parse", "--is-inside-work-tree"))
         if inside != "true":
-            raise WorktreeError(f"--work {path} is not a git repository")
+            bare = _safe(lambda: _git(self.path, "rev-parse", "--is-bare-repository")) == "true"
+            raise CloneUnusable(
+                f"--work {path} is a bare repository; give a clone with a work tree"
+                if bare
+                else f"--work {path} is not a git repository"
+            )
         top = Path(_git(self.path, "rev-parse", "--show-toplevel")).resolve()
         if top != self.path:
-            raise WorktreeError(f"--work {path} is inside the repository at {top}; pass the top")
+            raise CloneUnusable(f"--work {path} is inside the repository at {top}; pass the top")
         if _safe(lambda: _git(self.path, "rev-parse", "--verify", "-q", "HEAD")) is None:
-            raise WorktreeError(f"--work {path} has no commits yet; commit something first")
+            raise CloneUnusable(f"--work {path} has no commits yet; commit something first")
         if _safe(lambda: _git(self.path, "remote", "get-url", remote)) is None:
-            raise WorktreeError(f"--work {path} has no remote '{remote}' to push branches to")
+            raise CloneUnusable(f"--work {path} has no remote '{remote}' to push branches to")
         self._default: str | None = None
         self._default_at_start: str | None = None  # the local default branch, at the run's start
         self._fetched_at: float | None = None
@@ -202,7 +214,7 @@ class WorkRepo:
         if current == self.default_branch():
             status = self._git(self.path, "status", "--porcelain", "--untracked-files=no")
             if status.strip():
-                raise WorktreeError(
+                raise CloneUnusable(
                     f"--work {self.path} has uncommitted changes on {current}; commit or stash them"
                 )
 
@@ -212,7 +224,7 @@ class WorkRepo:
         url = _safe(lambda: self._git(self.path, "remote", "get-url", "--push", self.remote))
         if url is None or repo_named(url) == full_name.lower():
             return
-        raise WorktreeError(
+        raise CloneUnusable(
             f"--work {self.path} pushes to {self.remote} {mask_url(url)}, which is not "
             f"{full_name}: its branches would go there; point it at the tracker's repository "
             f"(`git remote set-url {self.remote} {mask_url(clone_url)}`)"

@@ -279,22 +279,26 @@ def test_a_state_dir_inside_the_clone_is_kept_out_of_git_status(clone: Path) -> 
         ("plain", "is not a git repository"),
         ("empty", "has no commits yet"),
         ("no-remote", "has no remote 'origin'"),
+        ("bare", "is a bare repository; give a clone with a work tree"),
     ],
 )
 def test_unusable_work_directories_are_clear_errors(
     tmp_path: Path, setup: str, message: str
 ) -> None:
     path = tmp_path / "w"
-    if setup != "missing":
+    if setup not in ("missing", "bare"):
         path.mkdir()
+    if setup == "bare":
+        git(tmp_path, "init", "-q", "--bare", str(path))
     if setup in ("empty", "no-remote"):
         git(path, "init", "-q")
     if setup == "no-remote":
         (path / "a").write_text("a")
         git(path, "add", "-A")
         git(path, "commit", "-qm", "a")
-    with pytest.raises(WorktreeError, match=message):
+    with pytest.raises(WorktreeError, match=message) as refused:
         WorkRepo(path, tmp_path / "state")
+    assert refused.value.exit_code == 2  # input to fix, as every other bad input
 
 
 def test_an_edited_title_keeps_the_items_branch(clone: Path) -> None:
