@@ -11,6 +11,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from agent_harness.cli.plan_view import TABLE_ROWS_MAX
 from agent_harness.errors import UsageError
 from agent_harness.pipeline.budgets import format_usd
 
@@ -249,7 +250,10 @@ def render_report(out: Console, report: RunReport) -> None:
     table = Table(title=f"run of {report.project}", title_justify="left")
     for name in ("item", "state", "attempts", "pull request", "reason"):
         table.add_column(name, overflow="fold")
-    for item in report.items:
+    # A plan of thousands drew thousands of rows: the items this run touched come first (the
+    # pending ones after them), at most TABLE_ROWS_MAX.
+    shown = sorted(report.items, key=lambda item: item.state == "pending")[:TABLE_ROWS_MAX]
+    for item in shown:
         colour = {
             "pr_open": "green",
             "merged": "green",
@@ -265,6 +269,19 @@ def render_report(out: Console, report: RunReport) -> None:
             escape(item.reason or ""),
         )
     out.print(table)
+    if len(report.items) > len(shown):
+        drawn = {id(item) for item in shown}
+        states: dict[str, int] = {}
+        for item in report.items:
+            if id(item) not in drawn:
+                states[item.state] = states.get(item.state, 0) + 1
+        counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+        rest = len(report.items) - len(shown)
+        out.print(
+            f"… and {rest} more items ({counts}; not drawn: `agent-harness work --json` lists "
+            "every one)",
+            markup=False,
+        )
     cost = format_usd(report.cost_usd)
     out.print(
         f"{report.events} events recorded; known cost {cost}"
