@@ -246,13 +246,18 @@ def render_approval(
         out.print("no item of this plan would run", markup=False)
 
 
+_DRAWN_FIRST = {"failed": 0, "skipped": 0, "merged": 3, "closed": 3, "reverted": 1, "pending": 4}
+
+
 def render_report(out: Console, report: RunReport) -> None:
     table = Table(title=f"run of {report.project}", title_justify="left")
     for name in ("item", "state", "attempts", "pull request", "reason"):
         table.add_column(name, overflow="fold")
-    # A plan of thousands drew thousands of rows: the items this run touched come first (the
-    # pending ones after them), at most TABLE_ROWS_MAX.
-    shown = sorted(report.items, key=lambda item: item.state == "pending")[:TABLE_ROWS_MAX]
+    # A plan of thousands drew thousands of rows: at most TABLE_ROWS_MAX, what needs a person
+    # first (failed, skipped), then what is under way or waits, then what was delivered, and
+    # the pending last; within each, in the plan's order.
+    shown = sorted(report.items, key=lambda item: _DRAWN_FIRST.get(item.state, 2))
+    shown = shown[:TABLE_ROWS_MAX]
     for item in shown:
         colour = {
             "pr_open": "green",

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_harness.git.errors import WorktreeError
 from agent_harness.git.naming import item_of_dir_name, plan_namespace, worktree_dir_name
-from agent_harness.git.worktrees import WorkRepo, WorktreeError, repo_git
+from agent_harness.git.worktrees import WorkRepo, repo_git
 
 FINISHED = frozenset({"merged", "closed"})
 

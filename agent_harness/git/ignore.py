@@ -9,24 +9,30 @@ never offered to a `git add -A`.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from pathlib import Path
 
 
 def exclude_from(top: Path, folder: Path, exclude: Path) -> None:
     """List `folder` (inside the work tree at `top`) in `exclude`, the clone's own list of
-    ignored paths, once."""
+    ignored paths, once. Read and written as bytes, as git does: the file may hold any, and a
+    folder's name need not be UTF-8; a `*`, `?`, `[` or `\\` in the name is escaped."""
     try:
         relative = folder.resolve().relative_to(top.resolve())
     except ValueError:
         return
     if not relative.parts:
         return  # the work tree itself: nothing to list
-    line = f"/{relative.as_posix()}/"
-    existing = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+    name = re.sub(rb"([*?\[\\])", rb"\\\1", os.fsencode(relative.as_posix()))
+    line = b"/" + name + b"/"
+    existing = exclude.read_bytes() if exclude.exists() else b""
     if line not in existing.splitlines():
         exclude.parent.mkdir(parents=True, exist_ok=True)
-        with exclude.open("a", encoding="utf-8") as handle:
-            handle.write(("" if existing.endswith("\n") or not existing else "\n") + line + "\n")
+        with exclude.open("ab") as handle:
+            handle.write(
+                (b"" if existing.endswith(b"\n") or not existing else b"\n") + line + b"\n"
+            )
 
 
 def keep_out_of_git(folder: Path) -> None:

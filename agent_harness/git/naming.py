@@ -8,6 +8,7 @@ the item.
 
 from __future__ import annotations
 
+import os
 import re
 
 BRANCH_PREFIX = "agent-harness/"
@@ -70,9 +71,17 @@ def repo_named(url: str) -> str:
     path = url.strip()
     if "://" in path:
         path = path.split("://", 1)[1].partition("/")[2]
-    elif re.match(r"^[^/:]+@?[^/:]*:", path) and not re.match(r"^[A-Za-z]:[\\/]", path):
+    elif re.match(r"^[^/:]+:", path) and not re.match(r"^[A-Za-z]:[\\/]", path):
         path = path.split(":", 1)[1]  # scp-like `git@host:O/N.git`
     parts = [part for part in path.split("?")[0].rstrip("/").split("/") if part]
     if parts:
         parts[-1] = parts[-1].removesuffix(".git")
     return "/".join(parts[-2:]).lower()
+
+
+def relative_path_url(url: str) -> bool:
+    """A remote URL that is a relative path (`../forge/app.git`), not a URL nor `host:path`."""
+    if "://" in url or os.path.isabs(url):
+        return False
+    first = url.split("/", 1)[0]
+    return ":" not in first  # `git@host:o/r.git` and `host:o/r` name a host

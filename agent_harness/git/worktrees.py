@@ -15,15 +15,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_harness.errors import HarnessError
 from agent_harness.git import runner
 from agent_harness.git.change import Change, read_change
+from agent_harness.git.errors import (
+    CloneUnusable,
+    DefaultBranchGuard,
+    RepoRefused,
+    WorktreeError,
+    refused_or_not,
+)
 from agent_harness.git.ignore import exclude_from
 from agent_harness.git.naming import (
     BRANCH_PREFIX,
     LONGER_ID,
     branch_name,
     branch_prefix,
+    relative_path_url,
     repo_named,
     worktree_dir_name,
 )
@@ -31,29 +38,8 @@ from agent_harness.git.protect import ChangedPathsUnknown, changed_paths
 from agent_harness.git.refs import RefFiles, Unreadable
 from agent_harness.git.remote_lock import RemoteRefsLock
 from agent_harness.git.settings import SettingsWatch
+from agent_harness.plan.model import shell_word
 from agent_harness.secrets.shapes import mask_url
-
-
-class WorktreeError(HarnessError):
-    """A git operation on a work repository failed."""
-
-
-class CloneUnusable(WorktreeError):
-    """The clone given as `--work` cannot be worked in as it is (not a clone, bare, dirty, no
-    commits, its remote another repository): input to fix, said before any work starts."""
-
-    exit_code = 2
-
-
-class RepoRefused(WorktreeError):
-    """The clone refuses the work as it is set up: another attempt would meet the same, so the
-    item fails, saying what a person must change (`FailureClass.REPOSITORY`)."""
-
-
-class DefaultBranchGuard(WorktreeError):
-    """Refused: harness code must never push to or commit on the default branch."""
-
-    exit_code = 5
 
 
 @dataclass(frozen=True)
@@ -95,19 +81,6 @@ def repo_git(
 def _git(repo_dir: Path, *args: str) -> str:
     # Only the final newline goes: a diff whose last line is blank must keep that line.
     return repo_git(repo_dir, *args).stdout.removesuffix("\n")
-
-
-def _refused_or_not(message: str) -> WorktreeError:
-    """A failed `git add` or `git commit` of the agent's work: the clone's own setup refused it
-    (a signature gpg cannot make, `core.safecrlf`, a filter), which another attempt would meet
-    again, unless another git process held the index for a moment."""
-    if "index.lock" in message:
-        return WorktreeError(message)
-    return RepoRefused(
-        f"{message}; the clone's git setup refuses the agent's commit, and another attempt "
-        "would meet the same: fix it (e.g. `git config commit.gpgsign false` for this clone) "
-        "and `agent-harness work retry`"
-    )
 
 
 class WorkRepo:
@@ -222,6 +195,15 @@ class WorkRepo:
         """Refuse a clone whose remote is another repository than the tracker's: the items'
         branches would be pushed there, and no pull request could name them."""
         url = _safe(lambda: self._git(self.path, "remote", "get-url", "--push", self.remote))
+        if url is not None and relative_path_url(url):
+            # git reads it from where it runs, and the harness pushes from each item's
+            # worktree (so a pre-push hook checks the branch pushed): there it names nothing.
+            absolute = (self.path / url).resolve()
+            raise CloneUnusable(
+                f"--work {self.path} pushes to {self.remote} {url}, a path relative to the "
+                "clone, which names nothing from an item's worktree; make it absolute "
+                f"(`git remote set-url {self.remote} {shell_word(str(absolute))}`)"
+            )
         if url is None or repo_named(url) == full_name.lower():
             return
         raise CloneUnusable(
@@ -506,7 +488,7 @@ class WorkRepo:
         self.settings.check(tree.path)
         added = self._repo_git(tree.path, "add", "--all", check=False)
         if not added.ok:
-            raise _refused_or_not(runner.failure(tree.path, ("add", "--all"), added).message)
+            raise refused_or_not(runner.failure(tree.path, ("add", "--all"), added).message)
         # Asking git to commit is cheaper than asking first whether to; "nothing to commit"
         # comes back on stdout with exit status 1.
         args = (
@@ -525,7 +507,7 @@ class WorkRepo:
             said = done.stdout + done.stderr
             if "nothing to commit" in said or "nothing added to commit" in said:
                 return None
-            raise _refused_or_not(runner.failure(tree.path, args, done).message)
+            raise refused_or_not(runner.failure(tree.path, args, done).message)
         return self.head(tree)
 
     def has_uncommitted(self, tree: Worktree) -> bool:
@@ -611,9 +593,8 @@ class WorkRepo:
         guard_refspec(refspec, default)
         self.settings.check(tree.path)  # after the checks and the review (the agent's code)
         with self.remote_refs.push():
-            # From the clone, where its remote's URL means what it says (a relative one names
-            # nothing from the worktree); the branch and its objects are the clone's own.
-            self._git(self.path, "push", "--quiet", self.remote, refspec)
+            # From the worktree: a pre-push hook of the user's checks the branch pushed.
+            self._git(tree.path, "push", "--quiet", self.remote, refspec)
 
     def update_from_base(self, branch: str, expected: str) -> tuple[list[str], str] | None:
         """Bring the item branch up to date with the default branch, in its worktree.
@@ -638,7 +619,7 @@ class WorkRepo:
             guard_refspec(refspec, self.default_branch())
             lease = f"--force-with-lease=refs/heads/{branch}:{expected}"
             with self.remote_refs.push():
-                self._git(self.path, "push", "--quiet", lease, self.remote, refspec)
+                self._git(path, "push", "--quiet", lease, self.remote, refspec)
             return [], self._git(path, "rev-parse", "HEAD")
         self._repo_git(path, "rebase", "--abort", check=False)
         self._repo_git(path, *who, "merge", "--no-edit", "--quiet", base, check=False)

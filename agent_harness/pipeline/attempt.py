@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from agent_harness.errors import HarnessError
 from agent_harness.failures import Action, FailureClass, action_for, can_retry, ends_the_item
+from agent_harness.git.errors import RepoRefused
 from agent_harness.git.settings import GitSettingsChanged
-from agent_harness.git.worktrees import RepoRefused, Worktree
+from agent_harness.git.worktrees import Worktree
 from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.parking import EndpointParked

@@ -14,13 +14,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_harness.git.errors import DefaultBranchGuard, WorktreeError
 from agent_harness.git.naming import branch_name, branch_prefix, worktree_dir_name
-from agent_harness.git.worktrees import (
-    DefaultBranchGuard,
-    Worktree,
-    WorktreeError,
-    guard_refspec,
-)
+from agent_harness.git.worktrees import Worktree, guard_refspec
 
 Snapshot = dict[str, bytes]
 

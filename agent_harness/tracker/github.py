@@ -8,7 +8,6 @@ is never blindly repeated. Works against api.github.com, GitHub Enterprise and t
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import shutil
@@ -18,7 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from agent_harness.errors import UsageError
+from agent_harness.errors import UNREADABLE_JSON, UsageError, read_json
 from agent_harness.plan.model import shown_path
 from agent_harness.secrets.shapes import mask_url
 from agent_harness.tracker.github_pulls import MAX_PAGES, PullReads
@@ -281,6 +280,11 @@ class GitHubTracker(PullReads):
             self._reached = True
             data = _json_of(output, verb, path, status)
             if status >= 400:
+                said = data.get("message") if isinstance(data, dict) else None
+                if not isinstance(said, str | None):  # PyGithub reads it as text
+                    data = {**data, "message": str(said)[:200]}
+                elif not isinstance(data, dict):
+                    data = {"message": str(data)[:200]} if data is not None else None
                 raise self._requester.createException(status, answered, data)
             if status in _REDIRECTS:  # not followed: nothing was done (a 307 on a write)
                 raise _redirected(status, answered, data, verb, path)
@@ -334,6 +338,7 @@ class GitHubTracker(PullReads):
             )
         if status == 422:
             errors = data.get("errors") or []
+            errors = errors if isinstance(errors, list) else [errors]
             first = errors[0] if errors and isinstance(errors[0], dict) else {}
             detail = "; ".join(_validation_error(e) for e in errors[:5] if e)
             text = f"GitHub refused {verb} {path}: {message}" + (f" ({detail})" if detail else "")
@@ -635,8 +640,8 @@ def _json_of(output: str, verb: str, path: str, status: int) -> Any:
     if not output:
         return None
     try:
-        return json.loads(output)
-    except ValueError:
+        return read_json(output)
+    except UNREADABLE_JSON:
         if status >= 300:
             return {"message": output.strip()[:200]}
         shown = " ".join(output.strip()[:60].split())

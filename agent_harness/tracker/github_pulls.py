@@ -18,7 +18,7 @@ _Call = Callable[..., tuple[dict[str, Any], Any]]
 _PEOPLES_WORD = frozenset({"commented", "reviewed", "line-commented"})
 _TIMELINE_PAGE = 100
 # The most pages one listing is read to: a server that always links a next page stops here.
-MAX_PAGES = 1000
+MAX_PAGES = 10_000
 
 
 class PullReads:
@@ -31,6 +31,8 @@ class PullReads:
     def pull_feedback(self, number: int) -> PullFeedback:
         base = f"/repos/{self.repo}"
         _, pull = self._call("GET", f"{base}/pulls/{number}", "get_pull")
+        if not isinstance(pull, dict):
+            raise TrackerError(f"the tracker's answer about pull request #{number} is no object")
         head = str((pull.get("head") or {}).get("sha") or "")
         # Both listings come in pages (GitHub's own page of statuses is 30): a failure past the
         # first page was missed, and the head judged green.
@@ -38,18 +40,6 @@ class PullReads:
             f"{base}/commits/{head}/check-runs", "list_check_runs", "check_runs"
         )
         statuses = self._paged_field(f"{base}/commits/{head}/status", "combined_status", "statuses")
-        checks = [
-            (
-                str(run["name"]),
-                str(run.get("conclusion") or ""),
-                _output(run.get("output") or {}),
-            )
-            for run in runs
-        ]
-        checks += [
-            (str(s["context"]), _status_word(str(s["state"])), str(s.get("description") or ""))
-            for s in statuses
-        ]
         reviews = _standing(self._list(f"{base}/pulls/{number}/reviews", "list_reviews", {}))
         # The pull request counts its line comments and issue comments: a listing it says is
         # empty is not asked for. One added after the pull was read moves its updated_at past
@@ -64,30 +54,14 @@ class PullReads:
             if _may_hold(pull, "comments")
             else []
         )
-        return PullFeedback(
-            number=number,
-            head_sha=head,
-            base_ref=str((pull.get("base") or {}).get("ref") or ""),
-            mergeable_state=str(pull.get("mergeable_state") or "unknown"),
-            head_ref=str((pull.get("head") or {}).get("ref") or ""),
-            labels=tuple(str(label["name"]) for label in pull.get("labels") or ()),
-            checks=tuple(checks),
-            reviews=tuple(
-                (int(r["id"]), str(r["state"]), str(r.get("body") or ""), str(r["commit_id"]))
-                for r in reviews
-            ),
-            line_comments=tuple(
-                (
-                    int(c["id"]),
-                    str(c["path"]),
-                    c.get("line"),
-                    str(c.get("body") or ""),
-                    str(c["commit_id"]),
-                )
-                for c in lines
-            ),
-            comments=tuple(str(c.get("body") or "") for c in talk),
-        )
+        try:
+            return _feedback(number, pull, head, runs, statuses, reviews, lines, talk)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            missing = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise TrackerError(
+                f"the tracker's answer about pull request #{number} is not readable "
+                f"({missing[:120]})"
+            ) from None
 
     def _paged_field(self, path: str, kind: str, field: str) -> list[dict[str, Any]]:
         """Every entry of `field` of a listing whose pages are objects (`{"total_count": n,
@@ -167,10 +141,57 @@ class PullReads:
         return str(data.get("sha") or "")
 
 
+def _feedback(
+    number: int,
+    pull: dict[str, Any],
+    head: str,
+    runs: list[dict[str, Any]],
+    statuses: list[dict[str, Any]],
+    reviews: list[dict[str, Any]],
+    lines: list[dict[str, Any]],
+    talk: list[dict[str, Any]],
+) -> PullFeedback:
+    """One pull request's feedback from GitHub's answers (KeyError and the like when they lack
+    what they must hold)."""
+    checks = [
+        (str(run["name"]), str(run.get("conclusion") or ""), _output(run.get("output") or {}))
+        for run in runs
+    ]
+    checks += [
+        (str(s["context"]), _status_word(str(s["state"])), str(s.get("description") or ""))
+        for s in statuses
+    ]
+    return PullFeedback(
+        number=number,
+        head_sha=head,
+        base_ref=str((pull.get("base") or {}).get("ref") or ""),
+        mergeable_state=str(pull.get("mergeable_state") or "unknown"),
+        head_ref=str((pull.get("head") or {}).get("ref") or ""),
+        labels=tuple(str(label["name"]) for label in pull.get("labels") or ()),
+        checks=tuple(checks),
+        reviews=tuple(
+            (int(r["id"]), str(r["state"]), str(r.get("body") or ""), str(r["commit_id"]))
+            for r in reviews
+        ),
+        line_comments=tuple(
+            (
+                int(c["id"]),
+                str(c["path"]),
+                c.get("line"),
+                str(c.get("body") or ""),
+                str(c["commit_id"]),
+            )
+            for c in lines
+        ),
+        comments=tuple(str(c.get("body") or "") for c in talk),
+    )
+
+
 def _standing(reviews: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The reviews that still stand, as GitHub decides a pull request's review state: of one
     reviewer's approvals, change requests and dismissals only the latest counts, so a request
-    for changes followed by an approval asks for nothing. Comments stay as they are; a review
+    for changes followed by an approval asks for nothing, and an approval followed by a request
+    for changes approves nothing. Comments stay as they are; a review
     by a deleted account (no user) stands on its own. GitHub lists reviews oldest first."""
     decisive = ("APPROVED", "CHANGES_REQUESTED", "DISMISSED")
     latest: dict[str, int] = {}
@@ -180,7 +201,7 @@ def _standing(reviews: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         review
         for index, review in enumerate(reviews)
-        if review.get("state") != "CHANGES_REQUESTED" or latest[_reviewer(review, index)] == index
+        if review.get("state") not in decisive or latest[_reviewer(review, index)] == index
     ]
 
 

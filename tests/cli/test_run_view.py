@@ -24,3 +24,12 @@ def test_a_run_of_thousands_draws_what_it_touched_and_counts_the_rest() -> None:
     assert "T2501" in text  # the one this run worked, though it comes late in the plan
     assert text.count("│ T") == TABLE_ROWS_MAX
     assert f"… and {3000 - TABLE_ROWS_MAX} more items ({3000 - TABLE_ROWS_MAX} pending;" in text
+
+
+def test_a_failure_is_drawn_before_what_earlier_runs_delivered() -> None:
+    items = [ItemOutcome(f"T{n}", "t", "merged", 1) for n in range(1, 601)]
+    items.append(ItemOutcome("T601", "t", "failed", 3, reason="check `pytest` failed"))
+    buffer = io.StringIO()
+    render_report(Console(file=buffer, width=120), RunReport("me/app:PLAN", None, items))
+    text = buffer.getvalue()
+    assert "T601" in text and "… and 101 more items (101 merged;" in text

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_harness.git.errors import DefaultBranchGuard, WorktreeError
 from agent_harness.git.naming import branch_name
-from agent_harness.git.worktrees import DefaultBranchGuard, WorkRepo, WorktreeError
+from agent_harness.git.worktrees import WorkRepo
 from tests.shared.git import git, seeded_clone
 
 pytestmark = pytest.mark.integration

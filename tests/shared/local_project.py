@@ -20,7 +20,10 @@ gates = pathlib.Path(sys.argv[1])
 prompt = pathlib.Path(sys.argv[sys.argv.index("--prompt-file") + 1]).read_text()
 item = re.search(r"# Work item (\\S+):", prompt).group(1)
 (gates / f"{item}.started").write_text("")
+give_up = time.monotonic() + 300  # a fail-safe: a test that died leaves no agent for ever
 while not (gates / f"{item}.go").exists():
+    if time.monotonic() > give_up:
+        sys.exit(3)
     time.sleep(0.05)
 pathlib.Path(f"{item.lower()}.txt").write_text(item + "\\n")
 """

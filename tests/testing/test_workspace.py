@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_harness.git.errors import DefaultBranchGuard
 from agent_harness.git.workspace import Workspace
-from agent_harness.git.worktrees import DefaultBranchGuard, WorkRepo, Worktree
+from agent_harness.git.worktrees import WorkRepo, Worktree
 from agent_harness.secrets.scan import scan_diff
 from agent_harness.testing.workspace import MemoryWorkspace
 

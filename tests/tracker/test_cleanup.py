@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from agent_harness.git.cleanup import WorktreeInfo, list_worktrees, prune, remove
+from agent_harness.git.errors import WorktreeError
 from agent_harness.git.naming import plan_namespace
-from agent_harness.git.worktrees import WorkRepo, Worktree, WorktreeError
+from agent_harness.git.worktrees import WorkRepo, Worktree
 from agent_harness.tracker.reconcile import reconcile
 from agent_harness.tracker.sync import PullMarker
 

@@ -203,11 +203,14 @@ def test_a_request_for_changes_the_same_reviewer_then_approved_asks_for_nothing(
         review(3, "CHANGES_REQUESTED", "bob"),
         review(4, "COMMENTED", "bob"),  # a comment leaves bob's request standing
         review(5, "CHANGES_REQUESTED", None),  # a deleted account's request stands alone
+        review(6, "APPROVED", "carol"),
+        review(7, "CHANGES_REQUESTED", "carol"),  # carol's approval no longer stands
     ]
     _reply(scene, "GET", "*/reviews", 200, body=said)
     feedback = tracker.pull_feedback(number)
     asked = [rid for rid, state, _, _ in feedback.reviews if state == "CHANGES_REQUESTED"]
-    assert asked == [3, 5]
+    assert asked == [3, 5, 7]
+    assert [rid for rid, state, _, _ in feedback.reviews if state == "APPROVED"] == [2]
 
 
 def test_a_base_branch_that_is_gone_is_no_missing_repository(scene: Scene) -> None:
@@ -229,3 +232,43 @@ def test_a_repository_is_made_for_the_token_user_whatever_the_case_of_the_name(
     tracker.repo = f"{login.upper()}/new-app"
     tracker.ensure_repo(create=True)
     assert tracker.repo == f"{login}/new-app"
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (502, ["upstream", "down"]),
+        (503, "maintenance"),
+        (403, {"message": {"text": "nested"}}),
+        (422, {"message": "Validation Failed", "errors": {"field": "title"}}),
+        (422, {"message": "Validation Failed", "errors": 7}),
+    ],
+    ids=["list", "string", "nested-message", "errors-object", "errors-number"],
+)
+def test_an_error_answer_of_any_json_shape_is_a_tracker_error(
+    scene: Scene, status: int, body: object
+) -> None:
+    # Each escaped as AttributeError, KeyError or TypeError from the error's own reading.
+    _reply(scene, "POST", "*/issues", status, body=body, count=None)
+    tracker = scene.tracker()
+    tracker._sleep = Sleeps()
+    with pytest.raises(TrackerError):
+        tracker.create_issue(_draft())
+
+
+def test_a_check_run_without_a_name_is_a_tracker_error(scene: Scene) -> None:
+    number = scene.open_pr("T1")
+    _reply(scene, "GET", "*/check-runs", 200, body={"total_count": 1, "check_runs": [{"id": 1}]})
+    with pytest.raises(TrackerError, match=r"pull request #.* is not readable .*'name'"):
+        scene.tracker().pull_feedback(number)
+
+
+def test_half_a_surrogate_pair_in_an_answer_is_read_as_a_replacement(scene: Scene) -> None:
+    # Read with json.loads, a lone `\ud800` in a title went on into the records, and whatever
+    # wrote that title as UTF-8 later failed.
+    number = scene.issue("T1")
+    said = f'{{"number": {number}, "title": "T1: a \\ud800 b", "body": "", "state": "open"}}'
+    _reply(scene, "GET", "*/issues/*", 200, raw=said)
+    issue = scene.tracker().get_issue(number)
+    assert issue.title == "T1: a \ufffd b"
+    issue.title.encode("utf-8")

@@ -133,12 +133,26 @@ def test_a_clone_whose_origin_is_another_repository_is_refused_before_any_agent(
     assert "agent-harness/" not in git(elsewhere, "branch", "--list")
 
 
-def test_a_relative_origin_is_pushed_to_as_git_reads_it_from_the_clone(h: Harness) -> None:
-    # `../forge/…/app.git` is relative to the clone; the push ran in the item's worktree, where
-    # it named nothing, and failed after the agent, the checks and the review.
+def test_a_relative_origin_is_said_before_any_agent_not_after_the_review(h: Harness) -> None:
+    # `../forge/…/app.git` is relative to the clone; the push runs in the item's worktree (so a
+    # pre-push hook checks the branch pushed), where it named nothing, and it failed after the
+    # agent, the checks and the review, three times.
     url = git(h.work, "remote", "get-url", "origin")
     target = Path(url.removeprefix("file://"))
     git(h.work, "remote", "set-url", "origin", os.path.relpath(target, h.work))
+    pipeline = h.pipeline(ONE_ITEM, agent=AGENT, settings=settings())
+    with pytest.raises(HarnessError, match=r"a path relative to the clone.*git remote set-url"):
+        pipeline.run()
+    assert agent_runs(h, pipeline.project) == 0
+
+
+def test_a_pre_push_hook_checks_the_branch_pushed(h: Harness) -> None:
+    # The hook runs in the item's worktree, on its branch: it sees the agent's file.
+    hook = h.work / ".git" / "hooks" / "pre-push"
+    hook.write_text(
+        "#!/bin/sh\ntest -f notes/T1.txt || { echo 'pre-push: notes missing' >&2; exit 1; }\n"
+    )
+    hook.chmod(0o755)
     pipeline = h.pipeline(ONE_ITEM, agent=AGENT, settings=settings())
     pipeline.run()
     [item] = pipeline.report(None).items

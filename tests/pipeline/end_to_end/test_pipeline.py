@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from agent_harness.forge import FaultKind
-from agent_harness.git.worktrees import DefaultBranchGuard, guard_refspec
+from agent_harness.git.errors import DefaultBranchGuard
+from agent_harness.git.worktrees import guard_refspec
 from agent_harness.pipeline.settings import RunSettings
 from agent_harness.queue.items import ItemState, get_item, record_outcome
 from agent_harness.queue.items import retry as retry_item
