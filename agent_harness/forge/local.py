@@ -14,11 +14,13 @@ real state, and otherwise it works on a throwaway forge in a temporary directory
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
 import tempfile
 import urllib.parse
+import urllib.request
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -117,13 +119,38 @@ def address_port(url: str) -> int | None:
     return urllib.parse.urlsplit(url).port
 
 
-def _web_address(data_dir: Path) -> str:
+def _web_address(data_dir: Path, token: str) -> str:
+    """Where this data directory's pages are served for good: as recorded, unless another
+    program holds that port now (the links printed would open it), and then a port chosen
+    again, and recorded."""
     known = read_web_address(data_dir)
-    if known:
+    if known and not _held_by_another(known, token):
         return known
     url = f"http://{HOST}:{_choose_port(data_dir)}"
     (data_dir / ADDRESS_FILE).write_text(url + "\n", encoding="utf-8")
     return url
+
+
+def _held_by_another(url: str, token: str) -> bool:
+    """Whether the port of `url` is held now by something that is not this forge (which, as
+    `forge serve`, answers its own token with its user)."""
+    port = address_port(url)
+    if port is None:
+        return False
+    with socket.socket() as probe:
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            pass  # held: by this forge's `forge serve`, or by another program
+        else:
+            return False
+    request = urllib.request.Request(f"{url}/user", headers={"Authorization": f"token {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as answer:
+            said = json.loads(answer.read(65_536) or b"null")
+    except (OSError, ValueError):
+        return True
+    return not (isinstance(said, dict) and isinstance(said.get("login"), str))
 
 
 def _choose_port(data_dir: Path) -> int:
@@ -184,7 +211,7 @@ def local_forge(
         if fresh:  # its token and bare repositories, made inside a clone: not for `git add`
             keep_out_of_git(state_dir)
         token = _token(data_dir)
-        web_url = _web_address(data_dir)
+        web_url = _web_address(data_dir, token)
     except OSError as exc:
         raise HarnessError(f"cannot start the local forge in {data_dir}: {exc}") from None
     forge = _open(data_dir, token)

@@ -113,6 +113,30 @@ def test_the_state_a_command_makes_inside_a_clone_is_kept_out_of_its_git_status(
     assert (app / ".gitignore").exists() is False  # the user's own file is not touched
 
 
+def test_pages_recorded_on_a_port_another_program_holds_move_to_one_that_answers(
+    home: Path,
+) -> None:
+    # The run served on another port, but every link it printed named the recorded one,
+    # where another program answered.
+    import http.server
+
+    from agent_harness.forge.local import read_web_address
+
+    with local_forge(home / ".agent-harness") as first:
+        recorded = first.web_url
+    assert recorded is not None
+    port = int(recorded.rsplit(":", 1)[1])
+    squatter = http.server.HTTPServer(("127.0.0.1", port), http.server.SimpleHTTPRequestHandler)
+    try:
+        with local_forge(home / ".agent-harness") as second:
+            assert second.web_url != recorded
+            assert second.web_url == second.api_url  # this run serves them, where they say
+            data = home / ".agent-harness" / "forge"
+            assert read_web_address(data) == second.web_url  # and `forge serve` will too
+    finally:
+        squatter.server_close()
+
+
 def test_once_pushed_plan_names_the_clone_url_and_the_pages(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
