@@ -401,16 +401,26 @@ class GitHubTracker(PullReads):
             if isinstance(full_name, str) and full_name.lower() == self.repo.lower():
                 self.repo = full_name  # GitHub's own spelling, as for one that exists
 
-    def _list(self, path: str, kind: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    def _list(
+        self, path: str, kind: str, params: dict[str, Any], field: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every entry of a listing, page by page while GitHub links a next one. With `field`,
+        the pages are objects holding the entries under that name (`{"total_count": n,
+        "check_runs": [...]}`), and entries that are no objects are left out."""
         out: list[dict[str, Any]] = []
         for page in range(1, MAX_PAGES + 1):
             headers, data = self._call(
                 "GET", path, kind, params={**params, "per_page": 100, "page": page}
             )
-            if not isinstance(data, list):
-                raise TrackerError(f"GET {path}: expected a list, got {type(data).__name__}")
-            out.extend(data)
-            if not data or 'rel="next"' not in headers.get("link", ""):
+            held = data if field is None else data.get(field) if isinstance(data, dict) else None
+            if not isinstance(held, list):
+                raise TrackerError(
+                    f"GET {path}: expected a list, got {type(data).__name__}"
+                    if field is None
+                    else f"GET {path}: the answer has no list of {field}"
+                )
+            out.extend(held if field is None else (e for e in held if isinstance(e, dict)))
+            if not held or 'rel="next"' not in headers.get("link", ""):
                 return out
         raise TrackerError(f"GET {path}: more than {MAX_PAGES} pages")
 

@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent_harness.tracker.protocol import Listing, PullFeedback, RepoNotFound, TrackerError
+from agent_harness.tracker.protocol import (
+    MISREAD,
+    Listing,
+    PullFeedback,
+    RepoNotFound,
+    TrackerError,
+    unreadable,
+)
 
 _Call = Callable[..., tuple[dict[str, Any], Any]]
 # Timeline events that carry a person's word on a pull request: an issue comment, a review, a
@@ -26,7 +33,7 @@ class PullReads:
 
     repo: str
     _call: _Call
-    _list: Callable[[str, str, dict[str, Any]], list[dict[str, Any]]]
+    _list: Callable[..., list[dict[str, Any]]]  # (path, kind, params, field=None)
 
     def pull_feedback(self, number: int) -> PullFeedback:
         base = f"/repos/{self.repo}"
@@ -36,10 +43,8 @@ class PullReads:
         head = str((pull.get("head") or {}).get("sha") or "")
         # Both listings come in pages (GitHub's own page of statuses is 30): a failure past the
         # first page was missed, and the head judged green.
-        runs = self._paged_field(
-            f"{base}/commits/{head}/check-runs", "list_check_runs", "check_runs"
-        )
-        statuses = self._paged_field(f"{base}/commits/{head}/status", "combined_status", "statuses")
+        runs = self._list(f"{base}/commits/{head}/check-runs", "list_check_runs", {}, "check_runs")
+        statuses = self._list(f"{base}/commits/{head}/status", "combined_status", {}, "statuses")
         reviews = _standing(self._list(f"{base}/pulls/{number}/reviews", "list_reviews", {}))
         # The pull request counts its line comments and issue comments: a listing it says is
         # empty is not asked for. One added after the pull was read moves its updated_at past
@@ -56,26 +61,8 @@ class PullReads:
         )
         try:
             return _feedback(number, pull, head, runs, statuses, reviews, lines, talk)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            missing = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else str(exc)
-            raise TrackerError(
-                f"the tracker's answer about pull request #{number} is not readable "
-                f"({missing[:120]})"
-            ) from None
-
-    def _paged_field(self, path: str, kind: str, field: str) -> list[dict[str, Any]]:
-        """Every entry of `field` of a listing whose pages are objects (`{"total_count": n,
-        "check_runs": [...]}`), page by page while GitHub links a next one."""
-        out: list[dict[str, Any]] = []
-        for page in range(1, MAX_PAGES + 1):
-            headers, data = self._call("GET", path, kind, params={"per_page": 100, "page": page})
-            entries = data.get(field) if isinstance(data, dict) else None
-            if not isinstance(entries, list):
-                raise TrackerError(f"GET {path}: the answer has no list of {field}")
-            out.extend(entry for entry in entries if isinstance(entry, dict))
-            if not entries or 'rel="next"' not in headers.get("link", ""):
-                return out
-        raise TrackerError(f"GET {path}: more than {MAX_PAGES} pages of {field}")
+        except MISREAD as exc:
+            raise unreadable(f"about pull request #{number} is not readable", exc) from None
 
     def pull_untouched(self, number: int) -> bool:
         # One read of the pull request's timeline, where GitHub lists its comments, reviews

@@ -34,14 +34,23 @@ def _readable(
     def checked(cls: type[_Record], data: dict[str, Any]) -> _Record:
         try:
             return read(cls, data)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except MISREAD as exc:
             what = re.sub(r"(?<!^)(?=[A-Z])", " ", cls.__name__.removesuffix("Record")).lower()
-            missing = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else str(exc)
-            raise TrackerError(
-                f"the tracker's answer is not a readable {what} ({missing[:120]})"
-            ) from None
+            raise unreadable(f"is not a readable {what}", exc) from None
 
     return checked
+
+
+# What reading an answer that lacks what it must hold raises (a field missing, a list where an
+# object was due, a word where a number was).
+MISREAD = (KeyError, TypeError, ValueError, AttributeError)
+
+
+def unreadable(said: str, exc: Exception) -> TrackerError:
+    """The TrackerError for an answer misread (`exc`, one of MISREAD): "the tracker's answer
+    <said> (no 'number')"."""
+    missing = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else str(exc)
+    return TrackerError(f"the tracker's answer {said} ({missing[:120]})")
 
 
 class TrackerError(HarnessError):
