@@ -31,9 +31,8 @@ class DefaultBranchGuard(WorktreeError):
 # What a clone's own setup says when it refuses a commit another attempt would meet again: a
 # signature gpg cannot make, `core.safecrlf`, a clean filter that fails (Git LFS missing).
 _SETUP_REFUSALS = (
-    ("gpg failed to sign", "turn signing off for this clone (`git config commit.gpgsign false`)"),
+    # "gpg failed to sign the data"; "CRLF would be replaced by LF" and the other way round
     ("failed to sign", "turn signing off for this clone (`git config commit.gpgsign false`)"),
-    ("crlf would be replaced", "relax `core.safecrlf` or `core.autocrlf` for this clone"),
     ("lf would be replaced", "relax `core.safecrlf` or `core.autocrlf` for this clone"),
     ("external filter", "install the filter's program, or remove it from .gitattributes"),
     ("clean filter", "install the filter's program, or remove it from .gitattributes"),

@@ -71,7 +71,7 @@ def repo_named(url: str) -> str:
     path = url.strip()
     if "://" in path:
         path = path.split("://", 1)[1].partition("/")[2]
-    elif re.match(r"^[^/:]+:", path) and not re.match(r"^[A-Za-z]:[\\/]", path):
+    elif _names_host(path) and not re.match(r"^[A-Za-z]:[\\/]", path):
         path = path.split(":", 1)[1]  # scp-like `git@host:O/N.git`
     parts = [part for part in path.split("?")[0].rstrip("/").split("/") if part]
     if parts:
@@ -81,7 +81,9 @@ def repo_named(url: str) -> str:
 
 def relative_path_url(url: str) -> bool:
     """A remote URL that is a relative path (`../forge/app.git`), not a URL nor `host:path`."""
-    if "://" in url or os.path.isabs(url):
-        return False
-    first = url.split("/", 1)[0]
-    return ":" not in first  # `git@host:o/r.git` and `host:o/r` name a host
+    return "://" not in url and not os.path.isabs(url) and not _names_host(url)
+
+
+def _names_host(url: str) -> bool:
+    """git's scp-like form, `git@host:o/r.git` or `host:o/r`: a ':' before any '/'."""
+    return ":" in url.split("/", 1)[0]

@@ -276,19 +276,18 @@ class WorkRepo:
         """One look at every ref that matters to an item's worktree (its branches, here and
         pushed, and the default branch's), instead of a git call per question. A branch named
         like the harness's folder of branches blocks every branch in it: refused, said once."""
-        blocking = f"refs/heads/{BRANCH_PREFIX.rstrip('/')}"
+        folder = BRANCH_PREFIX.rstrip("/")
         refs = self._refs(
             f"refs/heads/{prefix}*",
             f"refs/remotes/{self.remote}/{prefix}*",
             f"refs/heads/{default}",
             f"refs/remotes/{self.remote}/{default}",
-            blocking,
+            f"refs/heads/{folder}",
         )
-        if blocking in refs:
+        if f"refs/heads/{folder}" in refs:
             raise RepoRefused(
-                f"the clone has a branch '{BRANCH_PREFIX.rstrip('/')}', which blocks every "
-                f"branch under '{BRANCH_PREFIX}' the harness makes; rename it "
-                f"(`git branch -m {BRANCH_PREFIX.rstrip('/')} <other>`)"
+                f"the clone has a branch '{folder}', which blocks every branch under "
+                f"'{BRANCH_PREFIX}' the harness makes; rename it (`git branch -m {folder} <other>`)"
             )
         return refs
 
@@ -296,10 +295,8 @@ class WorkRepo:
         """A branch in the item's name that its history does not know, holding commits that
         are neither on the base nor pushed: someone's own work (`agent-harness/T1-wip`), which
         the harness must neither build on nor push."""
-        private = self._git(
-            self.path, "rev-list", "--count", local, "--not", base, *((pushed,) if pushed else ())
-        ).strip()
-        if private not in ("", "0"):
+        private = self._commits_beyond(local, base, pushed)
+        if private:
             raise RepoRefused(
                 f"branch '{branch}' is in the item's name but not in its history, and holds "
                 f"{private} commit(s) that are not pushed: the harness will not build on it or "
@@ -428,6 +425,12 @@ class WorkRepo:
         found = under("refs/heads/") or under(remote_prefix)
         return found[0] if found else None
 
+    def _commits_beyond(self, tip: str, *known: str | None) -> int:
+        """How many commits `tip` has that none of the `known` commits (None: left out) has."""
+        others = [sha for sha in known if sha]
+        counted = self._git(self.path, "rev-list", "--count", tip, "--not", *others).strip()
+        return int(counted or 0)
+
     def forget_worktree(self, path: Path) -> None:
         """Drop git's record of the harness's worktree at `path` (its directory gone or going),
         and only that one: `git worktree prune` would also forget a worktree of the user's
@@ -473,13 +476,10 @@ class WorkRepo:
         if local_default and remote_default and local_default not in (remote_default, start):
             # Commits on the local default branch that are neither the remote's nor there when
             # the run started: an agent's (worktrees share the clone's branches).
-            ahead = self._git(
-                self.path, "rev-list", "--count", local_default, "--not", remote_default,
-                *((start,) if start else ()),
-            )  # fmt: skip
-            if ahead.strip() != "0":
+            ahead = self._commits_beyond(local_default, remote_default, start)
+            if ahead:
                 raise DefaultBranchGuard(
-                    f"the local {default} branch gained {ahead.strip()} commit(s) during the run: "
+                    f"the local {default} branch gained {ahead} commit(s) during the run: "
                     f"an agent committed to the default branch; refused"
                 )
 
