@@ -135,15 +135,9 @@ def _held_by_another(url: str, token: str) -> bool:
     """Whether the port of `url` is held now by something that is not this forge (which, as
     `forge serve`, answers its own token with its user)."""
     port = address_port(url)
-    if port is None:
+    if port is None or _free(port):
         return False
-    with socket.socket() as probe:
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            pass  # held: by this forge's `forge serve`, or by another program
-        else:
-            return False
+    # Held: by this forge's `forge serve`, or by another program.
     request = urllib.request.Request(f"{url}/user", headers={"Authorization": f"token {token}"})
     try:
         with urllib.request.urlopen(request, timeout=2) as answer:
@@ -153,15 +147,21 @@ def _held_by_another(url: str, token: str) -> bool:
     return not (isinstance(said, dict) and isinstance(said.get("login"), str))
 
 
+def _free(port: int) -> bool:
+    """Whether nothing listens on `port` of the loopback address now."""
+    with socket.socket() as probe:
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
 def _choose_port(data_dir: Path) -> int:
     """A port free now, the same first guess for the same directory every time."""
     start = _PORT_BASE + zlib.crc32(os.fsencode(data_dir.resolve())) % _PORT_SPAN
     for port in range(start, start + _PORT_TRIES):
-        with socket.socket() as probe:
-            try:
-                probe.bind((HOST, port))
-            except OSError:
-                continue
+        if _free(port):
             return port
     with socket.socket() as probe:
         probe.bind((HOST, 0))

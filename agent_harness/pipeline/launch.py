@@ -150,13 +150,7 @@ def _implementer_choice(request: RunRequest, env: Mapping[str, str]) -> AgentPre
     if bool(request.agent) == bool(request.implementer):
         raise UsageError("give exactly one of --agent (a CLI agent) or --implementer vendor:model")
     if request.agent:
-        preset = anchored(preset_for(request.agent), Path.cwd())
-        if shutil.which(preset.binary, path=env.get("PATH")) is None:
-            raise UsageError(
-                f"agent '{preset.name}': {preset.binary} not found on PATH; "
-                f"install it with: {preset.install_hint}"
-            )
-        return preset
+        return _installed(anchored(preset_for(request.agent), Path.cwd()), "agent", env)
     assert request.implementer is not None
     route = route_from_spec(request.implementer, env)
     if not env.get(route.api_key_env):
@@ -176,13 +170,7 @@ def _reviewer_choice(request: RunRequest, env: Mapping[str, str]) -> AgentPreset
             "agent preset (e.g. codex)"
         )
     if ":" not in spec and spec in PRESETS:
-        preset = preset_for(spec)
-        if shutil.which(preset.binary, path=env.get("PATH")) is None:
-            raise UsageError(
-                f"reviewer '{preset.name}': {preset.binary} not found on PATH; "
-                f"install it with: {preset.install_hint}"
-            )
-        return preset
+        return _installed(preset_for(spec), "reviewer", env)
     route = route_from_spec(spec, env)
     if not env.get(route.api_key_env):
         raise UsageError(
@@ -190,6 +178,16 @@ def _reviewer_choice(request: RunRequest, env: Mapping[str, str]) -> AgentPreset
             "(it is never passed to agents)"
         )
     return route
+
+
+def _installed(preset: AgentPreset, role: str, env: Mapping[str, str]) -> AgentPreset:
+    """`preset`, when its program is on the PATH; else how to install it."""
+    if shutil.which(preset.binary, path=env.get("PATH")) is None:
+        raise UsageError(
+            f"{role} '{preset.name}': {preset.binary} not found on PATH; "
+            f"install it with: {preset.install_hint}"
+        )
+    return preset
 
 
 def check_roles(request: RunRequest, env: Mapping[str, str]) -> None:
