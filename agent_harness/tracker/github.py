@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from agent_harness.errors import UNREADABLE_JSON, UsageError, read_json
+from agent_harness.errors import UsageError
 from agent_harness.plan.model import shown_path
-from agent_harness.secrets.shapes import mask_url
+from agent_harness.tracker.answers import REDIRECTS, json_of, redirected, validation_error
 from agent_harness.tracker.github_pulls import MAX_PAGES, PullReads
 from agent_harness.tracker.protocol import (
     AuthError,
@@ -278,7 +278,7 @@ class GitHubTracker(PullReads):
                 verb, path, parameters=params, headers=headers, input=body
             )
             self._reached = True
-            data = _json_of(output, verb, path, status)
+            data = json_of(output, verb, path, status)
             if status >= 400:
                 said = data.get("message") if isinstance(data, dict) else None
                 if not isinstance(said, str | None):  # PyGithub reads it as text
@@ -286,8 +286,8 @@ class GitHubTracker(PullReads):
                 elif not isinstance(data, dict):
                     data = {"message": str(data)[:200]} if data is not None else None
                 raise self._requester.createException(status, answered, data)
-            if status in _REDIRECTS:  # not followed: nothing was done (a 307 on a write)
-                raise _redirected(status, answered, data, verb, path)
+            if status in REDIRECTS:  # not followed: nothing was done (a 307 on a write)
+                raise redirected(status, answered, data, verb, path)
             return answered, data
         except GithubException as exc:
             self._reached = True
@@ -340,7 +340,7 @@ class GitHubTracker(PullReads):
             errors = data.get("errors") or []
             errors = errors if isinstance(errors, list) else [errors]
             first = errors[0] if errors and isinstance(errors[0], dict) else {}
-            detail = "; ".join(_validation_error(e) for e in errors[:5] if e)
+            detail = "; ".join(validation_error(e) for e in errors[:5] if e)
             text = f"GitHub refused {verb} {path}: {message}" + (f" ({detail})" if detail else "")
             return ValidationFailed(text, first.get("field"), first.get("code"))
         if status >= 500:
@@ -638,46 +638,6 @@ class GitHubTracker(PullReads):
             body={"labels": list(labels)},
         )
         return tuple(str(label["name"]) for label in data or () if isinstance(label, dict))
-
-
-# The redirects; a 304 (not modified, a conditional read) is an answer.
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
-
-
-def _json_of(output: str, verb: str, path: str, status: int) -> Any:
-    """An answer's JSON (None for no body); TrackerError for a body that is not JSON, such as
-    a proxy's sign-in page, on a success; a failure's body is read as its message instead."""
-    if not output:
-        return None
-    try:
-        return read_json(output)
-    except UNREADABLE_JSON:
-        if status >= 300:
-            return {"message": output.strip()[:200]}
-        shown = " ".join(output.strip()[:60].split())
-        raise TrackerError(f"{verb} {path}: the answer is not JSON ({shown!r}...)") from None
-
-
-def _redirected(
-    status: int, headers: dict[str, Any], data: Any, verb: str, path: str
-) -> TrackerError:
-    where = {str(k).lower(): str(v) for k, v in headers.items()}.get("location", "elsewhere")
-    message = data.get("message") if isinstance(data, dict) else None
-    return TrackerError(
-        f"{verb} {path}: GitHub answered {status} {message or 'Redirect'} to {mask_url(where)} "
-        "and did nothing; was the repository renamed or moved? Use its new name with --repo",
-        status,
-    )
-
-
-def _validation_error(error: Any) -> str:
-    """One entry of a 422's `errors`, GitHub's reason first when it gives one."""
-    if not isinstance(error, dict):
-        return str(error)[:200]
-    said = error.get("message")
-    if isinstance(said, str) and said:
-        return said[:200]
-    return f"{error.get('field', '?')} {error.get('code', 'invalid')}"
 
 
 def _number(text: str) -> float | None:
