@@ -31,7 +31,7 @@ Examples:
       --check 'pytest -q' --agent claude --reviewer openai:gpt-4.1 --workers 3
   agent-harness run --repo me/app --forge local --work . --plan PLAN.md \\
       --agent 'mytool --prompt-file {prompt_file}' --reviewer codex --only T3 --yes
-  agent-harness run --repo me/app --forge local --work . --plan A.md --plan B.md \
+  agent-harness run --repo me/app --forge local --work . --plan A.md --plan B.md \\
       --workers 2 --max-workers 3 --agent claude --reviewer codex
   agent-harness run ... --json > events.jsonl        # events as JSON lines
   agent-harness run ... --merge-when-green --max-pr-rounds 2

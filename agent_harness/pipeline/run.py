@@ -228,7 +228,8 @@ class Pipeline:
             report = sync_plan(self.plan, parts.tracker, parts.plan_key)
         for item_id, number in report.issue_numbers.items():
             parts.issues.setdefault(item_id, number)
-        items.unhold(store, project)  # whatever an earlier --only run held back
+        # Whatever an earlier run held back: by --only, or for want of an issue.
+        items.unhold(store, project, (items.HOLD_REASON, items.NO_ISSUE_REASON))
         items.enqueue(store, project, self.plan.items, max_attempts=parts.settings.max_attempts)
         items.set_budget(store, project, parts.settings.max_attempts)
         in_plan = {item.id for item in self.plan.items}
@@ -238,6 +239,10 @@ class Pipeline:
             parts.note(item_id, Withdrawn(reason="no longer in the plan"))
         if parts.settings.only is not None:
             items.hold(store, project, sorted(in_plan - parts.settings.only))
+        # An item whose issue could not be made (too long a body, a refused label) is not
+        # worked: its pull request would close no issue, and the next sync makes one.
+        lacking = [i.id for i in self.plan.items if not i.done and i.id not in parts.issues]
+        items.hold(store, project, lacking, items.NO_ISSUE_REASON)
         return report
 
     def to_approve(self) -> tuple[list[WorkItem], list[tuple[WorkItem, str]]]:

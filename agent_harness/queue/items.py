@@ -390,13 +390,18 @@ def _skip_dependents(tx: Tx, project: str, root: str) -> None:
 
 
 HOLD_REASON = "held: not selected for this run (--only)"
+# Held until a run makes the item's issue: a pull request must close one.
+NO_ISSUE_REASON = "held: its issue could not be made (see the sync's problems); fix the plan item"
 
 
 _FAR = 4102444800.0  # 2100-01-01: never due by itself; `unhold` is what frees a held item
 
 
-def hold(store: Store, project: str, item_ids: Iterable[str]) -> tuple[str, ...]:
-    """Keep these items from being claimed by this run (pending or due ones only)."""
+def hold(
+    store: Store, project: str, item_ids: Iterable[str], reason: str = HOLD_REASON
+) -> tuple[str, ...]:
+    """Keep these items from being claimed (pending or due ones only) until `unhold` frees
+    them: HOLD_REASON for this run only, NO_ISSUE_REASON until a sync makes their issues."""
     held: list[str] = []
     with store.transaction() as tx:
         for item_id in item_ids:
@@ -406,19 +411,21 @@ def hold(store: Store, project: str, item_ids: Iterable[str]) -> tuple[str, ...]
             tx.execute(
                 "UPDATE items SET state = 'waiting', not_before = ?, reason = ?, updated_at = ? "
                 "WHERE project = ? AND id = ?",
-                (_FAR, HOLD_REASON, store.clock(), project, item_id),
+                (_FAR, reason, store.clock(), project, item_id),
             )
-            tx.append_event(project, item_id, Held(from_=row[0], reason=HOLD_REASON))
+            tx.append_event(project, item_id, Held(from_=row[0], reason=reason))
             held.append(item_id)
     return tuple(held)
 
 
-def unhold(store: Store, project: str) -> tuple[str, ...]:
-    """Free every item a run held back (also after that run was killed)."""
+def unhold(store: Store, project: str, reasons: Sequence[str] = (HOLD_REASON,)) -> tuple[str, ...]:
+    """Free every item held back for one of `reasons` (also after the run that held them
+    was killed)."""
+    marks = ", ".join("?" * len(reasons))
     with store.transaction() as tx:
         rows = tx.all(
-            "SELECT id FROM items WHERE project = ? AND state = 'waiting' AND reason = ?",
-            (project, HOLD_REASON),
+            f"SELECT id FROM items WHERE project = ? AND state = 'waiting' AND reason IN ({marks})",
+            (project, *reasons),
         )
         for (item_id,) in rows:
             tx.execute(

@@ -525,3 +525,31 @@ def test_the_direct_api_executor_implements_through_the_same_pipeline(h: Harness
     ]
     assert len(planner_calls) == 1
     assert not any("sk-exec" in jsonlib.dumps(r.body) for r in models.requests)
+
+
+@pytest.mark.integration
+def test_an_item_whose_issue_could_not_be_made_is_held_not_worked_until_it_can_be(
+    h: Harness,
+) -> None:
+    agent = write_scripted_agent(h.tmp / "agents", "done")
+    command = shlex.join(agent) + " {prompt_file}"
+    too_long = "### T1: Huge\n\n" + "word " * 14_000 + "\n\n### T2: Small\n\nFine.\n"
+    first = h.pipeline(too_long, agent=command, settings=settings(checks=[]))
+    report = first.run()
+    assert report.sync is not None and any("T1" in p for p in report.sync.problems)
+    by_id = {i.id: i for i in report.items}
+    # No pull request that closes no issue: T1 waits, and says why, with no attempt spent.
+    assert (by_id["T1"].state, by_id["T1"].attempts) == ("waiting", 0)
+    assert "issue could not be made" in (get_item(h.store, first.project, "T1").reason or "")
+    assert by_id["T2"].state == "pr_open"
+    assert [p.head.ref for p in h.pulls()] == ["agent-harness/T2-small"]
+    # The plan shortened, the next run makes its issue and works it.
+    second = h.pipeline(
+        "### T1: Huge\n\nShorter now.\n\n### T2: Small\n\nFine.\n",
+        agent=command,
+        settings=settings(checks=[]),
+    )
+    again = {i.id: i.state for i in second.run().items}
+    assert again == {"T1": "pr_open", "T2": "pr_open"}
+    [t1_pull] = [p for p in h.pulls() if p.head.ref.startswith("agent-harness/T1")]
+    assert f"Closes #{second.issues['T1']}" in t1_pull.body
