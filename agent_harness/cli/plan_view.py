@@ -219,7 +219,7 @@ def local_forge_lines(repo: LocalRepo) -> list[str]:
         lines = [
             f"local forge: {repo.full_name} is empty; from your clone, put your history in it:",
             f"  git remote add origin {repo.clone_url}",
-            f"  git push origin {repo.default_branch}",
+            "  git push origin HEAD",
         ]
     else:
         lines = [f"local forge: {repo.full_name} clones from {repo.clone_url}"]

@@ -123,7 +123,7 @@ def _repository(forge: Forge, ctx: RepoContext) -> Page:
         parts.append(
             '<div class="box"><p>This repository is empty. From your clone, put your '
             f"history in it:</p><pre>git remote add origin {e(clone)}\n"
-            f"git push origin {e(default)}</pre></div>"
+            "git push origin HEAD</pre></div>"
         )
     parts.append(_issue_table(forge, ctx, pulls=True))
     parts.append(_issue_table(forge, ctx, pulls=False))

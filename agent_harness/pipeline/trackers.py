@@ -105,5 +105,5 @@ def _refuse_empty(state_dir: Path, repo: str) -> None:
     if local.empty:
         raise UsageError(
             f"{repo} on the local forge is empty: push your clone's history to it first "
-            f"(git remote add origin {local.clone_url}; git push origin {local.default_branch})"
+            f"(git remote add origin {local.clone_url}; git push origin HEAD)"
         )

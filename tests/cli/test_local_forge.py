@@ -87,14 +87,15 @@ def test_plan_makes_an_empty_repository_and_says_which_origin_takes_the_users_hi
     lines = [line.strip() for line in err.splitlines()]
     add = next(line for line in lines if line.startswith("git remote add origin "))
     assert add.split()[-1].startswith("file://")
-    assert "git push origin main" in lines
+    assert "git push origin HEAD" in lines
 
     app = home / "app"
+    git(app, "branch", "-m", "master")  # the hint holds for a clone whose branch is not main
     git(app, *add.split()[1:])
-    git(app, "push", "-q", "origin", "main")  # the user's own history goes in as it is
+    git(app, *"git push origin HEAD".split()[1:])  # the user's own history goes in as it is
 
     bare = Path(add.split()[-1].removeprefix("file://"))
-    assert git(bare, "log", "--format=%s", "main").splitlines() == ["second", "first"]
+    assert git(bare, "log", "--format=%s", "master").splitlines() == ["second", "first"]
 
 
 def test_the_state_a_command_makes_inside_a_clone_is_kept_out_of_its_git_status(
@@ -345,7 +346,7 @@ def test_a_run_before_the_history_is_pushed_says_how_to_push_it(
     assert code == 2
     assert err == [
         f"error: me/app on the local forge is empty: push your clone's history to it first "
-        f"(git remote add origin {clone_url}; git push origin main)"
+        f"(git remote add origin {clone_url}; git push origin HEAD)"
     ]
 
 
