@@ -113,10 +113,10 @@ def known_values(env: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str,
 _URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,30}://)([^\s/?#\"'\\]*)@")
 # The same with a '/' typed into the password, which should have been percent-encoded
 # (`postgresql://u:pa/ss@h/db`): the user name holds no ':', '/' or '@', the password runs to the
-# next '@' and holds a '/' (and no ':' after it). Text before its first '/' that is all digits
-# is a port, not a password (`https://h:8443/users/@me`), and is left alone. Each part is
-# bounded and never given back (`{0,256}+`): a megabyte of `a://:/` would otherwise be read
-# to its end from every one of its schemes.
+# next '@' and holds a '/' (and no ':' after it). Text before its first '/' that reads as a
+# port (digits, up to 65535) is not a password (`https://h:8443/users/@me`) and is left alone.
+# Each part is bounded and never given back (`{0,256}+`): a megabyte of `a://:/` would
+# otherwise be read to its end from every one of its schemes.
 _URL_SLASHED_PASSWORD = re.compile(
     r"\b([A-Za-z][A-Za-z0-9+.-]{0,30}://)([^\s/?#:@\"'\\]{0,256}+):"
     r"([^\s/?#@\"'\\]{0,256}+)(/[^\s?#@:\"'\\]{0,256}+)@"
@@ -141,9 +141,14 @@ def _mask_userinfo(match: re.Match[str]) -> str:
 
 def _mask_slashed(match: re.Match[str]) -> str:
     scheme, user, before_slash = match.group(1), match.group(2), match.group(3)
-    if before_slash.isdigit() or not before_slash:  # host:port/path, or host:/path
+    if not before_slash or _is_port(before_slash):  # host:port/path, or host:/path
         return match.group(0)
     return f"{scheme}{user}:***@"
+
+
+def _is_port(text: str) -> bool:
+    """A TCP port as a URL writes it: digits, no leading zero, at most 65535."""
+    return text.isascii() and text.isdigit() and text[0] != "0" and int(text) <= 65535
 
 
 def _mask_named(match: re.Match[str]) -> str:

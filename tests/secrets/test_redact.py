@@ -88,6 +88,9 @@ def test_the_log_masks_what_was_said_and_keeps_the_data_the_harness_reads_back(
         # a '/' typed into a password, not percent-encoded: still the password, up to its '@'
         ("postgresql://u:pa/ss@host/db", "postgresql://u:***@host/db"),
         ("redis://:x/y/z@cache:6379", "redis://:***@cache:6379"),
+        # digits before the '/' that no port can be (over 65535, or a leading zero)
+        ("postgresql://u:123456/pw@host/db", "postgresql://u:***@host/db"),
+        ("postgresql://u:0420/pw@host/db", "postgresql://u:***@host/db"),
         # a port and a path with an '@' in it: no password there
         ("https://example.com:8443/users/@me", "https://example.com:8443/users/@me"),
         ("https://example.com:/a@b", "https://example.com:/a@b"),
