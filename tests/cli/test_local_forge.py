@@ -92,7 +92,8 @@ def test_plan_makes_an_empty_repository_and_says_which_origin_takes_the_users_hi
     app = home / "app"
     git(app, "branch", "-m", "master")  # the hint holds for a clone whose branch is not main
     git(app, *add.split()[1:])
-    git(app, *"git push origin HEAD".split()[1:])  # the user's own history goes in as it is
+    push = next(line for line in lines if line.startswith("git push origin "))
+    git(app, *push.split()[1:])  # the user's own history goes in as it is, as the hint says
 
     bare = Path(add.split()[-1].removeprefix("file://"))
     assert git(bare, "log", "--format=%s", "master").splitlines() == ["second", "first"]
