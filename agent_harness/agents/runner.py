@@ -381,9 +381,12 @@ def run_cli_agent(
     model: str | None = None,
     own_login: bool = False,
     on_state: Callable[[Any, str], None] | None = None,
+    wall_clock: Callable[[], float] = time.time,
 ) -> SessionRun:
     """Run a CLI agent (as implementer or reviewer) in its own home, then close the session
-    once the program has ended: its screen lives on in the log, which is read back whole."""
+    once the program has ended: its screen lives on in the log, which is read back whole.
+    `wall_clock` is the clock a reset its output names is read by (the caller's, which then
+    waits for it)."""
     from agent_harness.agents.runner import AgentState, run_agent
 
     setup = agent_setup(preset, home, env_source, model=model, own_login=own_login)
@@ -401,6 +404,7 @@ def run_cli_agent(
         poll_s=poll_s,
         model=setup.model,
         extra_env_allow=setup.allow,
+        wall_clock=wall_clock,
         on_state=on_state or (lambda _state, _detail: None),
     )
     if AgentState(outcome.state) is not AgentState.WAITING_FOR_INPUT:

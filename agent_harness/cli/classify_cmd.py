@@ -45,12 +45,19 @@ def classify(log: TextIO, agent: str, exit_code: int | None, as_json: bool) -> i
 
     from agent_harness.cli.output import console, print_json, visible
     from agent_harness.failures import action_for
-    from agent_harness.models.agent_output import classify_agent_output
+    from agent_harness.models.agent_output import agent_wait_base, classify_agent_output
+    from agent_harness.models.failures import FailureKind
+
+    def stamp(moment: float | None) -> str | None:
+        return None if moment is None else datetime.fromtimestamp(moment, UTC).isoformat()
 
     now = time.time()
     failure = classify_agent_output(agent, log.read(), now=now, exit_code=exit_code)
     reset = failure.reset_at if failure else None
-    reset_text = datetime.fromtimestamp(reset, UTC).isoformat() if reset is not None else None
+    reset_text = stamp(reset)
+    # When a run would start the agent again: after a burst or a window, without the jitter.
+    waits = failure is not None and failure.kind in (FailureKind.BURST, FailureKind.WINDOW)
+    again = agent_wait_base(failure, now) if failure is not None and waits else None
     if as_json:
         print_json(
             None
@@ -62,6 +69,8 @@ def classify(log: TextIO, agent: str, exit_code: int | None, as_json: bool) -> i
                 "message": failure.message,
                 "reset_at": reset,
                 "reset_at_utc": reset_text,
+                "retry_after": failure.retry_after,
+                "runs_again_at_utc": stamp(again),
                 "raw_code": failure.raw_code,
             }
         )
@@ -71,4 +80,9 @@ def classify(log: TextIO, agent: str, exit_code: int | None, as_json: bool) -> i
         until = f"; resets {reset_text} (in {max(0, round(reset - now))}s)" if reset else ""
         console().print(f"{visible(failure.describe())}{until}", markup=False)
         console().print(f"policy: {action_for(failure.kind.value).value}", markup=False)
+        if again is not None:
+            console().print(
+                f"a run starts the agent again from {stamp(again)} (in {round(again - now)}s)",
+                markup=False,
+            )
     return 0 if failure is None else 4

@@ -126,6 +126,7 @@ class CliImplementer:
             model=self.model,
             own_login=self.own_login,
             on_state=lambda state, detail: on_state(str(state), detail),
+            wall_clock=self.clock,
         )
         outcome = ran.outcome
         report = read_cli_report(ran.output)

@@ -19,23 +19,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from agent_harness.errors import UNREADABLE_JSON, read_json
+from agent_harness.models.agent_sentences import http_failure, one_line, text_failure
 from agent_harness.models.failures import Failure, FailureKind
-from agent_harness.models.limits import epoch_seconds, next_midnight, next_wall_clock
-from agent_harness.models.providers import classify_response
+from agent_harness.models.limits import epoch_seconds
 from agent_harness.secrets.redact import redact
 
-_CLAUDE_PIPE_RESET = re.compile(r"Claude AI usage limit reached\|(\d{9,13})")
-_RESETS_AT = re.compile(
-    r"(?P<lead>(?:hit your|usage limit|limit reached|limit will reset|out of)[^\n]*?)"
-    r"resets?(?: at)?\s+(?P<when>[A-Za-z]{3,9}\s+\d{1,2},\s*)?"
-    r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<ampm>am|pm)"
-    r"(?:\s*\((?P<tz>[A-Za-z_/+\-0-9]+)\))?",
-    re.IGNORECASE,
-)
-_SPEND_CAP_TEXT = re.compile(
-    r"spend limit|credit balance is too low|insufficient credits",
-    re.IGNORECASE,
-)
 # Events that carry what the model wrote or read (its turns, tool calls and their output), per
 # CLI: Claude Code and Codex, Gemini CLI's stream-json, opencode's --format json.
 _CONVERSATION_TYPES = frozenset(
@@ -52,89 +40,6 @@ _CONVERSATION_TYPES = frozenset(
         "step_start",
         "step_finish",
     }
-)
-_LIMIT_NO_RESET = re.compile(
-    r"hit your (?:\w+ )?limit|usage limit (?:has been )?reached", re.IGNORECASE
-)
-_MONTHS = {
-    m: i
-    for i, m in enumerate(
-        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
-        start=1,
-    )
-}
-
-# Codex names the HTTP status of a request it gave up on, in its own words.
-_CODEX_STATUS = re.compile(r"(?:unexpected status|last status:)\s+(?P<status>[1-5]\d\d)\b")
-# A retry the CLI is still making is not why it stopped ("Reconnecting... 1/5 (...)").
-_STILL_RETRYING = re.compile(r"^\s*reconnecting\.\.\.", re.IGNORECASE)
-# Google's daily quotas reopen at midnight Pacific time; the per-day quota ids say "PerDay".
-_GEMINI_DAY_RESET_TZ = "America/Los_Angeles"
-_DAILY_QUOTA = re.compile(r"daily (?:\S+ )?quota", re.IGNORECASE)
-_PER_DAY_QUOTA_ID = re.compile(r"PerDay")
-# A wait the provider stated in words: "Please try again in 2.5s", "Please retry in 31.44s".
-_STATED_WAIT = re.compile(
-    r"(?:try again|retry) in (?P<amount>\d+(?:\.\d+)?)\s*"
-    r"(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)\b",
-    re.IGNORECASE,
-)
-
-# Sentences that name one class whatever CLI prints them, checked in this order (the first
-# that matches wins). Google's status names are matched in capitals only, as Google writes them.
-_SENTENCES: tuple[tuple[re.Pattern[str], FailureKind], ...] = (
-    (
-        re.compile(
-            r"prompt is too long|exceeds the context window|ran out of room in the model's "
-            r"context window|has hit a token limit|ContextWindowExceededError",
-            re.IGNORECASE,
-        ),
-        FailureKind.CONTEXT_TOO_LONG,
-    ),
-    # Google's 429 says "You exceeded your current quota" too, but of a per-minute quota that
-    # refills by itself (a per-day one is read as a window before these rules).
-    (
-        re.compile(r"RESOURCE_EXHAUSTED|ai\.google\.dev|generativelanguage\.googleapis"),
-        FailureKind.BURST,
-    ),
-    (
-        re.compile(
-            r"exceeded your current quota|quota exceeded\. check your plan and billing|"
-            r"to use codex with your chatgpt plan, upgrade",
-            re.IGNORECASE,
-        ),
-        FailureKind.CAP,
-    ),
-    (
-        re.compile(r"api error: 529|overloaded_error|selected model is at capacity", re.I),
-        FailureKind.OVERLOAD,
-    ),
-    (
-        re.compile(
-            r"invalid api key|authentication_error|incorrect api key provided|api key not valid|"
-            r"not able to authenticate you|litellm\.AuthenticationError|please set an auth "
-            r"method|invalid auth method selected",
-            re.IGNORECASE,
-        ),
-        FailureKind.AUTH,
-    ),
-    (re.compile(r"\b(?:PERMISSION_DENIED|UNAUTHENTICATED|API_KEY_INVALID)\b"), FailureKind.AUTH),
-    (
-        re.compile(r"api error: 429|has rate limited you|litellm\.RateLimitError", re.I),
-        FailureKind.BURST,
-    ),
-    (
-        re.compile(r"refused the request due to a safety policy|ContentPolicyViolationError", re.I),
-        FailureKind.REFUSAL,
-    ),
-    (
-        re.compile(
-            r"experiencing high demand|servers are down or overloaded|timed out without "
-            r"returning a response|litellm\.(?:InternalServerError|ServiceUnavailableError|"
-            r"Timeout|APIConnectionError)",
-            re.IGNORECASE,
-        ),
-        FailureKind.SERVER,
-    ),
 )
 
 # Gemini CLI exits with the HTTP status of the request it gave up on, modulo 256 (429 -> 173,
@@ -162,6 +67,14 @@ _LASTING = frozenset({FailureKind.WINDOW, FailureKind.CAP})
 
 # When an agent stopped at a limit without saying when it lifts, it is run again after this.
 DEFAULT_AGENT_WAIT_S = 60.0
+# ... and after this when the limit is a spent window (hours long), not a burst.
+DEFAULT_WINDOW_WAIT_S = 900.0
+# A rate limit whose stated wait is this long or longer is a spent window of the account (a
+# daily quota: "retry after 86400 seconds"), for every item alike, not a burst of this one.
+WINDOW_WAIT_S = 300.0
+# ... but a stated wait past the longest window known (a week, and a day of slack) is no
+# provider's: the window is taken to reopen then.
+LONGEST_WINDOW_S = 8 * 86400.0
 # A stated wait longer than this is not taken at its word: the item comes back after an hour.
 MAX_AGENT_WAIT_S = 3600.0
 # Up to this share of the wait is added at random, so items limited together come back apart.
@@ -193,49 +106,6 @@ def _lines(text_or_lines: str | Iterable[str]) -> list[str]:
     if isinstance(text_or_lines, str):
         return text_or_lines.splitlines()
     return [line for chunk in text_or_lines for line in str(chunk).splitlines()]
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:200]
-
-
-def stated_wait(text: str) -> float | None:
-    """Seconds a provider asked for in words ("Please try again in 2.5s"), if it did."""
-    match = _STATED_WAIT.search(text)
-    if match is None:
-        return None
-    unit = match.group("unit").lower()
-    if unit == "ms" or unit.startswith("milli"):
-        scale = 0.001
-    elif unit.startswith("m"):
-        scale = 60.0
-    else:
-        scale = 1.0
-    return float(match.group("amount")) * scale
-
-
-def _as_agent(found: Failure, agent: str, message: str) -> Failure:
-    """A vendor's classification told as the agent's, in the agent's words."""
-    wait = found.retry_after
-    if found.kind is FailureKind.BURST and wait is None:
-        wait = stated_wait(message)
-    return dataclasses.replace(found, vendor=agent, message=_one_line(message), retry_after=wait)
-
-
-def _http_failure(
-    agent: str,
-    vendor: str,
-    status: int,
-    message: str,
-    now: float,
-    *,
-    headers: Mapping[str, str] | None = None,
-    body: str | None = None,
-) -> Failure | None:
-    """An HTTP status the agent reported, through the vendor's own classifier."""
-    shown = body if body is not None else json.dumps({"error": {"message": message}})
-    found = classify_response(vendor, status, dict(headers or {}), shown, now=now)
-    return None if found is None else _as_agent(found, agent, message)
 
 
 # -- structured reports -----------------------------------------------------------------------
@@ -291,18 +161,18 @@ def _codex_usage_limit(doc: Any, agent: str, now: float) -> Failure | None:
 def _claude_api_error(doc: dict[str, Any], agent: str, now: float) -> Failure | None:
     """Claude Code's final `result` after an API error: the status, and Anthropic's own error
     type and code, which the Anthropic classifier reads as if the response were ours."""
-    status = doc.get("api_error_status")
-    if doc.get("type") != "result" or not doc.get("is_error") or not isinstance(status, int):
+    status = _status_number(doc.get("api_error_status"))
+    if doc.get("type") != "result" or not doc.get("is_error") or status is None:
         return None
     message = str(doc.get("result") or f"API error {status}")
-    said = _text_failure(message, agent, now)
+    said = text_failure(message, agent, now)
     if said is not None and said.kind in _LASTING:
         return said  # "usage limit reached|<epoch>", a spend limit: the sentence knows more
     error: dict[str, Any] = {"type": str(doc.get("api_error_type") or ""), "message": message}
     if doc.get("api_error_code"):
         error["details"] = {"error_code": str(doc["api_error_code"])}
     body = json.dumps({"type": "error", "error": error})
-    return _http_failure(agent, "anthropic", status, message, now, body=body)
+    return http_failure(agent, "anthropic", status, message, now, body=body)
 
 
 def _codex_turn_failed(doc: dict[str, Any], agent: str, now: float) -> Failure | None:
@@ -311,7 +181,7 @@ def _codex_turn_failed(doc: dict[str, Any], agent: str, now: float) -> Failure |
     error = doc.get("error")
     if doc.get("type") != "turn.failed" or not isinstance(error, dict):
         return None
-    return _text_failure(str(error.get("message") or ""), agent, now)
+    return text_failure(str(error.get("message") or ""), agent, now)
 
 
 def _gemini_result_error(doc: dict[str, Any], agent: str, now: float) -> Failure | None:
@@ -323,9 +193,9 @@ def _gemini_result_error(doc: dict[str, Any], agent: str, now: float) -> Failure
     if not (final or whole) or not isinstance(error, dict):
         return None
     message = str(error.get("message") or error.get("type") or "")
-    found = _text_failure(message, agent, now)
+    found = text_failure(message, agent, now)
     if found is None and "auth" in str(error.get("type") or "").lower():
-        found = Failure(FailureKind.AUTH, agent, None, _one_line(message))
+        found = Failure(FailureKind.AUTH, agent, None, one_line(message))
     return found
 
 
@@ -345,18 +215,27 @@ def _opencode_error(doc: dict[str, Any], agent: str, now: float) -> Failure | No
         "ContentFilterError": FailureKind.REFUSAL,
     }
     if name in named:
-        return Failure(named[name], agent, None, _one_line(message), raw_code=name)
+        return Failure(named[name], agent, None, one_line(message), raw_code=name)
     if name != "APIError":
         return None
-    status = data.get("statusCode")
-    if not isinstance(status, int):
+    status = _status_number(data.get("statusCode"))
+    if status is None:
         kind = FailureKind.SERVER if data.get("isRetryable") else FailureKind.BAD_REQUEST
-        return Failure(kind, agent, None, _one_line(message), raw_code=name)
+        return Failure(kind, agent, None, one_line(message), raw_code=name)
     sent = data.get("responseHeaders")
     headers = {str(k): str(v) for k, v in sent.items()} if isinstance(sent, dict) else {}
     body = data.get("responseBody") if isinstance(data.get("responseBody"), str) else None
     vendor = _vendor_of(headers, body or "")
-    return _http_failure(agent, vendor, status, message, now, headers=headers, body=body)
+    return http_failure(agent, vendor, status, message, now, headers=headers, body=body)
+
+
+def _status_number(value: Any) -> int | None:
+    """An HTTP status as a report gives it: a number, or digits in a string ("429")."""
+    if isinstance(value, str) and value.strip().isdecimal() and value.strip().isascii():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+        return value
+    return None
 
 
 def _vendor_of(headers: Mapping[str, str], body: str) -> str:
@@ -384,76 +263,6 @@ def _structured(doc: Any, agent: str, now: float) -> Failure | None:
         found = reader(doc, agent, now)
         if found is not None:
             return found
-    return None
-
-
-# -- sentences ----------------------------------------------------------------------------------
-
-
-def _resets_at(match: re.Match[str], now: float) -> float:
-    hour = int(match.group("hour")) % 12 + (12 if match.group("ampm").lower() == "pm" else 0)
-    minute = int(match.group("minute") or 0)
-    month_day = None
-    if match.group("when"):
-        month_name, day = match.group("when").replace(",", " ").split()[:2]
-        month = _MONTHS.get(month_name[:3].lower())
-        month_day = (month, int(day)) if month else None
-    return next_wall_clock(now, hour, minute, match.group("tz"), month_day)
-
-
-def _window_sentence(line: str, agent: str, now: float) -> Failure | None:
-    """A spent window or cap in words, with its reset when the sentence gives one."""
-    pipe = _CLAUDE_PIPE_RESET.search(line)
-    if pipe:
-        return Failure(
-            FailureKind.WINDOW,
-            agent,
-            None,
-            "Claude usage limit reached",
-            reset_at=epoch_seconds(pipe.group(1)),
-            raw_code="usage_limit",
-        )
-    if _SPEND_CAP_TEXT.search(line):
-        return Failure(FailureKind.CAP, agent, None, _one_line(line), raw_code="spend_cap")
-    match = _RESETS_AT.search(line)
-    if match:
-        reset = _resets_at(match, now)
-        return Failure(
-            FailureKind.WINDOW,
-            agent,
-            None,
-            _one_line(line),
-            reset_at=reset,
-            retry_after=reset - now,
-            raw_code="usage_limit",
-        )
-    if _LIMIT_NO_RESET.search(line):
-        return Failure(FailureKind.WINDOW, agent, None, _one_line(line), raw_code="usage_limit")
-    if _DAILY_QUOTA.search(line) or _PER_DAY_QUOTA_ID.search(line):
-        reset = next_midnight(now, _GEMINI_DAY_RESET_TZ)
-        return Failure(
-            FailureKind.WINDOW, agent, None, _one_line(line), reset_at=reset, raw_code="daily"
-        )
-    return None
-
-
-def _text_failure(line: str, agent: str, now: float) -> Failure | None:
-    window = _window_sentence(line, agent, now)
-    if window is not None:
-        return window
-    if _STILL_RETRYING.match(line):
-        return None
-    named = _CODEX_STATUS.search(line)
-    status = int(named.group("status")) if named else None
-    for pattern, kind in _SENTENCES:
-        if pattern.search(line):
-            if kind is FailureKind.CAP and agent == "gemini":
-                # Google words a per-minute 429 as "You exceeded your current quota" as well.
-                kind = FailureKind.BURST
-            wait = stated_wait(line) if kind is FailureKind.BURST else None
-            return Failure(kind, agent, status, _one_line(line), retry_after=wait)
-    if status is not None:
-        return _http_failure(agent, "openai", status, line.strip(), now)
     return None
 
 
@@ -488,8 +297,24 @@ def classify_agent_output(
     status = http_status_of_exit(name, exit_code)
     if status is not None and (found is None or found.kind not in _LASTING):
         found = _gemini_status_failure(status, lines, now) or found
+    if found is None:
+        return None
     # An agent told a bad key often prints it back: the message is shown and kept, the key not.
-    return None if found is None else dataclasses.replace(found, message=redact(found.message))
+    return _long_wait_is_a_window(dataclasses.replace(found, message=redact(found.message)), now)
+
+
+def _long_wait_is_a_window(found: Failure, now: float) -> Failure:
+    """A rate limit that asks for a wait of WINDOW_WAIT_S or more is a spent window of the
+    account (a daily quota), which every item meets alike, not a burst of this one."""
+    if found.kind is not FailureKind.BURST:
+        return found
+    reset = found.reset_at if found.reset_at is not None else None
+    if reset is None and found.retry_after is not None:
+        reset = now + found.retry_after
+    if reset is None or reset - now < WINDOW_WAIT_S:
+        return found
+    reset = min(reset, now + LONGEST_WINDOW_S)
+    return dataclasses.replace(found, kind=FailureKind.WINDOW, reset_at=reset)
 
 
 def http_status_of_exit(agent: str, exit_code: int | None) -> int | None:
@@ -525,7 +350,7 @@ def _reported_failure(name: str, lines: list[str], now: float) -> Failure | None
         else:
             texts = [stripped]
         for text in texts:
-            found = _text_failure(text, name, now)
+            found = text_failure(text, name, now)
             if found is not None and _outranks(found, textual):
                 textual = found
     if structured is not None:
@@ -564,7 +389,7 @@ def _aider_reports(lines: list[str]) -> Iterator[tuple[str, bool]]:
 def _aider_failure(lines: list[str], now: float) -> Failure | None:
     found: Failure | None = None
     for report, _retried in _aider_reports(lines):
-        read = _text_failure(report, "aider", now)
+        read = text_failure(report, "aider", now)
         if read is not None and _outranks(read, found):
             found = read
     return found
@@ -578,13 +403,13 @@ def retrying_limit(agent: str, text_or_lines: str | Iterable[str], *, now: float
         for line in _lines(text_or_lines):
             logged = _OPENCODE_STREAM_ERROR.search(line)
             if logged and _RATE_WORDS.search(logged.group("error")):
-                message = _one_line(logged.group("error"))
+                message = one_line(logged.group("error"))
                 return Failure(FailureKind.BURST, "opencode", None, message, raw_code="retrying")
         return None
     if agent.lower() != "aider":
         return None
     for report, retried in _aider_reports(_lines(text_or_lines)):
-        read = _text_failure(report, "aider", now)
+        read = text_failure(report, "aider", now)
         if retried and read is not None and read.kind in (FailureKind.BURST, *_LASTING):
             return read
     return None
@@ -617,7 +442,7 @@ def _gemini_status_failure(status: int, lines: list[str], now: float) -> Failure
     else:
         body = json.dumps({"error": {"code": status, "message": inner}})
         shown = inner or f"HTTP {status}"
-    return _http_failure("gemini", "gemini", status, shown, now, body=body)
+    return http_failure("gemini", "gemini", status, shown, now, body=body)
 
 
 def agent_wait_until(failure: Failure, now: float, rng: random.Random) -> float:
@@ -625,11 +450,27 @@ def agent_wait_until(failure: Failure, now: float, rng: random.Random) -> float:
 
     A window's stated reset is kept as it is: that is when it reopens. Otherwise the wait the
     provider stated (a reset header or `retry-after`, as far as the CLI passed it on) is used,
-    or `DEFAULT_AGENT_WAIT_S` when none was, capped at `MAX_AGENT_WAIT_S`, plus up to
-    `AGENT_WAIT_JITTER` of it at random.
+    or `DEFAULT_AGENT_WAIT_S` when none was (`DEFAULT_WINDOW_WAIT_S` for a spent window),
+    capped at `MAX_AGENT_WAIT_S`, plus up to `AGENT_WAIT_JITTER` of it at random.
     """
-    if failure.kind is FailureKind.WINDOW and failure.reset_at is not None:
-        return failure.reset_at
+    moment = agent_wait_base(failure, now)
+    if _reopens_at(failure, now) is not None:
+        return moment
+    return moment + rng.uniform(0.0, AGENT_WAIT_JITTER * (moment - now))
+
+
+def agent_wait_base(failure: Failure, now: float) -> float:
+    """`agent_wait_until` without its jitter: the earliest the agent runs again."""
+    reopens = _reopens_at(failure, now)
+    if reopens is not None:
+        return reopens
     stated = failure.reset_at - now if failure.reset_at is not None else failure.retry_after
-    base = DEFAULT_AGENT_WAIT_S if stated is None or stated <= 0 else min(stated, MAX_AGENT_WAIT_S)
-    return now + base + rng.uniform(0.0, AGENT_WAIT_JITTER * base)
+    unstated = DEFAULT_WINDOW_WAIT_S if failure.kind is FailureKind.WINDOW else DEFAULT_AGENT_WAIT_S
+    return now + (unstated if stated is None or stated <= 0 else min(stated, MAX_AGENT_WAIT_S))
+
+
+def _reopens_at(failure: Failure, now: float) -> float | None:
+    """A window's reset still to come (one already past says nothing of the next)."""
+    if failure.kind is FailureKind.WINDOW and failure.reset_at is not None:
+        return failure.reset_at if failure.reset_at > now else None
+    return None

@@ -94,6 +94,7 @@ class CliReviewer:
             poll_s=self.poll_s,
             model=self.model,
             own_login=self.own_login,
+            wall_clock=self.clock,
         )
         outcome, output = ran.outcome, ran.output
         shutil.rmtree(workspace, ignore_errors=True)

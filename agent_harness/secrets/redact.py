@@ -11,6 +11,7 @@ found under), text in a vendor's documented key format, and the password of a UR
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +30,15 @@ def redact(text: str, known: Mapping[str, str] | None = None) -> str:
             text = text.replace(value, f"[redacted {name}]")
     for shape in KEY_SHAPES:
         text = shape.pattern.sub(f"[redacted: {shape.name}]", text)
-    return mask_url(text)
+    return _SAID_KEY.sub(r"\1[redacted: a key it was given]", mask_url(text))
+
+
+# A key a message says it was given, in any format ("Received API Key = sk-1234…", litellm's
+# "Passed in: …"): what follows the label is masked, unless it is masked already.
+_SAID_KEY = re.compile(
+    r"(?i)\b((?:api[ _-]?key|passed in|bearer)\s*(?:=|:)?\s*)"
+    r"(?![\[*])(?=[^\s\"',}]*[0-9])([^\s\"',}]{8,})"
+)
 
 
 # The payload fields that carry text from outside: what an agent, a check, a provider or a

@@ -37,6 +37,10 @@ KEY_SHAPES: tuple[KeyShape, ...] = (
     KeyShape("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}")),
     KeyShape("a GitHub token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),
     KeyShape("an Anthropic key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}")),
+    KeyShape("an OpenRouter key", re.compile(r"\bsk-or-v1-[0-9a-f]{64}\b")),
+    # DeepSeek's keys are lower-case hex, which the OpenAI shape below (a capital) never takes.
+    KeyShape("a DeepSeek key", re.compile(r"\bsk-[0-9a-f]{32}\b")),
+    KeyShape("a Groq key", re.compile(r"\bgsk_[A-Za-z0-9]{52}\b")),
     # Random base62: a key of 20 characters or more with no digit or no capital is a kebab-case
     # word (a branch `T1-sk-learn-upgrade-…`, a name `sk-rate-limiter-settings`), not a key.
     KeyShape(

@@ -61,7 +61,10 @@ def test_classify_names_codexs_plain_429_a_burst(
     assert main(["classify", "--agent", "codex", str(log)]) == 4
     out = capsys.readouterr().out
     assert out.startswith("burst from codex 429: exceeded retry limit, last status: 429")
-    assert out.splitlines()[-1] == "policy: retry"
+    assert out.splitlines()[1] == "policy: retry"
+    # Codex shows no wait: a run starts it again after the default minute.
+    assert out.splitlines()[2].startswith("a run starts the agent again from ")
+    assert out.splitlines()[2].endswith(" (in 60s)")
 
 
 def test_classify_names_codexs_401_auth_which_the_policy_escalates(

@@ -341,3 +341,138 @@ def test_opencode_waiting_out_a_429_is_stopped_at_its_logged_error() -> None:
     found = retrying_limit("opencode", OPENCODE_WAITING, now=NOW)
     assert found is not None and found.kind is FailureKind.BURST
     assert "per-minute rate limit" in found.message
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("Please try again in 2.5s.", 2.5),
+        ("Please retry in 38.962214405s.", 38.962214405),
+        ("Please try again in 23m58.56s. Need more tokens?", 23 * 60 + 58.56),
+        ("try again in 1m0.363s", 60.363),
+        ("Please retry after 86400 seconds.", 86400.0),
+        ("or try again in 5 days 22 hours 11 minutes.", 5 * 86400 + 22 * 3600 + 11 * 60),
+        ("try again in 2 days, 3 hours and 4 minutes", 2 * 86400 + 3 * 3600 + 4 * 60),
+        ("Please try again in 20ms.", 0.02),
+        ("Retrying in 1 seconds… (attempt 1/10)", None),  # the CLI's own backoff, no wait asked
+        ("please wait before trying again", None),
+    ],
+)
+def test_a_wait_is_read_in_every_form_the_providers_write_it(
+    text: str, seconds: float | None
+) -> None:
+    from agent_harness.models.limits import stated_wait
+
+    assert stated_wait(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "You've hit your limit · resets 13pm (UTC)",  # no clock shows it
+        "You've hit your limit · resets 3:99pm (UTC)",
+        "You've hit your limit · resets Feb 30, 3pm (UTC)",
+        "You've hit your limit · resets 3pm (Mars/Olympus_Mons)",  # a zone not known here
+    ],
+)
+def test_a_reset_that_cannot_be_read_is_a_window_without_one_not_a_guess(line: str) -> None:
+    found = classify_agent_output("claude", [line], now=NOW)
+    assert found is not None and found.kind is FailureKind.WINDOW
+    assert found.reset_at is None
+    # ... so a run waits the default for a window, not a guessed time, nor a minute.
+    again = agent_wait_until(found, NOW, random.Random(0)) - NOW
+    assert 900.0 <= again <= 990.0
+
+
+def test_a_reset_with_no_zone_is_on_this_machines_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        found = classify_agent_output("claude", ["5-hour limit reached ∙ resets 3pm"], now=NOW)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert found is not None and found.reset_at == at(2026, 1, 1, 15, 0, "America/New_York")
+
+
+def test_a_reset_in_a_fixed_offset_is_read() -> None:
+    found = classify_agent_output("claude", ["You've hit your limit · resets 8pm (UTC+2)"], now=NOW)
+    assert found is not None and found.reset_at == at(2026, 1, 1, 18, 0)
+
+
+def test_a_reset_date_the_cli_wrote_in_words_is_when_the_window_reopens() -> None:
+    line = json.dumps(
+        {
+            "type": "turn.failed",
+            "error": {
+                "message": "You've hit your usage limit. Try again at Jan 3rd, 2026 1:36 PM."
+            },
+        }
+    )
+    found = classify_agent_output("codex", [line], now=NOW)
+    assert found is not None and found.kind is FailureKind.WINDOW
+    assert found.reset_at == datetime(2026, 1, 3, 13, 36).timestamp()  # this machine's clock
+
+
+def test_a_reset_already_past_waits_the_default_window_not_nothing() -> None:
+    window = Failure(FailureKind.WINDOW, "codex", None, "spent", reset_at=NOW - 3600)
+    assert 900.0 <= agent_wait_until(window, NOW, random.Random(0)) - NOW <= 990.0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":"NaN"}}',
+        '{"type":"error","code":"usage_limit_reached","message":"x","resets_at":"Infinity"}',
+        '{"type":"error","error":{"name":"APIError","data":{"message":"slow down",'
+        '"statusCode":429,"responseHeaders":{"retry-after":"1e400"}}}}',
+    ],
+)
+def test_numbers_that_are_no_moment_give_no_reset_and_no_crash(line: str) -> None:
+    agent = "opencode" if "APIError" in line else "claude"
+    found = classify_agent_output(agent, [line], now=NOW)
+    assert found is not None and found.reset_at is None
+    assert found.retry_after is None
+
+
+@pytest.mark.parametrize(
+    ("agent", "line", "kind"),
+    [
+        (
+            "claude",
+            '{"type":"result","is_error":true,"api_error_status":"429","result":"API Error"}',
+            FailureKind.BURST,
+        ),
+        (
+            "opencode",
+            '{"type":"error","error":{"name":"APIError","data":{"message":"m","statusCode":"401"}}}',
+            FailureKind.AUTH,
+        ),
+    ],
+)
+def test_a_status_given_as_digits_in_a_string_is_still_the_status(
+    agent: str, line: str, kind: FailureKind
+) -> None:
+    found = classify_agent_output(agent, [line], now=NOW)
+    assert found is not None and found.kind is kind
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ('API Error: 500 {"type":"error","error":{"type":"api_error"}}', FailureKind.SERVER),
+        ("API Error (429 Too many tokens, please wait before trying again.)", FailureKind.BURST),
+        ("API Error: 403 The security token included in the request is invalid.", FailureKind.AUTH),
+        (
+            'API Error: 402 {"error":{"message":"This request requires more credits"}}',
+            FailureKind.CAP,
+        ),
+    ],
+)
+def test_claude_codes_plain_text_errors_are_read_by_their_status(
+    line: str, kind: FailureKind
+) -> None:
+    found = classify_agent_output("claude", [line], now=NOW)
+    assert found is not None and found.kind is kind

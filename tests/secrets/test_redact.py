@@ -100,3 +100,30 @@ def test_every_common_way_a_url_or_keyword_carries_a_password_is_masked(
     said: str, kept: str
 ) -> None:
     assert redact(said, known={}) == kept
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("said", "shown"),
+    [
+        ("key sk-or-v1-" + "0a" * 32 + " refused", "key [redacted: an OpenRouter key] refused"),
+        ("Authentication Fails, sk-" + "3f" * 16 + " is invalid", "[redacted: a DeepSeek key]"),
+        ("Invalid API Key gsk_" + "Ab1" * 17 + "x", "Invalid API Key [redacted: a Groq key]"),
+        # a key in a format no vendor documents, which the message says it was given
+        (
+            "Invalid proxy server token passed. Received API Key = sk-1234abcd5678efgh, Key",
+            "Received API Key = [redacted: a key it was given], Key",
+        ),
+        (
+            "Malformed API Key passed in. Ensure Key has `Bearer ` prefix. Passed in: tok3n-xyz-99",
+            "Malformed API Key passed in. Ensure Key has `Bearer ` prefix. Passed in: [redacted",
+        ),
+        ("Authorization: Bearer abcdef123456789", "Authorization: Bearer [redacted"),
+    ],
+)
+def test_keys_of_other_providers_and_keys_a_message_says_it_got_are_masked(
+    said: str, shown: str
+) -> None:
+    masked = redact(said, known={})
+    assert shown in masked
+    assert not any(part in masked for part in ("0a0a0a", "3f3f3f", "Ab1Ab1", "5678efgh", "xyz-99"))
