@@ -24,7 +24,7 @@ from agent_harness.models.limits import (
     stated_reset,
     stated_wait,
 )
-from agent_harness.models.providers import classify_response
+from agent_harness.models.providers import SPEND_CAP_TEXT, classify_response
 
 _CLAUDE_PIPE_RESET = re.compile(r"Claude AI usage limit reached\|(\d{9,13})")
 _RESETS_AT = re.compile(
@@ -34,15 +34,6 @@ _RESETS_AT = re.compile(
     r"(?:\s*\((?P<tz>[A-Za-z_/+\-0-9]+)\))?",
     re.IGNORECASE,
 )
-# Spent money or credit, in the words of Anthropic, Claude Code, OpenRouter, DeepSeek, LiteLLM's
-# proxy budgets (`budget_exceeded`, whatever status it came with) and Bedrock's service quotas.
-_SPEND_CAP_TEXT = re.compile(
-    r"spend limit|credit balance (?:is )?too low|insufficient (?:credits|balance)|"
-    r"requires more credits|budget has been exceeded|exceeded budget|budget_exceeded|"
-    r"ServiceQuotaExceeded",
-    re.IGNORECASE,
-)
-
 _LIMIT_NO_RESET = re.compile(
     r"hit your (?:\w+ )?limit|usage limit (?:has been )?reached|\b\d+[- ]hour limit reached",
     re.IGNORECASE,
@@ -209,7 +200,7 @@ def _window_sentence(line: str, agent: str, now: float) -> Failure | None:
             reset_at=epoch_seconds(pipe.group(1)),
             raw_code="usage_limit",
         )
-    if _SPEND_CAP_TEXT.search(line):
+    if SPEND_CAP_TEXT.search(line):
         return Failure(FailureKind.CAP, agent, None, one_line(line), raw_code="spend_cap")
     match = _RESETS_AT.search(line)
     if match:

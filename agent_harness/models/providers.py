@@ -30,6 +30,16 @@ _CONTEXT_TEXT = re.compile(
 )
 
 
+# Spent money or credit in words, whoever says it: Anthropic, Claude Code, OpenRouter, DeepSeek,
+# a LiteLLM proxy's budgets (`budget_exceeded`, with a 400 or a 429) and Bedrock's service quotas.
+SPEND_CAP_TEXT = re.compile(
+    r"spend limit|credit balance (?:is )?too low|insufficient (?:credits|balance)|"
+    r"requires more credits|budget has been exceeded|exceeded budget|budget_exceeded|"
+    r"ServiceQuotaExceeded",
+    re.IGNORECASE,
+)
+
+
 def _status_fallback(
     vendor: str, status: int, message: str, retry_after: float | None, raw_code: str | None = None
 ) -> Failure | None:
@@ -265,6 +275,7 @@ def _classify_openai_shaped(
         or etype == "insufficient_quota"
         or code == "credit_balance_exhausted"
         or code.endswith("_spend_limit_exceeded")
+        or SPEND_CAP_TEXT.search(f"{etype} {message}")
     ):
         return Failure(FailureKind.CAP, vendor, status, message, raw_code=raw)
     if code == "context_length_exceeded" or "maximum context length" in lowered:

@@ -48,6 +48,8 @@ GEMINI_RATE_LIMITS = "https://ai.google.dev/gemini-api/docs/rate-limits"
 GEMINI_QUOTA_SHAPE = "https://github.com/google-gemini/gemini-cli/issues/8437"
 GEMINI_SAFETY = "https://ai.google.dev/api/generate-content#PromptFeedback"
 OPENROUTER_ERRORS = "https://openrouter.ai/docs/api/reference/errors-and-debugging"
+LITELLM_BUDGET = "https://github.com/BerriAI/litellm/issues/14144"
+DEEPSEEK_ERRORS = "https://api-docs.deepseek.com/quick_start/error_codes"
 HTTP_SEMANTICS = "https://www.rfc-editor.org/rfc/rfc9110#field.retry-after"
 VLLM_OPENAI_SERVER = "https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html"
 
@@ -372,6 +374,38 @@ ROWS: list[Row] = [
         ),
         FailureKind.CAP,
         OPENAI_ERRORS,
+    ),
+    Row(
+        "a LiteLLM proxy's 429 budget_exceeded is a cap, not a burst",
+        "openai",
+        429,
+        openai_error(
+            "Budget has been exceeded! Current cost: 9.76, Max budget: 9.75",
+            "budget_exceeded",
+            "429",
+        ),
+        FailureKind.CAP,
+        LITELLM_BUDGET,
+    ),
+    Row(
+        "a LiteLLM proxy's 400 budget_exceeded is a cap, not a bad request",
+        "openai",
+        400,
+        openai_error(
+            "LiteLLM User: engineer-1, exceeded budget for model=gpt-4o",
+            "budget_exceeded",
+            "400",
+        ),
+        FailureKind.CAP,
+        LITELLM_BUDGET,
+    ),
+    Row(
+        "DeepSeek's 402 Insufficient Balance is a cap",
+        "openai",
+        402,
+        openai_error("Insufficient Balance", "unknown_error", "invalid_request_error"),
+        FailureKind.CAP,
+        DEEPSEEK_ERRORS,
     ),
     Row(
         "openai 429 credit_balance_exhausted is a cap",
