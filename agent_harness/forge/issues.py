@@ -16,6 +16,7 @@ from agent_harness.forge.errors import ApiError, not_found, validation_failed
 from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 
 MAX_BODY = 65536
+MAX_TITLE = 256  # GitHub's answer past it: "title is too long (maximum is 256 characters)"
 MAX_LABEL_NAME = 50
 _COLOR = re.compile(r"^[0-9a-fA-F]{6}$")
 _STATE_REASONS = {"completed", "not_planned", "reopened", "duplicate"}
@@ -59,6 +60,21 @@ def issue_row(call: Call, ctx: RepoContext, number: int) -> sqlite3.Row:
     if row is None:
         raise not_found()
     return row
+
+
+def check_title(resource: str, title: Any) -> None:
+    """A title as GitHub takes it: text (a number is written as text) of at most MAX_TITLE."""
+    if title is None or (isinstance(title, str) and not title.strip()):
+        raise validation_failed(resource, "title", "missing_field")
+    if not isinstance(title, (str, int)) or isinstance(title, bool):
+        raise validation_failed(resource, "title", "invalid")
+    if len(str(title)) > MAX_TITLE:
+        raise validation_failed(
+            resource,
+            "title",
+            "custom",
+            message=f"title is too long (maximum is {MAX_TITLE} characters)",
+        )
 
 
 def _check_body(resource: str, body: Any) -> None:
@@ -188,10 +204,7 @@ def create_issue(call: Call) -> Reply:
     ctx = call.writable_repo()
     data = call.json()
     title = data.get("title")
-    if title is None or (isinstance(title, str) and not title.strip()):
-        raise validation_failed("Issue", "title", "missing_field")
-    if not isinstance(title, (str, int)):
-        raise validation_failed("Issue", "title", "invalid")
+    check_title("Issue", title)
     body = data.get("body")
     _check_body("Issue", body)
     milestone_id = _milestone_id(call, ctx, data.get("milestone"))
@@ -257,8 +270,9 @@ def update_issue_fields(
     """Apply an issue PATCH (also used by the pulls endpoint for title/body/state)."""
     db, now = call.forge.db, call.forge.now()
     if "title" in data:
-        if not isinstance(data["title"], str) or not data["title"].strip():
+        if not isinstance(data["title"], str):
             raise validation_failed("Issue", "title", "missing_field")
+        check_title("Issue", data["title"])
         db.run("UPDATE issues SET title = ? WHERE id = ?", data["title"], row["id"])
     if "body" in data:
         _check_body("Issue", data["body"])

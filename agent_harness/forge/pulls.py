@@ -15,7 +15,7 @@ from typing import Any
 from agent_harness.forge.checks import commit_state
 from agent_harness.forge.errors import ApiError, not_found, validation_failed
 from agent_harness.forge.gitrepo import Identity
-from agent_harness.forge.issues import issue_row, update_issue_fields
+from agent_harness.forge.issues import check_title, issue_row, update_issue_fields
 from agent_harness.forge.protection import refuse_merge, rules_of
 from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 from agent_harness.forge.shapes import node_id, noreply_email
@@ -302,8 +302,9 @@ def _requested_branches(ctx: RepoContext, data: dict[str, Any]) -> tuple[str, st
     for field in ("head", "base"):
         if not isinstance(data.get(field), str) or not data[field]:
             raise validation_failed("PullRequest", field, "missing_field")
-    if not isinstance(data.get("title"), str) or not data["title"].strip():
+    if not isinstance(data.get("title"), str):
         raise validation_failed("PullRequest", "title", "missing_field")
+    check_title("PullRequest", data["title"])
     head = _branch_name(ctx, data["head"], "head")
     base = _branch_name(ctx, data["base"], "base")
     branches = ctx.git.branches()

@@ -21,7 +21,7 @@ from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
 from agent_harness.store.events import AgentFinished, PullOpened, PullRound, Pushed, Reviewed
 from agent_harness.tracker.protocol import PullRecord
-from agent_harness.tracker.sync import PullMarker, defuse_markers
+from agent_harness.tracker.sync import PullMarker, defuse_markers, item_title
 from agent_harness.tracker.writes import create_once
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def deliver(
     parts.repo.push(tree, sha)
     parts.emit(item.id, Pushed(branch=tree.branch, sha=sha), history)
     body = pull_body(parts, item, checks, verdict, lease.attempt, history.implementer_run())
-    title = f"{item.id}: {item.title}"
+    title, _ = item_title(item)
     with parts.tracker_lock:
         pull = parts.tracker.find_pull(tree.branch)
         if pull is not None and pull.state == "open":

@@ -33,6 +33,16 @@ MARKER_RE = re.compile(r"<!--\s*agent-harness\s+(.*?)\s*-->", re.DOTALL)
 MARKER_HINT = re.compile(r"<!--\s*agent-harness", re.IGNORECASE)
 _MARKER_START = re.compile(r"<!--\s*agent-harness", re.IGNORECASE)
 MAX_BODY = 65_536
+MAX_TITLE = 256  # GitHub refuses a longer issue or pull request title (422 "title is too long")
+
+
+def item_title(item: WorkItem) -> tuple[str, bool]:
+    """The title of an item's issue and pull request (`T1: Count words`), and whether it had
+    to be shortened to GitHub's MAX_TITLE (the issue's body then starts with the whole)."""
+    whole = f"{item.id}: {item.title}"
+    if len(whole) <= MAX_TITLE:
+        return whole, False
+    return whole[: MAX_TITLE - 1].rstrip() + "…", True
 
 Progress = Callable[[str, int, int], None]
 
@@ -278,8 +288,10 @@ def render_issue(
         f"<sub>Mirrored from `{source}` (plan `{plan_key}`, item {item.id}) by agent-harness. "
         "Edit the plan, not this issue: the next sync rewrites it.</sub>"
     )
+    title, shortened = item_title(item)
+    if shortened:
+        parts.insert(0, f"**{item.id}:** {item.title}")
     text = defuse_markers("\n\n".join(parts))
-    title = f"{item.id}: {item.title}"
     digest = hashlib.sha256(
         json.dumps([title, text, sorted(item.labels), item.milestone]).encode()
     ).hexdigest()[:16]

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from github import GithubException
 
 from agent_harness.forge import FaultKind
 from agent_harness.plan.markdown import parse_plan
@@ -205,6 +206,26 @@ def test_oversized_body_is_refused_before_sending_and_others_proceed(rf: Running
     report = sync_plan(parse_plan(text), tracker(rf), "PLAN")
     assert [c.id for c in report.created] == ["T2"]
     assert any("T1: issue body would be" in p and "65536" in p for p in report.problems)
+
+
+@pytest.mark.integration
+def test_a_title_over_githubs_256_is_shortened_whole_in_the_body_and_synced_once(
+    rf: RunningForge,
+) -> None:
+    words = " ".join(f"word{n}" for n in range(60))  # 353 characters
+    plan = parse_plan(f"### T1: {words}\n\nDo it.\n")
+    report = sync_plan(plan, tracker(rf), "PLAN")
+    assert report.ok and [c.id for c in report.created] == ["T1"]
+    [issue] = issues(rf)
+    title, body = str(issue["title"]), str(issue["body"])
+    assert len(title) == 256 and title.startswith("T1: word0 ") and title.endswith("…")
+    assert body.startswith(f"**T1:** {words}")  # the whole title, where a person reads it
+    again = sync_plan(plan, tracker(rf), "PLAN")
+    assert [c.id for c in again.unchanged] == ["T1"] and again.writes == 0
+    # The forge answers as GitHub does past 256 characters.
+    with pytest.raises(GithubException) as refused:
+        rf.github.get_repo(REPO).create_issue("x" * 257)
+    assert refused.value.status == 422 and "title is too long" in str(refused.value.data)
 
 
 @pytest.mark.integration

@@ -553,3 +553,20 @@ def test_an_item_whose_issue_could_not_be_made_is_held_not_worked_until_it_can_b
     assert again == {"T1": "pr_open", "T2": "pr_open"}
     [t1_pull] = [p for p in h.pulls() if p.head.ref.startswith("agent-harness/T1")]
     assert f"Closes #{second.issues['T1']}" in t1_pull.body
+
+
+@pytest.mark.integration
+def test_a_title_longer_than_github_takes_is_shortened_on_the_issue_and_the_pull(
+    h: Harness,
+) -> None:
+    agent = write_scripted_agent(h.tmp / "agents", "done")
+    command = shlex.join(agent) + " {prompt_file}"
+    words = " ".join(f"step{n}" for n in range(60))
+    pipeline = h.pipeline(
+        f"### T1: {words}\n\nDo it.\n", agent=command, settings=settings(checks=[])
+    )
+    [item] = pipeline.run().items
+    assert item.state == "pr_open"
+    [pull] = h.pulls()
+    assert len(pull.title) == 256 and pull.title.endswith("…")
+    assert f"Closes #{pipeline.issues['T1']}" in pull.body
