@@ -44,6 +44,9 @@ def create_app(ctx: ApiContext, *, token: str, max_body: int = DEFAULT_MAX_BODY)
         title="agent-harness",
         version=service.VERSION,
         description=DESCRIPTION,
+        # `/api/summary/` is no path of the API: a redirect would repeat the request's Host in
+        # its Location, which a proxy passing Host through turns into a redirect anywhere.
+        redirect_slashes=False,
     )
     app.state.ctx = ctx
     app.include_router(service.router)

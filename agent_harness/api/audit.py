@@ -23,6 +23,7 @@ from agent_harness.audit import cost as audit_cost
 from agent_harness.audit import delivery as audit_delivery
 from agent_harness.audit import health as audit_health
 from agent_harness.audit import history, maintenance
+from agent_harness.errors import UsageError
 from agent_harness.queue.projects import ITEM_PATTERN, PROJECT_PATTERN
 
 router = APIRouter(prefix="/api/audit", tags=["audit"], responses={**AUTH, **NO_AUDIT})
@@ -50,6 +51,14 @@ def _day(value: date | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
+def _days(since: date | None, until: date | None) -> tuple[str | None, str | None]:
+    """The range asked for, refused when it ends before it starts (an empty answer would
+    read as a quiet period, not a mistake)."""
+    if since is not None and until is not None and since > until:
+        raise UsageError(f"since ({since.isoformat()}) is after until ({until.isoformat()})")
+    return _day(since), _day(until)
+
+
 @router.get("/health", summary="Is anything being recorded? Lag, drops, last ingest, problems")
 def health(ctx: Ctx) -> audit_health.AuditHealth:
     """`ok` is false when something below is a problem (answered 200 all the same)."""
@@ -65,7 +74,8 @@ def cost(
 ) -> audit_cost.CostReport:
     """A call with no known price is counted in `unknown_calls` with its reason, never as $0."""
     with ctx.open_audit(must_exist=True) as audit:
-        return audit_cost.cost(audit, project=project, since=_day(since), until=_day(until))
+        first, last = _days(since, until)
+        return audit_cost.cost(audit, project=project, since=first, until=last)
 
 
 @router.get(
@@ -77,13 +87,15 @@ def delivery(
     ctx: Ctx, project: ProjectFilter = None, since: Since = None, until: Until = None
 ) -> audit_delivery.DeliveryReport:
     with ctx.open_audit(must_exist=True) as audit:
-        return audit_delivery.delivery(audit, project=project, since=_day(since), until=_day(until))
+        first, last = _days(since, until)
+        return audit_delivery.delivery(audit, project=project, since=first, until=last)
 
 
 @router.get("/rollups", summary="The daily rollups maintenance made (kept forever)", responses=BAD)
 def rollups(ctx: Ctx, since: Since = None, until: Until = None) -> RollupsOut:
     with ctx.open_audit(must_exist=True) as audit:
-        return RollupsOut(days=maintenance.rollups(audit, since=_day(since), until=_day(until)))
+        first, last = _days(since, until)
+        return RollupsOut(days=maintenance.rollups(audit, since=first, until=last))
 
 
 @router.get("/events", summary="Raw audit rows after a row id, oldest first (page by id)")

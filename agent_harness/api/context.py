@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from fastapi import Request
 
 from agent_harness.errors import HarnessError
-from agent_harness.queue.projects import ProjectRecord
+from agent_harness.queue.projects import ProjectRecord, ProjectSpec
 from agent_harness.store.database import Store
 
 if TYPE_CHECKING:
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 class Pools(Protocol):
     """The worker pools of a supervising server, one per running project."""
+
+    def check_spec(self, spec: ProjectSpec) -> None: ...
 
     def start(self, project: str) -> ProjectRecord: ...
 

@@ -45,6 +45,7 @@ from agent_harness.queue.projects import (
     ProjectExists,
     UnknownProject,
 )
+from agent_harness.review.verdict import SameVendorRefused
 from agent_harness.store.errors import StoreError
 from agent_harness.tracker.github import NoToken
 from agent_harness.tracker.protocol import TrackerError
@@ -75,6 +76,7 @@ STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (PlanRefused, 422),
     (InputError, 422),
     (UsageError, 400),
+    (SameVendorRefused, 400),  # a reviewer of the implementer's vendor
     (ConfigError, 400),
     (TrackerError, 502),
     # The planner (a model behind the server) failed: its answer did not fit twice, its
@@ -152,6 +154,9 @@ def install(app: FastAPI) -> None:
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        if any(error.get("type") == "json_invalid" for error in exc.errors()):
+            # Text after the JSON, a cut-off body: not JSON at all, as every other such body.
+            return JSONResponse({"detail": "the body does not read as JSON"}, status_code=400)
         return JSONResponse({"detail": validation_detail(exc.errors())}, status_code=422)
 
     async def http_error(request: Request, exc: Exception) -> Response:

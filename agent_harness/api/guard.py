@@ -50,7 +50,7 @@ class Guard:
         if not token:
             raise ValueError("a token is required")
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
         self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -61,6 +61,9 @@ class Guard:
         root = scope.get("root_path", "")
         if root and path.startswith(root):
             path = path[len(root) :] or "/"
+        if scope.get("method") == "HEAD":  # a GET whose answer's body is not sent
+            scope = {**scope, "method": "GET"}
+            send = _headers_only(send)
         if path not in OPEN_PATHS and not self._authorised(scope):
             await _answer(
                 send,
@@ -82,6 +85,9 @@ class Guard:
             if twice is not None:
                 await _answer(send, 400, f"the JSON body names {twice!r} twice in one object", [])
                 return
+            if _holds_nul(body):
+                await _answer(send, 422, NUL_REFUSED, [])
+                return
             whole = _whole_characters(body)
             if whole is not body:  # rewritten: its length is no longer the one declared
                 scope = {**scope, "headers": _with_length(scope.get("headers", ()), len(whole))}
@@ -89,12 +95,15 @@ class Guard:
         await self.app(scope, receive, send)
 
     def _authorised(self, scope: Scope) -> bool:
+        """`Authorization: Bearer <token>`, the scheme's name in any case (RFC 9110 11.1)."""
         given = b""
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
                 given = value
                 break
-        return hmac.compare_digest(given, self._expected)
+        scheme, _, credentials = given.strip().partition(b" ")
+        matches = hmac.compare_digest(credentials.strip(), self._expected)
+        return scheme.lower() == b"bearer" and matches
 
     @staticmethod
     def _declared_length(scope: Scope) -> int | None:
@@ -171,6 +180,48 @@ def _named_twice(body: bytes) -> str | None:
     except UNREADABLE_JSON:
         return None
     return None
+
+
+NUL_REFUSED = "a string in the body holds a NUL character (U+0000), which no field takes"
+
+
+def _holds_nul(body: bytes) -> bool:
+    """Whether a string of `body`'s JSON holds U+0000 (written `\\u0000`: JSON has no other
+    way): no title, check or paragraph may, and the tracker, git and the database each refuse
+    or cut at it somewhere down the line."""
+    if b"\\u0000" not in body:
+        return False
+    try:
+        data = read_json(body)
+    except UNREADABLE_JSON:
+        return False
+    return _any_nul(data)
+
+
+def _any_nul(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _headers_only(send: Send) -> Send:
+    """`send` for a HEAD request: the answer's status and headers, no body."""
+
+    async def headers_only(message: Message) -> None:
+        if message.get("type") == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+
+    return headers_only
 
 
 def _with_length(headers: Any, length: int) -> list[tuple[bytes, bytes]]:

@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 
 from agent_harness.api.context import ApiContext, context
-from agent_harness.api.errors import AUTH
+from agent_harness.api.errors import AUTH, MISSING
 from agent_harness.api.schemas import ErrorsOut, EventOut, EventPage, SummaryOut
-from agent_harness.queue import views
+from agent_harness.queue import items, views
 from agent_harness.queue.projects import ITEM_PATTERN, PROJECT_PATTERN
 
 router = APIRouter(prefix="/api", tags=["operations"], responses=AUTH)
@@ -20,7 +20,7 @@ ProjectFilter = Annotated[
 ]
 
 
-@router.get("/errors", summary="Rate limits and failures by class")
+@router.get("/errors", summary="Rate limits and failures by class", responses=MISSING)
 def errors(
     ctx: Ctx,
     project: ProjectFilter = None,
@@ -28,10 +28,16 @@ def errors(
         int, Query(ge=1, le=10_000_000, description="How many of the latest events to read.")
     ] = 100_000,
 ) -> ErrorsOut:
+    if project is not None:
+        items.require_project(ctx.store, project)
     return ErrorsOut.of(views.errors_view(ctx.store, project=project, window=window))
 
 
-@router.get("/events", summary="Events after a row id, oldest first (page by id, not time)")
+@router.get(
+    "/events",
+    summary="Events after a row id, oldest first (page by id, not time)",
+    responses=MISSING,
+)
 def events(
     ctx: Ctx,
     after: Annotated[int, Query(ge=0, le=2**62, description="Last id already seen.")] = 0,
@@ -41,6 +47,8 @@ def events(
         str | None, Query(pattern=ITEM_PATTERN, description="Only this item's events.")
     ] = None,
 ) -> EventPage:
+    if project is not None:
+        items.require_project(ctx.store, project)
     page = ctx.store.events(after, limit, project=project, item=item)
     return EventPage(
         events=[EventOut.of(e) for e in page], next_after=page[-1].id if page else after

@@ -11,17 +11,21 @@ whose control state says running.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UsageError
 from agent_harness.models.routes import describe_route
 from agent_harness.queue import projects
-from agent_harness.queue.projects import ControlState, ProjectRecord
+from agent_harness.queue.projects import ControlState, ProjectRecord, ProjectSpec
 from agent_harness.store.database import Store
 from agent_harness.store.hostlock import held_by_this_host, plan_sync_lock
 from agent_harness.tracker.sync import SyncReport, sync_plan
+
+if TYPE_CHECKING:
+    from agent_harness.pipeline.launch import RunRequest
 
 
 def _settings(settings: Any) -> Any:
@@ -162,9 +166,15 @@ class ProjectPools:
         # Starts and stops take turns whole: interleaved, a stop could pop the runner a start
         # had just made before the start wrote RUNNING, leaving a project "running" that no
         # pool works.
+        from agent_harness.pipeline.launch import check_roles
+        from agent_harness.secrets.process import process_env
+
         with self._control:
             record = projects.get_project(self.store, project)
-            projects.check_paths(record.spec, None)
+            # What would fail every pass the same way is refused here, not reported later as
+            # the pool's error while the project reads "running": an agent not installed, a
+            # key not set, a reviewer of the implementer's vendor.
+            check_roles(self.request_for(record.spec, record.roles), self.env or process_env())
             with self._lock:
                 runner = self._runners.get(project)
                 if runner is None or not runner.is_alive() or runner.stopping.is_set():
@@ -205,22 +215,28 @@ class ProjectPools:
             self._local = None
         self._forge_stack.close()
 
-    def run_once(self, project: str, fleet_factory: Any) -> None:
-        """One pass of the project's pipeline, as `agent-harness run` would make it."""
-        from agent_harness.pipeline.launch import RunRequest, pipelines_for
-        from agent_harness.pipeline.trackers import open_tracker
+    def check_spec(self, spec: ProjectSpec) -> None:
+        """Refuse a project whose roles no pass could use: an agent or a vendor not known, a
+        reviewer of the implementer's vendor (whether installed and keyed is `start`'s)."""
+        from agent_harness.pipeline.launch import check_roles
+        from agent_harness.secrets.process import process_env
 
-        record = projects.get_project(self.store, project)
-        work, plan_path = projects.check_paths(record.spec, None)
-        spec = record.spec
-        request = RunRequest(
+        check_roles(self.request_for(spec, {}), self.env or process_env(), ready=False)
+
+    def request_for(self, spec: ProjectSpec, kept: Mapping[str, str]) -> RunRequest:
+        """The run a pass of this project makes, as `agent-harness run` would be asked for
+        it; the roles are those registered, or set over the API since and `kept`."""
+        from agent_harness.pipeline.launch import RunRequest
+
+        work, plan_path = projects.check_paths(spec, None)
+        return RunRequest(
             repo=spec.repo,
             work=work,
             plan_path=plan_path,
             checks=list(spec.checks),
             agent=spec.agent,
-            implementer=spec.implementer,
-            reviewer=spec.reviewer,
+            implementer=kept.get("implementer", spec.implementer) if spec.implementer else None,
+            reviewer=kept.get("reviewer", spec.reviewer) if ":" in spec.reviewer else spec.reviewer,
             workers=spec.workers,
             plan_key=spec.key,
             forge=spec.forge,
@@ -230,6 +246,16 @@ class ProjectPools:
             max_attempts=spec.max_attempts,
             wait_for_others=False,
         )
+
+    def run_once(self, project: str, fleet_factory: Any) -> None:
+        """One pass of the project's pipeline, as `agent-harness run` would make it."""
+        from agent_harness.pipeline.launch import pipelines_for
+        from agent_harness.pipeline.trackers import open_tracker
+
+        record = projects.get_project(self.store, project)
+        # The registered roles: those set over the API are applied below, and announced.
+        request = self.request_for(record.spec, {})
+        spec = record.spec
 
         serving = self.local_forge() if spec.forge == "local" else None
 
@@ -277,6 +303,7 @@ class ProjectPools:
         """Re-route `role`: the running pass's next model call takes it (a change its rules
         refuse is refused here), and every later pass starts with it."""
         from agent_harness.models.roles import route_of
+        from agent_harness.pipeline.launch import check_roles
         from agent_harness.secrets.process import process_env
 
         spec = projects.get_project(self.store, project).spec
@@ -285,7 +312,12 @@ class ProjectPools:
         if role not in served:
             names = ", ".join(sorted(served)) or "none (its roles are CLI agents)"
             raise NoSuchRole(f"{project} has no model role {role!r}; its model roles: {names}")
-        route_of(role, route, self.env or process_env(), "PUT /api/roles")  # a bad one: no change
+        env = self.env or process_env()
+        route_of(role, route, env, "PUT /api/roles")  # a bad one: no change
+        # The run's rules, whether a pass is running or not: no reviewer of the implementer's
+        # vendor (a running pass's book refuses it too, below).
+        record = projects.get_project(self.store, project)
+        check_roles(self.request_for(spec, {**record.roles, role: route}), env, ready=False)
         with self._lock:  # see run_pass: a pass starting now reads what is stored here
             runner = self._runners.get(project)
             book = None if runner is None else runner.book

@@ -55,7 +55,9 @@ def list_projects(ctx: Ctx) -> ProjectList:
 def register(spec: ProjectSpec, ctx: Ctx) -> ProjectOut:
     """The work dir must be the top of a git clone on the server (inside `--work-root` when
     set); the plan a file inside it. Registering creates no worker: `start` does."""
-    ctx.writable("registering a project")
+    pools = ctx.writable("registering a project")
+    projects.check_spec(spec, ctx.work_root)  # its paths, and one implementer, first
+    pools.check_spec(spec)  # then its roles
     record = projects.register(ctx.store, spec, allowed_root=ctx.work_root)
     return ProjectOut.from_record(record, {})
 

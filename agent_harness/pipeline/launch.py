@@ -141,24 +141,29 @@ def _record_in_audit(store: Store, audit_db: str | None, work_url: str) -> None:
     observe(store, audit_url(audit_db, work_url))
 
 
-def _implementer_choice(request: RunRequest, env: Mapping[str, str]) -> AgentPreset | Route:
+def _implementer_choice(
+    request: RunRequest, env: Mapping[str, str], *, ready: bool = True
+) -> AgentPreset | Route:
     """The CLI agent or the model route a run implements with, checked: one of them, known,
-    installed, its key set."""
+    and (`ready`) installed, its key set."""
     from agent_harness.agents.presets import preset_for
     from agent_harness.models.routes import route_from_spec
 
     if bool(request.agent) == bool(request.implementer):
         raise UsageError("give exactly one of --agent (a CLI agent) or --implementer vendor:model")
     if request.agent:
-        return _installed(anchored(preset_for(request.agent), Path.cwd()), "agent", env)
+        preset = anchored(preset_for(request.agent), Path.cwd())
+        return _installed(preset, "agent", env) if ready else preset
     assert request.implementer is not None
     route = route_from_spec(request.implementer, env)
-    if not env.get(route.api_key_env):
+    if ready and not env.get(route.api_key_env):
         raise UsageError(f"implementer {request.implementer} needs {route.api_key_env} set")
     return route
 
 
-def _reviewer_choice(request: RunRequest, env: Mapping[str, str]) -> AgentPreset | Route:
+def _reviewer_choice(
+    request: RunRequest, env: Mapping[str, str], *, ready: bool = True
+) -> AgentPreset | Route:
     """The agent preset or the model route a run reviews with, checked likewise."""
     from agent_harness.agents.presets import PRESETS, preset_for
     from agent_harness.models.routes import route_from_spec
@@ -170,9 +175,9 @@ def _reviewer_choice(request: RunRequest, env: Mapping[str, str]) -> AgentPreset
             "agent preset (e.g. codex)"
         )
     if ":" not in spec and spec in PRESETS:
-        return _installed(preset_for(spec), "reviewer", env)
+        return _installed(preset_for(spec), "reviewer", env) if ready else preset_for(spec)
     route = route_from_spec(spec, env)
-    if not env.get(route.api_key_env):
+    if ready and not env.get(route.api_key_env):
         raise UsageError(
             f"reviewer {spec} needs its API key: set {route.api_key_env} "
             "(it is never passed to agents)"
@@ -190,11 +195,19 @@ def _installed(preset: AgentPreset, role: str, env: Mapping[str, str]) -> AgentP
     return preset
 
 
-def check_roles(request: RunRequest, env: Mapping[str, str]) -> None:
+def check_roles(request: RunRequest, env: Mapping[str, str], *, ready: bool = True) -> None:
     """Refuse a run whose implementer or reviewer cannot work before anything is opened, so a
-    refused run leaves no database or forge behind."""
-    _implementer_choice(request, env)
-    _reviewer_choice(request, env)
+    refused run leaves no database or forge behind: a role unknown, of one vendor with the
+    other (unless allowed), and (`ready`) a program not installed or a key not set."""
+    from agent_harness.agents.presets import AgentPreset
+    from agent_harness.review.model import route_vendor
+    from agent_harness.review.verdict import check_vendors
+
+    made_by = _implementer_choice(request, env, ready=ready)
+    reviewed_by = _reviewer_choice(request, env, ready=ready)
+    vendors = [c.vendor if isinstance(c, AgentPreset) else route_vendor(c)
+               for c in (made_by, reviewed_by)]  # fmt: skip
+    check_vendors(vendors[0], vendors[1], request.allow_same_vendor)
 
 
 def build_implementer(

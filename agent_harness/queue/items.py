@@ -29,6 +29,7 @@ from agent_harness.store.events import (
     Updated,
     Woken,
 )
+from agent_harness.store.migrations import UNCHAINED
 
 
 class ItemState(StrEnum):
@@ -127,6 +128,18 @@ class ItemBusy(HarnessError):
 
 class NoProjectYet(UsageError):
     """The database holds no project yet (nothing to read or act on: the API's 404)."""
+
+
+class NoSuchProject(NoProjectYet):
+    """A project named that this database does not hold (the API's 404)."""
+
+    def __init__(self, project: str, known: Sequence[str]) -> None:
+        self.project = project
+        shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+        super().__init__(
+            f"no project {project} in this database"
+            + (f" (it holds {shown})" if known else " (it holds none yet)")
+        )
 
 
 class AmbiguousProject(UsageError):
@@ -580,15 +593,30 @@ def projects(store: Store) -> list[str]:
 
 
 def resolve_project(store: Store, project: str | None) -> str:
-    """The project to act on: the one given, or the only one in the database."""
+    """The project to act on: the one given (which must be one this database knows: items
+    queued, or registered with the API), or the only one in the database."""
     if project is not None:
-        return project
+        return require_project(store, project)
     known = projects(store)
     if len(known) == 1:
         return known[0]
     if not known:
         raise NoProjectYet("no projects in this database yet")
     raise AmbiguousProject(known)
+
+
+def require_project(store: Store, project: str) -> str:
+    """`project`, when this database knows it (items queued, registered with the API, or events
+    recorded, as an inception session's are); NoSuchProject, naming those it holds, if not."""
+    with store.transaction(write=False) as tx:
+        found = tx.one(
+            "SELECT 1 FROM items WHERE project = ? UNION ALL SELECT 1 FROM projects WHERE id = ? "
+            f"UNION ALL SELECT 1 FROM events WHERE project = ? AND {UNCHAINED} LIMIT 1",
+            (project, project, project),
+        )
+    if found is None:
+        raise NoSuchProject(project, projects(store))
+    return project
 
 
 def get_item(store: Store, project: str, item_id: str) -> ItemRecord:

@@ -106,7 +106,12 @@ class ProjectSpec(BaseModel):
         default=None, max_length=200, description="Model passed to the CLI agent preset."
     )
     workers: Count = Field(default=1, ge=1, le=64, description="Workers of this project's pool.")
-    max_attempts: Count | None = Field(default=None, ge=1, le=100, description="Attempts per item.")
+    # The bounds stand before the number's validator, so the description states them as
+    # `minimum` and `maximum` (after it, on the union, they came out as `ge` and `le`, which
+    # JSON Schema does not know).
+    max_attempts: Annotated[int, Field(ge=1, le=100), BeforeValidator(_a_number)] | None = Field(
+        default=None, description="Attempts per item."
+    )
     forge: Literal["local"] | None = Field(
         default=None, description="'local' for the embedded forge; null for GitHub."
     )
@@ -217,14 +222,20 @@ def _record(row: Sequence[Any]) -> ProjectRecord:
     )
 
 
-def register(store: Store, spec: ProjectSpec, *, allowed_root: Path | None = None) -> ProjectRecord:
-    """Record a project, STOPPED. Its roles and paths are checked first (see `check_paths`)."""
+def check_spec(spec: ProjectSpec, allowed_root: Path | None) -> None:
+    """Refuse a project no pass could run: not exactly one implementer, or paths it may not
+    use (see `check_paths`)."""
     if bool(spec.agent) == bool(spec.implementer):
         # Registered, its pool failed every pass with the same refusal.
         raise UsageError(
             "give exactly one of agent (a CLI agent preset) or implementer (vendor:model)"
         )
     check_paths(spec, allowed_root)
+
+
+def register(store: Store, spec: ProjectSpec, *, allowed_root: Path | None = None) -> ProjectRecord:
+    """Record a project, STOPPED. Its roles and paths are checked first (`check_spec`)."""
+    check_spec(spec, allowed_root)
     now = store.clock()
     with store.transaction() as tx:
         inserted = tx.execute(

@@ -44,6 +44,7 @@ def item_title(item: WorkItem) -> tuple[str, bool]:
         return whole, False
     return whole[: MAX_TITLE - 1].rstrip() + "…", True
 
+
 Progress = Callable[[str, int, int], None]
 
 

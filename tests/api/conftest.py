@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,7 +66,15 @@ def monitoring(api_store: Store) -> TestClient:
 @pytest.fixture
 def supervised(api_store: Store, db_dir: Path) -> Iterator[TestClient]:
     settings = Settings(state_dir=str(db_dir / "state"), sessions={"host": "headless"})
-    pools = ProjectPools(api_store, settings, idle_s=3600)
+    # `start` refuses agents not installed: stand-ins for the two presets these tests name
+    # (their passes fail, or are stopped, before any agent would run).
+    bin_dir = db_dir / "agents-on-path"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("claude", "codex"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    pools = ProjectPools(api_store, settings, idle_s=3600, env=env)
     ctx = ApiContext(
         store=api_store, mode="supervised", pools=pools, work_root=db_dir, settings=settings
     )

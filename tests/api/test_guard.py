@@ -31,8 +31,12 @@ def test_only_the_exact_bearer_token_passes() -> None:
     client = _client()
     good = {"Authorization": "Bearer s3cret-token-xyz"}
     assert client.get("/api/x", headers=good).text == "reached:0"
-    for wrong in ("Bearer s3cret-token-xy", "Bearer s3cret-token-xyz ", "bearer s3cret-token-xyz",
-                  "s3cret-token-xyz", "Basic czNjcmV0", ""):  # fmt: skip
+    # The scheme's name is case-insensitive (RFC 9110 11.1); the token is not.
+    for right in ("bearer s3cret-token-xyz", "BEARER s3cret-token-xyz"):
+        assert client.get("/api/x", headers={"Authorization": right}).text == "reached:0"
+    for wrong in ("Bearer s3cret-token-xy", "Bearer S3CRET-TOKEN-XYZ", "Bearers3cret-token-xyz",
+                  "Bearer", "s3cret-token-xyz", "Basic czNjcmV0", "Basic s3cret-token-xyz",
+                  ""):  # fmt: skip
         answer = client.get("/api/x", headers={"Authorization": wrong} if wrong else {})
         assert answer.status_code == 401 and answer.headers["www-authenticate"] == "Bearer"
         assert "s3cret" not in answer.text

@@ -1,0 +1,128 @@
+"""What an outside fuzzer found at the API's edges: each answer as the description and the
+docs say it, whatever the request gets wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.api.conftest import AUTH, PROJECT
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_description_uses_only_json_schemas_own_words(monitoring: TestClient) -> None:
+    text = json.dumps(monitoring.get("/openapi.json", headers=AUTH).json())
+    # pydantic wrote `ge` / `le` on an optional number: a fuzzer then sent what it refuses.
+    assert '"ge":' not in text and '"le":' not in text
+    spec = monitoring.get("/openapi.json", headers=AUTH).json()["components"]["schemas"]
+    [bounded] = spec["ProjectSpec"]["properties"]["max_attempts"]["anyOf"][:1]
+    assert (bounded["minimum"], bounded["maximum"]) == (1, 100)
+
+
+def test_a_trailing_slash_is_no_path_and_no_redirect_to_the_hosts_name(
+    monitoring: TestClient,
+) -> None:
+    answer = monitoring.get(
+        "/api/summary/", headers={**AUTH, "Host": "evil.example"}, follow_redirects=False
+    )
+    assert answer.status_code == 404 and "location" not in answer.headers
+
+
+def test_head_answers_as_get_without_a_body(monitoring: TestClient) -> None:
+    for path, headers in (("/healthz", {}), ("/api/summary", AUTH)):
+        answer = monitoring.head(path, headers=headers)
+        assert answer.status_code == 200 and answer.content == b""
+    assert monitoring.head("/api/summary").status_code == 401
+
+
+def test_a_nul_character_in_any_string_of_a_body_is_refused(
+    supervised: TestClient, clone: Path
+) -> None:
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "agent": "claude",
+            "reviewer": "openai:gpt-4.1", "checks": ["pytest\u0000 -q"]}  # fmt: skip
+    answer = supervised.post("/api/projects", json=spec, headers=AUTH)
+    assert answer.status_code == 422 and "NUL" in answer.json()["detail"]
+    # A backslash followed by `u0000` is text, not the character: it passes the guard.
+    spec["checks"] = ["echo \\u0000"]
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+
+
+def test_text_after_the_json_is_no_json(monitoring: TestClient) -> None:
+    answer = monitoring.post(
+        "/api/plan/parse",
+        content=b'{"text": "a"} trailing',
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 400 and answer.json() == {
+        "detail": "the body does not read as JSON"
+    }
+
+
+@pytest.mark.parametrize("path", ["/api/work", "/api/events", "/api/errors"])
+def test_a_project_the_database_does_not_hold_is_a_404_not_an_empty_answer(
+    monitoring: TestClient, path: str
+) -> None:
+    answer = monitoring.get(path, params={"project": "no/such:PLAN"}, headers=AUTH)
+    assert answer.status_code == 404
+    assert (
+        answer.json()["detail"] == f"no project no/such:PLAN in this database (it holds {PROJECT})"
+    )
+    assert monitoring.get(path, params={"project": PROJECT}, headers=AUTH).status_code == 200
+
+
+def test_a_roles_no_pass_could_use_are_refused_at_registration(
+    supervised: TestClient, clone: Path
+) -> None:
+    base = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md"}
+    cases = [
+        ({"agent": "true", "reviewer": "codex"}, "true"),  # no preset, no {prompt} template
+        ({"agent": "claude", "reviewer": "nosuch:model"}, "nosuch"),
+        ({"implementer": "openai:gpt-4.1", "reviewer": "openai:gpt-4.1-mini"}, "openai"),
+        ({"agent": "claude", "reviewer": "anthropic:claude-sonnet-4-5"}, "anthropic"),
+    ]
+    for roles, named in cases:
+        answer = supervised.post("/api/projects", json={**base, **roles}, headers=AUTH)
+        assert answer.status_code == 400 and named in answer.json()["detail"], answer.text
+    listed = supervised.get("/api/projects", headers=AUTH).json()["projects"]
+    assert not any(p["registered"] for p in listed)  # nothing was kept of any of them
+
+
+def test_start_refuses_what_would_fail_every_pass_and_leaves_the_project_stopped(
+    supervised: TestClient, clone: Path
+) -> None:
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "agent": "gemini",
+            "reviewer": "codex", "plan_key": "NOGEMINI"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    started = supervised.post("/api/projects/me/app:NOGEMINI/start", headers=AUTH)
+    assert started.status_code == 400 and "gemini not found on PATH" in started.json()["detail"]
+    project = supervised.get("/api/projects/me/app:NOGEMINI", headers=AUTH).json()
+    assert project["control"] == "stopped"
+    assert "me/app:NOGEMINI" not in supervised.get("/api/summary", headers=AUTH).json()["running"]
+
+
+def test_a_reviewer_of_the_implementers_vendor_is_refused_over_the_api_too(
+    supervised: TestClient, clone: Path
+) -> None:
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "agent": "codex",
+            "reviewer": "anthropic:claude-sonnet-4-5", "plan_key": "VENDORS"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    ask = {"project": "me/app:VENDORS", "role": "reviewer", "route": "openai:gpt-4.1-mini"}
+    refused = supervised.put("/api/roles", json=ask, headers=AUTH)
+    assert refused.status_code == 400 and "openai" in refused.json()["detail"]
+    kept = supervised.get("/api/roles", params={"project": "me/app:VENDORS"}, headers=AUTH)
+    assert kept.json()["routes"] == {}
+
+
+def test_a_range_that_ends_before_it_starts_is_refused(supervised: TestClient) -> None:
+    assert supervised.post("/api/audit/reconcile", headers=AUTH).status_code == 200
+    for path in ("/api/audit/cost", "/api/audit/delivery", "/api/audit/rollups"):
+        backwards = {"since": "2026-12-31", "until": "2026-01-01"}
+        answer = supervised.get(path, params=backwards, headers=AUTH)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["detail"] == "since (2026-12-31) is after until (2026-01-01)"
+        one_day = {"since": "2026-01-01", "until": "2026-01-01"}
+        assert supervised.get(path, params=one_day, headers=AUTH).status_code == 200
