@@ -59,7 +59,8 @@ def register(spec: ProjectSpec, ctx: Ctx) -> ProjectOut:
     projects.check_spec(spec, ctx.work_root)  # its paths, and one implementer, first
     pools.check_spec(spec)  # then its roles
     record = projects.register(ctx.store, spec, allowed_root=ctx.work_root)
-    return ProjectOut.from_record(record, {})
+    # Items a run queued before it was registered count too, as every later read says.
+    return ProjectOut.from_overview(projects.describe(ctx.store, record.id))
 
 
 @router.get(ONE, summary="One project", responses=MISSING)

@@ -88,10 +88,6 @@ class ProjectOut(_Out):
         return cls._build(view.id, view.counts, view.registered, pool_error)
 
     @classmethod
-    def from_record(cls, record: ProjectRecord, counts: dict[str, int]) -> ProjectOut:
-        return cls._build(record.id, counts, record, None)
-
-    @classmethod
     def _build(
         cls, pid: str, counts: dict[str, int], record: ProjectRecord | None, error: str | None
     ) -> ProjectOut:

@@ -126,3 +126,14 @@ def test_a_range_that_ends_before_it_starts_is_refused(supervised: TestClient) -
         assert answer.json()["detail"] == "since (2026-12-31) is after until (2026-01-01)"
         one_day = {"since": "2026-01-01", "until": "2026-01-01"}
         assert supervised.get(path, params=one_day, headers=AUTH).status_code == 200
+
+
+def test_registering_a_project_a_run_already_queued_shows_its_counts_at_once(
+    supervised: TestClient, clone: Path
+) -> None:
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "agent": "claude",
+            "reviewer": "codex"}  # fmt: skip
+    answer = supervised.post("/api/projects", json=spec, headers=AUTH)
+    assert answer.status_code == 201 and answer.json()["id"] == PROJECT
+    read = supervised.get(f"/api/projects/{PROJECT}", headers=AUTH).json()
+    assert answer.json()["counts"] == read["counts"] != {}
