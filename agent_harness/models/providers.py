@@ -242,6 +242,16 @@ def classify_openai(status: int, headers: Headers, body: Body, now: float) -> Fa
     return _classify_openai_shaped("openai", status, headers, body, now)
 
 
+def _openai_cap(code: str, etype: str, message: str) -> bool:
+    """A spent quota, balance or budget, by OpenAI's codes or by the words others use."""
+    return bool(
+        code in ("insufficient_quota", "credit_balance_exhausted")
+        or etype == "insufficient_quota"
+        or code.endswith("_spend_limit_exceeded")
+        or SPEND_CAP_TEXT.search(f"{etype} {message}")
+    )
+
+
 def _classify_openai_shaped(
     vendor: str, status: int, headers: Headers, body: Body, now: float
 ) -> Failure | None:
@@ -270,13 +280,7 @@ def _classify_openai_shaped(
         return None
     if err is not None and 200 <= status < 300:
         status = 500
-    if (
-        code == "insufficient_quota"
-        or etype == "insufficient_quota"
-        or code == "credit_balance_exhausted"
-        or code.endswith("_spend_limit_exceeded")
-        or SPEND_CAP_TEXT.search(f"{etype} {message}")
-    ):
+    if _openai_cap(code, etype, message):
         return Failure(FailureKind.CAP, vendor, status, message, raw_code=raw)
     if code == "context_length_exceeded" or "maximum context length" in lowered:
         return Failure(FailureKind.CONTEXT_TOO_LONG, vendor, status, message, raw_code=raw)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Container, Iterable
 
 from agent_harness.errors import HarnessError, PlanRefused
+from agent_harness.plan.grammar import ID, ID_ANYWHERE, NO_DEPS
 from agent_harness.plan.model import WorkItem
 
 # How many unknown dependency ids one notice names.
@@ -45,6 +47,58 @@ def _named(ids: list[str]) -> str:
     shown = ", ".join(ids[:UNKNOWN_DEPS_SHOWN])
     more = len(ids) - UNKNOWN_DEPS_SHOWN
     return shown + (f" and {more} more" if more > 0 else "")
+
+
+# A range of ids (spec-kit's `T003-T005`, `T3–T5`): the same prefix, numbers in order.
+_ID_RANGE = re.compile(rf"(?<![A-Za-z0-9_-])({ID})\s*[-–]\s*({ID})(?![A-Za-z0-9_-])")
+_RANGE_MAX = 1000  # ids one range may name: `T1-T999999` is a typo, not a thousand items
+# A numbered task's id (Kiro's `2.1`), named as a dependency of another numbered task.
+_TASK_NUMBER = re.compile(r"(?<![\w.])(\d{1,6}(?:\.\d{1,6}){0,3})(?![\w.]|\.\d)")
+
+
+def read_dependencies(
+    item_id: str, value: str, known: Container[str], *, numbered: bool = False
+) -> tuple[list[str], list[str]]:
+    """The ids a `depends on:` value names, in order, each once, and the notices it gives:
+    unknown ids, and words that name no item (`JWT`, `the API`). A range `T3-T5` names T3, T4
+    and T5. In a plan of numbered tasks (`numbered`), task numbers (`1`, `2.1`) are ids."""
+    if value.strip().lower() in NO_DEPS:
+        return [], []
+    named: list[str] = []
+    rest = _ID_RANGE.sub(lambda m: _expand(m, named) or m.group(0), value)
+    for dep in ID_ANYWHERE.findall(rest):
+        if dep[-1].isdigit():
+            named.append(dep)
+    rest = ID_ANYWHERE.sub(lambda m: " " if m.group(1)[-1].isdigit() else m.group(0), rest)
+    if numbered:
+        named += _TASK_NUMBER.findall(rest)
+        rest = _TASK_NUMBER.sub(" ", rest)
+    found = [dep for dep in dict.fromkeys(named) if dep in known]
+    unknown = [dep for dep in dict.fromkeys(named) if dep not in known]
+    notices = [unknown_deps(item_id, unknown)] if unknown else []
+    rest = re.sub(r"[,;#()\[\]`*&+]|\band\b", " ", rest, flags=re.IGNORECASE)
+    words = " ".join(
+        word.strip(".") for word in rest.split() if word.strip(".").lower() not in NO_DEPS
+    )
+    if words:
+        notices.append(f"could not read dependency '{words}' of {item_id}")
+    return found, notices
+
+
+def _expand(match: re.Match[str], named: list[str]) -> str:
+    """Name each id of the range `match` (`T3-T5`) in `named`; "" when it is no range (other
+    prefixes, the numbers backwards, too many), which leaves the text to be read as it is."""
+    first, last = match.group(1), match.group(2)
+    head, low = re.match(r"^(.*?)(\d+)$", first).groups()  # type: ignore[union-attr]
+    tail = re.match(r"^(.*?)(\d+)$", last)
+    if tail is None or tail.group(1) != head or not low.isascii():
+        return ""
+    high = tail.group(2)
+    if not high.isascii() or not 0 < int(high) - int(low) < _RANGE_MAX:
+        return ""
+    width = len(low) if low.startswith("0") else 0  # T003-T005 keep their zeros
+    named.extend(f"{head}{n:0{width}d}" for n in range(int(low), int(high) + 1))
+    return " "
 
 
 def refuse_unmet(

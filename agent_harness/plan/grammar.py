@@ -47,7 +47,10 @@ def dotted_id_reason(dotted: str) -> str:
     )
 
 
-CHECKBOX = re.compile(r"^\[( |x|X)\]\s*(.*)$", re.DOTALL)
+# `[ ]` open, `[x]` done; `[-]`, `[/]` and `[~]` are tasks under way (Kiro marks a task in
+# progress `[-]`), still open: read as `[ ]`, never dropped.
+CHECKBOX = re.compile(r"^\[( |x|X|-|/|~)\]\s*(.*)$", re.DOTALL)
+DONE_BOX = frozenset({"x", "X"})
 
 
 CHECKBOX_ITEM = re.compile(rf"^\[?({ID})\]?(?:\s*{SEP}\s*|\s+|$)(.*)$")
@@ -111,6 +114,16 @@ ITEM_FORMS = (
 
 
 DONE_WORDS = {"x", "[x]", "yes", "y", "true", "done", "complete", "completed", "merged", "✅", "✓"}
+_DONE_MARKS = ("✅", "✓", "✔", "☑")
+
+
+def status_done(value: str) -> bool:
+    """Whether a `status:` value (or a table's status cell) says done, however it is dressed:
+    `Done`, `done.`, `Done ✅`, `✅ Done`, `Done (2025-01-02)`, `**Complete**`."""
+    text = value.strip().strip("*_`").strip().lower()
+    if text in DONE_WORDS or any(mark in text for mark in _DONE_MARKS):
+        return True
+    return re.split(r"[\s(.,;:!]+", text, maxsplit=1)[0] in DONE_WORDS
 
 
 NO_DEPS = {"", "none", "-", "—", "n/a", "na", "nothing"}
@@ -122,7 +135,12 @@ PARALLEL_LABEL = "parallel"
 STORY_LABEL_PREFIX = "story:"
 
 
-_MARKER = re.compile(r"^\[([A-Za-z][A-Za-z0-9_-]{0,30})\]\s*")
+_WORD = r"[A-Za-z][A-Za-z0-9_-]{0,30}"
+# One marker, or several in one pair of brackets (spec-kit's `[US1,US2]`).
+_MARKER = re.compile(rf"^\[({_WORD}(?:\s*,\s*{_WORD}){{0,9}})\]\s*")
+# spec-kit's own markers at the end of a title, after its `(depends on …)`: `… (depends on
+# T001) [P]`. Only those: any other word in brackets there (`index [i]`) is the title's own.
+_END_MARKER = re.compile(r"\s*\[(P|US\d+(?:\s*,\s*US\d+){0,9})\]\s*$")
 
 
 _STORY = re.compile(r"^US\d+$")
@@ -133,7 +151,9 @@ _STORY = re.compile(r"^US\d+$")
 _DEP_WORDS = r"depends\s+on|depends|deps|dependencies|blocked\s+by"
 
 
-_TRAILING_DEPS = re.compile(rf"\s*\(\s*(?:{_DEP_WORDS})\b\s*:?\s*([^()]*?)\s*\)\s*$", re.IGNORECASE)
+_TRAILING_DEPS = re.compile(
+    rf"\s*\(\s*(?:{_DEP_WORDS})\b\s*:?\s*([^()]*?)\s*\)\s*[.;,]?\s*$", re.IGNORECASE
+)
 
 
 def norm_key(key: str) -> str:
@@ -157,25 +177,35 @@ def read_title(raw: str) -> Title:
     dependency or a story is a guess. So is a closing parenthesis that names no id at all."""
     text = raw.strip()
     labels: list[str] = []
-    while match := _MARKER.match(text):
-        word = match.group(1)
-        if word == "P":
-            label = PARALLEL_LABEL
-        elif _STORY.match(word):
-            label = STORY_LABEL_PREFIX + word
-        elif ID_RE.match(word) and word[-1].isdigit():
-            break
-        else:
-            label = word
-        if label not in labels:
-            labels.append(label)
+    while (match := _MARKER.match(text)) and _take_marker(match.group(1), labels):
         text = text[match.end() :]
+    ending: list[str] = []
+    while (match := _END_MARKER.search(text)) and _take_marker(match.group(1), ending):
+        text = text[: match.start()]
+    labels += [label for label in ending if label not in labels]
     depends = None
     trailing = _TRAILING_DEPS.search(text)
     if trailing and ID_ANYWHERE.search(trailing.group(1)):
         depends = trailing.group(1)
         text = text[: trailing.start()]
     return Title(text.strip(), tuple(labels), depends)
+
+
+def _take_marker(words: str, labels: list[str]) -> bool:
+    """Add the labels of one marker's words to `labels`; False, adding none, when a word is
+    shaped like an item id (`[T3]` may be a dependency or a name: it stays in the title)."""
+    found: list[str] = []
+    for word in (part.strip() for part in words.split(",")):
+        if word == "P":
+            found.append(PARALLEL_LABEL)
+        elif _STORY.match(word):
+            found.append(STORY_LABEL_PREFIX + word)
+        elif ID_RE.match(word) and word[-1].isdigit():
+            return False
+        else:
+            found.append(word)
+    labels += [label for label in dict.fromkeys(found) if label not in labels]
+    return True
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ from agent_harness.plan.numbered import READ_NOTE as NUMBERED_NOTE
 NO_ID = "checkbox has no item id"
 # A checkbox as written: any blockquote marks, the bullet or number, the box.
 _BULLET = r"(?:[ \t]*>)*(?:[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+)"
-_BOX = re.compile(rf"{_BULLET}+\[[ xX]\]")  # one bullet, or several: `* - [ ] x`
+_BOX = re.compile(rf"{_BULLET}+\[[ xX/~-]\]")  # one bullet, or several: `* - [ ] x`
 _BARE_BULLET = re.compile(r"(?:[ \t]*>)*[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]*(?:\r\n|\r|\n)?\Z")
-_BOX_ALONE = re.compile(r"(?:[ \t]*>)*[ \t]*\[[ xX]\]")
+_BOX_ALONE = re.compile(r"(?:[ \t]*>)*[ \t]*\[[ xX/~-]\]")
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 

@@ -9,37 +9,32 @@ from __future__ import annotations
 
 import re
 import textwrap
-import unicodedata
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_harness.errors import PlanRefused
 from agent_harness.plan.cursor import from_cursor, front_matter, has_todos
-from agent_harness.plan.dependencies import refuse_cycles, unknown_deps
+from agent_harness.plan.dependencies import read_dependencies, refuse_cycles
 from agent_harness.plan.grammar import (
-    ALMOST_ID,
     BULLET_TEXT,
     CHECKBOX,
     CHECKBOX_ITEM,
-    DONE_WORDS,
-    DOTTED_ID,
+    DONE_BOX,
     HEADING_ITEM,
-    ID_ANYWHERE,
     ID_RE,
     ITEM_FORMS,
     KEYS,
-    LOOSE_ID,
     META,
-    NO_DEPS,
     TABLE_COLUMNS,
     checkbox_without_id,
-    dotted_id_reason,
     norm_key,
     read_milestone_heading,
     read_title,
+    status_done,
 )
+from agent_harness.plan.lookalikes import dotted, heading_lookalike
 from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value
 from agent_harness.plan.numbered import READ_NOTE, fold_groups, numbered_task
 from agent_harness.plan.source import read_plan_text
@@ -50,6 +45,8 @@ if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
 
+# Marks that say a heading's item is done (`### ✅ T12: Ship it`).
+_DONE_MARKS = ("✅", "✔", "☑")
 # How much of a line a notice quotes.
 NOTICE_TEXT_MAX = 200
 
@@ -207,6 +204,7 @@ class _Walker:
         self.section_milestone: dict[int, str] = {}  # draft index -> milestone from a heading
         self.has_text = False  # any paragraph or heading: a file of prose, if it has no items
         self.lookalikes: set[int] = set()  # lines reported as almost an item
+        self.groups: dict[str, list[str]] = {}  # heading id -> the items it holds (see _groups)
 
     # -- helpers ------------------------------------------------------------------------------
     def _text(self, line0: int) -> str:
@@ -270,11 +268,14 @@ class _Walker:
                 draft.scope_end = start
         self.open_headings = [d for d in self.open_headings if d.level < level]
         text = _plain(inline).strip()
+        done = text.startswith(_DONE_MARKS)  # `### ✅ T12: Ship it`, a finished item
+        text = text.lstrip("".join(_DONE_MARKS)).strip() if done else text
         match = None if self._dotted(start, text) else HEADING_ITEM.match(text)
         if match and (match.group(1) or match.group(3))[-1].isdigit():
             item_id = match.group(1) or match.group(3)
             self._close_sections(level, f"the item heading {item_id} on line {start + 1}")
             draft = _Draft(item_id, "", start, end, len(self.lines), "heading", level=level)
+            draft.done = done
             draft.read_title((match.group(2) if match.group(1) else match.group(4)) or "")
             self._add_draft(draft)
             self.open_headings.append(draft)
@@ -308,16 +309,9 @@ class _Walker:
             if milestone.problem:
                 self._note(start, milestone.problem)
             return
-        if self._not_quite_an_id(start, text) or self._hidden_in_an_id(start, text):
-            return
-        loose = LOOSE_ID.match(text)
-        if loose and loose.group(1)[-1].isdigit() and any(c.isalpha() for c in loose.group(1)):
-            self.lookalikes.add(start)
-            self._note(
-                start,
-                f"heading starts with '{loose.group(1)}' but has no ':', '.' or '—' after it; "
-                "not read as an item",
-            )
+        reason = heading_lookalike(text)
+        if reason is not None:
+            self._lookalike(start, reason)
 
     def _too_deep(self, tokens: list[Token], index: int, start: int, end: int) -> bool:
         """markdown-it stops building tokens past its nesting limit: a list item there comes
@@ -332,45 +326,16 @@ class _Walker:
                 self._note(line0, f"a list nested more than {readable} deep; not read")
         return True
 
-    def _hidden_in_an_id(self, line0: int, text: str) -> bool:
-        """Say so when a heading would be an item but for invisible characters (a zero-width
-        space, a right-to-left override): they are never taken out silently, as the heading a
-        person sees is then not the one the file holds."""
-        hidden = sorted({char for char in text if unicodedata.category(char) == "Cf"})
-        if not hidden:
-            return False
-        match = HEADING_ITEM.match("".join(char for char in text if char not in hidden))
-        if not match or not (match.group(1) or match.group(3))[-1].isdigit():
-            return False
+    def _lookalike(self, line0: int, reason: str) -> None:
+        """Report a line that looks like an item and is not, with why."""
         self.lookalikes.add(line0)
-        names = ", ".join(f"U+{ord(char):04X}" for char in hidden)
-        self._note(line0, f"heading holds invisible characters ({names}); not read as an item")
-        return True
+        self._note(line0, reason)
 
     def _dotted(self, line0: int, text: str) -> bool:
-        """Say so when a line starts with an id that has a dot in it (`T1.1:`): read as it
-        stands it would be item T1, its title starting "1:"."""
-        dotted = DOTTED_ID.match(text)
-        if dotted is None:
-            return False
-        self.lookalikes.add(line0)
-        self._note(line0, dotted_id_reason(dotted.group(1)))
-        return True
-
-    def _not_quite_an_id(self, line0: int, text: str) -> bool:
-        """Say so when a line starts like an item but its id has lower-case letters (`Ab1:`,
-        `Auth-1:`): ids are upper case, and a typo must never drop work silently."""
-        almost = ALMOST_ID.match(text)
-        if almost is None or ID_RE.match(almost.group(1)) or not almost.group(1)[-1].isdigit():
-            return False
-        word = almost.group(1)
-        self.lookalikes.add(line0)
-        self._note(
-            line0,
-            f"'{word}' is not an item id (ids are upper case, like {word.upper()}); "
-            "not read as an item",
-        )
-        return True
+        reason = dotted(text)
+        if reason is not None:
+            self._lookalike(line0, reason)
+        return reason is not None
 
     def _add_draft(self, draft: _Draft) -> None:
         section = self._milestone_section()
@@ -414,7 +379,7 @@ class _Walker:
         return index + 1
 
     def _checkbox(self, box: re.Match[str], inline: Token, start: int, end: int) -> None:
-        done = box.group(1) != " "
+        done = box.group(1) in DONE_BOX
         first_line, _, _rest = box.group(2).partition("\n")
         if self._dotted(start, first_line.strip()):
             return
@@ -525,11 +490,17 @@ class _Walker:
             self._note(line0, f"'{item_id}' is not an item id (expected something like T1)")
             return
         draft = _Draft(item_id, "", line0, line0 + 1, line0 + 1, "table")
-        draft.read_title(values.get("title", "") or item_id)
+        body = values.get("body", "")
+        title = values.get("title", "")
+        if not title and "title" not in columns and "body" in columns:
+            # `| ID | Description | ... |`: the description is what the task is called.
+            at = columns.index("body")
+            title, body = (cells[at] if at < len(cells) else ""), ""
+        draft.read_title(title or item_id)
         for name in ("labels", "milestone", "depends_on", "success_check", "files", "status"):
             if values.get(name):
                 draft.fields[name] = (line0, values[name])
-        draft.body = values.get("body", "")
+        draft.body = body
         self._add_draft(draft)
 
     # -- assembling ---------------------------------------------------------------------------
@@ -569,8 +540,11 @@ class _Walker:
                 )
             seen[draft.id] = draft.line0 + 1
 
+        self.groups = self._groups(order, starts)
         items: list[WorkItem] = []
         for index, draft in enumerate(drafts):
+            if draft.id in self.groups:
+                continue
             if len(draft.id) > MAX_ID_CHARS:
                 # No branch, marker or queue could hold it: `run` failed on it at the worktree.
                 self._note(draft.line0, f"item id of {len(draft.id)} characters; at most "
@@ -582,6 +556,37 @@ class _Walker:
         return Plan(
             source=source, items=tuple(items), unread=tuple(self.unread), notes=self._notes()
         )
+
+    def _groups(self, order: list[int], starts: list[int]) -> dict[str, list[str]]:
+        """Heading items that are sections of items (`## M1 — Foundations` over `### T1`,
+        `## MVP1: Core` over checkboxes): not items themselves, and reported so. Each group's
+        items by its id, for a dependency on it (see `_build`)."""
+        groups: dict[str, list[str]] = {}
+        for position, index in enumerate(order):
+            draft = self.drafts[index]
+            if draft.form != "heading":
+                continue
+            inside = bisect_left(starts, draft.scope_end, lo=position + 1)
+            under = [self.drafts[i] for i in order[position + 1 : inside]]
+            if under and self._is_section(draft, under):
+                held = [d.id for d in under]
+                groups[draft.id] = held
+                more = f" and {len(held) - 3} more" if len(held) > 3 else ""
+                self._note(
+                    draft.line0,
+                    f"heading {draft.id} holds items of its own ({', '.join(held[:3])}{more}); "
+                    "read as their section, not as an item (a dependency on it is one on each "
+                    "of them)",
+                )
+        return {gid: [i for i in held if i not in groups] for gid, held in groups.items()}
+
+    def _is_section(self, draft: _Draft, under: list[_Draft]) -> bool:
+        """A heading over item headings is their section. One over checkboxes or rows is,
+        when it says nothing of its own before them: with text or a `key:` line of its own
+        (`### T1: …`, `labels: …`, then `- [ ] T2 …`) it is an item beside them."""
+        if any(d.form == "heading" for d in under):
+            return True
+        return not any(self.lines[n].strip() for n in range(draft.body_from, under[0].line0))
 
     def _assign_metas(self, owner_of: Callable[[int], _Draft | None]) -> set[int]:
         """Give each metadata line to the item whose body holds it; the lines taken leave the
@@ -644,15 +649,24 @@ class _Walker:
             sources.append(fields["depends_on"])
         depends: list[str] = []
         for line0, value in sources:
-            for dep in self._dependencies(draft.id, line0, value, known):
-                if dep not in depends:
-                    depends.append(dep)
+            found, notices = read_dependencies(draft.id, value, known, numbered=self.numbered)
+            # On a section: on each of its items (but the item itself, when it is one of them).
+            found = [
+                leaf
+                for dep in found
+                for leaf in (
+                    [d for d in self.groups[dep] if d != draft.id] if dep in self.groups else [dep]
+                )
+            ]
+            depends += [dep for dep in found if dep not in depends]
+            for notice in notices:
+                self._note(line0, notice)
         check = fields["success_check"][1].strip() if "success_check" in fields else None
         files: list[str] = []
         if "files" in fields:
             files = [f.strip().strip("`") for f in fields["files"][1].split(",") if f.strip()]
         done = draft.done
-        if "status" in fields and fields["status"][1].strip().lower() in DONE_WORDS:
+        if "status" in fields and status_done(fields["status"][1]):
             done = True
         if not draft.title:
             self._note(draft.line0, f"item {draft.id} has no title; its id is used instead")
@@ -669,27 +683,3 @@ class _Walker:
             line=draft.line0 + 1,
             form=draft.form,
         )
-
-    def _dependencies(
-        self, item_id: str, line0: int, value: str, known: dict[str, int]
-    ) -> list[str]:
-        if value.strip().lower() in NO_DEPS:
-            return []
-        found: list[str] = []
-        leftover = ID_ANYWHERE.sub(" ", value)
-        unknown: list[str] = []
-        for dep in ID_ANYWHERE.findall(value):
-            if not dep[-1].isdigit():
-                continue
-            if dep not in known:
-                if dep not in unknown:
-                    unknown.append(dep)
-            elif dep not in found:
-                found.append(dep)
-        if unknown:
-            self._note(line0, unknown_deps(item_id, unknown))
-        leftover = re.sub(r"[,;#()\[\]`*&+]|\band\b", " ", leftover, flags=re.IGNORECASE)
-        rest = " ".join(word for word in leftover.split() if word.lower() not in NO_DEPS)
-        if rest:
-            self._note(line0, f"could not read dependency '{rest}' of {item_id}")
-        return found

@@ -13,7 +13,8 @@ per tag (`{"master": {"tasks": [...], "metadata": {...}}}`). A task has a numeri
 - a sub-task's dependency is a sibling's number, or a full id (`"3.1"`, or a task's number
   when no sibling has it); one on the task it is part of says nothing, and is reported;
 - `done` and `cancelled` tasks are done: never worked, no issue made for them;
-- of several tags, `master` is read, and the others are named in a note.
+- of several tags, `master` is read, and the others are named in a note; a file whose one tag
+  is not `master` is read, and the note names the tag.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def _tasks_of(raw: dict[str, Any], source: str) -> tuple[str | None, list[Any], 
             "work on into a file of its own"
         )
     others = [name for name in tags if name != tag]
+    if not others and tag not in (None, DEFAULT_TAG):
+        return tag, tasks, [f"Taskmaster tag {_names([tag])} read (the file's only tag)"]
     if not others:
         return tag, tasks, []
     if tag is None:

@@ -135,11 +135,8 @@ class NoSuchProject(NoProjectYet):
 
     def __init__(self, project: str, known: Sequence[str]) -> None:
         self.project = project
-        shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
-        super().__init__(
-            f"no project {project} in this database"
-            + (f" (it holds {shown})" if known else " (it holds none yet)")
-        )
+        shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if known[5:] else "")
+        super().__init__(f"no project {project} in this database (it holds {shown or 'none'})")
 
 
 class AmbiguousProject(UsageError):

@@ -303,10 +303,32 @@ def test_headings_that_speak_of_a_milestone_but_name_none_are_reported(
     assert [(n.line, n.reason.startswith(reason)) for n in plan.unread] == [(3, True)]
 
 
-@pytest.mark.parametrize("heading", ["## Phase 1: Setup", "## Milestones", "## M1 — goals"])
+@pytest.mark.parametrize("heading", ["## Phase 1: Setup", "## Milestones"])
 def test_other_headings_are_no_milestone_and_stay_quiet(heading: str) -> None:
     plan = parse_plan(f"{heading}\n\n- [ ] T1 a\n")
     assert plan.item("T1").milestone is None and plan.unread == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "## M1 — Foundations\n\n### T1: a\n\nDo a.\n\n### T2: b\n\ndepends on: M1\n",
+        "## P0: Must have\n\n- [ ] T1 a\n- [ ] T2 b (depends on P0)\n",
+        "# Roadmap\n\n## V1: Launch\n- [ ] T1 a\n- [ ] T2 b\n  depends on: V1\n",
+    ],
+)
+def test_a_heading_whose_section_holds_items_is_their_section_not_an_item(text: str) -> None:
+    plan = parse_plan(text)
+    assert [i.id for i in plan.items] == ["T1", "T2"]  # no issue titled "Foundations"
+    [notice] = plan.unread
+    assert "holds items of its own (T1, T2); read as their section, not as an item" in notice.reason
+    assert plan.item("T2").depends_on == ("T1",)  # on the section: on each of its items
+
+
+def test_a_heading_item_with_words_of_its_own_stays_an_item_beside_the_checkboxes() -> None:
+    plan = parse_plan("### T1: Schema\n\nMake it.\n\n- [ ] T2 Use it (depends on T1)\n")
+    assert [(i.id, i.depends_on) for i in plan.items] == [("T1", ()), ("T2", ("T1",))]
+    assert plan.unread == ()
 
 
 def test_an_item_heading_at_a_milestones_level_ends_it_and_says_so() -> None:

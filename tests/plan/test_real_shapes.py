@@ -1,0 +1,122 @@
+"""Shapes of real plans other tools and people write, which a probe found misread: each is now
+read as its author meant, or reported, never dropped in silence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_harness.plan.backlog import load_plan
+from agent_harness.plan.markdown import parse_plan
+
+pytestmark = pytest.mark.unit
+
+
+def test_kiros_in_progress_mark_and_its_cousins_are_open_tasks_not_dropped() -> None:
+    plan = parse_plan(
+        "- [x] 1. Set up project\n"
+        "- [-] 2. Implement CSS\n"
+        "  - [-] 2.1 Create custom properties\n"
+        "  - [ ] 2.2 Build layout\n"
+        "- [-] 3. Configure tooling\n"
+        "- [ ] 4. Write docs\n"
+    )
+    assert [(i.id, i.done) for i in plan.items] == [
+        ("1", True), ("2.1", False), ("2.2", False), ("3", False), ("4", False)
+    ]  # fmt: skip
+    named = parse_plan("- [/] T1 Half done\n- [~] T2 Started\n- [X] T3 Finished\n")
+    assert [(i.id, i.done) for i in named.items] == [("T1", False), ("T2", False), ("T3", True)]
+
+
+@pytest.mark.parametrize(
+    "status", ["Done ✅", "✅ Done", "done.", "Done (2025-01-02)", "**Complete**", "completed"]
+)
+def test_every_way_people_write_done_is_done(status: str) -> None:
+    plan = parse_plan(f"### T1: a\n\nstatus: {status}\n\n### T2: b\n\nstatus: not done\n")
+    assert [(i.id, i.done) for i in plan.items] == [("T1", True), ("T2", False)]
+    table = parse_plan(f"| ID | Title | Status |\n|---|---|---|\n| T1 | a | {status} |\n")
+    assert table.item("T1").done
+
+
+def test_a_table_without_a_title_column_is_titled_by_its_description() -> None:
+    plan = parse_plan(
+        "| ID | Description | Dependencies |\n|----|----|----|\n"
+        "| T1 | Create schema | None |\n| T2 | Add endpoints | T1 |\n"
+    )
+    assert [(i.id, i.title, i.body, i.depends_on) for i in plan.items] == [
+        ("T1", "Create schema", "", ()),
+        ("T2", "Add endpoints", "", ("T1",)),
+    ]
+    assert plan.unread == ()
+
+
+def test_words_in_a_dependency_line_that_name_no_item_are_reported() -> None:
+    plan = parse_plan(
+        "### T1: a\n\n### T2: b\n\ndepends on: T1, JWT\n\n### T3: c\n\ndepends on: DB\n"
+    )
+    assert plan.item("T2").depends_on == ("T1",)
+    assert [(n.line, n.reason) for n in plan.unread] == [
+        (5, "could not read dependency 'JWT' of T2"),
+        (9, "could not read dependency 'DB' of T3"),
+    ]
+
+
+def test_a_range_of_ids_names_each_of_them() -> None:
+    plan = parse_plan(
+        "- [ ] T001 a\n- [ ] T002 b\n- [ ] T003 c\n- [ ] T004 d (depends on T001-T003)\n"
+    )
+    assert plan.item("T004").depends_on == ("T001", "T002", "T003")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "- [ ] T002 Build it (Depends on T001).",
+        "- [ ] T002 [P] Build it (depends on T001) [P]",
+        "- [ ] T002 Build it (depends on T001) [US1]",
+    ],
+)
+def test_a_closing_dependency_is_read_before_a_full_stop_or_a_marker(line: str) -> None:
+    plan = parse_plan(f"- [ ] T001 First\n{line}\n")
+    item = plan.item("T002")
+    assert (item.title, item.depends_on) == ("Build it", ("T001",))
+
+
+def test_one_marker_may_name_several_stories() -> None:
+    plan = parse_plan("- [ ] T004 [US1,US2] Integration testing\n")
+    item = plan.item("T004")
+    assert (item.title, item.labels) == ("Integration testing", ("story:US1", "story:US2"))
+
+
+def test_a_heading_marked_done_is_a_done_item_and_a_struck_one_is_reported() -> None:
+    plan = parse_plan("### ✅ T12: Shipped\n\n### ~~T11: Dropped~~\n\n### T13: Open\n")
+    assert [(i.id, i.done) for i in plan.items] == [("T12", True), ("T13", False)]
+    assert [(n.line, n.reason) for n in plan.unread] == [
+        (3, "heading is struck through (~~); not read as an item")
+    ]
+
+
+def test_numbered_tasks_depend_on_each_other_by_number() -> None:
+    plan = parse_plan(
+        "- [ ] 1. Set up\n- [ ] 2. Add endpoints\n  depends on: 1\n"
+        "- [ ] 3. Document\n  depends on: 2, 1\n"
+    )
+    assert [(i.id, i.depends_on) for i in plan.items] == [
+        ("1", ()),
+        ("2", ("1",)),
+        ("3", ("2", "1")),
+    ]
+    assert plan.unread == ()
+
+
+def test_a_taskmaster_file_whose_only_tag_is_not_master_says_which_it_read(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tasks.json"
+    task = {"id": 1, "title": "Set up", "status": "pending", "dependencies": []}
+    path.write_text(json.dumps({"feature-a": {"tasks": [task]}}))
+    plan = load_plan(path)
+    assert [i.id for i in plan.items] == ["1"]
+    assert "Taskmaster tag feature-a read (the file's only tag)" in plan.notes
