@@ -143,7 +143,7 @@ def parse_plan(text: str, source: str = "<string>") -> Plan:
     tokens = _markdown().parse(text)
     walker = _Walker(lines)
     walker.walk(tokens)
-    if walker.drafts or not walker.numbered_seen:
+    if walker.drafts or not walker.numbered_seen or walker.plain_beside_numbered():
         return walker.finish(source)
     # No item of the usual forms, but numbered tasks: read them as items (see plan.numbered).
     # A number used twice is refused as a named id would be: syncing a plan that lost its
@@ -195,6 +195,9 @@ class _Walker:
         self.lines = lines
         self.numbered = numbered  # numbered checkboxes are items (see plan.numbered)
         self.numbered_seen = 0  # checkboxes that would be items if they were
+        self.numbered_spans: list[tuple[int, int]] = []  # their lines, sub-lists and all
+        self.plain_boxes: list[int] = []  # checkboxes with neither an id nor a task number
+        self.whole_numbers = 0  # numbered tasks whose number is whole (`1.`), not dotted
         self.drafts: list[_Draft] = []
         self.metas: list[_Meta] = []
         self.unread: list[Notice] = []
@@ -205,6 +208,15 @@ class _Walker:
         self.has_text = False  # any paragraph or heading: a file of prose, if it has no items
         self.lookalikes: set[int] = set()  # lines reported as almost an item
         self.groups: dict[str, list[str]] = {}  # heading id -> the items it holds (see _groups)
+
+    def plain_beside_numbered(self) -> bool:
+        """A to-do list whose lines start with versions (`- [ ] 2.0 release post`, `- [ ] 3.14
+        rounding bug`) beside plain ones, not Kiro's tasks: no task numbered whole (`1.`) and
+        a checkbox with no number outside them. Its lines are reported; `--add-ids` helps."""
+        return not self.whole_numbers and any(
+            not any(start < line0 < end for start, end in self.numbered_spans)
+            for line0 in self.plain_boxes
+        )
 
     # -- helpers ------------------------------------------------------------------------------
     def _text(self, line0: int) -> str:
@@ -387,6 +399,10 @@ class _Walker:
         task = None if match else numbered_task(first_line)
         if task is not None:
             self.numbered_seen += 1
+            self.numbered_spans.append((start, end))
+            self.whole_numbers += "." not in task[0]  # `1. Set up`, as Kiro writes a task
+        elif not match:
+            self.plain_boxes.append(start)
         marked: tuple[str, ...] = ()  # labels a numbered task's own mark gives
         if match and match.group(1)[-1].isdigit():
             item_id, title = match.group(1), match.group(2)

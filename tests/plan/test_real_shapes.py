@@ -120,3 +120,17 @@ def test_a_taskmaster_file_whose_only_tag_is_not_master_says_which_it_read(
     plan = load_plan(path)
     assert [i.id for i in plan.items] == ["1"]
     assert "Taskmaster tag feature-a read (the file's only tag)" in plan.notes
+
+
+def test_a_todo_list_whose_lines_start_with_versions_is_no_numbered_plan() -> None:
+    from agent_harness.plan.ids import add_ids
+
+    text = "- [ ] 2.0 release blog post\n- [x] 3.14 rounding bug in totals\n- [ ] Update docs\n"
+    plan = parse_plan(text)
+    assert plan.items == () and [n.line for n in plan.unread] == [1, 2, 3]
+    added = add_ids(text, "TODO.md")  # ... so --add-ids makes each line an item
+    assert [(i.id, i.title, i.done) for i in added.plan.items] == [
+        ("T1", "2.0 release blog post", False),
+        ("T2", "3.14 rounding bug in totals", True),
+        ("T3", "Update docs", False),
+    ]
