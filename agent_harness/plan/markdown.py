@@ -45,6 +45,24 @@ if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
 
+# Words a title does not end on: a line that ends with one was wrapped (spec-kit's older
+# template wraps `- [ ] T003 [P] Contract test POST /api/users in` onto the next line).
+_DANGLING = re.compile(
+    r"(?:^|\s)(?:in|into|to|for|of|and|or|the|a|an|with|on|at|from|by|via|as|under|over|per)"
+    r"\s*$|,\s*$",
+    re.IGNORECASE,
+)
+
+
+def _wrapped(title: str, following: str) -> str:
+    """The title's continuation on the paragraph's next line, when the title was cut in the
+    middle of a phrase and that line is no `key: value` line; "" otherwise."""
+    following = following.strip()
+    if not following or not _DANGLING.search(title) or META.match(following):
+        return ""
+    return following
+
+
 # Marks that say a heading's item is done (`### ✅ T12: Ship it`).
 _DONE_MARKS = ("✅", "✔", "☑")
 # How much of a line a notice quotes.
@@ -392,7 +410,7 @@ class _Walker:
 
     def _checkbox(self, box: re.Match[str], inline: Token, start: int, end: int) -> None:
         done = box.group(1) in DONE_BOX
-        first_line, _, _rest = box.group(2).partition("\n")
+        first_line, _, rest = box.group(2).partition("\n")
         if self._dotted(start, first_line.strip()):
             return
         match = CHECKBOX_ITEM.match(first_line.strip())
@@ -411,12 +429,15 @@ class _Walker:
         else:
             self.loose_checkboxes.append((start, first_line.strip()))
             return
-        draft = _Draft(item_id, "", start, start + 1, end, "checkbox", done=done)
+        wrapped = _wrapped(title, rest.partition("\n")[0])
+        title = f"{title.rstrip()} {wrapped}" if wrapped else title
+        under = start + (2 if wrapped else 1)
+        draft = _Draft(item_id, "", start, under, end, "checkbox", done=done)
         draft.read_title(title)
         draft.title_labels = (*marked, *draft.title_labels)
         self._add_draft(draft)
         # Lines right under the checkbox, in its own paragraph, may be metadata too.
-        self._take_metas(self._meta_lines(inline, start, skip=1))
+        self._take_metas(self._meta_lines(inline, start, skip=under - start))
 
     def _paragraph(self, inline: Token, para: Token) -> None:
         if ":" in inline.content:

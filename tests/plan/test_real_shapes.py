@@ -134,3 +134,19 @@ def test_a_todo_list_whose_lines_start_with_versions_is_no_numbered_plan() -> No
         ("T2", "3.14 rounding bug in totals", True),
         ("T3", "Update docs", False),
     ]
+
+
+def test_a_title_wrapped_mid_phrase_onto_the_next_line_is_joined() -> None:
+    plan = parse_plan(
+        "- [ ] T001 Setup\n"
+        "- [ ] T003 [P] Contract test POST /api/users in\n"
+        "  tests/contract/test_users_post.py\n"
+        "  depends on: T001\n"
+        "- [ ] T004 Add login\n"
+        "  Users sign in with email.\n"
+    )
+    wrapped, whole = plan.item("T003"), plan.item("T004")
+    assert wrapped.title == "Contract test POST /api/users in tests/contract/test_users_post.py"
+    assert (wrapped.body, wrapped.depends_on, wrapped.labels) == ("", ("T001",), ("parallel",))
+    # A title that ends where a title may end keeps its next line as the body.
+    assert (whole.title, whole.body) == ("Add login", "Users sign in with email.")
