@@ -117,6 +117,7 @@ BODY: Responses = {
         "not UTF-8, a name given twice in one object), or input the server cannot use."
     ),
     413: _doc("Request body over the size limit."),
+    415: _doc("A body declared as anything but JSON, or with a Content-Encoding."),
 }
 MISSING: Responses = {404: _doc("No such project or item.")}
 REFUSED: Responses = {

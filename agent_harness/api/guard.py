@@ -81,6 +81,10 @@ class Guard:
             if body is None:
                 await _answer(send, 413, f"request body over {self.max_body} bytes", [])
                 return
+            unread = _unread_as_json(scope) if body else None  # a route without one: no matter
+            if unread is not None:
+                await _answer(send, 415, unread, [])
+                return
             twice = _named_twice(body)
             if twice is not None:
                 await _answer(send, 400, f"the JSON body names {twice!r} twice in one object", [])
@@ -179,6 +183,20 @@ def _named_twice(body: bytes) -> str | None:
         return twice.name.encode("utf-8", "replace").decode("utf-8")
     except UNREADABLE_JSON:
         return None
+    return None
+
+
+def _unread_as_json(scope: Scope) -> str | None:
+    """Why a body would not be read as the JSON it must be, from its headers: declared as
+    something else (a form, text/plain), or encoded (gzip) where nothing decodes it. None when
+    it is JSON, or no type is declared (an empty body, a client that names none)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
+            return "Content-Encoding is not taken: send the body as plain JSON"
+        if name == b"content-type":
+            kind = value.split(b";", 1)[0].strip().lower()
+            if kind != b"application/json" and not kind.endswith(b"+json"):
+                return "send the body as JSON, with Content-Type: application/json"
     return None
 
 

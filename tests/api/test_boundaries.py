@@ -137,3 +137,22 @@ def test_registering_a_project_a_run_already_queued_shows_its_counts_at_once(
     assert answer.status_code == 201 and answer.json()["id"] == PROJECT
     read = supervised.get(f"/api/projects/{PROJECT}", headers=AUTH).json()
     assert answer.json()["counts"] == read["counts"] != {}
+
+
+def test_a_body_sent_as_anything_but_json_is_415_not_a_puzzle(monitoring: TestClient) -> None:
+    text = b'{"text": "### T1: a\\n"}'
+    for headers in (
+        {"Content-Type": "text/plain"},
+        {"Content-Type": "application/x-www-form-urlencoded"},
+        {"Content-Type": "application/json", "Content-Encoding": "gzip"},
+    ):
+        answer = monitoring.post("/api/plan/parse", content=text, headers={**AUTH, **headers})
+        assert answer.status_code == 415, (headers, answer.text)
+    as_json = {"Content-Type": "application/json; charset=utf-8"}
+    answer = monitoring.post("/api/plan/parse", content=text, headers={**AUTH, **as_json})
+    assert answer.status_code == 200
+    # A route that takes no body is not refused for a type its empty body was given.
+    empty = monitoring.post(
+        "/api/projects/me/app:PLAN/start", headers={**AUTH, "Content-Type": "text/plain"}
+    )
+    assert empty.status_code == 409  # monitoring only, as without the header
