@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body, Depends, Request, Response
 from fastapi import Path as PathParam
 
 from agent_harness.api.context import ApiContext, context
@@ -55,11 +55,20 @@ PLANNER: Responses = {
     summary="Start a session from a paragraph (supervised mode)",
     responses={**BAD, **BODY, **REFUSED},
 )
-def start(body: InceptionStart, ctx: Ctx) -> SessionView:
-    """The planner route and its key are checked before anything is kept."""
+def start(body: InceptionStart, ctx: Ctx, request: Request, response: Response) -> SessionView:
+    """The planner route and its key are checked before anything is kept. `Location` names
+    the session, which `GET` reads back."""
     ctx.writable("an inception session")
     planner_route(body.planner, ctx.model_env())
-    return InceptionSession.start(ctx.store, body.paragraph, body.planner).view()
+    view = InceptionSession.start(ctx.store, body.paragraph, body.planner).view()
+    response.headers["Location"] = f"{request.scope.get('root_path', '')}/api/inception/{view.id}"
+    return view
+
+
+@router.get("/{session_id}", summary="The session as it stands", responses=MISSING)
+def read(session_id: SessionId, ctx: Ctx) -> SessionView:
+    """What every step answers: the scope, the questions and their grades, its status."""
+    return InceptionSession.resume(ctx.store, session_id).view()
 
 
 @router.post(

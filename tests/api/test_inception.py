@@ -57,9 +57,13 @@ def test_a_paragraph_becomes_a_plan_over_http(
     assert started.json()["status"] == "started"
     sid = started.json()["id"]
     base = f"/api/inception/{sid}"
+    assert started.headers["location"] == base  # the link it gives answers
+    assert client.get(base, headers=AUTH).json() == started.json()
+    assert client.get("/api/inception/000000000000", headers=AUTH).status_code == 404
 
     scoped = client.post(f"{base}/scope", headers=AUTH)
     assert scoped.status_code == 200, scoped.text
+    assert client.get(base, headers=AUTH).json() == scoped.json()
     body = scoped.json()
     assert body["scope"]["protect"] == ["README.md"]
     assert [(q["id"], q["grade"]) for q in body["questions"]] == [
