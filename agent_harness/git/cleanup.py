@@ -175,7 +175,10 @@ def remove(repo: WorkRepo, info: WorktreeInfo) -> None:
     repo.settings.check()
     pins = repo.settings.pins  # removing a worktree or a branch runs hooks
     if info.path.is_dir():
-        _git(repo.path, *pins, "worktree", "remove", str(info.path))
+        # A worktree with submodules checked out is removed only when forced; judged safe, it
+        # holds nothing to lose (its submodules are the user's own copies, checked out).
+        forced = ("--force",) if (info.path / ".gitmodules").is_file() else ()
+        _git(repo.path, *pins, "worktree", "remove", *forced, str(info.path))
     repo.forget_worktree(info.path)  # gone already: its record alone, never a global prune
     if info.branch is not None:
         # -D: a squash merge never makes the branch "merged" in git's eyes; we checked the remote.

@@ -38,6 +38,7 @@ from agent_harness.git.protect import ChangedPathsUnknown, changed_paths
 from agent_harness.git.refs import RefFiles, Unreadable
 from agent_harness.git.remote_lock import RemoteRefsLock
 from agent_harness.git.settings import SettingsWatch
+from agent_harness.git.submodules import check_out_submodules
 from agent_harness.plan.model import shell_word
 from agent_harness.secrets.shapes import mask_url
 
@@ -327,6 +328,7 @@ class WorkRepo:
         if local:
             self._git(self.path, "worktree", "add", "--quiet", str(path), branch)
             self.settings.note_worktree(path)
+            check_out_submodules(self.path, path, self.settings.pins)
             return False
         start = f"{self.remote}/{branch}" if existing else base
         # No upstream: the branch is pushed by name, and the clone's settings stay as they were.
@@ -334,6 +336,7 @@ class WorkRepo:
             self.path, "worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), start
         )
         self.settings.note_worktree(path)
+        check_out_submodules(self.path, path, self.settings.pins)
         return not existing
 
     def _catch_up(self, path: Path, branch: str, pushed_sha: str | None) -> str | None:

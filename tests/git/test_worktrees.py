@@ -417,3 +417,30 @@ def test_a_deleted_worktree_is_an_error_not_a_question_put_to_another_repository
     shutil.rmtree(tree.path)
     with pytest.raises(WorktreeError, match="no such directory"):
         repo.has_uncommitted(tree)
+
+
+def test_submodules_the_clone_has_are_checked_out_in_the_worktree_from_its_own_copies(
+    clone: Path,
+) -> None:
+    from agent_harness.git import cleanup
+
+    lib = clone.parent / "lib"
+    git(clone.parent, "init", "-q", "--initial-branch=main", str(lib))
+    (lib / "util.py").write_text("X = 1\n")
+    git(lib, "add", "-A")
+    git(lib, "commit", "-qm", "lib")
+    git(clone, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "vendor/lib")
+    git(clone, "commit", "-qm", "vendor lib")
+    git(clone, "push", "-q", "origin", "main")
+    lib.rename(clone.parent / "lib-moved")  # its URL answers no more: no clone from there
+
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "Use the lib")
+    assert (tree.path / "vendor" / "lib" / "util.py").read_text() == "X = 1\n"
+    assert git(clone, "config", "--get", "submodule.vendor/lib.url") == str(lib)  # as it was
+    assert git(tree.path, "status", "--porcelain") == ""
+
+    # ... and a finished item's worktree goes, submodule and all.
+    [info] = cleanup.list_worktrees(repo)
+    cleanup.remove(repo, replace(info, safe=True, reason=""))
+    assert not tree.path.exists()
