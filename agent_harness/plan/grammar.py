@@ -114,14 +114,14 @@ ITEM_FORMS = (
 
 
 DONE_WORDS = {"x", "[x]", "yes", "y", "true", "done", "complete", "completed", "merged", "✅", "✓"}
-_DONE_MARKS = ("✅", "✓", "✔", "☑")
+DONE_MARKS = ("✅", "✓", "✔", "☑")  # a status, or a heading (`### ✅ T12: Ship it`), done
 
 
 def status_done(value: str) -> bool:
     """Whether a `status:` value (or a table's status cell) says done, however it is dressed:
     `Done`, `done.`, `Done ✅`, `✅ Done`, `Done (2025-01-02)`, `**Complete**`."""
     text = value.strip().strip("*_`").strip().lower()
-    if text in DONE_WORDS or any(mark in text for mark in _DONE_MARKS):
+    if text in DONE_WORDS or any(mark in text for mark in DONE_MARKS):
         return True
     return re.split(r"[\s(.,;:!]+", text, maxsplit=1)[0] in DONE_WORDS
 
@@ -242,3 +242,21 @@ def checkbox_without_id(text: str) -> str:
         upper = word.upper()
         return f"checkbox has no item id: '{word}' is not one (ids are upper case, like {upper})"
     return "checkbox has no item id"
+
+
+# Words a title does not end on: a line that ends with one was wrapped (spec-kit's older
+# template wraps `- [ ] T003 [P] Contract test POST /api/users in` onto the next line).
+_DANGLING = re.compile(
+    r"(?:^|\s)(?:in|into|to|for|of|and|or|the|a|an|with|on|at|from|by|via|as|under|over|per)"
+    r"\s*$|,\s*$",
+    re.IGNORECASE,
+)
+
+
+def wrapped_title(title: str, following: str) -> str:
+    """The title's continuation on the paragraph's next line, when the title was cut in the
+    middle of a phrase and that line is no `key: value` line; "" otherwise."""
+    following = following.strip()
+    if not following or not _DANGLING.search(title) or META.match(following):
+        return ""
+    return following

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +22,7 @@ from agent_harness.plan.grammar import (
     CHECKBOX,
     CHECKBOX_ITEM,
     DONE_BOX,
+    DONE_MARKS,
     HEADING_ITEM,
     ID_RE,
     ITEM_FORMS,
@@ -33,10 +34,12 @@ from agent_harness.plan.grammar import (
     read_milestone_heading,
     read_title,
     status_done,
+    wrapped_title,
 )
 from agent_harness.plan.lookalikes import dotted, heading_lookalike
 from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value
 from agent_harness.plan.numbered import READ_NOTE, fold_groups, numbered_task
+from agent_harness.plan.sections import find_sections
 from agent_harness.plan.source import read_plan_text
 
 if TYPE_CHECKING:
@@ -45,26 +48,6 @@ if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
 
-# Words a title does not end on: a line that ends with one was wrapped (spec-kit's older
-# template wraps `- [ ] T003 [P] Contract test POST /api/users in` onto the next line).
-_DANGLING = re.compile(
-    r"(?:^|\s)(?:in|into|to|for|of|and|or|the|a|an|with|on|at|from|by|via|as|under|over|per)"
-    r"\s*$|,\s*$",
-    re.IGNORECASE,
-)
-
-
-def _wrapped(title: str, following: str) -> str:
-    """The title's continuation on the paragraph's next line, when the title was cut in the
-    middle of a phrase and that line is no `key: value` line; "" otherwise."""
-    following = following.strip()
-    if not following or not _DANGLING.search(title) or META.match(following):
-        return ""
-    return following
-
-
-# Marks that say a heading's item is done (`### ✅ T12: Ship it`).
-_DONE_MARKS = ("✅", "✔", "☑")
 # How much of a line a notice quotes.
 NOTICE_TEXT_MAX = 200
 
@@ -298,8 +281,8 @@ class _Walker:
                 draft.scope_end = start
         self.open_headings = [d for d in self.open_headings if d.level < level]
         text = _plain(inline).strip()
-        done = text.startswith(_DONE_MARKS)  # `### ✅ T12: Ship it`, a finished item
-        text = text.lstrip("".join(_DONE_MARKS)).strip() if done else text
+        done = text.startswith(DONE_MARKS)  # `### ✅ T12: Ship it`, a finished item
+        text = text.lstrip("".join(DONE_MARKS)).strip() if done else text
         match = None if self._dotted(start, text) else HEADING_ITEM.match(text)
         if match and (match.group(1) or match.group(3))[-1].isdigit():
             item_id = match.group(1) or match.group(3)
@@ -429,7 +412,7 @@ class _Walker:
         else:
             self.loose_checkboxes.append((start, first_line.strip()))
             return
-        wrapped = _wrapped(title, rest.partition("\n")[0])
+        wrapped = wrapped_title(title, rest.partition("\n")[0])
         title = f"{title.rstrip()} {wrapped}" if wrapped else title
         under = start + (2 if wrapped else 1)
         draft = _Draft(item_id, "", start, under, end, "checkbox", done=done)
@@ -577,7 +560,9 @@ class _Walker:
                 )
             seen[draft.id] = draft.line0 + 1
 
-        self.groups = self._groups(order, starts)
+        self.groups, notices = find_sections(drafts, order, self.lines)
+        for line0, notice in notices:
+            self._note(line0, notice)
         items: list[WorkItem] = []
         for index, draft in enumerate(drafts):
             if draft.id in self.groups:
@@ -593,37 +578,6 @@ class _Walker:
         return Plan(
             source=source, items=tuple(items), unread=tuple(self.unread), notes=self._notes()
         )
-
-    def _groups(self, order: list[int], starts: list[int]) -> dict[str, list[str]]:
-        """Heading items that are sections of items (`## M1 — Foundations` over `### T1`,
-        `## MVP1: Core` over checkboxes): not items themselves, and reported so. Each group's
-        items by its id, for a dependency on it (see `_build`)."""
-        groups: dict[str, list[str]] = {}
-        for position, index in enumerate(order):
-            draft = self.drafts[index]
-            if draft.form != "heading":
-                continue
-            inside = bisect_left(starts, draft.scope_end, lo=position + 1)
-            under = [self.drafts[i] for i in order[position + 1 : inside]]
-            if under and self._is_section(draft, under):
-                held = [d.id for d in under]
-                groups[draft.id] = held
-                more = f" and {len(held) - 3} more" if len(held) > 3 else ""
-                self._note(
-                    draft.line0,
-                    f"heading {draft.id} holds items of its own ({', '.join(held[:3])}{more}); "
-                    "read as their section, not as an item (a dependency on it is one on each "
-                    "of them)",
-                )
-        return {gid: [i for i in held if i not in groups] for gid, held in groups.items()}
-
-    def _is_section(self, draft: _Draft, under: list[_Draft]) -> bool:
-        """A heading over item headings is their section. One over checkboxes or rows is,
-        when it says nothing of its own before them: with text or a `key:` line of its own
-        (`### T1: …`, `labels: …`, then `- [ ] T2 …`) it is an item beside them."""
-        if any(d.form == "heading" for d in under):
-            return True
-        return not any(self.lines[n].strip() for n in range(draft.body_from, under[0].line0))
 
     def _assign_metas(self, owner_of: Callable[[int], _Draft | None]) -> set[int]:
         """Give each metadata line to the item whose body holds it; the lines taken leave the

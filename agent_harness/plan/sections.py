@@ -1,0 +1,71 @@
+"""Heading items that are sections of items, not items themselves.
+
+`## M1 — Foundations` over `### T1: ...` headings, or `## P0: Must have` right over
+`- [ ] T1 ...` checkboxes, reads as an item by its shape (an id, a separator, a title), yet no
+one means an issue titled "Must have" for an agent to do. Such a heading is the section of the
+items it holds: reported, never made an item, and a dependency on it is one on each of them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class Drafted(Protocol):
+    """What a section is judged by: a drafted item's id, form and lines."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def form(self) -> str: ...
+
+    @property
+    def line0(self) -> int: ...
+
+    @property
+    def body_from(self) -> int: ...
+
+    @property
+    def scope_end(self) -> int: ...
+
+
+def find_sections(
+    drafts: Sequence[Drafted], order: Sequence[int], lines: Sequence[str]
+) -> tuple[dict[str, list[str]], list[tuple[int, str]]]:
+    """(each section heading's id -> the items it holds, the notices saying so), for `drafts`
+    in file order (`order` lists their indexes by first line)."""
+    starts = [drafts[i].line0 for i in order]
+    held_by: dict[str, list[str]] = {}
+    notices: list[tuple[int, str]] = []
+    for position, index in enumerate(order):
+        draft = drafts[index]
+        if draft.form != "heading":
+            continue
+        inside = bisect_left(starts, draft.scope_end, lo=position + 1)
+        under = [drafts[i] for i in order[position + 1 : inside]]
+        if not under or not _is_section(draft, under, lines):
+            continue
+        held = [d.id for d in under]
+        held_by[draft.id] = held
+        more = f" and {len(held) - 3} more" if len(held) > 3 else ""
+        notices.append(
+            (
+                draft.line0,
+                f"heading {draft.id} holds items of its own ({', '.join(held[:3])}{more}); read "
+                "as their section, not as an item (a dependency on it is one on each of them)",
+            )
+        )
+    leaves = {gid: [i for i in held if i not in held_by] for gid, held in held_by.items()}
+    return leaves, notices
+
+
+def _is_section(draft: Drafted, under: Sequence[Drafted], lines: Sequence[str]) -> bool:
+    """A heading over item headings is their section. One over checkboxes or rows is, when it
+    says nothing of its own before them: with text or a `key:` line of its own (`### T1: …`,
+    `labels: …`, then `- [ ] T2 …`) it is an item beside them."""
+    if any(d.form == "heading" for d in under):
+        return True
+    return not any(lines[n].strip() for n in range(draft.body_from, under[0].line0))
