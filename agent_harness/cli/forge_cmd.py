@@ -191,13 +191,18 @@ def _say_where(
     url: str, data: Path, token: str, kept: str | None, collaborators: dict[str, str]
 ) -> None:
     """Where the forge answers, and how a client reaches it."""
+    from agent_harness.plan.model import shell_word
+
     click.echo(f"forge serving {url} (data: {data.resolve()})")
     # A token of the user's own is never printed: the well-known default is, and the local
     # forge's is named by the file that holds it. Collaborators are named, their tokens never.
     if token == DEFAULT_TOKEN:
         shown, in_python = DEFAULT_TOKEN, repr(DEFAULT_TOKEN)
     elif token == kept:
-        shown, in_python = f'"$(cat {data / "token"})"', "<the token in DATA/token>"
+        shown, in_python = (
+            f'"$(cat {shell_word(str(data / "token"))})"',
+            "<the token in DATA/token>",
+        )
     else:
         shown = in_python = "<your token>"
     click.echo(f"  export GITHUB_API_URL={url} GITHUB_TOKEN={shown}")
@@ -249,8 +254,9 @@ def merge(repo: str, number: int, method: str, data_dir: Path | None, as_json: b
     """Merge pull request N of REPO (OWNER/NAME), as its "Merge" button would.
 
     The merge is made in the forge's bare repository; pull it into your clone afterwards
-    (git pull), and `agent-harness reconcile --repo REPO --forge local` records it. A pull
-    request that conflicts with its base, or is already merged or closed, is refused (exit 1).
+    (`git pull origin main`, the default branch), and `agent-harness reconcile --repo REPO
+    --forge local` records it. A pull request that conflicts with its base, or is already
+    merged or closed, is refused (exit 1).
     """
     from agent_harness.forge.by_hand import merge_pull
 

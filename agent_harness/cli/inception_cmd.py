@@ -244,6 +244,7 @@ def _approve(session: InceptionSession) -> SessionView:
 def _write(err: Console, view: SessionView, out: Path, force: bool, interactive: bool) -> None:
     from agent_harness.cli.inception_view import show_plan
     from agent_harness.errors import UsageError
+    from agent_harness.plan.model import shell_word
 
     assert view.plan is not None
     show_plan(err, view, interactive)
@@ -259,5 +260,5 @@ def _write(err: Console, view: SessionView, out: Path, force: bool, interactive:
     partial.replace(out)
     err.print(
         f"wrote {out}: {len(view.items)} items ({', '.join(view.items)}); "
-        f"next: agent-harness plan {out}"
+        f"next: agent-harness plan {shell_word(str(out))}"
     )

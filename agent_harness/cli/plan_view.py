@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agent_harness.cli.output import visible
-from agent_harness.plan.model import shown_path
+from agent_harness.plan.model import shell_word, shown_path
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -219,13 +219,14 @@ def local_forge_lines(repo: LocalRepo) -> list[str]:
         lines = [
             f"local forge: {repo.full_name} is empty; from your clone, put your history in it:",
             f"  git remote add origin {repo.clone_url}",
-            "  git push origin HEAD",
+            "  git push -u origin HEAD",
         ]
     else:
         lines = [f"local forge: {repo.full_name} clones from {repo.clone_url}"]
     if repo.page_url:
         lines.append(
-            f"its pages: agent-harness forge serve --data {repo.data_dir}, then open "
+            f"its pages: agent-harness forge serve --data {shell_word(str(repo.data_dir))}, "
+            "then open "
             f"{repo.page_url}"
         )
     return lines

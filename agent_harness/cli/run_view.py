@@ -14,6 +14,7 @@ from rich.table import Table
 from agent_harness.cli.plan_view import TABLE_ROWS_MAX
 from agent_harness.errors import UsageError
 from agent_harness.pipeline.budgets import format_usd
+from agent_harness.plan.model import shell_word
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -147,7 +148,8 @@ def render_local_pages(out: Console, repo: str, state_dir: Path, report: RunRepo
 
     local = describe_repo(state_dir, repo)
     opened = [item.pr_number for item in report.items if item.state == "pr_open" and item.pr_number]
-    pages = f"agent-harness forge serve --data {local.data_dir}"
+    data = shell_word(str(local.data_dir))
+    pages = f"agent-harness forge serve --data {data}"
     where = f" (then open {local.page_url})" if local.page_url else ""
     out.print(
         f"The links answer while the forge's pages are served: {pages}{where}",
@@ -156,8 +158,9 @@ def render_local_pages(out: Console, repo: str, state_dir: Path, report: RunRepo
     )
     if opened:
         out.print(
-            f"Merge one by hand: agent-harness forge merge {repo} {opened[0]}; then git pull, "
-            f"and agent-harness reconcile --repo {repo} --forge local",
+            f"Merge one by hand: agent-harness forge merge {repo} {opened[0]} --data {data}; then, "
+            f"in your clone, git pull origin {local.default_branch}, and agent-harness reconcile "
+            f"--repo {repo} --forge local",
             soft_wrap=True,
             markup=False,
         )

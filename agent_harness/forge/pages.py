@@ -10,6 +10,7 @@ the forge (by default, this machine only) may read a repository that is not priv
 from __future__ import annotations
 
 import html
+import shlex
 import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -123,7 +124,7 @@ def _repository(forge: Forge, ctx: RepoContext) -> Page:
         parts.append(
             '<div class="box"><p>This repository is empty. From your clone, put your '
             f"history in it:</p><pre>git remote add origin {e(clone)}\n"
-            "git push origin HEAD</pre></div>"
+            "git push -u origin HEAD</pre></div>"
         )
     parts.append(_issue_table(forge, ctx, pulls=True))
     parts.append(_issue_table(forge, ctx, pulls=False))
@@ -301,7 +302,7 @@ def _merge_box(
     head_sha: str,
 ) -> str:
     full = f"{ctx.owner['login']}/{ctx.row['name']}"
-    data = f" --data {forge.data_dir.resolve()}"
+    data = f" --data {shlex.quote(str(forge.data_dir.resolve()))}"
     n = issue["number"]
     if ctx.git.merged_tree(base_tip, head_sha) is None:
         verdict = (

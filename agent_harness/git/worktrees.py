@@ -107,7 +107,10 @@ class WorkRepo:
         if _safe(lambda: _git(self.path, "rev-parse", "--verify", "-q", "HEAD")) is None:
             raise CloneUnusable(f"--work {path} has no commits yet; commit something first")
         if _safe(lambda: _git(self.path, "remote", "get-url", remote)) is None:
-            raise CloneUnusable(f"--work {path} has no remote '{remote}' to push branches to")
+            raise CloneUnusable(
+                f"--work {path} has no remote '{remote}' to push branches to; add the "
+                f"repository's clone URL: git -C {shell_word(str(path))} remote add {remote} URL"
+            )
         self._default: str | None = None
         self._default_at_start: str | None = None  # the local default branch, at the run's start
         self._fetched_at: float | None = None

@@ -104,6 +104,8 @@ def _refuse_empty(state_dir: Path, repo: str) -> None:
     local = describe_repo(state_dir, repo)
     if local.empty:
         raise UsageError(
-            f"{repo} on the local forge is empty: push your clone's history to it first "
-            f"(git remote add origin {local.clone_url}; git push origin HEAD)"
+            f"{repo} on the local forge is empty: push your clone's history to it first; in "
+            f"the clone: git remote add origin {local.clone_url} (or, if it has an origin "
+            f"already: git remote set-url origin {local.clone_url}), then git push -u origin "
+            "HEAD"
         )

@@ -87,12 +87,12 @@ def test_plan_makes_an_empty_repository_and_says_which_origin_takes_the_users_hi
     lines = [line.strip() for line in err.splitlines()]
     add = next(line for line in lines if line.startswith("git remote add origin "))
     assert add.split()[-1].startswith("file://")
-    assert "git push origin HEAD" in lines
+    assert "git push -u origin HEAD" in lines
 
     app = home / "app"
     git(app, "branch", "-m", "master")  # the hint holds for a clone whose branch is not main
     git(app, *add.split()[1:])
-    push = next(line for line in lines if line.startswith("git push origin "))
+    push = next(line for line in lines if line.startswith("git push -u origin "))
     git(app, *push.split()[1:])  # the user's own history goes in as it is, as the hint says
 
     bare = Path(add.split()[-1].removeprefix("file://"))
@@ -346,8 +346,9 @@ def test_a_run_before_the_history_is_pushed_says_how_to_push_it(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert err == [
-        f"error: me/app on the local forge is empty: push your clone's history to it first "
-        f"(git remote add origin {clone_url}; git push origin HEAD)"
+        f"error: me/app on the local forge is empty: push your clone's history to it first; in "
+        f"the clone: git remote add origin {clone_url} (or, if it has an origin already: git "
+        f"remote set-url origin {clone_url}), then git push -u origin HEAD"
     ]
 
 

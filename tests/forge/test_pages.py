@@ -115,7 +115,7 @@ def test_an_empty_repository_page_says_how_to_push_into_it(hub: RunningForge) ->
     status, _, page = browse(empty.html_url)
     assert status == 200
     assert f"git remote add origin {empty.clone_url}" in page
-    assert "git push origin HEAD" in page
+    assert "git push -u origin HEAD" in page
 
 
 def test_what_is_not_there_is_a_404_page(hub: RunningForge, repo: Any) -> None:
