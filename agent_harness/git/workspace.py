@@ -7,6 +7,7 @@ not start a process.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol
 
 from agent_harness.git.worktrees import Worktree
@@ -71,6 +72,9 @@ class Workspace(Protocol):
     def push(self, tree: Worktree, sha: str | None = None) -> None:
         """Push the item branch (as commit `sha`, when given), and only it; the default branch
         is refused."""
+
+    def worktree_of(self, branch: str) -> Path | None:
+        """The worktree that has `branch` checked out here, if there is one on disk."""
 
     def update_from_base(self, branch: str, expected: str) -> tuple[list[str], str] | None:
         """Rebase the item branch on the default branch (pushed over `expected` only), or merge

@@ -609,7 +609,7 @@ class WorkRepo:
         a commit someone else pushed since is never overwritten). When it does not, the base is
         merged instead and left with its conflict markers for the agent. Returns (the files in
         conflict, the head), or None when the branch has no clean worktree here at `expected`."""
-        path = self._worktree_of(branch)
+        path = self.worktree_of(branch)
         if path is None:
             return None
         self.settings.check(path)
@@ -632,14 +632,19 @@ class WorkRepo:
         conflicts = self._git(path, "diff", "--name-only", "--diff-filter=U").splitlines()
         return conflicts, self._git(path, "rev-parse", "HEAD")
 
-    def _worktree_of(self, branch: str) -> Path | None:
+    def worktree_of(self, branch: str) -> Path | None:
+        """The worktree that has `branch` checked out, if any; one whose directory was removed
+        by hand is forgotten and counts as none (git would refuse every command in it)."""
         listing = self._git(self.path, "worktree", "list", "--porcelain")
         path: Path | None = None
         for line in listing.splitlines():
             if line.startswith("worktree "):
                 path = Path(line.removeprefix("worktree "))
             elif line == f"branch refs/heads/{branch}" and path is not None:
-                return path
+                if path.is_dir():
+                    return path
+                self.forget_worktree(path)
+                return None
         return None
 
     def unpushed(self, tree: Worktree) -> int:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent_harness.git.naming import plan_namespace
 from agent_harness.pipeline.history import ItemHistory
 from agent_harness.queue import items
 from agent_harness.queue.items import ItemState
@@ -307,8 +308,10 @@ class PullWatch:
         if self.repo is None or not feedback.head_ref:
             return False
         updated = self.repo.update_from_base(feedback.head_ref, feedback.head_sha)
+        if updated is None and self._rebuilt(item_id, feedback.head_ref):
+            updated = self.repo.update_from_base(feedback.head_ref, feedback.head_sha)
         if updated is None:
-            return False  # no worktree here: the agent's attempt will make one
+            return False  # its worktree holds other work: the agent's attempt takes it up
         conflicts, head = updated
         if conflicts:
             files = ", ".join(conflicts)
@@ -329,6 +332,24 @@ class PullWatch:
             number, "The base moved on; the branch was rebased onto it cleanly.", event.keys[0]
         )
         return True
+
+    def _rebuilt(self, item_id: str, branch: str) -> bool:
+        """Make the item's worktree again when there is none here (removed by hand, or the
+        branch worked on another host), as its next attempt would: the base is then merged
+        there, with the markers of a conflict for the agent, instead of sending the agent a
+        conflict it has no copy of."""
+        assert self.repo is not None
+        if self.repo.worktree_of(branch) is not None:
+            return False
+        history = ItemHistory.read(self.store, self.project, item_id)
+        generation, _fresh = history.generation()
+        worked = history.last(WorktreeReady)
+        title = items.get_item(self.store, self.project, item_id).title
+        self.repo.prepare(
+            item_id, title, plan_namespace(self.plan_key), generation, pushed=True,
+            known=worked.branch if worked is not None else branch,
+        )  # fmt: skip
+        return self.repo.worktree_of(branch) is not None
 
     def _merge(self, item_id: str, feedback: PullFeedback, history: ItemHistory) -> None:
         approved = history.approval() is not None or any(

@@ -41,6 +41,7 @@ class MemoryWorkspace:
         self.main_sha = self._store(dict(files or {"README.md": b"a project\n"}))
         self._branches: dict[str, _Branch] = {}
         self.pushed: dict[str, str] = {}  # branch -> the head it was pushed at
+        self._paths: dict[str, Path] = {}  # branch -> the worktree it was checked out in
         self.dirty_default = False  # set by a test to make check_clean_default refuse
 
     def _store(self, snapshot: Snapshot) -> str:
@@ -82,7 +83,12 @@ class MemoryWorkspace:
         state = self._branches.setdefault(branch, _Branch(self.main_sha))
         if not reused:
             self._checkout(path, self._snapshots[state.head])
+        self._paths[branch] = path
         return Worktree(item_id, path, branch, state.base, reused)
+
+    def worktree_of(self, branch: str) -> Path | None:
+        path = self._paths.get(branch)
+        return path if path is not None and path.is_dir() else None
 
     def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
         path = self.root / "worktrees" / worktree_dir_name(item_id, namespace, generation)

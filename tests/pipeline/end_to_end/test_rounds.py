@@ -191,6 +191,28 @@ def test_a_base_that_moved_is_rebased_without_the_agent_a_conflict_goes_to_it(
     assert gh_repo(h).get_pull(pull.number).mergeable
 
 
+def test_a_conflict_whose_worktree_was_removed_by_hand_is_merged_in_a_new_one(
+    h: Harness,
+) -> None:
+    import shutil
+
+    pull = first_pull(h)
+    p = pipeline(h)
+    p.reconcile()  # the first look: remembers where main is
+    [ready] = [e for e in h.store.all_events(project=p.project, item="T1") if e.kind == "worktree"]
+    worktree = ready.payload.as_dict()["path"]
+    shutil.rmtree(worktree)  # a person tidied up
+    push_to_main(h, "shared.txt", "from a person\n")
+    # Before, every reconcile failed here ("cannot run git in …: no such directory"), and the
+    # agent was then sent a conflict it had no copy of: the same head pushed again, for ever.
+    p.run()
+    conflict = rounds(h, p)[-1]
+    assert (conflict["trigger"], conflict["action"]) == ("conflict", "agent")
+    resolved = branch_file(h, gh_repo(h).get_pull(pull.number), "shared.txt")
+    assert "from the item" in resolved and "from a person" in resolved
+    assert gh_repo(h).get_pull(pull.number).mergeable
+
+
 def test_a_conflict_github_was_still_computing_is_read_again_and_answered(h: Harness) -> None:
     # After the base moves, GitHub answers `mergeable: null, mergeable_state: "unknown"` while
     # it computes; the watch read that once, said nothing, and never read the pull again, so
