@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -261,14 +260,14 @@ def _sync_lock(store: Store | None, repo: str, key: str) -> Iterator[None]:
 def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
     from agent_harness.cli.plan_view import render_adoptions, render_sync
     from agent_harness.cli.settings_opts import load_cli_settings
-    from agent_harness.plan.model import Plan, default_plan_key
+    from agent_harness.plan.model import Plan, plan_key_for
     from agent_harness.tracker.adopt import adopt_duplicates
     from agent_harness.tracker.sync import refuse_taken_key, sync_plan
 
     assert isinstance(parsed, Plan)
     settings = load_cli_settings().settings
     given_key = opts.plan_key or settings.tracker.plan_key
-    key = given_key or default_plan_key(Path(os.path.abspath(parsed.source)))
+    key = plan_key_for(parsed.source, given_key)
     err = console(stderr=True)
     adoptions = []
     store = _runs_store(settings, opts)

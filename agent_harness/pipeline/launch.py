@@ -8,7 +8,6 @@ unknown model vendor, a `--work` that is not a usable git repository.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -357,7 +356,7 @@ def _plans(
     one plan); refuses keys two plans of one repository share and --only ids no plan has."""
     from agent_harness.plan.backlog import load_plan
     from agent_harness.plan.ids import no_items_message
-    from agent_harness.plan.model import default_plan_key
+    from agent_harness.plan.model import plan_key_for
 
     chosen = targets(request, settings)
     if given is not None and len(chosen) != 1:
@@ -370,9 +369,7 @@ def _plans(
     loaded = [
         (
             target,
-            request.plan_key
-            or settings.tracker.plan_key
-            or default_plan_key(Path(os.path.abspath(target.plan))),
+            plan_key_for(str(target.plan), request.plan_key or settings.tracker.plan_key),
             load_plan(target.plan) if given is None else given,
         )
         for target in chosen

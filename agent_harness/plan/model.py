@@ -172,6 +172,21 @@ def _shell_byte(byte: int) -> str:
     return f"\\x{byte:02x}"
 
 
+def plan_key_for(source: str, given: str | None) -> str:
+    """The plan key of the plan read from `source`: the one `given`, else its file's
+    (`default_plan_key`). A plan read from standard input (`-`) has no file to key it by: keyed
+    `-`, it would open every issue of the plan it stands for a second time, so a key is asked
+    for instead."""
+    if given:
+        return given
+    if source == "-":
+        raise UsageError(
+            "a plan read from standard input has no file name to key its issues by: give "
+            "--plan-key, the key of the plan file it stands for (PLAN for PLAN.md)"
+        )
+    return default_plan_key(Path(os.path.abspath(source)))
+
+
 def plan_key_from(name: str) -> str:
     """`name` as a plan key: itself when a key can hold it, else spelled with dashes and marked
     with a hash of itself (`my spec` is `my-spec-` and 6 hex digits), so two names never share

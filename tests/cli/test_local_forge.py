@@ -442,3 +442,30 @@ def test_a_plan_named_through_a_symbolic_link_keeps_the_links_name_as_its_key(
     (home / "PLAN.md").symlink_to(home / "docs" / "roadmap.md")
     assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local", "--dry-run"]) == 0
     assert "me/app (plan key PLAN)" in capsys.readouterr().out
+
+
+def test_a_plan_from_standard_input_needs_a_key_so_it_never_opens_its_issues_twice(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    def stdin() -> None:
+        text = (home / "PLAN.md").read_bytes()
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text)))
+
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local"]) == 0
+    made = len(list((home / ".agent-harness").rglob("*")))
+    capsys.readouterr()
+    stdin()
+    assert main(["plan", "-", "--repo", "me/app", "--forge", "local"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: a plan read from standard input has no file name to key its issues by: give "
+        "--plan-key, the key of the plan file it stands for (PLAN for PLAN.md)"
+    )
+    stdin()
+    argv = ["plan", "-", "--repo", "me/app", "--forge", "local", "--plan-key", "PLAN", "--json"]
+    assert main(argv) == 0  # the plan file's own issues, found again: none made twice
+    again = json.loads(capsys.readouterr().out)
+    assert again["created"] == []
+    assert [c["issue"] for c in again["unchanged"] + again["updated"]] == [1]
+    assert made <= len(list((home / ".agent-harness").rglob("*")))
