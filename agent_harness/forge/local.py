@@ -148,8 +148,11 @@ def _held_by_another(url: str, token: str) -> bool:
 
 
 def _free(port: int) -> bool:
-    """Whether nothing listens on `port` of the loopback address now."""
+    """Whether nothing listens on `port` of the loopback address now. Connections of a server
+    killed a moment ago (in TIME_WAIT) do not count: the forge's server binds past them, as
+    this probe does, so the port recorded for it stays its own."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((HOST, port))
         except OSError:

@@ -139,6 +139,31 @@ def test_pages_recorded_on_a_port_another_program_holds_move_to_one_that_answers
         squatter.server_close()
 
 
+def test_the_recorded_port_stays_after_its_server_was_killed_mid_connection(home: Path) -> None:
+    # A killed `forge serve` leaves its closed connections in TIME_WAIT on the port: read as
+    # "held by another program", the port moved on every restart, and every link printed
+    # before (in pull requests, in the run's report) answered no more.
+    import socket
+
+    from agent_harness.forge.local import read_web_address
+
+    with local_forge(home / ".agent-harness") as first:
+        recorded = first.web_url
+    assert recorded is not None
+    port = int(recorded.rsplit(":", 1)[1])
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", port))
+        server.listen()
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server's side closes first: its end waits in TIME_WAIT
+        client.close()
+    with local_forge(home / ".agent-harness") as second:
+        assert second.web_url == recorded
+    assert read_web_address(home / ".agent-harness" / "forge") == recorded
+
+
 def test_once_pushed_plan_names_the_clone_url_and_the_pages(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
