@@ -418,6 +418,10 @@ def load_settings(
             origin_of[key] = origin or source(key)
     _add_to_default_protection(layered, sources, origin_of)
     settings = _validated(layered, origin_of)
+    above = None if "state_dir" in sources else state_dir_above(cwd, settings.state_dir)
+    if above is not None:  # run from a folder of the clone: the clone's state, not a new one
+        settings.state_dir = str(above)
+        sources["state_dir"] = f"found in {above.parent}"
     loaded = LoadedSettings(settings=settings, sources=sources, file=found[0] if found else None)
     if settings.tracker.token is not None and sources.get("tracker.token", "").startswith("file"):
         loaded.warnings.append(
@@ -426,6 +430,25 @@ def load_settings(
             "login`) and remove it from the file"
         )
     return loaded
+
+
+def state_dir_above(cwd: Path, name: str) -> Path | None:
+    """The state directory of the git work tree `cwd` is inside, when `cwd` is a folder below
+    the tree's top and has none of its own: `agent-harness work` run from `app/src` reads
+    `app/.agent-harness`, as git finds `app/.git`, instead of making a second state (and a
+    second local forge, with its issues made again). Never above the work tree's top."""
+    if Path(name).is_absolute() or (cwd / name).exists() or (cwd / ".git").exists():
+        return None
+    for parent in cwd.resolve().parents:
+        if (parent / name).is_dir():
+            return parent / name if _in_a_work_tree(parent) else None
+        if (parent / ".git").exists():
+            return None
+    return None
+
+
+def _in_a_work_tree(folder: Path) -> bool:
+    return any((where / ".git").exists() for where in (folder, *folder.parents))
 
 
 def _add_to_default_protection(

@@ -494,3 +494,26 @@ def test_a_plan_from_standard_input_needs_a_key_so_it_never_opens_its_issues_twi
     assert again["created"] == []
     assert [c["issue"] for c in again["unchanged"] + again["updated"]] == [1]
     assert made <= len(list((home / ".agent-harness").rglob("*")))
+
+
+def test_a_command_run_in_a_folder_of_the_clone_uses_the_clones_state(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = home / "app"
+    (app / "PLAN.md").write_text(PLAN)
+    monkeypatch.chdir(app)
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local"]) == 0
+    (app / "src").mkdir(exist_ok=True)
+    monkeypatch.chdir(app / "src")
+    capsys.readouterr()
+    # Before, a second state and a second forge were made in src/, the issues made again.
+    assert main(["plan", "../PLAN.md", "--repo", "me/app", "--forge", "local", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["created"] == [] and [c["issue"] for c in again["unchanged"]] == [1]
+    assert not (app / "src" / ".agent-harness").exists()
+    # ... but never above the clone: a folder outside any clone keeps its own state.
+    outside = home / "elsewhere"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    assert main(["plan", "../PLAN.md", "--repo", "me/app", "--forge", "local", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["created"] != []
