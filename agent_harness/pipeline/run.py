@@ -235,8 +235,8 @@ class Pipeline:
         in_plan = {item.id for item in self.plan.items}
         queued = {record.id for record in items.list_items(store, project)}
         gone = sorted(queued - in_plan)
-        for item_id in items.withdraw(store, project, gone, "no longer in the plan"):
-            parts.note(item_id, Withdrawn(reason="no longer in the plan"))
+        for item_id in items.withdraw(store, project, gone, items.WITHDRAWN):
+            parts.note(item_id, Withdrawn(reason=items.WITHDRAWN))
         if parts.settings.only is not None:
             items.hold(store, project, sorted(in_plan - parts.settings.only))
         # An item whose issue could not be made (too long a body, a refused label) is not

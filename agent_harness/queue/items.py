@@ -400,7 +400,6 @@ def _skip_dependents(tx: Tx, project: str, root: str) -> None:
 
 
 HOLD_REASON = "held: not selected for this run (--only)"
-# Held until a run makes the item's issue: a pull request must close one.
 NO_ISSUE_REASON = "held: its issue could not be made (see the sync's problems); fix the plan item"
 
 
@@ -429,8 +428,7 @@ def hold(
 
 
 def unhold(store: Store, project: str, reasons: Sequence[str] = (HOLD_REASON,)) -> tuple[str, ...]:
-    """Free every item held back for one of `reasons` (also after the run that held them
-    was killed)."""
+    """Free every item held back for one of `reasons` (also after a killed run held them)."""
     marks = ", ".join("?" * len(reasons))
     with store.transaction() as tx:
         rows = tx.all(
@@ -488,6 +486,7 @@ def withdraw(store: Store, project: str, item_ids: Iterable[str], reason: str) -
 
 
 RETRYABLE = (S.FAILED, S.SKIPPED, S.CLOSED, S.REVERTED)
+WITHDRAWN = "no longer in the plan"  # the reason of an item `withdraw`n as gone from its plan
 
 
 class NotRetryable(IllegalTransition, UsageError):
@@ -509,13 +508,15 @@ def retry(store: Store, project: str, item_id: str, *, fresh: bool = False) -> t
     """
     with store.transaction() as tx:
         row = tx.one(
-            f"SELECT state, lease_worker, lease_expires FROM items "
+            f"SELECT state, lease_worker, lease_expires, reason FROM items "
             f"WHERE project = ? AND id = ?{store.dialect.lock_rows}",
             (project, item_id),
         )
         if row is None:
             raise UnknownItem(project, item_id)
         state, worker, expires = ItemState(row[0]), row[1], row[2]
+        if state is S.SKIPPED and row[3] == WITHDRAWN:  # the next run would skip it again
+            raise UsageError(f"{item_id} is no longer in the plan; put it back, then run")
         if expires is not None and expires >= store.clock():
             raise ItemBusy(item_id, worker or "?", expires)
         if state not in RETRYABLE:

@@ -204,6 +204,19 @@ def test_retry_is_refused_while_a_live_lease_holds_the_item(store: Store, clock:
         retry(store, P, "T404")
 
 
+def test_an_item_gone_from_the_plan_is_not_retried_to_be_skipped_again(
+    store: Store, clock: FakeClock
+) -> None:
+    from agent_harness.errors import UsageError
+    from agent_harness.queue.items import WITHDRAWN, get_item, withdraw
+
+    enqueue(store, P, [item("T0"), item("T9")])
+    assert withdraw(store, P, ["T9"], WITHDRAWN) == ("T9",)
+    with pytest.raises(UsageError, match="T9 is no longer in the plan; put it back, then run"):
+        retry(store, P, "T9")
+    assert get_item(store, P, "T9").state == "skipped"  # as it was: nothing claimed re-queued
+
+
 def test_defer_parks_an_item_without_burning_an_attempt(store: Store, clock: FakeClock) -> None:
     enqueue(store, P, [item("T0")], max_attempts=1)
     lease = claim_next(store, P, "w1", 60)
