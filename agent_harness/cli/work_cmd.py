@@ -57,7 +57,8 @@ Examples:
 @_common
 @click.pass_context
 def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool) -> int:
-    """Show the work queue: items by state, live claims (worker, expiry) and stale claims.
+    """Show the work queue: items by state, live claims (worker, expiry), stale claims, the
+    items waiting and why, and the failed ones with their reasons (`--json` lists every item).
 
     A stale claim is a lease that expired and has not been claimed again yet: the next
     worker takes it over, no person needs to clear it.
@@ -72,15 +73,30 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
         name = queue.resolve_project(store, project)
         view = queue.status(store, name)
         activity = _activity(store, name, [c.item_id for c in view.live])
-        waiting = [r for r in queue.list_items(store, name) if r.state == "waiting"]
+        records = queue.list_items(store, name)
+    waiting = [r for r in records if r.state == "waiting"]
+    failed = [r for r in records if r.state == "failed"]
     if as_json:
         data = _status_json(view, time.time())
         data["activity"] = activity
         data["waiting"] = [{"id": r.id, "until": r.not_before, "reason": r.reason} for r in waiting]
+        data["items"] = [
+            {"id": r.id, "title": r.title, "state": r.state.value, "attempts": r.attempts,
+             "reason": r.reason, "depends_on": list(r.depends_on)}
+            for r in records
+        ]  # fmt: skip
         print_json(data)
     else:
         _render_status(view, time.time(), activity, waiting)
+        for r in failed[:FAILED_SHOWN]:
+            console().print(f"failed: {r.id}: {r.reason or 'no reason recorded'}", markup=False)
+        if len(failed) > FAILED_SHOWN:
+            more = len(failed) - FAILED_SHOWN
+            console().print(f"… and {more} more failed (`--json` lists every item)", markup=False)
     return 0
+
+
+FAILED_SHOWN = 20  # failed items named one per line under the counts, at most
 
 
 def _activity(store: Any, project: str, items: list[str]) -> dict[str, str]:

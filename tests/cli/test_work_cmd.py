@@ -80,6 +80,15 @@ def test_show_and_retry_an_item(db: str, capsys: pytest.CaptureFixture[str]) -> 
     ]
     assert main(["work", "show", "T1"]) == 0
     assert "attempt_failed" in capsys.readouterr().out
+    # `work` names the failure; `work --json` lists every item, as the run's report says.
+    assert main(["work"]) == 0
+    assert "failed: T1: cannot be done" in capsys.readouterr().out
+    listed = _json(capsys, "work")
+    assert isinstance(listed, dict)
+    assert [(i["id"], i["state"], i["reason"]) for i in listed["items"]] == [
+        ("T1", "failed", "cannot be done"),
+        ("T2", "skipped", "blocked by T1"),
+    ]
     assert _json(capsys, "work", "retry", "T1") == {"requeued": ["T1", "T2"]}
     assert main(["work", "retry", "T1"]) == 2  # pending now: nothing to retry
     assert capsys.readouterr().err.strip() == (
