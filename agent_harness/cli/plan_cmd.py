@@ -309,6 +309,13 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
     else:
         render_adoptions(console(), adoptions, opts.dry_run)
         render_sync(console(), report)
+        if any("carry the same marker" in problem for problem in report.problems):
+            from agent_harness.plan.model import shell_word
+
+            forge = " --forge local" if opts.forge == "local" else ""
+            again = f"agent-harness plan {shell_word(parsed.source)} --repo {full_name}{forge}"
+            key_given = f" --plan-key {key}" if key != plan_key_for(parsed.source, None) else ""
+            click.echo(f"to keep the oldest of each: {again}{key_given} --adopt-duplicate")
     if local is not None:  # last, where it is read: what to do next with the repository
         from agent_harness.cli.plan_view import local_forge_lines
 

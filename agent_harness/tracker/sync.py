@@ -392,8 +392,8 @@ def _report_orphans_and_twins(listing: _Listing, plan: Plan, report: SyncReport)
         if len(issues) > 1:
             listed = ", ".join(f"#{issue.number}" for issue in issues)
             report.problems.append(
-                f"{item_id}: issues {listed} carry the same marker; none is written "
-                "(`agent-harness plan PLAN --repo REPO --adopt-duplicate` keeps the oldest)"
+                f"{item_id}: issues {listed} carry the same marker; none is written (a sync "
+                "with --adopt-duplicate keeps the oldest and labels the others 'duplicate')"
             )
 
 

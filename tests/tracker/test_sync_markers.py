@@ -89,7 +89,12 @@ def test_an_item_stuck_with_twin_issues_is_repaired_by_adopting_the_oldest(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GITHUB_API_URL", rf.server.api_url)
     monkeypatch.setenv("GH_TOKEN", TOKEN)
-    code = main(["plan", "PLAN.md", "--repo", REPO, "--adopt-duplicate", "--json"])
+    assert main(["plan", "PLAN.md", "--repo", REPO]) == 4
+    [hint] = [line for line in capsys.readouterr().out.splitlines() if "keep the oldest" in line]
+    # The command printed, exactly as it is to be typed (here with --json, to read its answer).
+    command = hint.split(": ", 1)[1].split()
+    assert command == ["agent-harness", "plan", "PLAN.md", "--repo", REPO, "--adopt-duplicate"]
+    code = main([*command[1:], "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0, data["problems"]
     assert data["adopted"] == [
