@@ -114,13 +114,10 @@ def _render_audit(out: Console, report: DemoReport, audited: dict[str, Any]) -> 
     if report.audit_problem:
         out.print(f"The audit could not be written: {report.audit_problem}", markup=False)
         return
-    out.print(f"\nThe audit, recorded in {report.audit_db}:", markup=False)
-    out.print("$ agent-harness audit cost", markup=False)
-    render_cost(out, audited["cost"])
-    out.print("$ agent-harness audit delivery", markup=False)
-    render_delivery(out, audited["delivery"])
     where = shell_word(str(report.audit_db))
-    out.print(
-        f"Ask again any time: agent-harness audit cost --audit-db {where}",
-        markup=False,
-    )
+    out.print(f"\nThe audit, recorded in {report.audit_db}:", markup=False)
+    out.print(f"$ agent-harness audit cost --audit-db {where}", markup=False)
+    render_cost(out, audited["cost"])
+    out.print(f"$ agent-harness audit delivery --audit-db {where}", markup=False)
+    render_delivery(out, audited["delivery"])
+    out.print("Ask again any time with the same commands.", markup=False)
