@@ -210,10 +210,17 @@ def summary(
     cost_usd: float | None, unknown_calls: int, reported_usd: float | None, reported_calls: int
 ) -> str:
     """The total as a person should read it: what is known, plus what is not, never hidden."""
-    known = f"${cost_usd:,.2f}" if cost_usd is not None else "$0.00 priced"
+    known = _dollars(cost_usd) if cost_usd is not None else "$0.00 priced"
     text = known
     if unknown_calls:
         text += f" + {unknown_calls} call{'s' if unknown_calls != 1 else ''} of unknown price"
     if reported_usd is not None:
-        text += f" (the CLIs reported ${reported_usd:,.2f} themselves over {reported_calls})"
+        said = _dollars(reported_usd)
+        text += f" (the CLIs reported {said} themselves over {reported_calls})"
     return text
+
+
+def _dollars(value: float) -> str:
+    """As the cost table writes a figure: four decimals under a dollar, so a total of a tenth
+    of a cent never reads $0.00 beside the lines it sums."""
+    return f"${value:,.4f}" if 0 < value < 1 else f"${value:,.2f}"

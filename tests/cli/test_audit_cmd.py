@@ -42,8 +42,8 @@ def test_ingest_then_every_answer_reads_the_audit_beside_the_work_database(
     assert (work.parent / "audit.sqlite").exists()
     assert _json(capsys, "ingest")["audit"]["added"] == 0
     spent = _json(capsys, "audit", "cost")
-    assert spent["summary"].endswith(
-        "+ 4 calls of unknown price (the CLIs reported $0.04 themselves over 2)"
+    assert spent["summary"] == (  # the figures as the table writes them, never $0.00 for $0.03
+        "$0.0288 + 4 calls of unknown price (the CLIs reported $0.0400 themselves over 2)"
     )
     done = _json(capsys, "audit", "delivery")
     assert (done["merged"], done["closed"], done["rejection_rate"]) == (1, 1, 0.5)
