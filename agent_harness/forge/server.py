@@ -246,6 +246,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _root(self) -> None:
+        """The API's root, as GitHub's answers it (no token needed): where things are, so the
+        base URL the forge prints answers too."""
+        address = self.server.server_address
+        host, port = (address[0], address[1]) if isinstance(address, tuple) else ("127.0.0.1", 0)
+        base = f"http://{host}:{port}"
+        self._send(
+            200,
+            {
+                "current_user_url": f"{base}/user",
+                "repository_url": f"{base}/repos/{{owner}}/{{repo}}",
+                "issues_url": f"{base}/repos/{{owner}}/{{repo}}/issues",
+                "pulls_url": f"{base}/repos/{{owner}}/{{repo}}/pulls",
+                "rate_limit_url": f"{base}/rate_limit",
+                "html_url": f"{base}{PAGES}/",
+            },
+        )
+
     def _hang_up(self) -> None:
         self.close_connection = True
         self.connection.shutdown(socket.SHUT_RDWR)
@@ -285,6 +303,9 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if method == "GET" and (parsed.path == PAGES or parsed.path.startswith(PAGES + "/")):
                 self._page(parsed.path)
+                return
+            if method == "GET" and parsed.path in ("", "/"):
+                self._root()
                 return
             request = _Request(
                 method,

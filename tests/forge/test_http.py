@@ -99,6 +99,14 @@ def test_bad_and_missing_credentials_are_401(hub: RunningForge) -> None:
     assert (status, body["message"]) == (401, "Requires authentication")
 
 
+def test_the_base_url_the_forge_prints_answers_as_githubs_root_does(hub: RunningForge) -> None:
+    status, _, body = request(f"{hub.server.api_url}/", token=None)
+    assert status == 200
+    assert body["current_user_url"] == f"{hub.server.api_url}/user"
+    with urllib.request.urlopen(body["html_url"]) as page:  # the pages, for a browser
+        assert page.status == 200 and "text/html" in page.headers["Content-Type"]
+
+
 def test_read_only_token_reads_but_cannot_write(hub: RunningForge, repo: Any) -> None:
     reader = make_client(hub.server.api_url, token=READ_ONLY_TOKEN)
     readable = reader.get_repo("forge-user/demo")
