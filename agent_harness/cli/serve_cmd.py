@@ -25,7 +25,8 @@ Examples:
   agent-harness serve --db postgresql://h/harness --host 0.0.0.0 --root-path /harness
   agent-harness serve --supervise --work-root /srv/clones
   curl -H "Authorization: Bearer $HARNESS_TOKEN" http://127.0.0.1:8765/api/summary
-  open http://127.0.0.1:8765/docs                      # Swagger UI (token needed)
+  curl -H "Authorization: Bearer $HARNESS_TOKEN" http://127.0.0.1:8765/openapi.json
+                                      # the description; /docs needs a proxy adding the token
 """
 )
 @click.option(
@@ -75,7 +76,8 @@ def serve(**options: object) -> int:
     """Serve the documented HTTP API (OpenAPI at /openapi.json, Swagger UI at /docs).
 
     HARNESS_TOKEN must be set: every route but /healthz needs `Authorization: Bearer
-    <token>`, and without a token the server refuses to start rather than come up open.
+    <token>`, and without a token the server refuses to start rather than come up open. A
+    browser sends no such header by itself: reach /docs through a proxy that adds it.
     """
     from agent_harness.api.serving import ServeRequest, serve_api
     from agent_harness.errors import UsageError
