@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -257,6 +257,22 @@ def _sync_lock(store: Store | None, repo: str, key: str) -> Iterator[None]:
         yield
 
 
+def _local_repo(settings: Any, full_name: str) -> Any:
+    from agent_harness.forge.local import describe_repo
+
+    return describe_repo(Path(settings.state_dir), full_name)
+
+
+def _adopt_hint(source: str, repo: str, forge: str | None, key: str) -> str:
+    """The command that adopts twin issues, exactly as it is to be typed."""
+    from agent_harness.plan.model import plan_key_for, shell_word
+
+    local = " --forge local" if forge == "local" else ""
+    named = "" if source != "-" and key == plan_key_for(source, None) else f" --plan-key {key}"
+    command = f"agent-harness plan {shell_word(source)} --repo {repo}{local}{named}"
+    return f"to keep the oldest of each: {command} --adopt-duplicate"
+
+
 def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
     from agent_harness.cli.plan_view import render_adoptions, render_sync
     from agent_harness.cli.settings_opts import load_cli_settings
@@ -266,8 +282,7 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
 
     assert isinstance(parsed, Plan)
     settings = load_cli_settings().settings
-    given_key = opts.plan_key or settings.tracker.plan_key
-    key = plan_key_for(parsed.source, given_key)
+    key = plan_key_for(parsed.source, opts.plan_key or settings.tracker.plan_key)
     err = console(stderr=True)
     adoptions = []
     store = _runs_store(settings, opts)
@@ -292,11 +307,7 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
             moved_from=opts.moved_from,
         )
         full_name = tracker.repo
-    local = None
-    if opts.forge == "local":
-        from agent_harness.forge.local import describe_repo
-
-        local = describe_repo(Path(settings.state_dir), full_name)
+    local = _local_repo(settings, full_name) if opts.forge == "local" else None
     if opts.as_json:
         data = report.as_json()
         data["adopted"] = [
@@ -309,13 +320,8 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
     else:
         render_adoptions(console(), adoptions, opts.dry_run)
         render_sync(console(), report)
-        if any("carry the same marker" in problem for problem in report.problems):
-            from agent_harness.plan.model import shell_word
-
-            forge = " --forge local" if opts.forge == "local" else ""
-            again = f"agent-harness plan {shell_word(parsed.source)} --repo {full_name}{forge}"
-            key_given = f" --plan-key {key}" if key != plan_key_for(parsed.source, None) else ""
-            click.echo(f"to keep the oldest of each: {again}{key_given} --adopt-duplicate")
+        if any("carry the same marker" in problem for problem in report.problems):  # twins
+            click.echo(_adopt_hint(parsed.source, full_name, opts.forge, key))
     if local is not None:  # last, where it is read: what to do next with the repository
         from agent_harness.cli.plan_view import local_forge_lines
 

@@ -249,18 +249,15 @@ def render_approval(
         out.print("no item of this plan would run", markup=False)
 
 
-_DRAWN_FIRST = {"failed": 0, "skipped": 0, "merged": 3, "closed": 3, "reverted": 1, "pending": 4}
+# What the report's other columns take at the least, beside a pull request's link.
+_REPORT_COLUMNS_WIDTH = 60
 
 
-def render_report(out: Console, report: RunReport) -> None:
-    table = Table(title=f"run of {report.project}", title_justify="left")
+def _report_table(project: str, shown: list[Any], whole_links: bool) -> Table:
+    table = Table(title=f"run of {project}", title_justify="left")
     for name in ("item", "state", "attempts", "pull request", "reason"):
-        table.add_column(name, overflow="fold")
-    # A plan of thousands drew thousands of rows: at most TABLE_ROWS_MAX, what needs a person
-    # first (failed, skipped), then what is under way or waits, then what was delivered, and
-    # the pending last; within each, in the plan's order.
-    shown = sorted(report.items, key=lambda item: _DRAWN_FIRST.get(item.state, 2))
-    shown = shown[:TABLE_ROWS_MAX]
+        short = name in ("state", "attempts") or (name == "pull request" and whole_links)
+        table.add_column(name, no_wrap=short, overflow="fold")
     for item in shown:
         colour = {
             "pr_open": "green",
@@ -269,14 +266,34 @@ def render_report(out: Console, report: RunReport) -> None:
             "skipped": "yellow",
             "waiting": "yellow",
         }.get(item.state, "white")
+        link = item.pr_url if whole_links else (f"#{item.pr_number}" if item.pr_number else None)
         table.add_row(
             item.id,
             f"[{colour}]{item.state}[/{colour}]",
             str(item.attempts),
-            item.pr_url or "-",
+            link or "-",
             escape(item.reason or ""),
         )
-    out.print(table)
+    return table
+
+
+_DRAWN_FIRST = {"failed": 0, "skipped": 0, "merged": 3, "closed": 3, "reverted": 1, "pending": 4}
+
+
+def render_report(out: Console, report: RunReport) -> None:
+    # A plan of thousands drew thousands of rows: at most TABLE_ROWS_MAX, what needs a person
+    # first (failed, skipped), then what is under way or waits, then what was delivered, and
+    # the pending last; within each, in the plan's order.
+    shown = sorted(report.items, key=lambda item: _DRAWN_FIRST.get(item.state, 2))
+    shown = shown[:TABLE_ROWS_MAX]
+    # A link folded in two opens its first half: where the table cannot hold the links whole,
+    # it names each pull request by number, and the links follow it, one to a line.
+    longest = max((len(item.pr_url or "") for item in shown), default=0)
+    whole = out.width >= longest + _REPORT_COLUMNS_WIDTH
+    out.print(_report_table(report.project, shown, whole))
+    for item in [] if whole else shown:
+        if item.pr_url:
+            out.print(f"{item.id}: {item.pr_url}", markup=False, soft_wrap=True)
     if len(report.items) > len(shown):
         drawn = {id(item) for item in shown}
         states: dict[str, int] = {}
