@@ -130,8 +130,15 @@ def serve(
     that git clone and git push use directly. Read-only pages of every repository, issue and
     pull request are under URL/_html/ (no token needed; loopback only by default).
     """
+    from agent_harness.errors import UsageError
     from agent_harness.forge import Forge, ForgeServer
-    from agent_harness.forge.local import address_port, read_token, read_web_address
+    from agent_harness.forge.errors import ForgeAddressError
+    from agent_harness.forge.local import (
+        address_port,
+        answers_as_this_forge,
+        read_token,
+        read_web_address,
+    )
 
     data = _resolve_data(data_dir)
     recorded = read_web_address(data)
@@ -147,7 +154,16 @@ def serve(
         collaborators=collaborators,
     )
     server = ForgeServer(hub, host=host, port=port)
-    server.bind()
+    try:
+        server.bind()
+    except ForgeAddressError:
+        url = f"http://{host}:{port}"
+        if answers_as_this_forge(url, token):
+            raise UsageError(
+                f"the forge in {data.resolve()} is served at {url} already; stop that one "
+                "first, or give this one another --port"
+            ) from None
+        raise
     ci = None
     restore = _stop_on_signals()  # before it says where it serves: it may be stopped at once
     try:

@@ -138,13 +138,18 @@ def _held_by_another(url: str, token: str) -> bool:
     if port is None or _free(port):
         return False
     # Held: by this forge's `forge serve`, or by another program.
+    return not answers_as_this_forge(url, token)
+
+
+def answers_as_this_forge(url: str, token: str) -> bool:
+    """Whether a forge that takes `token` answers at `url` (its `/user` names a login)."""
     request = urllib.request.Request(f"{url}/user", headers={"Authorization": f"token {token}"})
     try:
         with urllib.request.urlopen(request, timeout=2) as answer:
             said = json.loads(answer.read(65_536) or b"null")
     except (OSError, ValueError):
-        return True
-    return not (isinstance(said, dict) and isinstance(said.get("login"), str))
+        return False
+    return isinstance(said, dict) and isinstance(said.get("login"), str)
 
 
 def _free(port: int) -> bool:

@@ -90,6 +90,25 @@ def test_port_in_use_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert err.strip() == f"error: forge cannot listen on 127.0.0.1:{port}: Address already in use"
 
 
+@pytest.mark.acceptance
+def test_serving_a_forge_served_already_says_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc, first = start_serving("--data", str(tmp_path), "--port", "0", "--token", "t0k")
+    try:
+        url = first.split()[2]
+        port = url.rsplit(":", 1)[1]
+        code = main(["forge", "serve", "--data", str(tmp_path), "--port", port, "--token", "t0k"])
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: the forge in {tmp_path.resolve()} is served at {url} already; stop that one "
+        "first, or give this one another --port"
+    )
+
+
 @pytest.mark.unit
 @pytest.mark.parametrize(
     ("given", "said"),
