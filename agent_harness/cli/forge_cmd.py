@@ -130,15 +130,8 @@ def serve(
     that git clone and git push use directly. Read-only pages of every repository, issue and
     pull request are under URL/_html/ (no token needed; loopback only by default).
     """
-    from agent_harness.errors import UsageError
     from agent_harness.forge import Forge, ForgeServer
-    from agent_harness.forge.errors import ForgeAddressError
-    from agent_harness.forge.local import (
-        address_port,
-        answers_as_this_forge,
-        read_token,
-        read_web_address,
-    )
+    from agent_harness.forge.local import address_port, read_token, read_web_address
 
     data = _resolve_data(data_dir)
     recorded = read_web_address(data)
@@ -154,16 +147,7 @@ def serve(
         collaborators=collaborators,
     )
     server = ForgeServer(hub, host=host, port=port)
-    try:
-        server.bind()
-    except ForgeAddressError:
-        url = f"http://{host}:{port}"
-        if answers_as_this_forge(url, token):
-            raise UsageError(
-                f"the forge in {data.resolve()} is served at {url} already; stop that one "
-                "first, or give this one another --port"
-            ) from None
-        raise
+    _bind(server, data, token)
     ci = None
     restore = _stop_on_signals()  # before it says where it serves: it may be stopped at once
     try:
@@ -201,6 +185,24 @@ def _stop_on_signals() -> Callable[[], None]:
             signal.signal(number, handler)
 
     return restore
+
+
+def _bind(server: Any, data: Path, token: str) -> None:
+    """Listen where asked; a port this very forge is served on already is said so."""
+    from agent_harness.errors import UsageError
+    from agent_harness.forge.errors import ForgeAddressError
+    from agent_harness.forge.local import answers_as_this_forge
+
+    try:
+        server.bind()
+    except ForgeAddressError as exc:
+        url = f"http://{exc.host}:{exc.port}"
+        if answers_as_this_forge(url, token):
+            raise UsageError(
+                f"the forge in {data.resolve()} is served at {url} already; stop that one "
+                "first, or give this one another --port"
+            ) from None
+        raise
 
 
 def _say_where(
@@ -270,9 +272,9 @@ def merge(repo: str, number: int, method: str, data_dir: Path | None, as_json: b
     """Merge pull request N of REPO (OWNER/NAME), as its "Merge" button would.
 
     The merge is made in the forge's bare repository; pull it into your clone afterwards
-    (`git pull origin main`, the default branch), and `agent-harness reconcile --repo REPO
-    --forge local` records it. A pull request that conflicts with its base, or is already
-    merged or closed, is refused (exit 1).
+    (`git pull origin BRANCH`, the repository's default branch), and `agent-harness reconcile
+    --repo REPO --forge local` records it. A pull request that conflicts with its base, or is
+    already merged or closed, is refused (exit 1).
     """
     from agent_harness.forge.by_hand import merge_pull
 

@@ -9,6 +9,7 @@ checked out stays empty here too, as it is there.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from agent_harness.git import runner
@@ -23,6 +24,14 @@ def check_out_submodules(clone: Path, worktree: Path, pins: tuple[str, ...]) -> 
     ready = {_path_of(line) for line in status.splitlines() if line[:1] in (" ", "+")}
     if not ready:
         return
+    # The worktree's .gitmodules is the branch's, which an agent may have written: a name is
+    # taken only when the user's clone knows it already, and only when it is a plain name (one
+    # holding `=` would set another setting through `-c`, a command among them).
+    urls = _git(clone, *pins, "config", "--get-regexp", r"^submodule\..*\.url$", check=False)
+    known = {
+        line.partition(" ")[0].removeprefix("submodule.").removesuffix(".url")
+        for line in urls.splitlines()
+    }
     listed = _git(
         worktree, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$",
         check=False,
@@ -31,8 +40,8 @@ def check_out_submodules(clone: Path, worktree: Path, pins: tuple[str, ...]) -> 
     sources: list[str] = []
     for line in listed.splitlines():
         key, _, path = line.partition(" ")
-        if path in ready:  # in the worktree's commit, and checked out in the user's clone
-            name = key.removeprefix("submodule.").removesuffix(".path")
+        name = key.removeprefix("submodule.").removesuffix(".path")
+        if path in ready and name in known and _PLAIN.fullmatch(name):
             sources += ["-c", f"submodule.{name}.url={(clone / path).resolve()}"]
             paths.append(path)
     if paths:
@@ -40,6 +49,9 @@ def check_out_submodules(clone: Path, worktree: Path, pins: tuple[str, ...]) -> 
             worktree, *pins, "-c", "protocol.file.allow=always", *sources,
             "submodule", "update", "--init", "--quiet", "--", *paths,
         )  # fmt: skip
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9._/-]{1,200}")
 
 
 def _path_of(line: str) -> str:

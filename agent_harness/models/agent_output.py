@@ -346,6 +346,8 @@ def _reported_failure(name: str, lines: list[str], now: float) -> Failure | None
             if found is not None:
                 structured = structured or found
                 continue
+            if not _failure_shaped(doc):
+                continue  # a todo list, a command started, progress: the model's, not a report
             texts = list(_strings(doc))
         else:
             texts = [stripped]
@@ -358,6 +360,21 @@ def _reported_failure(name: str, lines: list[str], now: float) -> Failure | None
             return textual
         return structured
     return textual
+
+
+# The event types that report what went wrong, in the CLIs' JSON: an event of another type
+# (Codex's `item.started` and `item.updated`, Gemini's `init`) carries the model's plans and
+# commands, which may well say "1000 requests per day" or "budget_exceeded".
+_REPORT_TYPES = frozenset({"error", "turn.failed", "result", "system", "rate_limit_event"})
+
+
+def _failure_shaped(doc: Any) -> bool:
+    """Whether a JSON line may report a failure in its words: an event of a reporting type,
+    one that names an error, or JSON with no event type at all (a tool's own error object)."""
+    if not isinstance(doc, dict):
+        return True
+    kind = doc.get("type")
+    return kind is None or kind in _REPORT_TYPES or "error" in doc or bool(doc.get("is_error"))
 
 
 def _answered(doc: dict[str, Any]) -> bool:

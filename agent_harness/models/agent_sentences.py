@@ -41,12 +41,15 @@ _LIMIT_NO_RESET = re.compile(
 # A per-day quota of tokens or requests (Groq's TPD, Bedrock's "tokens per day"): spent for the
 # account, not for one request, so it is a window whatever status it came with.
 _PER_DAY = re.compile(r"\b(?:tokens|requests) per day\b|\((?:TPD|RPD)\)", re.IGNORECASE)
+# ... said of a limit met, not of a feature ("enforce 1000 requests per day per user").
+_LIMITED = re.compile(r"rate.?limit|too many|\b429\b|quota|limit reached|\bexceeded\b", re.I)
 
 # The HTTP status of a request the CLI gave up on, in its own words: Codex's "unexpected status
-# 429", "last status: 429"; Claude Code's plain text "API Error: 500 {…}", "API Error (429 …)",
-# "Request rejected (429)".
+# 429", "last status: 429" (anywhere in its message); Claude Code's plain text "API Error: 500
+# {…}", "API Error (429 …)", "API Error: Request rejected (429)", only where a line starts
+# with it (a test's output saying "api error 500" in passing is no report of the agent's).
 _SAID_STATUS = re.compile(
-    r"(?:unexpected status|last status:|api error:?\s*\(?|request rejected \()\s*"
+    r"(?:unexpected status|last status:|^\W*api error:?\s*(?:\(|request rejected \()?)\s*"
     r"(?P<status>[1-5]\d\d)\b",
     re.IGNORECASE,
 )
@@ -213,7 +216,7 @@ def _window_sentence(line: str, agent: str, now: float) -> Failure | None:
         return Failure(
             FailureKind.WINDOW, agent, None, one_line(line), reset_at=reset, raw_code="daily"
         )
-    if _PER_DAY.search(line):
+    if _PER_DAY.search(line) and _LIMITED.search(line):
         return _window(agent, line, stated_reset(line, now), now, "daily")
     return None
 

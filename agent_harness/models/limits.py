@@ -211,6 +211,15 @@ _STATED_DATE = re.compile(
 )
 
 
+# A time of day alone ("try again at 8:14 PM."): later today on this machine's clock, or
+# tomorrow. An hour with neither minutes nor am/pm ("retry after 5") is no time of day.
+_STATED_TIME = re.compile(
+    r"\b(?:try again|retry) (?:at|after) (?P<hour>\d{1,2})(?::(?P<minute>\d{2})\s*"
+    r"(?P<ampm>[ap]\.?m\.?)?|\s*(?P<ampm2>[ap]\.?m\.?))(?![a-z0-9])",
+    re.IGNORECASE,
+)
+
+
 def clock_hour(hour: int, ampm: str | None) -> int | None:
     """A 12-hour clock's hour (1 to 12, with am or pm) on the 24-hour clock; None if it is none."""
     if not ampm:
@@ -242,5 +251,10 @@ def stated_reset(text: str, now: float) -> float | None:
             except ValueError:
                 return None
         return next_wall_clock(now, hour, minute, None, (month, int(date.group("day"))))
+    at = _STATED_TIME.search(text)
+    if at is not None:
+        hour = clock_hour(int(at.group("hour")), at.group("ampm") or at.group("ampm2"))
+        minute = int(at.group("minute") or 0)
+        return None if hour is None else next_wall_clock(now, hour, minute, None)
     wait = stated_wait(text)
     return None if wait is None else now + wait

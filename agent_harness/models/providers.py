@@ -32,10 +32,13 @@ _CONTEXT_TEXT = re.compile(
 
 # Spent money or credit in words, whoever says it: Anthropic, Claude Code, OpenRouter, DeepSeek,
 # a LiteLLM proxy's budgets (`budget_exceeded`, with a 400 or a 429) and Bedrock's service quotas.
+# Only in the forms the providers write them: "Insufficient Balance" as DeepSeek's message (in
+# its JSON, or after its 402), LiteLLM's `budget_exceeded` as its JSON names the type, so an
+# agent's own words about a budget check it wrote are not read as one.
 SPEND_CAP_TEXT = re.compile(
-    r"spend limit|credit balance (?:is )?too low|insufficient (?:credits|balance)|"
-    r"requires more credits|budget has been exceeded|exceeded budget|budget_exceeded|"
-    r"ServiceQuotaExceeded",
+    r"spend limit|credit balance (?:is )?too low|insufficient credits|"
+    r"(?:\"|\b402\s+)insufficient balance|requires more credits|budget has been exceeded|"
+    r"exceeded budget for|\"budget_exceeded\"|ServiceQuotaExceeded",
     re.IGNORECASE,
 )
 
@@ -246,7 +249,7 @@ def _openai_cap(code: str, etype: str, message: str) -> bool:
     """A spent quota, balance or budget, by OpenAI's codes or by the words others use."""
     return bool(
         code in ("insufficient_quota", "credit_balance_exhausted")
-        or etype == "insufficient_quota"
+        or etype in ("insufficient_quota", "budget_exceeded")
         or code.endswith("_spend_limit_exceeded")
         or SPEND_CAP_TEXT.search(f"{etype} {message}")
     )

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent_harness.errors import HarnessError
 from agent_harness.git.naming import plan_namespace
 from agent_harness.pipeline.history import ItemHistory
 from agent_harness.queue import items
@@ -345,10 +346,13 @@ class PullWatch:
         generation, _fresh = history.generation()
         worked = history.last(WorktreeReady)
         title = items.get_item(self.store, self.project, item_id).title
-        self.repo.prepare(
-            item_id, title, plan_namespace(self.plan_key), generation, pushed=True,
-            known=worked.branch if worked is not None else branch,
-        )  # fmt: skip
+        try:
+            self.repo.prepare(
+                item_id, title, plan_namespace(self.plan_key), generation, pushed=True,
+                known=worked.branch if worked is not None else branch,
+            )  # fmt: skip
+        except HarnessError:  # the branch gone, a folder in the way: the agent's attempt sees
+            return False
         return self.repo.worktree_of(branch) is not None
 
     def _merge(self, item_id: str, feedback: PullFeedback, history: ItemHistory) -> None:

@@ -27,7 +27,7 @@ from agent_harness.pipeline.parts import CheckRunner, RunParts
 from agent_harness.pipeline.report import RunReport, build_report, unfinished_deps
 from agent_harness.pipeline.settings import Observer, RunRefused, RunSettings
 from agent_harness.plan.model import Plan, WorkItem, check_command
-from agent_harness.queue import items, leases
+from agent_harness.queue import holds, items, leases
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
 from agent_harness.secrets.environment import without_secrets
@@ -229,20 +229,21 @@ class Pipeline:
         for item_id, number in report.issue_numbers.items():
             parts.issues.setdefault(item_id, number)
         # Whatever an earlier run held back: by --only, or for want of an issue.
-        items.unhold(store, project, (items.HOLD_REASON, items.NO_ISSUE_REASON))
+        holds.unhold(store, project, (holds.HOLD_REASON, holds.NO_ISSUE_REASON))
         items.enqueue(store, project, self.plan.items, max_attempts=parts.settings.max_attempts)
         items.set_budget(store, project, parts.settings.max_attempts)
         in_plan = {item.id for item in self.plan.items}
+        holds.restore(store, project, sorted(in_plan))  # withdrawn once, named again
         queued = {record.id for record in items.list_items(store, project)}
         gone = sorted(queued - in_plan)
-        for item_id in items.withdraw(store, project, gone, items.WITHDRAWN):
+        for item_id in holds.withdraw(store, project, gone, items.WITHDRAWN):
             parts.note(item_id, Withdrawn(reason=items.WITHDRAWN))
         if parts.settings.only is not None:
-            items.hold(store, project, sorted(in_plan - parts.settings.only))
+            holds.hold(store, project, sorted(in_plan - parts.settings.only))
         # An item whose issue could not be made (too long a body, a refused label) is not
         # worked: its pull request would close no issue, and the next sync makes one.
         lacking = [i.id for i in self.plan.items if not i.done and i.id not in parts.issues]
-        items.hold(store, project, lacking, items.NO_ISSUE_REASON)
+        holds.hold(store, project, lacking, holds.NO_ISSUE_REASON)
         return report
 
     def to_approve(self) -> tuple[list[WorkItem], list[tuple[WorkItem, str]]]:
@@ -341,7 +342,7 @@ class Pipeline:
 
     def finish(self, sync: SyncReport, reconciled: list[dict[str, Any]]) -> RunReport:
         """After the workers stopped: let held items go, close finished sessions, report."""
-        items.unhold(self.store, self.project)
+        holds.unhold(self.store, self.project)
         self._close_sessions_of_ended_items()
         report = self.report(sync)
         report.reconciled = reconciled

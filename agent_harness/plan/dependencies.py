@@ -65,7 +65,9 @@ def read_dependencies(
     if value.strip().lower() in NO_DEPS:
         return [], []
     named: list[str] = []
-    rest = _ID_RANGE.sub(lambda m: _expand(m, named) or m.group(0), value)
+    rest = _ID_RANGE.sub(
+        lambda m: m.group(0) if m.group(0) in known else (_expand(m, named) or m.group(0)), value
+    )  # an id with a dash in it (`AUTH-2`, `T1-T3` where that is an item's id) is no range
     for dep in ID_ANYWHERE.findall(rest):
         if dep[-1].isdigit():
             named.append(dep)
@@ -88,12 +90,13 @@ def read_dependencies(
 def _expand(match: re.Match[str], named: list[str]) -> str:
     """Name each id of the range `match` (`T3-T5`) in `named`; "" when it is no range (other
     prefixes, the numbers backwards, too many), which leaves the text to be read as it is."""
-    first, last = match.group(1), match.group(2)
-    head, low = re.match(r"^(.*?)(\d+)$", first).groups()  # type: ignore[union-attr]
-    tail = re.match(r"^(.*?)(\d+)$", last)
-    if tail is None or tail.group(1) != head or not low.isascii():
+    start = re.match(r"^(.*?)(\d+)$", match.group(1))
+    tail = re.match(r"^(.*?)(\d+)$", match.group(2))
+    if start is None or tail is None or tail.group(1) != start.group(1):
+        return ""  # `AUTH-LOGIN-2`, `DB-MIGRATION`: ids with dashes, not a range
+    head, low, high = start.group(1), start.group(2), tail.group(2)
+    if not low.isascii():
         return ""
-    high = tail.group(2)
     if not high.isascii() or not 0 < int(high) - int(low) < _RANGE_MAX:
         return ""
     width = len(low) if low.startswith("0") else 0  # T003-T005 keep their zeros

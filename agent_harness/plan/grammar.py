@@ -119,11 +119,14 @@ DONE_MARKS = ("✅", "✓", "✔", "☑")  # a status, or a heading (`### ✅ T1
 
 def status_done(value: str) -> bool:
     """Whether a `status:` value (or a table's status cell) says done, however it is dressed:
-    `Done`, `done.`, `Done ✅`, `✅ Done`, `Done (2025-01-02)`, `**Complete**`."""
-    text = value.strip().strip("*_`").strip().lower()
-    if text in DONE_WORDS or any(mark in text for mark in DONE_MARKS):
-        return True
-    return re.split(r"[\s(.,;:!]+", text, maxsplit=1)[0] in DONE_WORDS
+    `Done`, `done.`, `Done ✅`, `✅ Done`, `Done (2025-01-02)`, `**Complete**`. Only that: "Done
+    by Friday" or "Complete: 40%" says something else, and is not done."""
+    text = value.strip().lower()
+    marked = any(mark in text for mark in DONE_MARKS)
+    for mark in DONE_MARKS:
+        text = text.replace(mark, " ")
+    text = re.sub(r"\([^)]*\)", " ", text).strip(" \t*_`.!:;,-—")
+    return text in DONE_WORDS or (marked and not text)
 
 
 NO_DEPS = {"", "none", "-", "—", "n/a", "na", "nothing"}
@@ -248,15 +251,23 @@ def checkbox_without_id(text: str) -> str:
 # template wraps `- [ ] T003 [P] Contract test POST /api/users in` onto the next line).
 _DANGLING = re.compile(
     r"(?:^|\s)(?:in|into|to|for|of|and|or|the|a|an|with|on|at|from|by|via|as|under|over|per)"
-    r"\s*$|,\s*$",
-    re.IGNORECASE,
+    r"$|,$"
 )
+# Words a title may end on and a sentence start with a lower-case word after ("Let users sign
+# in" over "they use OAuth" is a title and its body): then only a path or a name joins it.
+_PARTICLES = re.compile(r"(?:^|\s)(?:in|on|at|a|an|over|under)$")
 
 
 def wrapped_title(title: str, following: str) -> str:
     """The title's continuation on the paragraph's next line, when the title was cut in the
-    middle of a phrase and that line is no `key: value` line; "" otherwise."""
-    following = following.strip()
+    middle of a phrase (it ends on `to`, `for`, `the`, a comma, ...) and that line goes on
+    with it: one word or path (`tests/contract/test_users_post.py`), or words starting in
+    lower case after a word no title ends on. "" otherwise: the line is the body's."""
+    title, following = title.rstrip(), following.strip()
     if not following or not _DANGLING.search(title) or META.match(following):
         return ""
-    return following
+    if " " not in following and not following[0].isupper():
+        return following  # a path, a name: what a title cut short goes on with
+    if following[0].islower() and not _PARTICLES.search(title):
+        return following
+    return ""

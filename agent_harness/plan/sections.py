@@ -1,9 +1,10 @@
 """Heading items that are sections of items, not items themselves.
 
-`## M1 — Foundations` over `### T1: ...` headings, or `## P0: Must have` right over
+`## M1 — Foundations` right over `### T1: ...` headings, or `## P0: Must have` right over
 `- [ ] T1 ...` checkboxes, reads as an item by its shape (an id, a separator, a title), yet no
-one means an issue titled "Must have" for an agent to do. Such a heading is the section of the
-items it holds: reported, never made an item, and a dependency on it is one on each of them.
+one means an issue titled "Must have" for an agent to do. Such a heading, with nothing of its
+own before the items it holds, is their section: reported, never made an item, and a
+dependency on it is one on each of them.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def find_sections(
             continue
         inside = bisect_left(starts, draft.scope_end, lo=position + 1)
         under = [drafts[i] for i in order[position + 1 : inside]]
-        if not under or not _is_section(draft, under, lines):
+        if not under or not _is_section(draft, under[0], lines):
             continue
         held = [d.id for d in under]
         held_by[draft.id] = held
@@ -62,10 +63,8 @@ def find_sections(
     return leaves, notices
 
 
-def _is_section(draft: Drafted, under: Sequence[Drafted], lines: Sequence[str]) -> bool:
-    """A heading over item headings is their section. One over checkboxes or rows is, when it
-    says nothing of its own before them: with text or a `key:` line of its own (`### T1: …`,
-    `labels: …`, then `- [ ] T2 …`) it is an item beside them."""
-    if any(d.form == "heading" for d in under):
-        return True
-    return not any(lines[n].strip() for n in range(draft.body_from, under[0].line0))
+def _is_section(draft: Drafted, first: Drafted, lines: Sequence[str]) -> bool:
+    """A heading over items is their section when it says nothing of its own before them:
+    with text or a `key:` line of its own (`### T1: …`, `depends on: T0`, then `- [ ] T2 …`
+    or `#### T2: …`) it is an item beside them, as it always was, its dependencies kept."""
+    return not any(lines[n].strip() for n in range(draft.body_from, first.line0))

@@ -20,12 +20,10 @@ from agent_harness.store.events import (
     Event,
     Failed,
     Flagged,
-    Held,
     Outcome,
     Retried,
     Skipped,
     Unblocked,
-    Unheld,
     Updated,
     Woken,
 )
@@ -399,52 +397,6 @@ def _skip_dependents(tx: Tx, project: str, root: str) -> None:
             frontier.append(dependent)
 
 
-HOLD_REASON = "held: not selected for this run (--only)"
-NO_ISSUE_REASON = "held: its issue could not be made (see the sync's problems); fix the plan item"
-
-
-_FAR = 4102444800.0  # 2100-01-01: never due by itself; `unhold` is what frees a held item
-
-
-def hold(
-    store: Store, project: str, item_ids: Iterable[str], reason: str = HOLD_REASON
-) -> tuple[str, ...]:
-    """Keep these items from being claimed (pending or due ones only) until `unhold` frees
-    them: HOLD_REASON for this run only, NO_ISSUE_REASON until a sync makes their issues."""
-    held: list[str] = []
-    with store.transaction() as tx:
-        for item_id in item_ids:
-            row = tx.one("SELECT state FROM items WHERE project = ? AND id = ?", (project, item_id))
-            if row is None or row[0] not in (S.PENDING, S.WAITING):
-                continue
-            tx.execute(
-                "UPDATE items SET state = 'waiting', not_before = ?, reason = ?, updated_at = ? "
-                "WHERE project = ? AND id = ?",
-                (_FAR, reason, store.clock(), project, item_id),
-            )
-            tx.append_event(project, item_id, Held(from_=row[0], reason=reason))
-            held.append(item_id)
-    return tuple(held)
-
-
-def unhold(store: Store, project: str, reasons: Sequence[str] = (HOLD_REASON,)) -> tuple[str, ...]:
-    """Free every item held back for one of `reasons` (also after a killed run held them)."""
-    marks = ", ".join("?" * len(reasons))
-    with store.transaction() as tx:
-        rows = tx.all(
-            f"SELECT id FROM items WHERE project = ? AND state = 'waiting' AND reason IN ({marks})",
-            (project, *reasons),
-        )
-        for (item_id,) in rows:
-            tx.execute(
-                "UPDATE items SET state = 'pending', not_before = NULL, reason = NULL, "
-                "updated_at = ? WHERE project = ? AND id = ?",
-                (store.clock(), project, item_id),
-            )
-            tx.append_event(project, item_id, Unheld(to=S.PENDING))
-    return tuple(str(row[0]) for row in rows)
-
-
 def wake(store: Store, named: Iterable[str], why: str) -> list[tuple[str, str]]:
     """Let every waiting item whose reason names one of `named` (a parked endpoint, its key)
     be claimed now, in any project, with its attempts as they were. (project, id) of each."""
@@ -465,24 +417,6 @@ def wake(store: Store, named: Iterable[str], why: str) -> list[tuple[str, str]]:
                 tx.append_event(project, item_id, Woken(reason=why))
                 woken.append((str(project), str(item_id)))
     return woken
-
-
-def withdraw(store: Store, project: str, item_ids: Iterable[str], reason: str) -> tuple[str, ...]:
-    """Items gone from the plan: skipped (never run), with the reason, if not yet started."""
-    gone: list[str] = []
-    with store.transaction() as tx:
-        for item_id in item_ids:
-            row = tx.one("SELECT state FROM items WHERE project = ? AND id = ?", (project, item_id))
-            if row is None or row[0] not in (S.PENDING, S.WAITING):
-                continue
-            tx.execute(
-                "UPDATE items SET state = 'skipped', reason = ?, not_before = NULL, "
-                "updated_at = ? WHERE project = ? AND id = ?",
-                (reason, store.clock(), project, item_id),
-            )
-            tx.append_event(project, item_id, Skipped(from_=row[0], to=S.SKIPPED, reason=reason))
-            gone.append(item_id)
-    return tuple(gone)
 
 
 RETRYABLE = (S.FAILED, S.SKIPPED, S.CLOSED, S.REVERTED)

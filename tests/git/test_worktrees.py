@@ -444,3 +444,31 @@ def test_submodules_the_clone_has_are_checked_out_in_the_worktree_from_its_own_c
     [info] = cleanup.list_worktrees(repo)
     cleanup.remove(repo, replace(info, safe=True, reason=""))
     assert not tree.path.exists()
+
+
+def test_a_submodule_name_a_branch_wrote_never_reaches_gits_command_line(clone: Path) -> None:
+    # A branch's .gitmodules is the agent's: a name holding `=` set another setting through
+    # `-c submodule.NAME.url=…`, an update command among them, run on the host.
+    lib = clone.parent / "lib"
+    git(clone.parent, "init", "-q", "--initial-branch=main", str(lib))
+    (lib / "util.py").write_text("X = 1\n")
+    git(lib, "add", "-A")
+    git(lib, "commit", "-qm", "lib")
+    git(clone, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "vendor/lib")
+    git(clone, "commit", "-qm", "vendor lib")
+    git(clone, "push", "-q", "origin", "main")
+    before = (clone / ".git" / "config").read_text()
+    planted = clone.parent / "PWNED"
+    evil = f"lib.update=!touch${{IFS}}{planted};x"
+    git(clone, "checkout", "-q", "-b", "agent-harness/T2-evil")
+    text = (clone / ".gitmodules").read_text().replace('"vendor/lib"', f'"{evil}"')
+    (clone / ".gitmodules").write_text(text)
+    git(clone, "commit", "-qam", "rename")
+    git(clone, "checkout", "-q", "main")
+
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T2", "evil")
+    assert tree.branch == "agent-harness/T2-evil"
+    assert not planted.exists()
+    assert (clone / ".git" / "config").read_text() == before
+    assert not (tree.path / "vendor" / "lib" / "util.py").exists()  # a name the clone knows not

@@ -476,3 +476,35 @@ def test_claude_codes_plain_text_errors_are_read_by_their_status(
 ) -> None:
     found = classify_agent_output("claude", [line], now=NOW)
     assert found is not None and found.kind is kind
+
+
+def test_a_reset_later_the_same_day_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    line = json.dumps(
+        {
+            "type": "turn.failed",
+            "error": {"message": "You've hit your usage limit. Upgrade or try again at 8:14 PM."},
+        }
+    )
+    try:
+        found = classify_agent_output("codex", [line], now=NOW)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert found is not None and found.kind is FailureKind.WINDOW
+    assert found.reset_at == at(2026, 1, 1, 20, 14)
+
+
+def test_the_models_plans_and_commands_in_codex_events_are_no_limit() -> None:
+    todo = {"type": "item.updated", "item": {"type": "todo_list", "items": [
+        {"text": "Enforce 1000 requests per day per user", "completed": False}]}}  # fmt: skip
+    command = {"type": "item.started", "item": {"type": "command_execution",
+               "command": "grep -rn budget_exceeded src/"}}  # fmt: skip
+    lines = [json.dumps(todo), json.dumps(command), '{"type":"turn.completed"}']
+    assert classify_agent_output("codex", lines, now=NOW, exit_code=0) is None
+    # ... nor a custom agent's own words about the feature it built.
+    said = ["Added a budget_exceeded error code and a 100 requests per day limit per user."]
+    assert classify_agent_output("mytool", said, now=NOW) is None

@@ -34,8 +34,13 @@ def test_kiros_in_progress_mark_and_its_cousins_are_open_tasks_not_dropped() -> 
     "status", ["Done ✅", "✅ Done", "done.", "Done (2025-01-02)", "**Complete**", "completed"]
 )
 def test_every_way_people_write_done_is_done(status: str) -> None:
-    plan = parse_plan(f"### T1: a\n\nstatus: {status}\n\n### T2: b\n\nstatus: not done\n")
-    assert [(i.id, i.done) for i in plan.items] == [("T1", True), ("T2", False)]
+    plan = parse_plan(
+        f"### T1: a\n\nstatus: {status}\n\n### T2: b\n\nstatus: not done\n\n"
+        "### T3: c\n\nstatus: Done by Friday\n\n### T4: d\n\nstatus: Complete: 40%\n"
+    )
+    assert [(i.id, i.done) for i in plan.items] == [
+        ("T1", True), ("T2", False), ("T3", False), ("T4", False)
+    ]  # fmt: skip
     table = parse_plan(f"| ID | Title | Status |\n|---|---|---|\n| T1 | a | {status} |\n")
     assert table.item("T1").done
 
@@ -144,9 +149,19 @@ def test_a_title_wrapped_mid_phrase_onto_the_next_line_is_joined() -> None:
         "  depends on: T001\n"
         "- [ ] T004 Add login\n"
         "  Users sign in with email.\n"
+        "- [ ] T005 Let users sign in\n"
+        "  They use GitHub OAuth.\n"
     )
     wrapped, whole = plan.item("T003"), plan.item("T004")
     assert wrapped.title == "Contract test POST /api/users in tests/contract/test_users_post.py"
     assert (wrapped.body, wrapped.depends_on, wrapped.labels) == ("", ("T001",), ("parallel",))
     # A title that ends where a title may end keeps its next line as the body.
     assert (whole.title, whole.body) == ("Add login", "Users sign in with email.")
+    signed = plan.item("T005")  # "in" ends a phrase here: its next line is the body
+    assert (signed.title, signed.body) == ("Let users sign in", "They use GitHub OAuth.")
+
+
+def test_a_heading_with_words_of_its_own_over_item_headings_stays_an_item() -> None:
+    plan = parse_plan("### T0: Base\n\n## T1: Auth\n\ndepends on: T0\n\n### T2: Login\n")
+    assert [(i.id, i.depends_on) for i in plan.items] == [("T0", ()), ("T1", ("T0",)), ("T2", ())]
+    assert plan.unread == ()

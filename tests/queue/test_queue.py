@@ -208,13 +208,18 @@ def test_an_item_gone_from_the_plan_is_not_retried_to_be_skipped_again(
     store: Store, clock: FakeClock
 ) -> None:
     from agent_harness.errors import UsageError
-    from agent_harness.queue.items import WITHDRAWN, get_item, withdraw
+    from agent_harness.queue.holds import restore, withdraw
+    from agent_harness.queue.items import WITHDRAWN, get_item
 
     enqueue(store, P, [item("T0"), item("T9")])
     assert withdraw(store, P, ["T9"], WITHDRAWN) == ("T9",)
     with pytest.raises(UsageError, match="T9 is no longer in the plan; put it back, then run"):
         retry(store, P, "T9")
     assert get_item(store, P, "T9").state == "skipped"  # as it was: nothing claimed re-queued
+    # Put back in the plan, the next run's sync restores it, ready to be claimed.
+    enqueue(store, P, [item("T0"), item("T9")])
+    assert restore(store, P, ["T0", "T9"]) == ("T9",)
+    assert (get_item(store, P, "T9").state, get_item(store, P, "T9").reason) == ("pending", None)
 
 
 def test_defer_parks_an_item_without_burning_an_attempt(store: Store, clock: FakeClock) -> None:

@@ -450,6 +450,9 @@ def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Har
         0,
     )
     assert get_item(h.store, second.project, "T1").state == "pr_open"
+    # Put back in the plan, it is worked (it stayed skipped for good before).
+    third = h.pipeline(three, agent=command, settings=settings(checks=[]))
+    assert {i.id: i.state for i in third.run().items}["T3"] == "pr_open"
 
 
 @pytest.mark.integration

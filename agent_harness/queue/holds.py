@@ -1,0 +1,98 @@
+"""Items kept from being claimed, for a run or for good, and let go again: held back by a run
+(`--only`, or until their issue can be made), withdrawn as gone from the plan, and restored
+when the plan names them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from agent_harness.queue.items import WITHDRAWN, ItemState
+from agent_harness.store.database import Store
+from agent_harness.store.events import Held, Skipped, Unheld
+
+S = ItemState
+
+HOLD_REASON = "held: not selected for this run (--only)"
+NO_ISSUE_REASON = "held: its issue could not be made (see the sync's problems); fix the plan item"
+
+
+_FAR = 4102444800.0  # 2100-01-01: never due by itself; `unhold` is what frees a held item
+
+
+def hold(
+    store: Store, project: str, item_ids: Iterable[str], reason: str = HOLD_REASON
+) -> tuple[str, ...]:
+    """Keep these items from being claimed (pending or due ones only) until `unhold` frees
+    them: HOLD_REASON for this run only, NO_ISSUE_REASON until a sync makes their issues."""
+    held: list[str] = []
+    with store.transaction() as tx:
+        for item_id in item_ids:
+            row = tx.one("SELECT state FROM items WHERE project = ? AND id = ?", (project, item_id))
+            if row is None or row[0] not in (S.PENDING, S.WAITING):
+                continue
+            tx.execute(
+                "UPDATE items SET state = 'waiting', not_before = ?, reason = ?, updated_at = ? "
+                "WHERE project = ? AND id = ?",
+                (_FAR, reason, store.clock(), project, item_id),
+            )
+            tx.append_event(project, item_id, Held(from_=row[0], reason=reason))
+            held.append(item_id)
+    return tuple(held)
+
+
+def unhold(store: Store, project: str, reasons: Sequence[str] = (HOLD_REASON,)) -> tuple[str, ...]:
+    """Free every item held back for one of `reasons` (also after a killed run held them)."""
+    marks = ", ".join("?" * len(reasons))
+    with store.transaction() as tx:
+        rows = tx.all(
+            f"SELECT id FROM items WHERE project = ? AND state = 'waiting' AND reason IN ({marks})",
+            (project, *reasons),
+        )
+        for (item_id,) in rows:
+            tx.execute(
+                "UPDATE items SET state = 'pending', not_before = NULL, reason = NULL, "
+                "updated_at = ? WHERE project = ? AND id = ?",
+                (store.clock(), project, item_id),
+            )
+            tx.append_event(project, item_id, Unheld(to=S.PENDING))
+    return tuple(str(row[0]) for row in rows)
+
+
+def withdraw(store: Store, project: str, item_ids: Iterable[str], reason: str) -> tuple[str, ...]:
+    """Items gone from the plan: skipped (never run), with the reason, if not yet started."""
+    gone: list[str] = []
+    with store.transaction() as tx:
+        for item_id in item_ids:
+            row = tx.one("SELECT state FROM items WHERE project = ? AND id = ?", (project, item_id))
+            if row is None or row[0] not in (S.PENDING, S.WAITING):
+                continue
+            tx.execute(
+                "UPDATE items SET state = 'skipped', reason = ?, not_before = NULL, "
+                "updated_at = ? WHERE project = ? AND id = ?",
+                (reason, store.clock(), project, item_id),
+            )
+            tx.append_event(project, item_id, Skipped(from_=row[0], to=S.SKIPPED, reason=reason))
+            gone.append(item_id)
+    return tuple(gone)
+
+
+def restore(store: Store, project: str, item_ids: Iterable[str]) -> tuple[str, ...]:
+    """Items withdrawn as gone from the plan that the plan names again: pending once more, as
+    if they had never left (a person told to "put it back, then run" did just that)."""
+    back: list[str] = []
+    with store.transaction() as tx:
+        for item_id in item_ids:
+            row = tx.one(
+                "SELECT state, reason FROM items WHERE project = ? AND id = ?", (project, item_id)
+            )
+            if row is None or (row[0], row[1]) != (S.SKIPPED, WITHDRAWN):
+                continue
+            tx.execute(
+                "UPDATE items SET state = 'pending', reason = NULL, updated_at = ? "
+                "WHERE project = ? AND id = ?",
+                (store.clock(), project, item_id),
+            )
+            tx.append_event(project, item_id, Unheld(from_=S.SKIPPED, to=S.PENDING))
+            back.append(item_id)
+    return tuple(back)
