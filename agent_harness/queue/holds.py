@@ -5,11 +5,12 @@ when the plan names them again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from agent_harness.queue.items import WITHDRAWN, ItemState
 from agent_harness.store.database import Store
 from agent_harness.store.events import Held, Skipped, Unheld
+from agent_harness.store.payload import Payload
 
 S = ItemState
 
@@ -25,20 +26,10 @@ def hold(
 ) -> tuple[str, ...]:
     """Keep these items from being claimed (pending or due ones only) until `unhold` frees
     them: HOLD_REASON for this run only, NO_ISSUE_REASON until a sync makes their issues."""
-    held: list[str] = []
-    with store.transaction() as tx:
-        for item_id in item_ids:
-            row = tx.one("SELECT state FROM items WHERE project = ? AND id = ?", (project, item_id))
-            if row is None or row[0] not in (S.PENDING, S.WAITING):
-                continue
-            tx.execute(
-                "UPDATE items SET state = 'waiting', not_before = ?, reason = ?, updated_at = ? "
-                "WHERE project = ? AND id = ?",
-                (_FAR, reason, store.clock(), project, item_id),
-            )
-            tx.append_event(project, item_id, Held(from_=row[0], reason=reason))
-            held.append(item_id)
-    return tuple(held)
+    return _move_unstarted(
+        store, project, item_ids, S.WAITING, _FAR, reason,
+        lambda was: Held(from_=was, reason=reason),
+    )  # fmt: skip
 
 
 def unhold(store: Store, project: str, reasons: Sequence[str] = (HOLD_REASON,)) -> tuple[str, ...]:
@@ -61,20 +52,37 @@ def unhold(store: Store, project: str, reasons: Sequence[str] = (HOLD_REASON,)) 
 
 def withdraw(store: Store, project: str, item_ids: Iterable[str], reason: str) -> tuple[str, ...]:
     """Items gone from the plan: skipped (never run), with the reason, if not yet started."""
-    gone: list[str] = []
+    return _move_unstarted(
+        store, project, item_ids, S.SKIPPED, None, reason,
+        lambda was: Skipped(from_=was, to=S.SKIPPED, reason=reason),
+    )  # fmt: skip
+
+
+def _move_unstarted(
+    store: Store,
+    project: str,
+    item_ids: Iterable[str],
+    to: ItemState,
+    not_before: float | None,
+    reason: str,
+    event: Callable[[str], Payload],
+) -> tuple[str, ...]:
+    """Move each of these items that has not started (pending, or waiting) to `to`, with
+    `reason`, recording `event(the state it was in)`; the ids moved."""
+    moved: list[str] = []
     with store.transaction() as tx:
         for item_id in item_ids:
             row = tx.one("SELECT state FROM items WHERE project = ? AND id = ?", (project, item_id))
             if row is None or row[0] not in (S.PENDING, S.WAITING):
                 continue
             tx.execute(
-                "UPDATE items SET state = 'skipped', reason = ?, not_before = NULL, "
-                "updated_at = ? WHERE project = ? AND id = ?",
-                (reason, store.clock(), project, item_id),
+                "UPDATE items SET state = ?, not_before = ?, reason = ?, updated_at = ? "
+                "WHERE project = ? AND id = ?",
+                (to, not_before, reason, store.clock(), project, item_id),
             )
-            tx.append_event(project, item_id, Skipped(from_=row[0], to=S.SKIPPED, reason=reason))
-            gone.append(item_id)
-    return tuple(gone)
+            tx.append_event(project, item_id, event(row[0]))
+            moved.append(item_id)
+    return tuple(moved)
 
 
 def restore(store: Store, project: str, item_ids: Iterable[str]) -> tuple[str, ...]:

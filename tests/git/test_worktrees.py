@@ -419,11 +419,8 @@ def test_a_deleted_worktree_is_an_error_not_a_question_put_to_another_repository
         repo.has_uncommitted(tree)
 
 
-def test_submodules_the_clone_has_are_checked_out_in_the_worktree_from_its_own_copies(
-    clone: Path,
-) -> None:
-    from agent_harness.git import cleanup
-
+def with_a_submodule(clone: Path) -> Path:
+    """A library repository beside `clone`, added to it (and pushed) as `vendor/lib`."""
     lib = clone.parent / "lib"
     git(clone.parent, "init", "-q", "--initial-branch=main", str(lib))
     (lib / "util.py").write_text("X = 1\n")
@@ -432,6 +429,15 @@ def test_submodules_the_clone_has_are_checked_out_in_the_worktree_from_its_own_c
     git(clone, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "vendor/lib")
     git(clone, "commit", "-qm", "vendor lib")
     git(clone, "push", "-q", "origin", "main")
+    return lib
+
+
+def test_submodules_the_clone_has_are_checked_out_in_the_worktree_from_its_own_copies(
+    clone: Path,
+) -> None:
+    from agent_harness.git import cleanup
+
+    lib = with_a_submodule(clone)
     lib.rename(clone.parent / "lib-moved")  # its URL answers no more: no clone from there
 
     repo = WorkRepo(clone, clone.parent / "state")
@@ -449,14 +455,7 @@ def test_submodules_the_clone_has_are_checked_out_in_the_worktree_from_its_own_c
 def test_a_submodule_name_a_branch_wrote_never_reaches_gits_command_line(clone: Path) -> None:
     # A branch's .gitmodules is the agent's: a name holding `=` set another setting through
     # `-c submodule.NAME.url=…`, an update command among them, run on the host.
-    lib = clone.parent / "lib"
-    git(clone.parent, "init", "-q", "--initial-branch=main", str(lib))
-    (lib / "util.py").write_text("X = 1\n")
-    git(lib, "add", "-A")
-    git(lib, "commit", "-qm", "lib")
-    git(clone, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "vendor/lib")
-    git(clone, "commit", "-qm", "vendor lib")
-    git(clone, "push", "-q", "origin", "main")
+    with_a_submodule(clone)
     before = (clone / ".git" / "config").read_text()
     planted = clone.parent / "PWNED"
     evil = f"lib.update=!touch${{IFS}}{planted};x"
