@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import sqlite3
+import urllib.parse
 from datetime import UTC
 from typing import Any
 
@@ -186,7 +187,7 @@ class Renderer:
         return {
             "id": row["id"],
             "node_id": node_id("Label", row["id"]),
-            "url": f"{repo_url}/labels/{row['name']}",
+            "url": f"{repo_url}/labels/{urllib.parse.quote(row['name'], safe='')}",
             "name": row["name"],
             "color": row["color"],
             "default": bool(row["is_default"]),

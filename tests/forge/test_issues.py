@@ -64,6 +64,11 @@ def test_new_repository_has_githubs_default_labels_and_new_ones_can_be_added(rep
     created = repo.create_label("priority:high", "ff0000", "Do it first")
     assert (created.color, created.description) == ("ff0000", "Do it first")
     assert repo.get_label("PRIORITY:HIGH").name == "priority:high"  # names are case-insensitive
+    # A label's url answers, as GitHub's does: its name percent-encoded (spaces, colons).
+    for label in (repo.get_label("good first issue"), created):
+        status, _, body = raw_get(label.url)
+        assert (status, body["name"]) == (200, label.name)
+        assert " " not in label.url
 
 
 def test_pagination_links_across_250_issues(hub: RunningForge, repo: Any) -> None:
