@@ -64,6 +64,9 @@ def unfinished_deps(deps: Sequence[str], records: Mapping[str, ItemRecord]) -> l
     ]
 
 
+_STILL_OPEN = frozenset({ItemState.CLAIMED, ItemState.CHECKS, ItemState.REVIEW, ItemState.PR_OPEN})
+
+
 def build_report(
     store: Store, project: str, plan: Plan, sync: SyncReport | None, **totals: Any
 ) -> RunReport:
@@ -94,6 +97,24 @@ def build_report(
                 pr_number=opened.number if opened else None,
                 pr_url=opened.url if opened else None,
                 not_before=record.not_before,
+            )
+        )
+    # An item taken out of the plan while it was being worked, or with its pull request open,
+    # is still open work: it is reported, not left for `work` alone to show.
+    in_plan = {item.id for item in plan.items}
+    for record in records.values():
+        if record.id in in_plan or record.state not in _STILL_OPEN:
+            continue
+        opened = ItemHistory.read(store, project, record.id).pull()
+        out.items.append(
+            ItemOutcome(
+                id=record.id,
+                title=record.title,
+                state=str(record.state),
+                attempts=record.attempts,
+                reason=f"no longer in the plan; still {record.state}",
+                pr_number=opened.number if opened else None,
+                pr_url=opened.url if opened else None,
             )
         )
     with store.transaction(write=False) as tx:  # counted, not read and parsed one by one

@@ -573,3 +573,21 @@ def test_a_title_longer_than_github_takes_is_shortened_on_the_issue_and_the_pull
     [pull] = h.pulls()
     assert len(pull.title) == 256 and pull.title.endswith("…")
     assert f"Closes #{pipeline.issues['T1']}" in pull.body
+
+
+@pytest.mark.integration
+def test_an_item_taken_out_of_the_plan_with_its_pull_request_open_is_still_reported(
+    h: Harness,
+) -> None:
+    agent = write_scripted_agent(h.tmp / "agents", "done")
+    command = shlex.join(agent) + " {prompt_file}"
+    first = h.pipeline("### T1: One\n", agent=command, settings=settings(checks=[]))
+    [t1] = first.run().items
+    assert t1.state == "pr_open" and t1.pr_url
+    later = h.pipeline("### T2: Two\n", agent=command, settings=settings(checks=[]))
+    report = {i.id: i for i in later.run().items}
+    assert report["T2"].state == "pr_open"
+    # Before, T1 left the report, though its pull request stays open and `work` counts it.
+    gone = report["T1"]
+    assert (gone.state, gone.reason) == ("pr_open", "no longer in the plan; still pr_open")
+    assert gone.pr_url == t1.pr_url
