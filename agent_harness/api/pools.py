@@ -167,14 +167,13 @@ class ProjectPools:
         # had just made before the start wrote RUNNING, leaving a project "running" that no
         # pool works.
         from agent_harness.pipeline.launch import check_roles
-        from agent_harness.secrets.process import process_env
 
         with self._control:
             record = projects.get_project(self.store, project)
             # What would fail every pass the same way is refused here, not reported later as
             # the pool's error while the project reads "running": an agent not installed, a
             # key not set, a reviewer of the implementer's vendor.
-            check_roles(self.request_for(record.spec, record.roles), self.env or process_env())
+            check_roles(self.request_for(record.spec, record.roles), self._env())
             with self._lock:
                 runner = self._runners.get(project)
                 if runner is None or not runner.is_alive() or runner.stopping.is_set():
@@ -215,13 +214,18 @@ class ProjectPools:
             self._local = None
         self._forge_stack.close()
 
+    def _env(self) -> dict[str, str]:
+        """The environment the passes run with: the one given, else this process's."""
+        from agent_harness.secrets.process import process_env
+
+        return dict(self.env or process_env())
+
     def check_spec(self, spec: ProjectSpec) -> None:
         """Refuse a project whose roles no pass could use: an agent or a vendor not known, a
         reviewer of the implementer's vendor (whether installed and keyed is `start`'s)."""
         from agent_harness.pipeline.launch import check_roles
-        from agent_harness.secrets.process import process_env
 
-        check_roles(self.request_for(spec, {}), self.env or process_env(), ready=False)
+        check_roles(self.request_for(spec, {}), self._env(), ready=False)
 
     def request_for(self, spec: ProjectSpec, kept: Mapping[str, str]) -> RunRequest:
         """The run a pass of this project makes, as `agent-harness run` would be asked for
@@ -304,19 +308,18 @@ class ProjectPools:
         refuse is refused here), and every later pass starts with it."""
         from agent_harness.models.roles import route_of
         from agent_harness.pipeline.launch import check_roles
-        from agent_harness.secrets.process import process_env
 
-        spec = projects.get_project(self.store, project).spec
+        record = projects.get_project(self.store, project)
+        spec = record.spec
         served = {"reviewer"} if ":" in spec.reviewer else set()
         served |= {"implementer", "planner"} if spec.implementer else set()
         if role not in served:
             names = ", ".join(sorted(served)) or "none (its roles are CLI agents)"
             raise NoSuchRole(f"{project} has no model role {role!r}; its model roles: {names}")
-        env = self.env or process_env()
+        env = self._env()
         route_of(role, route, env, "PUT /api/roles")  # a bad one: no change
         # The run's rules, whether a pass is running or not: no reviewer of the implementer's
         # vendor (a running pass's book refuses it too, below).
-        record = projects.get_project(self.store, project)
         check_roles(self.request_for(spec, {**record.roles, role: route}), env, ready=False)
         with self._lock:  # see run_pass: a pass starting now reads what is stored here
             runner = self._runners.get(project)

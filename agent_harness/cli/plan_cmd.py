@@ -320,7 +320,7 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
     else:
         render_adoptions(console(), adoptions, opts.dry_run)
         render_sync(console(), report)
-        if any("carry the same marker" in problem for problem in report.problems):  # twins
+        if report.twins:
             click.echo(_adopt_hint(parsed.source, full_name, opts.forge, key))
     if local is not None:  # last, where it is read: what to do next with the repository
         from agent_harness.cli.plan_view import local_forge_lines

@@ -308,7 +308,7 @@ def _long_wait_is_a_window(found: Failure, now: float) -> Failure:
     account (a daily quota), which every item meets alike, not a burst of this one."""
     if found.kind is not FailureKind.BURST:
         return found
-    reset = found.reset_at if found.reset_at is not None else None
+    reset = found.reset_at
     if reset is None and found.retry_after is not None:
         reset = now + found.retry_after
     if reset is None or reset - now < WINDOW_WAIT_S:

@@ -67,6 +67,21 @@ def unfinished_deps(deps: Sequence[str], records: Mapping[str, ItemRecord]) -> l
 _STILL_OPEN = frozenset({ItemState.CLAIMED, ItemState.CHECKS, ItemState.REVIEW, ItemState.PR_OPEN})
 
 
+def _outcome(store: Store, record: ItemRecord, title: str, reason: str | None) -> ItemOutcome:
+    """An item as the report shows it, with its pull request, if it opened one."""
+    opened = ItemHistory.read(store, record.project, record.id).pull()
+    return ItemOutcome(
+        id=record.id,
+        title=title,
+        state=str(record.state),
+        attempts=record.attempts,
+        reason=reason,
+        pr_number=opened.number if opened else None,
+        pr_url=opened.url if opened else None,
+        not_before=record.not_before,
+    )
+
+
 def build_report(
     store: Store, project: str, plan: Plan, sync: SyncReport | None, **totals: Any
 ) -> RunReport:
@@ -77,7 +92,6 @@ def build_report(
         record = records.get(item.id)
         if record is None:
             continue
-        opened = ItemHistory.read(store, project, item.id).pull()
         reason = record.reason
         if record.state in (ItemState.PENDING, ItemState.WAITING) and not reason:
             waiting_on = [
@@ -87,36 +101,14 @@ def build_report(
             ]
             if waiting_on:
                 reason = "waits for " + ", ".join(waiting_on) + " to be merged"
-        out.items.append(
-            ItemOutcome(
-                id=item.id,
-                title=item.title,
-                state=str(record.state),
-                attempts=record.attempts,
-                reason=reason,
-                pr_number=opened.number if opened else None,
-                pr_url=opened.url if opened else None,
-                not_before=record.not_before,
-            )
-        )
+        out.items.append(_outcome(store, record, item.title, reason))
     # An item taken out of the plan while it was being worked, or with its pull request open,
     # is still open work: it is reported, not left for `work` alone to show.
     in_plan = {item.id for item in plan.items}
     for record in records.values():
-        if record.id in in_plan or record.state not in _STILL_OPEN:
-            continue
-        opened = ItemHistory.read(store, project, record.id).pull()
-        out.items.append(
-            ItemOutcome(
-                id=record.id,
-                title=record.title,
-                state=str(record.state),
-                attempts=record.attempts,
-                reason=f"no longer in the plan; still {record.state}",
-                pr_number=opened.number if opened else None,
-                pr_url=opened.url if opened else None,
-            )
-        )
+        if record.id not in in_plan and record.state in _STILL_OPEN:
+            gone = f"no longer in the plan; still {record.state}"
+            out.items.append(_outcome(store, record, record.title, gone))
     with store.transaction(write=False) as tx:  # counted, not read and parsed one by one
         counted = tx.one("SELECT COUNT(*) FROM events WHERE project = ?", (project,))
     out.events = int(counted[0]) if counted else 0

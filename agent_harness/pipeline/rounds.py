@@ -353,7 +353,7 @@ class PullWatch:
             )  # fmt: skip
         except HarnessError:  # the branch gone, a folder in the way: the agent's attempt sees
             return False
-        return self.repo.worktree_of(branch) is not None
+        return True  # (`update_from_base` finds none still if the branch is checked out elsewhere)
 
     def _merge(self, item_id: str, feedback: PullFeedback, history: ItemHistory) -> None:
         approved = history.approval() is not None or any(

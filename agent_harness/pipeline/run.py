@@ -233,7 +233,7 @@ class Pipeline:
         items.enqueue(store, project, self.plan.items, max_attempts=parts.settings.max_attempts)
         items.set_budget(store, project, parts.settings.max_attempts)
         in_plan = {item.id for item in self.plan.items}
-        holds.restore(store, project, sorted(in_plan))  # withdrawn once, named again
+        holds.restore(store, project, in_plan)  # withdrawn once, named again
         queued = {record.id for record in items.list_items(store, project)}
         gone = sorted(queued - in_plan)
         for item_id in holds.withdraw(store, project, gone, items.WITHDRAWN):

@@ -88,19 +88,24 @@ def _move_unstarted(
 def restore(store: Store, project: str, item_ids: Iterable[str]) -> tuple[str, ...]:
     """Items withdrawn as gone from the plan that the plan names again: pending once more, as
     if they had never left (a person told to "put it back, then run" did just that)."""
-    back: list[str] = []
+    named = set(item_ids)
+    with store.transaction(write=False) as tx:  # one read for the plan, however long
+        withdrawn = tx.all(
+            "SELECT id FROM items WHERE project = ? AND state = 'skipped' AND reason = ? "
+            "ORDER BY id",
+            (project, WITHDRAWN),
+        )
+    back = [str(row[0]) for row in withdrawn if row[0] in named]
+    if not back:
+        return ()
+    restored: list[str] = []
     with store.transaction() as tx:
-        for item_id in item_ids:
-            row = tx.one(
-                "SELECT state, reason FROM items WHERE project = ? AND id = ?", (project, item_id)
-            )
-            if row is None or (row[0], row[1]) != (S.SKIPPED, WITHDRAWN):
-                continue
-            tx.execute(
+        for item_id in back:
+            if tx.execute(  # still withdrawn: another host's run may have restored it since
                 "UPDATE items SET state = 'pending', reason = NULL, updated_at = ? "
-                "WHERE project = ? AND id = ?",
-                (store.clock(), project, item_id),
-            )
-            tx.append_event(project, item_id, Unheld(from_=S.SKIPPED, to=S.PENDING))
-            back.append(item_id)
-    return tuple(back)
+                "WHERE project = ? AND id = ? AND state = 'skipped' AND reason = ?",
+                (store.clock(), project, item_id, WITHDRAWN),
+            ):
+                tx.append_event(project, item_id, Unheld(from_=S.SKIPPED, to=S.PENDING))
+                restored.append(item_id)
+    return tuple(restored)

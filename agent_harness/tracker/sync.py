@@ -135,6 +135,7 @@ class SyncReport:
     skipped_done: list[str] = field(default_factory=list)
     done_but_open: list[ItemChange] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    twins: list[str] = field(default_factory=list)  # items several marked issues claim
     labels_created: list[str] = field(default_factory=list)
     milestones_created: list[str] = field(default_factory=list)
     # Each item's issue once the sync is over: the oldest whose marker names the item, or the
@@ -390,6 +391,7 @@ def _report_orphans_and_twins(listing: _Listing, plan: Plan, report: SyncReport)
         if item_id not in plan_ids:
             report.orphaned.extend(ItemChange(item_id, issue.number) for issue in issues)
         if len(issues) > 1:
+            report.twins.append(item_id)
             listed = ", ".join(f"#{issue.number}" for issue in issues)
             report.problems.append(
                 f"{item_id}: issues {listed} carry the same marker; none is written (a sync "
