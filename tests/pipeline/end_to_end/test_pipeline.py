@@ -38,6 +38,11 @@ def t1_merged(h: Harness) -> None:
     git_in(land, "push", "-q", "origin", "main")
 
 
+def done_agent(h: Harness) -> str:
+    """The command template of a scripted agent that does its item's work and ends well."""
+    return shlex.join(write_scripted_agent(h.tmp / "agents", "done")) + " {prompt_file}"
+
+
 def settings(**overrides: object) -> RunSettings:
     base = RunSettings(
         checks=["python -m unittest"],
@@ -252,8 +257,7 @@ def test_the_push_guard_refuses_any_refspec_touching_the_default_branch() -> Non
 
 @pytest.mark.integration
 def test_missing_and_hanging_checks_fail_the_item_with_the_reason(h: Harness) -> None:
-    agent = write_scripted_agent(h.tmp / "agents", "done")
-    command = shlex.join(agent) + " {prompt_file}"
+    command = done_agent(h)
     from agent_harness.pipeline.settings import RunRefused
 
     # A program that is nowhere to be found is refused before any agent is paid.
@@ -432,8 +436,7 @@ def test_an_agent_waiting_for_input_shows_it_and_can_be_answered(h: Harness) -> 
 
 @pytest.mark.integration
 def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Harness) -> None:
-    agent = write_scripted_agent(h.tmp / "agents", "done")
-    command = shlex.join(agent) + " {prompt_file}"
+    command = done_agent(h)
     three = "### T1: One\n\n### T2: Two\n\n### T3: Three\n"
     first = h.pipeline(three, agent=command, settings=settings(checks=[], only={"T2"}))
     states = {i.id: (i.state, i.attempts) for i in first.run().items}
@@ -459,8 +462,7 @@ def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Har
 def test_two_plans_with_the_same_ids_never_share_a_branch_or_worktree(h: Harness) -> None:
     from agent_harness.pipeline.run import Pipeline
 
-    agent = write_scripted_agent(h.tmp / "agents", "done")
-    command = shlex.join(agent) + " {prompt_file}"
+    command = done_agent(h)
     main = h.pipeline("### T1: Main plan item\n", agent=command, settings=settings(checks=[]))
     main.run()
     other = h.pipeline("### T1: Other plan item\n", agent=command, settings=settings(checks=[]))
@@ -534,8 +536,7 @@ def test_the_direct_api_executor_implements_through_the_same_pipeline(h: Harness
 def test_an_item_whose_issue_could_not_be_made_is_held_not_worked_until_it_can_be(
     h: Harness,
 ) -> None:
-    agent = write_scripted_agent(h.tmp / "agents", "done")
-    command = shlex.join(agent) + " {prompt_file}"
+    command = done_agent(h)
     too_long = "### T1: Huge\n\n" + "word " * 14_000 + "\n\n### T2: Small\n\nFine.\n"
     first = h.pipeline(too_long, agent=command, settings=settings(checks=[]))
     report = first.run()
@@ -562,8 +563,7 @@ def test_an_item_whose_issue_could_not_be_made_is_held_not_worked_until_it_can_b
 def test_a_title_longer_than_github_takes_is_shortened_on_the_issue_and_the_pull(
     h: Harness,
 ) -> None:
-    agent = write_scripted_agent(h.tmp / "agents", "done")
-    command = shlex.join(agent) + " {prompt_file}"
+    command = done_agent(h)
     words = " ".join(f"step{n}" for n in range(60))
     pipeline = h.pipeline(
         f"### T1: {words}\n\nDo it.\n", agent=command, settings=settings(checks=[])
@@ -579,8 +579,7 @@ def test_a_title_longer_than_github_takes_is_shortened_on_the_issue_and_the_pull
 def test_an_item_taken_out_of_the_plan_with_its_pull_request_open_is_still_reported(
     h: Harness,
 ) -> None:
-    agent = write_scripted_agent(h.tmp / "agents", "done")
-    command = shlex.join(agent) + " {prompt_file}"
+    command = done_agent(h)
     first = h.pipeline("### T1: One\n", agent=command, settings=settings(checks=[]))
     [t1] = first.run().items
     assert t1.state == "pr_open" and t1.pr_url
