@@ -267,6 +267,9 @@ class _Walker:
             elif kind == "table_open":
                 index = self._table(tokens, index)
                 continue
+            elif kind == "blockquote_open":
+                index = self._quote(tokens, index)
+                continue
             index += 1
         end = len(self.lines)
         for draft in self.open_headings:
@@ -338,6 +341,29 @@ class _Walker:
             if BULLET_TEXT.match(self.lines[line0] if line0 < len(self.lines) else ""):
                 self._note(line0, f"a list nested more than {readable} deep; not read")
         return True
+
+    def _quote(self, tokens: list[Token], index: int) -> int:
+        """A quote (`> ...`) holds someone's words: an example of the format, a note, a
+        message. Nothing in it is an item, a section or an item's field; a checkbox or a
+        heading there that would be an item outside is reported, so a person who meant it
+        can take the `>` off. The index past the quote."""
+        self.has_text = True
+        depth, at = 0, index
+        while at < len(tokens):
+            token = tokens[at]
+            depth += (token.type == "blockquote_open") - (token.type == "blockquote_close")
+            if token.type == "inline" and token.map is not None:
+                text = _plain(token).partition("\n")[0].strip()
+                box = CHECKBOX.match(text)
+                looks = CHECKBOX_ITEM.match(box.group(2).strip()) if box else None
+                heading = tokens[at - 1].type == "heading_open"
+                if looks or (heading and HEADING_ITEM.match(text)):
+                    line0 = token.map[0]
+                    self._lookalike(line0, "inside a quote (`>`), so not an item")
+            at += 1
+            if depth == 0:
+                return at
+        return at
 
     def _lookalike(self, line0: int, reason: str) -> None:
         """Report a line that looks like an item and is not, with why."""

@@ -508,3 +508,22 @@ def test_binaries_behind_a_byte_order_mark_are_still_refused(
     path.write_bytes(content)
     with pytest.raises(InputError, match=message):
         parse_plan_file(path)
+
+
+def test_a_quote_holds_no_items_and_says_which_lines_looked_like_one() -> None:
+    text = (
+        "# Plan\n\n- [ ] T1 Real task\n\n"
+        "> Write tasks like this:\n> - [ ] T7 Quoted task\n> ## T8: Quoted heading\n"
+        "> > - [x] T9 Deeper\n> depends on: T1\n\n"
+        "- [ ] T2 Another\n  > - [ ] T10 Quoted under an item\n  > - [ ] an example, no id\n"
+    )
+    plan = parse_plan(text, "PLAN.md")
+    assert [item.id for item in plan.items] == ["T1", "T2"]
+    assert plan.item("T1").depends_on == ()
+    quoted = [(n.line, n.text) for n in plan.unread if "quote" in n.reason]
+    assert quoted == [
+        (6, "> - [ ] T7 Quoted task"),
+        (7, "> ## T8: Quoted heading"),
+        (8, "> > - [x] T9 Deeper"),
+        (12, "> - [ ] T10 Quoted under an item"),
+    ]
