@@ -24,7 +24,9 @@ from agent_harness.audit import delivery as audit_delivery
 from agent_harness.audit import health as audit_health
 from agent_harness.audit import history, maintenance
 from agent_harness.errors import UsageError
+from agent_harness.queue.items import require_project
 from agent_harness.queue.projects import ITEM_PATTERN, PROJECT_PATTERN
+from agent_harness.store.database import Store
 
 router = APIRouter(prefix="/api/audit", tags=["audit"], responses={**AUTH, **NO_AUDIT})
 
@@ -45,6 +47,14 @@ def _written_day(value: object) -> object:
 Day = Annotated[date | None, BeforeValidator(_written_day)]
 Since = Annotated[Day, Query(description="First UTC day, YYYY-MM-DD.")]
 Until = Annotated[Day, Query(description="Last UTC day (inclusive), YYYY-MM-DD.")]
+
+
+def _known(ctx: ApiContext, audit: Store, project: str | None) -> str | None:
+    """The project filter, refused (404) when neither the audit nor the work database has
+    heard of it: an empty answer would read as a project that cost nothing, not a typo."""
+    if project is None or history.holds_project(audit, project):
+        return project
+    return require_project(ctx.store, project)
 
 
 def _day(value: date | None) -> str | None:
@@ -75,6 +85,7 @@ def cost(
     """A call with no known price is counted in `unknown_calls` with its reason, never as $0."""
     with ctx.open_audit(must_exist=True) as audit:
         first, last = _days(since, until)
+        project = _known(ctx, audit, project)
         return audit_cost.cost(audit, project=project, since=first, until=last)
 
 
@@ -88,6 +99,7 @@ def delivery(
 ) -> audit_delivery.DeliveryReport:
     with ctx.open_audit(must_exist=True) as audit:
         first, last = _days(since, until)
+        project = _known(ctx, audit, project)
         return audit_delivery.delivery(audit, project=project, since=first, until=last)
 
 
@@ -110,6 +122,7 @@ def events(
     ] = None,
 ) -> history.EventsPage:
     with ctx.open_audit(must_exist=True) as audit:
+        project = _known(ctx, audit, project)
         return history.events(
             audit, after=after, limit=limit, project=project, item=item, kind=kind
         )
@@ -118,6 +131,7 @@ def events(
 @router.get("/baselines", summary="Recorded baselines against the measured delivery and cost")
 def baselines(ctx: Ctx, project: ProjectFilter = None) -> BaselinesOut:
     with ctx.open_audit(must_exist=True) as audit:
+        project = _known(ctx, audit, project)
         return BaselinesOut(baselines=audit_baselines.baselines(audit, project=project))
 
 

@@ -128,7 +128,10 @@ REFUSED: Responses = {
 }
 BAD: Responses = {400: _doc("Input the server cannot use (e.g. several projects, name one).")}
 NO_AUDIT: Responses = {
-    404: _doc("No audit database yet: nothing was recorded (POST /api/audit/reconcile).")
+    404: _doc(
+        "No audit database yet: nothing was recorded (POST /api/audit/reconcile); or a project "
+        "filter that neither the audit nor the work database has heard of."
+    )
 }
 UPSTREAM: Responses = {502: _doc("The tracker failed or refused.")}
 BUSY: Responses = {

@@ -91,3 +91,28 @@ def events(
         next_after=found[-1].id if len(found) == limit else None,
         thinned_before=thinned if thinned and thinned > "0000-00-00" else None,
     )
+
+
+def holds_project(audit: Store, project: str) -> bool:
+    """Whether the audit has recorded anything of `project`: its events, its deliveries, or
+    the daily rollups kept after its raw events were thinned."""
+    with audit.transaction(write=False) as tx:
+        found = tx.one(
+            "SELECT 1 FROM audit_events WHERE project = ? UNION ALL "
+            "SELECT 1 FROM deliveries WHERE project = ? UNION ALL "
+            "SELECT 1 FROM rollup_cost WHERE project = ? UNION ALL "
+            "SELECT 1 FROM rollup_activity WHERE project = ? LIMIT 1",
+            (project, project, project, project),
+        )
+    return found is not None
+
+
+def recorded_projects(audit: Store) -> list[str]:
+    """Every project the audit has recorded something of, in order."""
+    with audit.transaction(write=False) as tx:
+        rows = tx.all(
+            "SELECT project FROM audit_events UNION SELECT project FROM deliveries UNION "
+            "SELECT project FROM rollup_cost UNION SELECT project FROM rollup_activity "
+            "ORDER BY 1"
+        )
+    return [str(row[0]) for row in rows]

@@ -69,6 +69,22 @@ def open_audit_db(audit_db: str | None, db: str | None, *, must_exist: bool) -> 
     return open_audit(url)
 
 
+def _recorded(store: Store, project: str | None) -> None:
+    """Refuse a project filter the audit has recorded nothing of: an empty report would read
+    as a project that cost nothing and delivered nothing, not as a typo or a missed ingest."""
+    from agent_harness.audit.history import holds_project, recorded_projects
+    from agent_harness.errors import UsageError
+
+    if project is None or holds_project(store, project):
+        return
+    known = recorded_projects(store)
+    shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if known[5:] else "")
+    raise UsageError(
+        f"the audit has recorded nothing of project {project} (it holds {shown or 'none'}); "
+        "check the name, or run `agent-harness ingest` if it ran since the last one"
+    )
+
+
 def _show(as_json: bool, answer: BaseModel | list[Any], render: Callable[[], None]) -> int:
     if as_json:
         if isinstance(answer, list):
@@ -114,6 +130,7 @@ def cost_cmd(
     from agent_harness.cli.audit_view import render_cost
 
     with open_audit_db(audit_db, db, must_exist=True) as store:
+        _recorded(store, project)
         report = cost(store, project=project, since=since, until=until)
     return _show(as_json, report, lambda: render_cost(console(), report))
 
@@ -135,6 +152,7 @@ def delivery_cmd(
     from agent_harness.cli.audit_view import render_delivery
 
     with open_audit_db(audit_db, db, must_exist=True) as store:
+        _recorded(store, project)
         report = delivery(store, project=project, since=since, until=until)
     return _show(as_json, report, lambda: render_delivery(console(), report))
 
@@ -189,6 +207,7 @@ def events_cmd(
     from agent_harness.cli.audit_view import render_events
 
     with open_audit_db(audit_db, db, must_exist=True) as store:
+        _recorded(store, project)
         page = events(store, after=after, limit=limit, project=project, item=item, kind=kind)
     return _show(as_json, page, lambda: render_events(console(), page))
 
@@ -231,6 +250,7 @@ def baselines_cmd(
     if spec is not None:
         parse_spec(spec)  # refused before a database is made to hold it
     with open_audit_db(audit_db, db, must_exist=spec is None) as store:
+        _recorded(store, project)  # before anything is written
         if spec is not None:
             record_baseline(store, spec)
         rows = baselines(store, project=project)

@@ -154,3 +154,18 @@ def test_a_period_too_short_to_be_a_rate_is_refused_and_one_kept_from_before_sta
     assert supervised.post("/api/audit/baselines", json=ok, headers=AUTH).status_code == 201
     [row] = supervised.get("/api/audit/baselines", headers=AUTH).json()["baselines"]
     assert row["baseline_per_day"] == 4000.0
+
+
+def test_a_project_filter_nobody_has_heard_of_is_a_404_not_an_empty_answer(
+    supervised: TestClient, api_store: Store
+) -> None:
+    _calls(api_store, UNPRICED, 1)
+    supervised.post("/api/audit/reconcile", headers=AUTH)
+    typo = PROJECT + "x"
+    for route in ("cost", "delivery", "events", "baselines"):
+        answer = supervised.get(f"/api/audit/{route}", params={"project": typo}, headers=AUTH)
+        assert answer.status_code == 404, route
+        detail = answer.json()["detail"]
+        assert f"no project {typo}" in detail and PROJECT in detail
+        known = supervised.get(f"/api/audit/{route}", params={"project": PROJECT}, headers=AUTH)
+        assert known.status_code == 200, route

@@ -116,6 +116,21 @@ def test_a_day_that_is_not_a_day_is_refused_in_one_line(
     )
 
 
+@pytest.mark.parametrize("command", ["cost", "delivery", "events", "baselines"])
+def test_a_project_the_audit_never_recorded_is_refused_not_reported_as_empty(
+    work: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    assert main(["ingest"]) == 0
+    capsys.readouterr()
+    assert main(["audit", command, "--project", "me/app:PLAN2"]) == 2
+    said = capsys.readouterr().err.strip()
+    assert said == (
+        "error: the audit has recorded nothing of project me/app:PLAN2 (it holds me/app:PLAN); "
+        "check the name, or run `agent-harness ingest` if it ran since the last one"
+    )
+    assert _json(capsys, "audit", command, "--project", "me/app:PLAN") is not None
+
+
 def test_reading_before_anything_was_recorded_says_what_to_do(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
