@@ -159,6 +159,11 @@ _TRAILING_DEPS = re.compile(
 )
 
 
+# An id with a letter after its number (spec-kit's `T012a`, slipped in after T012): no id,
+# but a `(depends on T012a)` naming one is a dependency to report, not part of the title.
+_INSERTED = re.compile(rf"(?<![A-Za-z0-9_-]){ID}(?<=\d)[a-z](?![A-Za-z0-9_-])")
+
+
 def norm_key(key: str) -> str:
     return " ".join(re.split(r"[\s_-]+", key.strip().lower()))
 
@@ -188,7 +193,7 @@ def read_title(raw: str) -> Title:
     labels += [label for label in ending if label not in labels]
     depends = None
     trailing = _TRAILING_DEPS.search(text)
-    if trailing and ID_ANYWHERE.search(trailing.group(1)):
+    if trailing and (ID_ANYWHERE.search(trailing.group(1)) or _INSERTED.search(trailing.group(1))):
         depends = trailing.group(1)
         text = text[: trailing.start()]
     return Title(text.strip(), tuple(labels), depends)
@@ -244,6 +249,12 @@ def checkbox_without_id(text: str) -> str:
     if word and word[-1].isdigit() and not ID_RE.match(word):
         upper = word.upper()
         return f"checkbox has no item id: '{word}' is not one (ids are upper case, like {upper})"
+    if len(word) > 2 and word[-1].islower() and word[-2].isdigit() and ID_RE.match(word[:-1]):
+        # spec-kit's way of slipping a task in between two (`T012a` after T012)
+        return (
+            f"checkbox has no item id: '{word}' is not one (an id ends in its number); "
+            "give the task a number of its own"
+        )
     return "checkbox has no item id"
 
 

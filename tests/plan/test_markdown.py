@@ -527,3 +527,22 @@ def test_a_quote_holds_no_items_and_says_which_lines_looked_like_one() -> None:
         (8, "> > - [x] T9 Deeper"),
         (12, "> - [ ] T10 Quoted under an item"),
     ]
+
+
+def test_an_inserted_spec_kit_id_is_named_and_a_dependency_on_it_is_not_kept_in_a_title() -> None:
+    text = (
+        "- [ ] T012 Service in src/services/user.py\n"
+        "- [ ] T012a Add validation to the service (depends on T012)\n"
+        "- [ ] T013 Endpoint (depends on T012a)\n"
+    )
+    plan = parse_plan(text, "tasks.md")
+    assert [(item.id, item.title) for item in plan.items] == [
+        ("T012", "Service in src/services/user.py"),
+        ("T013", "Endpoint"),
+    ]
+    reasons = {n.line: n.reason for n in plan.unread}
+    assert reasons == {
+        2: "checkbox has no item id: 'T012a' is not one (an id ends in its number); "
+        "give the task a number of its own",
+        3: "could not read dependency 'T012a' of T013",
+    }
