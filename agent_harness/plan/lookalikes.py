@@ -7,15 +7,46 @@ is no item, or None when it does not look like one in that way.
 from __future__ import annotations
 
 import unicodedata
+from typing import TYPE_CHECKING
 
 from agent_harness.plan.grammar import (
     ALMOST_ID,
+    CHECKBOX,
+    CHECKBOX_ITEM,
     DOTTED_ID,
     HEADING_ITEM,
     ID_RE,
     LOOSE_ID,
     dotted_id_reason,
 )
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
+
+QUOTED = "inside a quote (`>`), so not an item"
+
+
+def quoted(tokens: list[Token], index: int) -> tuple[int, list[int]]:
+    """A quote (`> ...`, its opening at `index`) holds someone's words: an example of the
+    format, a note, a message. Nothing in it is an item, a section or an item's field. The
+    index past the quote, and the lines (0-based) of the checkboxes and headings in it that
+    would be items outside it, to report so a person who meant one can take the `>` off."""
+    depth, at, lines = 0, index, []
+    while at < len(tokens):
+        token = tokens[at]
+        depth += (token.type == "blockquote_open") - (token.type == "blockquote_close")
+        if token.type == "inline" and token.map is not None:
+            text = token.content.partition("\n")[0].strip()
+            box = CHECKBOX.match(text)
+            heading = tokens[at - 1].type == "heading_open"
+            if (box and CHECKBOX_ITEM.match(box.group(2).strip())) or (
+                heading and HEADING_ITEM.match(text)
+            ):
+                lines.append(token.map[0])
+        at += 1
+        if depth == 0:
+            break
+    return at, lines
 
 
 def _heading_id(text: str) -> str | None:

@@ -36,7 +36,7 @@ from agent_harness.plan.grammar import (
     status_done,
     wrapped_title,
 )
-from agent_harness.plan.lookalikes import dotted, heading_lookalike
+from agent_harness.plan.lookalikes import QUOTED, dotted, heading_lookalike, quoted
 from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value
 from agent_harness.plan.numbered import READ_NOTE, fold_groups, numbered_task
 from agent_harness.plan.sections import find_sections
@@ -343,27 +343,12 @@ class _Walker:
         return True
 
     def _quote(self, tokens: list[Token], index: int) -> int:
-        """A quote (`> ...`) holds someone's words: an example of the format, a note, a
-        message. Nothing in it is an item, a section or an item's field; a checkbox or a
-        heading there that would be an item outside is reported, so a person who meant it
-        can take the `>` off. The index past the quote."""
+        """A quote holds no item, section or field (see `quoted`); the index past it."""
         self.has_text = True
-        depth, at = 0, index
-        while at < len(tokens):
-            token = tokens[at]
-            depth += (token.type == "blockquote_open") - (token.type == "blockquote_close")
-            if token.type == "inline" and token.map is not None:
-                text = _plain(token).partition("\n")[0].strip()
-                box = CHECKBOX.match(text)
-                looks = CHECKBOX_ITEM.match(box.group(2).strip()) if box else None
-                heading = tokens[at - 1].type == "heading_open"
-                if looks or (heading and HEADING_ITEM.match(text)):
-                    line0 = token.map[0]
-                    self._lookalike(line0, "inside a quote (`>`), so not an item")
-            at += 1
-            if depth == 0:
-                return at
-        return at
+        end, lines = quoted(tokens, index)
+        for line0 in lines:
+            self._lookalike(line0, QUOTED)
+        return end
 
     def _lookalike(self, line0: int, reason: str) -> None:
         """Report a line that looks like an item and is not, with why."""
