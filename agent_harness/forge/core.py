@@ -16,7 +16,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent_harness.forge import checks, issues, protection, pulls, repos, reviews, search, timeline
+from agent_harness.forge import (
+    checks,
+    comments,
+    gitdata,
+    issues,
+    protection,
+    pulls,
+    repos,
+    reviews,
+    search,
+    timeline,
+)
 from agent_harness.forge.accounting import RequestLog
 from agent_harness.forge.db import ForgeDB
 from agent_harness.forge.errors import ApiError, ForgeDataError, ForgeError
@@ -107,6 +118,8 @@ class Forge:
         self.limiter = RateLimiter(rate_limit, clock)
         self.faults = Faults()
         self.requests = RequestLog()
+        # GitHub's most entries in a tree's answer (past it, `truncated`); a test lowers it.
+        self.tree_limit = gitdata.MAX_TREE_ENTRIES
         # Callables told (method, template, status, body) of every API response, e.g. to record.
         self.observers: list[Callable[[str, str | None, int, Any], None]] = []
         # Exceptions a handler raised that were answered with 500 (a forge bug, never silent).
@@ -116,7 +129,8 @@ class Forge:
         # pages of a forge that is serving on a passing port (see forge/local.py).
         self.web_url: str | None = None
         self.router = Router()
-        for module in (checks, protection, repos, issues, pulls, reviews, search, timeline):
+        modules = (checks, protection, repos, gitdata, issues, comments, pulls, reviews, search)
+        for module in (*modules, timeline):  # the router picks the most specific route
             module.register(self.router)
         try:
             # Looked up once: every rendered author is checked against them.

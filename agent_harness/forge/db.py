@@ -166,6 +166,27 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (repo_id, branch)
     );
     """,
+    # What happened to an issue or pull request besides what people wrote on it: labeled,
+    # closed, merged, renamed and the rest, each with the fields its kind of event carries
+    # (kept by value: a label deleted later is still named in the events it was in).
+    """
+    CREATE TABLE issue_events (
+        id INTEGER PRIMARY KEY,
+        issue_id INTEGER NOT NULL REFERENCES issues(id),
+        actor_id INTEGER NOT NULL REFERENCES users(id),
+        event TEXT NOT NULL,
+        commit_id TEXT,
+        label_name TEXT,
+        label_color TEXT,
+        rename_from TEXT,
+        rename_to TEXT,
+        milestone_title TEXT,
+        lock_reason TEXT,
+        state_reason TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX issue_events_by_issue ON issue_events (issue_id);
+    """,
 ]
 
 

@@ -51,6 +51,19 @@ class CommitInfo:
 
 
 @dataclass(frozen=True)
+class TreeEntry:
+    """One entry of a tree as `git ls-tree` lists it: `kind` is blob, tree or commit (a
+    submodule), `size` a blob's bytes (None for the others), `path` relative to the tree
+    listed, decoded with surrogateescape (a name that is not UTF-8 keeps its bytes)."""
+
+    mode: str
+    kind: str
+    sha: str
+    size: int | None
+    path: str
+
+
+@dataclass(frozen=True)
 class FileChange:
     filename: str
     status: str
@@ -113,10 +126,14 @@ class BareRepo:
         env: dict[str, str] | None = None,
         ok: tuple[int, ...] = (0,),
         input: str | None = None,
+        errors: str = "replace",
     ) -> GitResult:
-        """`git --git-dir <this repo> <args>` through the harness's one git runner."""
+        """`git --git-dir <this repo> <args>` through the harness's one git runner; output
+        read with `errors="surrogateescape"` gives its bytes back with `_bytes`."""
         path = self.path.absolute()  # run_git starts git in the repository itself
-        proc = run_git(path, "--git-dir", str(path), *args, check=False, env=env, input=input)
+        proc = run_git(
+            path, "--git-dir", str(path), *args, check=False, env=env, input=input, errors=errors
+        )
         if proc.returncode not in ok:
             raise GitCommandError(list(args), proc.stderr)
         return proc
@@ -158,6 +175,8 @@ class BareRepo:
 
     def resolve(self, ref: str) -> str | None:
         """The commit a branch name, full ref or sha points at, or None."""
+        if not ref or ref.startswith("-") or "\x00" in ref:
+            return None  # an option to git, or no argument a process can be given
         candidates = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", ref]
         if candidates[0].startswith("refs/heads/"):
             # A branch is read from its file, as git would (no process); a sha, a tag or an
@@ -177,6 +196,8 @@ class BareRepo:
 
     def refs(self, prefix: str = "refs/heads/") -> dict[str, str]:
         """Full ref name -> sha for every ref under `prefix`."""
+        if "\x00" in prefix:
+            return {}  # no ref is named so, and no process can be given it
         with contextlib.suppress(Unreadable):
             return self._ref_files().under(prefix)
         out = self._git("for-each-ref", "--format=%(refname) %(objectname)", prefix).stdout
@@ -287,6 +308,87 @@ class BareRepo:
         """The unified diff from `base` to `head`, as `git diff` prints it without colour."""
         return self._git("diff", "--no-color", "--no-ext-diff", base, head).stdout
 
+    def format_patch(self, base: str, head: str) -> str:
+        """The commits from `base` to `head` as mail, oldest first (`git format-patch`)."""
+        return self._git("format-patch", "--stdout", "--no-color", f"{base}..{head}").stdout
+
+    # -- objects read whole: the git data and contents endpoints --------------------------------
+    def object_kind(self, sha: str) -> str | None:
+        """`commit`, `tree`, `blob` or `tag` for a full sha of an object here, else None."""
+        if not _FULL_SHA.fullmatch(sha):
+            return None
+        proc = self._git("cat-file", "-t", sha, ok=(0, 128))
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    def tree(self, tree_ish: str, recursive: bool = False) -> list[TreeEntry] | None:
+        """The entries of a tree (a tree's or commit's sha, or `<commit>:<dir>`), every level
+        with `recursive` (subtrees listed too, as GitHub does); None when it names no tree."""
+        deep = ["-r", "-t"] if recursive else []
+        proc = self._git("ls-tree", "-z", *deep, tree_ish, ok=(0, 128), errors=_RAW)
+        if proc.returncode != 0:
+            return None
+        listed = []
+        for record in proc.stdout.split("\0"):
+            meta, tab, path = record.partition("\t")
+            if tab:
+                listed.append((*meta.split(" ", 2), path))
+        # Sizes asked once per distinct blob (`ls-tree -l` looks each entry up: a second for
+        # a tree of 100,000 entries that share a few blobs).
+        sizes = self._sizes({sha for _, kind, sha, _ in listed if kind == "blob"})
+        return [
+            TreeEntry(mode, kind, sha, sizes.get(sha), path) for mode, kind, sha, path in listed
+        ]
+
+    def _sizes(self, blobs: set[str]) -> dict[str, int]:
+        if not blobs:
+            return {}
+        asked = "".join(f"{sha}\n" for sha in blobs)
+        out = self._git("cat-file", "--batch-check=%(objectname) %(objectsize)", input=asked)
+        pairs = (line.split(" ") for line in out.stdout.splitlines())
+        return {sha: int(size) for sha, size in pairs if size.isdigit()}
+
+    def entry(self, commit: str, path: str) -> TreeEntry | None:
+        """What `path` names in `commit` (a full sha), or None: also for a path that is not a
+        plain relative one (`..`, `.`, an empty or absolute part), so that nothing but the
+        repository's own objects is ever read."""
+        parts = path.split("/")
+        if any(part in ("", ".", "..") or "\x00" in part for part in parts):
+            return None
+        parent, _, name = path.rpartition("/")
+        listed = self.tree(f"{commit}:{parent}" if parent else f"{commit}^{{tree}}") or []
+        return next((found for found in listed if found.path == name), None)
+
+    def blob(self, sha: str) -> bytes:
+        """A blob's bytes, exactly."""
+        return _bytes(self._git("cat-file", "blob", sha, errors=_RAW).stdout)
+
+    def blob_size(self, sha: str) -> int:
+        return int(self._git("cat-file", "-s", sha).stdout.strip())
+
+    def submodule_url(self, commit: str, path: str) -> str | None:
+        """Where `.gitmodules` of `commit` says the submodule at `path` comes from (read
+        whole by git from the blob; nothing the file holds reaches git's command line)."""
+        proc = self._git(
+            "config", "--blob", f"{commit}:.gitmodules", "--null", "--list", ok=(0, 1, 128)
+        )
+        pairs = dict(item.split("\n", 1) for item in proc.stdout.split("\0") if "\n" in item)
+        for key, value in pairs.items():
+            if key.startswith("submodule.") and key.endswith(".path") and value == path:
+                return pairs.get(key.removesuffix(".path") + ".url")
+        return None
+
+    def tags(self) -> list[tuple[str, str]]:
+        """(name, commit sha) of every tag that leads to a commit, newest version first."""
+        fields = "%(refname:strip=2)", "%(objecttype)", "%(objectname)", "%(*objecttype)"
+        fmt = _SEP.join([*fields, "%(*objectname)"])
+        out = self._git("for-each-ref", "--sort=-v:refname", f"--format={fmt}", "refs/tags/")
+        tags = []
+        for line in out.stdout.splitlines():
+            name, kind, sha, peeled_kind, peeled = line.split(_SEP)
+            if peeled_kind == "commit" or (not peeled_kind and kind == "commit"):
+                tags.append((name, peeled or sha))
+        return tags
+
     def rebase(self, base: str, head: str, committer: Identity) -> str | None:
         """Replay base..head onto base with a new committer; None on conflict.
 
@@ -308,6 +410,15 @@ class BareRepo:
             self._git("worktree", "remove", "--force", str(work / "w"), ok=(0, 128))
             shutil.rmtree(work, ignore_errors=True)
             self._git("worktree", "prune", ok=(0, 128))
+
+
+# How output holding file names or contents is read: every byte kept (see `_bytes`).
+_RAW = "surrogateescape"
+
+
+def _bytes(text: str) -> bytes:
+    """Output read with `errors=_RAW` as the bytes git wrote."""
+    return text.encode("utf-8", _RAW)
 
 
 def _identity_env(author: Identity | None, committer: Identity) -> dict[str, str]:

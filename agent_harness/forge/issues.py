@@ -12,6 +12,7 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
+from agent_harness.forge import issue_events
 from agent_harness.forge.errors import ApiError, not_found, validation_failed
 from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 
@@ -120,9 +121,11 @@ def label_ids(call: Call, ctx: RepoContext, names: Any) -> list[int]:
 
 
 def _set_issue_labels(call: Call, issue_id: int, ids: list[int]) -> None:
+    before = call.forge.db.all("SELECT label_id FROM issue_labels WHERE issue_id = ?", issue_id)
     call.forge.db.run("DELETE FROM issue_labels WHERE issue_id = ?", issue_id)
     for label_id in ids:
         call.forge.db.run("INSERT INTO issue_labels VALUES (?, ?)", issue_id, label_id)
+    issue_events.labels_changed(call, issue_id, (r["label_id"] for r in before), ids)
 
 
 def _milestone_id(call: Call, ctx: RepoContext, value: Any) -> int | None:
@@ -141,7 +144,7 @@ def _milestone_id(call: Call, ctx: RepoContext, value: Any) -> int | None:
     return int(row["id"])
 
 
-def _iso(value: str, field: str) -> str:
+def iso_time(value: str, field: str) -> str:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
@@ -165,7 +168,7 @@ def list_issues(call: Call) -> Reply:
         raise validation_failed("Issue", "state", "invalid")
     if q.get("since"):
         where.append("issues.updated_at >= ?")
-        args.append(_iso(q["since"], "since"))
+        args.append(iso_time(q["since"], "since"))
     for name in filter(None, (n.strip() for n in q.get("labels", "").split(","))):
         where.append(
             "EXISTS (SELECT 1 FROM issue_labels JOIN labels ON labels.id = issue_labels.label_id"
@@ -223,6 +226,7 @@ def create_issue(call: Call) -> Reply:
         now,
     )
     _set_issue_labels(call, issue_id, ids)
+    issue_events.milestone_changed(call, issue_id, None, milestone_id)
     row = call.forge.db.one("SELECT * FROM issues WHERE id = ?", issue_id)
     assert row is not None
     return Reply(201, render_issue(call, ctx, row))
@@ -242,6 +246,8 @@ def lock_issue(call: Call) -> Reply:
     reason = call.json().get("lock_reason")
     if reason is not None and reason not in _LOCK_REASONS:
         raise validation_failed("Issue", "lock_reason", "invalid")
+    if not row["locked"]:
+        issue_events.record(call, row["id"], "locked", lock_reason=reason)
     call.forge.db.run("UPDATE issues SET locked = 1 WHERE id = ?", row["id"])
     return Reply(204)
 
@@ -251,6 +257,7 @@ def unlock_issue(call: Call) -> Reply:
     row = issue_row(call, ctx, call.int_param("issue_number"))
     if not row["locked"]:
         raise not_found()
+    issue_events.record(call, row["id"], "unlocked")
     call.forge.db.run("UPDATE issues SET locked = 0 WHERE id = ?", row["id"])
     return Reply(204)
 
@@ -273,12 +280,16 @@ def update_issue_fields(
         if not isinstance(data["title"], str):
             raise validation_failed("Issue", "title", "missing_field")
         check_title("Issue", data["title"])
+        if data["title"] != row["title"]:
+            rename = {"rename_from": row["title"], "rename_to": data["title"]}
+            issue_events.record(call, row["id"], "renamed", **rename)
         db.run("UPDATE issues SET title = ? WHERE id = ?", data["title"], row["id"])
     if "body" in data:
         _check_body("Issue", data["body"])
         db.run("UPDATE issues SET body = ? WHERE id = ?", data["body"], row["id"])
     if "milestone" in data:
         milestone_id = _milestone_id(call, ctx, data["milestone"])
+        issue_events.milestone_changed(call, row["id"], row["milestone_id"], milestone_id)
         db.run("UPDATE issues SET milestone_id = ? WHERE id = ?", milestone_id, row["id"])
     if "labels" in data:
         _set_issue_labels(call, row["id"], label_ids(call, ctx, data["labels"]))
@@ -297,6 +308,7 @@ def update_issue_fields(
             reason or "completed",
             row["id"],
         )
+        issue_events.record(call, row["id"], "closed", state_reason=reason or "completed")
     elif state == "open" and row["state"] != "open":
         if row["is_pull"]:
             pull = db.one("SELECT merged_at FROM pulls WHERE issue_id = ?", row["id"])
@@ -309,6 +321,7 @@ def update_issue_fields(
             " state_reason = 'reopened' WHERE id = ?",
             row["id"],
         )
+        issue_events.record(call, row["id"], "reopened", state_reason="reopened")
     elif reason is not None and state is None and row["state"] == "closed":
         db.run("UPDATE issues SET state_reason = ? WHERE id = ?", reason, row["id"])
     db.run("UPDATE issues SET updated_at = ? WHERE id = ?", now, row["id"])
@@ -327,7 +340,7 @@ def list_comments(call: Call) -> Reply:
     extra = ""
     if call.query.get("since"):
         extra = " AND updated_at >= ?"
-        args.append(_iso(call.query["since"], "since"))
+        args.append(iso_time(call.query["since"], "since"))
     rows = call.forge.db.all(f"SELECT * FROM comments WHERE issue_id = ?{extra} ORDER BY id", *args)
     body = [call.render.comment(r, ctx.url, ctx.html, issue["number"]) for r in rows]
     return Reply(200, body, paginate=True)
@@ -531,6 +544,7 @@ def remove_label(call: Call) -> Reply:
     call.forge.db.run(
         "DELETE FROM issue_labels WHERE issue_id = ? AND label_id = ?", issue["id"], label["id"]
     )
+    issue_events.labels_changed(call, issue["id"], [label["id"]], [])
     call.forge.db.run(
         "UPDATE issues SET updated_at = ? WHERE id = ?", call.forge.now(), issue["id"]
     )
@@ -586,7 +600,7 @@ def _milestone_fields(data: dict[str, Any]) -> dict[str, Any]:
     if "description" in data:
         fields["description"] = data["description"]
     if "due_on" in data:
-        fields["due_on"] = _iso(data["due_on"], "due_on") if data["due_on"] else None
+        fields["due_on"] = iso_time(data["due_on"], "due_on") if data["due_on"] else None
     return fields
 
 

@@ -1,10 +1,14 @@
-"""The forge's web pages: read-only HTML for its repositories, issues and pull requests.
+"""The forge's web pages: read-only HTML for its accounts, repositories, issues, pull requests,
+commits and files, and the plain text of a file (`raw`) and of a pull's change (`.diff`,
+`.patch`).
 
-Every `html_url` the API hands out answers here, so a link a tool prints opens in a browser.
-Pages are built on the server from the same rows and bare repositories the API reads. All
-text is escaped and no page holds a script; the server's Content-Security-Policy forbids one
-besides. No token is asked for: as with a public repository on GitHub, anyone who can reach
-the forge (by default, this machine only) may read a repository that is not private.
+Every `html_url`, `blob_url`, `raw_url`, `diff_url` and `patch_url` the API hands out answers
+here, so a link a tool prints opens in a browser. Pages are built on the server from the same
+rows and bare repositories the API reads. All text is escaped and no page holds a script; the
+server's Content-Security-Policy forbids one besides, and plain text is sent as such with
+`nosniff`, so a file holding HTML is shown, never rendered. No token is asked for: as with a
+public repository on GitHub, anyone who can reach the forge (by default, this machine only)
+may read a repository that is not private.
 """
 
 from __future__ import annotations
@@ -12,9 +16,12 @@ from __future__ import annotations
 import html
 import shlex
 import sqlite3
+import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agent_harness.forge.gitrepo import TreeEntry
+from agent_harness.forge.pulls import pull_span
 from agent_harness.forge.routes import RepoContext
 
 if TYPE_CHECKING:
@@ -23,6 +30,12 @@ if TYPE_CHECKING:
 PREFIX = "/_html"
 MAX_DIFF_LINES = 4000
 RECENT_COMMITS = 30
+# The most of a file a page or `raw` shows: what GitHub's API would read at all (100 MB).
+MAX_FILE = 100 * 1024 * 1024
+# A file shown on a page past this is cut (the whole is at its `raw` address).
+SHOWN_FILE = 1024 * 1024
+HTML_TYPE = "text/html; charset=utf-8"
+TEXT_TYPE = "text/plain; charset=utf-8"
 SECURITY_POLICY = (
     "default-src 'none'; script-src 'none'; style-src 'unsafe-inline'; img-src 'none'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -47,6 +60,16 @@ class Page:
     status: int
     html: str
     location: str | None = None  # set on a redirect
+    content_type: str = HTML_TYPE
+    data: bytes | None = None  # sent instead of `html` when set (a file's bytes, a patch)
+
+    def body(self) -> bytes:
+        return self.data if self.data is not None else self.html.encode()
+
+
+def _text(data: bytes | str, status: int = 200) -> Page:
+    raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    return Page(status, "", content_type=TEXT_TYPE, data=raw)
 
 
 def e(value: object) -> str:
@@ -55,21 +78,38 @@ def e(value: object) -> str:
 
 def render_page(forge: Forge, path: str) -> Page:
     """The page at `path` (which starts with /_html), or a 404 page."""
-    parts = [p for p in path.removeprefix(PREFIX).split("/") if p]
+    raw = [p for p in path.removeprefix(PREFIX).split("/") if p]
+    parts = [urllib.parse.unquote(p) for p in raw]
     with forge.db.transaction():
         if not parts:
             return _index(forge)
         if len(parts) < 2:
-            return _not_found()
+            return _account(forge, parts[0])
         ctx = forge.repo_context(parts[0], parts[1], forge.renderer())
         if ctx is None or ctx.row["private"]:
             return _not_found()
-        rest = parts[2:]
-        if not rest:
-            return _repository(forge, ctx)
-        if len(rest) == 2 and rest[0] in ("issues", "pull") and rest[1].isdigit():
-            return _numbered(forge, ctx, rest[0], int(rest[1]))
-        return _not_found()
+        return _in_repository(forge, ctx, raw[2:])
+
+
+def _in_repository(forge: Forge, ctx: RepoContext, raw: list[str]) -> Page:
+    """A repository's page, or one of the pages under it that `raw` (the rest of the path,
+    still percent-encoded) names."""
+    rest = [urllib.parse.unquote(p) for p in raw]
+    if not rest:
+        return _repository(forge, ctx)
+    kind, first = rest[0], rest[1] if len(rest) > 1 else ""
+    if len(rest) == 2 and kind in ("issues", "pull") and first.isdigit():
+        return _numbered(forge, ctx, kind, int(first))
+    number, _, suffix = first.partition(".")
+    if len(rest) == 2 and kind == "pull" and number.isdigit() and suffix in ("diff", "patch"):
+        return _pull_text(forge, ctx, int(number), suffix)
+    if len(rest) == 2 and kind == "commit":
+        return _commit(ctx, first)
+    if len(rest) > 2 and kind in ("blob", "raw"):
+        # A file's name keeps its bytes, UTF-8 or not (the API percent-encodes them so).
+        path = urllib.parse.unquote("/".join(raw[2:]), errors="surrogateescape")
+        return _file(ctx, kind, first, path)
+    return _not_found()
 
 
 def _layout(title: str, body: str, status: int = 200) -> Page:
@@ -86,6 +126,27 @@ def _layout(title: str, body: str, status: int = 200) -> Page:
 
 def _not_found() -> Page:
     return _layout("Not found", "<h1>Not found</h1><p>Nothing is here.</p>", status=404)
+
+
+def _account(forge: Forge, login: str) -> Page:
+    """A user's or an organization's page: its repositories that are not private."""
+    owner = forge.db.one("SELECT * FROM users WHERE login = ?", login)
+    if owner is None:
+        return _not_found()
+    rows = forge.db.all(
+        "SELECT name, description FROM repos WHERE owner_id = ? AND private = 0 ORDER BY name",
+        owner["id"],
+    )
+    name = owner["login"]
+    items = "".join(
+        f'<tr><td><a href="{PREFIX}/{e(name)}/{e(r["name"])}">{e(r["name"])}</a></td>'
+        f"<td>{e(r['description'] or '')}</td></tr>"
+        for r in rows
+    )
+    body = f"<h1>{e(name)}</h1>" + (
+        f"<table>{items}</table>" if items else '<p class="muted">No repository.</p>'
+    )
+    return _layout(name, body)
 
 
 def _repo_link(ctx: RepoContext) -> str:
@@ -240,21 +301,11 @@ def _pull_section(forge: Forge, ctx: RepoContext, issue: sqlite3.Row, pull: sqli
     """What a pull request changes: its branches, whether and how it can merge, its commits,
     the files it touches and the diff."""
     git = ctx.git
-    merged = bool(pull["merged_at"])
-    head_sha = (
-        str(pull["head_sha"])
-        if merged
-        else git.resolve(f"refs/heads/{pull['head_ref']}") or str(pull["head_sha"])
-    )
-    if merged and pull["merge_commit_sha"]:
-        parents = git.commit(pull["merge_commit_sha"]).parents
-        base_tip = parents[0] if parents else pull["merge_commit_sha"]
-    else:
-        base_tip = git.resolve(f"refs/heads/{pull['base_ref']}") or head_sha
-    fork = git.merge_base(base_tip, head_sha) or base_tip
+    fork, head_sha = pull_span(ctx, pull)
     commits = list(reversed(git.log(head_sha, exclude=fork)))
     parts = [_branches_line(forge, ctx, issue, pull, len(commits))]
-    if not merged and issue["state"] == "open":
+    if not pull["merged_at"] and issue["state"] == "open":
+        base_tip = git.resolve(f"refs/heads/{pull['base_ref']}") or head_sha
         parts.append(_merge_box(forge, ctx, issue, pull, base_tip, head_sha))
     rows = "".join(
         f"<tr><td><code>{e(c.sha[:12])}</code></td><td>{e(c.message.splitlines()[0])}</td>"
@@ -333,3 +384,74 @@ def _diff(text: str) -> str:
             out.append(e(line))
     note = f'<p class="muted">The diff is cut after {MAX_DIFF_LINES} lines.</p>' if cut else ""
     return f'<h2>Diff</h2><pre class="diff">{chr(10).join(out)}</pre>{note}'
+
+
+# -- commits, files, a pull's change as text ------------------------------------------------------
+def _pull_text(forge: Forge, ctx: RepoContext, number: int, kind: str) -> Page:
+    """A pull request's `diff_url` (one unified diff) or `patch_url` (its commits as mail)."""
+    pull = forge.db.one(
+        "SELECT pulls.* FROM pulls JOIN issues ON issues.id = pulls.issue_id"
+        " WHERE issues.repo_id = ? AND issues.number = ?",
+        ctx.id,
+        number,
+    )
+    if pull is None:
+        return _text("404: Not Found\n", status=404)
+    fork, head = pull_span(ctx, pull)
+    return _text(ctx.git.diff(fork, head) if kind == "diff" else ctx.git.format_patch(fork, head))
+
+
+def _commit(ctx: RepoContext, name: str) -> Page:
+    """A commit's page: its message, author, parents and what it changed."""
+    sha = ctx.git.resolve(name)
+    if sha is None:
+        return _not_found()
+    info = ctx.git.commit(sha)
+    base = info.parents[0] if info.parents else _EMPTY_TREE
+    full = f"{ctx.owner['login']}/{ctx.row['name']}"
+    parents = ", ".join(
+        f'<a href="{PREFIX}/{e(full)}/commit/{e(p)}"><code>{e(p[:12])}</code></a>'
+        for p in info.parents
+    )
+    title, _, rest = info.message.partition("\n")
+    body = (
+        f"<p>{_repo_link(ctx)}</p><h1>{e(title)}</h1>"
+        + (f"<pre>{e(rest.strip())}</pre>" if rest.strip() else "")
+        + f"<p><code>{e(sha)}</code> by {e(info.author_name)} on {e(info.author_date)}"
+        + (f"; parents {parents}" if parents else "")
+        + "</p>"
+        + _diff(ctx.git.diff(base, sha))
+    )
+    return _layout(f"{title} · {sha[:12]}", body)
+
+
+def _file(ctx: RepoContext, kind: str, ref: str, path: str) -> Page:
+    """A file at a commit: its bytes as plain text (`raw`), or a page showing it (`blob`)."""
+    sha = ctx.git.resolve(ref)
+    entry = ctx.git.entry(sha, path) if sha is not None else None
+    if sha is None or entry is None or entry.kind != "blob" or (entry.size or 0) > MAX_FILE:
+        return _text("404: Not Found\n", status=404) if kind == "raw" else _not_found()
+    data = ctx.git.blob(entry.sha)
+    if kind == "raw":
+        return _text(data)
+    return _blob_page(ctx, sha, path, entry, data)
+
+
+def _blob_page(ctx: RepoContext, sha: str, path: str, entry: TreeEntry, data: bytes) -> Page:
+    full = f"{ctx.owner['login']}/{ctx.row['name']}"
+    shown_path = path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    raw = f"{PREFIX}/{e(full)}/raw/{e(sha)}/{e(urllib.parse.quote(path, errors='surrogateescape'))}"
+    if b"\0" in data[:8000]:
+        content = '<p class="muted">A binary file.</p>'
+    else:
+        text = data[:SHOWN_FILE].decode("utf-8", "replace")
+        cut = '<p class="muted">Cut; the whole file is raw.</p>' if len(data) > SHOWN_FILE else ""
+        content = f"<pre>{e(text)}</pre>{cut}"
+    body = (
+        f"<p>{_repo_link(ctx)} at <code>{e(sha[:12])}</code></p><h1>{e(shown_path)}</h1>"
+        f'<p>{entry.size} bytes · <a href="{raw}">raw</a></p>{content}'
+    )
+    return _layout(shown_path, body)
+
+
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's tree of nothing

@@ -12,6 +12,7 @@ import re
 import sqlite3
 from typing import Any
 
+from agent_harness.forge import issue_events
 from agent_harness.forge.checks import commit_state
 from agent_harness.forge.errors import ApiError, not_found, validation_failed
 from agent_harness.forge.gitrepo import Identity
@@ -21,6 +22,8 @@ from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 from agent_harness.forge.shapes import node_id, noreply_email
 
 NOT_MERGEABLE = "Pull Request is not mergeable"
+MAX_COMMITS = 250
+MAX_FILES = 3000
 # GitHub's closing keywords: "Closes #3", "fixes: #4", "Resolves owner/repo#5".
 _CLOSING = re.compile(
     r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+(?:([\w.-]+/[\w.-]+))?#(\d+)\b",
@@ -33,6 +36,8 @@ def register(router: Router) -> None:
     router.add("POST", "/repos/{owner}/{repo}/pulls", create_pull)
     router.add("GET", "/repos/{owner}/{repo}/pulls/{pull_number}", get_pull)
     router.add("PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}", update_pull)
+    router.add("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/commits", list_pull_commits)
+    router.add("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/files", list_pull_files)
     router.add("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/merge", check_merged)
     router.add("PUT", "/repos/{owner}/{repo}/pulls/{pull_number}/merge", merge_pull)
 
@@ -41,6 +46,18 @@ def _head_sha(ctx: RepoContext, pull: sqlite3.Row) -> str:
     if pull["merged_at"]:
         return str(pull["head_sha"])
     return ctx.git.resolve(f"refs/heads/{pull['head_ref']}") or str(pull["head_sha"])
+
+
+def pull_span(ctx: RepoContext, pull: sqlite3.Row) -> tuple[str, str]:
+    """(fork point, head) of a pull: what it changes is what lies between, and stays so once
+    merged (then its base is read from the merge's first parent, as the base was then)."""
+    head = _head_sha(ctx, pull)
+    if pull["merged_at"] and pull["merge_commit_sha"]:
+        parents = ctx.git.commit(pull["merge_commit_sha"]).parents
+        base = parents[0] if parents else str(pull["merge_commit_sha"])
+    else:
+        base = ctx.git.resolve(f"refs/heads/{pull['base_ref']}") or head
+    return ctx.git.merge_base(base, head) or base, head
 
 
 def render_pull(
@@ -396,6 +413,31 @@ def update_pull(call: Call) -> Reply:
     return Reply(200, render_pull(call, ctx, fresh_issue, fresh_pull, full=True))
 
 
+def list_pull_commits(call: Call) -> Reply:
+    """The pull's commits, oldest first; as on GitHub, at most 250."""
+    ctx = call.repo()
+    _, pull = _pull_rows(call, ctx)
+    fork, head = pull_span(ctx, pull)
+    commits = list(reversed(ctx.git.log(head, exclude=fork)))[:MAX_COMMITS]
+    return Reply(
+        200, commits, paginate=True, render_item=lambda c: call.render.commit(c, ctx.url, ctx.html)
+    )
+
+
+def list_pull_files(call: Call) -> Reply:
+    """The files the pull changes, as compare lists them; as on GitHub, at most 3,000."""
+    ctx = call.repo()
+    _, pull = _pull_rows(call, ctx)
+    fork, head = pull_span(ctx, pull)
+    files = ctx.git.changes(fork, head)[:MAX_FILES]
+    return Reply(
+        200,
+        files,
+        paginate=True,
+        render_item=lambda f: call.render.file(f, ctx.url, ctx.html, head),
+    )
+
+
 def check_merged(call: Call) -> Reply:
     ctx = call.repo()
     _, pull = _pull_rows(call, ctx)
@@ -438,7 +480,7 @@ def merge_pull(call: Call) -> Reply:
     ctx.git.update_ref(base_ref, new_sha, base_sha)
     _record_merge(call, issue, pull, new_sha, head_sha, now)
     if pull["base_ref"] == ctx.row["default_branch"]:
-        _close_referenced(call, ctx, issue, now)
+        _close_referenced(call, ctx, issue, new_sha, now)
     return Reply(
         200, {"sha": new_sha, "merged": True, "message": "Pull Request successfully merged"}
     )
@@ -489,11 +531,16 @@ def _record_merge(
         now,
         issue["id"],
     )
+    issue_events.record(call, issue["id"], "merged", commit_id=new_sha)
+    issue_events.record(call, issue["id"], "closed")
 
 
-def _close_referenced(call: Call, ctx: RepoContext, pull_issue: sqlite3.Row, now: str) -> None:
+def _close_referenced(
+    call: Call, ctx: RepoContext, pull_issue: sqlite3.Row, merged: str, now: str
+) -> None:
     """Close the open issues of this repository the pull's text names with a closing keyword,
-    as GitHub does when a pull request merges into the default branch."""
+    as GitHub does when a pull request merges into the default branch (each one's `closed`
+    event names the commit that closed it)."""
     full = f"{ctx.owner['login']}/{ctx.row['name']}".lower()
     numbers = {
         int(number)
@@ -501,13 +548,20 @@ def _close_referenced(call: Call, ctx: RepoContext, pull_issue: sqlite3.Row, now
         if not repo or repo.lower() == full
     }
     for number in sorted(numbers):
+        closing = call.forge.db.one(
+            "SELECT id FROM issues WHERE repo_id = ? AND number = ? AND is_pull = 0"
+            " AND state = 'open'",
+            ctx.id,
+            number,
+        )
+        if closing is None:
+            continue
+        issue_events.record(call, closing["id"], "closed", merged, state_reason="completed")
         call.forge.db.run(
             "UPDATE issues SET state = 'closed', state_reason = 'completed', closed_at = ?,"
-            " closed_by_id = ?, updated_at = ? WHERE repo_id = ? AND number = ? AND is_pull = 0"
-            " AND state = 'open'",
+            " closed_by_id = ?, updated_at = ? WHERE id = ?",
             now,
             call.user["id"],
             now,
-            ctx.id,
-            number,
+            closing["id"],
         )

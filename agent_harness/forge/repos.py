@@ -26,6 +26,7 @@ def _good_name(name: object) -> bool:
 def register(router: Router) -> None:
     router.add("GET", "/user", get_authenticated_user)
     router.add("GET", "/users/{username}", get_user)
+    router.add("GET", "/users/{username}/repos", list_user_repos)
     router.add("GET", "/orgs/{org}", get_org)
     router.add("POST", "/user/repos", create_user_repo)
     router.add("POST", "/orgs/{org}/repos", create_org_repo)
@@ -40,6 +41,7 @@ def register(router: Router) -> None:
     router.add("GET", "/repos/{owner}/{repo}/git/matching-refs/{ref}", list_matching_refs)
     router.add("GET", "/repos/{owner}/{repo}/git/refs", list_refs)
     router.add("POST", "/repos/{owner}/{repo}/git/refs", create_ref)
+    router.add("GET", "/repos/{owner}/{repo}/git/refs/{ref}", get_refs)
     router.add("PATCH", "/repos/{owner}/{repo}/git/refs/{ref}", update_ref)
     router.add("DELETE", "/repos/{owner}/{repo}/git/refs/{ref}", delete_ref)
     router.add("GET", "/repos/{owner}/{repo}/compare/{basehead}", compare)
@@ -56,6 +58,19 @@ def get_user(call: Call) -> Reply:
     if row is None:
         raise not_found()
     return Reply(200, call.render.full_user(row, private=False))
+
+
+def list_user_repos(call: Call) -> Reply:
+    """An account's public repositories (a user's `repos_url`), by name as GitHub sorts them."""
+    owner = call.forge.db.one("SELECT id FROM users WHERE login = ?", call.params["username"])
+    if owner is None:
+        raise not_found()
+    rows = call.forge.db.all(
+        "SELECT * FROM repos WHERE owner_id = ? AND private = 0 ORDER BY name", owner["id"]
+    )
+    return Reply(
+        200, rows, paginate=True, render_item=lambda row: call.forge.render_repo(row, call.render)
+    )
 
 
 def get_org(call: Call) -> Reply:
@@ -290,6 +305,20 @@ def get_ref(call: Call) -> Reply:
     if sha is None:
         raise not_found()
     return Reply(200, call.render.git_ref(ref, sha, ctx.url))
+
+
+def get_refs(call: Call) -> Reply:
+    """`git/refs/{ref}`, where every ref's `url` points: the ref itself when it exists, else
+    (as GitHub still answers there) the refs under it as a folder, such as `heads`."""
+    ctx = call.repo()
+    ref = "refs/" + call.params["ref"]
+    refs = ctx.git.refs(ref)
+    if ref in refs:
+        return Reply(200, call.render.git_ref(ref, refs[ref], ctx.url))
+    under = sorted((k, v) for k, v in refs.items() if k.startswith(ref.rstrip("/") + "/"))
+    if not under:
+        raise not_found()
+    return Reply(200, [call.render.git_ref(k, v, ctx.url) for k, v in under], paginate=True)
 
 
 def list_matching_refs(call: Call) -> Reply:

@@ -21,8 +21,9 @@ from agent_harness.forge.shapes import Renderer
 if TYPE_CHECKING:
     from agent_harness.forge.core import Forge
 
-# Parameters that may contain slashes (branch names such as `feature/x`, `heads/main`).
-_GREEDY = {"ref", "basehead", "branch"}
+# Parameters that may contain slashes (branch names such as `feature/x`, `heads/main`, a file's
+# path in the repository).
+_GREEDY = {"ref", "basehead", "branch", "path"}
 
 
 @dataclass
@@ -101,6 +102,9 @@ class Route:
     template: str
     pattern: re.Pattern[str]
     handler: Handler
+    # How much of the template is fixed text: of two routes matching one path, the one with
+    # more (`/issues/comments` over `/issues/{issue_number}`) is meant.
+    literal: int
 
 
 def _past_any_id(name: str, value: str) -> bool:
@@ -124,24 +128,38 @@ class Router:
         regex = re.sub(
             r"\{(\w+)\}", group, re.escape(template).replace(r"\{", "{").replace(r"\}", "}")
         )
-        self.routes.append(Route(method, template, re.compile(f"^{regex}$"), handler))
+        # A path in the repository may be left out (`/contents/` is the root directory).
+        regex = regex.replace("/(?P<path>.+)", "(?:/(?P<path>.+))?")
+        literal = len(re.sub(r"\{\w+\}", "", template))
+        self.routes.append(Route(method, template, re.compile(f"^{regex}$"), handler, literal))
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
-        """The route for a request, preferring exact segments over greedy parameters."""
+        """The route for a request: of several that match, the one naming the most of the
+        path as fixed text, whatever order the modules registered them in."""
+        found = self._best(path, method)
+        if found is None:
+            return None
+        route, matched = found
+        params = {
+            # A path in the repository keeps the bytes of a name that is not UTF-8.
+            k: urllib.parse.unquote(v, errors="surrogateescape" if k == "path" else "replace")
+            for k, v in matched.groupdict(default="").items()
+        }
+        if any(_past_any_id(k, v) for k, v in params.items()):
+            return None  # no issue, pull or comment has such a number: a 404
+        return route, params
+
+    def _best(self, path: str, method: str | None) -> tuple[Route, re.Match[str]] | None:
+        best: tuple[Route, re.Match[str]] | None = None
         for route in self.routes:
-            if route.method != method:
+            if method is not None and route.method != method:
                 continue
             found = route.pattern.match(path)
-            if found:
-                params = {k: urllib.parse.unquote(v) for k, v in found.groupdict().items()}
-                if any(_past_any_id(k, v) for k, v in params.items()):
-                    return None  # no issue, pull or comment has such a number: a 404
-                return route, params
-        return None
+            if found and (best is None or route.literal > best[0].literal):
+                best = (route, found)
+        return best
 
     def template_for(self, path: str) -> str | None:
         """The template of any route whose path matches, whatever the method."""
-        for route in self.routes:
-            if route.pattern.match(path):
-                return route.template
-        return None
+        found = self._best(path, None)
+        return found[0].template if found else None

@@ -229,10 +229,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _page(self, path: str) -> None:
         """A web page: no token, no rate limit, not an API request, never a fault."""
         page = render_page(self.forge, path)
-        data = page.html.encode()
+        data = page.body()
         self.send_response(page.status)
         headers = {
-            "Content-Type": "text/html; charset=utf-8",
+            "Content-Type": page.content_type,
             "Content-Security-Policy": SECURITY_POLICY,
             "X-Content-Type-Options": "nosniff",
             "Referrer-Policy": "no-referrer",

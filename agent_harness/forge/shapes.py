@@ -330,13 +330,7 @@ class Renderer:
                 "message": info.message,
                 "tree": {"sha": info.tree, "url": f"{repo_url}/git/trees/{info.tree}"},
                 "comment_count": 0,
-                "verification": {
-                    "verified": False,
-                    "reason": "unsigned",
-                    "signature": None,
-                    "payload": None,
-                    "verified_at": None,
-                },
+                "verification": dict(_UNSIGNED),
             },
             "author": self._user_for_email(info.author_email),
             "committer": self._user_for_email(info.committer_email),
@@ -364,6 +358,7 @@ class Renderer:
         return None
 
     def file(self, change: FileChange, repo_url: str, html: str, sha: str) -> dict[str, Any]:
+        path = url_path(change.filename)  # a `#`, `?` or space in a name must not end the URL
         return {
             "sha": None,
             "filename": change.filename,
@@ -371,9 +366,40 @@ class Renderer:
             "additions": change.additions,
             "deletions": change.deletions,
             "changes": change.additions + change.deletions,
-            "blob_url": f"{html}/blob/{sha}/{change.filename}",
-            "raw_url": f"{html}/raw/{sha}/{change.filename}",
-            "contents_url": f"{repo_url}/contents/{change.filename}?ref={sha}",
+            "blob_url": f"{html}/blob/{sha}/{path}",
+            "raw_url": f"{html}/raw/{sha}/{path}",
+            "contents_url": f"{repo_url}/contents/{path}?ref={sha}",
+        }
+
+    def git_commit(self, info: CommitInfo, repo_url: str, html: str) -> dict[str, Any]:
+        """A commit as the git database holds it (GitHub's "Get a commit object")."""
+        url = f"{repo_url}/git/commits/{info.sha}"
+        return {
+            "sha": info.sha,
+            "node_id": node_id("Commit", info.sha),
+            "url": url,
+            "html_url": f"{html}/commit/{info.sha}",
+            "author": {
+                "name": info.author_name,
+                "email": info.author_email,
+                "date": _utc(info.author_date),
+            },
+            "committer": {
+                "name": info.committer_name,
+                "email": info.committer_email,
+                "date": _utc(info.committer_date),
+            },
+            "tree": {"sha": info.tree, "url": f"{repo_url}/git/trees/{info.tree}"},
+            "message": info.message,
+            "parents": [
+                {
+                    "sha": p,
+                    "url": f"{repo_url}/git/commits/{p}",
+                    "html_url": f"{html}/commit/{p}",
+                }
+                for p in info.parents
+            ],
+            "verification": dict(_UNSIGNED),
         }
 
     def git_ref(self, ref: str, sha: str, repo_url: str) -> dict[str, Any]:
@@ -383,6 +409,22 @@ class Renderer:
             "url": f"{repo_url}/git/{ref}",
             "object": {"type": "commit", "sha": sha, "url": f"{repo_url}/git/commits/{sha}"},
         }
+
+
+def url_path(path: str) -> str:
+    """A path in the repository as it goes into a URL: each part percent-encoded, a name that is
+    not UTF-8 by its own bytes."""
+    return urllib.parse.quote(path, safe="/", errors="surrogateescape")
+
+
+# What the forge says of every commit's signature: it checks none.
+_UNSIGNED: dict[str, Any] = {
+    "verified": False,
+    "reason": "unsigned",
+    "signature": None,
+    "payload": None,
+    "verified_at": None,
+}
 
 
 def _no_reactions(url: str) -> dict[str, Any]:

@@ -124,8 +124,11 @@ def exercise(hub: RunningForge, tmp_path: Path) -> None:
         subprocess.run(["git", "add", "."], cwd=work, check=True)
         subprocess.run(["git", "commit", "-q", "-m", branch], cwd=work, check=True, env=env)
         subprocess.run(["git", "push", "-q", "origin", branch], cwd=work, check=True, env=env)
+    subprocess.run(["git", "tag", "v1", "origin/main"], cwd=work, check=True)
+    subprocess.run(["git", "push", "-q", "origin", "v1"], cwd=work, check=True, env=env)
     pull = repo.create_pull(title="feature", body="b", head="feature", base="main")
     exercise_ci_and_reviews(gh, repo, pull, collaborator_pull(hub, pull))
+    exercise_git_data(gh, repo, pull)
     list(repo.get_pulls(state="all"))
     repo.get_pull(pull.number).edit(body="edited")
     repo.compare("main", "feature")
@@ -139,6 +142,8 @@ def exercise(hub: RunningForge, tmp_path: Path) -> None:
     repo.create_git_ref("refs/heads/copy", repo.get_branch("second").commit.sha).delete()
     second = repo.create_pull(title="second", body="", head="second", base="main")
     second.merge(merge_method="squash")
+    list(second.as_issue().get_timeline())  # merged, closed
+    list(issue.get_timeline())  # labeled, closed, commented, unlabeled
     gh.get_rate_limit()
     failures = [
         lambda: repo.get_issue(404),
@@ -193,6 +198,26 @@ def exercise_ci_and_reviews(gh: Any, repo: Any, pull: Any, as_reviewer: Any) -> 
     issue = repo.get_issue(pull.number)
     issue.lock("resolved")
     issue.unlock()
+
+
+def exercise_git_data(gh: Any, repo: Any, pull: Any) -> None:
+    """A pull's commits and files, git objects, contents, tags, issue events and a
+    repository's comments: what the links in the other answers lead to."""
+    list(pull.get_commits())
+    files = list(pull.get_files())
+    commit = repo.get_git_commit(pull.head.sha)
+    tree = repo.get_git_tree(commit.tree.sha, recursive=True)
+    repo.get_git_blob(next(entry.sha for entry in tree.tree if entry.type == "blob"))
+    repo.get_contents(files[0].filename, ref=pull.head.sha)
+    repo.get_contents("")
+    list(repo.get_tags())
+    list(repo.get_issue(1).get_events())  # labeled, milestoned, closed, unlabeled
+    events = list(repo.get_issues_events())
+    repo.get_issues_event(events[0].id)
+    list(repo.get_issues_comments(sort="updated", direction="asc"))
+    comments = list(repo.get_pulls_review_comments())
+    repo._requester.requestJsonAndCheck("GET", comments[0].url)
+    list(gh.get_user("forge-user").get_repos())
 
 
 def test_responses_validate_against_githubs_openapi(

@@ -148,3 +148,26 @@ def test_pages_cost_no_rate_limit_and_are_not_api_requests(hub: RunningForge, re
     assert browse(repo.html_url)[0] == 200
     assert hub.forge.request_counts(mark) == {}
     assert hub.forge.limiter.peek("forge-token").remaining == before
+
+
+def test_a_pulls_diff_patch_commit_file_and_author_pages(
+    hub: RunningForge, repo: Any, tmp_path: Path
+) -> None:
+    push_branch(repo, tmp_path, "feature", "page.py", "x = '<b>'\n")
+    pull = repo.create_pull(title="Page", body="", head="feature", base="main")
+    commit = pull.get_commits()[0]
+    file = pull.get_files()[0]
+
+    diff = browse(pull.diff_url)
+    patch = browse(pull.patch_url)
+    shown = browse(commit.html_url)
+    blob = browse(file.blob_url)
+    author = browse(repo.owner.html_url)
+
+    assert diff[0] == 200 and diff[1]["Content-Type"] == "text/plain; charset=utf-8"
+    assert "+x = '<b>'" in diff[2] and "diff --git a/page.py b/page.py" in diff[2]
+    assert patch[0] == 200 and "Subject: [PATCH] Add page.py" in patch[2]
+    assert shown[0] == 200 and "Add page.py" in shown[2] and "+x = &#x27;&lt;b&gt;" in shown[2]
+    assert blob[0] == 200 and "x = &#x27;&lt;b&gt;&#x27;" in blob[2] and "<b>" not in blob[2]
+    assert author[0] == 200 and 'href="/_html/forge-user/demo"' in author[2]
+    assert browse(pull.diff_url.replace(f"/{pull.number}.diff", "/99.diff"))[0] == 404
