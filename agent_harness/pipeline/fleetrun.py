@@ -22,6 +22,10 @@ from agent_harness.pipeline.settings import RunInterrupted
 from agent_harness.queue import control, items
 from agent_harness.queue.fleet import Fleet, PoolState
 
+# How often a run asks whether its host id's lock in the database is still its own (a cheap
+# query on the lock's connection; see `Pipeline.check_host_lock`).
+HOST_LOCK_CHECK_S = 2.0
+
 if TYPE_CHECKING:
     from agent_harness.pipeline.report import RunReport
     from agent_harness.pipeline.run import Pipeline
@@ -134,6 +138,7 @@ class FleetRun:
                 # Several plans: each pool's workers are named apart (host-dir/KEY/w1).
                 worker_prefix=pipeline.worker_prefix
                 + (f"/{pipeline.plan_key}" if len(self.projects) > 1 else ""),
+                on_lost=pipeline.lease_lost,
             )
         self._follow_controls(fleet, force=True)
         return fleet
@@ -180,8 +185,13 @@ class FleetRun:
 
     # -- until every project is done ---------------------------------------------------------
     def _wait(self, fleet: Any) -> None:
+        looked = time.monotonic()
         while True:
             self._follow_controls(fleet)
+            if time.monotonic() - looked >= HOST_LOCK_CHECK_S:
+                looked = time.monotonic()
+                for project in self.projects:
+                    project.pipeline.check_host_lock()
             open_ = [p for p in self.projects if not p.done]
             for project in open_:
                 project.done = self._done(fleet, project)

@@ -42,7 +42,7 @@ from agent_harness.store.events import (
     TrackerUnanswered,
     Withdrawn,
 )
-from agent_harness.store.hostlock import LockBusy, held_by_this_host, plan_sync_lock
+from agent_harness.store.hostlock import Held, LockBusy, held_by_this_host, plan_sync_lock
 from agent_harness.tracker.protocol import TrackerError
 from agent_harness.tracker.protocol import failure_class as tracker_failure
 from agent_harness.tracker.sync import SyncReport, refuse_taken_key, sync_plan
@@ -116,6 +116,7 @@ class Pipeline:
         )
         self.parts.run_budget = self.budget
         self._setup_checked = False
+        self._host_held: Held | None = None  # the database's lock on this run's host id
         self.rounds: list[WatchReport] = []
         self._depends = {item.id: item.depends_on for item in plan.items}
 
@@ -317,7 +318,9 @@ class Pipeline:
         name = f"run {self.project} {self.worker_prefix}"
         with contextlib.ExitStack() as stack:
             try:
-                stack.enter_context(held_by_this_host(self.store, name, wait=False))
+                self._host_held = stack.enter_context(
+                    held_by_this_host(self.store, name, wait=False)
+                )
             except LockBusy:
                 raise RunRefused(
                     f"another `agent-harness run` of {self.project} with host id "
@@ -325,6 +328,33 @@ class Pipeline:
                     "--host-id, or stop the other run first"
                 ) from None
             yield
+
+    def check_host_lock(self) -> None:
+        """Halt the run when the database lock on its host id is no longer its own: its
+        connection was lost and another run under the same --host-id took it (and with it this
+        run's leases, as a dead run's). Taken again quietly when nobody else has it."""
+        held = self._host_held
+        if held is None or self.parts.halted or held.still_held():
+            return
+        self.parts.halt(
+            RunRefused(
+                f"this run lost its hold on host id {self.worker_prefix} in the database (its "
+                "connection was dropped) and another run under that host id took it and its "
+                "leases; this run stops. Give each host its own --host-id"
+            )
+        )
+
+    def lease_lost(self, lease: Lease) -> None:
+        """A lease of this run's was taken over or lapsed while its agent worked: the agent's
+        work can no longer be delivered, so its session ends now, not when the agent is done
+        spending (the attempt then finds the lease lost and stops)."""
+        host = getattr(self.parts.implementer, "host", None)
+        if host is None:
+            return
+        name = self.parts.session_name(lease.item_id)
+        with contextlib.suppress(HarnessError):
+            if host.exists(name):
+                host.kill(name)
 
     def begin(self) -> tuple[SyncReport, list[dict[str, Any]]]:
         """Everything before the workers start: setup, the plan to issues and the queue, the
@@ -338,12 +368,13 @@ class Pipeline:
             self.store, self.project, self.worker_prefix + "/", prefix=True
         ):
             self.parts.note(item_id, ReclaimedNote(workers=self.worker_prefix))
+        self._close_sessions(ended=False)
         return sync, reconciled
 
     def finish(self, sync: SyncReport, reconciled: list[dict[str, Any]]) -> RunReport:
         """After the workers stopped: let held items go, close finished sessions, report."""
         holds.unhold(self.store, self.project)
-        self._close_sessions_of_ended_items()
+        self._close_sessions(ended=True)
         report = self.report(sync)
         report.reconciled = reconciled
         return report
@@ -418,15 +449,21 @@ class Pipeline:
         soonest = min(float(record.lease_expires or now) for record in held) - now
         return HeldElsewhere(items=[r.id for r in held], hosts=hosts, ends_in_s=round(soonest, 1))
 
-    def _close_sessions_of_ended_items(self) -> None:
-        """An item that failed, was delivered or left the run keeps no agent session: a killed
-        run's agent (or its dead pane) would otherwise stay on the host for ever. A session
-        waiting for a person's answer is left for them."""
+    def _close_sessions(self, *, ended: bool) -> None:
+        """Close the agent sessions this host keeps for items it no longer works: an item
+        another host holds now (this host's `run` was killed and the item taken over: its agent
+        would spend on for work nobody can deliver) and, with `ended`, an item that failed, was
+        delivered or left the run (a killed run's agent, or its dead pane, would otherwise stay
+        for ever). A session waiting for a person's answer is left for them, and so is one of
+        an item this host held, which a restarted run adopts."""
         host = getattr(self.parts.implementer, "host", None)
         if host is None:
             return
+        ours = self.worker_prefix + "/"
         for record in items.list_items(self.store, self.project):
-            if record.state in _LIVE_STATES or record.lease_expires is not None:
+            held = record.lease_expires is not None
+            elsewhere = held and not (record.worker or "").startswith(ours)
+            if not elsewhere and (not ended or held or record.state in _LIVE_STATES):
                 continue
             name = self.parts.session_name(record.id)
             with contextlib.suppress(HarnessError):  # a host that cannot say is left alone

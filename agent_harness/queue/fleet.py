@@ -121,6 +121,7 @@ class _Pool:
         self.crashes = 0
         self.found_empty = False  # the last claim found nothing ready
         self.alive = 0
+        self.on_lost: Callable[[Lease], None] | None = None
 
 
 class Fleet:
@@ -159,8 +160,10 @@ class Fleet:
         concurrency: int = 1,
         lease_s: float = 300.0,
         worker_prefix: str | None = None,
+        on_lost: Callable[[Lease], None] | None = None,
     ) -> None:
-        """Register a project's pool; it stays stopped until `start`."""
+        """Register a project's pool; it stays stopped until `start`. `on_lost` hears of a
+        lease the heartbeat found lost (taken over, or lapsed) while its handler still ran."""
         if concurrency < 1:
             raise UsageError(f"concurrency for {project} must be at least 1")
         with self._cond:
@@ -169,6 +172,7 @@ class Fleet:
             self._pools[project] = _Pool(
                 project, handler, concurrency, lease_s, worker_prefix or project
             )
+            self._pools[project].on_lost = on_lost
 
     def _select(self, project: str | None) -> list[_Pool]:
         if project is None:
@@ -323,7 +327,7 @@ class Fleet:
         """Run the handler with a heartbeat beside it; True if the handler crashed."""
         done = threading.Event()
         beat = threading.Thread(
-            target=self._heartbeat, args=(lease, done), name=f"heartbeat {lease.item_id}"
+            target=self._heartbeat, args=(pool, lease, done), name=f"heartbeat {lease.item_id}"
         )
         beat.daemon = True
         beat.start()
@@ -345,14 +349,19 @@ class Fleet:
             fail(self.store, lease, reason, permanent=False)
         return crash is not None
 
-    def _heartbeat(self, lease: Lease, done: threading.Event) -> None:
+    def _heartbeat(self, pool: _Pool, lease: Lease, done: threading.Event) -> None:
         every = max(0.01, lease.lease_s * self.heartbeat_every)
         try:
             while not done.wait(every):
                 try:
                     heartbeat(self.store, lease)
                 except LeaseLost:
-                    return  # the handler will hear about it on its next call
+                    # The handler hears of it on its next call; told now, the pool can stop
+                    # what the handler waits on (an agent spending for work nobody delivers).
+                    if pool.on_lost is not None and not done.is_set():
+                        with contextlib.suppress(Exception):
+                            pool.on_lost(lease)
+                    return
                 except HarnessError:
                     continue  # a store hiccup: try again on the next beat, the lease may hold
         finally:

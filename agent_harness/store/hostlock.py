@@ -11,8 +11,9 @@ beside the database, which the kernel drops when the process ends.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from agent_harness.store.database import PostgresStore, SqliteStore, Store
 from agent_harness.store.errors import StoreError
@@ -31,50 +32,111 @@ class LockBusy(StoreError):
     """Another process holds the lock, and the caller would not wait."""
 
 
+class Held:
+    """A lock being held, which can be asked whether it still is.
+
+    A file lock lasts as long as its process. A PostgreSQL session lock lasts as long as its
+    connection, which the server can end while the process lives on (a restart, a failover, a
+    pooler or firewall dropping an idle connection, `pg_terminate_backend`): then another
+    process may take the lock, believing the holder dead."""
+
+    def __init__(self, check: Callable[[], bool] | None = None) -> None:
+        self._check = check
+
+    def still_held(self) -> bool:
+        """True while the lock is this process's. Where its connection was lost, the lock is
+        taken again on a new one if nobody else has it (True); False when another process took
+        it meanwhile, or it cannot be taken back now."""
+        return True if self._check is None else self._check()
+
+
 @contextlib.contextmanager
-def held_by_this_host(store: Store, name: str, *, wait: bool = True) -> Iterator[None]:
+def held_by_this_host(store: Store, name: str, *, wait: bool = True) -> Iterator[Held]:
     """Hold the lock `name` of `store` for the block, waiting while another host holds it
     (or, with `wait` False, raising LockBusy at once)."""
     if isinstance(store, PostgresStore):
-        with _postgres_lock(store, name, wait):
-            yield
+        with _postgres_lock(store, name, wait) as held:
+            yield held
     elif isinstance(store, SqliteStore):
         with _file_lock(store.path, name, wait):
-            yield
+            yield Held()
     else:
-        yield  # a store no other host can open
+        yield Held()  # a store no other host can open
+
+
+_KEY = "SELECT %s::int4, hashtext(current_schema() || ':' || %s)"
+
+
+class _PostgresLock:
+    """One session lock on a connection of its own (the store's connections run
+    transactions), kept so it can be asked after and taken again."""
+
+    def __init__(self, store: PostgresStore, name: str) -> None:
+        self.store, self.name = store, name
+        self.conn: Any = None
+
+    def take(self, wait: bool) -> bool:
+        import psycopg
+
+        try:
+            self.conn = self.store._connect()
+        except psycopg.Error as exc:
+            raise StoreError(self.store.where, f"cannot open: {self.store._describe(exc)}") from exc
+        take = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
+        lock = f"SELECT {take}(k.a, k.b)::text FROM ({_KEY}) AS k(a, b)"
+        try:
+            row = self.conn.execute(lock, (HOST_LOCK_KEY, self.name)).fetchone()
+        except psycopg.Error as exc:
+            self.close()
+            raise StoreError(
+                self.store.where, f"lock {self.name}: {self.store._describe(exc)}"
+            ) from exc
+        if row is not None and row[0] == "false":
+            self.close()
+            return False
+        return True
+
+    def still_held(self) -> bool:
+        import psycopg
+
+        try:
+            self.conn.execute("SELECT 1").fetchone()  # the session, and with it the lock, lives
+            return True
+        except psycopg.Error:
+            self.close()
+        try:
+            return self.take(wait=False)  # lost with its connection: take it again if free
+        except StoreError:
+            return False  # the server cannot be reached now: not known to be held
+
+    def release(self) -> None:
+        import psycopg
+
+        # Closing the connection ends the session and with it the lock, but the server ends a
+        # session after the client has moved on: a host asking at once could still find the
+        # lock held. Unlocking first lets go before this block returns.
+        unlock = f"SELECT pg_advisory_unlock(k.a, k.b) FROM ({_KEY}) AS k(a, b)"
+        with contextlib.suppress(psycopg.Error, AttributeError):
+            self.conn.execute(unlock, (HOST_LOCK_KEY, self.name))
+        self.close()
+
+    def close(self) -> None:
+        import psycopg
+
+        with contextlib.suppress(psycopg.Error, AttributeError):
+            self.conn.close()
+        self.conn = None
 
 
 @contextlib.contextmanager
-def _postgres_lock(store: PostgresStore, name: str, wait: bool) -> Iterator[None]:
-    import psycopg
-
+def _postgres_lock(store: PostgresStore, name: str, wait: bool) -> Iterator[Held]:
+    lock = _PostgresLock(store, name)
+    if not lock.take(wait):
+        raise LockBusy(store.where, f"{name}: held by another process")
     try:
-        conn = store._connect()  # its own session: the store's connections run transactions
-    except psycopg.Error as exc:
-        raise StoreError(store.where, f"cannot open: {store._describe(exc)}") from exc
-    try:
-        key = "SELECT %s::int4, hashtext(current_schema() || ':' || %s)"
-        take = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
-        lock = f"SELECT {take}(k.a, k.b)::text FROM ({key}) AS k(a, b)"
-        try:
-            row = conn.execute(lock, (HOST_LOCK_KEY, name)).fetchone()
-        except psycopg.Error as exc:
-            raise StoreError(store.where, f"lock {name}: {store._describe(exc)}") from exc
-        if row is not None and row[0] == "false":
-            raise LockBusy(store.where, f"{name}: held by another process")
-        try:
-            yield
-        finally:
-            # Closing the connection ends the session and with it the lock, but the server ends
-            # a session after the client has moved on: a host asking at once could still find
-            # the lock held. Unlocking first lets go before this block returns.
-            unlock = f"SELECT pg_advisory_unlock(k.a, k.b) FROM ({key}) AS k(a, b)"
-            with contextlib.suppress(psycopg.Error):
-                conn.execute(unlock, (HOST_LOCK_KEY, name))
+        yield Held(lock.still_held)
     finally:
-        with contextlib.suppress(psycopg.Error):
-            conn.close()
+        lock.release()
 
 
 @contextlib.contextmanager

@@ -297,3 +297,19 @@ def test_a_second_run_with_the_same_host_id_on_one_database_is_refused(rig: Rig)
     rig.reviewer = ScriptedReviewer([verdict(True)])
     report = pipeline(rig).run()  # once the other host is gone, the same run goes ahead
     assert {item.id: item.state for item in report.items}["T1"] == "pr_open"
+
+
+def test_a_run_that_lost_its_host_id_to_another_run_halts_and_one_that_kept_it_goes_on(
+    rig: Rig,
+) -> None:
+    from agent_harness.store.hostlock import Held
+
+    run = pipeline(rig)
+    run._host_held = Held(lambda: True)  # lost with its connection, taken again: goes on
+    run.check_host_lock()
+    assert run.parts.halted == []
+    run._host_held = Held(lambda: False)  # another run under the same host id took it
+    run.check_host_lock()
+    [stop] = run.parts.halted
+    assert isinstance(stop, RunRefused)
+    assert "another run under that host id took it and its leases; this run stops" in str(stop)

@@ -9,7 +9,7 @@ import pytest
 
 from agent_harness.queue.fleet import Backoff, Fleet, PoolState
 from agent_harness.queue.items import enqueue, get_item, list_items
-from agent_harness.queue.leases import Lease, complete
+from agent_harness.queue.leases import Lease, complete, reclaim_own
 from agent_harness.store.database import Store
 from agent_harness.testing.clock import FakeClock
 from tests.shared.stores import Engine, item
@@ -207,3 +207,31 @@ def test_the_fleet_heartbeats_a_lease_while_the_handler_works(sqlite_engine: Eng
         assert get_item(store, BIG, "T0").state == "merged"
     finally:
         store.close()
+
+
+@pytest.mark.integration
+def test_a_lease_taken_over_while_its_handler_works_is_told_at_once(fleet_store: Store) -> None:
+    enqueue(fleet_store, BIG, [item("T0")])
+    working, told = threading.Event(), threading.Event()
+    lost: list[Lease] = []
+    ended: list[str] = []
+
+    def stuck_agent(lease: Lease) -> None:
+        working.set()
+        # As an agent would, it goes on until something stops it: here, being told.
+        ended.append("stopped" if told.wait(30) else "ran to its end")
+
+    def on_lost(lease: Lease) -> None:
+        lost.append(lease)
+        told.set()
+
+    fleet = Fleet(fleet_store, sleep=lambda s: None, idle_poll_s=0.02, heartbeat_every=0.1)
+    fleet.add_project(BIG, stuck_agent, lease_s=0.5, worker_prefix="h1", on_lost=on_lost)
+    fleet.start()
+    assert working.wait(20)
+    # Another run under the same host id takes the live lease, as it would a dead run's.
+    assert reclaim_own(fleet_store, BIG, "h1/", prefix=True) == ("T0",)
+    fleet.drain()
+    assert fleet.join(timeout=20)
+    assert ended == ["stopped"]
+    assert [lease.item_id for lease in lost] == ["T0"]

@@ -106,3 +106,41 @@ def test_a_holder_that_would_not_wait_is_told_at_once(engine: Engine) -> None:
     finally:
         first.close()
         second.close()
+
+
+def _drop_lock_sessions(engine: Engine, name: str) -> int:
+    """End the server session holding lock `name` of `engine`'s schema, as a database restart,
+    a failover or a pooler dropping an idle connection would: how many were ended."""
+    import psycopg
+
+    from agent_harness.store.hostlock import HOST_LOCK_KEY
+
+    query = (
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+        "AND classid = %s::bigint::oid AND objid::bigint = "
+        "((hashtext(%s || ':' || %s)::bigint %% 4294967296) + 4294967296) %% 4294967296"
+    )
+    with psycopg.connect(engine.url.split("?")[0], autocommit=True) as conn:
+        rows = conn.execute(query, (HOST_LOCK_KEY, engine.schema, name)).fetchall()
+    return len(rows)
+
+
+def test_a_lock_lost_with_its_connection_is_taken_again_or_known_to_be_taken(
+    pg_engine: Engine,
+) -> None:
+    first, second = pg_engine.open(), pg_engine.open()
+    try:
+        with held_by_this_host(first, NAME, wait=False) as held:
+            assert held.still_held()
+            assert _drop_lock_sessions(pg_engine, NAME) == 1
+            assert held.still_held()  # nobody took it meanwhile: taken again
+            refused = pytest.raises(LockBusy, match="held by another process")
+            with refused, held_by_this_host(second, NAME, wait=False):
+                pass  # and it is held again, by the first
+            assert _drop_lock_sessions(pg_engine, NAME) == 1
+            with held_by_this_host(second, NAME, wait=False):
+                # Another process took it while the first had lost it: the first is told.
+                assert not held.still_held()
+    finally:
+        first.close()
+        second.close()

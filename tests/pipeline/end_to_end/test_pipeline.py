@@ -590,3 +590,58 @@ def test_an_item_taken_out_of_the_plan_with_its_pull_request_open_is_still_repor
     gone = report["T1"]
     assert (gone.state, gone.reason) == ("pr_open", "no longer in the plan; still pr_open")
     assert gone.pr_url == t1.pr_url
+
+
+@pytest.mark.integration
+def test_an_agent_whose_lease_another_run_took_is_stopped_not_left_spending(h: Harness) -> None:
+    import threading
+
+    from agent_harness.queue.leases import claim_next, reclaim_own
+
+    marks = h.tmp / "marks"
+    marks.mkdir()
+    started, finished = marks / "started", marks / "finished"
+    # An agent that works for a long while: it says it started, and that it finished.
+    agent = f"sh -c 'touch {started}; sleep 30; touch {finished}' {{prompt_file}}"
+    pipeline = h.pipeline(
+        ONE_ITEM, agent=agent, settings=settings(lease_s=1.5, wait_for_others=False)
+    )
+
+    def another_run_takes_over() -> None:
+        for _ in range(600):
+            if started.exists():
+                break
+            threading.Event().wait(0.05)
+        # A second run under the same host id (whose lock it got when this one's connection
+        # dropped) takes this run's live leases, as a dead run's, and claims the item.
+        reclaim_own(h.store, pipeline.project, pipeline.worker_prefix + "/", prefix=True)
+        assert claim_next(h.store, pipeline.project, "elsewhere/w1", 60) is not None
+
+    taker = threading.Thread(target=another_run_takes_over, daemon=True)
+    taker.start()
+    report = pipeline.run()
+    taker.join(10)
+    assert started.exists() and not finished.exists()  # stopped, not left to spend 30 s
+    assert "lease_lost" in kinds(h, pipeline.project, "T1")
+    assert get_item(h.store, pipeline.project, "T1").worker == "elsewhere/w1"
+    assert [i.id for i in report.items] == ["T1"] and h.pulls() == []
+
+
+@pytest.mark.integration
+def test_a_restarted_host_ends_its_agent_of_an_item_another_host_took_over(h: Harness) -> None:
+    from agent_harness.queue.leases import claim_next
+    from agent_harness.sessions.protocol import SessionSpec
+
+    first = h.pipeline(ONE_ITEM, settings=settings(wait_for_others=False))
+    first.begin()  # the item is queued, as the killed run left it
+    # Its agent, left running by a `run` that was killed; another host took the item since.
+    host = first.parts.implementer.host  # type: ignore[attr-defined]
+    name = first.parts.session_name("T1")
+    spec = SessionSpec(name, ["sleep", "30"], h.work, {"PATH": "/usr/bin:/bin"}, h.tmp / "a.log")
+    host.start(spec)
+    assert claim_next(h.store, first.project, "elsewhere/w1", 60) is not None
+    assert host.exists(name) and host.status(name).alive
+    report = h.pipeline(ONE_ITEM, settings=settings(wait_for_others=False)).run()
+    assert not (host.exists(name) and host.status(name).alive)
+    assert get_item(h.store, first.project, "T1").worker == "elsewhere/w1"
+    assert [i.id for i in report.items] == ["T1"] and h.pulls() == []
