@@ -115,9 +115,10 @@ def open_database(flag: str | None, *, must_exist: bool, check_protection: bool 
     """Open the configured database; a read-only command never creates an empty one."""
     from agent_harness.config import database_url, load_settings
     from agent_harness.errors import UsageError
-    from agent_harness.store.database import open_store
+    from agent_harness.store.database import open_store, refuse_keyword_dsn
 
     url = database_url(load_settings().settings, flag)
+    refuse_keyword_dsn(url)
     path = sqlite_file(url)
     if must_exist and path is not None and not path.exists() and not url.startswith("-"):
         raise UsageError(

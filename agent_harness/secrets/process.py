@@ -5,6 +5,8 @@ and that file shows the environment the process was *started* with: deleting a v
 `os.environ` later changes nothing there. So the entry point re-executes itself once with the
 credentials removed from its environment, handing their values to the new image through a pipe
 that is closed as soon as it is read; from then on they live only in this module's memory.
+A credential given as an argument (a database URL with its password) goes the same way, and
+the new image's command line, which every user can read, shows it masked.
 On Linux the process is also marked non-dumpable, which closes `/proc/<pid>/mem` and
 `environ` to processes of the same user (root can still read everything).
 """
@@ -16,7 +18,13 @@ import os
 import sys
 
 from agent_harness.errors import HarnessError
-from agent_harness.secrets.shapes import ALWAYS_SECRET, PROXY_NAMES, SECRET_NAME, value_looks_secret
+from agent_harness.secrets.shapes import (
+    ALWAYS_SECRET,
+    PROXY_NAMES,
+    SECRET_NAME,
+    mask_url,
+    value_looks_secret,
+)
 
 # Names the pipe's descriptor to the re-executed image; it is no secret itself.
 SEAL_FD = "AGENT_HARNESS_SEALED_FD"
@@ -55,15 +63,52 @@ def seal_process() -> None:
     """
     inherited = os.environ.pop(SEAL_FD, None)
     if inherited is not None:
-        _held.update(_receive(inherited))
+        received = _receive(inherited)
+        _restore_arguments(received.pop(_ARGV_KEY, None))
+        _held.update(received)
     elif os.name == "posix" and sys.executable:
         moving = {name: value for name, value in os.environ.items() if should_seal(name, value)}
+        argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+        shown = [shown_argument(arg) for arg in argv]
+        # A credential in an argument (`--db postgresql://u:PASSWORD@…`) is in the command
+        # line, which every process on the machine can read (`ps`, `/proc/<pid>/cmdline`):
+        # it is handed over with the environment's, and the new image shows it masked.
+        hidden = {str(i - len(argv)): arg for i, arg in enumerate(argv) if shown[i] != arg}
+        if hidden:
+            moving[_ARGV_KEY] = json.dumps(hidden)
         if moving:
-            _reexecute_without(moving)  # returns only when it could not
+            _reexecute_without(moving, shown)  # returns only when it could not
     harden()
 
 
-def _reexecute_without(moving: dict[str, str]) -> None:
+# The hand-over's entry for arguments holding a credential: their places, counted from the end
+# of the command line (the interpreter's own arguments before them may be written otherwise).
+_ARGV_KEY = "\0argv"
+
+
+def shown_argument(arg: str) -> str:
+    """A command-line argument as other processes may see it: a URL's password, a libpq
+    `password=`, a token-shaped value (alone or after `--option=`) masked."""
+    masked = mask_url(arg)
+    if masked != arg:
+        return masked
+    option, sep, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+    if value_looks_secret(value):
+        return f"{option}{sep}***"
+    return arg
+
+
+def _restore_arguments(hidden: str | None) -> None:
+    """Put the arguments the first image masked back into `sys.argv` (memory only)."""
+    if not hidden:
+        return
+    for place, arg in json.loads(hidden).items():
+        index = len(sys.argv) + int(place)
+        if 0 < index < len(sys.argv):
+            sys.argv[index] = arg
+
+
+def _reexecute_without(moving: dict[str, str], argv: list[str]) -> None:
     payload = json.dumps(moving).encode("utf-8")
     read_end, write_end = os.pipe()
     try:
@@ -84,7 +129,6 @@ def _reexecute_without(moving: dict[str, str]) -> None:
     os.set_inheritable(read_end, True)
     env = {name: value for name, value in os.environ.items() if name not in moving}
     env[SEAL_FD] = str(read_end)
-    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
     try:
         os.execve(sys.executable, argv, env)
     except OSError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -612,6 +613,22 @@ class _Transaction:
             self._release()
 
 
+_KEYWORD_DSN = re.compile(
+    r"^\s*(?:host|hostaddr|port|dbname|user|password|service|sslmode|options)\s*=", re.I
+)
+
+
+def refuse_keyword_dsn(url: str) -> None:
+    """libpq's keyword form (`host=h dbname=x user=u`) is not a URL: read as a path, it would
+    make a SQLite file of that name (and echo any `password=` in it)."""
+    if _KEYWORD_DSN.match(url):
+        raise UsageError(
+            f"{mask_url(url)[:200]!r} is libpq's keyword form, which is not read here: write "
+            "it as a URL, postgresql://USER@HOST:PORT/DBNAME (and keep a password in "
+            "PGPASSWORD or ~/.pgpass, out of the command line)"
+        )
+
+
 def open_store(
     url: str | None = None,
     *,
@@ -635,7 +652,8 @@ def open_store(
     store: Store
     if url is None or url == "":
         store = SqliteStore(Path.cwd() / DEFAULT_SQLITE_PATH, clock=clock)
-    elif url.startswith("-"):
+    elif url.startswith("-") or _KEYWORD_DSN.match(url):
+        refuse_keyword_dsn(url)
         # `--db --json` takes the next option as the database: never make a file so named.
         raise UsageError(
             f"{url[:80]!r} is no database but an option's name: give a path, sqlite:///path or "

@@ -186,3 +186,20 @@ def test_a_name_with_a_control_character_is_a_usage_error(
 ) -> None:
     assert main(["audit", "events", "--item", "T1\n--json"]) == 2
     assert "'T1\\n--json' holds a control character" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("args", [["work"], ["work", "show", "T1"], ["ingest"]], ids=" ".join)
+def test_a_keyword_form_connection_string_is_refused_masked_and_makes_no_file(
+    args: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    dsn = "host=127.0.0.1 user=harness password=DbPw-s3cret-XYZ dbname=x"
+    assert main([*args, "--db", dsn]) == 2
+    said = capsys.readouterr().err
+    assert "is libpq's keyword form" in said and "postgresql://USER@HOST:PORT/DBNAME" in said
+    assert "DbPw-s3cret-XYZ" not in said and "password=***" in said
+    assert list(tmp_path.iterdir()) == []  # no SQLite file named after it

@@ -170,3 +170,43 @@ def test_a_process_of_the_same_user_cannot_read_the_harness_memory_or_environmen
     finally:
         holder.kill()
         holder.wait()
+
+
+SHOWER = (
+    "import json, sys\n"
+    "from agent_harness.secrets.process import seal_process\n"
+    "seal_process()\n"
+    "cmdline = open('/proc/self/cmdline', 'rb').read().decode().split('\\0')\n"
+    "print(json.dumps({'argv': sys.argv[1:], 'cmdline': cmdline}), flush=True)\n"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_a_password_given_on_the_command_line_is_masked_there_and_still_used(
+    where: Path,
+) -> None:
+    import json
+
+    given = [
+        "--db",
+        "postgresql://harness:DbPw-s3cret-XYZ@127.0.0.1:5432/x",
+        "--audit-db=postgresql://a:AuditPw-77@h/a",
+        "--dsn",
+        "host=h user=u password=KwPass-123 dbname=x",
+        f"--token={GH}",
+        "--plan",
+        "PLAN.md",
+    ]
+    script = where / "show.py"
+    script.write_text(SHOWER)
+    env = {**_base_env(where), "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, str(script), *given], env=env, capture_output=True, text=True, timeout=60
+    )
+    seen = json.loads(done.stdout)
+    assert seen["argv"] == given  # the program reads what it was given
+    shown = " ".join(seen["cmdline"])  # what `ps` and any agent read
+    for secret in ("DbPw-s3cret-XYZ", "AuditPw-77", "KwPass-123", GH):
+        assert secret not in shown
+    assert "postgresql://harness:***@127.0.0.1:5432/x" in shown
+    assert "--token=***" in shown and "PLAN.md" in shown
