@@ -132,7 +132,8 @@ class LiveView:
             table.add_column(name, overflow="fold")
         with self.lock:
             for item, row in sorted(self.rows.items()):
-                elapsed = self.clock() - float(row["started"])
+                # An attempt that ended (a pull request, a failure, parked) stops its clock.
+                elapsed = float(row.get("ended") or self.clock()) - float(row["started"])
                 table.add_row(
                     item,
                     str(row["worker"]),
@@ -146,8 +147,10 @@ class LiveView:
 
 def _follow(row: dict[str, Any], payload: Payload, now: float) -> None:
     """Update an item's row from what the event says."""
+    if isinstance(payload, PullOpened | FailedNote | Waiting):
+        row["ended"] = now
     if isinstance(payload, AttemptStarted):
-        row.update(started=now, attempt=payload.attempt, worker=payload.worker, note="")
+        row.update(started=now, attempt=payload.attempt, worker=payload.worker, note="", ended=None)
     elif isinstance(payload, AgentStateChanged):
         row["stage"] = f"agent: {payload.state}"
     elif isinstance(payload, ExecutorEvent):

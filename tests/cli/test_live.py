@@ -85,3 +85,25 @@ def test_what_follows_the_table_starts_on_a_line_of_its_own_when_not_on_a_termin
         view("attempt", "T1", AttemptStarted(attempt=1, worker="host/w1"))
     console.print("error: the run stops")
     assert file.getvalue().splitlines()[-1] == "error: the run stops"
+
+
+def test_elapsed_stops_when_the_attempt_ends_and_starts_again_with_the_next() -> None:
+    from agent_harness.store.events import PullOpened, Waiting
+
+    clock = FakeClock(start=1000.0)
+    console = Console(file=io.StringIO(), width=160)
+    view = LiveView(console, clock=clock)
+    live = view.display()
+    view("attempt", "T1", AttemptStarted(attempt=1, worker="host/w1"))
+    clock.advance(8.0)
+    view("pr_opened", "T1", PullOpened(number=3, url="http://x/pull/3", reused=False, branch="b"))
+    clock.advance(60.0)  # the run goes on with other items
+    assert "  8.0s" in shown(console, live.get_renderable())
+    view("attempt", "T2", AttemptStarted(attempt=1, worker="host/w1"))
+    clock.advance(5.0)
+    view("waiting", "T2", Waiting(until=None, reason="window"))
+    clock.advance(100.0)
+    view("attempt", "T2", AttemptStarted(attempt=2, worker="host/w1"))
+    clock.advance(2.0)
+    table = shown(console, live.get_renderable())
+    assert "  8.0s" in table and "  2.0s" in table
