@@ -81,6 +81,16 @@ def _render(controls: list[Control], verb: str | None) -> None:
             str(pool.handled) if pool else "-",
             f"{max(0.0, now - pool.at):.0f} s ago" if pool else "-",
         )
+        if len(c.hosts) > 1:  # hosts sharing the database: each one's own word under the sum
+            for each in c.hosts:
+                table.add_row(
+                    f"  host {each.host or '?'}",
+                    "",
+                    str(each.pool.state),
+                    str(each.pool.in_flight),
+                    str(each.pool.handled),
+                    f"{max(0.0, now - each.pool.at):.0f} s ago",
+                )
     out.print(table)
     if verb is not None:
         out.print(f"asked: {verb}; a running run follows within a second")

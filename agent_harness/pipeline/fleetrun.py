@@ -76,6 +76,7 @@ class FleetRun:
         if len(set(names)) != len(names):
             raise UsageError(f"two plans share a project: {', '.join(sorted(names))}")
         self.store = pipelines[0].store
+        self.host = pipelines[0].worker_prefix  # the host id its pools report under
         if any(p.store is not self.store for p in pipelines):
             raise UsageError("the plans of one run share one database")
         self.projects = [
@@ -105,11 +106,11 @@ class FleetRun:
             except KeyboardInterrupt:
                 fleet.drain()
                 fleet.join(timeout=2.0)
-                control.report_pools(self.store, fleet.status())
+                control.report_pools(self.store, fleet.status(), self.host)
                 raise RunInterrupted() from None
             fleet.drain()
             fleet.join()
-            control.report_pools(self.store, fleet.status())
+            control.report_pools(self.store, fleet.status(), self.host)
             for project in self.projects:
                 if project.pipeline.parts.halted:
                     raise project.pipeline.parts.halted[0]
@@ -161,7 +162,7 @@ class FleetRun:
         for project in self.projects:
             if not project.done and (force or asked[project.name] != project.asked):
                 self._apply(fleet, project, asked[project.name])
-        control.report_pools(self.store, fleet.status())
+        control.report_pools(self.store, fleet.status(), self.host)
         for watcher in self.watchers:
             watcher()
 

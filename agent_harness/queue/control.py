@@ -48,15 +48,28 @@ class PoolReport(BaseModel):
     at: float = Field(description="Epoch seconds of the last report.")
 
 
+class HostPool(BaseModel):
+    """What one host's run last said about a project's pool."""
+
+    host: str = Field(description="The host id of the run (its workers are named host/w1…).")
+    pool: PoolReport = Field(description="Its last report.")
+
+
 class Control(BaseModel):
-    """One project's control: what was asked, and what its running pool (if any) reports."""
+    """One project's control: what was asked, and what its running pools (if any) report."""
 
     project: str = Field(description="owner/repo:plankey")
     asked: PoolState = Field(default=PoolState.RUNNING, description="running, paused or draining.")
     asked_at: float | None = Field(default=None, description="When it was asked; null: never.")
     asked_by: str | None = Field(default=None, description="Who asked (the command, the API).")
     pool: PoolReport | None = Field(
-        default=None, description="The running fleet's last report; null if no run has reported."
+        default=None,
+        description="The fleet's pool, summed over the hosts whose runs report now (their "
+        "workers, items in flight, items handled; the busiest state); with none, the last "
+        "report of any. Null if no run has reported.",
+    )
+    hosts: list[HostPool] = Field(
+        default_factory=list, description="Each host's own last report, by host id."
     )
 
 
@@ -64,8 +77,44 @@ def _asked_key(project: str) -> str:
     return f"control:{project}"
 
 
-def _pool_key(project: str) -> str:
-    return f"control-pool:{project}"
+def _pool_key(project: str, host: str = "") -> str:
+    # One report per host: hosts sharing a database each report their own pool (a run of an
+    # older release wrote one report per project, with no host: still read, as host "").
+    return f"control-pool:{project}" + (f"@{host}" if host else "")
+
+
+# Which state a pool summed over hosts is in: the busiest any live host reports.
+_BUSIEST = (PoolState.RUNNING, PoolState.DRAINING, PoolState.PAUSED, PoolState.STOPPED)
+
+
+def _host_pools(tx: Tx, project: str) -> list[HostPool]:
+    key = _pool_key(project)
+    rows = tx.all(
+        "SELECT key, value FROM meta WHERE key = ? OR substr(key, 1, ?) = ? ORDER BY key",
+        (key, len(key) + 1, key + "@"),
+    )
+    return [
+        HostPool(host=str(k)[len(key) + 1 :], pool=PoolReport.model_validate(json.loads(str(v))))
+        for k, v in rows
+    ]
+
+
+def _summed(hosts: list[HostPool], now: float) -> PoolReport | None:
+    """The pool of every host whose run reports now, as one; else the latest report."""
+    if not hosts:
+        return None
+    live = [h.pool for h in hosts if now - h.pool.at < LIVE_REPORT_S]
+    live = [p for p in live if p.state != PoolState.STOPPED] or live
+    if not live:
+        return max((h.pool for h in hosts), key=lambda p: p.at)
+    return PoolReport(
+        state=min((p.state for p in live), key=_BUSIEST.index),
+        workers=sum(p.workers for p in live),
+        in_flight=sum(p.in_flight for p in live),
+        handled=sum(p.handled for p in live),
+        reports=sum(h.pool.reports for h in hosts),
+        at=max(p.at for p in live),
+    )
 
 
 def _meta(tx: Tx, key: str) -> dict[str, object] | None:
@@ -83,13 +132,14 @@ def _put(tx: Tx, key: str, value: dict[str, object]) -> None:
 
 def _read(tx: Tx, project: str) -> Control:
     asked = _meta(tx, _asked_key(project)) or {}
-    pool = _meta(tx, _pool_key(project))
+    hosts = _host_pools(tx, project)
     return Control(
         project=project,
         asked=PoolState(str(asked.get("state", PoolState.RUNNING))),
         asked_at=asked.get("at"),  # type: ignore[arg-type]
         asked_by=asked.get("by"),  # type: ignore[arg-type]
-        pool=None if pool is None else PoolReport.model_validate(pool),
+        pool=_summed(hosts, tx.clock()),
+        hosts=hosts,
     )
 
 
@@ -168,11 +218,11 @@ def asked_states(store: Store, project_names: Iterable[str]) -> dict[str, PoolSt
         return {name: _read(tx, name).asked for name in project_names}
 
 
-def report_pools(store: Store, statuses: Iterable[PoolStatus]) -> None:
-    """A running fleet says what each pool is doing (called every poll)."""
+def report_pools(store: Store, statuses: Iterable[PoolStatus], host: str = "") -> None:
+    """A running fleet says what each pool is doing (called every poll), as host `host`."""
     with store.transaction() as tx:
         for status in statuses:
-            before = _meta(tx, _pool_key(status.project)) or {}
+            before = _meta(tx, _pool_key(status.project, host)) or {}
             report = PoolReport(
                 state=status.state,
                 workers=status.workers,
@@ -181,7 +231,7 @@ def report_pools(store: Store, statuses: Iterable[PoolStatus]) -> None:
                 reports=int(str(before.get("reports", 0))) + 1,
                 at=tx.clock(),
             )
-            _put(tx, _pool_key(status.project), report.model_dump(mode="json"))
+            _put(tx, _pool_key(status.project, host), report.model_dump(mode="json"))
 
 
 def end_drain(store: Store, project: str) -> None:

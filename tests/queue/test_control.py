@@ -85,3 +85,26 @@ def test_unknown_project_or_state_is_a_usage_error(store: Store) -> None:
     report_pools(store, [running(A)])
     with pytest.raises(UsageError, match="not stopped"):
         set_control(store, "stopped")
+
+
+def test_hosts_sharing_a_database_each_report_and_the_pool_is_their_sum(
+    store: Store, clock: FakeClock
+) -> None:
+    enqueue(store, A, [item("A1")])
+
+    def status(state: PoolState, workers: int, in_flight: int, handled: int) -> PoolStatus:
+        return PoolStatus(A, state, workers, in_flight, handled, crashes=0)
+
+    report_pools(store, [status(PoolState.RUNNING, 2, 2, 1)], host="build-1")
+    report_pools(store, [status(PoolState.RUNNING, 2, 1, 3)], host="build-2")
+    report_pools(store, [status(PoolState.PAUSED, 2, 0, 0)], host="build-3")
+    [shown] = get_control(store, A)
+    assert [h.host for h in shown.hosts] == ["build-1", "build-2", "build-3"]
+    assert shown.pool is not None
+    summed = (shown.pool.state, shown.pool.workers, shown.pool.in_flight, shown.pool.handled)
+    assert summed == (PoolState.RUNNING, 6, 3, 4)  # not the last host to report alone
+    clock.advance(LIVE_REPORT_S + 1)  # build-2 and build-3 went quiet; build-1 ends its run
+    report_pools(store, [status(PoolState.STOPPED, 0, 0, 5)], host="build-1")
+    [shown] = get_control(store, A)
+    assert shown.pool is not None
+    assert (shown.pool.state, shown.pool.in_flight, shown.pool.handled) == ("stopped", 0, 5)
