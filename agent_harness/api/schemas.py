@@ -218,7 +218,14 @@ class SessionOut(_Out):
     name: str = Field(description="Session name on its host.")
     host: str | None = Field(description="tmux, headless or remote.")
     log: str | None = Field(description="Path of the session's log on the server.")
-    attach: str = Field(description="The command that watches or answers it.")
+    attach: str = Field(
+        description="The command that watches or answers it, run on the host named by `worker`."
+    )
+    worker: str | None = Field(
+        default=None,
+        description="The worker whose run started it (host id/wN): its host holds the session "
+        "and its log. Null when the history no longer names it.",
+    )
 
 
 class ItemDetail(_Out):
@@ -234,7 +241,9 @@ class ItemDetail(_Out):
         session = None
         if view.session is not None:
             s = view.session
-            session = SessionOut(name=s.name, host=s.host, log=s.log, attach=s.attach)
+            session = SessionOut(
+                name=s.name, host=s.host, log=s.log, attach=s.attach, worker=s.worker
+            )
         return cls(
             project=view.project,
             item=ItemOut.of(view.record),

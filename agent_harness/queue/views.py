@@ -9,6 +9,7 @@ tens of thousands of items and millions of events.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from agent_harness.queue.items import (
 )
 from agent_harness.store import reading
 from agent_harness.store.database import Store
-from agent_harness.store.events import AgentStarted, Event, last_of
+from agent_harness.store.events import AgentStarted, Claimed, Event, last_of
 
 # Not ended: still to be claimed, or being worked.
 OPEN_STATES: tuple[ItemState, ...] = (
@@ -61,6 +62,7 @@ class SessionLink:
     host: str | None
     log: str | None
     attach: str  # the command that watches or answers it
+    worker: str | None = None  # the worker whose run started it: its host holds the session
 
 
 @dataclass(frozen=True)
@@ -177,13 +179,28 @@ def item_view(store: Store, project: str, item_id: str, *, limit: int = 1000) ->
     started = last_of(events, AgentStarted)
     session = None
     if started is not None:
+        # The session and its log are on the host whose run started it, and attach finds
+        # them through this database: the command names it (a PostgreSQL URL masked).
+        where = shlex.quote(store.where)
         session = SessionLink(
             name=started.session,
             host=started.host,
             log=started.log,
-            attach=f"agent-harness attach {item_id} --project {project}",
+            attach=f"agent-harness attach {item_id} --project {project} --db {where}",
+            worker=_starter(events),
         )
     return ItemView(project, record, events, session)
+
+
+def _starter(events: Sequence[Event]) -> str | None:
+    """The worker whose claim the last agent started under."""
+    worker, starter = None, None
+    for event in events:
+        if isinstance(event.payload, Claimed):
+            worker = event.payload.worker
+        elif isinstance(event.payload, AgentStarted):
+            starter = worker
+    return starter
 
 
 # Events whose payload names a failure class.

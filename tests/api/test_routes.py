@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from agent_harness.api.app import create_app
 from agent_harness.api.context import ApiContext
+from agent_harness.cli import main
 from agent_harness.store.database import Store
 from agent_harness.testing.clock import FakeClock
 from tests.api.conftest import AUTH, PROJECT, TOKEN, seed
@@ -40,12 +42,21 @@ def test_stale_claims_show_once_the_lease_lapsed(
     assert work["live"] == [] and [c["item"] for c in work["stale"]] == ["T1"]
 
 
-def test_one_item_comes_with_its_events_and_session(monitoring: TestClient) -> None:
+def test_one_item_comes_with_its_events_and_session(
+    monitoring: TestClient, api_store: object, capsys: pytest.CaptureFixture[str]
+) -> None:
     detail = monitoring.get("/api/work/T1", headers=AUTH).json()
     assert detail["item"]["state"] == "claimed"
     assert [e["kind"] for e in detail["events"]] == ["enqueued", "claimed", "agent_started"]
     assert detail["session"]["name"] == "ah-app-T1"
-    assert detail["session"]["attach"] == f"agent-harness attach T1 --project {PROJECT}"
+    # Copied as it is on the host that ran the agent, it finds this database and the item.
+    where = api_store.where  # type: ignore[attr-defined]
+    attach = f"agent-harness attach T1 --project {PROJECT} --db {shlex.quote(where)}"
+    assert detail["session"]["attach"] == attach
+    assert detail["session"]["worker"] == "host-a/w1"  # whose host holds the session
+    main([*shlex.split(attach)[1:], "--print"])
+    # It reached the item's session (whose log the seeded history names no file for).
+    assert "T1: session ah-app-T1 has ended" in capsys.readouterr().err
     missing = monitoring.get("/api/work/T9", headers=AUTH)
     assert missing.status_code == 404 and "T9" in missing.json()["detail"]
 
