@@ -167,8 +167,9 @@ Examples:
 @click.option(
     "--restore",
     is_flag=True,
-    help="Re-create the append-only triggers if they were dropped, disabled or altered, then "
-    "check the history.",
+    help="Re-create the append-only triggers if they were dropped, disabled or altered (and, "
+    "on PostgreSQL, move a copied log's transaction ids below this server's), then check the "
+    "history.",
 )
 @_common
 @click.pass_context
@@ -179,7 +180,9 @@ def verify(
     one before, so an edited, deleted or slipped-in event is named here.
 
     Exits 0 when the history holds, 1 when it does not. The history itself cannot be
-    repaired; --restore only puts back the triggers that refuse changes from now on.
+    repaired; --restore only puts back the triggers that refuse changes from now on (and, on
+    PostgreSQL, moves the transaction ids of a log copied from another server below this
+    server's, so the log is followed in order again).
     """
     from agent_harness.cli.output import open_database
     from agent_harness.store.chain import verify_chain
