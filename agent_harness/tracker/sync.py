@@ -353,6 +353,8 @@ class _Listing:
     markers: dict[int, Marker] = field(default_factory=dict)  # by issue number
     labels: set[str] = field(default_factory=set)
     milestones: set[str] = field(default_factory=set)
+    # Per plan file, one open issue another plan key made from it: (key, number, item id).
+    other_keys: dict[str, tuple[str, int, str]] = field(default_factory=dict)
 
     def oldest_issue_numbers(self) -> dict[str, int]:
         """Each item's issue: the oldest that claims it (the one `--adopt-duplicate` keeps)."""
@@ -377,6 +379,11 @@ def _list_plan_issues(tracker: Tracker, plan_key: str, report: SyncReport) -> _L
         except DamagedMarker as exc:
             report.problems.append(f"issue #{issue.number}: {exc}; left alone, fix it by hand")
             continue
+        theirs = marker is not None and marker.plan_key != plan_key
+        if theirs and marker is not None and marker.source and issue.state == "open":
+            listing.other_keys.setdefault(
+                marker.source, (marker.plan_key, issue.number, marker.item_id)
+            )
         if marker is None or marker.plan_key != plan_key:
             continue
         listing.by_item.setdefault(marker.item_id, []).append(issue)
@@ -483,9 +490,23 @@ class _PlanSync:
         self.report.problems.extend(p for p in scratch.problems if p not in known)
 
     def _refuse_another_plans_key(self, listing: _Listing) -> None:
-        if self.home is not None:
-            refuse_another_plan(
-                listing.markers, self.plan_key, self.tracker.repo, self.home[1], self.moved_from
+        if self.home is None:
+            return
+        mine = self.home[1]
+        refuse_another_plan(
+            listing.markers, self.plan_key, self.tracker.repo, mine, self.moved_from
+        )
+        other = listing.other_keys.get(mine)
+        if other is not None and not listing.markers:
+            # This plan file's issues are under another key, and none under this one yet: a
+            # key mistyped or forgotten on one host would open every item's issue again.
+            key, number, item_id = other
+            raise PlanKeyTaken(
+                f"{mine}'s items already have issues on {self.tracker.repo} under plan key "
+                f"'{key}' (issue #{number} is its {item_id}); syncing it under "
+                f"'{self.plan_key}' would open a second issue and pull request for every item. "
+                f"Run it with --plan-key {key}; to start it over under '{self.plan_key}', close "
+                f"'{key}''s issues first"
             )
 
     def _create_missing_labels(self, active: list[WorkItem], in_use: set[str]) -> None:

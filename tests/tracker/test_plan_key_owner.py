@@ -243,3 +243,27 @@ def test_a_plan_whose_file_name_is_not_utf8_syncs_again_without_change(
     again = sync_plan(parse_plan_file(folder / "tasks.md"), tracker, "tasks")
     assert (again.created, again.updated) == ([], [])
     assert [c.id for c in again.unchanged] == ["T001", "T002"]
+
+
+def test_one_plan_file_under_a_second_key_is_refused_while_the_first_keys_issues_are_open(
+    rf: RunningForge, clone: Path
+) -> None:
+    """A host started with another --plan-key (or none, where the others gave one) would open
+    every item's issue and pull request a second time."""
+    tracker = client(rf)
+    auth = parse_plan_file(clone / "specs" / "001-auth" / "tasks.md")
+    sync_plan(auth, tracker, "tasks")
+    writes = tracker.tally.writes
+    with pytest.raises(PlanKeyTaken) as refused:
+        sync_plan(auth, tracker, "OTHER")
+    assert str(refused.value) == (
+        "specs/001-auth/tasks.md's items already have issues on octo/app under plan key "
+        "'tasks' (issue #1 is its T001); syncing it under 'OTHER' would open a second issue "
+        "and pull request for every item. Run it with --plan-key tasks; to start it over "
+        "under 'OTHER', close 'tasks''s issues first"
+    )
+    assert tracker.tally.writes == writes and len(titles(tracker)) == 2
+    for issue in tracker.list_issues():  # the person closes the first key's issues
+        rf.github.get_repo(REPO).get_issue(issue.number).edit(state="closed")
+    again = sync_plan(auth, tracker, "OTHER")
+    assert [c.id for c in again.created] == ["T001", "T002"]
