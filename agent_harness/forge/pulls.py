@@ -185,8 +185,10 @@ def _merge_facts(
     mergeable: bool | None = None
     if not merged and issue["state"] == "open":
         mergeable = ctx.git.merges_cleanly(base_sha, head_sha)
-    merge_base = ctx.git.merge_base(base_sha, head_sha) or base_sha
-    files = ctx.git.changes(merge_base, head_sha) if not merged else []
+    # What it changes, counted from where it forked: once merged, from the base as it was
+    # then (the base holds the change now, so counting from its tip would find none).
+    fork, head = pull_span(ctx, pull)
+    files = ctx.git.changes(fork, head)
     return {
         "merged": merged,
         "mergeable": mergeable,
@@ -195,7 +197,7 @@ def _merge_facts(
         "merged_by": call.render.user_by_id(pull["merged_by_id"]),
         "review_comments": _count(call, "review_comments", pull["id"]),
         "maintainer_can_modify": bool(pull["maintainer_can_modify"]),
-        "commits": ctx.git.count(merge_base, head_sha),
+        "commits": ctx.git.count(fork, head),
         "additions": sum(f.additions for f in files),
         "deletions": sum(f.deletions for f in files),
         "changed_files": len(files),

@@ -86,9 +86,15 @@ def test_a_pull_lists_its_commits_and_files_also_once_merged(repo: Any, clone: P
         ("README.md", "modified", 1),
         ("src/app.py", "added", 1),
     ]
+    before = repo.get_pull(pull.number)
+    sizes = (before.commits, before.additions, before.deletions, before.changed_files)
+    assert sizes[0] == 2 and sizes[3] == 2 and sizes[1] >= 2
     pull.merge(merge_method="squash")
     assert [c.sha for c in pull.get_commits()] == [c.sha for c in commits]
     assert {f.filename for f in pull.get_files()} == {"README.md", "src/app.py"}
+    merged = repo.get_pull(pull.number)  # GitHub keeps a merged pull's size
+    assert merged.merged
+    assert (merged.commits, merged.additions, merged.deletions, merged.changed_files) == sizes
     with pytest.raises(UnknownObjectException):
         repo.get_pull(99).get_files().totalCount  # noqa: B018
 
