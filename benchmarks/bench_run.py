@@ -31,6 +31,10 @@ machine another tenant's work only ever adds time, so the best round is the one 
 least. Requests to the forge per item are counted at the forge, for both, and so is CPU time
 per item (this process, forge included, and the children it waited for; of the kept round),
 which is what bounds more workers than cores.
+The forge and the reviewer's scripted model server run in a process of their own
+(`services.py`), as GitHub and a provider would: served from this process, their request
+handling took the interpreter lock from the harness's worker threads. Their CPU (and their
+git's) is still counted in each side's CPU column.
 `--phases` adds where the harness's time per item goes, from its own events' timestamps (of
 the kept round).
 
@@ -64,12 +68,12 @@ from agent_harness.review.model import ModelReviewer
 from agent_harness.sessions.default import default_host
 from agent_harness.sessions.headless import HeadlessHost
 from agent_harness.store.database import open_store
-from agent_harness.testing.forge import TOKEN, running_forge
-from agent_harness.testing.model_server import ModelServer, ScriptedCompletion
+from agent_harness.testing.forge import TOKEN
 from agent_harness.tracker.github import GitHubTracker
 from agent_harness.tracker.sync import sync_plan
 
-APPROVE = '{"approved": true, "reasons": ["fine"], "permanent": false}'
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from services import Services
 
 
 def git(cwd: Path, *args: str) -> None:
@@ -81,7 +85,7 @@ def git(cwd: Path, *args: str) -> None:
     )
 
 
-def seeded_clone(forge, name: str, root: Path) -> Path:  # type: ignore[no-untyped-def]
+def seeded_clone(forge: Services, name: str, root: Path) -> Path:
     forge.forge.create_repo("bench", name, auto_init=True)
     work = root / name
     git(root, "clone", "-q", forge.forge.clone_url("bench", name), str(work))
@@ -91,12 +95,12 @@ def seeded_clone(forge, name: str, root: Path) -> Path:  # type: ignore[no-untyp
 AGENT = "sh -c " + shlex.quote('echo x > "f-$(date +%s%N).txt"; : "$0"') + " {prompt_file}"
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process (the harness and the forge alike) and of the children it has
-    waited for (git, the session wrappers and their agents; not a tmux server's)."""
+def cpu_seconds(services: Services) -> float:
+    """CPU time of this process, of the children it has waited for (git, the session wrappers
+    and their agents; not a tmux server's), and of the servers' process and its git."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime + services.cpu_seconds()
 
 
 TMUX = ["tmux", "-L", f"bench-floor-{os.getpid()}"]
@@ -123,8 +127,8 @@ def run_agent_plainly(argv: list[str], tree: Path, kind: str, name: str) -> None
         raise RuntimeError(f"the agent of {name} exited {code}")
 
 
-def floor(  # type: ignore[no-untyped-def]
-    forge, root: Path, n: int, workers: int, kind: str, name: str
+def floor(
+    forge: Services, root: Path, n: int, workers: int, kind: str, name: str
 ) -> tuple[float, float, float]:
     """Seconds per item of the bare work (see the module's docstring), requests per item, and
     CPU seconds per item."""
@@ -160,13 +164,13 @@ def floor(  # type: ignore[no-untyped-def]
     if kind == "tmux":  # one server for the whole floor, as a tool would keep
         subprocess.run([*TMUX, "new-session", "-d", "-s", "hold", "cat"], check=True)
     mark = forge.forge.mark()
-    cpu, start = cpu_seconds(), time.perf_counter()
+    cpu, start = cpu_seconds(forge), time.perf_counter()
     try:
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(one, range(1, n + 1)))
     finally:
         elapsed = time.perf_counter() - start
-        cpu = cpu_seconds() - cpu
+        cpu = cpu_seconds(forge) - cpu
         if kind == "tmux":
             subprocess.run([*TMUX, "kill-server"], check=False, capture_output=True)
             # tmux leaves its socket behind; the private one is ours to remove.
@@ -178,8 +182,8 @@ def floor(  # type: ignore[no-untyped-def]
     return elapsed / n, requests / n, cpu / n
 
 
-def harness(  # type: ignore[no-untyped-def]
-    forge, root: Path, n: int, workers: int, kind: str, name: str = ""
+def harness(
+    forge: Services, root: Path, n: int, workers: int, kind: str, name: str = ""
 ) -> tuple[float, float, float, list[tuple[str, float]]]:
     """Seconds per item of a whole run, requests per item, CPU seconds per item, and the time
     between its events."""
@@ -193,35 +197,32 @@ def harness(  # type: ignore[no-untyped-def]
     store = open_store(f"sqlite:///{root / (name + '.sqlite')}")
     env = dict(os.environ)
     env["BENCH_KEY"] = "k"
-    with ModelServer() as model:
-        from agent_harness.testing.model_server import ScriptedResponder
-
-        model.enqueue(ScriptedResponder(lambda _body: ScriptedCompletion(text=APPROVE)))
-        client = ModelClient(
-            {"reviewer": Route("m", f"{model.url}/v1", "openai", "openai", "BENCH_KEY")},
-            env=env,
-            parking=store,
-        )
-        host = default_host(state) if kind == "tmux" else HeadlessHost(state)
-        agent = preset_for(AGENT)
-        pipeline = Pipeline(
-            plan=plan,
-            plan_key="PLAN",
-            tracker=tracker,
-            store=store,
-            repo=WorkRepo(work, state),
-            implementer=CliImplementer(host, agent, env, timeout_s=60, poll_s=0.02),
-            reviewer=ModelReviewer(client, worker="bench"),
-            settings=RunSettings(checks=["true"], workers=workers, lease_s=120, idle_poll_s=0.01),
-            state_dir=state,
-            env=env,
-        )
-        mark = forge.forge.mark()
-        began, cpu, start = time.time(), cpu_seconds(), time.perf_counter()
-        report = pipeline.run()
-        elapsed = time.perf_counter() - start
-        cpu = cpu_seconds() - cpu
-        requests = sum(forge.forge.request_counts(mark).values())
+    # The reviewer's model server answers every review with an approval (services.py).
+    client = ModelClient(
+        {"reviewer": Route("m", f"{forge.model_url}/v1", "openai", "openai", "BENCH_KEY")},
+        env=env,
+        parking=store,
+    )
+    host = default_host(state) if kind == "tmux" else HeadlessHost(state)
+    agent = preset_for(AGENT)
+    pipeline = Pipeline(
+        plan=plan,
+        plan_key="PLAN",
+        tracker=tracker,
+        store=store,
+        repo=WorkRepo(work, state),
+        implementer=CliImplementer(host, agent, env, timeout_s=60, poll_s=0.02),
+        reviewer=ModelReviewer(client, worker="bench"),
+        settings=RunSettings(checks=["true"], workers=workers, lease_s=120, idle_poll_s=0.01),
+        state_dir=state,
+        env=env,
+    )
+    mark = forge.forge.mark()
+    began, cpu, start = time.time(), cpu_seconds(forge), time.perf_counter()
+    report = pipeline.run()
+    elapsed = time.perf_counter() - start
+    cpu = cpu_seconds(forge) - cpu
+    requests = sum(forge.forge.request_counts(mark).values())
     opened = sum(1 for item in report.items if item.state == "pr_open")
     assert opened == n, f"only {opened} of {n} items reached a pull request"
     spent = phases(store, pipeline.project, n, began, began + elapsed)
@@ -275,7 +276,7 @@ def main() -> int:
     n = args.items
     kinds = ["headless", "tmux"] if shutil.which("tmux") else ["headless"]
     configs = [(workers, kind) for kind in kinds for workers in (1, 4)]
-    with tempfile.TemporaryDirectory() as tmp, running_forge(Path(tmp) / "forge") as forge:
+    with tempfile.TemporaryDirectory() as tmp, Services(Path(tmp) / "forge") as forge:
         root = Path(tmp)
         floors: dict[tuple[int, str], tuple[float, float, float]] = {}
         runs: dict[tuple[int, str], tuple[float, float, float, list[tuple[str, float]]]] = {}
