@@ -13,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from agent_harness.forge.errors import ApiError, not_found, validation_failed
-from agent_harness.forge.issues import issue_row
+from agent_harness.forge.issues import iso_time, issue_row
 from agent_harness.forge.routes import Call, Reply, RepoContext, Router
 from agent_harness.forge.shapes import node_id
 
@@ -197,7 +197,7 @@ def list_comments(call: Call) -> Reply:
     where, args = "pull_id = ?", [pull["id"]]
     if q.get("since"):
         where += " AND updated_at >= ?"
-        args.append(q["since"])
+        args.append(iso_time(q["since"], "since"))  # any zone, compared as stored (UTC)
     rows = call.forge.db.all(
         f"SELECT * FROM review_comments WHERE {where} ORDER BY id {direction}", *args
     )

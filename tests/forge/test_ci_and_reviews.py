@@ -4,14 +4,16 @@ issue search, lock, rename; and the headers of write answers."""
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from github import GithubException
 
-from agent_harness.testing.forge import COLLABORATOR, RunningForge, collaborator_pull
+from agent_harness.testing.forge import COLLABORATOR, TOKEN, RunningForge, collaborator_pull
 from tests.forge.test_pulls import git, push_branch
 
 pytestmark = pytest.mark.integration
@@ -90,6 +92,14 @@ def test_reviews_line_comments_and_mergeable_state(
     assert repo.get_pull(pull.number).updated_at > before  # a review moves updated_at
     comments = [(c.path, c.line, c.body) for c in pull.get_review_comments()]
     assert comments == [("a.txt", 1, "say uno"), ("a.txt", 2, "say dos")]
+    # `since` in any zone is the same moment; a time that is no time is refused, not compared
+    # as text (which matched everything or nothing).
+    stamp = pull.get_review_comments()[0].updated_at.replace(tzinfo=dt.UTC)
+    ahead = stamp.astimezone(dt.timezone(dt.timedelta(hours=2))).isoformat()  # the same moment
+    url = f"{hub.server.api_url}/repos/{repo.full_name}/pulls/{pull.number}/comments"
+    auth = {"Authorization": f"token {TOKEN}"}
+    assert len(httpx.get(url, params={"since": ahead}, headers=auth).json()) == 2
+    assert httpx.get(url, params={"since": "yesterday"}, headers=auth).status_code == 422
     assert [r.state for r in pull.get_reviews()] == ["CHANGES_REQUESTED"]
     with pytest.raises(GithubException) as bad:
         pull.create_review(body="x", event="COMMENT", comments=[{"path": "nope", "body": "b"}])
