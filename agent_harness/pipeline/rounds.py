@@ -254,7 +254,7 @@ class PullWatch:
         reason, key = None, ""
         if HOLD_LABEL in feedback.labels:
             reason, key = f"the label `{HOLD_LABEL}` holds it", "hold"
-        elif any(c.strip().startswith(STOP_COMMAND) for c in feedback.comments):
+        elif any(text.strip().startswith(STOP_COMMAND) for text in _said_by_people(feedback)):
             reason, key = f"a person asked `{STOP_COMMAND}`", "stop"
         elif pushed is not None and feedback.head_sha and feedback.head_sha != pushed.sha:
             reason = (
@@ -359,7 +359,13 @@ class PullWatch:
         approved = history.approval() is not None or any(
             r[1] == "APPROVED" and r[3] == feedback.head_sha for r in feedback.reviews
         )
-        if not (approved and feedback.passing() and feedback.mergeable_state == "clean"):
+        # A person's request for changes stands until that person approves or it is
+        # dismissed (the reviews read are the standing ones), whatever the harness's own
+        # reviewer said: as on GitHub's merge box, it holds the merge.
+        changes_asked = any(r[1] == "CHANGES_REQUESTED" for r in feedback.reviews)
+        if changes_asked or not approved:
+            return
+        if not (feedback.passing() and feedback.mergeable_state == "clean"):
             return
         try:
             sha = self.tracker.merge_pull(feedback.number, feedback.head_sha)
@@ -381,6 +387,16 @@ class PullWatch:
     def _say(self, number: int, text: str, key: str) -> None:
         marker = json.dumps({"key": key})
         self.tracker.create_comment(number, f"{text}\n\n<!-- {ROUND_MARK} {marker} -->")
+
+
+def _said_by_people(feedback: PullFeedback) -> list[str]:
+    """Everything people wrote on the pull request where a command may stand: its comments,
+    the bodies of its reviews and its line comments (a review's body is a comment on GitHub)."""
+    return [
+        *feedback.comments,
+        *(review[2] for review in feedback.reviews),
+        *(line[3] for line in feedback.line_comments),
+    ]
 
 
 def watch_all(

@@ -82,3 +82,35 @@ def test_with_no_round_left_the_item_fails_saying_why(rig: Rig) -> None:
     assert item.state == "failed"
     assert "budget of 0 PR rounds is spent" in (item.reason or "")
     assert "lint (timed_out)" in (item.reason or "")
+
+
+def test_a_persons_standing_request_for_changes_holds_merge_when_green(rig: Rig) -> None:
+    rig.settings.merge_when_green = True
+    p, number, head = opened(rig)
+    # The harness's reviewer approved; a person asked for changes and has not approved since.
+    person = ((8, "CHANGES_REQUESTED", "not like this", "0" * 40),)
+    said(rig, number, head, checks=(("ci", "success", ""),), reviews=person)
+    rig.settings.max_pr_rounds = 0  # no round either: only the merge is in question
+    p.reconcile()
+    assert not [k for k in kinds(rig, p) if k["kind"] == "pr_merge"]
+    assert rig.tracker.tally.by_kind.get("merge_pull", 0) == 0
+    # Once that person approves, their request no longer stands: merged.
+    said(rig, number, head, checks=(("ci", "success", ""),), reviews=((9, "APPROVED", "", head),))
+    p.reconcile()
+    [merge] = [k for k in kinds(rig, p) if k["kind"] == "pr_merge"]
+    assert merge["merged"] is True
+
+
+@pytest.mark.parametrize("where", ["review", "line comment"])
+def test_the_stop_command_in_a_review_or_a_line_comment_stops_rounds(rig: Rig, where: str) -> None:
+    p, number, head = opened(rig)
+    stop = "/agent-harness stop\nI will finish this one myself."
+    if where == "review":
+        feedback: dict[str, object] = {"reviews": ((7, "CHANGES_REQUESTED", stop, head),)}
+    else:
+        feedback = {"line_comments": ((5, "words.py", 1, stop, head),)}
+    said(rig, number, head, **feedback)
+    p.reconcile()
+    stops = [k["key"] for k in kinds(rig, p) if k["kind"] == "pr_rounds_stopped"]
+    assert stops == ["stop"]
+    assert not [k for k in kinds(rig, p) if k["kind"] == "pr_round"]  # nothing sent back
