@@ -110,7 +110,8 @@ def reconcile(
         _render(report)
         if watched is not None:
             _render_rounds(watched)
-    return 0 if report.ok else 4
+    # An item whose round budget ran out failed: that needs a person, as a revert does.
+    return 0 if report.ok and not (watched and watched.failed) else 4
 
 
 def _watch(
@@ -150,6 +151,10 @@ def _render_rounds(watched: WatchReport) -> None:
     for m in watched.merged:
         said = "merged" if m["merged"] else f"not merged ({m['detail']})"
         out.print(f"{m['item']}: PR #{m['pr']} {said}")
+    for f in watched.failed:
+        out.print(f"{f['item']}: failed: {f['reason']}", markup=False)
+    for left in watched.left:
+        out.print(f"{left['item']}: PR #{left['pr']} {left['reason']}", markup=False)
     out.print(f"open pull requests read: {len(watched.read)}")
 
 

@@ -71,6 +71,8 @@ class WatchReport:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     stopped: list[dict[str, Any]] = field(default_factory=list)
     merged: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)  # round budget spent
+    left: list[dict[str, Any]] = field(default_factory=list)  # needs the clone: a later pass
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,8 @@ class WatchReport:
             "rounds": self.rounds,
             "stopped": self.stopped,
             "merged": self.merged,
+            "failed": self.failed,
+            "left": self.left,
         }
 
 
@@ -209,6 +213,17 @@ class PullWatch:
             ):
                 self._merge(item_id, feedback, history)
             return
+        if trigger.kind in ("conflict", "behind") and self.repo is None:
+            # The base is merged or rebased in the item's worktree, which a pass without the
+            # clone cannot reach: the agent would get a conflict it has no copy of, and spend
+            # a round pushing a head that still conflicts. A pass with the clone takes it up.
+            reason = (
+                f"{'conflicts with' if trigger.kind == 'conflict' else 'is behind'} its base "
+                f"`{feedback.base_ref}`: left for a pass with the clone (`reconcile --work "
+                "CLONE`, or `run`)"
+            )
+            self.report.left.append({"item": item_id, "pr": number, "reason": reason})
+            return
         # Rebasing onto a base that moved on is the harness's own chore: it spends no round.
         rounds = [r for r in history.all(PullRound) if r.action == "agent"]
         if trigger.kind == "behind":
@@ -224,6 +239,7 @@ class PullWatch:
             )
             if items.reopen_for_round(self.store, self.project, item_id, event, fail=reason):
                 self._say(number, f"No more rounds: {reason}.", f"budget:{number}")
+                self.report.failed.append({"item": item_id, "pr": number, "reason": reason})
             return
         if trigger.kind == "conflict" and self._rebased(item_id, number, feedback, trigger):
             return
@@ -428,7 +444,7 @@ def watch_all(
             repo=repo,
             clock=clock,
         ).run(changed)
-        for name in ("read", "rounds", "stopped", "merged"):
+        for name in ("read", "rounds", "stopped", "merged", "failed", "left"):
             getattr(total, name).extend(getattr(one, name))
     return total
 

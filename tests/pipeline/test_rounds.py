@@ -114,3 +114,31 @@ def test_the_stop_command_in_a_review_or_a_line_comment_stops_rounds(rig: Rig, w
     stops = [k["key"] for k in kinds(rig, p) if k["kind"] == "pr_rounds_stopped"]
     assert stops == ["stop"]
     assert not [k for k in kinds(rig, p) if k["kind"] == "pr_round"]  # nothing sent back
+
+
+def test_a_pass_without_the_clone_leaves_a_conflict_for_one_with_it_and_spends_no_round(
+    rig: Rig,
+) -> None:
+    from agent_harness.pipeline.rounds import watch_all
+
+    p, number, head = opened(rig)
+    said(rig, number, head, mergeable_state="dirty")
+    watched = watch_all(rig.tracker, rig.store, [number], plan_key=p.plan_key, repo=None)
+    assert [(x["item"], x["pr"]) for x in watched.left] == [("T1", number)]
+    assert "conflicts with its base `main`: left for a pass with the clone" in str(
+        watched.left[0]["reason"]
+    )
+    assert watched.rounds == [] and get_item(rig.store, p.project, "T1").state == "pr_open"
+    p.reconcile()  # the run's own pass has the clone: it takes the conflict up
+    assert [k["trigger"] for k in kinds(rig, p) if k["kind"] == "pr_round"] == ["conflict"]
+
+
+def test_a_spent_round_budget_is_in_the_watchs_report(rig: Rig) -> None:
+    from agent_harness.pipeline.rounds import watch_all
+
+    p, number, head = opened(rig)
+    said(rig, number, head, checks=(("ci", "failure", "boom"),))
+    watched = watch_all(rig.tracker, rig.store, [number], plan_key=p.plan_key, max_rounds=0)
+    [failed] = watched.failed
+    assert failed["item"] == "T1" and "budget of 0 PR rounds is spent" in str(failed["reason"])
+    assert watched.as_json()["failed"] == [failed]
