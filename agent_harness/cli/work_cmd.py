@@ -73,7 +73,7 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
         name = queue.resolve_project(store, project)
         view = queue.status(store, name)
         activity = _activity(store, name, [c.item_id for c in view.live])
-        records = queue.list_items(store, name)
+        records = queue.list_items(store, name, with_deps=True)
     waiting = [r for r in records if r.state == "waiting"]
     failed = [r for r in records if r.state == "failed"]
     if as_json:

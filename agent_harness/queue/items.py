@@ -568,12 +568,20 @@ def get_item(store: Store, project: str, item_id: str) -> ItemRecord:
     return item_record(row, deps)
 
 
-def list_items(store: Store, project: str) -> list[ItemRecord]:
+def list_items(store: Store, project: str, *, with_deps: bool = False) -> list[ItemRecord]:
+    """The project's items in plan order; with `with_deps`, each with what it depends on (one
+    query more, which the run's polls do without)."""
     with store.transaction(write=False) as tx:
         rows = tx.all(
             f"SELECT {ITEM_COLUMNS} FROM items WHERE project = ? ORDER BY seq, id", (project,)
         )
-    return [item_record(r) for r in rows]
+        deps: dict[str, list[str]] = {}
+        if with_deps:
+            for item_id, dep in tx.all(
+                "SELECT item, dep FROM deps WHERE project = ? ORDER BY item, dep", (project,)
+            ):
+                deps.setdefault(str(item_id), []).append(str(dep))
+    return [item_record(r, tuple(deps.get(str(r[1]), ()))) for r in rows]
 
 
 def history(store: Store, project: str, item_id: str) -> tuple[ItemRecord, list[Event]]:

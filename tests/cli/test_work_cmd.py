@@ -85,9 +85,9 @@ def test_show_and_retry_an_item(db: str, capsys: pytest.CaptureFixture[str]) -> 
     assert "failed: T1: cannot be done" in capsys.readouterr().out
     listed = _json(capsys, "work")
     assert isinstance(listed, dict)
-    assert [(i["id"], i["state"], i["reason"]) for i in listed["items"]] == [
-        ("T1", "failed", "cannot be done"),
-        ("T2", "skipped", "blocked by T1"),
+    assert [(i["id"], i["state"], i["reason"], i["depends_on"]) for i in listed["items"]] == [
+        ("T1", "failed", "cannot be done", []),
+        ("T2", "skipped", "blocked by T1", ["T1"]),  # as `work show T2` says
     ]
     assert _json(capsys, "work", "retry", "T1") == {"requeued": ["T1", "T2"]}
     assert main(["work", "retry", "T1"]) == 2  # pending now: nothing to retry
