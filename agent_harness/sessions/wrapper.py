@@ -396,9 +396,25 @@ def _write_spec(spec: SessionSpec, ended: Path | None = None) -> Path:
 
 def _prepare_log(spec: SessionSpec) -> None:
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    _keep_earlier_log(spec.log_path)
     spec.log_path.write_bytes(b"")  # a new session starts a new log
     _exit_path(spec.log_path).unlink(missing_ok=True)
     _said_path(spec.log_path).unlink(missing_ok=True)
+
+
+def _keep_earlier_log(log: Path) -> None:
+    """An earlier session of the same name (an item's attempt before, a pull-request round)
+    left its log: it is kept beside, as `<name>.1.log`, `<name>.2.log`…, never written over."""
+    try:
+        if log.stat().st_size == 0:
+            return
+    except FileNotFoundError:
+        return
+    for n in range(1, 10_000):
+        kept = log.with_name(f"{log.stem}.{n}{log.suffix}")
+        if not kept.exists():
+            log.rename(kept)
+            return
 
 
 def _tail_lines(text: str, lines: int) -> str:

@@ -101,7 +101,7 @@ def test_a_live_session_cannot_be_started_twice(
     host.kill(name)
 
 
-def test_an_ended_session_can_be_started_again_with_a_fresh_log(
+def test_an_ended_session_can_be_started_again_with_a_fresh_log_and_the_old_one_kept(
     host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
 ) -> None:
     first = write_scripted_agent(agents_dir, {"steps": [{"print": "first run"}], "exit": 1})
@@ -113,6 +113,9 @@ def test_an_ended_session_can_be_started_again_with_a_fresh_log(
     assert host.status(name).exit_code == 0
     assert "first run" not in host.output(name)
     assert "second run" in host.output(name)
+    # The first run's log is kept beside the new one, never written over.
+    [kept] = [p for p in (tmp_path / "logs").iterdir() if p.name.endswith(".1.log")]
+    assert "first run" in kept.read_text() and "second run" not in kept.read_text()
 
 
 def test_send_keys_answers_a_question(
