@@ -7,6 +7,7 @@ twice; and the body tells the truth about checks, review and cost (unknown is sh
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from agent_harness.git.worktrees import Worktree
@@ -20,7 +21,7 @@ from agent_harness.queue import leases
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
 from agent_harness.store.events import AgentFinished, PullOpened, PullRound, Pushed, Reviewed
-from agent_harness.tracker.protocol import PullRecord
+from agent_harness.tracker.protocol import PullRecord, TrackerError
 from agent_harness.tracker.sync import PullMarker, defuse_markers, item_title
 from agent_harness.tracker.writes import create_once
 
@@ -74,9 +75,29 @@ def deliver(
         text = round_comment(answered, sha, "\n".join(_checks_section(checks)))
         with parts.tracker_lock:
             parts.tracker.create_comment(pull.number, text)
+    earlier = {p.number for p in history.all(PullOpened) if p.number != pull.number}
     opened = PullOpened(number=pull.number, url=pull.url, reused=reused, branch=tree.branch)
     parts.emit(item.id, opened, history)
+    if not reused:
+        _supersede(parts, item, sorted(earlier), pull)
     leases.complete(parts.store, lease, ItemState.PR_OPEN)
+
+
+def _supersede(parts: RunParts, item: WorkItem, numbers: list[int], new: PullRecord) -> None:
+    """The item started over (`work retry`) on a branch of its own while an earlier pull
+    request of it stayed open: close that one, saying which replaces it, so a person cannot
+    merge the old work by mistake and the watch reads only the new one. A tracker that refuses
+    leaves it open; the new pull request is delivered all the same."""
+    for number in numbers:
+        text = (
+            f"Superseded by #{new.number}: **{item.id}** started over on a new branch, whose "
+            "pull request replaces this one. Closed by agent-harness."
+        )
+        with parts.tracker_lock, contextlib.suppress(TrackerError):
+            if parts.tracker.get_pull(number).state != "open":
+                continue
+            parts.tracker.create_comment(number, text)
+            parts.tracker.close_pull(number)
 
 
 def _open_pull(parts: RunParts, branch: str) -> PullRecord | None:

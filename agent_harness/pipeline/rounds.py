@@ -201,7 +201,10 @@ class PullWatch:
         said = {key for r in history.all(PullRound) for key in r.keys}
         said |= {s.key for s in history.all(PullRoundsStopped)}
         said |= {f"merge:{m.head_sha}" for m in history.all(PullMerge)}
-        pushed = history.last(Pushed)
+        # What the harness last pushed to this pull request's own branch: an item that started
+        # over pushes to a new branch, and that is no stranger's commit on the old one.
+        on_branch = [p for p in history.all(Pushed) if p.branch == feedback.head_ref]
+        pushed = on_branch[-1] if on_branch else history.last(Pushed)
         if self._stopped(item_id, feedback, pushed, said):
             return
         trigger = _trigger(feedback)

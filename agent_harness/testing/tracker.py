@@ -211,6 +211,12 @@ class MemoryTracker:
         self.pulls[number] = pull
         return pull
 
+    def close_pull(self, number: int) -> PullRecord:
+        self._count("update_pull", write=True)
+        pull = replace(self.get_pull(number), state="closed", updated_at=self._now())
+        self.pulls[number] = pull
+        return pull
+
     def get_pull(self, number: int) -> PullRecord:
         self._count("get_pull")
         if number not in self.pulls:

@@ -551,6 +551,12 @@ class GitHubTracker(PullReads):
         )
         return PullRecord.from_json(data)
 
+    def close_pull(self, number: int) -> PullRecord:
+        _, data = self._call(
+            "PATCH", f"/repos/{self.repo}/pulls/{number}", "update_pull", body={"state": "closed"}
+        )
+        return PullRecord.from_json(data)
+
     # -- reconcile: conditional listings and issue status --------------------------------------
     def _pages(
         self,

@@ -377,6 +377,9 @@ class Tracker(Protocol):
 
     def update_pull(self, number: int, title: str, body: str) -> PullRecord: ...
 
+    def close_pull(self, number: int) -> PullRecord:
+        """Close pull request `number` without merging it."""
+
     # -- what the reconciler reads and writes ------------------------------------------------
     def pulls_by_update(
         self, stop_before: str | None = None, etag: str | None = None

@@ -142,3 +142,26 @@ def test_a_spent_round_budget_is_in_the_watchs_report(rig: Rig) -> None:
     [failed] = watched.failed
     assert failed["item"] == "T1" and "budget of 0 PR rounds is spent" in str(failed["reason"])
     assert watched.as_json()["failed"] == [failed]
+
+
+def test_a_retried_item_closes_its_old_pull_request_and_no_stranger_is_seen_on_it(
+    rig: Rig,
+) -> None:
+    from agent_harness.queue.items import retry
+
+    rig.settings.max_pr_rounds = 0
+    p, old, head = opened(rig, Step(files={"words.py": "N = 3\n"}))
+    said(rig, old, head, checks=(("ci", "failure", "boom"),))
+    p.reconcile()  # no round left: the item fails, its pull request stays open
+    assert get_item(rig.store, p.project, "T1").state == "failed"
+    retry(rig.store, p.project, "T1")
+    rig.reviewer = ScriptedReviewer([verdict(True)])
+    p.run()  # started over on a new branch: a new pull request
+    new = max(rig.tracker.pulls)
+    assert new != old and rig.tracker.pulls[old].state == "closed"
+    assert rig.tracker.pulls[new].head_ref != rig.tracker.pulls[old].head_ref
+    assert any(f"Superseded by #{new}" in c.body for c in rig.tracker.comments[old])
+    said(rig, new, "")  # nothing asked of the new one
+    p.reconcile()
+    stops = [k for k in kinds(rig, p) if k["kind"] == "pr_rounds_stopped"]
+    assert stops == []
