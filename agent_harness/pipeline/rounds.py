@@ -228,7 +228,10 @@ class PullWatch:
             self.report.left.append({"item": item_id, "pr": number, "reason": reason})
             return
         # Rebasing onto a base that moved on is the harness's own chore: it spends no round.
-        rounds = [r for r in history.all(PullRound) if r.action == "agent"]
+        # Rounds are this pull request's own: an item that started over (`work retry`) has a
+        # new pull request, with its budget whole and its rounds counted from 1.
+        of_pull = [r for r in history.all(PullRound) if r.pr == number]
+        rounds = [r for r in of_pull if r.action == "agent"]
         if trigger.kind == "behind":
             self._rebased(item_id, number, feedback, trigger)
             return
@@ -237,16 +240,14 @@ class PullWatch:
                 f"PR #{number}: the budget of {self.max_rounds} PR rounds is spent; "
                 f"the last {trigger.kind} said: {trigger.summary}"
             )
-            event = self._round(
-                number, len(history.all(PullRound)) + 1, trigger, feedback, "failed"
-            )
+            event = self._round(number, len(of_pull) + 1, trigger, feedback, "failed")
             if items.reopen_for_round(self.store, self.project, item_id, event, fail=reason):
                 self._say(number, f"No more rounds: {reason}.", f"budget:{number}")
                 self.report.failed.append({"item": item_id, "pr": number, "reason": reason})
             return
         if trigger.kind == "conflict" and self._rebased(item_id, number, feedback, trigger):
             return
-        self._send_back(item_id, number, len(history.all(PullRound)) + 1, trigger, feedback)
+        self._send_back(item_id, number, len(of_pull) + 1, trigger, feedback)
 
     def _untouched(self, number: int, facts: PullFacts, history: ItemHistory) -> bool:
         """Nothing on this pull request can need an answer: its head is what the harness
@@ -342,7 +343,13 @@ class PullWatch:
             return False
         pushed = Pushed(branch=feedback.head_ref, sha=head)
         self.store.append_event(self.project, item_id, pushed)
-        rounds = len(ItemHistory.read(self.store, self.project, item_id).all(PullRound))
+        rounds = len(
+            [
+                r
+                for r in ItemHistory.read(self.store, self.project, item_id).all(PullRound)
+                if r.pr == number
+            ]
+        )
         event = self._round(number, rounds + 1, trigger, feedback, "rebase")
         self.store.append_event(self.project, item_id, event)
         self.report.rounds.append(

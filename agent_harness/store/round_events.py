@@ -25,7 +25,9 @@ class PullRound(Payload):
 
     KIND = RoundKind.PR_ROUND
     pr: int = Field(description="The pull request.")
-    round: int = Field(description="Which round of this item (1 is the first after the PR).")
+    round: int = Field(
+        description="Which round of this pull request (1 is the first after it opened)."
+    )
     trigger: str = Field(description="check_run, review, conflict or behind.")
     head_sha: str = Field(description="The head the feedback was about.")
     action: str = Field(description="agent (a new attempt), rebase (no agent needed) or failed.")

@@ -165,3 +165,30 @@ def test_a_retried_item_closes_its_old_pull_request_and_no_stranger_is_seen_on_i
     p.reconcile()
     stops = [k for k in kinds(rig, p) if k["kind"] == "pr_rounds_stopped"]
     assert stops == []
+
+
+def test_a_retried_items_new_pull_request_has_its_own_round_budget_counted_from_one(
+    rig: Rig,
+) -> None:
+    from agent_harness.queue.items import retry
+
+    rig.settings.max_pr_rounds = 1
+    p, old, _head = opened(rig, Step(files={"words.py": "N = 3\n"}), Step(files={"w.py": "1\n"}))
+    said(rig, old, "", checks=(("ci", "failure", "boom"),))
+    p.run()  # round 1 of 1 on the first pull request
+    events = rig.store.all_events(project=p.project, item="T1")
+    fixed = [e.payload for e in events if isinstance(e.payload, Pushed)][-1].sha
+    said(rig, old, fixed, checks=(("ci", "failure", "again"),))
+    p.reconcile()  # none left: failed
+    assert get_item(rig.store, p.project, "T1").state == "failed"
+    retry(rig.store, p.project, "T1")
+    rig.reviewer = ScriptedReviewer([verdict(True)] * 2)
+    p.run()
+    new = max(rig.tracker.pulls)
+    events = rig.store.all_events(project=p.project, item="T1")
+    new_head = [e.payload for e in events if isinstance(e.payload, Pushed)][-1].sha
+    said(rig, new, new_head, checks=(("ci", "failure", "on the new one"),))
+    p.run()  # the new pull request's first round, within its own budget
+    rounds = [(k["pr"], k["round"], k["action"]) for k in kinds(rig, p) if k["kind"] == "pr_round"]
+    assert rounds == [(old, 1, "agent"), (old, 2, "failed"), (new, 1, "agent")]
+    assert get_item(rig.store, p.project, "T1").state == "pr_open"
