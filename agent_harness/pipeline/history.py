@@ -62,6 +62,15 @@ _DOING: dict[type[Payload], str] = {
 }
 
 
+# Why an item came back, by the state it was retried from.
+_RETRIED_AFTER = {
+    "reverted": "its merged change was reverted on the default branch, so it has to land again",
+    "closed": "its pull request was closed without merging",
+    "failed": "it failed",
+    "skipped": "it was skipped",
+}
+
+
 class ItemHistory:
     """The harness's own events about one item, oldest first, kept current as the attempt adds
     more (`record`), so every question is answered from one read."""
@@ -142,9 +151,31 @@ class ItemHistory:
         return generation, fresh
 
     def feedback(self) -> Feedback | None:
-        """What the previous attempt ran into, for the next prompt."""
-        given = self.last(FeedbackGiven)
-        return None if given is None else Feedback(given.source, given.summary, given.detail)
+        """What the previous attempt ran into, for the next prompt. After a retry, only what
+        came after it: an item that starts over on a new branch is told why it came back, not
+        an old round's feedback about a branch (and conflict markers) it no longer has."""
+        given: FeedbackGiven | None = None
+        retried: Retried | None = None
+        for payload in self._payloads:
+            if isinstance(payload, FeedbackGiven):
+                given, retried = payload, None  # feedback since a retry stands on its own
+            elif isinstance(payload, Retried) and payload.via is None:
+                retried = payload
+        if retried is None:
+            return None if given is None else Feedback(given.source, given.summary, given.detail)
+        why = _RETRIED_AFTER.get(str(retried.from_), f"it ended {retried.from_}")
+        summary = (
+            f"a person started the item over (`work retry`) after {why}; this attempt begins on "
+            "a new branch from the current default branch, without the earlier work"
+        )
+        if given is None or given.source.startswith("pr_"):
+            # A pull-request round spoke of a branch (and conflict markers) no longer here.
+            return Feedback("retry", summary, "")
+        return Feedback(
+            "retry",
+            f"{summary}. The last attempt before it ended with: {given.summary}",
+            given.detail,
+        )
 
     def implementer_run(self) -> AgentFinished | None:
         return self.last(AgentFinished)

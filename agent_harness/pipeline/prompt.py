@@ -20,7 +20,7 @@ MAX_FEEDBACK = 8_000
 class Feedback:
     """What the previous attempt of an item ran into."""
 
-    kind: str  # "checks" | "review" | "agent" | "protected"
+    kind: str  # "checks" | "review" | "agent" | "protected" | "pr_<trigger>" | "retry"
     summary: str
     detail: str = ""
 
@@ -65,12 +65,16 @@ def build_prompt(
         detail = feedback.detail.strip()
         if len(detail) > MAX_FEEDBACK:
             detail = "…" + detail[-MAX_FEEDBACK:]
-        parts += [
-            "## Feedback from the previous attempt",
-            "",
-            f"This is attempt {attempt}. The previous attempt ended with: {feedback.summary}",
-            "",
-        ]
+        if feedback.kind.startswith("pr_"):  # a round: the same branch and pull request
+            said = (
+                "Your pull request came back for another round, on the same branch: "
+                f"{feedback.summary}"
+            )
+        elif feedback.kind == "retry":
+            said = f"{feedback.summary}."
+        else:
+            said = f"This is attempt {attempt}. The previous attempt ended with: {feedback.summary}"
+        parts += ["## Feedback from the previous attempt", "", said, ""]
         if detail:
             parts += ["```", detail, "```", ""]
     parts += [

@@ -14,6 +14,7 @@ from agent_harness.store.events import (
     Claimed,
     FeedbackGiven,
     Outcome,
+    Retried,
     Reviewed,
 )
 
@@ -120,3 +121,27 @@ def test_an_agent_run_in_another_hosts_worktree_is_not_resumed_here() -> None:
     assert died.finished_run(here) is None  # another host's clone: the work is not here
     unknown = ItemHistory([AgentStarted(implementer="c", session="s", attempt=1), finished])
     assert unknown.finished_run(here) == finished  # events from before worktrees were named
+
+
+def test_after_a_retry_the_next_prompt_is_told_why_not_an_old_rounds_feedback() -> None:
+    conflict = FeedbackGiven(
+        source="pr_conflict",
+        summary="PR #5 round 1: conflicts with main",
+        detail="these files have conflict markers to resolve: calc/mul.py",
+    )
+    history = ItemHistory([conflict, Outcome(from_="pr_open", to="reverted")])
+    history.record(Retried(from_="reverted", to="pending"))
+    feedback = history.feedback()
+    assert feedback is not None and feedback.kind == "retry" and feedback.detail == ""
+    assert "its merged change was reverted on the default branch" in feedback.summary
+    assert "conflict" not in feedback.summary  # that branch and its markers are gone
+    # A failure the person retried after is still worth knowing, with why it came back.
+    failed = ItemHistory([FeedbackGiven(source="protected", summary="touches protected path x")])
+    failed.record(Retried(from_="failed", to="pending"))
+    told = failed.feedback()
+    assert told is not None and "after it failed" in told.summary
+    assert "The last attempt before it ended with: touches protected path x" in told.summary
+    # Feedback given since the retry (a round of the new pull request) speaks for itself.
+    history.record(FeedbackGiven(source="pr_check_run", summary="PR #9 round 1: ci failed"))
+    later = history.feedback()
+    assert later is not None and later.summary == "PR #9 round 1: ci failed"
