@@ -288,8 +288,12 @@ class PullWatch:
             event = PullRoundsStopped(pr=number, reason=reason, key=key)
             self.store.append_event(self.project, item_id, event)
             self.report.stopped.append({"item": item_id, "pr": number, "reason": reason})
-            if key.startswith("foreign:"):
-                self._say(number, f"The harness stops here: {reason}.", key)
+            # Said on the pull request too, once, so whoever applied the brake sees it held.
+            then = {
+                "hold": " Take the label off to let the rounds go on.",
+                "stop": " It pushes nothing more to this branch.",
+            }.get(key, "")
+            self._say(number, f"The harness stops its rounds here: {reason}.{then}", key)
         return True
 
     def _round(

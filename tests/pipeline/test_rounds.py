@@ -69,7 +69,8 @@ def test_the_hold_label_stops_rounds_and_so_does_a_foreign_head(rig: Rig) -> Non
     stops = [k["key"] for k in kinds(rig, p) if k["kind"] == "pr_rounds_stopped"]
     assert stops == ["hold", "foreign:" + "f" * 40]
     assert get_item(rig.store, p.project, "T1").state == "pr_open"
-    [told] = rig.tracker.comments[number]  # the foreign commit is said on the pull request
+    held, told = rig.tracker.comments[number]  # each brake is said on the pull request, once
+    assert "the label `agent-harness:hold` holds it. Take the label off" in held.body
     assert "did not make" in told.body
 
 

@@ -277,6 +277,8 @@ def test_brakes_a_stop_comment_then_a_commit_the_harness_did_not_make(h: Harness
     assert rounds(h, p) == []
     events = h.store.all_events(project=p.project, item="T1")
     assert [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"] == ["stop"]
+    [heard] = harness_comments(gh_repo(h).get_pull(pull.number))  # the stop is answered
+    assert "stops its rounds here: a person asked `/agent-harness stop`" in heard
     # The person takes the stop back (a new item round would follow) and pushes a commit.
     comment = next(c for c in pull.get_issue_comments() if c.body == "/agent-harness stop")
     comment.edit("resumed by a person")
@@ -291,10 +293,10 @@ def test_brakes_a_stop_comment_then_a_commit_the_harness_did_not_make(h: Harness
     gh_repo(h).create_check_run("ci", head, conclusion="failure")
     p.reconcile()
     assert rounds(h, p) == []
-    [said] = harness_comments(gh_repo(h).get_pull(pull.number))
+    [_stop, said] = harness_comments(gh_repo(h).get_pull(pull.number))
     assert "did not make" in said and head[:12] in said
     p.reconcile()  # said once
-    assert len(harness_comments(gh_repo(h).get_pull(pull.number))) == 1
+    assert len(harness_comments(gh_repo(h).get_pull(pull.number))) == 2
 
 
 def test_reads_stay_o_changed_and_a_second_look_with_nothing_new_writes_nothing(
