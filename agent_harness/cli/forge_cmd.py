@@ -283,8 +283,8 @@ def merge(repo: str, number: int, method: str, data_dir: Path | None, as_json: b
         print_json(done.as_json())
     else:
         click.echo(
-            f"merged {done.repo}#{done.number} ({done.head} into {done.base}): {done.sha[:12]} "
-            f"{done.title}"
+            f'merged {done.repo}#{done.number} "{done.title}" ({done.head} into {done.base}, '
+            f"{done.method}): commit {done.sha[:12]}"
         )
     return 0
 

@@ -14,6 +14,7 @@ may read a repository that is not private.
 from __future__ import annotations
 
 import html
+import re
 import shlex
 import sqlite3
 import urllib.parse
@@ -268,10 +269,20 @@ def _numbered(forge: Forge, ctx: RepoContext, kind: str, number: int) -> Page:
     )
     labels = ", ".join(row["name"] for row in _labels(forge, issue["id"]))
     meta = f"<p>Labels: {e(labels)}</p>" if labels else ""
-    body = f"<pre>{e(issue['body'])}</pre>" if issue["body"] else '<p class="muted">No text.</p>'
+    text = _shown(issue["body"])
+    body = f"<pre>{e(text)}</pre>" if text else '<p class="muted">No text.</p>'
     middle = _pull_section(forge, ctx, issue, pull) if pull is not None else ""
     page = head + meta + body + middle + _comments(forge, issue)
     return _layout(f"{issue['title']} · #{number}", page)
+
+
+# An HTML comment in markdown: GitHub renders it as nothing (tools keep markers there).
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+
+def _shown(text: str | None) -> str:
+    """A body as GitHub's page shows it: its HTML comments hidden, the rest as written."""
+    return _HTML_COMMENT.sub("", text or "").strip()
 
 
 def _login(forge: Forge, user_id: int | None) -> str:
@@ -291,7 +302,7 @@ def _comments(forge: Forge, issue: sqlite3.Row) -> str:
         return ""
     items = "".join(
         f'<div class="box"><p class="muted">{e(_login(forge, r["user_id"]))} on '
-        f"{e(r['created_at'])}</p><pre>{e(r['body'])}</pre></div>"
+        f"{e(r['created_at'])}</p><pre>{e(_shown(r['body']))}</pre></div>"
         for r in rows
     )
     return f"<h2>Comments</h2>{items}"

@@ -263,13 +263,15 @@ def test_forge_merge_is_a_real_merge_in_the_bare_repository(
     capsys.readouterr()
     assert main(["forge", "merge", "me/app", str(pull)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"merged me/app#{pull} (feature into main): ")
+    assert out.startswith(f"merged me/app#{pull} ") and "(feature into main, merge): commit " in out
+    sha = out.strip().rsplit(" ", 1)[-1]  # the merge commit, not the pull request's title
 
     app = home / "app"
     git(app, "pull", "-q", "origin", "main")
     parents = git(app, "log", "-1", "--format=%P").split()
     assert len(parents) == 2 and parents[1] == git(app, "rev-parse", "feature")
     assert git(app, "log", "-1", "--format=%s") == f"Merge pull request #{pull} from me/feature"
+    assert git(app, "rev-parse", "HEAD").startswith(sha)
     assert (app / "words.py").read_text() == "WORDS = 2\n"
     data = forge_json(home, f"/repos/me/app/pulls/{pull}")
     assert data["merged"] is True and data["state"] == "closed"

@@ -91,8 +91,9 @@ def test_a_merged_pull_request_still_shows_what_it_changed(
 def test_an_issue_page_and_the_repository_page(
     hub: RunningForge, repo: Any, tmp_path: Path
 ) -> None:
-    issue = repo.create_issue("Count words", body="Words are runs of non-space & such.")
-    issue.create_comment("on it")
+    marker = '<!-- agent-harness {"id": "T1"} -->'  # hidden on GitHub's page, as here
+    issue = repo.create_issue("Count words", body=f"Words are runs of non-space & such.\n{marker}")
+    issue.create_comment(f"on it\n\n{marker}")
     issue.edit(state="closed")
 
     status, _, page = browse(issue.html_url)
@@ -100,6 +101,7 @@ def test_an_issue_page_and_the_repository_page(
     assert "Count words" in page and "#1" in page
     assert "Words are runs of non-space &amp; such." in page
     assert "on it" in page
+    assert "agent-harness {" not in page and "&lt;!--" not in page
     assert "Closed" in page
 
     status, _, page = browse(repo.html_url)
