@@ -393,7 +393,7 @@ class PullWatch:
         # dismissed (the reviews read are the standing ones), whatever the harness's own
         # reviewer said: as on GitHub's merge box, it holds the merge.
         changes_asked = any(r[1] == "CHANGES_REQUESTED" for r in feedback.reviews)
-        if changes_asked or not approved:
+        if changes_asked or not approved or self._waits_for_dependencies(item_id):
             return
         if not (feedback.passing() and feedback.mergeable_state == "clean"):
             return
@@ -413,6 +413,16 @@ class PullWatch:
         self.report.merged.append(
             {"item": item_id, "pr": feedback.number, "merged": event.merged, "detail": event.detail}
         )
+
+    def _waits_for_dependencies(self, item_id: str) -> bool:
+        """An item whose dependency is no longer merged (reverted since, or reopened) is not
+        merged by the harness: its work was built on that change."""
+        try:
+            record = items.get_item(self.store, self.project, item_id)
+            states = [items.get_item(self.store, self.project, d).state for d in record.depends_on]
+        except items.UnknownItem:
+            return True  # a dependency gone from the queue: a person decides
+        return any(str(state) not in items.DEFAULT_READY_WHEN for state in states)
 
     def _say(self, number: int, text: str, key: str) -> None:
         marker = json.dumps({"key": key})

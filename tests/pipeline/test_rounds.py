@@ -193,3 +193,29 @@ def test_a_retried_items_new_pull_request_has_its_own_round_budget_counted_from_
     rounds = [(k["pr"], k["round"], k["action"]) for k in kinds(rig, p) if k["kind"] == "pr_round"]
     assert rounds == [(old, 1, "agent"), (old, 2, "failed"), (new, 1, "agent")]
     assert get_item(rig.store, p.project, "T1").state == "pr_open"
+
+
+def test_merge_when_green_waits_while_a_dependency_is_no_longer_merged(rig: Rig) -> None:
+    from agent_harness.queue.items import record_outcome
+
+    rig.implementer = ScriptedImplementer(
+        [Step(files={"words.py": "N = 1\n"}), Step(files={"lines.py": "L = 1\n"})]
+    )
+    rig.reviewer = ScriptedReviewer([verdict(True)] * 2)
+    p = rig.pipeline("### T1: Count words\n\n### T2: Count lines\ndepends on: T1\n")
+    p.run()
+    [first] = rig.tracker.pulls
+    rig.tracker.merge(first)
+    p.run()  # T1 merged: T2 is worked and its pull request opened
+    second = max(rig.tracker.pulls)
+    assert get_item(rig.store, p.project, "T2").state == "pr_open"
+    record_outcome(rig.store, p.project, "T1", "reverted", {"by": "test"})  # undone on main
+    rig.settings.merge_when_green = True
+    events = rig.store.all_events(project=p.project, item="T2")
+    head = [e.payload for e in events if isinstance(e.payload, Pushed)][-1].sha
+    said(rig, second, head, checks=(("ci", "success", ""),))
+    p.reconcile()
+    assert not rig.tracker.pulls[second].merged  # built on a change that is gone
+    record_outcome(rig.store, p.project, "T1", "merged", {"by": "test"})
+    p.reconcile()
+    assert rig.tracker.pulls[second].merged
