@@ -334,7 +334,9 @@ class Pipeline:
         connection was lost and another run under the same --host-id took it (and with it this
         run's leases, as a dead run's). Taken again quietly when nobody else has it."""
         held = self._host_held
-        if held is None or self.parts.halted or held.still_held():
+        # Unknown (the server does not answer) is not "taken": the run goes on, as its
+        # heartbeats ride out an outage, and asks again.
+        if held is None or self.parts.halted or held.still_held() is not False:
             return
         self.parts.halt(
             RunRefused(
@@ -353,6 +355,11 @@ class Pipeline:
             return
         name = self.parts.session_name(lease.item_id)
         with contextlib.suppress(HarnessError):
+            # A worker of this host that took the lapsed lease back adopts the same session
+            # (one name per item and state dir): that agent is its work now, not to be ended.
+            holder = items.get_item(self.store, self.project, lease.item_id).worker or ""
+            if holder.startswith(self.worker_prefix + "/") and holder != lease.worker:
+                return
             if host.exists(name):
                 host.kill(name)
 

@@ -40,13 +40,13 @@ class Held:
     pooler or firewall dropping an idle connection, `pg_terminate_backend`): then another
     process may take the lock, believing the holder dead."""
 
-    def __init__(self, check: Callable[[], bool] | None = None) -> None:
+    def __init__(self, check: Callable[[], bool | None] | None = None) -> None:
         self._check = check
 
-    def still_held(self) -> bool:
+    def still_held(self) -> bool | None:
         """True while the lock is this process's. Where its connection was lost, the lock is
         taken again on a new one if nobody else has it (True); False when another process took
-        it meanwhile, or it cannot be taken back now."""
+        it meanwhile; None when that cannot be told now (the server does not answer)."""
         return True if self._check is None else self._check()
 
 
@@ -74,6 +74,7 @@ class _PostgresLock:
     def __init__(self, store: PostgresStore, name: str) -> None:
         self.store, self.name = store, name
         self.conn: Any = None
+        self.backend: int | None = None  # the server's process holding the lock for us
 
     def take(self, wait: bool) -> bool:
         import psycopg
@@ -94,20 +95,45 @@ class _PostgresLock:
         if row is not None and row[0] == "false":
             self.close()
             return False
+        self.backend = self.conn.info.backend_pid
         return True
 
-    def still_held(self) -> bool:
+    def still_held(self) -> bool | None:
         import psycopg
 
+        if self.conn is not None:
+            try:
+                self.conn.execute("SELECT 1").fetchone()  # the session, and its lock, lives
+                return True
+            except psycopg.Error:
+                self.close()
         try:
-            self.conn.execute("SELECT 1").fetchone()  # the session, and with it the lock, lives
-            return True
-        except psycopg.Error:
-            self.close()
-        try:
-            return self.take(wait=False)  # lost with its connection: take it again if free
+            if self.take(wait=False):  # lost with its connection: taken again if free
+                return True
+            # Held: by another process, or by our own old session, which the server keeps
+            # until it sees the link gone (a link cut on our side only): ended, and taken again.
+            if self.backend is not None and self._end_own_old_session():
+                return self.take(wait=False)
+            return False
         except StoreError:
-            return False  # the server cannot be reached now: not known to be held
+            return None  # the server does not answer now: whether it is held is not known
+
+    def _end_own_old_session(self) -> bool:
+        """End the server's old session of ours if it still holds this lock; True if it did."""
+        import psycopg
+
+        holder = (
+            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l, "
+            f"({_KEY}) AS k(a, b) WHERE l.locktype = 'advisory' AND l.granted "
+            "AND l.classid::bigint = k.a AND l.pid = %s "
+            "AND l.objid::bigint = ((k.b::bigint %% 4294967296) + 4294967296) %% 4294967296"
+        )
+        try:
+            with self.store._connect() as conn:
+                row = conn.execute(holder, (HOST_LOCK_KEY, self.name, self.backend)).fetchone()
+        except psycopg.Error:
+            return False
+        return bool(row and row[0])
 
     def release(self) -> None:
         import psycopg

@@ -6,7 +6,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import socket
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -144,3 +147,39 @@ def test_a_lock_lost_with_its_connection_is_taken_again_or_known_to_be_taken(
     finally:
         first.close()
         second.close()
+
+
+def test_a_lock_still_held_by_our_own_cut_off_session_is_taken_back_not_called_taken(
+    pg_engine: Engine,
+) -> None:
+    """The link was cut on our side only: the server keeps our old session, and its lock, until
+    it notices. That session is ours to end; the run is not told another took its host id."""
+    from agent_harness.store.database import PostgresStore
+    from agent_harness.store.hostlock import _PostgresLock
+
+    store = pg_engine.open()
+    try:
+        assert isinstance(store, PostgresStore)
+        lock = _PostgresLock(store, NAME)
+        assert lock.take(wait=False)
+        old_session = lock.conn  # still open on the server: it holds the lock
+        lock.conn = None  # what this process is left with once its side of the link is gone
+        assert lock.still_held() is True
+        assert lock.conn is not None and lock.conn.info.backend_pid != old_session.info.backend_pid
+        lock.release()
+    finally:
+        store.close()
+
+
+def test_a_server_that_does_not_answer_leaves_it_unknown_not_taken(db_dir: Path) -> None:
+    from agent_harness.store.database import PostgresStore
+    from agent_harness.store.hostlock import _PostgresLock
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = PostgresStore(
+        f"postgresql://postgres@127.0.0.1:{port}/test?connect_timeout=2", clock=time.time
+    )
+    lock = _PostgresLock(store, NAME)
+    assert lock.still_held() is None  # not False: the run goes on and asks again

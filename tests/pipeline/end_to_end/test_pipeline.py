@@ -650,3 +650,25 @@ def test_a_restarted_host_ends_its_agent_of_an_item_another_host_took_over(h: Ha
     assert not (host.exists(name) and host.status(name).alive)
     assert get_item(h.store, first.project, "T1").worker == "elsewhere/w1"
     assert [i.id for i in report.items] == ["T1"] and h.pulls() == []
+
+
+@pytest.mark.integration
+def test_a_lost_lease_that_a_worker_of_the_same_host_took_back_keeps_its_session(
+    h: Harness,
+) -> None:
+    from agent_harness.queue.leases import claim_next
+    from agent_harness.sessions.protocol import SessionSpec
+
+    pipeline = h.pipeline(ONE_ITEM, settings=settings(wait_for_others=False))
+    pipeline.begin()
+    host = pipeline.parts.implementer.host  # type: ignore[attr-defined]
+    name = pipeline.parts.session_name("T1")
+    spec = SessionSpec(name, ["sleep", "30"], h.work, {"PATH": "/usr/bin:/bin"}, h.tmp / "a.log")
+    host.start(spec)
+    # w1's lease lapsed; w2 of this same host claimed the item and adopted the live session.
+    sibling = claim_next(h.store, pipeline.project, pipeline.worker_prefix + "/w2", 60)
+    assert sibling is not None
+    lost = sibling._replace(worker=pipeline.worker_prefix + "/w1", token=sibling.token - 1)
+    pipeline.lease_lost(lost)
+    assert host.status(name).alive  # w2's agent now: not ended
+    host.kill(name)
