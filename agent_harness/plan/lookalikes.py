@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING
 
 from agent_harness.plan.grammar import (
     ALMOST_ID,
-    CHECKBOX,
-    CHECKBOX_ITEM,
     DOTTED_ID,
     HEADING_ITEM,
     ID_RE,
@@ -26,27 +24,13 @@ if TYPE_CHECKING:
 QUOTED = "inside a quote (`>`), so not an item"
 
 
-def quoted(tokens: list[Token], index: int) -> tuple[int, list[int]]:
-    """A quote (`> ...`, its opening at `index`) holds someone's words: an example of the
-    format, a note, a message. Nothing in it is an item, a section or an item's field. The
-    index past the quote, and the lines (0-based) of the checkboxes and headings in it that
-    would be items outside it, to report so a person who meant one can take the `>` off."""
-    depth, at, lines = 0, index, []
-    while at < len(tokens):
-        token = tokens[at]
-        depth += (token.type == "blockquote_open") - (token.type == "blockquote_close")
-        if token.type == "inline" and token.map is not None:
-            text = token.content.partition("\n")[0].strip()
-            box = CHECKBOX.match(text)
-            heading = tokens[at - 1].type == "heading_open"
-            if (box and CHECKBOX_ITEM.match(box.group(2).strip())) or (
-                heading and HEADING_ITEM.match(text)
-            ):
-                lines.append(token.map[0])
-        at += 1
-        if depth == 0:
-            break
-    return at, lines
+def past_block(tokens: list[Token], index: int) -> int:
+    """The index after the block that opens at `index` (a table in a quote: not items)."""
+    level, closing = tokens[index].level, tokens[index].type.replace("_open", "_close")
+    for at in range(index + 1, len(tokens)):
+        if tokens[at].type == closing and tokens[at].level == level:
+            return at + 1
+    return len(tokens)
 
 
 def _heading_id(text: str) -> str | None:

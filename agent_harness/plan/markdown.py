@@ -36,7 +36,7 @@ from agent_harness.plan.grammar import (
     status_done,
     wrapped_title,
 )
-from agent_harness.plan.lookalikes import QUOTED, dotted, heading_lookalike, quoted
+from agent_harness.plan.lookalikes import QUOTED, dotted, heading_lookalike, past_block
 from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value
 from agent_harness.plan.numbered import READ_NOTE, fold_groups, numbered_task
 from agent_harness.plan.sections import find_sections
@@ -203,6 +203,7 @@ class _Walker:
         self.metas: list[_Meta] = []
         self.unread: list[Notice] = []
         self.loose_checkboxes: list[tuple[int, str]] = []
+        self.quotes = 0  # how many quotes (`>`) the walk is inside
         self.open_headings: list[_Draft] = []
         self.sections: list[_Section] = []
         self.section_milestone: dict[int, str] = {}  # draft index -> milestone from a heading
@@ -246,7 +247,8 @@ class _Walker:
             token = tokens[index]
             kind = token.type
             if kind == "heading_open":
-                self._heading(token, tokens[index + 1])
+                if not self._quoted_lookalike(tokens[index + 1], heading=True):
+                    self._heading(token, tokens[index + 1])
                 index += 3
                 continue
             if kind == "bullet_list_open" or kind == "ordered_list_open":
@@ -265,11 +267,10 @@ class _Walker:
                 index += 3
                 continue
             elif kind == "table_open":
-                index = self._table(tokens, index)
+                index = self._table(tokens, index) if not self.quotes else past_block(tokens, index)
                 continue
-            elif kind == "blockquote_open":
-                index = self._quote(tokens, index)
-                continue
+            elif kind in ("blockquote_open", "blockquote_close"):
+                self.quotes += 1 if kind == "blockquote_open" else -1
             index += 1
         end = len(self.lines)
         for draft in self.open_headings:
@@ -342,13 +343,19 @@ class _Walker:
                 self._note(line0, f"a list nested more than {readable} deep; not read")
         return True
 
-    def _quote(self, tokens: list[Token], index: int) -> int:
-        """A quote holds no item, section or field (see `quoted`); the index past it."""
-        self.has_text = True
-        end, lines = quoted(tokens, index)
-        for line0 in lines:
-            self._lookalike(line0, QUOTED)
-        return end
+    def _quoted_lookalike(self, inline: Token, *, heading: bool) -> bool:
+        """Inside a quote (`> ...`, someone's words: an example of the format, a note) no
+        checkbox or heading is an item or a section; one that would be outside is reported,
+        so a person who meant it can take the `>` off. Its fields are read as anywhere else
+        (a lazy line after a quote belongs to it in markdown). True when inside a quote."""
+        if not self.quotes:
+            return False
+        text = inline.content.partition("\n")[0].strip()
+        box = None if heading else CHECKBOX.match(text)
+        looks = HEADING_ITEM.match(text) if heading else box and CHECKBOX_ITEM.match(box.group(2))
+        if looks and inline.map is not None:
+            self._lookalike(inline.map[0], QUOTED)
+        return True
 
     def _lookalike(self, line0: int, reason: str) -> None:
         """Report a line that looks like an item and is not, with why."""
@@ -377,6 +384,9 @@ class _Walker:
         if index + 2 < len(tokens) and tokens[index + 1].type == "paragraph_open":
             inline = tokens[index + 2]
             raw = inline.content
+            quoted_box = raw.startswith("[") and CHECKBOX.match(_plain(inline))
+            if quoted_box and self._quoted_lookalike(inline, heading=False):
+                return index + 4  # the paragraph is consumed; nested lists are walked
             if raw.startswith("["):
                 box = CHECKBOX.match(_plain(inline))
                 if box:

@@ -546,3 +546,21 @@ def test_an_inserted_spec_kit_id_is_named_and_a_dependency_on_it_is_not_kept_in_
         "give the task a number of its own",
         3: "could not read dependency 'T012a' of T013",
     }
+
+
+def test_fields_in_a_quote_are_read_as_anywhere_and_a_quoted_table_is_no_items() -> None:
+    text = (
+        "- [ ] T1: Do X\n"
+        "  > a note from the lead\n"
+        "  Depends on: T2\n"  # a lazy line: markdown puts it in the quote above
+        "- [ ] T2: Do Y\n"
+        "  > Depends on: T3\n"
+        "- [ ] T3: Do Z\n\n"
+        "> | id | title |\n> |----|-------|\n> | T9 | an example row |\n"
+    )
+    plan = parse_plan(text, "PLAN.md")
+    assert [(i.id, i.depends_on) for i in plan.items] == [
+        ("T1", ("T2",)),
+        ("T2", ("T3",)),
+        ("T3", ()),
+    ]
