@@ -69,7 +69,7 @@ def seal_process() -> None:
     elif os.name == "posix" and sys.executable:
         moving = {name: value for name, value in os.environ.items() if should_seal(name, value)}
         argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
-        shown = [shown_argument(arg) for arg in argv]
+        shown = [shown_argument(arg, after=argv[i - 1] if i else "") for i, arg in enumerate(argv)]
         # A credential in an argument (`--db postgresql://u:PASSWORD@…`) is in the command
         # line, which every process on the machine can read (`ps`, `/proc/<pid>/cmdline`):
         # it is handed over with the environment's, and the new image shows it masked.
@@ -86,13 +86,25 @@ def seal_process() -> None:
 _ARGV_KEY = "\0argv"
 
 
-def shown_argument(arg: str) -> str:
-    """A command-line argument as other processes may see it: a URL's password, a libpq
-    `password=`, a token-shaped value (alone or after `--option=`) masked."""
+# Options whose value is a credential whatever it looks like (`forge serve`'s tokens; a
+# collaborator's `LOGIN=TOKEN`, whose token is after the `=`).
+SECRET_OPTIONS = ("--token", "--read-only-token")
+_SECRET_PAIR_OPTIONS = ("--collaborator",)
+
+
+def shown_argument(arg: str, *, after: str = "") -> str:
+    """A command-line argument as other processes may see it: the value of an option that
+    always holds a credential (`after` is the argument before it), a URL's password, a
+    libpq `password=`, a token-shaped value (alone or after `--option=`) masked."""
+    option, sep, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+    if after in SECRET_OPTIONS or option in SECRET_OPTIONS:
+        return f"{option}{sep}***"
+    if after in _SECRET_PAIR_OPTIONS or option in _SECRET_PAIR_OPTIONS:
+        login, eq, _token = value.partition("=")
+        return f"{option}{sep}{login}{eq}***" if eq else arg
     masked = mask_url(arg)
     if masked != arg:
         return masked
-    option, sep, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
     if value_looks_secret(value):
         return f"{option}{sep}***"
     return arg

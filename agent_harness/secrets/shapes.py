@@ -161,6 +161,11 @@ def _mask_named(match: re.Match[str]) -> str:
     return f"{name}=***" if secret else match.group(0)
 
 
+# libpq's keyword form: a password quoted (`password='a b'`, `\'` inside) or spaced around
+# its `=` (`password = x`), which the `name=value` rule below does not read.
+_KEYWORD_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|(?<=\s)\S+)", re.I)
+
+
 def mask_url(text: str) -> str:
     """`text` (a URL, or text holding some) fit to show: the password of a URL's userinfo (or
     a token standing alone before its '@') and the value of every `name=value` named like a
@@ -169,4 +174,5 @@ def mask_url(text: str) -> str:
     Works on the text, not on a parse, so a URL too malformed to parse (`postgresql://[::1/x`)
     is masked all the same; text with nothing to mask comes back unchanged."""
     text = _URL_SLASHED_PASSWORD.sub(_mask_slashed, text)
+    text = _KEYWORD_PASSWORD.sub(r"\1***", text)
     return _NAMED_VALUE.sub(_mask_named, _URL_USERINFO.sub(_mask_userinfo, text))

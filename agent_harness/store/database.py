@@ -625,7 +625,8 @@ def refuse_keyword_dsn(url: str) -> None:
         raise UsageError(
             f"{mask_url(url)[:200]!r} is libpq's keyword form, which is not read here: write "
             "it as a URL, postgresql://USER@HOST:PORT/DBNAME (and keep a password in "
-            "PGPASSWORD or ~/.pgpass, out of the command line)"
+            "PGPASSWORD or ~/.pgpass, out of the command line); a SQLite file of such a name "
+            "is ./NAME or sqlite:///PATH"
         )
 
 

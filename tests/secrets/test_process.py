@@ -194,6 +194,11 @@ def test_a_password_given_on_the_command_line_is_masked_there_and_still_used(
         "--dsn",
         "host=h user=u password=KwPass-123 dbname=x",
         f"--token={GH}",
+        "--read-only-token",
+        "s3cr3t-forge-token-value",
+        "--collaborator",
+        "bob=bobs-secret-token-1234",
+        "--dsn=host=h password='my secret' dbname=x",
         "--plan",
         "PLAN.md",
     ]
@@ -206,7 +211,9 @@ def test_a_password_given_on_the_command_line_is_masked_there_and_still_used(
     seen = json.loads(done.stdout)
     assert seen["argv"] == given  # the program reads what it was given
     shown = " ".join(seen["cmdline"])  # what `ps` and any agent read
-    for secret in ("DbPw-s3cret-XYZ", "AuditPw-77", "KwPass-123", GH):
+    for secret in ("DbPw-s3cret-XYZ", "AuditPw-77", "KwPass-123", GH, "s3cr3t-forge-token"):
         assert secret not in shown
+    assert "bobs-secret-token" not in shown and "my secret" not in shown
+    assert "--collaborator bob=***" in shown  # the login stays readable
     assert "postgresql://harness:***@127.0.0.1:5432/x" in shown
     assert "--token=***" in shown and "PLAN.md" in shown
