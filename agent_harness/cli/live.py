@@ -147,7 +147,7 @@ class LiveView:
 
 def _follow(row: dict[str, Any], payload: Payload, now: float) -> None:
     """Update an item's row from what the event says."""
-    if isinstance(payload, PullOpened | FailedNote | Waiting):
+    if isinstance(payload, PullOpened | FailedNote | RetryNote | Waiting):
         row["ended"] = now
     if isinstance(payload, AttemptStarted):
         row.update(started=now, attempt=payload.attempt, worker=payload.worker, note="", ended=None)

@@ -75,29 +75,33 @@ def deliver(
         text = round_comment(answered, sha, "\n".join(_checks_section(checks)))
         with parts.tracker_lock:
             parts.tracker.create_comment(pull.number, text)
-    earlier = {p.number for p in history.all(PullOpened) if p.number != pull.number}
+    earlier = {p.number: p.branch for p in history.all(PullOpened) if p.number != pull.number}
     opened = PullOpened(number=pull.number, url=pull.url, reused=reused, branch=tree.branch)
     parts.emit(item.id, opened, history)
     if not reused:
-        _supersede(parts, item, sorted(earlier), pull)
+        _supersede(parts, item, earlier, pull)
     leases.complete(parts.store, lease, ItemState.PR_OPEN)
 
 
-def _supersede(parts: RunParts, item: WorkItem, numbers: list[int], new: PullRecord) -> None:
+def _supersede(
+    parts: RunParts, item: WorkItem, earlier: dict[int, str | None], new: PullRecord
+) -> None:
     """The item started over (`work retry`) on a branch of its own while an earlier pull
     request of it stayed open: close that one, saying which replaces it, so a person cannot
-    merge the old work by mistake and the watch reads only the new one. A tracker that refuses
-    leaves it open; the new pull request is delivered all the same."""
-    for number in numbers:
+    merge the old work by mistake and the watch reads only the new one. Only a pull request
+    still on the branch its event names (not a number reused since); closed first, so the
+    comment is true. A tracker that refuses leaves it open; the new one stands all the same."""
+    for number, branch in sorted(earlier.items()):
         text = (
             f"Superseded by #{new.number}: **{item.id}** started over on a new branch, whose "
             "pull request replaces this one. Closed by agent-harness."
         )
         with parts.tracker_lock, contextlib.suppress(TrackerError):
-            if parts.tracker.get_pull(number).state != "open":
+            old = parts.tracker.get_pull(number)
+            if old.state != "open" or (branch is not None and old.head_ref != branch):
                 continue
-            parts.tracker.create_comment(number, text)
             parts.tracker.close_pull(number)
+            parts.tracker.create_comment(number, text)
 
 
 def _open_pull(parts: RunParts, branch: str) -> PullRecord | None:

@@ -165,8 +165,8 @@ class ItemHistory:
             return None if given is None else Feedback(given.source, given.summary, given.detail)
         why = _RETRIED_AFTER.get(str(retried.from_), f"it ended {retried.from_}")
         summary = (
-            f"a person started the item over (`work retry`) after {why}; this attempt begins on "
-            "a new branch from the current default branch, without the earlier work"
+            f"the item was started over after {why}; this attempt begins on a new branch from "
+            "the current default branch"
         )
         if given is None or given.source.startswith("pr_"):
             # A pull-request round spoke of a branch (and conflict markers) no longer here.

@@ -272,10 +272,11 @@ class PullWatch:
     ) -> bool:
         number = feedback.number
         reason, key = None, ""
+        # Keyed by pull request: a retried item's new one is answered too.
         if HOLD_LABEL in feedback.labels:
-            reason, key = f"the label `{HOLD_LABEL}` holds it", "hold"
+            reason, key = f"the label `{HOLD_LABEL}` holds it", f"hold:{number}"
         elif any(text.strip().startswith(STOP_COMMAND) for text in _said_by_people(feedback)):
-            reason, key = f"a person asked `{STOP_COMMAND}`", "stop"
+            reason, key = f"a person asked `{STOP_COMMAND}`", f"stop:{number}"
         elif pushed is not None and feedback.head_sha and feedback.head_sha != pushed.sha:
             reason = (
                 f"the branch carries commit {feedback.head_sha[:12]} that the harness did not "
@@ -292,7 +293,7 @@ class PullWatch:
             then = {
                 "hold": " Take the label off to let the rounds go on.",
                 "stop": " It pushes nothing more to this branch.",
-            }.get(key, "")
+            }.get(key.split(":")[0], "")
             self._say(number, f"The harness stops its rounds here: {reason}.{then}", key)
         return True
 

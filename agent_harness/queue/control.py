@@ -93,10 +93,13 @@ def _host_pools(tx: Tx, project: str) -> list[HostPool]:
         "SELECT key, value FROM meta WHERE key = ? OR substr(key, 1, ?) = ? ORDER BY key",
         (key, len(key) + 1, key + "@"),
     )
-    return [
+    hosts = [
         HostPool(host=str(k)[len(key) + 1 :], pool=PoolReport.model_validate(json.loads(str(v))))
         for k, v in rows
     ]
+    # A report of an older release (no host) is left out once any host reports its own.
+    named = [h for h in hosts if h.host]
+    return named or hosts
 
 
 def _summed(hosts: list[HostPool], now: float) -> PoolReport | None:

@@ -9,9 +9,11 @@ tens of thousands of items and millions of events.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agent_harness.failures import POLICY, FailureClass
@@ -181,7 +183,7 @@ def item_view(store: Store, project: str, item_id: str, *, limit: int = 1000) ->
     if started is not None:
         # The session and its log are on the host whose run started it, and attach finds
         # them through this database: the command names it (a PostgreSQL URL masked).
-        where = shlex.quote(store.where)
+        where = shlex.quote(_attachable(store))
         session = SessionLink(
             name=started.session,
             host=started.host,
@@ -190,6 +192,17 @@ def item_view(store: Store, project: str, item_id: str, *, limit: int = 1000) ->
             worker=_starter(events),
         )
     return ItemView(project, record, events, session)
+
+
+def _attachable(store: Store) -> str:
+    """The database as `attach --db` takes it from anywhere on that host: a SQLite file by its
+    full path; a PostgreSQL URL without its password (a masked one would be sent as the
+    password; PGPASSWORD or ~/.pgpass gives it)."""
+    if store.dialect.name == "sqlite":
+        return str(Path(store.where).resolve())
+    url = re.sub(r"(://[^:/@\s]*):\*\*\*@", r"\1@", store.where)
+    url = re.sub(r"\?password=\*\*\*&", "?", url)
+    return re.sub(r"[?&]password=\*\*\*(?=&|$)", "", url)
 
 
 def _starter(events: Sequence[Event]) -> str | None:

@@ -211,6 +211,22 @@ def refuse_another_plan(
         )
 
 
+def refuse_second_key(listing: _Listing, plan_key: str, repo: str, mine: str) -> None:
+    """Refuse to sync the plan file `mine` under `plan_key` while its items' issues are open
+    under another key, and none under this one yet: a key mistyped or forgotten on one host
+    would open every item's issue and pull request again."""
+    other = listing.other_keys.get(mine)
+    if other is None or listing.markers:
+        return
+    key, number, item_id = other
+    raise PlanKeyTaken(
+        f"{mine}'s items already have issues on {repo} under plan key '{key}' (issue "
+        f"#{number} is its {item_id}); syncing it under '{plan_key}' would open a second "
+        f"issue and pull request for every item. Run it with --plan-key {key}; to start it "
+        f"over under '{plan_key}', close '{key}''s issues first"
+    )
+
+
 def refuse_taken_key(
     plan: Plan, tracker: Tracker, plan_key: str, moved_from: str | None = None
 ) -> None:
@@ -223,6 +239,7 @@ def refuse_taken_key(
     looked = SyncReport(repo=tracker.repo, plan_key=plan_key, dry_run=True)
     listing = _list_plan_issues(tracker, plan_key, looked)
     refuse_another_plan(listing.markers, plan_key, tracker.repo, home[1], moved_from)
+    refuse_second_key(listing, plan_key, tracker.repo, home[1])
 
 
 class SyncIncomplete(HarnessError):
@@ -492,22 +509,10 @@ class _PlanSync:
     def _refuse_another_plans_key(self, listing: _Listing) -> None:
         if self.home is None:
             return
-        mine = self.home[1]
         refuse_another_plan(
-            listing.markers, self.plan_key, self.tracker.repo, mine, self.moved_from
+            listing.markers, self.plan_key, self.tracker.repo, self.home[1], self.moved_from
         )
-        other = listing.other_keys.get(mine)
-        if other is not None and not listing.markers:
-            # This plan file's issues are under another key, and none under this one yet: a
-            # key mistyped or forgotten on one host would open every item's issue again.
-            key, number, item_id = other
-            raise PlanKeyTaken(
-                f"{mine}'s items already have issues on {self.tracker.repo} under plan key "
-                f"'{key}' (issue #{number} is its {item_id}); syncing it under "
-                f"'{self.plan_key}' would open a second issue and pull request for every item. "
-                f"Run it with --plan-key {key}; to start it over under '{self.plan_key}', close "
-                f"'{key}''s issues first"
-            )
+        refuse_second_key(listing, self.plan_key, self.tracker.repo, self.home[1])
 
     def _create_missing_labels(self, active: list[WorkItem], in_use: set[str]) -> None:
         # GitHub compares label names without regard to case.

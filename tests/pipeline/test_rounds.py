@@ -67,7 +67,7 @@ def test_the_hold_label_stops_rounds_and_so_does_a_foreign_head(rig: Rig) -> Non
     said(rig, number, "f" * 40, checks=(("ci", "failure", ""),))
     p.reconcile()
     stops = [k["key"] for k in kinds(rig, p) if k["kind"] == "pr_rounds_stopped"]
-    assert stops == ["hold", "foreign:" + "f" * 40]
+    assert stops == [f"hold:{number}", "foreign:" + "f" * 40]
     assert get_item(rig.store, p.project, "T1").state == "pr_open"
     held, told = rig.tracker.comments[number]  # each brake is said on the pull request, once
     assert "the label `agent-harness:hold` holds it. Take the label off" in held.body
@@ -113,7 +113,7 @@ def test_the_stop_command_in_a_review_or_a_line_comment_stops_rounds(rig: Rig, w
     said(rig, number, head, **feedback)
     p.reconcile()
     stops = [k["key"] for k in kinds(rig, p) if k["kind"] == "pr_rounds_stopped"]
-    assert stops == ["stop"]
+    assert stops == [f"stop:{number}"]
     assert not [k for k in kinds(rig, p) if k["kind"] == "pr_round"]  # nothing sent back
 
 

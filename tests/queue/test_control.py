@@ -108,3 +108,16 @@ def test_hosts_sharing_a_database_each_report_and_the_pool_is_their_sum(
     [shown] = get_control(store, A)
     assert shown.pool is not None
     assert (shown.pool.state, shown.pool.in_flight, shown.pool.handled) == ("stopped", 0, 5)
+
+
+def test_a_report_of_an_older_release_is_left_out_once_a_host_reports_its_own(
+    store: Store,
+) -> None:
+    enqueue(store, A, [item("A1")])
+    report_pools(store, [PoolStatus(A, PoolState.STOPPED, 0, 0, 9, crashes=0)])  # no host
+    [old] = get_control(store, A)
+    assert [h.host for h in old.hosts] == [""] and old.pool is not None
+    report_pools(store, [PoolStatus(A, PoolState.RUNNING, 2, 1, 0, crashes=0)], host="b-1")
+    [shown] = get_control(store, A)
+    assert [h.host for h in shown.hosts] == ["b-1"]
+    assert shown.pool is not None and (shown.pool.state, shown.pool.handled) == ("running", 0)

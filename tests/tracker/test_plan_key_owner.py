@@ -18,6 +18,7 @@ from agent_harness.tracker.sync import (
     Marker,
     PlanKeyTaken,
     read_marker,
+    refuse_taken_key,
     render_issue,
     sync_plan,
 )
@@ -254,6 +255,8 @@ def test_one_plan_file_under_a_second_key_is_refused_while_the_first_keys_issues
     auth = parse_plan_file(clone / "specs" / "001-auth" / "tasks.md")
     sync_plan(auth, tracker, "tasks")
     writes = tracker.tally.writes
+    with pytest.raises(PlanKeyTaken):  # the check a run of several plans makes first, too
+        refuse_taken_key(auth, tracker, "OTHER")
     with pytest.raises(PlanKeyTaken) as refused:
         sync_plan(auth, tracker, "OTHER")
     assert str(refused.value) == (

@@ -276,7 +276,8 @@ def test_brakes_a_stop_comment_then_a_commit_the_harness_did_not_make(h: Harness
     p.reconcile()
     assert rounds(h, p) == []
     events = h.store.all_events(project=p.project, item="T1")
-    assert [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"] == ["stop"]
+    stopped = [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"]
+    assert stopped == [f"stop:{pull.number}"]
     [heard] = harness_comments(gh_repo(h).get_pull(pull.number))  # the stop is answered
     assert "stops its rounds here: a person asked `/agent-harness stop`" in heard
     # The person takes the stop back (a new item round would follow) and pushes a commit.
@@ -380,4 +381,5 @@ def test_an_untouched_pull_is_looked_at_without_reading_it_whole_a_held_one_is_r
     asked = {k: v - before.get(k, 0) for k, v in tally.by_kind.items() if v != before.get(k, 0)}
     assert asked.get("get_pull") == 1, asked
     events = h.store.all_events(project=p.project, item="T1")
-    assert [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"] == ["hold"]
+    held = [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"]
+    assert held == [f"hold:{pull.number}"]
