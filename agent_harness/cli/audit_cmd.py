@@ -250,8 +250,9 @@ def baselines_cmd(
     if spec is not None:
         parse_spec(spec)  # refused before a database is made to hold it
     with open_audit_db(audit_db, db, must_exist=spec is None) as store:
-        _recorded(store, project)  # before anything is written
-        if spec is not None:
+        if spec is None:  # a baseline is the whole team's: recorded before any ingest too
+            _recorded(store, project)
+        else:
             record_baseline(store, spec)
         rows = baselines(store, project=project)
     return _show(as_json, rows, lambda: render_baselines(console(), rows))

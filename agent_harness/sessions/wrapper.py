@@ -402,6 +402,9 @@ def _prepare_log(spec: SessionSpec) -> None:
     _said_path(spec.log_path).unlink(missing_ok=True)
 
 
+KEPT_LOGS = 20  # earlier logs kept per session name
+
+
 def _keep_earlier_log(log: Path) -> None:
     """An earlier session of the same name (an item's attempt before, a pull-request round)
     left its log: it is kept beside, as `<name>.1.log`, `<name>.2.log`…, never written over."""
@@ -410,10 +413,13 @@ def _keep_earlier_log(log: Path) -> None:
             return
     except FileNotFoundError:
         return
-    for n in range(1, 10_000):
+    for n in range(1, 1_000_000):
         kept = log.with_name(f"{log.stem}.{n}{log.suffix}")
         if not kept.exists():
             log.rename(kept)
+            # The latest KEPT_LOGS are kept: an item sent back round after round does not
+            # fill the disk with its agent's old output.
+            log.with_name(f"{log.stem}.{n - KEPT_LOGS}{log.suffix}").unlink(missing_ok=True)
             return
 
 
