@@ -106,6 +106,9 @@ def _in_repository(forge: Forge, ctx: RepoContext, raw: list[str]) -> Page:
         return _pull_text(forge, ctx, int(number), suffix)
     if len(rest) == 2 and kind == "commit":
         return _commit(ctx, first)
+    if len(rest) > 2 and kind == "tree":
+        path = urllib.parse.unquote("/".join(raw[2:]), errors="surrogateescape")
+        return _folder(ctx, first, path)
     if len(rest) > 2 and kind in ("blob", "raw"):
         # A file's name keeps its bytes, UTF-8 or not (the API percent-encodes them so).
         path = urllib.parse.unquote("/".join(raw[2:]), errors="surrogateescape")
@@ -446,6 +449,31 @@ def _file(ctx: RepoContext, kind: str, ref: str, path: str) -> Page:
     if kind == "raw":
         return _text(data)
     return _blob_page(ctx, sha, path, entry, data)
+
+
+def _folder(ctx: RepoContext, ref: str, path: str) -> Page:
+    """A folder at a commit (the `html_url` of a directory's contents): its entries, each a
+    link to its own page."""
+    sha = ctx.git.resolve(ref)
+    entry = ctx.git.entry(sha, path) if sha is not None else None
+    listed = ctx.git.tree(entry.sha) if entry is not None and entry.kind == "tree" else None
+    if sha is None or listed is None:
+        return _not_found()
+    full = f"{ctx.owner['login']}/{ctx.row['name']}"
+    shown_path = path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    rows = []
+    for item in sorted(listed, key=lambda x: (x.kind != "tree", x.path)):
+        where = urllib.parse.quote(f"{path}/{item.path}", errors="surrogateescape")
+        page = "tree" if item.kind == "tree" else "blob"
+        name = item.path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        link = f"{PREFIX}/{e(full)}/{page}/{e(sha)}/{e(where)}"
+        shown = f'<a href="{link}">{e(name)}</a>' if item.kind != "commit" else e(name)
+        rows.append(f"<li>{shown}{'/' if item.kind == 'tree' else ''}</li>")
+    body = (
+        f"<p>{_repo_link(ctx)} at <code>{e(sha[:12])}</code></p><h1>{e(shown_path)}/</h1>"
+        f"<ul>{''.join(rows)}</ul>"
+    )
+    return _layout(shown_path, body)
 
 
 def _blob_page(ctx: RepoContext, sha: str, path: str, entry: TreeEntry, data: bytes) -> Page:

@@ -137,6 +137,9 @@ def test_contents_of_a_file_a_directory_and_at_a_ref(repo: Any, clone: Path) -> 
     assert sorted((e.type, e.name) for e in root) == [("dir", "docs"), ("file", "README.md")]
     status, _, text = fetch(file.download_url, token=None)
     assert (status, text) == (200, b"version one\n")
+    [folder] = [entry for entry in root if entry.type == "dir"]
+    status, _, page = fetch(folder.html_url, token=None)  # a folder's page lists its files
+    assert status == 200 and b"guide.md" in page and b"/blob/" in page
     with pytest.raises(UnknownObjectException):
         repo.get_contents("docs/missing.md")
     with pytest.raises(GithubException) as missing_ref:
