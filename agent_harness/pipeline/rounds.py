@@ -394,7 +394,19 @@ class PullWatch:
         # dismissed (the reviews read are the standing ones), whatever the harness's own
         # reviewer said: as on GitHub's merge box, it holds the merge.
         changes_asked = any(r[1] == "CHANGES_REQUESTED" for r in feedback.reviews)
-        if changes_asked or not approved or self._waits_for_dependencies(item_id):
+        if not approved:
+            return
+        held = (
+            "a person's request for changes stands"
+            if changes_asked
+            else "a dependency is no longer merged"
+            if self._waits_for_dependencies(item_id)
+            else None
+        )
+        if held is not None:  # said in the report of each pass that holds it; nothing written
+            self.report.merged.append(
+                {"item": item_id, "pr": feedback.number, "merged": False, "detail": held}
+            )
             return
         if not (feedback.passing() and feedback.mergeable_state == "clean"):
             return

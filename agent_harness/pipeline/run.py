@@ -466,10 +466,13 @@ class Pipeline:
         host = getattr(self.parts.implementer, "host", None)
         if host is None:
             return
+        # A remote session host outlives a machine that restarts under a new name (the default
+        # host id is the machine's name): "another host" may be this one, before; left alone.
+        elsewhere_too = getattr(host, "kind", "") != "remote"
         ours = self.worker_prefix + "/"
         for record in items.list_items(self.store, self.project):
             held = record.lease_expires is not None
-            elsewhere = held and not (record.worker or "").startswith(ours)
+            elsewhere = elsewhere_too and held and not (record.worker or "").startswith(ours)
             if not elsewhere and (not ended or held or record.state in _LIVE_STATES):
                 continue
             name = self.parts.session_name(record.id)

@@ -95,6 +95,8 @@ def test_a_persons_standing_request_for_changes_holds_merge_when_green(rig: Rig)
     p.reconcile()
     assert not [k for k in kinds(rig, p) if k["kind"] == "pr_merge"]
     assert rig.tracker.tally.by_kind.get("merge_pull", 0) == 0
+    [held] = p.rounds[-1].merged  # said in the pass's report, so the hold is not silent
+    assert held["merged"] is False and held["detail"] == "a person's request for changes stands"
     # Once that person approves, their request no longer stands: merged.
     said(rig, number, head, checks=(("ci", "success", ""),), reviews=((9, "APPROVED", "", head),))
     p.reconcile()
