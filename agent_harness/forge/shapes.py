@@ -317,16 +317,7 @@ class Renderer:
             "comments_url": f"{repo_url}/commits/{info.sha}/comments",
             "commit": {
                 "url": f"{repo_url}/git/commits/{info.sha}",
-                "author": {
-                    "name": info.author_name,
-                    "email": info.author_email,
-                    "date": _utc(info.author_date),
-                },
-                "committer": {
-                    "name": info.committer_name,
-                    "email": info.committer_email,
-                    "date": _utc(info.committer_date),
-                },
+                **_signatures(info),
                 "message": info.message,
                 "tree": {"sha": info.tree, "url": f"{repo_url}/git/trees/{info.tree}"},
                 "comment_count": 0,
@@ -379,16 +370,7 @@ class Renderer:
             "node_id": node_id("Commit", info.sha),
             "url": url,
             "html_url": f"{html}/commit/{info.sha}",
-            "author": {
-                "name": info.author_name,
-                "email": info.author_email,
-                "date": _utc(info.author_date),
-            },
-            "committer": {
-                "name": info.committer_name,
-                "email": info.committer_email,
-                "date": _utc(info.committer_date),
-            },
+            **_signatures(info),
             "tree": {"sha": info.tree, "url": f"{repo_url}/git/trees/{info.tree}"},
             "message": info.message,
             "parents": [
@@ -431,6 +413,22 @@ def _no_reactions(url: str) -> dict[str, Any]:
     """GitHub's reaction summary for something nobody has reacted to (the forge keeps none)."""
     kinds = ("+1", "-1", "laugh", "confused", "heart", "hooray", "eyes", "rocket")
     return {"url": url, "total_count": 0, **dict.fromkeys(kinds, 0)}
+
+
+def _signatures(info: CommitInfo) -> dict[str, Any]:
+    """A commit's author and committer as git's commit objects name them."""
+    return {
+        "author": {
+            "name": info.author_name,
+            "email": info.author_email,
+            "date": _utc(info.author_date),
+        },
+        "committer": {
+            "name": info.committer_name,
+            "email": info.committer_email,
+            "date": _utc(info.committer_date),
+        },
+    }
 
 
 def _utc(git_date: str) -> str:
