@@ -111,7 +111,7 @@ def test_a_users_own_project_through_the_whole_loop(home: Path) -> None:
         assert "Count words" in page and "tally/words.py" in page
         assert "agent-harness forge merge me/app 2" in page
         merged = cli("forge", "merge", "me/app", "2")
-        assert merged.startswith("merged me/app#2 \"T1: Count words\" (agent-harness/T1-")
+        assert merged.startswith('merged me/app#2 "T1: Count words" (agent-harness/T1-')
         assert "Merged" in browse(link)[1]
     finally:
         serving.send_signal(signal.SIGINT)
