@@ -100,9 +100,9 @@ def reconcile(
             work=tree,
         )
         watched = None
-        if store is not None and not dry_run:
+        if store is not None:
             watched = _watch(
-                tracker, store, report, plan_key, tree, merge_when_green, max_pr_rounds
+                tracker, store, report, plan_key, tree, merge_when_green, max_pr_rounds, dry_run
             )
     if as_json:
         print_json(report.as_json() | {"pull_rounds": watched.as_json() if watched else None})
@@ -122,8 +122,10 @@ def _watch(
     tree: Any,
     merge_when_green: bool,
     max_pr_rounds: int | None,
+    dry_run: bool = False,
 ) -> WatchReport:
-    """After reconcile: answer our open pull requests (failed CI, reviews, conflicts)."""
+    """After reconcile: answer our open pull requests (failed CI, reviews, conflicts); with
+    `dry_run`, say what would be answered."""
     from agent_harness.config import load_settings
     from agent_harness.pipeline.rounds import watch_all
 
@@ -136,6 +138,7 @@ def _watch(
         max_rounds=configured.max_pr_rounds if max_pr_rounds is None else max_pr_rounds,
         merge_when_green=merge_when_green or configured.merge_when_green,
         repo=tree,
+        dry_run=dry_run,
     )
     report.requests = tracker.tally.requests
     report.writes = tracker.tally.writes
@@ -145,9 +148,10 @@ def _watch(
 def _render_rounds(watched: WatchReport) -> None:
     out = console()
     for r in watched.rounds:
-        out.print(f"{r['item']}: PR #{r['pr']} round {r['round']} ({r['trigger']}): sent back")
+        done = f"would {r['would']}" if r.get("would") else "sent back"
+        out.print(f"{r['item']}: PR #{r['pr']} round {r['round']} ({r['trigger']}): {done}")
     for s in watched.stopped:
-        out.print(f"{s['item']}: PR #{s['pr']} rounds stopped: {s['reason']}")
+        out.print(f"{s['item']}: PR #{s['pr']} rounds stopped: {s['reason']}", markup=False)
     for m in watched.merged:
         said = "merged" if m["merged"] else f"not merged ({m['detail']})"
         out.print(f"{m['item']}: PR #{m['pr']} {said}")

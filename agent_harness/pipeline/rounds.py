@@ -98,8 +98,10 @@ class PullWatch:
         merge_when_green: bool = False,
         repo: Workspace | None = None,
         clock: Callable[[], float] = time.time,
+        dry_run: bool = False,
     ) -> None:
         self.clock = clock
+        self.dry_run = dry_run  # read and report what would be done; write nothing
         self.tracker = tracker
         self.store = store
         self.plan_key = plan_key
@@ -156,7 +158,8 @@ class PullWatch:
                 memory["computing"].append(number)
         for gone in set(read_at) - {str(n) for n in ours}:
             del read_at[gone]
-        self.store.set_meta(self.meta_key, json.dumps(memory))
+        if not self.dry_run:  # a dry pass leaves what was read for the real one to read again
+            self.store.set_meta(self.meta_key, json.dumps(memory))
         return self.report
 
     def _base_moved(self, memory: dict[str, Any], ours: dict[int, PullFacts]) -> set[int]:
@@ -208,6 +211,9 @@ class PullWatch:
         if self._stopped(item_id, feedback, pushed, said):
             return
         trigger = _trigger(feedback)
+        if self.dry_run and trigger is not None and not set(trigger.keys) <= said:
+            self._would(item_id, feedback, trigger, history)
+            return
         if trigger is None or set(trigger.keys) <= said:
             if (
                 trigger is None
@@ -249,6 +255,25 @@ class PullWatch:
             return
         self._send_back(item_id, number, len(of_pull) + 1, trigger, feedback)
 
+    def _would(
+        self, item_id: str, feedback: PullFeedback, trigger: Trigger, history: ItemHistory
+    ) -> None:
+        """A dry pass: what the trigger would bring, reported (`would` set), nothing done."""
+        number = feedback.number
+        of_pull = [r for r in history.all(PullRound) if r.pr == number]
+        agent_rounds = sum(1 for r in of_pull if r.action == "agent")
+        row = {"item": item_id, "pr": number, "round": len(of_pull) + 1, "trigger": trigger.kind}
+        if trigger.kind in ("conflict", "behind") and self.repo is None:
+            reason = f"{trigger.kind}: left for a pass with the clone"
+            self.report.left.append({"item": item_id, "pr": number, "reason": reason})
+        elif trigger.kind == "behind":
+            self.report.rounds.append(row | {"would": "rebase"})
+        elif agent_rounds >= self.max_rounds:
+            reason = f"PR #{number}: the budget of {self.max_rounds} PR rounds is spent"
+            self.report.failed.append({"item": item_id, "pr": number, "reason": reason})
+        else:
+            self.report.rounds.append(row | {"would": "send back"})
+
     def _untouched(self, number: int, facts: PullFacts, history: ItemHistory) -> bool:
         """Nothing on this pull request can need an answer: its head is what the harness
         pushed, on the base tip its work started from (so it can neither conflict nor be
@@ -285,7 +310,9 @@ class PullWatch:
             key = f"foreign:{feedback.head_sha}"
         if reason is None:
             return False
-        if key not in said:
+        if key not in said and self.dry_run:
+            self.report.stopped.append({"item": item_id, "pr": number, "reason": reason})
+        elif key not in said:
             event = PullRoundsStopped(pr=number, reason=reason, key=key)
             self.store.append_event(self.project, item_id, event)
             self.report.stopped.append({"item": item_id, "pr": number, "reason": reason})
@@ -410,6 +437,11 @@ class PullWatch:
             return
         if not (feedback.passing() and feedback.mergeable_state == "clean"):
             return
+        if self.dry_run:
+            self.report.merged.append(
+                {"item": item_id, "pr": feedback.number, "merged": False, "detail": "would merge"}
+            )
+            return
         try:
             sha = self.tracker.merge_pull(feedback.number, feedback.head_sha)
             event = PullMerge(
@@ -462,9 +494,11 @@ def watch_all(
     merge_when_green: bool = False,
     repo: Workspace | None = None,
     clock: Callable[[], float] = time.time,
+    dry_run: bool = False,
 ) -> WatchReport:
     """One watch pass for `plan_key`, or for every plan with an open pull request of ours
-    (what `agent-harness reconcile` runs after its own pass)."""
+    (what `agent-harness reconcile` runs after its own pass); with `dry_run`, what it would
+    do, read but not done."""
     keys = [plan_key] if plan_key else []
     if not keys:
         memory = Memory.loads(store.get_meta(f"reconcile:{tracker.repo}"))
@@ -480,6 +514,7 @@ def watch_all(
             merge_when_green=merge_when_green,
             repo=repo,
             clock=clock,
+            dry_run=dry_run,
         ).run(changed)
         for name in ("read", "rounds", "stopped", "merged", "failed", "left"):
             getattr(total, name).extend(getattr(one, name))

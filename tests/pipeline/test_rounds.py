@@ -221,3 +221,20 @@ def test_merge_when_green_waits_while_a_dependency_is_no_longer_merged(rig: Rig)
     record_outcome(rig.store, p.project, "T1", "merged", {"by": "test"})
     p.reconcile()
     assert rig.tracker.pulls[second].merged
+
+
+def test_a_dry_pass_says_what_each_pull_request_would_bring_and_does_nothing(rig: Rig) -> None:
+    from agent_harness.pipeline.rounds import watch_all
+
+    p, number, head = opened(rig, Step(files={"words.py": "N = 2\n"}))
+    said(rig, number, head, checks=(("ci", "failure", "1 failed"),))
+    writes = rig.tracker.tally.writes
+    dry = watch_all(rig.tracker, rig.store, [number], plan_key=p.plan_key, dry_run=True)
+    assert [(r["pr"], r["trigger"], r["would"]) for r in dry.rounds] == [
+        (number, "check_run", "send back")
+    ]
+    assert rig.tracker.tally.writes == writes  # nothing said on the pull request
+    assert not [k for k in kinds(rig, p) if k["kind"] == "pr_round"]
+    assert get_item(rig.store, p.project, "T1").state == "pr_open"
+    p.run()  # the real pass still sees it, and does it
+    assert [k["trigger"] for k in kinds(rig, p) if k["kind"] == "pr_round"] == ["check_run"]
