@@ -211,9 +211,6 @@ class PullWatch:
         if self._stopped(item_id, feedback, pushed, said):
             return
         trigger = _trigger(feedback)
-        if self.dry_run and trigger is not None and not set(trigger.keys) <= said:
-            self._would(item_id, feedback, trigger, history)
-            return
         if trigger is None or set(trigger.keys) <= said:
             if (
                 trigger is None
@@ -233,46 +230,47 @@ class PullWatch:
             )
             self.report.left.append({"item": item_id, "pr": number, "reason": reason})
             return
+        self._take_up(item_id, feedback, trigger, history)
+
+    def _take_up(
+        self, item_id: str, feedback: PullFeedback, trigger: Trigger, history: ItemHistory
+    ) -> None:
+        """Act on a trigger the pull request's clone can answer: rebase, fail the item with its
+        round budget spent, or send it back to its agent."""
+        number = feedback.number
         # Rebasing onto a base that moved on is the harness's own chore: it spends no round.
         # Rounds are this pull request's own: an item that started over (`work retry`) has a
         # new pull request, with its budget whole and its rounds counted from 1.
         of_pull = [r for r in history.all(PullRound) if r.pr == number]
         rounds = [r for r in of_pull if r.action == "agent"]
+        round_no = len(of_pull) + 1
+        # A dry pass reports what it would do (`would` set) and does none of it.
+        would = {"item": item_id, "pr": number, "round": round_no, "trigger": trigger.kind}
         if trigger.kind == "behind":
-            self._rebased(item_id, number, feedback, trigger)
+            if self.dry_run:
+                self.report.rounds.append(would | {"would": "rebase"})
+            else:
+                self._rebased(item_id, round_no, feedback, trigger)
             return
         if len(rounds) >= self.max_rounds:
             reason = (
                 f"PR #{number}: the budget of {self.max_rounds} PR rounds is spent; "
                 f"the last {trigger.kind} said: {trigger.summary}"
             )
-            event = self._round(number, len(of_pull) + 1, trigger, feedback, "failed")
+            if self.dry_run:
+                self.report.failed.append({"item": item_id, "pr": number, "reason": reason})
+                return
+            event = self._round(number, round_no, trigger, feedback, "failed")
             if items.reopen_for_round(self.store, self.project, item_id, event, fail=reason):
                 self._say(number, f"No more rounds: {reason}.", f"budget:{number}")
                 self.report.failed.append({"item": item_id, "pr": number, "reason": reason})
             return
-        if trigger.kind == "conflict" and self._rebased(item_id, number, feedback, trigger):
+        if self.dry_run:
+            self.report.rounds.append(would | {"would": "send back"})
             return
-        self._send_back(item_id, number, len(of_pull) + 1, trigger, feedback)
-
-    def _would(
-        self, item_id: str, feedback: PullFeedback, trigger: Trigger, history: ItemHistory
-    ) -> None:
-        """A dry pass: what the trigger would bring, reported (`would` set), nothing done."""
-        number = feedback.number
-        of_pull = [r for r in history.all(PullRound) if r.pr == number]
-        agent_rounds = sum(1 for r in of_pull if r.action == "agent")
-        row = {"item": item_id, "pr": number, "round": len(of_pull) + 1, "trigger": trigger.kind}
-        if trigger.kind in ("conflict", "behind") and self.repo is None:
-            reason = f"{trigger.kind}: left for a pass with the clone"
-            self.report.left.append({"item": item_id, "pr": number, "reason": reason})
-        elif trigger.kind == "behind":
-            self.report.rounds.append(row | {"would": "rebase"})
-        elif agent_rounds >= self.max_rounds:
-            reason = f"PR #{number}: the budget of {self.max_rounds} PR rounds is spent"
-            self.report.failed.append({"item": item_id, "pr": number, "reason": reason})
-        else:
-            self.report.rounds.append(row | {"would": "send back"})
+        if trigger.kind == "conflict" and self._rebased(item_id, round_no, feedback, trigger):
+            return
+        self._send_back(item_id, number, round_no, trigger, feedback)
 
     def _untouched(self, number: int, facts: PullFacts, history: ItemHistory) -> bool:
         """Nothing on this pull request can need an answer: its head is what the harness
@@ -354,10 +352,14 @@ class PullWatch:
             {"item": item_id, "pr": number, "round": round_no, "trigger": trigger.kind}
         )
 
-    def _rebased(self, item_id: str, number: int, feedback: PullFeedback, trigger: Trigger) -> bool:
-        """Rebase the branch on its base in the worktree and push it (only over our own head);
-        True when that settled it. A rebase that does not apply leaves the merge's markers in
-        the worktree for the agent, and names the files in the feedback."""
+    def _rebased(
+        self, item_id: str, round_no: int, feedback: PullFeedback, trigger: Trigger
+    ) -> bool:
+        """Rebase the branch on its base in the worktree and push it (only over our own head),
+        recorded as round `round_no` of the pull request; True when that settled it. A rebase
+        that does not apply leaves the merge's markers in the worktree for the agent, and
+        names the files in the feedback."""
+        number = feedback.number
         if self.repo is None or not feedback.head_ref:
             return False
         updated = self.repo.update_from_base(feedback.head_ref, feedback.head_sha)
@@ -375,17 +377,10 @@ class PullWatch:
             return False
         pushed = Pushed(branch=feedback.head_ref, sha=head)
         self.store.append_event(self.project, item_id, pushed)
-        rounds = len(
-            [
-                r
-                for r in ItemHistory.read(self.store, self.project, item_id).all(PullRound)
-                if r.pr == number
-            ]
-        )
-        event = self._round(number, rounds + 1, trigger, feedback, "rebase")
+        event = self._round(number, round_no, trigger, feedback, "rebase")
         self.store.append_event(self.project, item_id, event)
         self.report.rounds.append(
-            {"item": item_id, "pr": number, "round": rounds + 1, "trigger": trigger.kind}
+            {"item": item_id, "pr": number, "round": round_no, "trigger": trigger.kind}
         )
         self._say(
             number, "The base moved on; the branch was rebased onto it cleanly.", event.keys[0]
