@@ -350,16 +350,21 @@ class Pipeline:
         """A lease of this run's was taken over or lapsed while its agent worked: the agent's
         work can no longer be delivered, so its session ends now, not when the agent is done
         spending (the attempt then finds the lease lost and stops)."""
-        host = getattr(self.parts.implementer, "host", None)
-        if host is None:
-            return
-        name = self.parts.session_name(lease.item_id)
         with contextlib.suppress(HarnessError):
             # A worker of this host that took the lapsed lease back adopts the same session
             # (one name per item and state dir): that agent is its work now, not to be ended.
             holder = items.get_item(self.store, self.project, lease.item_id).worker or ""
             if holder.startswith(self.worker_prefix + "/") and holder != lease.worker:
                 return
+            self._end_session(lease.item_id)
+
+    def _end_session(self, item_id: str) -> None:
+        """End the item's agent session on this run's host, if it has one there."""
+        host = getattr(self.parts.implementer, "host", None)
+        if host is None:
+            return
+        name = self.parts.session_name(item_id)
+        with contextlib.suppress(HarnessError):  # a host that cannot say is left alone
             if host.exists(name):
                 host.kill(name)
 
@@ -475,10 +480,7 @@ class Pipeline:
             elsewhere = elsewhere_too and held and not (record.worker or "").startswith(ours)
             if not elsewhere and (not ended or held or record.state in _LIVE_STATES):
                 continue
-            name = self.parts.session_name(record.id)
-            with contextlib.suppress(HarnessError):  # a host that cannot say is left alone
-                if host.exists(name):
-                    host.kill(name)
+            self._end_session(record.id)
 
     def reconcile(self) -> list[dict[str, Any]]:
         """Bring merges, closes and reverts back, so merged work unblocks its dependents."""
