@@ -369,16 +369,22 @@ def create_comment(call: Call) -> Reply:
     return Reply(201, call.render.comment(row, ctx.url, ctx.html, issue["number"]))
 
 
-def _comment_row(call: Call, ctx: RepoContext) -> sqlite3.Row:
+def issue_owned_row(call: Call, ctx: RepoContext, table: str, param: str) -> sqlite3.Row:
+    """The row of `table` (comments, issue_events: rows of an issue) whose id is the path's
+    `param`, when its issue is in this repository; GitHub's 404 otherwise."""
     row = call.forge.db.one(
-        "SELECT comments.* FROM comments JOIN issues ON issues.id = comments.issue_id"
-        " WHERE comments.id = ? AND issues.repo_id = ?",
-        call.int_param("comment_id"),
+        f"SELECT {table}.* FROM {table} JOIN issues ON issues.id = {table}.issue_id"
+        f" WHERE {table}.id = ? AND issues.repo_id = ?",
+        call.int_param(param),
         ctx.id,
     )
     if row is None:
         raise not_found()
     return row
+
+
+def _comment_row(call: Call, ctx: RepoContext) -> sqlite3.Row:
+    return issue_owned_row(call, ctx, "comments", "comment_id")
 
 
 def get_comment(call: Call) -> Reply:

@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_harness.forge import issue_events
-from agent_harness.forge.errors import not_found
-from agent_harness.forge.issues import issue_row, render_issue
+from agent_harness.forge.issues import issue_owned_row, issue_row, render_issue
 from agent_harness.forge.reviews import render_comment, render_review
 from agent_harness.forge.routes import Call, Reply, Router
 from agent_harness.forge.shapes import node_id
@@ -59,14 +58,7 @@ def list_repo_events(call: Call) -> Reply:
 
 def get_event(call: Call) -> Reply:
     ctx = call.repo()
-    row = call.forge.db.one(
-        "SELECT issue_events.* FROM issue_events JOIN issues ON issues.id = issue_events.issue_id"
-        " WHERE issue_events.id = ? AND issues.repo_id = ?",
-        call.int_param("event_id"),
-        ctx.id,
-    )
-    if row is None:
-        raise not_found()
+    row = issue_owned_row(call, ctx, "issue_events", "event_id")
     issue = call.forge.db.one("SELECT * FROM issues WHERE id = ?", row["issue_id"])
     assert issue is not None
     event = issue_events.render(call.render, row, ctx.url)
