@@ -7,12 +7,14 @@ import runpy
 import shlex
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from agent_harness.forge import FaultKind
 from agent_harness.git.errors import DefaultBranchGuard
 from agent_harness.git.worktrees import guard_refspec
+from agent_harness.pipeline.run import Pipeline
 from agent_harness.pipeline.settings import RunSettings
 from agent_harness.queue.items import ItemState, get_item, record_outcome
 from agent_harness.queue.items import retry as retry_item
@@ -465,7 +467,6 @@ def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Har
 
 @pytest.mark.integration
 def test_two_plans_with_the_same_ids_never_share_a_branch_or_worktree(h: Harness) -> None:
-    from agent_harness.pipeline.run import Pipeline
 
     command = done_agent(h)
     main = h.pipeline("### T1: Main plan item\n", agent=command, settings=settings(checks=[]))
@@ -632,18 +633,27 @@ def test_an_agent_whose_lease_another_run_took_is_stopped_not_left_spending(h: H
     assert [i.id for i in report.items] == ["T1"] and h.pulls() == []
 
 
+def queued_with_a_live_agent(h: Harness, pipeline: Pipeline) -> tuple[Any, str]:
+    """T1 queued by `pipeline`, and an agent of it (a long sleep) live in its session on the
+    pipeline's host: the host and the session's name."""
+    from agent_harness.sessions.protocol import SessionSpec
+
+    pipeline.begin()
+    host = pipeline.parts.implementer.host  # type: ignore[attr-defined]
+    name = pipeline.parts.session_name("T1")
+    spec = SessionSpec(name, ["sleep", "30"], h.work, {"PATH": "/usr/bin:/bin"}, h.tmp / "a.log")
+    host.start(spec)
+    return host, name
+
+
 @pytest.mark.integration
 def test_a_restarted_host_ends_its_agent_of_an_item_another_host_took_over(h: Harness) -> None:
     from agent_harness.queue.leases import claim_next
-    from agent_harness.sessions.protocol import SessionSpec
 
     first = h.pipeline(ONE_ITEM, settings=settings(wait_for_others=False))
-    first.begin()  # the item is queued, as the killed run left it
-    # Its agent, left running by a `run` that was killed; another host took the item since.
-    host = first.parts.implementer.host  # type: ignore[attr-defined]
-    name = first.parts.session_name("T1")
-    spec = SessionSpec(name, ["sleep", "30"], h.work, {"PATH": "/usr/bin:/bin"}, h.tmp / "a.log")
-    host.start(spec)
+    # The item queued, and its agent left running by a `run` that was killed; another host
+    # took the item since.
+    host, name = queued_with_a_live_agent(h, first)
     assert claim_next(h.store, first.project, "elsewhere/w1", 60) is not None
     assert host.exists(name) and host.status(name).alive
     report = h.pipeline(ONE_ITEM, settings=settings(wait_for_others=False)).run()
@@ -657,14 +667,9 @@ def test_a_lost_lease_that_a_worker_of_the_same_host_took_back_keeps_its_session
     h: Harness,
 ) -> None:
     from agent_harness.queue.leases import claim_next
-    from agent_harness.sessions.protocol import SessionSpec
 
     pipeline = h.pipeline(ONE_ITEM, settings=settings(wait_for_others=False))
-    pipeline.begin()
-    host = pipeline.parts.implementer.host  # type: ignore[attr-defined]
-    name = pipeline.parts.session_name("T1")
-    spec = SessionSpec(name, ["sleep", "30"], h.work, {"PATH": "/usr/bin:/bin"}, h.tmp / "a.log")
-    host.start(spec)
+    host, name = queued_with_a_live_agent(h, pipeline)
     # w1's lease lapsed; w2 of this same host claimed the item and adopted the live session.
     sibling = claim_next(h.store, pipeline.project, pipeline.worker_prefix + "/w2", 60)
     assert sibling is not None
