@@ -8,6 +8,7 @@ the item.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 
@@ -22,6 +23,36 @@ def slugify(title: str, limit: int = 40) -> str:
 def clean_name(text: str) -> str:
     """`text` with every run of characters a ref or a folder name should not hold as a dash."""
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text)
+
+
+def name_part(text: str, limit: int) -> str:
+    """`text` as a part of a session's or a folder's name: itself when it is plain and at most
+    `limit` long, else its first `limit` plain characters and a hash of the whole. Two texts
+    never share a part: plans keyed `user-authentication-flow` and `user-authentication-admin`,
+    or items `T1.2` and `T1-2`, would share one if they were only cut or cleaned."""
+    plain = clean_name(text)
+    if plain == text and len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:6]
+    return f"{plain[:limit]}-{digest}"
+
+
+def session_name(repo: str, namespace: str, item_id: str, state_dir: str) -> str:
+    """The name of an item's agent session: stable across restarts (so a live agent is found
+    again), distinct per plan and item (each part cut or cleaned is marked with its hash) and
+    per state directory (so two clones of one repository on a machine never share one)."""
+    where = hashlib.sha256(os.fsencode(state_dir)).hexdigest()[:6]
+    short_repo = clean_name(repo.split("/")[-1][:30])  # short enough that the hash survives
+    space = f"{name_part(namespace, 20)}-" if namespace else ""
+    return f"ah-{short_repo}-{space}{name_part(item_id, 40)}-{where}"
+
+
+def item_dir_name(item_id: str, namespace: str = "") -> str:
+    """The folder of an item's logs and saved steps under the state directory: its id, and for
+    a plan other than the main one its namespace before it, as worktrees are named."""
+    if not namespace:
+        return name_part(item_id, 100)
+    return f"{name_part(namespace, 60)}--{name_part(item_id, 100)}"
 
 
 def generation_suffix(generation: int) -> str:

@@ -7,10 +7,7 @@ checks. Recording goes through `emit`, so the store and the observers always hea
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import HarnessError
 from agent_harness.failures import FailureClass, ends_the_item
+from agent_harness.git.naming import item_dir_name, session_name
 from agent_harness.pipeline.history import ItemHistory
 from agent_harness.pipeline.prompt import Feedback
 from agent_harness.pipeline.settings import Observer, RunSettings
@@ -93,15 +91,13 @@ class RunParts:
         return plan_namespace(self.plan_key)
 
     def session_name(self, item_id: str) -> str:
-        """Stable across restarts (so a live agent is found again), distinct per state dir
-        (so two clones of one repository on a machine never share a session)."""
-        where = hashlib.sha256(os.fsencode(self.state_dir.resolve())).hexdigest()[:6]
-        repo = self.tracker.repo.split("/")[-1][:30]  # short enough that the hash survives
-        space = f"{self.namespace[:20]}-" if self.namespace else ""
-        return re.sub(r"[^A-Za-z0-9_-]+", "-", f"ah-{repo}-{space}{item_id[:40]}-{where}")
+        """Stable across restarts, distinct per plan, item and state dir (`naming.session_name`)."""
+        where = str(self.state_dir.resolve())
+        return session_name(self.tracker.repo, self.namespace, item_id, where)
 
     def item_dir(self, item_id: str) -> Path:
-        return self.state_dir / "items" / re.sub(r"[^A-Za-z0-9_-]+", "-", item_id)
+        """Where the item's session logs and saved steps live; a second plan's T1 has its own."""
+        return self.state_dir / "items" / item_dir_name(item_id, self.namespace)
 
     def emit(self, item_id: str, payload: Payload, history: ItemHistory | None = None) -> None:
         """Record an event of the item and tell the observers (and the attempt's history)."""

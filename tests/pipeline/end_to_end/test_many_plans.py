@@ -180,3 +180,49 @@ def test_a_plan_whose_file_name_is_not_utf8_runs_and_says_so_readably(
     assert len(cli.pulls()) == 1
     [issue] = cli.tracker().list_issues()
     assert "Mirrored from `caf\\xe9.md`" in issue.body
+
+
+# Writes its plan's note after a pause long enough that the other plan's T1 runs beside it.
+SAME_IDS_AGENT = """\
+import pathlib, re, sys, time
+prompt = pathlib.Path(sys.argv[sys.argv.index("--prompt-file") + 1]).read_text()
+title = re.search(r"# Work item T1: (.+)", prompt).group(1).strip()
+time.sleep(0.4)
+pathlib.Path("note.txt").write_text(title + "\\n")
+print("worked on", title)
+"""
+
+
+def test_two_plans_whose_keys_share_a_long_start_keep_their_t1s_apart(
+    cli: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Kiro-like feature names, the same for their first 20 characters: each plan's T1 has an
+    # agent session and a log of its own, and each pull request holds its own plan's note.
+    plans = ["user-authentication-flow", "user-authentication-admin"]
+    for key in plans:
+        (tmp_path / f"{key}.md").write_text(f"### T1: Note of {key}\n")
+    (tmp_path / "agent.py").write_text(SAME_IDS_AGENT)
+    agent = shlex.join([sys.executable, str(tmp_path / "agent.py")])
+    code = main(
+        ["run", "--repo", REPO, "--work", str(cli.work), "--plan", f"{plans[0]}.md",
+         "--plan", f"{plans[1]}.md", "--agent", agent + " --prompt-file {prompt_file}",
+         "--reviewer", "openai:gpt-test", "--workers", "2", "--json"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    pulls = cli.pulls()
+    assert len(pulls) == 2
+    repo = cli.forge.github.get_repo(REPO)
+    notes = {
+        repo.get_contents("note.txt", ref=pull.head.ref).decoded_content.decode().strip()
+        for pull in pulls
+    }
+    assert notes == {f"Note of {key}" for key in plans}
+    # One folder per plan's T1, each holding its own agent's one log (before, both shared
+    # `items/T1` and one session name, and one plan's agent could be started a second time).
+    folders = sorted(Path(".agent-harness/items").iterdir())
+    said = {
+        folder.name: [log.read_text().strip() for log in (folder / "logs").glob("*.log")]
+        for folder in folders
+    }
+    assert said == {f"{key}--T1": [f"worked on Note of {key}"] for key in plans}
