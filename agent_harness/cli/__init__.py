@@ -144,7 +144,11 @@ def _wants_json(argv: list[str] | None) -> bool:
 
 
 def _fail(message: str, code: int, as_json: bool, prefix: str = "error: ") -> int:
-    """One line on stderr; with --json, one JSON object a script can read instead."""
+    """One line on stderr; with --json, one JSON object a script can read instead. Credentials
+    in it are masked: a provider's error may quote part of the key it was given."""
+    from agent_harness.secrets.redact import redact
+
+    message = redact(message)
     if as_json:
         import json
 

@@ -12,6 +12,7 @@ from agent_harness.cli.output import console, print_json
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from agent_harness.inception.answers import PlannedAnswer
     from agent_harness.inception.model import SessionView
     from agent_harness.inception.planner import Planner
     from agent_harness.inception.session import InceptionSession
@@ -80,22 +81,36 @@ def inception(
     reads with no unread line. Every step is recorded, so --resume ID goes on from where it
     stopped.
     """
+    import os
     import sys
 
     from agent_harness.cli.output import open_database
-    from agent_harness.errors import UsageError
+    from agent_harness.errors import HarnessError, UsageError
+    from agent_harness.inception.answers import read_answers
 
     unattended = answers_file is not None or accept_defaults
     interactive = (sys.stdin.isatty() and not unattended) if ask is None else ask
     if paragraph == "-":
         interactive = interactive and ask is True
     paragraph = _read_paragraph(paragraph)
-    if out.exists() and not force and not interactive:
+    if os.path.lexists(out) and not force and not interactive:
         raise UsageError(f"{out} exists; pass --force to replace it, or --out another path")
+    # Read before anything is recorded: a file that cannot be read leaves no session behind.
+    planned = read_answers(answers_file) if answers_file is not None else None
     store = open_database(db, must_exist=resume_id is not None)
     try:
         session = _open_session(store, paragraph, planner_spec, resume_id)
-        view = _drive(session, answers_file, accept_defaults, interactive, out, force)
+        # With --json a script reads the outcome: the scope is not shown on stderr as well,
+        # where the error (if any) is one JSON object.
+        err = console(stderr=True)
+        err.quiet = as_json and not interactive
+        try:
+            view = _drive(err, session, planned, answers_file, accept_defaults, interactive)
+            _write(err, view, out, force, interactive)
+        except HarnessError:
+            if as_json:  # the session as it stands: its question ids, for an answers file
+                print_json({**session.view().as_json(), "out": None})
+            raise
     finally:
         store.close()
     if as_json:
@@ -104,9 +119,11 @@ def inception(
 
 
 def _checked_out(out: Path) -> Path:
-    """The --out target, refused at once when writing it could only go wrong: a name that
-    is an option swallowed as its value (`--out --force`), or a device, pipe or socket that
-    replacing by rename would destroy."""
+    """The --out target, refused at once (before the planner is paid) when writing it could
+    only go wrong: a name that is an option swallowed as its value (`--out --force`), a JSON
+    name (`plan` would read the markdown as a JSON backlog), a folder under a file or where
+    nothing may be written, or a device, pipe or socket that replacing by rename would
+    destroy."""
     import os
     import stat
 
@@ -118,6 +135,14 @@ def _checked_out(out: Path) -> Path:
             f"{shown!r} looks like an option, not a file: give --out a file name "
             f"(./{shown} for a file so named)"
         )
+    if out.suffix.lower() == ".json":
+        raise click.BadParameter(
+            f"{shown} names a JSON file, and the plan is markdown (`plan` would read it as a "
+            "JSON backlog); give --out a .md name"
+        )
+    folder = _existing_folder(out.parent)
+    if folder is not None and not os.access(folder, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"{shown_path(str(folder))} cannot be written to")
     try:
         mode = os.stat(out).st_mode
     except OSError:
@@ -125,6 +150,23 @@ def _checked_out(out: Path) -> Path:
     if not stat.S_ISREG(mode):
         raise click.BadParameter(f"{shown} is not a regular file; --out names a file to write")
     return out
+
+
+def _existing_folder(path: Path) -> Path | None:
+    """The nearest folder at or above `path` that exists (the one a write would make the rest
+    in); refused when a file stands there instead. None when none can be looked at."""
+    import os
+
+    from agent_harness.plan.model import shown_path
+
+    for place in (path, *path.parents):
+        if place == Path("") or os.path.isdir(place or "."):
+            return place
+        if os.path.lexists(place):
+            raise click.BadParameter(
+                f"{shown_path(str(place))} is not a folder, so --out cannot be written under it"
+            )
+    return None
 
 
 def _read_paragraph(paragraph: str | None) -> str | None:
@@ -191,21 +233,19 @@ def _planner(store: Store, session_id: str, spec: str) -> Planner:
 
 
 def _drive(
+    err: Console,
     session: InceptionSession,
+    planned: dict[str, PlannedAnswer] | None,
     answers_file: Path | None,
     accept_defaults: bool,
     interactive: bool,
-    out: Path,
-    force: bool,
 ) -> SessionView:
-    """Take the session as far as it can go: scope, answers, approval, plan, file."""
+    """Take the session as far as it can go: scope, answers, approval, plan."""
     from agent_harness.cli.inception_view import ask_questions, refine_scope, show_scope
     from agent_harness.errors import HarnessError
     from agent_harness.inception.answers import accept_defaults as take_defaults
-    from agent_harness.inception.answers import apply_answers, read_answers
+    from agent_harness.inception.answers import apply_answers
 
-    err = console(stderr=True)
-    planned = read_answers(answers_file) if answers_file is not None else None
     view = session.view()
     err.print(f"[dim]inception session {session.id} (resume: --resume {session.id})[/dim]")
     try:
@@ -225,7 +265,6 @@ def _drive(
     except HarnessError as exc:
         err.print(f"[dim]session {session.id} kept; resume with --resume {session.id}[/dim]")
         raise exc
-    _write(err, view, out, force, interactive)
     return view
 
 
@@ -242,6 +281,8 @@ def _approve(session: InceptionSession) -> SessionView:
 
 
 def _write(err: Console, view: SessionView, out: Path, force: bool, interactive: bool) -> None:
+    import os
+
     from agent_harness.cli.inception_view import show_plan
     from agent_harness.errors import UsageError
     from agent_harness.plan.model import shell_word
@@ -251,14 +292,16 @@ def _write(err: Console, view: SessionView, out: Path, force: bool, interactive:
     if interactive and not click.confirm(f"Write the plan to {out}?", default=True, err=True):
         err.print(f"not written; the plan is kept in session {view.id}")
         return
-    asked = interactive and out.exists() and not force
-    if out.exists() and not force and not (asked and click.confirm(f"Replace {out}?", err=True)):
+    there = os.path.lexists(out)  # a link to nothing is replaced only with --force too
+    asked = interactive and there and not force
+    if there and not force and not (asked and click.confirm(f"Replace {out}?", err=True)):
         raise UsageError(f"{out} exists; pass --force to replace it, or --out another path")
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(f".{out.name}.partial")
     partial.write_text(view.plan, encoding="utf-8")
     partial.replace(out)
+    count = f"{len(view.items)} item{'s' if len(view.items) != 1 else ''}"
     err.print(
-        f"wrote {out}: {len(view.items)} items ({', '.join(view.items)}); "
+        f"wrote {out}: {count} ({', '.join(view.items)}); "
         f"next: agent-harness plan {shell_word(str(out))}"
     )

@@ -37,6 +37,9 @@ def show_scope(out: Console, view: SessionView) -> None:
     if view.kept_blocking:
         kept = ", ".join(view.kept_blocking)
         out.print(f"  [red]kept BLOCKING[/red] (the planner may not downgrade them): {kept}")
+    if view.reopened:
+        asked = ", ".join(view.reopened)
+        out.print(f"  [yellow]asked again[/yellow] (reworded since they were settled): {asked}")
     out.print("[bold]Questions[/bold]")
     for question in view.in_grade_order():
         out.print("  " + describe(question))
@@ -73,6 +76,8 @@ def refine_scope(out: Console, session: InceptionSession) -> SessionView:
 def ask_questions(out: Console, session: InceptionSession, view: SessionView) -> SessionView:
     """Ask each open question, most important first: Enter takes the proposed answer, `defer`
     defers, `grade NICE` re-grades (then asks again), anything else is the answer."""
+    from rich.markup import escape
+
     from agent_harness.errors import HarnessError
 
     pending = [q.id for q in view.in_grade_order() if q.state == "open"]
@@ -94,7 +99,7 @@ def ask_questions(out: Console, session: InceptionSession, view: SessionView) ->
             else:
                 session.answer(question.id, reply or question.default)
         except HarnessError as exc:
-            out.print(f"  [red]{exc.message}[/red]")
+            out.print(f"  [red]{escape(exc.message)}[/red]")
             continue
         pending.pop(0)
     return session.view()

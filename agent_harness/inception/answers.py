@@ -58,13 +58,37 @@ def read_answers(path: Path) -> dict[str, PlannedAnswer]:
     return out
 
 
+def check_answers(view: SessionView, answers: dict[str, PlannedAnswer]) -> None:
+    """Refuse the whole file before any of it is recorded: an unknown id, a grade that is none,
+    an empty answer, a deferral of a question that would stay BLOCKING, or an entry that both
+    answers and defers (one of the two would be dropped without a word)."""
+    from agent_harness.errors import UsageError
+    from agent_harness.inception.model import GRADES, StepRefused
+
+    for question_id, planned in answers.items():
+        question = view.question(question_id)
+        grade = planned.grade.strip().upper() if planned.grade is not None else question.grade
+        if grade not in GRADES:
+            raise UsageError(
+                f"{question_id}: grade {planned.grade!r} is not one of {', '.join(GRADES)}"
+            )
+        if planned.answer is not None and not planned.answer.strip():
+            raise UsageError(f"the answer to {question_id} is empty")
+        if planned.answer is not None and planned.defer:
+            raise UsageError(f"{question_id} both answers and defers; give one of the two")
+        if planned.defer and grade == "BLOCKING":
+            raise StepRefused(
+                f"{question_id} is BLOCKING: answer it, or re-grade it before deferring "
+                "(a deferred BLOCKING question would still block approval)"
+            )
+
+
 def apply_answers(
     session: InceptionSession, answers: dict[str, PlannedAnswer], by: str
 ) -> SessionView:
-    """Apply every entry in file order; an id the session does not have is refused."""
+    """Apply every entry in file order, once the whole file is found to apply."""
     view = session.view()
-    for question_id in answers:
-        view.question(question_id)  # refuse an unknown id before changing anything
+    check_answers(view, answers)
     for question_id, planned in answers.items():
         if planned.grade:
             view = session.regrade(question_id, planned.grade, by=by, reason=planned.reason)

@@ -12,7 +12,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from agent_harness.errors import HarnessError
 from agent_harness.git.protect import glob_matches
@@ -41,8 +48,20 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._/+-]{0,40}$")
 _TRAILING_DEPS = re.compile(r"\(\s*(depends|deps|dependencies|blocked)\b[^()]*\)\s*$", re.I)
 
 
+# Terminal escape sequences whole (CSI, OSC, charset), then any other control character: an
+# escape sequence would clear or retitle the terminal the scope is shown on, and stay in PLAN.md.
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[()][0-9A-Za-z]"
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+)
+
+
+def _printable(value: object) -> str:
+    return _CONTROL.sub("", str(value))
+
+
 def _line(value: str) -> str:
-    text = " ".join(str(value).split())
+    text = " ".join(_printable(value).split())
     if not text:
         raise ValueError("must not be empty")
     return text
@@ -88,6 +107,23 @@ Title = Annotated[str, AfterValidator(_title)]
 class _Answer(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_control_characters(cls, data: Any) -> Any:
+        return _without_control(data)
+
+
+def _without_control(value: Any) -> Any:
+    """`value` (the planner's JSON) with the control characters of every string taken out; a
+    tab or a line break stays (the fields that are one line fold them into spaces)."""
+    if isinstance(value, str):
+        return _printable(value)
+    if isinstance(value, dict):
+        return {key: _without_control(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_control(item) for item in value]
+    return value
+
 
 class FilesAnswer(_Answer):
     change: list[Path_] = Field(min_length=1)
@@ -115,7 +151,12 @@ class ScopeAnswer(_Answer):
     def problems(self) -> list[str]:
         ids = [q.id for q in self.questions]
         twice = sorted({i for i in ids if ids.count(i) > 1})
-        return [f"questions: id {i} is used twice" for i in twice]
+        found = [f"questions: id {i} is used twice" for i in twice]
+        for path in self.files.change:
+            hit = [p for p in self.files.protect if glob_matches(p, path) or p == path]
+            if hit:
+                found.append(f"files: {path} is both to change and protected ({hit[0]})")
+        return found
 
     def scope(self) -> Scope:
         return Scope(
@@ -231,6 +272,9 @@ class SessionView(BaseModel):
     questions: tuple[Question, ...] = Field(default=(), description="Every question.")
     kept_blocking: tuple[str, ...] = Field(
         default=(), description="BLOCKING questions the planner tried to drop or downgrade."
+    )
+    reopened: tuple[str, ...] = Field(
+        default=(), description="Settled questions asked again in other words: open again."
     )
     plan: str | None = Field(default=None, description="PLAN.md, once planned.")
     items: tuple[str, ...] = Field(default=(), description="The plan's item ids.")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from agent_harness.config import DEFAULT_PROTECTED
 from agent_harness.errors import UNREADABLE_JSON, read_json
 from agent_harness.inception.model import (
     PlannerAnswerInvalid,
@@ -78,6 +79,11 @@ TASKS_RULES = """Rules:
 - The check is one shell command in backticks that exits 0 only when the item is done; write
   prose only if no command can observe it (such a check is flagged).
 - One line per text field; titles are plain words."""
+
+
+# How the vendors say an answer stopped at max_tokens: OpenAI's finish_reason, Anthropic's
+# stop_reason.
+CUT_OFF = frozenset({"length", "max_tokens"})
 
 
 @dataclass(frozen=True)
@@ -158,7 +164,10 @@ class Planner:
             f"ordered tasks.\n\n{context_block(context)}\n"
             f"Answer with this JSON shape:\n{TASKS_SHAPE}\n\n{TASKS_RULES}\n"
         )
-        return self._ask("plan", prompt, TasksAnswer, lambda a: a.problems(scope.protect))
+        # The harness's own protected paths too: an item that must change them would be
+        # refused at its first attempt, after the plan was paid for and approved.
+        protect = (*scope.protect, *DEFAULT_PROTECTED)
+        return self._ask("plan", prompt, TasksAnswer, lambda a: a.problems(protect))
 
     def _ask(
         self,
@@ -185,6 +194,12 @@ class Planner:
             answer, problem = read_answer(done.text, shape, problems)
             if answer is not None:
                 return Reply(answer, call, _total(tokens_in), _total(tokens_out))
+            if done.stop_reason in CUT_OFF:
+                problem = (
+                    f"the answer was cut off at the output limit ({self._max_tokens} tokens, "
+                    f"stop reason {done.stop_reason}); answer more briefly: shorter texts, "
+                    "fewer items"
+                )
             messages += [
                 {"role": "assistant", "content": done.text or "(empty)"},
                 {

@@ -45,13 +45,24 @@ UNOBSERVABLE = "no command observes this check, so only the reviewer's opinion w
 
 def prose(text: str) -> str:
     """One line of planner text, safe to place where markdown or the plan parser reads lines."""
-    line = " ".join(str(text).split())
+    # `<` escaped anywhere: an HTML comment or tag would hide the rest from a reader on GitHub.
+    line = " ".join(str(text).split()).replace("<", "\\<")
     if _BLOCK_START.match(line):
         line = "\\" + line
     match = META.match(line.replace("*", "").replace("_", "").replace("`", ""))
     if match and KEYS.get(norm_key(match.group(1))):
         line = "· " + line  # a known `key:` at the start of prose would be read as a field
     return line
+
+
+# Characters that markdown would read as markup in a heading's title (`Vec<u8>` as HTML,
+# `[docs](x)` as a link, `&amp;` as an entity): written escaped, so the title reads as given.
+_TITLE_MARKUP = re.compile(r"([\\<>\[\]&~!|])")
+
+
+def title_text(title: str) -> str:
+    """An item title as markdown that reads back as exactly these words."""
+    return _TITLE_MARKUP.sub(r"\\\1", title)
 
 
 def ordered(tasks: TasksAnswer) -> list[str]:
@@ -122,7 +133,7 @@ def _plain(text: str) -> str:
 
 
 def _item(item: TaskAnswer, flag: bool) -> list[str]:
-    lines = [f"### {item.id}: {item.title}", ""]
+    lines = [f"### {item.id}: {title_text(item.title)}", ""]
     for paragraph in (item.description or item.title).split("\n\n"):
         if paragraph.strip():
             lines += [prose(paragraph), ""]

@@ -152,7 +152,8 @@ class InceptionSession:
         except HarnessError as exc:
             self._record(PlannerFailed(stage="scope", reason=exc.message))
             raise
-        questions, kept = merge_questions(now.questions, reply.answer.questions_asked())
+        asked = reply.answer.questions_asked()
+        questions, kept, reopened = merge_questions(now.questions, asked)
         self._record(
             ScopeProposed(
                 round=now.round + 1,
@@ -160,6 +161,7 @@ class InceptionSession:
                 scope=reply.answer.scope(),
                 questions=tuple(questions),
                 kept_blocking=tuple(kept),
+                reopened=tuple(reopened),
                 calls=reply.calls,
                 tokens_in=reply.tokens_in,
                 tokens_out=reply.tokens_out,
@@ -268,32 +270,34 @@ class InceptionSession:
 
 def merge_questions(
     before: tuple[Question, ...], asked: list[Question]
-) -> tuple[list[Question], list[str]]:
+) -> tuple[list[Question], list[str], list[str]]:
     """The questions after a planner round: what the person settled stays settled, a grade the
     person set stays theirs, and an unanswered BLOCKING question is never downgraded or
-    dropped by the planner (those are returned as kept)."""
+    dropped by the planner (those are returned as kept). A settled question the planner asks
+    in other words is another question: it is asked again, open, and returned as reopened
+    (an answer to "Keep the old API?" is no answer to "Delete the users' data?")."""
     old = {q.id: q for q in before}
     kept: list[str] = []
+    reopened: list[str] = []
     merged: list[Question] = []
     for new in asked:
         prior = old.pop(new.id, None)
         if prior is None:
             merged.append(new)
             continue
+        state, answer = prior.state, prior.answer
+        if state != "open" and _words(prior.text) != _words(new.text):
+            state, answer = "open", None
+            reopened.append(prior.id)
         grade, graded_by = new.grade, "planner"
         if prior.graded_by == "person":
             grade, graded_by = prior.grade, "person"
-        elif prior.grade == "BLOCKING" and new.grade != "BLOCKING" and prior.state != "answered":
+        elif prior.grade == "BLOCKING" and new.grade != "BLOCKING" and state != "answered":
             grade = "BLOCKING"
             kept.append(prior.id)
         merged.append(
             new.model_copy(
-                update={
-                    "grade": grade,
-                    "graded_by": graded_by,
-                    "state": prior.state,
-                    "answer": prior.answer,
-                }
+                update={"grade": grade, "graded_by": graded_by, "state": state, "answer": answer}
             )
         )
     for prior in old.values():
@@ -302,7 +306,11 @@ def merge_questions(
         elif prior.grade == "BLOCKING":
             merged.append(prior)
             kept.append(prior.id)
-    return merged, kept
+    return merged, kept, reopened
+
+
+def _words(text: str) -> str:
+    return " ".join(text.casefold().split())
 
 
 def replay(session_id: str, events: list[Event]) -> SessionView:
@@ -327,6 +335,7 @@ def _apply(view: SessionView, payload: object) -> SessionView:
                 "scope": payload.scope,
                 "questions": payload.questions,
                 "kept_blocking": payload.kept_blocking,
+                "reopened": payload.reopened,
             }
         )
     if isinstance(payload, QuestionSettled):

@@ -107,7 +107,8 @@ def check_command(success_check: str | None) -> str | None:
         return None
     text = success_check.strip()
     match = re.fullmatch(r"(`+)\s*([^`]+?)\s*\1", text)
-    return match.group(2) if match else None
+    command = match.group(2).strip() if match else ""
+    return command or None  # "` `" names no command: it would pass without checking anything
 
 
 PLAN_KEY_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"  # what a plan key may be

@@ -34,9 +34,10 @@ def redact(text: str, known: Mapping[str, str] | None = None) -> str:
 
 
 # A key a message says it was given, in any format ("Received API Key = sk-1234…", litellm's
-# "Passed in: …"): what follows the label is masked, unless it is masked already.
+# "Passed in: …", OpenAI's "Incorrect API key provided: sk-…"): what follows the label is
+# masked, unless it is masked already.
 _SAID_KEY = re.compile(
-    r"(?i)\b((?:api[ _-]?key|passed in|bearer)\s{0,8}(?:=|:)?\s{0,8})"
+    r"(?i)\b((?:api[ _-]?key(?:\s{1,8}provided)?|passed in|bearer)\s{0,8}(?:=|:)?\s{0,8})"
     r"(?![\[*])(?=[^\s\"',}]{0,255}[0-9])([^\s\"',}]{8,256})"
 )  # bounded: a megabyte of "-apikey" repeated would be read to its end from each one
 

@@ -81,6 +81,9 @@ class ScopeProposed(Payload):
     kept_blocking: tuple[str, ...] = Field(
         default=(), description="BLOCKING questions the planner dropped or downgraded: kept."
     )
+    reopened: tuple[str, ...] = Field(
+        default=(), description="Settled questions the planner asked in other words: open again."
+    )
     calls: int = Field(default=1, description="Planner calls it took (2 after a retry).")
     tokens_in: int | None = Field(default=None, description="Input tokens of those calls.")
     tokens_out: int | None = Field(default=None, description="Output tokens of those calls.")

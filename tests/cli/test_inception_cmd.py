@@ -115,3 +115,76 @@ def test_bad_input_is_one_line_and_starts_nothing(
     assert "should look like vendor:model" in capsys.readouterr().err
     assert inception("   ") == 2
     assert planner.requests == []
+
+
+def test_json_on_a_blocked_session_gives_its_questions_and_one_error_object(
+    planner: ModelServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A script needs the question ids to write an answers file: stdout holds the session, and
+    # stderr only the error, as JSON.
+    assert inception(PARAGRAPH, "--no-ask", "--json") == 3
+    captured = capsys.readouterr()
+    shown = json.loads(captured.out)
+    assert shown["status"] == "scoped" and shown["out"] is None
+    assert [(q["id"], q["grade"]) for q in shown["questions"]] == [
+        ("Q1", "BLOCKING"),
+        ("Q2", "NICE"),
+    ]
+    error = json.loads(captured.err)
+    assert error["exit"] == 3 and error["error"].startswith("approval refused: 1 BLOCKING")
+
+
+def test_an_answers_file_with_one_bad_entry_records_none_of_it(
+    planner: ModelServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "answers.json").write_text('{"Q2": "mine", "Q1": {"grade": "FOO"}}')
+    assert inception(PARAGRAPH, "--answers", "answers.json", "--json") == 2
+    captured = capsys.readouterr()
+    assert "grade 'FOO' is not one of BLOCKING, IMPORTANT, NICE" in captured.err
+    shown = json.loads(captured.out)
+    assert [q["state"] for q in shown["questions"]] == ["open", "open"]  # Q2 not answered
+    (tmp_path / "answers.json").write_text('{"Q1": {"answer": "yes", "defer": true}}')
+    resumed = ["inception", "--resume", shown["id"], "--answers", "answers.json"]
+    assert main([*resumed, "--db", "sqlite:///h.sqlite"]) == 2
+    assert "Q1 both answers and defers" in capsys.readouterr().err
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_the_planner_is_paid(
+    planner: ModelServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "f").write_text("a file, not a folder\n")
+    (tmp_path / "PLAN.md").symlink_to(tmp_path / "nowhere.md")
+    for out, said in [
+        ("f/PLAN.md", "f is not a folder, so --out cannot be written under it"),
+        ("plan.JSON", "names a JSON file, and the plan is markdown"),
+        ("PLAN.md", "PLAN.md exists; pass --force"),  # a link to nothing is still there
+    ]:
+        assert inception(PARAGRAPH, "--accept-defaults", "--out", out) == 2, out
+        assert said in capsys.readouterr().err
+    assert planner.requests == []
+    assert (tmp_path / "PLAN.md").is_symlink()
+
+
+def test_a_providers_error_quoting_part_of_the_key_shows_none_of_it(
+    planner: ModelServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # OpenAI's 401 quotes the key it was given, cut short: no longer the exact secret, still
+    # most of it.
+    from agent_harness.testing.scripted_turns import ScriptedFailure
+
+    said = f"Incorrect API key provided: {KEY[:-3]}. You can find your API key at https://x."
+    body = {"error": {"message": said, "type": "invalid_request_error", "code": "invalid_api_key"}}
+    planner.enqueue_first(ScriptedFailure.raw(401, body))
+    assert inception(PARAGRAPH, "--accept-defaults") == 1
+    err = capsys.readouterr().err
+    assert "Incorrect API key provided:" in err and KEY[:12] not in err
+
+
+def test_markup_typed_at_the_terminal_is_shown_not_read_as_markup(
+    planner: ModelServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    # "grade [/red]" is refused as a grade; the refusal quotes it, which rich must not parse.
+    typed = "\ngrade [/red]\nYes\n\ny\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(typed))
+    assert inception(PARAGRAPH, "--ask") == 0
+    assert "grade '[/red]' is not one of" in capsys.readouterr().err

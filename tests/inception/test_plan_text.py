@@ -107,7 +107,7 @@ def test_the_planner_cannot_drop_or_downgrade_an_open_blocking_question() -> Non
         question("Q5", "IMPORTANT", graded_by="person"),
     )
     asked = [question("Q1", "NICE"), question("Q3", "NICE"), question("Q5", "BLOCKING")]
-    merged, kept = merge_questions(before, asked)
+    merged, kept, reopened = merge_questions(before, asked)
     grades = {q.id: (q.grade, q.state) for q in merged}
     assert grades == {
         "Q1": ("BLOCKING", "open"),  # downgrade refused
@@ -116,6 +116,30 @@ def test_the_planner_cannot_drop_or_downgrade_an_open_blocking_question() -> Non
         "Q5": ("IMPORTANT", "open"),  # the person's grade stands
     }
     assert kept == ["Q1", "Q2"]  # Q4 (open, NICE, not asked again) is withdrawn
+    assert reopened == []
+
+
+def test_a_settled_question_asked_in_other_words_is_asked_again() -> None:
+    # An answer to "Keep the old API?" is no answer to "Delete the users' data?": the planner
+    # reusing an id does not carry the answer over, nor lower a BLOCKING grade.
+    before = (
+        question("Q1", "BLOCKING", state="answered", answer="yes"),
+        question("Q2", "IMPORTANT", state="deferred"),
+        question("Q3", "NICE", state="answered", answer="no"),
+    )
+    asked = [
+        Question(id="Q1", text="Delete all user data?", grade="NICE", default="no"),
+        Question(id="Q2", text="Q2? ", grade="IMPORTANT", default="d"),  # same words
+        Question(id="Q3", text="q3?", grade="NICE", default="d"),  # same words, other case
+    ]
+    merged, kept, reopened = merge_questions(before, asked)
+    shown = {q.id: (q.grade, q.state, q.answer) for q in merged}
+    assert shown == {
+        "Q1": ("BLOCKING", "open", None),
+        "Q2": ("IMPORTANT", "deferred", None),
+        "Q3": ("NICE", "answered", "no"),
+    }
+    assert reopened == ["Q1"] and kept == ["Q1"]
 
 
 HOSTILE = [

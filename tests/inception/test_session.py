@@ -212,3 +212,63 @@ def test_a_planner_whose_spend_cap_is_hit_gets_exactly_one_request(rig: Rig) -> 
     with pytest.raises(EndpointParked):  # asked again: not one more request
         session.propose_scope()
     assert len(rig.server.requests) == 1
+
+
+def _approved(rig: Rig) -> InceptionSession:
+    session = rig.start()
+    session.propose_scope()
+    session.answer("Q1", "No")
+    session.approve()
+    return session
+
+
+def _tasks(**item: object) -> str:
+    one = {"id": "T1", "title": "Edit", "files": ["tally/words.py"], "check": "`true`", **item}
+    return json.dumps(
+        {"milestone": "m", "items": [one], "verification": ["`true`"], "rollback": ["revert"]}
+    )
+
+
+def test_an_item_that_would_change_the_harnesss_own_protected_paths_is_asked_for_again(
+    rig: Rig,
+) -> None:
+    # The scope protects only README.md; the CI workflows and the harness's config are
+    # protected on every run, so such an item could never be delivered.
+    session = _approved(rig)
+    bad = ScriptedCompletion(text=_tasks(files=[".github/workflows/ci.yml"]))
+    rig.server.enqueue_first(bad, bad)
+    with pytest.raises(PlannerAnswerInvalid, match=r"T1.files: .github/workflows/ci.yml is prot"):
+        session.plan()
+
+
+def test_titles_with_markup_characters_read_back_as_the_planner_wrote_them(rig: Rig) -> None:
+    session = _approved(rig)
+    title = "Add Vec<u8> support, [docs](x) & \\ &amp; | ~~x~~"
+    rig.server.enqueue_first(ScriptedCompletion(text=_tasks(title=title)))
+    view = session.plan()
+    assert view.plan is not None
+    [item] = parse_plan(view.plan, source="PLAN.md").items
+    assert item.title == title
+
+
+def test_terminal_codes_in_the_planners_answer_are_taken_out(rig: Rig) -> None:
+    session = _approved(rig)
+    rig.server.enqueue_first(
+        ScriptedCompletion(
+            text=_tasks(title="Add \x1b[31mred\x1b[0m", description="a\x1b]0;pwned\x07 b\x1b[2J")
+        )
+    )
+    view = session.plan()
+    assert view.plan is not None and "\x1b" not in view.plan and "\x07" not in view.plan
+    assert "### T1: Add red" in view.plan and "\na b\n" in view.plan
+
+
+def test_an_answer_cut_off_at_the_output_limit_is_said_to_be_so(rig: Rig) -> None:
+    cut = ScriptedCompletion(text='{"objective": "Add wo', stop_reason="length")
+    rig.server.enqueue_first(cut, cut)
+    session = rig.start()
+    with pytest.raises(PlannerAnswerInvalid, match="cut off at the output limit") as failed:
+        session.propose_scope()
+    assert "stop reason length" in failed.value.message
+    retry = rig.server.requests[1].body["messages"][-1]["content"]
+    assert "answer more briefly" in retry

@@ -564,3 +564,9 @@ def test_fields_in_a_quote_are_read_as_anywhere_and_a_quoted_table_is_no_items()
         ("T2", ("T3",)),
         ("T3", ()),
     ]
+
+
+@pytest.mark.parametrize("check", ["` `", "``   ``", "`\t`"])
+def test_a_blank_code_span_names_no_check_command(check: str) -> None:
+    # A blank command exits 0 in a shell: such a check would pass without checking anything.
+    assert check_command(check) is None
