@@ -114,10 +114,17 @@ def execute_run(
                 reports = fleet.run()
             err.print()
     render_end(out, reports, request, Path(settings.state_dir), as_json)
-    bad = [
-        item for report in reports for item in report.items if item.state in ("failed", "skipped")
-    ]
-    return 4 if bad else 0
+    return run_exit_code(reports)
+
+
+def run_exit_code(reports: list[RunReport]) -> int:
+    """4 when an item failed or was skipped; 75 (come back later) when none did but some wait
+    (a parked endpoint, a spent cap, a limit's reset): a script tells "all done" from "stuck
+    on billing" by it; 0 otherwise."""
+    states = {item.state for report in reports for item in report.items}
+    if states & {"failed", "skipped"}:
+        return 4
+    return 75 if "waiting" in states else 0
 
 
 def render_end(

@@ -141,7 +141,8 @@ class _Run:
     worktree: Path
     plan_path: Path
     plan: StepPlan
-    env: dict[str, str]
+    env: dict[str, str]  # the item's own checks run in it (a person wrote them)
+    command_env: dict[str, str]  # a command the model wrote runs in it, as an agent would
     verify_first: set[str] = field(default_factory=set)
 
 
@@ -195,9 +196,9 @@ class Executor:
         resume, a parked endpoint (`EndpointParked`), or an exception from the event sink is
         raised.
         """
-        run = _Run(
-            item, Path(worktree), Path(plan_path), self._fresh_plan(item), self._environment()
-        )
+        env = self._environment()
+        command_env = self._command_environment(env, Path(plan_path).parent / "command-home")
+        run = _Run(item, Path(worktree), Path(plan_path), self._fresh_plan(item), env, command_env)
         sent_back = None
         if resume and run.plan_path.exists():
             saved = load_plan(run.plan_path)
@@ -241,6 +242,21 @@ class Executor:
             for route in routes.values():
                 env.pop(str(getattr(route, "api_key_env", "")), None)
         return env
+
+    @staticmethod
+    def _command_environment(env: Mapping[str, str], home: Path) -> dict[str, str]:
+        """What a check command the model wrote runs with: what a CLI agent gets (programs,
+        locale, a home of its own), so it finds no login in the user's home (gh's token, a git
+        credential helper) to push with, nor an ssh agent's socket."""
+        from agent_harness.agents.presets import BASE_ENV_ALLOW
+
+        kept = {
+            name: value
+            for name, value in env.items()
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in BASE_ENV_ALLOW)
+        }
+        home.mkdir(parents=True, exist_ok=True)
+        return {**kept, "HOME": str(home), "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
 
     def _resume(self, run: _Run) -> None:
         plan = run.plan
@@ -329,8 +345,9 @@ class Executor:
             steps = self._ask_planner(
                 run, prompt, kept_ids=kept_ids, first_number=first_number, replanning=True
             )
-        except _RunBlocked as stop:
-            raise _RunBlocked(stop.blocker, first.id if first else None) from None
+        except _RunBlocked as stop:  # a spent budget stays permanent
+            step = first.id if first else stop.step
+            raise _RunBlocked(stop.blocker, step, permanent=stop.permanent) from None
         plan.revision += 1
         reasons = [(s.id, s.result or "") for s in failed] or [("sent back", why)]
         plan.replans += [
@@ -481,6 +498,7 @@ class Executor:
             run.worktree,
             item_checks=self._item_checks,
             env=run.env,
+            command_env=run.command_env,
             timeout_s=self.budgets.check_timeout_s,
         )
 
@@ -544,6 +562,7 @@ class Executor:
                 permanent=True,  # counted over every run of the plan: the next finds it spent
             )
         plan.calls += 1  # counted before the call: a call that fails still cost a call
+        self._save(run)  # and kept before it: a run killed during the call counts it too
         try:
             answer = self._client.complete(
                 role, messages, worker=self._worker, system=system, max_tokens=self._max_tokens

@@ -146,4 +146,13 @@ def load_plan(path: Path) -> StepPlan:
         said = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
         raise PlanFileUnreadable(path, said) from None
     except ValidationError as exc:
-        raise PlanFileUnreadable(path, f"not a step plan ({exc.error_count()} problems)") from exc
+        raise PlanFileUnreadable(path, f"not a step plan: {_first_problem(exc)}") from None
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """What is wrong with a plan file, in a line: where and what, and how many more."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the file"
+    more = exc.error_count() - 1
+    extra = f" (and {more} more problem{'s' if more != 1 else ''})" if more else ""
+    return f"{where}: {first['msg']}{extra}"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from agent_harness.implement.steps import Check
 from agent_harness.secrets.process import process_env
+from agent_harness.secrets.redact import redact
 
 # Output of a failed check handed back to the implementer; the tail is where the error is.
 FEEDBACK_CHARS = 2000
@@ -33,7 +34,10 @@ class Verdict:
 
 
 def _tail(text: str, limit: int = FEEDBACK_CHARS) -> str:
-    text = text.strip()
+    """The end of a check's output, credentials masked: a check that read one (from a parent
+    process's environment, a file) would otherwise put it in the step plan, the events and the
+    next prompt to the provider."""
+    text = redact(text.strip()[-4 * limit :])  # masked before it is cut: no key cut in half
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
@@ -81,12 +85,15 @@ def verify(
     *,
     item_checks: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    command_env: Mapping[str, str] | None = None,
     timeout_s: float = 300.0,
 ) -> Verdict:
-    """Decide a step mechanically from its check; no model is asked."""
+    """Decide a step mechanically from its check; no model is asked. The item's own checks
+    run in `env`; a command the model wrote in `command_env` (default: `env` too)."""
     environment = process_env() if env is None else env
     if check.kind == "command":
-        return run_command(check.command or "", worktree, environment, timeout_s)
+        own = environment if command_env is None else command_env
+        return run_command(check.command or "", worktree, own, timeout_s)
     if check.kind == "item_checks":
         if not item_checks:
             return Verdict(False, "the item has no check commands configured", permanent=True)

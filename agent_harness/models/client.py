@@ -58,13 +58,16 @@ class ModelCallFailed(HarnessError):
 class RetryPolicy:
     """Backoff for retryable failures: wait uniform(0, min(cap_s, base_s * 2**n)) but at least
     what the provider asked. A wait longer than `park_after_s` parks the endpoint instead of
-    holding a worker; a window without a stated reset parks for `default_window_s`."""
+    holding a worker; a window without a stated reset parks for `default_window_s`. No wait
+    or window is taken as longer than `longest_wait_s` (the longest limit a vendor names, a
+    week): a proxy's `retry-after: 99999999999` would otherwise park a key for millennia."""
 
     max_attempts: int = 5
     base_s: float = 1.0
     cap_s: float = 60.0
     park_after_s: float = 300.0
     default_window_s: float = 3600.0
+    longest_wait_s: float = 7 * 86400.0
 
 
 class ModelClient:
@@ -225,10 +228,11 @@ class ModelClient:
             until = failure.reset_at or self._clock() + self.policy.default_window_s
             # A reset already in the past (clock skew) still means "not now": hold briefly.
             until = max(until, self._clock() + 1.0)
+            until = min(until, self._clock() + self.policy.longest_wait_s)
             self._park(route, until, failure, base, attempt, latency)
         if not failure.retryable or attempt >= self.policy.max_attempts:
             return None
-        wait = self._backoff(attempt - 1, failure)
+        wait = min(self._backoff(attempt - 1, failure), self.policy.longest_wait_s)
         if wait > self.policy.park_after_s:
             self._park(route, self._clock() + wait, failure, base, attempt, latency)
         self._emit(

@@ -248,7 +248,13 @@ def classify_openai(status: int, headers: Headers, body: Body, now: float) -> Fa
 def _openai_cap(code: str, etype: str, message: str) -> bool:
     """A spent quota, balance or budget, by OpenAI's codes or by the words others use."""
     return bool(
-        code in ("insufficient_quota", "credit_balance_exhausted")
+        code
+        in (
+            "insufficient_quota",
+            "credit_balance_exhausted",
+            "billing_hard_limit_reached",  # OpenAI: the account's own monthly limit
+            "billing_not_active",  # OpenAI: no payment method on the account
+        )
         or etype in ("insufficient_quota", "budget_exceeded")
         or code.endswith("_spend_limit_exceeded")
         or SPEND_CAP_TEXT.search(f"{etype} {message}")

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from agent_harness.secrets.redact import redact
+
 TAIL_BYTES = 3072
 SHELL = "/bin/sh"
 # dash says "sh: 1: prog: not found", bash "sh: line 1: prog: command not found".
@@ -188,7 +190,9 @@ def run_check(
         _signal_group(process.pid, signal.SIGKILL)
         process.wait()
         duration = max(0.0, clock() - started)
-        tail = _read_tail(sink)
+        # Masked where it is read: a check that found a credential (a parent's environment, a
+        # file) would carry it into the events, the table and the next attempt's prompt.
+        tail = redact(_read_tail(sink))
     if timed_out:
         note = f"[agent-harness: timed out after {timeout_s:g} s; the process group was killed]"
         return CheckResult(command, None, duration, _join(tail, note), timed_out=True)

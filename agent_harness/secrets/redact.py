@@ -48,7 +48,7 @@ _SAID_KEY = re.compile(
 # has the shape of a key.
 OUTSIDE_TEXT = frozenset(
     {"reason", "reasons", "detail", "why", "tail", "summary", "result", "feedback", "message",
-     "failure_message", "output", "error", "stop_reason", "host_url"}
+     "failure_message", "output", "error", "stop_reason", "host_url", "blocker"}
 )  # fmt: skip
 
 

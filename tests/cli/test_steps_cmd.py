@@ -71,6 +71,24 @@ def test_steps_names_a_plan_file_that_is_not_utf8_in_one_line(
     assert "not UTF-8 text (byte 0xe9 at offset 13)" in err
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("{", "not a step plan: the file: Invalid JSON: EOF while parsing"),
+        ("[]", "not a step plan: the file: Input should be an object"),
+        ('{"goal": "x", "status": "nope"}', "not a step plan: status: Input should be 'running'"),
+        ("{}", "not a step plan: goal: Field required"),
+    ],
+)
+def test_a_file_that_is_no_step_plan_is_told_what_is_wrong_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
+) -> None:
+    (tmp_path / "plan.json").write_text(text)
+    assert main(["steps", str(tmp_path / "plan.json")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1
+
+
 def test_text_in_a_saved_plan_is_shown_as_written_never_styled_or_sent_as_escapes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent_harness.implement.executor import Executor
+from agent_harness.implement.executor import Budgets, Executor
 from agent_harness.implement.steps import StepPlan, StepStatus, load_plan
 from agent_harness.testing.model_server import ScriptedCompletion, ScriptedFailure
 
@@ -506,3 +506,74 @@ def test_a_blocked_plan_with_its_replans_spent_is_blocked_for_good(rig: Rig) -> 
         rig.item, rig.worktree, rig.plan_path, resume=True, feedback="checks failed"
     )
     assert sent_back.permanent and len(rig.server.requests) == asked
+
+
+def test_a_command_the_model_wrote_finds_no_login_while_the_items_own_checks_keep_theirs(
+    rig: Rig, tmp_path: Any
+) -> None:
+    # gh's token and an ssh agent are how a command could push past review; the model's own
+    # command runs as a CLI agent does, with a home of its own. The person's checks do not.
+    home = tmp_path / "user-home"
+    (home / ".config" / "gh").mkdir(parents=True)
+    (home / ".config" / "gh" / "hosts.yml").write_text("github.com:\n  oauth_token: x\n")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+    env["SSH_AUTH_SOCK"] = str(tmp_path / "agent.sock")
+    no_login = 'test ! -e "$HOME/.config/gh/hosts.yml" && test -z "$SSH_AUTH_SOCK"'
+    rig.server.enqueue(
+        plan_answer(
+            step("1", "Create notes.txt", {"kind": "command", "command": no_login}),
+            step("2", "Run the item's checks", {"kind": "item_checks"}),
+        ),
+        EDIT_1,
+        EDIT_2,
+    )
+    own = 'test -e "$HOME/.config/gh/hosts.yml"'
+    executor = Executor(rig.client, check_env=env, item_checks=[own], budgets=Budgets(min_steps=1))
+    result = executor.execute(rig.item, rig.worktree, rig.plan_path)
+    assert result.status == "done", result.blocker
+    assert [s.attempts for s in result.plan.steps] == [1, 1]
+
+
+CANARY = "ghp_" + "C4nary0123456789abcdefghijklmnopqrstu"
+
+
+def test_a_credential_a_check_prints_is_kept_nowhere_and_sent_to_no_model(rig: Rig) -> None:
+    # A check that read a token (from a parent's environment, a file) prints it and fails: the
+    # plan file, the events and the next prompt hold a mask in its place.
+    # The command spells the token in two halves, as a script reading it from elsewhere would.
+    halves = f"printf 'found GH_TOKEN=%s%s\\n' {CANARY[:10]} {CANARY[10:]}; exit 1"
+    leak = {"kind": "command", "command": halves}
+    rig.server.enqueue(plan_answer(step("1", "Create notes.txt", leak)), EDIT_1, EDIT_1, EDIT_1)
+    result = rig.run(max_replans=0, min_steps=1)
+    assert result.status == "blocked"
+    assert CANARY not in rig.plan_path.read_text()
+    assert CANARY not in json.dumps(rig.events) and CANARY not in (result.blocker or "")
+    assert len(rig.implementer_requests) >= 2
+    assert all(CANARY not in user_text(r) for r in rig.server.requests)
+    assert "[redacted" in user_text(rig.implementer_requests[-1])
+
+
+def test_a_run_killed_during_a_model_call_still_counts_the_call(rig: Rig) -> None:
+    # The budget is over every run of the plan: a call paid for and then lost to a kill is a
+    # call all the same, or each crash would buy one more.
+    rig.server.enqueue(THREE_STEPS)
+
+    class DiesDuringTheCall:
+        def complete(self, *args: Any, **kwargs: Any) -> Any:
+            rig.client.complete(*args, **kwargs)
+            raise Killed
+
+    with pytest.raises(Killed):
+        Executor(DiesDuringTheCall()).execute(rig.item, rig.worktree, rig.plan_path)
+    assert len(rig.server.requests) == 1
+    assert load_plan(rig.plan_path).calls == 1
+
+
+def test_a_budget_spent_while_replanning_blocks_for_good(rig: Rig) -> None:
+    impossible = matches("app.py", r"def impossible\(\)")
+    rig.server.enqueue(plan_answer(step("1", "Add impossible() to app.py", impossible)), EDIT_2)
+    # One call plans, one edits; the replan the failed step asks for finds the budget spent.
+    result = rig.run(max_model_calls=2, max_replans=3, max_attempts=1, min_steps=1)
+    assert result.status == "blocked" and result.permanent, result.blocker
+    assert "model call budget is spent" in (result.blocker or "")
+    assert result.blocking_step == "1"

@@ -345,6 +345,25 @@ def test_a_retry_after_longer_than_the_park_threshold_parks_instead_of_sleeping(
     assert h.time.sleeps == []
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "turn",
+    [
+        ScriptedFailure.anthropic_rate_limit(retry_after=99_999_999_999),
+        ScriptedFailure.anthropic_unified_window(reset=NOW + 10 * 365 * 86400, windows=("7d",)),
+    ],
+)
+def test_a_wait_no_vendor_names_parks_for_a_week_not_for_millennia(
+    server: ModelServer, turn: Any
+) -> None:
+    # A proxy's bug would otherwise park the key past every reset a vendor has.
+    h = Harness(server)
+    server.enqueue(turn)
+    with pytest.raises(EndpointParked) as caught:
+        h.client.complete("reviewer", USER, worker="w1")
+    assert caught.value.until == pytest.approx(NOW + 7 * 86400)
+
+
 # ------------------------------------------------------------------------------ bad input
 
 

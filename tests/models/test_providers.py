@@ -376,6 +376,30 @@ ROWS: list[Row] = [
         OPENAI_ERRORS,
     ),
     Row(
+        "openai 400 billing_hard_limit_reached is a cap, not a bad request",
+        "openai",
+        400,
+        openai_error(
+            "Billing hard limit has been reached",
+            "invalid_request_error",
+            "billing_hard_limit_reached",
+        ),
+        FailureKind.CAP,
+        OPENAI_ERRORS,
+    ),
+    Row(
+        "openai 429 billing_not_active is a cap",
+        "openai",
+        429,
+        openai_error(
+            "Your account is not active, please check your billing details on our website.",
+            "billing_not_active",
+            "billing_not_active",
+        ),
+        FailureKind.CAP,
+        OPENAI_ERRORS,
+    ),
+    Row(
         "a LiteLLM proxy's 429 budget_exceeded is a cap, not a burst",
         "openai",
         429,

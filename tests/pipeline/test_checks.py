@@ -74,6 +74,16 @@ def test_passing_and_failing_commands_report_exit_codes_and_combined_output(
 
 
 @pytest.mark.integration
+def test_a_credential_in_a_checks_output_is_masked_in_its_tail(tmp_path: Path) -> None:
+    # A check that found a token (a parent's environment, a file) prints it: the tail goes to
+    # the events, the run's table and the next prompt, so it holds a mask instead.
+    token = "ghp_" + "C4nary0123456789abcdefghijklmnopqrstu"
+    command = f"printf 'token=%s%s\\n' {token[:10]} {token[10:]}; exit 1"
+    [result] = run_checks([command], tmp_path, timeout_s=10, env=ENV).results
+    assert token not in result.output_tail and "token=[redacted" in result.output_tail
+
+
+@pytest.mark.integration
 def test_commands_run_in_cwd_with_exactly_the_env_given(tmp_path: Path) -> None:
     os.environ["AGENT_HARNESS_TEST_LEAK"] = "leaked"
     try:

@@ -3,7 +3,9 @@ person, with its attempts intact, and nothing is asked of the endpoint until it 
 
 from __future__ import annotations
 
+import json
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,7 @@ from agent_harness.pipeline.settings import RunSettings
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.model_server import ScriptedFailure
 
-from .conftest import KEY_ENV, Harness
+from .conftest import KEY_ENV, REPO, Harness, use_the_cli
 
 pytestmark = pytest.mark.integration
 
@@ -56,3 +58,21 @@ def test_a_spent_cap_costs_one_request_and_its_items_wait_for_a_person(
     assert len(h.reviews()) == 4
     agent_runs = [e for e in h.store.all_events() if e.kind == "agent_started"]
     assert len(agent_runs) == 3  # the agents' work waited; none was paid for twice
+
+
+def test_a_run_that_ends_with_items_waiting_on_a_spent_cap_exits_75(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    # Exit 0 would read as "all done" to a script or a CI job; 75 says come back later.
+    use_the_cli(harness, tmp_path, monkeypatch)
+    (tmp_path / "PLAN.md").write_text(PLAN)
+    agent = write_scripted_agent(
+        tmp_path / "agents",
+        {"steps": [{"write_file": {"path": "NOTES.md", "content": "noted\n"}}], "exit": 0},
+    )
+    harness.model.enqueue_first(ScriptedFailure.openai_insufficient_quota())
+    args = ["run", "--repo", REPO, "--work", str(harness.work), "--plan", "PLAN.md"]
+    args += ["--agent", shlex.join(agent) + " {prompt_file}", "--reviewer", "openai:gpt-test"]
+    assert main([*args, "--json"]) == 75
+    finished = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [item["state"] for item in finished["items"]] == ["waiting"] * 3
