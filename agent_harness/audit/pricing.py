@@ -76,6 +76,21 @@ def price(vendor: str | None, model: str | None, usage: Usage, at: float) -> Pri
     return _PRICES.price(vendor, model, usage, at)
 
 
+# The most tokens one record may count: more than any call reaches, and within the database's
+# integers (a count of 10**30 would not fit one).
+MAX_TOKENS = 10**12
+COUNTS_UNFIT = f"its token counts are not whole numbers from 0 to {MAX_TOKENS:,}"
+
+
+def counts_fit(usage: Usage) -> bool:
+    """Whether every count of `usage` is absent or a whole number a call could report: a
+    negative count would price a call below zero, a huge one overflow the database."""
+    return all(
+        n is None or (type(n) is int and 0 <= n <= MAX_TOKENS)  # a bool is no count
+        for n in usage
+    )
+
+
 def _unpriceable(vendor: str | None, model: str | None, usage: Usage) -> str | None:
     """Why a call cannot be priced whatever the price data says, or None."""
     if not model:
@@ -167,6 +182,8 @@ class _Prices:
         snapshot = self._get_snapshot()
         if snapshot is not self._seen:
             self._see(snapshot)
+        if not counts_fit(usage):
+            return Price(None, COUNTS_UNFIT, None)
         # Only a named vendor and model are remembered, so a hit needs only the usage checked.
         found = self._fast.get((vendor, model, int(at // 86_400)))
         tokens_in, tokens_out, read, write = usage

@@ -19,7 +19,14 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from agent_harness.audit.pricing import Price, Usage, new_usage, price
+from agent_harness.audit.pricing import (
+    COUNTS_UNFIT,
+    Price,
+    Usage,
+    counts_fit,
+    new_usage,
+    price,
+)
 from agent_harness.store.events import (
     STORED_MODELS,
     AgentFinished,
@@ -112,7 +119,38 @@ def _usage_columns(facts: UsageFacts | None, cost: Price | None) -> tuple[Any, .
     if facts is None:
         return _NOT_USAGE if cost is None else (None,) * 8 + (*cost, None)
     role, vendor, model, usage_source, usage, reported = facts
-    return (role, vendor, model, usage_source, *usage, *(cost or _NO_PRICE), reported)
+    counts = usage if counts_fit(usage) else _NO_COUNTS  # kept as a call whose usage is unknown
+    return (role, vendor, model, usage_source, *counts, *(cost or _NO_PRICE), reported)
+
+
+_NO_COUNTS: tuple[None, None, None, None] = (None, None, None, None)
+
+
+def _unreadable_call(head: tuple[Any, ...], payload: str) -> AuditRow | None:
+    """A model call whose counts are no whole numbers (`1000.5`, `"abc"`) as a call of unknown
+    usage and price, so `audit cost` counts and names it instead of leaving it out; None when
+    the payload says it failed, or its counts are whole and another field is what did not fit
+    (such a call is kept, as no usage)."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("failure") is not None or data.get("parked"):
+        return None
+    counts = [data.get(name) for name in ("tokens_in", "tokens_out", "tokens_cached",
+                                          "tokens_cache_write")]  # fmt: skip
+    if all(n is None or type(n) is int for n in counts):
+        return None  # the counts are whole: what does not fit is another field
+
+    def text(name: str) -> str | None:
+        value = data.get(name)
+        return value if isinstance(value, str) else None
+
+    role = text("role") or "unknown"
+    cost = Price(None, COUNTS_UNFIT, None)
+    return _new_row(
+        (*head, None, role, text("vendor"), text("model"), "api", *_NO_COUNTS, *cost, None)
+    )
 
 
 INSERT_ROW = (
@@ -238,7 +276,9 @@ def row_of_stored(stored: tuple[Any, ...], log_id: str) -> AuditRow:
         try:
             call = _read_call(payload)
         except ValidationError:
-            pass  # read below as `read_payload` has it
+            unreadable = _unreadable_call(head, payload)
+            if unreadable is not None:
+                return unreadable
         else:
             if call.failure is not None or call.parked:
                 return _new_row((*head, None, *_NOT_USAGE))
@@ -248,7 +288,8 @@ def row_of_stored(stored: tuple[Any, ...], log_id: str) -> AuditRow:
             vendor, model = call.vendor, call.model
             paid = price(vendor, model, usage, ts)
             role = call.role or "unknown"
-            return _new_row((*head, None, role, vendor, model, "api", *usage, *paid, None))
+            counts = usage if counts_fit(usage) else _NO_COUNTS
+            return _new_row((*head, None, role, vendor, model, "api", *counts, *paid, None))
     typed = _typed(kind, payload)
     facts = usage_of(typed)
     cost = None if facts is None else priced(facts, ts)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_harness.errors import InputError, read_json
+from agent_harness.secrets.redact import redact, redact_values
 from agent_harness.store.database import Store, _PendingEvent
 
 
@@ -81,12 +82,14 @@ def _parse_event_line(text: str, project: str | None) -> _PendingEvent | str:
     if not isinstance(payload, dict):
         return "'payload' must be an object"
     extra = {k: v for k, v in data.items() if k not in _EVENT_KEYS}
+    # All of a line came from outside: a credential in any of its texts is kept masked, as the
+    # harness's own events keep what an agent or a provider said.
     return _PendingEvent(
         ts=float(ts) if ts is not None else -1.0,
-        project=where,
+        project=redact(where),
         item=item,
         kind=kind,
-        payload={**extra, **payload},
+        payload=redact_values({**extra, **payload}),
         external_id=str(external_id),
     )
 

@@ -4,6 +4,7 @@ offline runs against the scripted providers), read into the audit's usage record
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -154,3 +155,69 @@ def test_hostile_lines_are_skipped_by_number_and_the_rest_is_recorded(
     with sqlite_audit.transaction(write=False) as tx:
         biggest = tx.one("SELECT MAX(tokens_in + tokens_out) FROM audit_events")
     assert biggest is not None and biggest[0] is not None and biggest[0] < 10**12
+
+
+def _assistant(message_id: str, out: int, stop: str | None, ts: str = "2026-12-05T10:00:00Z"):
+    usage = {"input_tokens": 2, "cache_creation_input_tokens": 8655,
+             "cache_read_input_tokens": 15030, "output_tokens": out}  # fmt: skip
+    message = {"id": message_id, "model": "claude-opus-4-5-20251101", "usage": usage}
+    line = {"type": "assistant", "sessionId": "s1", "requestId": f"req_{message_id}",
+            "timestamp": ts, "message": {**message, "stop_reason": stop}}  # fmt: skip
+    return json.dumps(line)
+
+
+def test_a_streamed_message_counts_its_last_line_and_one_still_streaming_waits(
+    tmp_path: Path,
+) -> None:
+    # Claude Code writes a message's lines as it streams: output_tokens 1, then 20000 (ccusage
+    # counted the first, nine times too little). A message the file ends in without a stop
+    # reason may still be streaming: it is left for the next ingest, whose count is whole.
+    path = tmp_path / "s.jsonl"
+    lines = [_assistant("msg_1", 1, None), _assistant("msg_1", 20000, "tool_use")]
+    path.write_text("\n".join([*lines, _assistant("msg_2", 3, None)]) + "\n")
+    found = claude_code.read(path)
+    assert [(u.source_id, u.usage.tokens_out) for u in found.usages] == [
+        ("claude-code:msg_1:req_msg_1", 20000)
+    ]
+    old = path.stat().st_mtime - 2 * claude_code.STILL_WRITING_S
+    os.utime(path, (old, old))  # nothing written since: it stopped where it is
+    assert [u.usage.tokens_out for u in claude_code.read(path).usages] == [20000, 3]
+
+
+@pytest.mark.parametrize(
+    ("usage", "why"),
+    [
+        ({"input_tokens": 1e3, "output_tokens": 10}, "a token count that is not a whole number"),
+        ({"input_tokens": 5, "output_tokens": "100"}, "a token count that is not a whole number"),
+        ({"input_tokens": 5, "output_tokens": -100}, "token counts must be whole numbers"),
+    ],
+)
+def test_a_count_that_is_no_whole_number_is_reported_never_read_as_zero(
+    tmp_path: Path, usage: dict[str, object], why: str
+) -> None:
+    line = json.loads(_assistant("msg_1", 1, "end_turn"))
+    line["message"]["usage"] = usage
+    (tmp_path / "s.jsonl").write_text(json.dumps(line) + "\n")
+    found = claude_code.read(tmp_path / "s.jsonl")
+    assert found.usages == []
+    [skipped] = found.skipped
+    assert skipped.where.endswith("s.jsonl:1") and why in skipped.reason
+
+
+def test_a_line_dated_after_tomorrow_is_reported_not_counted(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(_assistant("msg_1", 5, "end_turn", ts="2099-01-01T00:00:00Z") + "\n")
+    found = claude_code.read(path)
+    assert found.usages == [] and "ahead of this machine's clock" in found.skipped[0].reason
+
+
+def test_a_codex_total_that_falls_counts_again_from_zero(tmp_path: Path) -> None:
+    lines = [json.dumps({"type": "session_meta", "payload": {"id": "R", "cwd": "/w"}})]
+    for n, total in enumerate((1_000_000, 800_000, 900_000)):
+        usage = {"input_tokens": total, "output_tokens": 10 * (n + 1)}
+        lines.append(json.dumps({"type": "event_msg", "timestamp": "2026-12-05T10:00:00Z",
+                                 "payload": {"type": "token_count",
+                                             "info": {"total_token_usage": usage}}}))  # fmt: skip
+    (tmp_path / "rollout-R.jsonl").write_text("\n".join(lines) + "\n")
+    found = codex.read(tmp_path / "rollout-R.jsonl")
+    assert [u.usage.tokens_in for u in found.usages] == [1_000_000, 800_000, 100_000]

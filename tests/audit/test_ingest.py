@@ -162,3 +162,29 @@ def test_a_model_call_is_priced_only_when_its_whole_payload_fits_and_unknown_sta
     assert priced[0] == "api" and priced[1] is not None and priced[1] > 0
     assert unfit == (None, None, None)
     assert [(row[1], "no price known" in str(row[2])) for row in unknown] == [(None, True)] * 2
+
+
+def test_a_model_call_with_counts_no_call_reports_is_kept_unpriced_and_the_rest_recorded(
+    sqlite_work: Store, sqlite_audit: Store
+) -> None:
+    # A negative count priced a call below zero; 10**30 overflowed the database and 1000.5
+    # dropped the call from cost: every later ingest failed, or the call went unseen.
+    good = {"role": "reviewer", "vendor": "openai", "model": "gpt-4.1"}
+    with sqlite_work.transaction() as tx:
+        tx.record_outside_event(PROJECT, None, "model.call", {**good, "tokens_in": 1000})
+        for bad in (-1_000_000, 10**30, 1000.5):
+            tx.record_outside_event(PROJECT, None, "model.call", {**good, "tokens_out": bad})
+    ingest_work_store(sqlite_work, sqlite_audit)
+    with sqlite_work.transaction() as tx:
+        tx.record_outside_event(PROJECT, None, "model.call", {**good, "tokens_in": 2000})
+    ingest_work_store(sqlite_work, sqlite_audit)
+    with sqlite_audit.transaction(write=False) as tx:
+        rows = tx.all(
+            "SELECT tokens_in, tokens_out, cost_usd, cost_reason FROM audit_events ORDER BY id"
+        )
+    assert len(rows) == 5
+    first, *unfit, last = rows
+    assert first[2] is not None and first[2] > 0 and last[2] is not None and last[2] > 0
+    for row in unfit:
+        assert row[:3] == (None, None, None)
+        assert "not whole numbers from 0 to 1,000,000,000,000" in row[3]

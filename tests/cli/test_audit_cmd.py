@@ -229,3 +229,24 @@ def test_the_cost_table_leaves_out_columns_with_nothing_to_say() -> None:
     assert "unpriced" not in header and "tool's own" not in header
     assert "1234" in shown and "$123.46" in shown
     assert max(len(row) for row in shown.splitlines()) <= 80
+
+
+def test_a_credential_in_an_ingested_line_is_kept_and_shown_masked(
+    work: Path, db_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Lines from outside (a CI system's, a proxy's) are all outside text: a key in any field
+    # is masked before it reaches the work log, the audit or `audit events`.
+    key = "sk-ant-api03-" + "CANARY" * 8
+    lines = db_dir / "ci.jsonl"
+    event = {"id": "x-1", "kind": "model.call", "item": "T1",
+             "payload": {"role": "reviewer", "vendor": "anthropic", "model": "claude-x",
+                         "failure": "auth", "failure_message": f"invalid x-api-key {key}",
+                         "note": {"deep": [f"Authorization: Bearer {key}"]}}}  # fmt: skip
+    lines.write_text(json.dumps(event) + "\n")
+    assert main(["ingest", "--events", str(lines), "--project", "me/app:PLAN"]) == 0
+    capsys.readouterr()
+    assert main(["audit", "events", "--json", "--limit", "100"]) == 0
+    shown = capsys.readouterr().out
+    assert "CANARY" not in shown and "[redacted" in shown
+    for database in (work, work.parent / "audit.sqlite"):
+        assert b"CANARY" not in database.read_bytes()

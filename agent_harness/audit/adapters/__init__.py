@@ -9,6 +9,7 @@ such, never guessed at.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.audit.ingest import IngestReport, Skipped, write_rows
-from agent_harness.audit.pricing import Usage
+from agent_harness.audit.pricing import MAX_TOKENS, Usage, counts_fit
 from agent_harness.audit.records import AuditRow, UsageFacts, audit_row, priced
 from agent_harness.errors import UNREADABLE_JSON, UsageError, read_json
 from agent_harness.secrets.process import process_env
@@ -45,21 +46,21 @@ class LogRead:
 Reader = Callable[[Path], LogRead]
 
 # What a record read from another tool's log may hold to be kept: a count no call reaches
-# would overflow the database's integers, an instant past 9999 breaks every date shown.
-MAX_TOKENS = 10**12
+# would overflow the database's integers (`counts_fit`), an instant past 9999 breaks every
+# date shown, and one more than a day ahead of this machine's clock is no call made yet.
+FUTURE_SLACK_S = 86_400.0
 _LATEST_TS = 253_402_128_000.0  # 9999-12-30, a day short of the calendar's end in any zone
 _UNREADABLE = (ValueError, TypeError, OverflowError, AttributeError)
 
 
 def misfit(found: LogUsage) -> str | None:
     """Why `found` cannot be kept as it is (a hostile or corrupt log line), or None."""
-    counts = (found.usage.tokens_in, found.usage.tokens_out, found.usage.cache_read,
-              found.usage.cache_write)  # fmt: skip
-    if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_TOKENS
-               for n in counts):  # fmt: skip
+    if not counts_fit(found.usage) or None in found.usage[:2]:
         return f"token counts must be whole numbers from 0 to {MAX_TOKENS:,}"
     if not 0 <= found.ts <= _LATEST_TS:
         return "its time is before 1970 or past the year 9999"
+    if found.ts > time.time() + FUTURE_SLACK_S:
+        return "its time is more than a day ahead of this machine's clock"
     if not isinstance(found.model, str | None) or not isinstance(found.cwd, str | None):
         return "its model or working directory is not text"
     return None
@@ -83,7 +84,7 @@ def read_lines(path: Path, each: Callable[[Any, int, LogRead], None]) -> LogRead
             try:
                 each(line, number, out)
             except _UNREADABLE as exc:
-                out.skipped.append(Skipped(where, f"unreadable: {type(exc).__name__}"))
+                out.skipped.append(Skipped(where, f"unreadable: {_said(exc)}"))
                 continue
             for found in out.usages[kept:]:
                 why = misfit(found)
@@ -91,6 +92,26 @@ def read_lines(path: Path, each: Callable[[Any, int, LogRead], None]) -> LogRead
                     out.usages.remove(found)
                     out.skipped.append(Skipped(where, why))
     return out
+
+
+def _said(exc: Exception) -> str:
+    """What was wrong with a line, in a few words: the reader's own words where it gave some."""
+    text = str(exc).strip()
+    return text[:200] if isinstance(exc, LineUnfit) and text else type(exc).__name__
+
+
+class LineUnfit(ValueError):
+    """A field of a log line is not what its format says (a count that is no whole number)."""
+
+
+def token_count(value: Any) -> int:
+    """A token count as a log wrote it: a whole number, or nothing (0); anything else is the
+    line's fault, reported with it, never read as 0."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LineUnfit(f"a token count that is not a whole number: {str(value)[:40]!r}")
+    return value
 
 
 def _readers() -> dict[str, tuple[Reader, Callable[[], Path]]]:

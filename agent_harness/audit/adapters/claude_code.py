@@ -3,18 +3,30 @@
 
 Each assistant line carries `message.usage` in Anthropic's terms: `input_tokens` is the
 uncached part only, beside `cache_creation_input_tokens` and `cache_read_input_tokens`. A
-message written as several lines (one per content block) repeats the same usage, so records
-are keyed by message id and request id and counted once (by message id within the session
-when a line has no request id, as from a local stand-in of the API). Synthetic messages (the
-CLI's own notices, model `<synthetic>`) are no model call and are skipped.
+message is written as several lines (one per content block) while it streams, and its
+`output_tokens` grows to the last of them, so records are keyed by message id and request id
+and counted once, at the line that counts the most (by message id within the session when a
+line has no request id, as from a local stand-in of the API). A message still streaming (the
+file's last, no line of it with a stop reason, the file written in the last few minutes) is
+left for the next ingest: rows are never changed, so a partial count kept now would stay.
+Synthetic messages (the CLI's own notices, model `<synthetic>`) are no model call and are
+skipped.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
-from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts, read_lines
+from agent_harness.audit.adapters import (
+    LogRead,
+    LogUsage,
+    env_path,
+    iso_ts,
+    read_lines,
+    token_count,
+)
 from agent_harness.audit.ingest import Skipped
 from agent_harness.audit.pricing import Usage
 
@@ -25,14 +37,14 @@ def default_root() -> Path:
     return env_path("CLAUDE_CONFIG_DIR", "projects") or Path.home() / ".claude" / "projects"
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+# A transcript written to within this long may still be streaming its last message.
+STILL_WRITING_S = 600.0
 
 
 def read(path: Path) -> LogRead:
     """Usage records of one transcript; unreadable lines are reported with their number."""
-    seen: set[str] = set()
     recognised = False
+    finished: set[str] = set()  # messages a line of which gave a stop reason
 
     def each(line: Any, number: int, out: LogRead) -> None:
         nonlocal recognised
@@ -40,16 +52,39 @@ def read(path: Path) -> LogRead:
             return
         recognised = True
         found = _usage(line, path, number, out.skipped)
-        if found is not None and found.source_id not in seen:
-            seen.add(found.source_id)
+        if found is not None:
             out.usages.append(found)
+            if line["message"].get("stop_reason") is not None:
+                finished.add(found.source_id)
 
     out = read_lines(path, each)
     if not recognised:
         out.skipped.append(
             Skipped(str(path), "not a Claude Code transcript (no line has a type and sessionId)")
         )
+    out.usages = _most_counted(out.usages)
+    if out.usages and out.usages[-1].source_id not in finished and _recent(path):
+        out.usages.pop()  # still streaming: the next ingest finds it whole
     return out
+
+
+def _most_counted(usages: list[LogUsage]) -> list[LogUsage]:
+    """One record per call, the line that counts the most output (the last of a streamed
+    message; a resumed session's copy of it counts no more), in the order calls first
+    appeared."""
+    best: dict[str, LogUsage] = {}
+    for found in usages:
+        kept = best.get(found.source_id)
+        if kept is None or (found.usage.tokens_out or 0) >= (kept.usage.tokens_out or 0):
+            best[found.source_id] = found
+    return list(best.values())
+
+
+def _recent(path: Path) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime < STILL_WRITING_S
+    except OSError:
+        return False
 
 
 def _usage(
@@ -71,9 +106,9 @@ def _usage(
     # Message id + request id name one API call wherever it was copied (a resumed session
     # repeats earlier messages); without a request id, only within its own session.
     key = f"{message_id}:{request_id}" if isinstance(request_id, str) else f"{session}:{message_id}"
-    fresh = _int(usage.get("input_tokens"))
-    written = _int(usage.get("cache_creation_input_tokens"))
-    read_back = _int(usage.get("cache_read_input_tokens"))
+    fresh = token_count(usage.get("input_tokens"))
+    written = token_count(usage.get("cache_creation_input_tokens"))
+    read_back = token_count(usage.get("cache_read_input_tokens"))
     return LogUsage(
         source_id=f"claude-code:{key}",
         ts=ts,
@@ -83,7 +118,7 @@ def _usage(
         model=model if isinstance(model, str) else None,
         usage=Usage(
             tokens_in=fresh + written + read_back,  # the whole prompt, as genai-prices counts it
-            tokens_out=_int(usage.get("output_tokens")),
+            tokens_out=token_count(usage.get("output_tokens")),
             cache_read=read_back,
             cache_write=written,
         ),

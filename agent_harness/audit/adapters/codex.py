@@ -11,7 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent_harness.audit.adapters import LogRead, LogUsage, env_path, iso_ts, read_lines
+from agent_harness.audit.adapters import (
+    LogRead,
+    LogUsage,
+    env_path,
+    iso_ts,
+    read_lines,
+    token_count,
+)
 from agent_harness.audit.ingest import Skipped
 from agent_harness.audit.pricing import Usage
 
@@ -62,15 +69,6 @@ def read(path: Path) -> LogRead:
     return out
 
 
-def _count(value: Any) -> int:
-    """A token count as the log wrote it: a whole number, or nothing (0)."""
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError("a token count that is not a whole number")
-    return value
-
-
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -82,12 +80,13 @@ def _growth(
     total = info.get("total_token_usage") if isinstance(info, dict) else None
     if not isinstance(total, dict) or ts is None:
         return None
-    now = {name: _count(total.get(name)) for name in _FIELDS}
+    now = {name: token_count(total.get(name)) for name in _FIELDS}
     grew = {name: now[name] - session.totals[name] for name in _FIELDS}
-    if not any(grew.values()) or min(grew.values()) < 0:
-        session.totals = now  # a restart of the count: take it as the new base
-        return None
+    if min(grew.values()) < 0:
+        grew = now  # the total fell: it counts again from zero, and all of it is new
     session.totals = now
+    if not any(grew.values()):
+        return None
     return LogUsage(
         source_id=f"codex:{session.id}:{number}",
         ts=ts,
