@@ -83,6 +83,8 @@ def day_range(
     for name, value in (("since", since), ("until", until)):
         if value is not None and not _is_day(value):
             raise UsageError(f"{name} {value!r} is not a UTC day: write it as YYYY-MM-DD")
+    if since and until and since > until:  # an empty answer would read as $0 spent
+        raise UsageError(f"--since {since} is after --until {until}: no day is in between")
     clauses, params = [], []
     if since:
         clauses.append("day >= ?")

@@ -21,6 +21,12 @@ AUDIT_FILE = "audit.sqlite"
 class AuditUnprotected(HarnessError):
     """The audit database no longer refuses changes to its rows."""
 
+
+class NotAnAudit(HarnessError):
+    """The database named as the audit's holds tables of something else."""
+
+    exit_code = 2
+
     exit_code = 2
 
 
@@ -41,6 +47,7 @@ def open_audit(
     URL). A database whose guards were dropped or disabled is refused (`AuditUnprotected`)."""
     store = open_store(url, clock=clock, schema=schema, migrate=False, check_protection=False)
     try:
+        _refuse_foreign(store)
         migrate(store)
         if check:
             missing = unprotected(store)
@@ -53,6 +60,33 @@ def open_audit(
         store.close()
         raise
     return store
+
+
+def _refuse_foreign(store: Store) -> None:
+    """Refuse, before a table is made, a database that holds tables and none of the audit's:
+    the work database, or any other file given by mistake, would gain the audit's tables (and
+    every read answer $0 from them)."""
+    with store.transaction(write=False) as tx:
+        if store.dialect.name == "postgresql":
+            sql = (
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = current_schema() ORDER BY table_name"
+            )
+        else:
+            sql = (
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            )
+        names = [str(row[0]) for row in tx.all(sql)]
+    if not names or "audit_schema" in names:
+        return
+    what = (
+        "the work database" if "schema_migrations" in names else f"tables of its own ({names[0]})"
+    )
+    raise NotAnAudit(
+        f"{store.where} is not an audit database: it holds {what}; the audit keeps a "
+        "database of its own (--audit-db, or leave it out for audit.sqlite beside the work one)"
+    )
 
 
 def migrate(store: Store) -> int:

@@ -93,6 +93,16 @@ def _behind(audit: Store, work: Store) -> tuple[int, float]:
     return behind, max(0.0, newest_ts - since)
 
 
+# Sources read whole on every ingest (other tools' logs, `ingest --from`): their last run says
+# how many lines cannot be read now, and adding their runs would count one bad line once per
+# ingest, for ever. Every other source reads only what is new, so its runs add up.
+REREAD_SOURCES = ("claude-code", "codex")
+_SKIPPED = (
+    "SELECT COALESCE(SUM(skipped), 0) FROM ingest_runs WHERE source NOT IN (?, ?) "
+    "OR id IN (SELECT MAX(id) FROM ingest_runs WHERE source IN (?, ?) GROUP BY source)"
+)
+
+
 def health(
     audit: Store, work: Store | None = None, *, stale_after_s: float = 3600.0
 ) -> AuditHealth:
@@ -104,7 +114,7 @@ def health(
             "ORDER BY last_ts DESC LIMIT 1"
         )
         run = tx.one("SELECT finished, added FROM ingest_runs ORDER BY id DESC LIMIT 1")
-        skipped = tx.one("SELECT COALESCE(SUM(skipped), 0) FROM ingest_runs")
+        skipped = tx.one(_SKIPPED, REREAD_SOURCES + REREAD_SOURCES)
         maintained = tx.one("SELECT MAX(ran_at) FROM maintenance_runs")
     missing = unprotected(audit)
     problems = list(missing)

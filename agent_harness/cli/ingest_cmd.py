@@ -87,8 +87,6 @@ def ingest(
 
     if path is not None and from_tool is None:
         raise UsageError("a PATH is read only with --from claude-code|codex")
-    if from_tool is not None:
-        return _from_tool(from_tool, path, audit_target(audit_db, db), as_json)
     stopped = False
 
     def nap(seconds: float) -> None:
@@ -97,6 +95,14 @@ def ingest(
             time.sleep(seconds)
         except KeyboardInterrupt:
             stopped = True
+
+    if from_tool is not None:
+        target = audit_target(audit_db, db)
+        code = _from_tool(from_tool, path, target, as_json)
+        while watch_s is not None and not stopped:  # read whole again: each record once
+            nap(watch_s)
+            code = max(code, _from_tool(from_tool, path, target, as_json)) if not stopped else code
+        return code
 
     from agent_harness.cli.output import open_database
 
@@ -225,7 +231,14 @@ def _finish(
                 f"{outcome.deliveries} deliveries",
                 markup=False,
             )
-    return 1 if dropped or (result is not None and result.errors) else 0
+            shown = f"{events_file}:" if events_file is not None else None
+            for skipped in outcome.skipped:  # a day thinned, say: not in the lines above
+                if shown is None or not skipped.where.startswith(shown):
+                    console(stderr=True).print(
+                        f"audit: {skipped.where}: {skipped.reason}", markup=False
+                    )
+    refused = not isinstance(outcome, str) and bool(outcome.skipped)
+    return 1 if dropped or refused or (result is not None and result.errors) else 0
 
 
 def _from_tool(tool: str, path: Path | None, target: str, as_json: bool) -> int:

@@ -221,3 +221,39 @@ def test_a_codex_total_that_falls_counts_again_from_zero(tmp_path: Path) -> None
     (tmp_path / "rollout-R.jsonl").write_text("\n".join(lines) + "\n")
     found = codex.read(tmp_path / "rollout-R.jsonl")
     assert [u.usage.tokens_in for u in found.usages] == [1_000_000, 800_000, 100_000]
+
+
+def test_an_odd_entry_among_the_logs_is_named_and_the_rest_recorded(
+    tmp_path: Path, sqlite_audit: Store
+) -> None:
+    # A link to nothing, a folder and a pipe named *.jsonl once ended (or hung) the whole scan.
+    root = tmp_path / "projects" / "p"
+    root.mkdir(parents=True)
+    (root / "good.jsonl").write_text(_assistant("msg_1", 5, "end_turn") + "\n")
+    (root / "dangling.jsonl").symlink_to(tmp_path / "nowhere")
+    (root / "folder.jsonl").mkdir()
+    os.mkfifo(root / "pipe.jsonl")
+    report = ingest_logs(sqlite_audit, "claude-code", tmp_path / "projects")
+    assert report.added == 1
+    assert sorted((Path(s.where).name, s.reason) for s in report.skipped) == [
+        ("dangling.jsonl", "cannot be read: No such file or directory"),
+        ("folder.jsonl", "not a regular file"),
+        ("pipe.jsonl", "not a regular file"),
+    ]
+
+
+def test_a_bad_line_read_again_on_every_ingest_is_counted_once(
+    tmp_path: Path, sqlite_audit: Store
+) -> None:
+    # Other tools' logs are read whole each time: health counts the lines unreadable now, and
+    # the problem clears once the line is whole (a live transcript's half-written last line).
+    from agent_harness.audit.health import health
+
+    path = tmp_path / "s.jsonl"
+    path.write_text(_assistant("msg_1", 5, "end_turn") + '\n{"type": "assis')
+    for _ in range(3):
+        ingest_logs(sqlite_audit, "claude-code", path)
+    assert health(sqlite_audit).skipped_lines == 1
+    path.write_text(_assistant("msg_1", 5, "end_turn") + "\n" + _assistant("msg_2", 7, "end_turn"))
+    ingest_logs(sqlite_audit, "claude-code", path)
+    assert health(sqlite_audit).skipped_lines == 0

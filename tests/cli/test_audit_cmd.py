@@ -250,3 +250,77 @@ def test_a_credential_in_an_ingested_line_is_kept_and_shown_masked(
     assert "CANARY" not in shown and "[redacted" in shown
     for database in (work, work.parent / "audit.sqlite"):
         assert b"CANARY" not in database.read_bytes()
+
+
+def test_a_database_that_is_no_audit_is_refused_and_left_as_it_was(
+    work: Path, db_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `audit cost --audit-db harness.sqlite` once made the audit's tables in the work database
+    # and answered $0.00; a file of other tables the same.
+    other = db_dir / "other.sqlite"
+    import sqlite3
+
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x INTEGER)")
+    for target, said in [(work, "it holds the work database"), (other, "tables of its own (t)")]:
+        before = target.read_bytes()
+        assert main(["audit", "cost", "--audit-db", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert "is not an audit database" in err and said in err, err
+        assert target.read_bytes() == before
+    assert main(["ingest", "--audit-db", str(work)]) == 1  # said, and counted as a drop
+    assert "is not an audit database" in capsys.readouterr().err
+
+
+def test_a_late_event_of_a_thinned_day_is_said_and_ingest_exits_1(
+    work: Path, db_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its day's raw rows are gone, so it cannot be told from a repeat: refused, and a script
+    # must hear of it (before, only --json listed it, and the exit code was 0).
+    assert main(["ingest"]) == 0
+    assert main(["audit", "maintain", "--retention-days", "0"]) == 0
+    capsys.readouterr()
+    late = {"id": "late-1", "kind": "model.call", "ts": 1_780_000_100,
+            "payload": {"role": "reviewer", "vendor": "openai", "model": "gpt-4.1",
+                        "tokens_in": 1_000_000, "tokens_out": 0}}  # fmt: skip
+    lines = db_dir / "late.jsonl"
+    lines.write_text(json.dumps(late) + "\n")
+    assert main(["ingest", "--events", str(lines), "--project", "me/app:PLAN"]) == 1
+    err = capsys.readouterr().err
+    assert "was rolled up and thinned; not added again" in err
+
+
+def test_ingest_from_another_tool_keeps_watching_with_watch(
+    work: Path, db_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --watch with --from once read the logs once and ended, though its help says "keep".
+    from tests.audit.test_adapters import _assistant
+
+    transcript = db_dir / "claude" / "s.jsonl"
+    transcript.parent.mkdir()
+    transcript.write_text(_assistant("msg_1", 5, "end_turn") + "\n")
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 1:  # a new call is written while the watch sleeps
+            with transcript.open("a") as log:
+                log.write(_assistant("msg_2", 7, "end_turn") + "\n")
+        else:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("agent_harness.cli.ingest_cmd.time.sleep", nap)
+    args = ["ingest", "--from", "claude-code", str(transcript.parent), "--watch", "5"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "1 usage records added" in out.splitlines()[0]
+    assert "1 usage records added" in out.splitlines()[1] and naps == [5.0, 5.0]
+
+
+def test_a_since_after_the_until_is_refused_not_answered_with_nothing(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ingest"]) == 0
+    for command in ("cost", "delivery", "rollups"):
+        assert main(["audit", command, "--since", "2026-12-05", "--until", "2026-12-01"]) == 2
+        assert "--since 2026-12-05 is after --until 2026-12-01" in capsys.readouterr().err

@@ -9,6 +9,7 @@ such, never guessed at.
 from __future__ import annotations
 
 import json
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -138,11 +139,22 @@ def iso_ts(text: Any) -> float | None:
         return None
 
 
-def log_files(root: Path) -> Iterator[Path]:
+def log_files(root: Path, skipped: list[Skipped]) -> Iterator[Path]:
+    """The log files under `root`; one that is no regular file (a link to nothing, a folder
+    or a pipe so named, which would block the read) is named in `skipped` instead."""
     if root.is_file():
         yield root
     elif root.is_dir():
-        yield from sorted(root.rglob("*.jsonl"))
+        for path in sorted(root.rglob("*.jsonl")):
+            try:
+                regular = stat.S_ISREG(path.stat().st_mode)
+            except OSError as exc:
+                skipped.append(Skipped(str(path), f"cannot be read: {exc.strerror or exc}"))
+                continue
+            if regular:
+                yield path
+            else:
+                skipped.append(Skipped(str(path), "not a regular file"))
 
 
 def worktrees(audit: Store) -> dict[str, tuple[str, str]]:
@@ -197,8 +209,17 @@ def ingest_logs(audit: Store, tool: str, path: Path | None) -> IngestReport:
         raise UsageError(f"{root} does not exist: nothing of {tool} to read there")
     places = worktrees(audit)
     report = IngestReport(source=tool)
-    for file in log_files(root):
-        found = read(file)
+    skipped: list[Skipped] = []
+    for file in log_files(root, skipped):
+        try:
+            found = read(file)
+        except OSError as exc:  # gone, or no longer readable, since it was listed
+            skipped.append(Skipped(str(file), f"cannot be read: {exc.strerror or exc}"))
+            continue
         rows = [to_row(tool, usage, places) for usage in found.usages]
-        report.absorb(write_rows(audit, tool, rows, 0, found.skipped))
+        report.absorb(write_rows(audit, tool, rows, 0, ()))
+        skipped.extend(found.skipped)
+    # Recorded once, with the run's last record: every file is read whole each time, so
+    # `audit health` takes the last run's count as the lines unreadable now.
+    report.absorb(write_rows(audit, tool, [], 0, skipped))
     return report
