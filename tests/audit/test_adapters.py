@@ -257,3 +257,19 @@ def test_a_bad_line_read_again_on_every_ingest_is_counted_once(
     path.write_text(_assistant("msg_1", 5, "end_turn") + "\n" + _assistant("msg_2", 7, "end_turn"))
     ingest_logs(sqlite_audit, "claude-code", path)
     assert health(sqlite_audit).skipped_lines == 0
+
+
+def test_a_time_written_without_a_zone_is_utc_whatever_the_machines_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from agent_harness.audit.adapters import iso_ts
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert iso_ts("2026-12-05 10:00:07") == iso_ts("2026-12-05T10:00:07Z") == 1_796_464_807
+    finally:
+        monkeypatch.undo()  # the zone as it was, for the tests after this one
+        time.tzset()

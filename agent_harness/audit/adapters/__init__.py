@@ -13,7 +13,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +134,10 @@ def iso_ts(text: Any) -> float | None:
     if not isinstance(text, str):
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        if when.tzinfo is None:  # no zone written: UTC, as the CLIs write, not this machine's
+            when = when.replace(tzinfo=UTC)
+        return when.timestamp()
     except (ValueError, OverflowError):  # year 0, or past 9999 once made UTC
         return None
 
