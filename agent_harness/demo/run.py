@@ -76,11 +76,14 @@ class DemoReport:
 
 
 def examples_dir() -> Path:
-    """The examples/ folder of a source checkout (where the demo's plan and project live)."""
-    here = Path(__file__).resolve().parents[2] / "examples"
+    """The examples the demo's plan and project come from: shipped in the package (in a source
+    checkout, `agent_harness/data/examples` links to the repository's `examples/`), so the
+    demo runs from an installed package as from a clone."""
+    here = Path(__file__).resolve().parents[1] / "data" / "examples"
     if not (here / "PLAN.md").is_file() or not (here / "project").is_dir():
         raise HarnessError(
-            "examples/ not found beside the package: run the demo from a source checkout"
+            f"the demo's examples are missing from the installed package ({here}): "
+            "install it again, or run the demo from a source checkout"
         )
     return here
 
