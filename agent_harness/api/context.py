@@ -124,7 +124,8 @@ class ApiContext:
         """The inception planner of a session, over the model client."""
         from agent_harness.inception.session import planner_for
 
-        return planner_for(self.store, session_id, spec, self.model_env())
+        protected = None if self.settings is None else self.settings.protected_paths
+        return planner_for(self.store, session_id, spec, self.model_env(), protected)
 
     def audit_target(self) -> str:
         """`serve --audit-db`, else audit.sqlite beside the work database, as for the CLI."""

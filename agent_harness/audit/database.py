@@ -21,11 +21,11 @@ AUDIT_FILE = "audit.sqlite"
 class AuditUnprotected(HarnessError):
     """The audit database no longer refuses changes to its rows."""
 
+    exit_code = 2
+
 
 class NotAnAudit(HarnessError):
     """The database named as the audit's holds tables of something else."""
-
-    exit_code = 2
 
     exit_code = 2
 

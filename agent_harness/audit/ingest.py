@@ -136,9 +136,12 @@ def write_rows(
     rows: Sequence[AuditRow],
     mark: int,
     skipped: Sequence[Skipped] = (),
+    *,
+    record: bool = False,
 ) -> IngestReport:
     """Insert `rows` (each at most once), the deliveries they complete, and the run record, in
-    one transaction."""
+    one transaction. The run record is left out of a quiet run (nothing added or skipped, one
+    recorded lately) unless `record` asks for it."""
     report = IngestReport(source=source, high_water=mark)
     skipped = list(skipped)
     with audit.transaction() as tx:
@@ -156,7 +159,7 @@ def write_rows(
             report.added = max(0, int(cursor.rowcount))
             report.duplicates = len(rows) - report.added
             report.deliveries = _record_deliveries(tx, rows)
-        if report.added or skipped or _quiet_for_long(tx, source, now):
+        if record or report.added or skipped or _quiet_for_long(tx, source, now):
             tx.execute(
                 "INSERT INTO ingest_runs (source, started, finished, high_water, added, "
                 "duplicates, skipped, problems, last_ts, last_kind) "

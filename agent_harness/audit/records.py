@@ -288,7 +288,7 @@ def row_of_stored(stored: tuple[Any, ...], log_id: str) -> AuditRow:
             vendor, model = call.vendor, call.model
             paid = price(vendor, model, usage, ts)
             role = call.role or "unknown"
-            counts = usage if counts_fit(usage) else _NO_COUNTS
+            counts = _NO_COUNTS if paid.reason == COUNTS_UNFIT else usage  # `price` checked them
             return _new_row((*head, None, role, vendor, model, "api", *counts, *paid, None))
     typed = _typed(kind, payload)
     facts = usage_of(typed)

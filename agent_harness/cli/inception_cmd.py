@@ -226,10 +226,12 @@ def _planner_route(spec: str) -> None:
 
 
 def _planner(store: Store, session_id: str, spec: str) -> Planner:
+    from agent_harness.config import load_settings
     from agent_harness.inception.session import planner_for
     from agent_harness.secrets.process import process_env
 
-    return planner_for(store, session_id, spec, process_env())
+    protected = load_settings().settings.protected_paths  # as the run will hold them
+    return planner_for(store, session_id, spec, process_env(), protected)
 
 
 def _drive(

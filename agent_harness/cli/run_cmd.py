@@ -35,6 +35,11 @@ Examples:
       --workers 2 --max-workers 3 --agent claude --reviewer codex
   agent-harness run ... --json > events.jsonl        # events as JSON lines
   agent-harness run ... --merge-when-green --max-pr-rounds 2
+\b
+Exit codes: 0 every item ended well (or waits on nothing); 4 an item failed or was skipped,
+or needs a person (its issue could not be made); 75 none did, but some wait for a time (a
+spent cap, a limit's reset, a parked endpoint): run again later; 5 an agent touched the
+default branch.
 """
 )
 @click.option(

@@ -118,13 +118,19 @@ def execute_run(
 
 
 def run_exit_code(reports: list[RunReport]) -> int:
-    """4 when an item failed or was skipped; 75 (come back later) when none did but some wait
-    (a parked endpoint, a spent cap, a limit's reset): a script tells "all done" from "stuck
-    on billing" by it; 0 otherwise."""
-    states = {item.state for report in reports for item in report.items}
-    if states & {"failed", "skipped"}:
+    """4 when an item failed or was skipped, or waits for a person to fix it (its issue could
+    not be made); 75 (come back later) when none did but some wait for a time (a parked
+    endpoint, a spent cap, a limit's reset): a script tells "all done" from "stuck on
+    billing" by it; 0 otherwise. Items held back by `--only` are not waiting on anything."""
+    from agent_harness.queue.holds import HOLD_REASON, NO_ISSUE_REASON
+
+    items = [item for report in reports for item in report.items]
+    if any(item.state in ("failed", "skipped") for item in items):
         return 4
-    return 75 if "waiting" in states else 0
+    waiting = [i for i in items if i.state == "waiting" and i.reason != HOLD_REASON]
+    if any(item.reason == NO_ISSUE_REASON for item in waiting):
+        return 4
+    return 75 if waiting else 0
 
 
 def render_end(

@@ -14,6 +14,7 @@ from agent_harness.cli.output import PlanPath
 Examples:
   agent-harness steps .agent-harness/items/T1/plan.json
   agent-harness steps .agent-harness/items/T1/plan.json --json | jq '.steps[].status'
+  agent-harness steps .agent-harness/items/backend--T1/plan.json   # plan key `backend`
 """
 )
 @click.argument("plan_file", type=PlanPath(path_type=Path, dir_okay=False))

@@ -49,7 +49,9 @@ def session_name(repo: str, namespace: str, item_id: str, state_dir: str) -> str
 
 def item_dir_name(item_id: str, namespace: str = "") -> str:
     """The folder of an item's logs and saved steps under the state directory: its id, and for
-    a plan other than the main one its namespace before it, as worktrees are named."""
+    a plan other than the main one its namespace before it (`<key>--<id>`), each marked with a
+    hash when cut or cleaned. (Worktrees and branches are named from the cleaned key alone, as
+    they always were: renaming a branch would lose its open pull request.)"""
     if not namespace:
         return name_part(item_id, 100)
     return f"{name_part(namespace, 60)}--{name_part(item_id, 100)}"

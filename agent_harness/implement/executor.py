@@ -105,6 +105,24 @@ class ModelCaller(Protocol):
     ) -> Completion: ...
 
 
+# Where a login reaches git or ssh from the environment: an askpass helper (an editor's
+# answers with the user's credentials), an ssh agent, a command git runs for ssh.
+_LOGIN_DOORS = frozenset(
+    {"GIT_ASKPASS", "SSH_ASKPASS", "SSH_AUTH_SOCK", "GIT_SSH", "GIT_SSH_COMMAND", "GH_TOKEN",
+     "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GH_CONFIG_DIR"}
+)  # fmt: skip
+# ssh reads keys from the account's home, whatever HOME says: offered none, it logs in nowhere.
+_NO_SSH_LOGIN = "ssh -F /dev/null -o IdentitiesOnly=yes -o IdentityFile=/dev/null -o BatchMode=yes"
+# Toolchains that find their installs through the home, and where (variable, folder in it).
+_TOOLCHAIN_HOMES = (
+    ("RUSTUP_HOME", ".rustup"),
+    ("CARGO_HOME", ".cargo"),
+    ("GOPATH", "go"),
+    ("PYENV_ROOT", ".pyenv"),
+    ("NVM_DIR", ".nvm"),
+)
+
+
 class _RunBlocked(Exception):
     # Control flow only: caught in execute() and turned into a blocked ExecutionResult.
     def __init__(self, blocker: str, step: str | None, permanent: bool = False) -> None:
@@ -245,18 +263,30 @@ class Executor:
 
     @staticmethod
     def _command_environment(env: Mapping[str, str], home: Path) -> dict[str, str]:
-        """What a check command the model wrote runs with: what a CLI agent gets (programs,
-        locale, a home of its own), so it finds no login in the user's home (gh's token, a git
-        credential helper) to push with, nor an ssh agent's socket."""
-        from agent_harness.agents.presets import BASE_ENV_ALLOW
-
+        """What a check command the model wrote runs with: the checks' environment (secrets
+        withheld), in a home of its own as a CLI agent has, so git and gh find no login of the
+        user's to push with (gh's token, a credential helper, `~/.netrc`), and with the other
+        doors to a login closed (an askpass helper, an ssh agent, ssh keys offered by ssh).
+        Toolchains that find themselves through the home (rustup, cargo, go, pyenv, nvm) are
+        pointed at the user's. Not a sandbox: a command that means to can still read the
+        user's files."""
+        real_home = Path(env.get("HOME") or Path.home())
         kept = {
             name: value
             for name, value in env.items()
-            if any(fnmatch.fnmatchcase(name, pattern) for pattern in BASE_ENV_ALLOW)
+            if name not in _LOGIN_DOORS and not name.startswith("VSCODE_GIT_")
         }
+        for name, place in _TOOLCHAIN_HOMES:
+            if name not in kept and (real_home / place).is_dir():
+                kept[name] = str(real_home / place)
         home.mkdir(parents=True, exist_ok=True)
-        return {**kept, "HOME": str(home), "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
+        return {
+            **kept,
+            "HOME": str(home),
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_SSH_COMMAND": _NO_SSH_LOGIN,
+        }
 
     def _resume(self, run: _Run) -> None:
         plan = run.plan

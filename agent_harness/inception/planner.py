@@ -69,8 +69,9 @@ TASKS_SHAPE = """{
 SCOPE_RULES = """Rules:
 - Grade each question: BLOCKING (the plan cannot be written without it), IMPORTANT (the plan
   changes with it; your default is a reasonable guess), NICE (a detail).
-- Keep the id of every question you ask again. Never drop or downgrade a BLOCKING question
-  that has no answer: only the person may re-grade it.
+- Keep the id of every question you ask again, and a question the person has settled word
+  for word: asked in other words, it is a new question and is asked again. Never drop or
+  downgrade a BLOCKING question that has no answer: only the person may re-grade it.
 - Paths are relative to the repository root: no spaces, commas or backticks."""
 
 TASKS_RULES = """Rules:
@@ -111,8 +112,12 @@ class Planner:
         role: str = "planner",
         max_tokens: int = 4096,
         timeout_s: float = 300.0,
+        protected: Sequence[str] = DEFAULT_PROTECTED,
     ) -> None:
         self._client = client
+        # The run's protected paths (the settings' `protected_paths`): an item that must
+        # change one would be refused at its first attempt, after the plan was paid for.
+        self._protected = tuple(protected)
         self._worker = worker
         self._role = role
         self._max_tokens = max_tokens
@@ -164,9 +169,7 @@ class Planner:
             f"ordered tasks.\n\n{context_block(context)}\n"
             f"Answer with this JSON shape:\n{TASKS_SHAPE}\n\n{TASKS_RULES}\n"
         )
-        # The harness's own protected paths too: an item that must change them would be
-        # refused at its first attempt, after the plan was paid for and approved.
-        protect = (*scope.protect, *DEFAULT_PROTECTED)
+        protect = (*scope.protect, *self._protected)
         return self._ask("plan", prompt, TasksAnswer, lambda a: a.problems(protect))
 
     def _ask(

@@ -14,8 +14,9 @@ BLOCKING question that is unanswered: the question is kept BLOCKING, and the eve
 
 from __future__ import annotations
 
+import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from agent_harness.errors import HarnessError, UsageError
@@ -81,8 +82,16 @@ def planner_route(spec: str, env: Mapping[str, str]) -> Route:
     return route
 
 
-def planner_for(store: Store, session_id: str, spec: str, env: Mapping[str, str]) -> Planner:
-    """A planner over the model client, its calls recorded as events of the session."""
+def planner_for(
+    store: Store,
+    session_id: str,
+    spec: str,
+    env: Mapping[str, str],
+    protected: Sequence[str] | None = None,
+) -> Planner:
+    """A planner over the model client, its calls recorded as events of the session; no item
+    it plans may touch `protected` (the settings' protected paths; the defaults when None)."""
+    from agent_harness.config import DEFAULT_PROTECTED
     from agent_harness.inception.planner import Planner
     from agent_harness.models.client import ModelClient
 
@@ -90,7 +99,7 @@ def planner_for(store: Store, session_id: str, spec: str, env: Mapping[str, str]
     client = ModelClient(
         {"planner": route}, env=env, parking=store, events=model_events(store, session_id)
     )
-    return Planner(client)
+    return Planner(client, protected=DEFAULT_PROTECTED if protected is None else protected)
 
 
 class InceptionSession:
@@ -310,7 +319,8 @@ def merge_questions(
 
 
 def _words(text: str) -> str:
-    return " ".join(text.casefold().split())
+    """A question's words, as compared across rounds: case, spacing and punctuation aside."""
+    return " ".join(re.sub(r"[^\w\s]", " ", text.casefold()).split())
 
 
 def replay(session_id: str, events: list[Event]) -> SessionView:

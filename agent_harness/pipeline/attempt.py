@@ -8,7 +8,9 @@ approved commit goes straight to delivery, a checked one straight to review.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import HarnessError
 from agent_harness.failures import Action, FailureClass, action_for, can_retry, ends_the_item
@@ -212,9 +214,8 @@ class Attempt:
             feedback=feedback,
             attempt=self.lease.attempt,
         )
-        session = parts.session_name(item.id)
-        item_dir = parts.item_dir(item.id)
         host = getattr(parts.implementer, "host", None)
+        session, item_dir = self._session_and_folder(host)
         self._emit(
             AgentStarted(
                 implementer=parts.implementer.name,
@@ -240,6 +241,25 @@ class Attempt:
         )
         self._emit(_finished(result, parts.run_id))
         return result
+
+    def _session_and_folder(self, host: Any) -> tuple[str, Path]:
+        """The item's session name and folder. An earlier start of this item under other names
+        (a harness before the names took a plan's whole key) goes on under those: its agent may
+        still be alive in that session, and its saved steps are in that folder."""
+        parts, item = self.parts, self.item
+        session, item_dir = parts.session_name(item.id), parts.item_dir(item.id)
+        before = self.history.last(AgentStarted)
+        if before is None:
+            return session, item_dir
+        if before.session != session and host is not None:
+            with contextlib.suppress(HarnessError):  # a host that cannot say: the new name
+                if host.exists(before.session):
+                    session = before.session
+        old_dir = Path(before.log).parent.parent if before.log else item_dir
+        moved = old_dir != item_dir and old_dir.parent == item_dir.parent
+        if moved and old_dir.is_dir() and not item_dir.exists():
+            item_dir = old_dir
+        return session, item_dir
 
     def _agent_failed(self, result: ImplementResult) -> None:
         parts, lease = self.parts, self.lease

@@ -23,6 +23,7 @@ from agent_harness.failures import FailureClass
 from agent_harness.pipeline.attempt import DELIVERY_BACKOFF_CAP_S, DELIVERY_WAITS, Attempt
 from agent_harness.pipeline.budgets import RunBudget
 from agent_harness.pipeline.checks import missing_program, run_checks
+from agent_harness.pipeline.history import ItemHistory
 from agent_harness.pipeline.parts import CheckRunner, RunParts
 from agent_harness.pipeline.report import RunReport, build_report, unfinished_deps
 from agent_harness.pipeline.settings import Observer, RunRefused, RunSettings
@@ -34,6 +35,7 @@ from agent_harness.secrets.environment import without_secrets
 from agent_harness.secrets.process import process_env
 from agent_harness.store import reading
 from agent_harness.store.events import (
+    AgentStarted,
     DeliveryDue,
     FailedNote,
     HeldElsewhere,
@@ -363,10 +365,17 @@ class Pipeline:
         host = getattr(self.parts.implementer, "host", None)
         if host is None:
             return
-        name = self.parts.session_name(item_id)
-        with contextlib.suppress(HarnessError):  # a host that cannot say is left alone
-            if host.exists(name):
-                host.kill(name)
+        names = {self.parts.session_name(item_id)}
+        with contextlib.suppress(HarnessError):
+            # The name its agent last started under, if another (a harness before this one
+            # named sessions differently): that agent is this item's too.
+            started = ItemHistory.read(self.store, self.project, item_id).last(AgentStarted)
+            if started is not None:
+                names.add(started.session)
+        for name in sorted(names):
+            with contextlib.suppress(HarnessError):  # a host that cannot say is left alone
+                if host.exists(name):
+                    host.kill(name)
 
     def begin(self) -> tuple[SyncReport, list[dict[str, Any]]]:
         """Everything before the workers start: setup, the plan to issues and the queue, the

@@ -34,10 +34,11 @@ def redact(text: str, known: Mapping[str, str] | None = None) -> str:
 
 
 # A key a message says it was given, in any format ("Received API Key = sk-1234…", litellm's
-# "Passed in: …", OpenAI's "Incorrect API key provided: sk-…"): what follows the label is
-# masked, unless it is masked already.
+# "Passed in: …", OpenAI's "Incorrect API key provided: sk-…"): what follows the label and a
+# space, `=` or `:` is masked, unless it is masked already (`api-key-rotation-v2`, a branch or
+# an item's slug, has no such separator and is left alone).
 _SAID_KEY = re.compile(
-    r"(?i)\b((?:api[ _-]?key(?:\s{1,8}provided)?|passed in|bearer)\s{0,8}(?:=|:)?\s{0,8})"
+    r"(?i)\b((?:api[ _-]?key(?:\s{1,8}provided)?|passed in|bearer)(?:\s{0,8}[=:]\s{0,8}|\s{1,8}))"
     r"(?![\[*])(?=[^\s\"',}]{0,255}[0-9])([^\s\"',}]{8,256})"
 )  # bounded: a megabyte of "-apikey" repeated would be read to its end from each one
 
@@ -81,6 +82,12 @@ def redact_payload(
         else:
             out[key] = value
     return out
+
+
+def held_secrets() -> Mapping[str, str]:
+    """The secret values this process holds, by the name each was found under: `known` for
+    many `redact` calls in a row, looked up once."""
+    return _process_secrets()
 
 
 def _process_secrets() -> Mapping[str, str]:

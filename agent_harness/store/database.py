@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.errors import UsageError
-from agent_harness.secrets.redact import redact, redact_payload, redact_values
+from agent_harness.secrets.redact import redact_payload
 from agent_harness.secrets.shapes import mask_url
 from agent_harness.store import pglink, protection, reading
 from agent_harness.store.chain import seal_pending
@@ -123,15 +123,15 @@ class Tx:
         ts: float | None = None,
     ) -> None:
         """Queue an event from outside the harness (an ingested line, a CI system), of any kind
-        and shape; it is read back typed when its kind is known and its fields fit. All of it
-        came from outside, so every text in it is masked where it holds a credential."""
+        and shape; it is read back typed when its kind is known and its fields fit. What it
+        says someone said (`OUTSIDE_TEXT` fields) is masked where it holds a credential."""
         self._events.append(
             _PendingEvent(
                 ts=self.clock() if ts is None else ts,
-                project=redact(project),
+                project=project,
                 item=item,
                 kind=kind,
-                payload=redact_values(dict(data or {})),
+                payload=redact_payload(dict(data or {})),
                 external_id=external_id,
             )
         )

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent_harness.errors import InputError, read_json
-from agent_harness.secrets.redact import redact, redact_values
+from agent_harness.secrets.redact import held_secrets, redact_payload
 from agent_harness.store.database import Store, _PendingEvent
 
 
@@ -43,7 +43,9 @@ _EVENT_KEYS = {"id", "kind", "project", "item", "ts", "payload"}
 _NAME_MAX = 200
 
 
-def _parse_event_line(text: str, project: str | None) -> _PendingEvent | str:
+def _parse_event_line(
+    text: str, project: str | None, known: Mapping[str, str]
+) -> _PendingEvent | str:
     """The event a line describes, or why it cannot be read."""
     try:
         data = read_json(text)
@@ -82,14 +84,15 @@ def _parse_event_line(text: str, project: str | None) -> _PendingEvent | str:
     if not isinstance(payload, dict):
         return "'payload' must be an object"
     extra = {k: v for k, v in data.items() if k not in _EVENT_KEYS}
-    # All of a line came from outside: a credential in any of its texts is kept masked, as the
-    # harness's own events keep what an agent or a provider said.
+    # What a line says someone said (a reason, a message, an output's tail) is masked where
+    # it holds a credential, as in the harness's own events; its data (branches, shas, names)
+    # is kept as written.
     return _PendingEvent(
         ts=float(ts) if ts is not None else -1.0,
-        project=redact(where),
+        project=where,
         item=item,
         kind=kind,
-        payload=redact_values({**extra, **payload}),
+        payload=redact_payload({**extra, **payload}, known),
         external_id=str(external_id),
     )
 
@@ -121,6 +124,7 @@ def ingest(
         chunk = chunk[:cut]
     errors: list[LineError] = []
     events: list[_PendingEvent] = []
+    known = held_secrets()  # looked up once for the file, not once per text
     number = first_line - 1
     for raw in chunk.splitlines():
         number += 1
@@ -131,7 +135,7 @@ def ingest(
             continue
         if not text:
             continue
-        parsed = _parse_event_line(text, project)
+        parsed = _parse_event_line(text, project, known)
         if isinstance(parsed, str):
             errors.append(LineError(number, parsed))
         else:

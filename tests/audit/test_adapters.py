@@ -254,8 +254,8 @@ def test_a_bad_line_read_again_on_every_ingest_is_counted_once(
     for _ in range(3):
         ingest_logs(sqlite_audit, "claude-code", path)
     assert health(sqlite_audit).skipped_lines == 1
-    path.write_text(_assistant("msg_1", 5, "end_turn") + "\n" + _assistant("msg_2", 7, "end_turn"))
-    ingest_logs(sqlite_audit, "claude-code", path)
+    path.write_text(_assistant("msg_1", 5, "end_turn") + "\n")  # the half line is gone
+    ingest_logs(sqlite_audit, "claude-code", path)  # nothing new to add: still said
     assert health(sqlite_audit).skipped_lines == 0
 
 

@@ -81,5 +81,6 @@ def test_a_dropped_guard_is_refused_on_open(db_dir: Path, clock: FakeClock) -> N
     open_audit(str(path), clock=clock).close()
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TRIGGER audit_events_no_update")
-    with pytest.raises(AuditUnprotected, match="audit_events_no_update is missing"):
+    with pytest.raises(AuditUnprotected, match="audit_events_no_update is missing") as refused:
         open_audit(str(path), clock=clock)
+    assert refused.value.exit_code == 2  # a script tells a tampered record from a failure

@@ -234,20 +234,23 @@ def test_the_cost_table_leaves_out_columns_with_nothing_to_say() -> None:
 def test_a_credential_in_an_ingested_line_is_kept_and_shown_masked(
     work: Path, db_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Lines from outside (a CI system's, a proxy's) are all outside text: a key in any field
-    # is masked before it reaches the work log, the audit or `audit events`.
+    # What a line says someone said (a provider's message, an output's tail, at any depth) is
+    # masked before it reaches the work log, the audit or `audit events`; its data is kept.
     key = "sk-ant-api03-" + "CANARY" * 8
     lines = db_dir / "ci.jsonl"
+    branch = "agent-harness/T3-api-key-rotation-v2"
     event = {"id": "x-1", "kind": "model.call", "item": "T1",
              "payload": {"role": "reviewer", "vendor": "anthropic", "model": "claude-x",
                          "failure": "auth", "failure_message": f"invalid x-api-key {key}",
-                         "note": {"deep": [f"Authorization: Bearer {key}"]}}}  # fmt: skip
+                         "branch": branch,
+                         "steps": [{"tail": f"Authorization: Bearer {key}"}]}}  # fmt: skip
     lines.write_text(json.dumps(event) + "\n")
     assert main(["ingest", "--events", str(lines), "--project", "me/app:PLAN"]) == 0
     capsys.readouterr()
     assert main(["audit", "events", "--json", "--limit", "100"]) == 0
     shown = capsys.readouterr().out
     assert "CANARY" not in shown and "[redacted" in shown
+    assert branch in shown  # a branch that speaks of an api key is no key
     for database in (work, work.parent / "audit.sqlite"):
         assert b"CANARY" not in database.read_bytes()
 

@@ -33,3 +33,33 @@ def test_a_failure_is_drawn_before_what_earlier_runs_delivered() -> None:
     render_report(Console(file=buffer, width=120), RunReport("me/app:PLAN", None, items))
     text = buffer.getvalue()
     assert "T601" in text and "… and 101 more items (101 merged;" in text
+
+
+@pytest.mark.parametrize(
+    ("items", "code"),
+    [
+        ([("pr_open", None)], 0),
+        ([("pr_open", None), ("waiting", "parked until a person clears it")], 75),
+        ([("waiting", "held: not selected for this run (--only)")], 0),
+        (
+            [
+                (
+                    "waiting",
+                    "held: its issue could not be made (see the sync's problems); fix the "
+                    "plan item",
+                )
+            ],
+            4,
+        ),
+        ([("failed", "checks failed"), ("waiting", "parked")], 4),
+    ],
+)
+def test_the_exit_code_tells_done_from_waiting_from_needing_a_person(
+    items: list[tuple[str, str | None]], code: int
+) -> None:
+    from agent_harness.cli.run_view import run_exit_code
+
+    outcomes = [
+        ItemOutcome(f"T{n}", "t", state, 1, reason) for n, (state, reason) in enumerate(items)
+    ]
+    assert run_exit_code([RunReport("o/r:PLAN", None, outcomes)]) == code

@@ -511,14 +511,22 @@ def test_a_blocked_plan_with_its_replans_spent_is_blocked_for_good(rig: Rig) -> 
 def test_a_command_the_model_wrote_finds_no_login_while_the_items_own_checks_keep_theirs(
     rig: Rig, tmp_path: Any
 ) -> None:
-    # gh's token and an ssh agent are how a command could push past review; the model's own
-    # command runs as a CLI agent does, with a home of its own. The person's checks do not.
+    # A git credential helper and gh's login are how a command could push past review: the
+    # model's own command runs in a home of its own and git finds no credential there; the
+    # person's checks keep the home, and a toolchain installed in it is still found.
     home = tmp_path / "user-home"
     (home / ".config" / "gh").mkdir(parents=True)
     (home / ".config" / "gh" / "hosts.yml").write_text("github.com:\n  oauth_token: x\n")
+    (home / ".gitconfig").write_text("[credential]\n\thelper = store\n")
+    (home / ".git-credentials").write_text("https://me:tok123@github.com\n")
+    (home / ".rustup").mkdir()
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
     env["SSH_AUTH_SOCK"] = str(tmp_path / "agent.sock")
-    no_login = 'test ! -e "$HOME/.config/gh/hosts.yml" && test -z "$SSH_AUTH_SOCK"'
+    ask = "printf 'protocol=https\\nhost=github.com\\n\\n' | git credential fill"
+    no_login = (
+        f'! ({ask}) && test ! -e "$HOME/.config/gh/hosts.yml" && test -z "$SSH_AUTH_SOCK" '
+        f'&& test "$RUSTUP_HOME" = {home}/.rustup'
+    )
     rig.server.enqueue(
         plan_answer(
             step("1", "Create notes.txt", {"kind": "command", "command": no_login}),
@@ -527,7 +535,7 @@ def test_a_command_the_model_wrote_finds_no_login_while_the_items_own_checks_kee
         EDIT_1,
         EDIT_2,
     )
-    own = 'test -e "$HOME/.config/gh/hosts.yml"'
+    own = f"{ask} | grep -q password=tok123"
     executor = Executor(rig.client, check_env=env, item_checks=[own], budgets=Budgets(min_steps=1))
     result = executor.execute(rig.item, rig.worktree, rig.plan_path)
     assert result.status == "done", result.blocker

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_harness.config import DEFAULT_PROTECTED
 from agent_harness.inception.planner import Planner
 from agent_harness.inception.session import InceptionSession, model_events
 from agent_harness.models.client import ModelClient, RetryPolicy
@@ -36,7 +37,7 @@ class Rig:
     path: Path
     transport: HttpxTransport
 
-    def planner(self, session_id: str) -> Planner:
+    def planner(self, session_id: str, protected: tuple[str, ...] = DEFAULT_PROTECTED) -> Planner:
         route = Route("gpt-planner", f"{self.server.url}/v1", "openai", "openai", "PLANNER_KEY")
         client = ModelClient(
             {"planner": route},
@@ -48,7 +49,7 @@ class Rig:
             policy=RetryPolicy(max_attempts=3),
             transport=self.transport,  # one connection pool for every session of the test
         )
-        return Planner(client)
+        return Planner(client, protected=protected)
 
     def start(self, paragraph: str = TALLY) -> InceptionSession:
         session = InceptionSession.start(self.store, paragraph, "openai:gpt-planner")

@@ -126,8 +126,17 @@ def test_a_settled_question_asked_in_other_words_is_asked_again() -> None:
         question("Q1", "BLOCKING", state="answered", answer="yes"),
         question("Q2", "IMPORTANT", state="deferred"),
         question("Q3", "NICE", state="answered", answer="no"),
+        Question(
+            id="Q4",
+            text="Keep the old API?",
+            grade="NICE",
+            default="d",
+            state="answered",
+            answer="yes",
+        ),
     )
     asked = [
+        Question(id="Q4", text="Keep the old API", grade="NICE", default="d"),  # punctuation
         Question(id="Q1", text="Delete all user data?", grade="NICE", default="no"),
         Question(id="Q2", text="Q2? ", grade="IMPORTANT", default="d"),  # same words
         Question(id="Q3", text="q3?", grade="NICE", default="d"),  # same words, other case
@@ -138,6 +147,7 @@ def test_a_settled_question_asked_in_other_words_is_asked_again() -> None:
         "Q1": ("BLOCKING", "open", None),
         "Q2": ("IMPORTANT", "deferred", None),
         "Q3": ("NICE", "answered", "no"),
+        "Q4": ("NICE", "answered", "yes"),
     }
     assert reopened == ["Q1"] and kept == ["Q1"]
 

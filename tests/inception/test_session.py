@@ -272,3 +272,18 @@ def test_an_answer_cut_off_at_the_output_limit_is_said_to_be_so(rig: Rig) -> Non
     assert "stop reason length" in failed.value.message
     retry = rig.server.requests[1].body["messages"][-1]["content"]
     assert "answer more briefly" in retry
+
+
+def test_the_plan_keeps_to_the_protected_paths_the_run_will_hold(rig: Rig) -> None:
+    # A project whose settings let agents change its CI (`replace = true`) can plan such an
+    # item; one whose settings protect more is held to that too.
+    session = _approved(rig)
+    session.planner = rig.planner(session.id, protected=("docs/**",))  # as the settings say
+    rig.server.enqueue_first(ScriptedCompletion(text=_tasks(files=[".github/workflows/ci.yml"])))
+    assert session.plan().status == "planned"
+    other = _approved(rig)
+    other.planner = rig.planner(other.id, protected=("docs/**",))
+    bad = ScriptedCompletion(text=_tasks(files=["docs/guide.md"]))
+    rig.server.enqueue_first(bad, bad)
+    with pytest.raises(PlannerAnswerInvalid, match=r"T1.files: docs/guide.md is protected"):
+        other.plan()

@@ -349,3 +349,44 @@ def test_a_credential_in_a_checks_output_is_kept_masked(rig: Rig) -> None:
     kept = json.dumps([e.payload.as_dict() for e in rig.store.all_events(project="octo/app:PLAN")])
     assert "canary" not in kept
     assert "[redacted: an OpenAI key] at postgresql://u:***@h/x" in kept
+
+
+class _Host:
+    """A session host on which one session, of an earlier harness's naming, is alive."""
+
+    kind = "headless"
+
+    def __init__(self, alive: str) -> None:
+        self.alive = alive
+
+    def exists(self, name: str) -> bool:
+        return name == self.alive
+
+
+def test_an_agent_started_under_an_earlier_name_is_adopted_with_its_folder(rig: Rig) -> None:
+    # A harness before this one named a session and folder otherwise: after the upgrade, the
+    # item's live agent is found under its old name and its saved steps in its old folder,
+    # not started a second time beside it with an empty step plan.
+    from agent_harness.store.events import AgentStarted
+
+    plan, lease = rig.claim()
+    old_dir = rig.tmp / "state" / "items" / "T1-legacy"
+    (old_dir / "logs").mkdir(parents=True)
+    rig.store.append_event(
+        "octo/app:PLAN",
+        "T1",
+        AgentStarted(
+            implementer="x",
+            session="ah-legacy-T1",
+            attempt=1,
+            log=str(old_dir / "logs" / "ah-legacy-T1.log"),
+        ),
+    )
+    rig.implementer.host = _Host("ah-legacy-T1")  # type: ignore[attr-defined]
+    Attempt(rig.parts(), plan.item("T1"), lease).run()
+    assert [call["session"] for call in rig.implementer.calls] == ["ah-legacy-T1"]
+    started = [
+        e.payload for e in rig.store.all_events(project="octo/app:PLAN", item="T1")
+        if isinstance(e.payload, AgentStarted)
+    ]  # fmt: skip
+    assert started[-1].log == str(old_dir / "logs" / "ah-legacy-T1.log")

@@ -220,9 +220,11 @@ def ingest_logs(audit: Store, tool: str, path: Path | None) -> IngestReport:
             skipped.append(Skipped(str(file), f"cannot be read: {exc.strerror or exc}"))
             continue
         rows = [to_row(tool, usage, places) for usage in found.usages]
-        report.absorb(write_rows(audit, tool, rows, 0, ()))
-        skipped.extend(found.skipped)
-    # Recorded once, with the run's last record: every file is read whole each time, so
-    # `audit health` takes the last run's count as the lines unreadable now.
-    report.absorb(write_rows(audit, tool, [], 0, skipped))
+        written = write_rows(audit, tool, rows, 0, ())
+        report.added += written.added
+        report.duplicates += written.duplicates
+        skipped.extend([*found.skipped, *written.skipped])  # a thinned day's, say
+    # Recorded once, in the run's last record, always written: every file is read whole each
+    # time, so `audit health` takes the last record's count as the lines unreadable now.
+    report.absorb(write_rows(audit, tool, [], 0, skipped, record=True))
     return report
