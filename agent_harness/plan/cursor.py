@@ -46,9 +46,14 @@ def front_matter(text: str) -> str | None:
     return text[4 : match.start()] if match else None
 
 
-def has_todos(front: str | None) -> bool:
-    """Whether front matter lists todos at its top level, as Cursor's plans do."""
-    return front is not None and _TODOS.search(front) is not None
+def has_todos(front: str | None, source: str = "<string>") -> bool:
+    """Whether front matter lists todos at its top level as Cursor's plans do: a list holding
+    at least one mapping. An empty list (`todos: []`) or one of plain words is some other
+    tool's note, and the markdown below it is the plan."""
+    if front is None or _TODOS.search(front) is None:
+        return False
+    todos = _load(front, source).get("todos")
+    return not isinstance(todos, list) or any(isinstance(todo, dict) for todo in todos)
 
 
 def from_cursor(front: str, source: str) -> Plan:

@@ -91,10 +91,31 @@ KEYS: dict[str, str] = {
 }
 
 
+# The longest label name GitHub takes (a longer one refuses the whole issue).
+LABEL_MAX = 50
+
+
+def read_labels(marked: tuple[str, ...], value: str) -> tuple[list[str], list[str]]:
+    """An item's labels (its title's markers, then a `labels:` line's, each once), and why
+    any was left out: one longer than GitHub takes would make the issue refused."""
+    labels, too_long = list(marked), []
+    for label in (part.strip().strip("`'\"").strip() for part in value.split(",")):
+        if len(label) > LABEL_MAX:
+            too_long.append(f"label of {len(label)} characters left out: GitHub takes at most "
+                            f"{LABEL_MAX}")  # fmt: skip
+        elif label and label not in labels:
+            labels.append(label)
+    return labels, too_long
+
+
 TABLE_COLUMNS: dict[str, str] = {
     **KEYS,
     "id": "id",
     "task id": "id",
+    "key": "id",  # Jira's export
+    "issue key": "id",
+    "issue id": "id",
+    "ticket": "id",
     "title": "title",
     "task": "title",
     "name": "title",
@@ -113,7 +134,11 @@ ITEM_FORMS = (
 )
 
 
-DONE_WORDS = {"x", "[x]", "yes", "y", "true", "done", "complete", "completed", "merged", "✅", "✓"}
+DONE_WORDS = {"x", "[x]", "yes", "y", "true", "done", "complete", "completed", "merged", "✅", "✓",
+              # Work decided against is not to be done either (Taskmaster and Cursor plans
+              # read their "cancelled" the same way): no issue is made for it, none is run.
+              "cancelled", "canceled", "won't do", "wont do", "won't fix", "wontfix",
+              "dropped", "abandoned", "obsolete", "not planned", "rejected"}  # fmt: skip
 DONE_MARKS = ("✅", "✓", "✔", "☑")  # a status, or a heading (`### ✅ T12: Ship it`), done
 
 

@@ -6,6 +6,7 @@ is no item, or None when it does not look like one in that way.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from agent_harness.plan.grammar import (
     ALMOST_ID,
     DOTTED_ID,
     HEADING_ITEM,
+    ID,
     ID_RE,
     LOOSE_ID,
     dotted_id_reason,
@@ -89,10 +91,71 @@ def loose(text: str) -> str | None:
     )
 
 
+# What may stand before an id that a person would still call an item's: a status word (`TODO`,
+# `DONE`, `Task`), a checkbox, a mark (`🚧`, `❌`) or a number (`1.`).
+_BEFORE_ID = re.compile(r"^(\[[^\]]{0,3}\]|[^\w\s\[(]{1,4}|\d{1,3}[.)]|[A-Za-z]{2,10})\s+(.*)$")
+_PAREN_ID = re.compile(rf"^\(({ID})\)\s*\S")
+
+
+def prefixed(text: str) -> str | None:
+    """A heading whose id comes after something else (`### TODO T1: …`, `### [ ] T3: …`,
+    `### 🚧 T7: …`, `### 1. T14: …`, `### (T11) …`)."""
+    paren = _PAREN_ID.match(text)
+    if paren is not None and paren.group(1)[-1].isdigit():
+        item_id, before = paren.group(1), "parentheses around it"
+    else:
+        match = _BEFORE_ID.match(text)
+        item_id = _heading_id(match.group(2)) if match else None
+        if match is None or item_id is None:
+            return None
+        before = f"'{match.group(1)}' before it"
+    return (
+        f"heading has its id {item_id} with {before}; an item heading starts with its id "
+        f"(`### {item_id}: …`); not read as an item"
+    )
+
+
 def heading_lookalike(text: str) -> str | None:
     """Why a heading that is no item looks like one, if it does."""
-    for reader in (not_quite_an_id, hidden_in_an_id, struck, loose):
+    for reader in (not_quite_an_id, hidden_in_an_id, struck, loose, prefixed):
         reason = reader(text)
         if reason is not None:
             return reason
     return None
+
+
+# A checkbox marked with a state the plan does not read: `[>]` forwarded, `[!]` important,
+# `[?]` a question, `[<]`, `[*]`, `[+]` (Obsidian's and its themes' custom states), `[ x ]` and
+# `[✓]` (a done mark spelled otherwise), `[]` (an empty box).
+_ODD_BOX = re.compile(r"^\[( ?[xX✓✔✗☑] ?|[>!?<*+]|)\](?![(\[])\s*(\S.*)$")
+# A list line that starts with an id and a separator, or an id in brackets, but no checkbox.
+_ID_BULLET = re.compile(rf"^(?:\[?({ID})\]?\s*(?::|—|–|-{{1,2}}|\.|\))\s+\S|\[({ID})\]\s+\S)")
+
+
+def list_line_lookalike(text: str, *, in_item: bool) -> str | None:
+    """Why a list line that is no item looks like one, if it does: a checkbox in a state the
+    plan does not read, or (outside any item's body) an id with no checkbox before it."""
+    odd = _ODD_BOX.match(text)
+    if odd is not None:
+        return (
+            f"checkbox marked [{odd.group(1)}]: the plan reads [ ] and [x] (done), and [-], "
+            "[/], [~] (under way); not read as an item"
+        )
+    match = None if in_item else _ID_BULLET.match(text)
+    item_id = (match.group(1) or match.group(2)) if match else None
+    if item_id is None or not item_id[-1].isdigit():
+        return None
+    return f"a list line with the id {item_id} but no checkbox (`- [ ] {item_id} …` is an item)"
+
+
+def table_without_ids(header: list[str], row: list[str]) -> str | None:
+    """A table no column of which is named as the id's (`| Key | Summary |`, `| # | Task |`)
+    while a row's first cell is an id: its rows are not read, which is said, not done quietly."""
+    first = row[0].strip("*` ") if row else ""
+    if not ID_RE.match(first) or not first[-1].isdigit():
+        return None
+    named = ", ".join(name for name in header if name) or "none named"
+    return (
+        f"table has no id column (its columns: {named}); name the one holding {first} `ID` to "
+        "read its rows as items"
+    )

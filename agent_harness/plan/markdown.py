@@ -31,12 +31,20 @@ from agent_harness.plan.grammar import (
     TABLE_COLUMNS,
     checkbox_without_id,
     norm_key,
+    read_labels,
     read_milestone_heading,
     read_title,
     status_done,
     wrapped_title,
 )
-from agent_harness.plan.lookalikes import QUOTED, dotted, heading_lookalike, past_block
+from agent_harness.plan.lookalikes import (
+    QUOTED,
+    dotted,
+    heading_lookalike,
+    list_line_lookalike,
+    past_block,
+    table_without_ids,
+)
 from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value
 from agent_harness.plan.numbered import READ_NOTE, fold_groups, numbered_task
 from agent_harness.plan.sections import find_sections
@@ -136,7 +144,7 @@ def parse_plan(text: str, source: str = "<string>") -> Plan:
     """Parse markdown text into a Plan; refuse duplicate ids and dependency cycles."""
     text = _line_ends(text)
     front = front_matter(text)
-    if has_todos(front):  # a Cursor plan: its front matter lists the items (see plan.cursor)
+    if has_todos(front, source):  # a Cursor plan: its front matter lists the items
         assert front is not None
         return from_cursor(front, source)
     text = _blank_front_matter(text)
@@ -392,23 +400,18 @@ class _Walker:
                 if box:
                     self._checkbox(box, inline, start, end)
                     return index + 4  # the paragraph is consumed; nested lists are walked
-            para_start = (tokens[index + 1].map or (start, start + 1))[0]
-            para_end = (tokens[index + 1].map or (start, start + 1))[1]
+            in_item = bool(self.open_headings) or len(list_stack) > 1  # an item's body
+            reason = list_line_lookalike(_plain(inline).partition("\n")[0], in_item=in_item)
+            if reason is not None:
+                self._lookalike(start, reason)
+            para_start, para_end = tokens[index + 1].map or (start, start + 1)
             if ":" in raw and para_end - para_start == 1 and list_stack:
                 match = META.match(_plain(inline))
                 if match:
                     key = KEYS.get(norm_key(match.group(1)), "")
-                    list_stack[-1].append(
-                        _Meta(
-                            para_start,
-                            key,
-                            match.group(1),
-                            match.group(2),
-                            raw,
-                            (start, end),
-                            _raw_value(raw),
-                        )
-                    )
+                    name, value = match.group(1), match.group(2)
+                    meta = (para_start, key, name, value, raw, (start, end), _raw_value(raw))
+                    list_stack[-1].append(_Meta(*meta))
                     return index + 4
         return index + 1
 
@@ -465,17 +468,8 @@ class _Walker:
                 key = KEYS.get(norm_key(match.group(1)), "")
                 line0 = start + offset
                 raw_value = _raw_value(raw_lines[offset]) if aligned else match.group(2)
-                group.append(
-                    _Meta(
-                        line0,
-                        key,
-                        match.group(1),
-                        match.group(2),
-                        line,
-                        (line0, line0 + 1),
-                        raw_value,
-                    )
-                )
+                name, value = match.group(1), match.group(2)
+                group.append(_Meta(line0, key, name, value, line, (line0, line0 + 1), raw_value))
         return group
 
     def _table(self, tokens: list[Token], index: int) -> int:
@@ -487,6 +481,7 @@ class _Walker:
         row_line = 0
         in_head = True
         unknown: list[str] = []
+        header: list[str] = []
         while tokens[index].type != "table_close":
             token = tokens[index]
             kind = token.type
@@ -501,6 +496,7 @@ class _Walker:
                 raw_row.append(token.content.strip())
             elif kind == "tr_close":
                 if in_head:
+                    header = row
                     for name in row:
                         column = TABLE_COLUMNS.get(norm_key(name), "")
                         columns.append(column)
@@ -510,6 +506,9 @@ class _Walker:
                         columns = []
                 elif columns:
                     self._table_row(columns, row, raw_row, row_line)
+                elif header and (reason := table_without_ids(header, row)):
+                    self._lookalike(header_line, reason)
+                    header = []  # said once for the table
             index += 1
         if columns and unknown:
             self._note(header_line, f"unknown table column(s) ignored: {', '.join(unknown)}")
@@ -647,12 +646,9 @@ class _Walker:
         else:
             body = draft.body
         fields = draft.fields
-        labels = list(draft.title_labels)
-        if "labels" in fields:
-            for label in fields["labels"][1].split(","):
-                label = label.strip().strip("`'\"").strip()
-                if label and label not in labels:
-                    labels.append(label)
+        labels, too_long = read_labels(draft.title_labels, fields.get("labels", (0, ""))[1])
+        for reason in too_long:  # GitHub would refuse the issue: said now, left out
+            self._note(fields["labels"][0], reason)
         milestone = fields["milestone"][1].strip() if "milestone" in fields else None
         if not milestone:
             milestone = self.section_milestone.get(index)

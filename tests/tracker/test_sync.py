@@ -230,8 +230,12 @@ def test_a_title_over_githubs_256_is_shortened_whole_in_the_body_and_synced_once
 
 @pytest.mark.integration
 def test_422_names_the_field_and_is_not_retried(rf: RunningForge) -> None:
+    # The markdown reader leaves such a label out (and says so); a plan from elsewhere (a
+    # backlog file) may still carry one, and GitHub's 422 then names it.
     long_label = "l" * 60
-    plan = parse_plan(f"### T1: a\nlabels: {long_label}\n\n### T2: b\n")
+    read = parse_plan("### T1: a\n\n### T2: b\n")
+    first = read.items[0].model_copy(update={"labels": (long_label,)})
+    plan = read.model_copy(update={"items": (first, read.items[1])})
     mark = rf.forge.mark()
     report = sync_plan(plan, tracker(rf), "PLAN")
     assert any("name" in p and long_label in p for p in report.problems)
@@ -414,3 +418,15 @@ def test_a_sync_of_thousands_draws_a_bounded_table_and_names_what_it_left_out() 
     assert "done in the plan, no issue made: D0, D1," in text and "and 280 more" in text
     assert "\x1b[2J" not in text and "\\x1b[2J" in text
     assert "2000 created" in text
+
+
+@pytest.mark.unit
+def test_an_html_comment_left_open_in_a_body_is_closed_before_the_issues_footer() -> None:
+    # GitHub hides everything after an unclosed `<!--`: the success check and the footer too.
+    from agent_harness.plan.model import WorkItem
+    from agent_harness.tracker.sync import render_issue
+
+    item = WorkItem(id="T2", title="x", body="Some text <!-- TODO finish", line=1, form="heading")
+    draft, _ = render_issue(item, "PLAN", "PLAN.md", {})
+    body = draft.body
+    assert body.index("<!-- TODO finish -->") < body.index("**Success check:**")

@@ -1,0 +1,88 @@
+"""Lines a person would call items, in the shapes other tools and hands write them, are read or
+said: never dropped without a word ("0 lines not read" while an item is missing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_harness.plan.markdown import parse_plan
+
+pytestmark = pytest.mark.unit
+
+
+def _unread(text: str) -> dict[int, str]:
+    return {notice.line: notice.reason for notice in parse_plan(text).unread}
+
+
+def test_a_checkbox_in_a_state_the_plan_does_not_read_is_said() -> None:
+    # Obsidian's custom states and other spellings of done made their items vanish.
+    text = "- [>] T5 forwarded\n- [!] T6 important\n- [?] T7 why\n- [ ] T1 open\n"
+    text += "- [ x ] T10 spaced\n- [✓] T11 ticked\n- [] T13 empty\n- [docs](x) a link\n"
+    plan = parse_plan(text)
+    assert [item.id for item in plan.items] == ["T1"]
+    said = _unread(text)
+    assert sorted(said) == [1, 2, 3, 5, 6, 7]  # the link is no checkbox
+    assert said[1].startswith("checkbox marked [>]: the plan reads [ ] and [x] (done)")
+
+
+def test_a_list_line_with_an_id_but_no_checkbox_is_said_outside_an_items_body() -> None:
+    text = (
+        "## Now\n- [ ] T1 Add the parser\n## Later\n- T3: Write docs\n- [TASK3] Release\n\n"
+        "### T9: Heading item\n\n- T5: a note in its body\n"
+    )
+    assert [item.id for item in parse_plan(text).items] == ["T1", "T9"]
+    said = _unread(text)
+    assert sorted(said) == [4, 5]  # T5 is part of T9's body
+    assert said[4] == "a list line with the id T3 but no checkbox (`- [ ] T3 …` is an item)"
+
+
+@pytest.mark.parametrize(
+    "heading",
+    [
+        "TODO T1: Build",
+        "DONE T1: Build",
+        "[ ] T1: Build",
+        "🚧 T1: Build",
+        "(T1) Build",
+        "1. T1: Build",
+        "Task T1: Build",
+    ],
+)
+def test_a_heading_with_its_id_after_other_words_is_said(heading: str) -> None:
+    text = f"### {heading}\n\nDo it.\n\n### T2: Other\n"
+    assert [item.id for item in parse_plan(text).items] == ["T2"]
+    assert "an item heading starts with its id (`### T1: …`)" in _unread(text)[1]
+
+
+def test_a_jira_key_column_is_an_id_and_a_table_without_one_is_said() -> None:
+    jira = "| Key | Summary | Status |\n|---|---|---|\n| ENG-14 | Build | To Do |\n"
+    jira += "| ENG-15 | Ship | Done |\n"
+    plan = parse_plan(jira)
+    assert [(i.id, i.title, i.done) for i in plan.items] == [
+        ("ENG-14", "Build", False),
+        ("ENG-15", "Ship", True),
+    ]
+    other = "| Ref | Name |\n|---|---|\n| T7 | Seven |\n"
+    assert parse_plan(other).items == ()
+    assert _unread(other)[1].startswith("table has no id column (its columns: Ref, Name)")
+
+
+@pytest.mark.parametrize("status", ["Cancelled", "Canceled", "Won't do", "Dropped"])
+def test_work_decided_against_is_not_work_to_do(status: str) -> None:
+    plan = parse_plan(f"### T1: Old idea\n\nstatus: {status}\n\n### T2: New\n")
+    assert [(item.id, item.done) for item in plan.items] == [("T1", True), ("T2", False)]
+
+
+def test_front_matter_todos_that_are_not_cursors_leave_the_body_to_be_read() -> None:
+    for front in ("todos: []", "todos:\n  - buy milk"):
+        plan = parse_plan(f"---\n{front}\n---\n- [ ] T1 Real item\n- [ ] T2 Another\n")
+        assert [item.id for item in plan.items] == ["T1", "T2"], front
+
+
+def test_a_label_longer_than_github_takes_is_left_out_and_said() -> None:
+    long = "x" * 60
+    plan = parse_plan(f"### T1: Add it\n\nlabels: ok, {long}\n")
+    assert plan.items[0].labels == ("ok",)
+    assert _unread(f"### T1: Add it\n\nlabels: ok, {long}\n") == {
+        3: "label of 60 characters left out: GitHub takes at most 50"
+    }
