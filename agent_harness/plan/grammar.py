@@ -9,6 +9,7 @@ out of the title here so every item form reads them the same way.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 ID = r"[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)*"
@@ -307,3 +308,54 @@ def wrapped_title(title: str, following: str) -> str:
     if following[0].islower() and not _PARTICLES.search(title):
         return following
     return ""
+
+
+_ENTRY = re.compile(r"^\s{0,3}[-*+]\s+(\S.*?)\s*$")
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+
+
+def value_below(lines: list[str], line0: int, key: str) -> tuple[str, range]:
+    """The value of a `key:` line left empty, from the lines right under it, and those lines:
+    a list's entries (`Files:` over `- src/a.py`, `Dependencies:` over `- T1`), joined as one
+    line would write them; for a check, the one command of a fenced block under it. Nothing
+    (and no lines) when neither is there."""
+    at = line0 + 1
+    fence = _FENCE.match(lines[at]) if at < len(lines) else None
+    if fence is not None:
+        if key != "success_check":
+            return "", range(0)
+        close = next((n for n in range(at + 1, len(lines))
+                      if lines[n].strip().startswith(fence.group(1))), None)  # fmt: skip
+        commands = [line.strip() for line in lines[at + 1 : close] if line.strip()]
+        if close is None or len(commands) != 1:
+            return "", range(0)
+        return f"`{commands[0]}`", range(at, close + 1)
+    end = at
+    while end < len(lines) and _ENTRY.match(lines[end]):
+        end += 1
+    entries = [_ENTRY.match(lines[n]).group(1) for n in range(at, end)]  # type: ignore[union-attr]
+    joiner = "; " if key == "success_check" else ", "
+    return joiner.join(entries), range(at, end)
+
+
+# A title's closing words that name what it waits for in other words than `(depends on …)`:
+# `(after T1)`, `(needs T1, T2)`, `(requires T1)`, `[depends: T1]`, `— depends on T1`.
+_IDS = rf"({ID}(?:\s*(?:,|and)\s*{ID})*)"
+_SOFT_DEPS = (
+    re.compile(
+        rf"\s*[(\[]\s*(?i:after|needs|requires|waits\s+for|blocked\s+on|depends)\s*:?\s*{_IDS}"
+        r"\s*[)\]]\s*[.;,]?\s*$"
+    ),
+    re.compile(rf"\s+[—–-]{{1,2}}\s*(?i:depends\s+on|after|needs)\s+{_IDS}\s*[.]?\s*$"),
+)
+
+
+def soft_dependencies(title: str, known: Collection[str]) -> tuple[str, str | None]:
+    """`title` without a closing dependency written in other words, and the ids it names: only
+    when each is an item of the plan (`(requires TLS13)` names none, and stays the title's)."""
+    for pattern in _SOFT_DEPS:
+        match = pattern.search(title)
+        named = ID_ANYWHERE.findall(match.group(1)) if match else []
+        if match is not None and named and all(name in known for name in named):
+            return title[: match.start()].rstrip(), ", ".join(named)
+    return title, None

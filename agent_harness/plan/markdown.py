@@ -34,7 +34,9 @@ from agent_harness.plan.grammar import (
     read_labels,
     read_milestone_heading,
     read_title,
+    soft_dependencies,
     status_done,
+    value_below,
     wrapped_title,
 )
 from agent_harness.plan.lookalikes import (
@@ -616,8 +618,11 @@ class _Walker:
                 self._note(meta.line0, f"second '{meta.raw_key}:' line for {draft.id} ignored")
                 continue
             value = meta.raw_value if meta.key == "success_check" else meta.value
+            below = range(0)
+            if not value.strip():  # `Files:` over a list, `check:` over a fenced command
+                value, below = value_below(self.lines, meta.drop_lines[1] - 1, meta.key)
             draft.fields[meta.key] = (meta.line0, value)
-            dropped.update(range(*meta.drop_lines))
+            dropped.update(range(*meta.drop_lines), below)
         return dropped
 
     def _notes(self) -> tuple[str, ...]:
@@ -652,7 +657,8 @@ class _Walker:
         milestone = fields["milestone"][1].strip() if "milestone" in fields else None
         if not milestone:
             milestone = self.section_milestone.get(index)
-        sources = [(draft.line0, draft.title_deps)] if draft.title_deps else []
+        title, soft = soft_dependencies(draft.title, known)  # `(after T1)`, `(needs T1)`
+        sources = [(draft.line0, deps)] if (deps := draft.title_deps or soft) else []
         if "depends_on" in fields:
             sources.append(fields["depends_on"])
         depends: list[str] = []
@@ -676,11 +682,11 @@ class _Walker:
         done = draft.done
         if "status" in fields and status_done(fields["status"][1]):
             done = True
-        if not draft.title:
+        if not title:
             self._note(draft.line0, f"item {draft.id} has no title; its id is used instead")
         return WorkItem(
             id=draft.id,
-            title=draft.title or draft.id,
+            title=title or draft.id,
             body=body,
             labels=tuple(labels),
             milestone=milestone or None,

@@ -86,3 +86,41 @@ def test_a_label_longer_than_github_takes_is_left_out_and_said() -> None:
     assert _unread(f"### T1: Add it\n\nlabels: ok, {long}\n") == {
         3: "label of 60 characters left out: GitHub takes at most 50"
     }
+
+
+def test_a_field_left_empty_takes_the_list_or_fenced_command_right_under_it() -> None:
+    # `check:` over a fenced command, `Files:` and `Dependencies:` over a list lost their
+    # values (and their lines left the body headless), all without a word.
+    text = (
+        "### T1: Add parser\ncheck:\n```bash\npytest tests/test_parser.py -q\n```\n\n"
+        "### T2: Add CLI\n**Acceptance criteria:**\n- `mycli --help` exits 0\nFiles:\n"
+        "- `src/cli.py`\n- src/main.py\n\nDependencies:\n- T1\n\nSome body.\n"
+    )
+    plan = parse_plan(text)
+    one, two = plan.items
+    assert one.success_check == "`pytest tests/test_parser.py -q`" and one.body == ""
+    assert two.success_check == "`mycli --help` exits 0"
+    assert (two.files, two.depends_on, two.body) == (
+        ("src/cli.py", "src/main.py"),
+        ("T1",),
+        "Some body.",
+    )
+    assert plan.unread == ()
+
+
+def test_a_dependency_in_other_words_at_a_titles_end_is_one_when_it_names_items() -> None:
+    text = (
+        "- [ ] T1 One\n- [ ] T2 Two (after T1)\n- [ ] T4 Four (needs T1)\n"
+        "- [ ] T5 Five — depends on T1\n- [ ] T6 Six [depends: T1]\n"
+        "- [ ] T8 Eight (requires T1 and T2)\n- [ ] T9 Nine (requires TLS13)\n"
+    )
+    read = {item.id: (item.title, item.depends_on) for item in parse_plan(text).items}
+    assert read == {
+        "T1": ("One", ()),
+        "T2": ("Two", ("T1",)),
+        "T4": ("Four", ("T1",)),
+        "T5": ("Five", ("T1",)),
+        "T6": ("Six", ("T1",)),
+        "T8": ("Eight", ("T1", "T2")),
+        "T9": ("Nine (requires TLS13)", ()),  # names no item: the title's own words
+    }
