@@ -379,8 +379,7 @@ def test_a_dependency_at_the_end_of_an_item_line_is_a_dependency(
     [
         "Build it (see T1 notes)",
         "Build it (after lunch)",
-        "Retry (after T1)",
-        "Use (requires TLS13)",
+        "Use (requires TLS13)",  # `(after T1)`, naming an item, is a dependency: test_near_items
     ],
 )
 def test_a_closing_parenthesis_that_is_no_dependency_stays_in_the_title(title: str) -> None:
