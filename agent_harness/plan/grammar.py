@@ -359,3 +359,14 @@ def soft_dependencies(title: str, known: Collection[str]) -> tuple[str, str | No
         if match is not None and named and all(name in known for name in named):
             return title[: match.start()].rstrip(), ", ".join(named)
     return title, None
+
+
+# A comma between files, not one inside a glob's braces (`src/{a,b}.ts`).
+_FILE_COMMA = re.compile(r",(?![^{}]*\})")
+
+
+def split_files(value: str) -> list[str]:
+    """A `files:` value's paths and globs, each unquoted, a brace glob (`src/{a,b}.ts`) kept
+    whole."""
+    parts = (part.strip().strip("`'\"").strip() for part in _FILE_COMMA.split(value))
+    return [part for part in parts if part]

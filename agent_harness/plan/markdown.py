@@ -35,6 +35,7 @@ from agent_harness.plan.grammar import (
     read_milestone_heading,
     read_title,
     soft_dependencies,
+    split_files,
     status_done,
     value_below,
     wrapped_title,
@@ -676,9 +677,7 @@ class _Walker:
             for notice in notices:
                 self._note(line0, notice)
         check = fields["success_check"][1].strip() if "success_check" in fields else None
-        files: list[str] = []
-        if "files" in fields:
-            files = [f.strip().strip("`") for f in fields["files"][1].split(",") if f.strip()]
+        files = split_files(fields["files"][1]) if "files" in fields else []
         done = draft.done
         if "status" in fields and status_done(fields["status"][1]):
             done = True

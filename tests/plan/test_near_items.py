@@ -124,3 +124,8 @@ def test_a_dependency_in_other_words_at_a_titles_end_is_one_when_it_names_items(
         "T8": ("Eight", ("T1", "T2")),
         "T9": ("Nine (requires TLS13)", ()),  # names no item: the title's own words
     }
+
+
+def test_a_brace_glob_in_files_is_kept_whole_and_quotes_come_off() -> None:
+    plan = parse_plan('### T1: x\n\nfiles: `src/{a,b}.ts`, "docs/my file.md", lib/*.py\n')
+    assert plan.items[0].files == ("src/{a,b}.ts", "docs/my file.md", "lib/*.py")
