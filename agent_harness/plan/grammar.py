@@ -281,7 +281,21 @@ def checkbox_without_id(text: str) -> str:
             f"checkbox has no item id: '{word}' is not one (an id ends in its number); "
             "give the task a number of its own"
         )
+    late = _LATE_ID.match(text)
+    if late is not None and late.group(2)[-1].isdigit():
+        # `(T6) Paren`, `TODO: T13 …`, `🔴 T14 …`: an id given a second one would be lost
+        return (
+            f"checkbox has its id {late.group(2)} after '{late.group(1).strip()}'; "
+            f"write it first (`- [ ] {late.group(2)} …`) to make it an item"
+        )
     return "checkbox has no item id"
+
+
+# An id after a checkbox's opening bracket, marks or status word (`(T6)`, `🔴 T14`, `TODO: T13`):
+# it names the item already, and --add-ids never gives it a second. ("Review T1 output" is a
+# task about T1, and gets an id of its own.)
+_STATUS_WORD = r"(?i:todo|done|doing|task|next|later|now|wip|fixme|blocked|cancell?ed)"
+_LATE_ID = re.compile(rf"^((?:\(|[^\w\s(]{{1,4}}\s*|{_STATUS_WORD}:?\s+))({ID})(?![\w-])")
 
 
 # Words a title does not end on: a line that ends with one was wrapped (spec-kit's older

@@ -129,3 +129,13 @@ def test_a_dependency_in_other_words_at_a_titles_end_is_one_when_it_names_items(
 def test_a_brace_glob_in_files_is_kept_whole_and_quotes_come_off() -> None:
     plan = parse_plan('### T1: x\n\nfiles: `src/{a,b}.ts`, "docs/my file.md", lib/*.py\n')
     assert plan.items[0].files == ("src/{a,b}.ts", "docs/my file.md", "lib/*.py")
+
+
+def test_add_ids_gives_no_second_id_to_a_checkbox_whose_id_comes_late() -> None:
+    from agent_harness.plan.ids import add_ids
+
+    text = "- [ ] (T6) Paren\n- [ ] TODO: T13 prefix\n- [ ] 🔴 T14 emoji\n- [ ] Review T1 output\n"
+    done = add_ids(text, "PLAN.md")
+    assert [(a.line, a.id) for a in done.added] == [(4, "T15")]
+    assert done.text.splitlines()[:3] == text.splitlines()[:3]
+    assert "checkbox has its id T6 after '('" in _unread(text)[1]
