@@ -152,7 +152,12 @@ def render_sync(out: Console, report: SyncReport) -> None:
         heading += ": [yellow]dry run, nothing written[/yellow]"
     out.print(heading)
     table = Table()
-    for name in ("item", "issue", "result", "changes"):
+    titled = report.dry_run and any(c.title is not None for c in report.created + report.updated)
+    for name in (
+        ("item", "issue", "title", "result", "changes")
+        if titled
+        else ("item", "issue", "result", "changes")
+    ):
         table.add_column(name, overflow="fold")
     would = "would be " if report.dry_run else ""
     groups = (
@@ -163,15 +168,19 @@ def render_sync(out: Console, report: SyncReport) -> None:
     rows = [(label, change, colour) for label, changes, colour in groups for change in changes]
     for label, change, colour in rows[:TABLE_ROWS_MAX]:  # a table of 20,000 rows takes minutes
         number = f"#{change.number}" if change.number else "(new)"
+        title = [escape(_cut(visible(change.title or "")))] if titled else []
         table.add_row(
             escape(_cut(change.id)),
             number,
+            *title,
             f"[{colour}]{label}[/{colour}]",
             escape(_cut("; ".join(change.changes))),
         )
     if table.row_count:
         out.print(table)
         _say_more(out, len(rows), "change")
+        if titled:
+            out.print("[dim]each issue's body, as it would be written: add --json[/dim]")
     for problem in report.problems:
         out.print(f"[red]problem:[/red] {escape(visible(problem))}")
     for notice in report.notices:

@@ -119,6 +119,10 @@ class ItemChange:
     id: str
     number: int | None
     changes: list[str] = field(default_factory=list)
+    # In a dry run, the issue as it would be written (created or updated), for a person to
+    # read before anything is posted.
+    title: str | None = None
+    body: str | None = None
 
 
 @dataclass
@@ -159,7 +163,11 @@ class SyncReport:
 
     def as_json(self) -> dict[str, Any]:
         def rows(changes: list[ItemChange]) -> list[dict[str, Any]]:
-            return [{"id": c.id, "issue": c.number, "changes": c.changes} for c in changes]
+            return [
+                {"id": c.id, "issue": c.number, "changes": c.changes}
+                | ({"title": c.title, "body": c.body} if c.title is not None else {})
+                for c in changes
+            ]
 
         return {
             "repo": self.repo,
@@ -585,7 +593,8 @@ class _PlanSync:
 
     def _create(self, item: WorkItem, draft: IssueDraft, marker: Marker) -> None:
         if self.dry_run:
-            self.report.created.append(ItemChange(item.id, None, ["new issue"]))
+            shown = ItemChange(item.id, None, ["new issue"], draft.title, draft.body)
+            self.report.created.append(shown)
             self.numbers.setdefault(item.id, None)
             return
 
@@ -619,7 +628,9 @@ class _PlanSync:
         draft = IssueDraft(draft.title, draft.body, (*draft.labels, *keep), draft.milestone)
         said = _changes(issue, draft) or [f"marker: names {marker.source}"]
         change = ItemChange(item.id, issue.number, said)
-        if not self.dry_run:
+        if self.dry_run:
+            change.title, change.body = draft.title, draft.body
+        else:
             self.tracker.update_issue(issue.number, draft)
         self.report.updated.append(change)
 

@@ -116,6 +116,12 @@ def test_dry_run_writes_nothing_and_describes_changes(rf: RunningForge) -> None:
     assert writes_since(rf, mark) == 0
     assert [c.id for c in report.updated] == ["T2"] and [c.id for c in report.created] == ["T4"]
     assert report.updated[0].changes[0] == "title: 'T2: Item 2' -> 'T2: Item 2 (edited)'"
+    # What would be posted, for a person to read first: each issue's title and body.
+    shown = report.as_json()
+    assert shown["updated"][0]["title"] == "T2: Item 2 (edited)"
+    assert shown["created"][0]["title"] == "T4: Item 4"
+    assert "Mirrored from" in shown["created"][0]["body"]
+    assert "title" not in sync_plan(make_plan(4), tracker(rf), "PLAN").as_json()["created"][0]
 
 
 @pytest.mark.integration
