@@ -50,6 +50,11 @@ def read_answers(path: Path) -> dict[str, PlannedAnswer]:
         raise InputError(f"answers file {path} must map question ids to answers")
     out: dict[str, PlannedAnswer] = {}
     for key, value in data.items():
+        if not isinstance(value, str | dict):
+            raise InputError(
+                f"answers file {path}, {key}: give the answer as text, or a table of answer, "
+                "defer, grade and reason"
+            )
         entry = {"answer": value} if isinstance(value, str) else value
         try:
             out[str(key)] = PlannedAnswer.model_validate(entry)

@@ -45,7 +45,13 @@ __all__ = [
 
 _PATH = re.compile(r"^[A-Za-z0-9_.*?/\[\]{}@+=~-]+$")
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._/+-]{0,40}$")
-_TRAILING_DEPS = re.compile(r"\(\s*(depends|deps|dependencies|blocked)\b[^()]*\)\s*$", re.I)
+# A title's closing words that the plan's reader takes as dependencies (`(depends on T1)`,
+# `(after T1)`, `[needs: T1]`, `— depends on T1`): dependencies go in depends_on.
+_TRAILING_DEPS = re.compile(
+    r"(?:[(\[]\s*(?:depends|deps|dependencies|blocked|after|needs|requires|waits)\b[^()\[\]]*"
+    r"[)\]]|\s[—–-]{1,2}\s*(?:depends\s+on|after|needs)\s+\S+)\s*[.]?\s*$",
+    re.I,
+)
 
 
 # Terminal escape sequences whole (CSI, OSC, charset), then any other control character: an
@@ -91,7 +97,7 @@ def _title(value: str) -> str:
     if text.startswith("[") or text.endswith("#") or _TRAILING_DEPS.search(text):
         raise ValueError(
             f"{text!r}: a title is plain words; no leading [marker], trailing '#' or "
-            "'(depends on ...)' (dependencies go in depends_on)"
+            "'(depends on ...)', '(after ...)', '(needs ...)' (dependencies go in depends_on)"
         )
     if len(text) > 120:
         raise ValueError("a title is at most 120 characters")

@@ -60,9 +60,17 @@ def prose(text: str) -> str:
 _TITLE_MARKUP = re.compile(r"([\\<>\[\]&~!|])")
 
 
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+
+
 def title_text(title: str) -> str:
-    """An item title as markdown that reads back as exactly these words."""
-    return _TITLE_MARKUP.sub(r"\\\1", title)
+    """An item title as markdown that reads back as exactly these words (a `code span` is
+    left as it is: inside one, a backslash is a backslash)."""
+    parts, last = [], 0
+    for span in _CODE_SPAN.finditer(title):
+        parts += [_TITLE_MARKUP.sub(r"\\\1", title[last : span.start()]), span.group(0)]
+        last = span.end()
+    return "".join([*parts, _TITLE_MARKUP.sub(r"\\\1", title[last:])])
 
 
 def ordered(tasks: TasksAnswer) -> list[str]:

@@ -319,8 +319,9 @@ def merge_questions(
 
 
 def _words(text: str) -> str:
-    """A question's words, as compared across rounds: case, spacing and punctuation aside."""
-    return " ".join(re.sub(r"[^\w\s]", " ", text.casefold()).split())
+    """A question's words, as compared across rounds: case, spacing and a sentence's
+    punctuation aside (`$5` and `€5`, `> 10` and `< 10` are other questions)."""
+    return " ".join(re.sub(r"[.,;:!?'\"]", " ", text.casefold()).split())
 
 
 def replay(session_id: str, events: list[Event]) -> SessionView:

@@ -113,8 +113,7 @@ TABLE_COLUMNS: dict[str, str] = {
     **KEYS,
     "id": "id",
     "task id": "id",
-    "key": "id",  # Jira's export
-    "issue key": "id",
+    "issue key": "id",  # Jira's export (a plain "Key" column is as often a key/value table's)
     "issue id": "id",
     "ticket": "id",
     "title": "title",
@@ -324,15 +323,17 @@ def wrapped_title(title: str, following: str) -> str:
     return ""
 
 
-_ENTRY = re.compile(r"^\s{0,3}[-*+]\s+(\S.*?)\s*$")
+# A list entry (not a checkbox: that is the next item), with its indent.
+_ENTRY = re.compile(r"^(\s*)[-*+]\s+(?!\[[ xX/~-]\])(\S.*?)\s*$")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
 
 def value_below(lines: list[str], line0: int, key: str) -> tuple[str, range]:
     """The value of a `key:` line left empty, from the lines right under it, and those lines:
-    a list's entries (`Files:` over `- src/a.py`, `Dependencies:` over `- T1`), joined as one
-    line would write them; for a check, the one command of a fenced block under it. Nothing
-    (and no lines) when neither is there."""
+    a list's entries (`Files:` over `- src/a.py`, `Dependencies:` over `- T1`), no deeper out
+    than the key and never a checkbox (the next item), joined as one line would write them; for
+    a check, the commands of a fenced block under it, each to pass (`a && b`). Nothing (and no
+    lines) when neither is there."""
     at = line0 + 1
     fence = _FENCE.match(lines[at]) if at < len(lines) else None
     if fence is not None:
@@ -341,13 +342,14 @@ def value_below(lines: list[str], line0: int, key: str) -> tuple[str, range]:
         close = next((n for n in range(at + 1, len(lines))
                       if lines[n].strip().startswith(fence.group(1))), None)  # fmt: skip
         commands = [line.strip() for line in lines[at + 1 : close] if line.strip()]
-        if close is None or len(commands) != 1:
+        if close is None or not commands or any("`" in command for command in commands):
             return "", range(0)
-        return f"`{commands[0]}`", range(at, close + 1)
+        return f"`{' && '.join(commands)}`", range(at, close + 1)  # each must pass
+    indent = len(lines[line0]) - len(lines[line0].lstrip())
     end = at
-    while end < len(lines) and _ENTRY.match(lines[end]):
+    while end < len(lines) and (entry := _ENTRY.match(lines[end])) and len(entry[1]) >= indent:
         end += 1
-    entries = [_ENTRY.match(lines[n]).group(1) for n in range(at, end)]  # type: ignore[union-attr]
+    entries = [_ENTRY.match(lines[n])[2] for n in range(at, end)]  # type: ignore[index]
     joiner = "; " if key == "success_check" else ", "
     return joiner.join(entries), range(at, end)
 

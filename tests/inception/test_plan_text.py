@@ -207,3 +207,23 @@ def test_prose_keeps_ordinary_text_as_written() -> None:
     assert prose("  Count   the\nwords  ") == "Count the words"
     assert prose("check: it") == "· check: it"
     assert prose("# not a heading") == "\\# not a heading"
+
+
+def test_a_symbol_that_changes_a_questions_meaning_makes_it_another_question() -> None:
+    before = (
+        Question(
+            id="Q1",
+            text="Charge $5 per seat when limit > 10?",
+            grade="IMPORTANT",
+            default="no",
+            state="answered",
+            answer="yes",
+        ),
+    )
+    asked = [
+        Question(
+            id="Q1", text="Charge €5 per seat when limit < 10?", grade="IMPORTANT", default="no"
+        )
+    ]
+    merged, _kept, reopened = merge_questions(before, asked)
+    assert reopened == ["Q1"] and merged[0].state == "open"

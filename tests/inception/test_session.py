@@ -287,3 +287,21 @@ def test_the_plan_keeps_to_the_protected_paths_the_run_will_hold(rig: Rig) -> No
     rig.server.enqueue_first(bad, bad)
     with pytest.raises(PlannerAnswerInvalid, match=r"T1.files: docs/guide.md is protected"):
         other.plan()
+
+
+def test_a_title_ending_in_a_dependency_in_other_words_is_asked_for_again(rig: Rig) -> None:
+    # The plan's reader takes `(after T1)` as a dependency: written as the title, the plan
+    # would not read back as the planner's items after both calls were paid for.
+    session = _approved(rig)
+    rig.server.enqueue_first(ScriptedCompletion(text=_tasks(title="Run migration (after T0)")))
+    view = session.plan()
+    assert view.status == "planned"
+    retry = rig.server.requests[-1].body["messages"][-1]["content"]
+    assert "'(after ...)'" in retry and "dependencies go in depends_on" in retry
+
+
+def test_a_title_with_a_code_span_reads_back_as_written(rig: Rig) -> None:
+    session = _approved(rig)
+    rig.server.enqueue_first(ScriptedCompletion(text=_tasks(title="Handle `[ ]` boxes <b>")))
+    view = session.plan()
+    assert view.plan is not None and "### T1: Handle `[ ]` boxes \\<b\\>" in view.plan

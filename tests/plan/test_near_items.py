@@ -54,17 +54,21 @@ def test_a_heading_with_its_id_after_other_words_is_said(heading: str) -> None:
     assert "an item heading starts with its id (`### T1: …`)" in _unread(text)[1]
 
 
-def test_a_jira_key_column_is_an_id_and_a_table_without_one_is_said() -> None:
-    jira = "| Key | Summary | Status |\n|---|---|---|\n| ENG-14 | Build | To Do |\n"
+def test_a_jira_issue_key_column_is_an_id_and_a_table_without_one_is_said() -> None:
+    jira = "| Issue key | Summary | Status |\n|---|---|---|\n| ENG-14 | Build | To Do |\n"
     jira += "| ENG-15 | Ship | Done |\n"
     plan = parse_plan(jira)
     assert [(i.id, i.title, i.done) for i in plan.items] == [
         ("ENG-14", "Build", False),
         ("ENG-15", "Ship", True),
     ]
-    other = "| Ref | Name |\n|---|---|\n| T7 | Seven |\n"
-    assert parse_plan(other).items == ()
-    assert _unread(other)[1].startswith("table has no id column (its columns: Ref, Name)")
+    # A plain "Key" column is as often a key/value table's (F1, Esc; a setting's name): its
+    # rows are no items, and a row that starts with an id says why it is not read.
+    keys = "| Key | Description |\n|---|---|\n| F1 | Open help |\n| Esc | Close |\n"
+    assert parse_plan(keys).items == ()
+    assert _unread(keys)[1].startswith("table has no id column (its columns: Key, Description)")
+    settings = "| Key | Default |\n|---|---|\n| item_cost_usd | none |\n"
+    assert parse_plan(settings).items == () and _unread(settings) == {}
 
 
 @pytest.mark.parametrize("status", ["Cancelled", "Canceled", "Won't do", "Dropped"])
@@ -99,6 +103,7 @@ def test_a_field_left_empty_takes_the_list_or_fenced_command_right_under_it() ->
     plan = parse_plan(text)
     one, two = plan.items
     assert one.success_check == "`pytest tests/test_parser.py -q`" and one.body == ""
+    # A list under a field ends at the next checkbox: the next item is never its value.
     assert two.success_check == "`mycli --help` exits 0"
     assert (two.files, two.depends_on, two.body) == (
         ("src/cli.py", "src/main.py"),
@@ -139,3 +144,15 @@ def test_add_ids_gives_no_second_id_to_a_checkbox_whose_id_comes_late() -> None:
     assert [(a.line, a.id) for a in done.added] == [(4, "T15")]
     assert done.text.splitlines()[:3] == text.splitlines()[:3]
     assert "checkbox has its id T6 after '('" in _unread(text)[1]
+
+
+def test_a_list_under_a_field_never_takes_the_next_items_checkbox() -> None:
+    text = "- [ ] T1 Build\n  check:\n  - pytest -q\n- [ ] T2 Next\n  Dependencies:\n  - T1\n"
+    text += "- [ ] T3 Third\n"
+    read = {i.id: (i.success_check, i.depends_on) for i in parse_plan(text).items}
+    assert read == {"T1": ("pytest -q", ()), "T2": (None, ("T1",)), "T3": (None, ())}
+
+
+def test_a_fenced_check_of_several_commands_runs_each() -> None:
+    plan = parse_plan("### T1: x\ncheck:\n```\npytest -q\nmake lint\n```\n")
+    assert plan.items[0].success_check == "`pytest -q && make lint`"
