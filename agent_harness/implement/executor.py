@@ -111,6 +111,9 @@ _LOGIN_DOORS = frozenset(
     {"GIT_ASKPASS", "SSH_ASKPASS", "SSH_AUTH_SOCK", "GIT_SSH", "GIT_SSH_COMMAND", "GH_TOKEN",
      "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GH_CONFIG_DIR"}
 )  # fmt: skip
+# Git settings given in the environment (a credential helper among them: GIT_CONFIG_COUNT and
+# its KEY_n/VALUE_n, GIT_CONFIG_GLOBAL, GIT_CONFIG_PARAMETERS), and an editor's askpass bridge.
+_LOGIN_DOOR_PREFIXES = ("GIT_CONFIG", "VSCODE_GIT_")
 # ssh reads keys from the account's home, whatever HOME says: offered none, it logs in nowhere.
 _NO_SSH_LOGIN = "ssh -F /dev/null -o IdentitiesOnly=yes -o IdentityFile=/dev/null -o BatchMode=yes"
 # Toolchains that find their installs through the home, and where (variable, folder in it).
@@ -274,7 +277,7 @@ class Executor:
         kept = {
             name: value
             for name, value in env.items()
-            if name not in _LOGIN_DOORS and not name.startswith("VSCODE_GIT_")
+            if name not in _LOGIN_DOORS and not name.startswith(_LOGIN_DOOR_PREFIXES)
         }
         for name, place in _TOOLCHAIN_HOMES:
             if name not in kept and (real_home / place).is_dir():
@@ -283,6 +286,7 @@ class Executor:
         return {
             **kept,
             "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),  # git's and gh's other config place
             "GIT_TERMINAL_PROMPT": "0",
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_SSH_COMMAND": _NO_SSH_LOGIN,

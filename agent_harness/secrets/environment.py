@@ -8,6 +8,7 @@ A person can let named variables through (`checks.env_pass`); an agent never can
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -44,11 +45,27 @@ def filter_env(
     for name, value in env.items():
         if any(fnmatchcase(name, pattern) for pattern in allowed):
             kept[name] = value
+        elif _GIT_PAIR.match(name):
+            kept[name] = value  # judged with its group, below: a config key is no secret
         elif is_secret_name(name) or value_looks_secret(value) or value.strip() in secrets:
             withheld.append(name)
         else:
             kept[name] = value
+    # Git's settings in the environment are a group (GIT_CONFIG_COUNT and its KEY_n, VALUE_n):
+    # one withheld (a VALUE holding a token) leaves a count naming a missing key, and then every
+    # git command fails. A group with a secret in it is withheld whole.
+    group = [name for name in kept if name == "GIT_CONFIG_COUNT" or _GIT_PAIR.match(name)]
+    values = [kept[name] for name in group if name.startswith("GIT_CONFIG_VALUE_")]
+    keys = [kept[name].lower() for name in group if name.startswith("GIT_CONFIG_KEY_")]
+    said = any(key.startswith("credential") or key.endswith("extraheader") for key in keys)
+    if said or any(value_looks_secret(v) or v.strip() in secrets for v in values):
+        for name in group:
+            withheld.append(name)
+            del kept[name]
     return FilteredEnv(kept, tuple(sorted(withheld)))
+
+
+_GIT_PAIR = re.compile(r"^GIT_CONFIG_(?:KEY|VALUE)_\d+$")
 
 
 def without_secrets(

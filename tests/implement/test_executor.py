@@ -512,19 +512,29 @@ def test_a_command_the_model_wrote_finds_no_login_while_the_items_own_checks_kee
     rig: Rig, tmp_path: Any
 ) -> None:
     # A git credential helper and gh's login are how a command could push past review: the
-    # model's own command runs in a home of its own and git finds no credential there; the
-    # person's checks keep the home, and a toolchain installed in it is still found.
+    # model's own command runs in a home of its own and git finds no credential, wherever the
+    # helper was set (~/.gitconfig, $XDG_CONFIG_HOME/git/config, git settings in the
+    # environment); the person's checks keep theirs, and a toolchain in the home is found.
     home = tmp_path / "user-home"
     (home / ".config" / "gh").mkdir(parents=True)
     (home / ".config" / "gh" / "hosts.yml").write_text("github.com:\n  oauth_token: x\n")
     (home / ".gitconfig").write_text("[credential]\n\thelper = store\n")
     (home / ".git-credentials").write_text("https://me:tok123@github.com\n")
     (home / ".rustup").mkdir()
+    elsewhere = tmp_path / "creds"
+    elsewhere.write_text("https://me:tok456@example.com\n")
+    (home / ".config" / "git").mkdir()
+    helper = f"store --file={elsewhere}"
+    (home / ".config" / "git" / "config").write_text(f"[credential]\n\thelper = {helper}\n")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+    env |= {"XDG_CONFIG_HOME": str(home / ".config"), "GIT_CONFIG_COUNT": "1"}
+    env |= {"GIT_CONFIG_KEY_0": "credential.helper", "GIT_CONFIG_VALUE_0": helper}
     env["SSH_AUTH_SOCK"] = str(tmp_path / "agent.sock")
     ask = "printf 'protocol=https\\nhost=github.com\\n\\n' | git credential fill"
+    other = "printf 'protocol=https\\nhost=example.com\\n\\n' | git credential fill"
     no_login = (
-        f'! ({ask}) && test ! -e "$HOME/.config/gh/hosts.yml" && test -z "$SSH_AUTH_SOCK" '
+        f'! ({ask}) && ! ({other}) && test ! -e "$HOME/.config/gh/hosts.yml" '
+        f'&& test ! -e "$XDG_CONFIG_HOME/gh/hosts.yml" && test -z "$SSH_AUTH_SOCK" '
         f'&& test "$RUSTUP_HOME" = {home}/.rustup'
     )
     rig.server.enqueue(
@@ -535,7 +545,7 @@ def test_a_command_the_model_wrote_finds_no_login_while_the_items_own_checks_kee
         EDIT_1,
         EDIT_2,
     )
-    own = f"{ask} | grep -q password=tok123"
+    own = f"{ask} | grep -q password=tok123 && {other} | grep -q password=tok456"
     executor = Executor(rig.client, check_env=env, item_checks=[own], budgets=Budgets(min_steps=1))
     result = executor.execute(rig.item, rig.worktree, rig.plan_path)
     assert result.status == "done", result.blocker

@@ -79,3 +79,22 @@ def test_short_values_of_secret_names_are_not_treated_as_known_values() -> None:
     env = {"FEATURE_TOKEN_CHECK": "1", "WORKERS": "1", "AGENT_HARNESS_STATE_DIR": "/srv/state"}
     assert filter_env(env).env == {"WORKERS": "1"}
     assert filter_env({"X": "/srv/state"}, known=[]).env == {"X": "/srv/state"}
+
+
+def test_git_settings_in_the_environment_pass_or_are_withheld_as_one_group() -> None:
+    # GIT_CONFIG_KEY_0 was withheld for its name ("KEY") and GIT_CONFIG_COUNT kept: every git
+    # command in a check then failed ("missing config key GIT_CONFIG_KEY_0").
+    plain = {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "core.autocrlf",
+        "GIT_CONFIG_VALUE_0": "x",
+    }
+    assert filter_env(plain).env == plain
+    for key, value in [
+        ("http.https://github.com/.extraheader", "AUTHORIZATION: basic eC1hY2Nlc3M="),
+        ("credential.helper", "store --file=/tmp/creds"),
+        ("url.x.insteadOf", "https://user:pass1234@github.com/"),
+    ]:
+        given = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": key, "GIT_CONFIG_VALUE_0": value}
+        found = filter_env({**given, "PATH": "/bin"})
+        assert found.env == {"PATH": "/bin"} and sorted(found.withheld) == sorted(given), key
