@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agent_harness.implement.steps import Check
 from agent_harness.secrets.process import process_env
-from agent_harness.secrets.redact import redact
+from agent_harness.secrets.redact import redact, strip_terminal_codes
 
 # Output of a failed check handed back to the implementer; the tail is where the error is.
 FEEDBACK_CHARS = 2000
@@ -37,7 +37,9 @@ def _tail(text: str, limit: int = FEEDBACK_CHARS) -> str:
     """The end of a check's output, credentials masked: a check that read one (from a parent
     process's environment, a file) would otherwise put it in the step plan, the events and the
     next prompt to the provider."""
-    text = redact(text.strip()[-4 * limit :])  # masked before it is cut: no key cut in half
+    # Colour codes off first (`grep --color` wraps a token in them, hiding its shape), then
+    # masked before it is cut: no key cut in half.
+    text = redact(strip_terminal_codes(text.strip()[-4 * limit :]))
     return text if len(text) <= limit else "…" + text[-limit:]
 
 

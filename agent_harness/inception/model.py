@@ -24,6 +24,7 @@ from pydantic import (
 from agent_harness.errors import HarnessError
 from agent_harness.git.protect import glob_matches
 from agent_harness.plan.grammar import ID_RE
+from agent_harness.secrets.redact import strip_terminal_codes
 from agent_harness.store.inception_events import GRADES, Grade, Question, Scope
 
 __all__ = [
@@ -54,16 +55,13 @@ _TRAILING_DEPS = re.compile(
 )
 
 
-# Terminal escape sequences whole (CSI, OSC, charset), then any other control character: an
-# escape sequence would clear or retitle the terminal the scope is shown on, and stay in PLAN.md.
-_CONTROL = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[()][0-9A-Za-z]"
-    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
-)
+# Any control character left once terminal codes are taken out whole: an escape sequence
+# would clear or retitle the terminal the scope is shown on, and stay in PLAN.md.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def _printable(value: object) -> str:
-    return _CONTROL.sub("", str(value))
+    return _CONTROL.sub("", strip_terminal_codes(str(value)))
 
 
 def _line(value: str) -> str:

@@ -18,6 +18,16 @@ from typing import Any
 from agent_harness.secrets.process import process_env
 from agent_harness.secrets.shapes import KEY_SHAPES, known_values, mask_url
 
+# Terminal colour and cursor codes: a token a program printed in colour has none of its shape.
+_TERMINAL_CODES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[()][0-9A-Za-z]"
+)
+
+
+def strip_terminal_codes(text: str) -> str:
+    """`text` without terminal colour and cursor codes (a check's `grep --color` output)."""
+    return _TERMINAL_CODES.sub("", text)
+
 
 def redact(text: str, known: Mapping[str, str] | None = None) -> str:
     """`text` with every credential in it masked. `known` maps secret values to their names
@@ -34,11 +44,13 @@ def redact(text: str, known: Mapping[str, str] | None = None) -> str:
 
 
 # A key a message says it was given, in any format ("Received API Key = sk-1234…", litellm's
-# "Passed in: …", OpenAI's "Incorrect API key provided: sk-…"): what follows the label and a
+# "Passed in: …", OpenAI's "Incorrect API key provided: sk-…", a netrc's `password …`, an AWS
+# file's `aws_secret_access_key = …`): what follows the label and a
 # space, `=` or `:` is masked, unless it is masked already (`api-key-rotation-v2`, a branch or
 # an item's slug, has no such separator and is left alone).
 _SAID_KEY = re.compile(
-    r"(?i)\b((?:api[ _-]?key(?:\s{1,8}provided)?|passed in|bearer)(?:\s{0,8}[=:]\s{0,8}|\s{1,8}))"
+    r"(?i)\b((?:api[ _-]?key(?:\s{1,8}provided)?|passed in|bearer|password|passwd"
+    r"|(?:aws_)?secret_access_key)(?:\s{0,8}[=:]\s{0,8}|\s{1,8}))"
     r"(?![\[*])(?=[^\s\"',}]{0,255}[0-9])([^\s\"',}]{8,256})"
 )  # bounded: a megabyte of "-apikey" repeated would be read to its end from each one
 
@@ -49,7 +61,10 @@ _SAID_KEY = re.compile(
 # has the shape of a key.
 OUTSIDE_TEXT = frozenset(
     {"reason", "reasons", "detail", "why", "tail", "summary", "result", "feedback", "message",
-     "failure_message", "output", "error", "stop_reason", "host_url", "blocker"}
+     "failure_message", "output", "error", "stop_reason", "host_url", "blocker",
+     # what a CI system's or another tool's event line says was said or printed
+     "stderr", "stdout", "text", "comment", "comments", "messages", "note", "notes",
+     "error_message", "description"}
 )  # fmt: skip
 
 

@@ -52,7 +52,16 @@ KEY_SHAPES: tuple[KeyShape, ...] = (
     KeyShape("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     KeyShape("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
     KeyShape("a Slack token", re.compile(r"\bxox[abposr]-[0-9A-Za-z-]{10,}")),
-    KeyShape("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
+    KeyShape("an npm token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
+    KeyShape("a GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    # The whole block (its body is the secret), or to the end when the text was cut inside it.
+    KeyShape(
+        "a private key",
+        re.compile(
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+            r"(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|[\s\S]*\Z)"
+        ),
+    ),
 )
 # scheme://user:password@host — a password in a URL, however harmless the variable's name.
 _URL_WITH_PASSWORD = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{0,30}://[^/\s:@]*:[^/\s@]+@")

@@ -243,7 +243,8 @@ def test_a_credential_in_an_ingested_line_is_kept_and_shown_masked(
              "payload": {"role": "reviewer", "vendor": "anthropic", "model": "claude-x",
                          "failure": "auth", "failure_message": f"invalid x-api-key {key}",
                          "branch": branch,
-                         "steps": [{"tail": f"Authorization: Bearer {key}"}]}}  # fmt: skip
+                         "steps": [{"tail": f"Authorization: Bearer {key}"}],
+                         "stderr": f"401 for {key}", "messages": [f"key {key}"]}}  # fmt: skip
     lines.write_text(json.dumps(event) + "\n")
     assert main(["ingest", "--events", str(lines), "--project", "me/app:PLAN"]) == 0
     capsys.readouterr()

@@ -127,3 +127,43 @@ def test_keys_of_other_providers_and_keys_a_message_says_it_got_are_masked(
     masked = redact(said, known={})
     assert shown in masked
     assert not any(part in masked for part in ("0a0a0a", "3f3f3f", "Ab1Ab1", "5678efgh", "xyz-99"))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("said", "kept"),
+    [
+        (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\nAAAA\n"
+            "-----END OPENSSH PRIVATE KEY-----\nok",
+            "ok",
+        ),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKC (cut here)", ""),
+        ("machine github.com login me password s3cr3tValue99", "login me"),
+        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret"),
+        ("npm_" + "a1" * 18, ""),
+        ("glpat-" + "x1" * 10, ""),
+    ],
+)
+def test_a_key_a_check_printed_is_masked_whole(said: str, kept: str) -> None:
+    # A private key's body is the secret, not its BEGIN line; a netrc's or an AWS file's value
+    # has no vendor shape but a label that says what it is.
+    masked = redact(said, {})
+    assert "[redacted" in masked and kept in masked
+    for secret in (
+        "b3BlbnNzaC1rZXk",
+        "MIIEpAIBAAKC",
+        "s3cr3tValue99",
+        "wJalrXUtnFEMI",
+        "a1a1",
+        "x1x1",
+    ):
+        assert secret not in masked
+
+
+@pytest.mark.unit
+def test_a_token_printed_in_colour_is_masked_once_the_colour_is_off() -> None:
+    from agent_harness.secrets.redact import strip_terminal_codes
+
+    coloured = "\x1b[31mghp_" + "A" * 36 + "\x1b[0m"
+    assert redact(strip_terminal_codes(coloured), {}) == "[redacted: a GitHub token]"
