@@ -375,6 +375,12 @@ class IssueChange(_Out):
     id: str = Field(description="Item id.")
     issue: int | None = Field(description="Issue number (null: not created yet).")
     changes: list[str] = Field(description="What differs, field by field.")
+    title: str | None = Field(
+        default=None, description="In a dry run, the issue's title as it would be written."
+    )
+    body: str | None = Field(
+        default=None, description="In a dry run, the issue's body as it would be written."
+    )
 
 
 class PlanSyncOut(_Out):

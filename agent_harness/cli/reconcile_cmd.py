@@ -84,12 +84,15 @@ def reconcile(
     settings = load_cli_settings(flags={"store.db": db}).settings
     tree = work_repo(work, Path(settings.state_dir))
     with ExitStack() as stack:
+        # The tracker first: a repository that is not there makes no database here either.
+        tracker = stack.enter_context(
+            open_tracker(
+                repo, forge, github_url, settings, create=False, dry_run=dry_run, only_read=True
+            )
+        )
         store = None
         with suppress(UsageError):  # a dry run reads the queue when there is one, never makes one
             store = stack.enter_context(open_database(db, must_exist=dry_run))
-        tracker = stack.enter_context(
-            open_tracker(repo, forge, github_url, settings, create=False, dry_run=dry_run)
-        )
         report = run(
             tracker,
             store=store,

@@ -28,6 +28,7 @@ def open_tracker(
     dry_run: bool = False,
     need_history: bool = False,
     serving: LocalForge | None = None,
+    only_read: bool = False,
 ) -> Iterator[GitHubTracker]:
     """A tracker for `repo`: the local forge or GitHub with a token.
 
@@ -37,7 +38,8 @@ def open_tracker(
     On the local forge the repository is made on first use, empty, so that the history of the
     user's own clone can be pushed into it; a `dry_run` writes nothing there, not even that.
     With `need_history` (a run, which branches from it) an empty one is refused, saying how
-    to push that history.
+    to push that history. With `only_read` (reconcile) neither the local forge nor the
+    repository is made: one missing is refused.
     """
     from agent_harness.secrets.process import process_env
     from agent_harness.tracker.github import GitHubTracker, resolve_api_url, resolve_token
@@ -50,6 +52,8 @@ def open_tracker(
     }
     if forge == "local":
         options["write_spacing_s"] = 0.0  # loopback: GitHub's pacing protects nothing here
+        if only_read and serving is None:
+            _refuse_missing(Path(settings.state_dir), repo)
         with _local_tracker(repo, settings, options, dry_run, need_history, serving) as tracker:
             yield tracker
         return
@@ -95,6 +99,22 @@ def _local_tracker(
             yield tracker
         finally:
             tracker.close()
+
+
+def _refuse_missing(state_dir: Path, repo: str) -> None:
+    """A command that only reads the local forge (reconcile) makes none, nor a repository in
+    it: a mistyped name or the wrong folder is said, not answered with "0 transitions"."""
+    from agent_harness.errors import UsageError
+    from agent_harness.forge.local import DB_FILE, describe_repo, forge_dir
+
+    data_dir = forge_dir(state_dir)
+    if not (data_dir / DB_FILE).is_file():
+        raise UsageError(
+            f"no local forge in {data_dir}: run this where `agent-harness plan … --forge local` "
+            "or `run … --forge local` ran (or set state_dir)"
+        )
+    if not describe_repo(state_dir, repo).exists:
+        raise UsageError(f"no repository {repo} on the local forge in {data_dir}")
 
 
 def _refuse_empty(state_dir: Path, repo: str) -> None:

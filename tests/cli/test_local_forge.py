@@ -216,9 +216,15 @@ def test_a_reconcile_dry_run_writes_nothing_anywhere(
     before = snapshot(home)
     code = main(["reconcile", "--repo", "me/app", "--forge", "local", "--dry-run"])
     captured = capsys.readouterr()
-    assert code == 0, captured.err
-    assert "me/app: would record 0 transition(s)" in captured.out
+    assert code == 2  # no forge here to read: said, as without --dry-run
+    assert captured.err.startswith("error: no local forge in .agent-harness/forge")
     assert not (home / ".agent-harness").exists()  # neither a forge nor a database
+    assert snapshot(home) == before
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local"]) == 0
+    capsys.readouterr()
+    before = snapshot(home)
+    assert main(["reconcile", "--repo", "me/app", "--forge", "local", "--dry-run"]) == 0
+    assert "me/app: would record 0 transition(s)" in capsys.readouterr().out
     assert snapshot(home) == before
 
 
@@ -357,6 +363,21 @@ def test_no_local_forge_yet_is_one_line(home: Path, capsys: pytest.CaptureFixtur
     assert err.startswith("error: no local forge in .agent-harness/forge")
     assert err.count("\n") == 1
     assert not (home / ".agent-harness").exists()
+
+
+def test_reconcile_makes_no_forge_nor_repository_for_a_wrong_folder_or_name(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It reads: once it made a forge and a database in the wrong folder, or a repository for a
+    # mistyped name, and said "0 transitions" with exit 0.
+    assert main(["reconcile", "--repo", "me/app", "--forge", "local"]) == 2
+    assert capsys.readouterr().err.startswith("error: no local forge in .agent-harness/forge")
+    assert not (home / ".agent-harness").exists()
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local"]) == 0
+    capsys.readouterr()
+    assert main(["reconcile", "--repo", "me/other", "--forge", "local"]) == 2
+    assert "no repository me/other on the local forge" in capsys.readouterr().err
+    assert sorted(p.name for p in (home / ".agent-harness/forge/git/me").iterdir()) == ["app.git"]
 
 
 def test_a_run_before_the_history_is_pushed_says_how_to_push_it(
