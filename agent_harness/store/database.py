@@ -32,7 +32,7 @@ from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
 from agent_harness.store.rebase import LogAhead
-from agent_harness.store.sqlitefile import open_sqlite
+from agent_harness.store.sqlitefile import open_sqlite, refuse_foreign_file
 from agent_harness.store.writegate import FORKS, FairLock, restore_timeout, take_turn, write_gate
 
 Clock = Callable[[], float]
@@ -675,6 +675,8 @@ def open_store(
     else:
         store = SqliteStore(Path(url), clock=clock)
     try:
+        if migrate and store.dialect.name == "sqlite":
+            refuse_foreign_file(store)  # a read of an audit database must not make it a queue
         if migrate:
             store.migrate()
         if check_protection:

@@ -9,6 +9,7 @@ import sqlite3
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 from agent_harness.store.errors import StoreError
 
@@ -61,3 +62,29 @@ def _use_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 0.1)
+
+
+def refuse_foreign_file(store: Any) -> None:
+    """Refuse, before a table is made, a SQLite file that holds tables and none of the work
+    database's: `work --db audit.sqlite` would otherwise make the audit database a queue (and
+    `work verify` call it intact)."""
+    with store.transaction(write=False) as tx:
+        names = [
+            str(row[0])
+            for row in tx.all(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            )
+        ]
+    if not names or "schema_migrations" in names:
+        return
+    from agent_harness.errors import UsageError
+
+    what = (
+        "it is the audit database"
+        if "audit_schema" in names
+        else (f"it holds tables of its own ({names[0]})")
+    )
+    raise UsageError(
+        f"{store.where} is not a work database: {what}; give --db the harness's database"
+    )

@@ -334,3 +334,25 @@ def test_a_since_after_the_until_is_refused_not_answered_with_nothing(
     for command in ("cost", "delivery", "rollups"):
         assert main(["audit", command, "--since", "2026-12-05", "--until", "2026-12-01"]) == 2
         assert "--since 2026-12-05 is after --until 2026-12-01" in capsys.readouterr().err
+
+
+def test_the_audit_database_given_as_the_work_one_is_refused_and_left_as_it_was(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `work --db audit.sqlite` once made the queue's tables in the audit database, and
+    # `work verify` then called it intact.
+    import sqlite3
+
+    assert main(["ingest"]) == 0
+    audit = work.parent / "audit.sqlite"
+
+    def tables() -> list[str]:
+        with sqlite3.connect(audit) as conn:
+            return sorted(str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master"))
+
+    before = tables()
+    capsys.readouterr()
+    for command in (["work"], ["work", "verify"], ["control"]):
+        assert main([*command, "--db", str(audit)]) == 2, command
+        assert "is not a work database: it is the audit database" in capsys.readouterr().err
+    assert tables() == before
