@@ -43,8 +43,10 @@ def attach(item_id: str, project: str | None, db: str | None, print_only: bool) 
     An item worked by the direct-API executor has no terminal: its step log is printed instead.
     """
     import shlex
+    import sys
 
     from agent_harness.cli.output import open_database
+    from agent_harness.errors import UsageError
     from agent_harness.queue.items import resolve_project
     from agent_harness.secrets.process import process_env
     from agent_harness.sessions.attach import attach_target
@@ -63,5 +65,10 @@ def attach(item_id: str, project: str | None, db: str | None, print_only: bool) 
     if print_only:
         click.echo(shlex.join(target.command))
         return 0
+    if target.live and not sys.stdin.isatty():
+        raise UsageError(
+            "attaching to a live session needs a terminal: run this in one, or add --print "
+            "for the command to run there"
+        )
     os.execvp(target.command[0], target.command)
     return 0  # pragma: no cover - execvp does not return

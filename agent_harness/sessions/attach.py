@@ -41,6 +41,8 @@ def attach_target(
     session host's token (AGENT_HARNESS_SESSION_TOKEN) when the agent ran on one."""
     events = store.all_events(project=project, item=item_id)
     started = last_of(events, AgentStarted)
+    if not events:
+        raise NothingToAttach(f"no item {item_id!r} in {project}")
     if started is None:
         raise NothingToAttach(f"{item_id} has no agent session on record in {project}")
     session = started.session
@@ -71,7 +73,7 @@ def attach_target(
                 host.attach_command(session),
                 True,
                 session,
-                "attached to the live session (detach: Ctrl-b d)",
+                f"the live session {session} (once attached, detach with Ctrl-b d)",
             )
     if log.is_file():
         # Followed only while the agent may still write to it: on a finished session `tail -f`

@@ -141,3 +141,16 @@ def test_retry_of_an_item_over_its_budget_is_refused_until_the_budget_is_raised(
     )
     config.write_text("[budgets]\nitem_cost_usd = 3.0\n")  # room for one more $1.50 run
     assert _json(capsys, "work", "retry", "T1", "--project", A) == {"requeued": ["T1"]}
+
+
+@pytest.mark.integration
+def test_attach_names_an_item_that_is_not_there_as_such(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "T9 has no agent session on record", as if T9 were an item whose agent never ran.
+    with open_store(db) as store:
+        enqueue(store, A, [item("T1")])
+    assert main(["attach", "T9", "--project", A]) == 1
+    assert f"no item 'T9' in {A}" in capsys.readouterr().err
+    assert main(["attach", "T1", "--project", A]) == 1
+    assert f"T1 has no agent session on record in {A}" in capsys.readouterr().err
