@@ -117,6 +117,8 @@ def open_database(flag: str | None, *, must_exist: bool, check_protection: bool 
     from agent_harness.errors import UsageError
     from agent_harness.store.database import open_store, refuse_keyword_dsn
 
+    if flag is not None and not flag.strip():  # `--db "$UNSET"`: not the default, by surprise
+        raise UsageError("--db is empty: give a path, sqlite:///path or postgresql://...")
     url = database_url(load_settings().settings, flag)
     refuse_keyword_dsn(url)
     path = sqlite_file(url)

@@ -111,7 +111,9 @@ class UnknownItem(HarnessError):
     def __init__(self, project: str, item_id: str) -> None:
         self.project = project
         self.item_id = item_id
-        super().__init__(f"no item {item_id} in project {project}")
+        # Quoted when it has spaces or other marks around it (`" T2"`), which a bare name hides.
+        shown = item_id if item_id.strip() == item_id and item_id.isprintable() else repr(item_id)
+        super().__init__(f"no item {shown} in project {project}")
 
 
 class ItemBusy(HarnessError):

@@ -151,6 +151,19 @@ def test_attach_names_an_item_that_is_not_there_as_such(
     with open_store(db) as store:
         enqueue(store, A, [item("T1")])
     assert main(["attach", "T9", "--project", A]) == 1
-    assert f"no item 'T9' in {A}" in capsys.readouterr().err
+    assert f"no item T9 in {A}" in capsys.readouterr().err
+    assert main(["work", "retry", " T1", "--project", A]) == 2
+    assert f"no item ' T1' in project {A}" in capsys.readouterr().err  # the space is shown
     assert main(["attach", "T1", "--project", A]) == 1
     assert f"T1 has no agent session on record in {A}" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+def test_an_empty_db_option_is_refused_not_taken_for_the_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `--db "$DB"` with DB unset once read (or made) ./.agent-harness/harness.sqlite.
+    assert main(["work", "--db", ""]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --db is empty: give a path, sqlite:///path or postgresql://..."
+    )
