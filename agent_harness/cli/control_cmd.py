@@ -63,6 +63,8 @@ def control(verb: str | None, project: str | None, db: str | None, as_json: bool
 def _render(controls: list[Control], verb: str | None) -> None:
     from rich.table import Table
 
+    from agent_harness.queue.control import LIVE_REPORT_S
+
     out = console()
     if not controls:
         out.print("no project in this database yet")
@@ -93,4 +95,10 @@ def _render(controls: list[Control], verb: str | None) -> None:
                 )
     out.print(table)
     if verb is not None:
-        out.print(f"asked: {verb}; a running run follows within a second")
+        live = any(c.pool is not None and now - c.pool.at < LIVE_REPORT_S for c in controls)
+        follows = (
+            "a running run follows within a second"
+            if live
+            else ("no run works it now: its next run starts so")
+        )
+        out.print(f"asked: {verb}; {follows}")

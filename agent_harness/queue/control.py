@@ -10,6 +10,7 @@ ends the run, resuming carries on. Work in flight is never interrupted.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
@@ -151,7 +152,11 @@ def _chosen(store: Store, project: str | None) -> list[str]:
     none of whose items is queued yet (which was a 404 though `/api/projects` listed it)."""
     with store.transaction(write=False) as tx:
         registered = [str(row[0]) for row in tx.all("SELECT id FROM projects ORDER BY id")]
-    known = sorted(set(projects(store)) | set(registered))
+        # Asked ahead of its first run (`set_control` of a project not queued yet).
+        asked = [str(row[0]).removeprefix("control:") for row in tx.all(
+            "SELECT key FROM meta WHERE key LIKE 'control:%'"
+        )]  # fmt: skip
+    known = sorted(set(projects(store)) | set(registered) | set(asked))
     if project is None:
         return known
     if project not in known:
@@ -167,6 +172,10 @@ def get_control(store: Store, project: str | None = None) -> list[Control]:
         return [_read(tx, name) for name in chosen]
 
 
+# `owner/repo:plan key`, as a run names a project.
+_PROJECT_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+:[A-Za-z0-9._-]{1,64}$")
+
+
 def set_control(
     store: Store, state: PoolState | str, project: str | None = None, *, by: str = "api"
 ) -> list[Control]:
@@ -175,7 +184,14 @@ def set_control(
     wanted = PoolState(state)
     if wanted not in ASKABLE:
         raise UsageError(f"a pool can be asked to be running, paused or draining, not {state}")
-    chosen = _chosen(store, project)
+    try:
+        chosen = _chosen(store, project)
+    except UnknownProjectHere:
+        # Asked ahead of a project's first run here (its plan synced, no item queued yet): a
+        # name of the project's shape is taken; anything else is still refused.
+        if project is None or not _PROJECT_NAME.match(project):
+            raise
+        chosen = [project]
     if not chosen:
         raise NoProjectYet("no project in this database yet: start a run first")
     if project is None:

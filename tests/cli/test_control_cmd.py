@@ -95,3 +95,24 @@ def test_pause_resume_and_drain_steer_a_running_run(
     assert [(c["project"], c["asked"], c["pool"]["state"]) for c in final] == [
         ("me/app:PLAN", "running", "stopped")
     ]
+
+
+def test_a_project_not_run_here_yet_can_be_asked_ahead_of_its_first_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The help says "running or not (asked ahead of its next run)"; a project whose plan was
+    # synced but that no run has worked yet was refused as "no project".
+    from agent_harness.queue.items import enqueue
+    from tests.shared.stores import item
+
+    db = str(tmp_path / "h.sqlite")
+    with open_store(db) as store:
+        enqueue(store, "me/app:PLAN", [item("T1")])
+    assert main(["control", "pause", "--project", "me/app:C", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "asked: pause; no run works it now: its next run starts so" in out
+    with open_store(db) as store:
+        [asked] = get_control(store, "me/app:C")
+    assert asked.asked == "paused"
+    assert main(["control", "pause", "--project", "not a project", "--db", db]) == 2
+    assert "no project 'not a project' in this database" in capsys.readouterr().err
