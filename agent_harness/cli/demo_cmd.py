@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agent_harness.cli.output import console, print_json
+from agent_harness.errors import HarnessError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -52,14 +53,22 @@ def demo(workdir: Path, inception: bool, as_json: bool) -> int:
 
     from agent_harness.cli.demo_view import render_demo
     from agent_harness.demo.run import run_demo
+    from agent_harness.pipeline.settings import RunInterrupted
 
     err = console(stderr=True)
     started = time.monotonic()
-    report = run_demo(
-        workdir,
-        step=lambda message: err.print(f"[dim]· {escape(message)}[/dim]"),
-        inception=inception,
-    )
+    try:
+        report = run_demo(
+            workdir,
+            step=lambda message: err.print(f"[dim]· {escape(message)}[/dim]"),
+            inception=inception,
+        )
+    except RunInterrupted:
+        # A run's hint ("run it again to take the items back") is not the demo's: the demo
+        # makes its folder anew each time.
+        raise DemoInterrupted(
+            f"interrupted: the demo stopped; running it again starts over in {workdir}"
+        ) from None
     audited = _audited(report.audit_db)
     if as_json:
         print_json(
@@ -121,3 +130,9 @@ def _render_audit(out: Console, report: DemoReport, audited: dict[str, Any]) -> 
     out.print(f"$ agent-harness audit delivery --audit-db {where}", markup=False)
     render_delivery(out, audited["delivery"])
     out.print("Ask again any time with the same commands.", markup=False)
+
+
+class DemoInterrupted(HarnessError):
+    """The demo was interrupted (Ctrl-C)."""
+
+    exit_code = 130

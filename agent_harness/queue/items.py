@@ -7,6 +7,7 @@ transaction, so the queue and its history never disagree. Claims and leases are 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -119,11 +120,17 @@ class UnknownItem(HarnessError):
 class ItemBusy(HarnessError):
     """The item is held by a live lease."""
 
+    exit_code = 2  # as every other refusal of `work retry`
+
     def __init__(self, item_id: str, worker: str, expires_at: float) -> None:
         self.item_id = item_id
         self.worker = worker
         self.expires_at = expires_at
-        super().__init__(f"{item_id} is held by {worker} (lease live until {expires_at:.0f})")
+        until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expires_at))
+        super().__init__(
+            f"{item_id} is held by {worker} (its lease lives until {until}); retry it once "
+            "that worker is done with it, or its lease has lapsed"
+        )
 
 
 class NoProjectYet(UsageError):

@@ -68,6 +68,7 @@ def test_config_never_shows_the_database_password(
         ("http://h/caf\udce9", "http://h/caf\\xe9 is not a URL: it holds bytes"),
         ("ftp://h", "ftp://h is not a server's address"),
         ("127.0.0.1:8765", "is not a server's address: give http://HOST:PORT"),
+        ("http://127.0.0.1:99999", "names port 99999: a port is 1 to 65535"),
         (f"http://u:{PASSWORD}@[::1", "http://u:***@[::1 is not a URL"),
     ],
 )
