@@ -8,12 +8,21 @@ layer, so `agent-harness config` can say why a setting is what it is.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from agent_harness.errors import ConfigError, read_json, read_toml_file
 from agent_harness.plan.model import PLAN_KEY_PATTERN
@@ -52,6 +61,18 @@ class _Section(BaseModel):
         use_attribute_docstrings=True,
         allow_inf_nan=False,  # "no cap" is said by leaving a cap unset
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """`max_attempts = true` is a slip, not 1: a number is written as one (a string from
+        the environment is still read as the number it spells)."""
+        field = cls.model_fields.get(info.field_name or "")
+        wants_number = field is not None and field.annotation in (int, float, int | None,
+                                                                   float | None)  # fmt: skip
+        if isinstance(value, bool) and wants_number:
+            raise ValueError("a number is wanted, not true or false")
+        return value
 
 
 # The longest wait any setting may ask for: a year. Longer is a typo (or `1e308`), and would
@@ -322,6 +343,11 @@ def _flatten(data: Mapping[str, Any], origin: str, prefix: str = "") -> dict[str
             out.update(_flatten(value, origin, dotted + "."))
         elif dotted in known:
             out[dotted] = value
+        elif dotted in sections:  # `budgets = 5`: a section given a value
+            raise ConfigError(
+                f"{origin}: '{dotted}' is a section, not a value: write [{dotted}] and its keys "
+                f"under it (`agent-harness config` lists them)"
+            )
         else:
             raise _unknown(origin, dotted)
     return out
@@ -486,9 +512,15 @@ def _validated(layered: dict[str, Any], origin_of: dict[str, str]) -> Settings:
         return Settings.model_validate(nested)
     except ValidationError as exc:
         error = exc.errors()[0]
-        dotted = ".".join(str(part) for part in error["loc"])
+        # A union's member names (`roles.implementer.str`) are pydantic's, not the file's.
+        dotted = ".".join(str(p) for p in error["loc"] if not _TYPE_TAG.match(str(p)))
         where = origin_of.get(dotted) or origin_of.get(dotted.split(".")[0], "configuration")
         raise ConfigError(f"{where}: {dotted}: {error['msg']}") from None
+
+
+# What pydantic adds to an error's place for a union's member (`str`, `list[str]`, a model's
+# class name): no key of the file.
+_TYPE_TAG = re.compile(r"^(?:str|int|float|bool|bytes|none|[a-z-]*\[.*\]|function-.*|[A-Z]\w*)$")
 
 
 def database_url(settings: Settings, flag: str | None = None) -> str:

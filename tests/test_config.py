@@ -237,3 +237,25 @@ def test_a_token_written_in_the_file_is_warned_about_without_its_value(tmp_path:
     (tmp_path / "agent-harness.toml").write_text("")
     from_env = load_settings(cwd=tmp_path, env={"AGENT_HARNESS_TRACKER__TOKEN": "ghp_x"})
     assert from_env.warnings == []
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("budgets = 5\n", "'budgets' is a section, not a value: write [budgets]"),
+        (
+            "[budgets]\nmax_attempts = true\n",
+            "budgets.max_attempts: Value error, a number is wanted",
+        ),
+        ("[roles]\nimplementer = 5\n", "roles.implementer: Input should be a valid string"),
+    ],
+)
+def test_a_config_slip_is_named_in_the_files_own_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, said: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "agent-harness.toml").write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    assert said in refused.value.message

@@ -166,7 +166,9 @@ def _is_port(text: str) -> bool:
 
 def _mask_named(match: re.Match[str]) -> str:
     name = match.group(1)
-    secret = is_secret_name(name) or name.lower() == "pwd"  # libpq's and ODBC's short form
+    # Named like a credential (not every AGENT_HARNESS_* setting: `AGENT_HARNESS_DEBUG=1` is
+    # no secret), or libpq's and ODBC's short form.
+    secret = _holds_credential(name) or name.lower() == "pwd"
     return f"{name}=***" if secret else match.group(0)
 
 

@@ -203,3 +203,20 @@ def test_a_keyword_form_connection_string_is_refused_masked_and_makes_no_file(
     assert "is libpq's keyword form" in said and "postgresql://USER@HOST:PORT/DBNAME" in said
     assert "DbPw-s3cret-XYZ" not in said and "password=***" in said
     assert list(tmp_path.iterdir()) == []  # no SQLite file named after it
+
+
+@pytest.mark.unit
+def test_a_bug_says_how_to_see_its_traceback_in_words_that_work(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The hint went through the mask for credentials and read "AGENT_HARNESS_DEBUG=***".
+    def broken(*_args: object, **_kwargs: object) -> object:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("agent_harness.config.load_settings", broken)
+    monkeypatch.delenv("AGENT_HARNESS_DEBUG", raising=False)
+    assert main(["config"]) == 70
+    assert capsys.readouterr().err.strip() == (
+        "internal error: RuntimeError: boom "
+        "(this is a bug; rerun with AGENT_HARNESS_DEBUG=1 for the traceback)"
+    )
