@@ -115,7 +115,9 @@ def _inspect(work: Path, db: str | None, project: str | None) -> list[WorktreeIn
     if not state_dir.is_dir():  # a look writes nothing: no state folder, no database made
         raise UsageError(
             f"no harness state at {shown_path(str(state_dir))}: nothing has run here yet (run this "
-            "where `agent-harness run` ran, or set state_dir in the settings)"
+            "where `agent-harness run` ran, or name its state folder: "
+            "AGENT_HARNESS_STATE_DIR=DIR, or state_dir in the settings; the demo's is "
+            ".agent-harness/demo/state)"
         )
     repo = work_repo(work, state_dir)
     assert repo is not None
