@@ -52,23 +52,10 @@ def demo(workdir: Path, inception: bool, as_json: bool) -> int:
     from rich.markup import escape
 
     from agent_harness.cli.demo_view import render_demo
-    from agent_harness.demo.run import run_demo
-    from agent_harness.pipeline.settings import RunInterrupted
 
     err = console(stderr=True)
     started = time.monotonic()
-    try:
-        report = run_demo(
-            workdir,
-            step=lambda message: err.print(f"[dim]· {escape(message)}[/dim]"),
-            inception=inception,
-        )
-    except RunInterrupted:
-        # A run's hint ("run it again to take the items back") is not the demo's: the demo
-        # makes its folder anew each time.
-        raise DemoInterrupted(
-            f"interrupted: the demo stopped; running it again starts over in {workdir}"
-        ) from None
+    report = _run(workdir, lambda message: err.print(f"[dim]· {escape(message)}[/dim]"), inception)
     audited = _audited(report.audit_db)
     if as_json:
         print_json(
@@ -102,6 +89,20 @@ def demo(workdir: Path, inception: bool, as_json: bool) -> int:
         render_demo(out, report, time.monotonic() - started)
         _render_audit(out, report, audited)
     return 0 if all(row["state"] in ("merged", "done") for row in report.final_items()) else 4
+
+
+def _run(workdir: Path, step: Any, inception: bool) -> Any:
+    from agent_harness.demo.run import run_demo
+    from agent_harness.pipeline.settings import RunInterrupted
+
+    try:
+        return run_demo(workdir, step=step, inception=inception)
+    except RunInterrupted:
+        # A run's hint ("run it again to take the items back") is not the demo's: the demo
+        # makes its folder anew each time.
+        raise DemoInterrupted(
+            f"interrupted: the demo stopped; running it again starts over in {workdir}"
+        ) from None
 
 
 def _audited(target: Path | None) -> dict[str, Any]:

@@ -286,12 +286,6 @@ def _order(items: tuple[WorkItem, ...]) -> list[WorkItem]:
     return out
 
 
-def _closed_comments(body: str) -> str:
-    """`body` with an HTML comment left open closed at its end: GitHub would hide everything
-    after `<!--`, the issue's success check and footer too."""
-    return f"{body} -->" if body.rfind("<!--") > body.rfind("-->") else body
-
-
 def render_issue(
     item: WorkItem,
     plan_key: str,
@@ -302,7 +296,9 @@ def render_issue(
     """The issue an item should be, and the marker that will identify it. `in_repo`: the plan's
     path in its repository, which the issue names (in place of `source`) and the marker keeps."""
     source = in_repo or shown_path(source)
-    parts = [_closed_comments(defuse_markers(item.body.strip()))] if item.body.strip() else []
+    body = defuse_markers(item.body.strip())
+    body += " -->" if body.rfind("<!--") > body.rfind("-->") else ""  # else GitHub hides the rest
+    parts = [body] if body else []
     facts = [
         f"**Success check:** {item.success_check}"
         if item.success_check
