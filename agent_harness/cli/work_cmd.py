@@ -431,9 +431,11 @@ def _render_status(
             table.add_column(column, overflow="fold")
         for r in waiting:
             until = (
-                time.strftime("%Y-%m-%d %H:%M", time.localtime(r.not_before))
-                if r.not_before
-                else "-"
+                "-"
+                if not r.not_before
+                else "due now (the next run takes it)"  # its time has come, or it was woken
+                if r.not_before <= time.time()
+                else time.strftime("%Y-%m-%d %H:%M", time.localtime(r.not_before))
             )
             table.add_row(r.id, until, r.reason or "")
         out.print(table)

@@ -167,3 +167,24 @@ def test_an_empty_db_option_is_refused_not_taken_for_the_default(
     assert capsys.readouterr().err.strip() == (
         "error: --db is empty: give a path, sqlite:///path or postgresql://..."
     )
+
+
+@pytest.mark.integration
+def test_a_waiting_item_whose_time_has_come_is_shown_due_not_at_a_past_time(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # After `work unpark`, an item woken kept showing its old "until" (a past time) and reason
+    # as though it still waited.
+    from agent_harness.queue.items import wake
+    from agent_harness.queue.leases import defer
+
+    with open_store(db) as store:
+        enqueue(store, A, [item("T1")])
+        lease = claim_next(store, A, "w1", 60)
+        assert lease is not None
+        defer(store, lease, time.time() + 3600, "agent:custom parked: a window")
+        assert main(["work", "--project", A]) == 0
+        assert "due now" not in capsys.readouterr().out
+        assert wake(store, ["agent:custom"], "unparked") == [(A, "T1")]
+    assert main(["work", "--project", A]) == 0
+    assert "due now (the next run takes it)" in capsys.readouterr().out
