@@ -269,7 +269,15 @@ class Pipeline:
     # -- one item ------------------------------------------------------------------------------
     def handle(self, lease: Lease) -> None:
         """The fleet's handler: one attempt at one item, ending the lease one way or another."""
-        Attempt(self.parts, self.plan.item(lease.item_id), lease).run()
+        try:
+            item = self.plan.item(lease.item_id)
+        except KeyError:
+            # Gone from the plan while its pull request was open, then sent back by a round:
+            # nothing to work from. Given back and withdrawn, as at the run's start.
+            leases.release(self.store, lease, items.WITHDRAWN)
+            holds.withdraw(self.store, self.project, [lease.item_id], items.WITHDRAWN)
+            return
+        Attempt(self.parts, item, lease).run()
 
     # -- the whole run -------------------------------------------------------------------------
     @property

@@ -313,3 +313,15 @@ def test_a_run_that_lost_its_host_id_to_another_run_halts_and_one_that_kept_it_g
     [stop] = run.parts.halted
     assert isinstance(stop, RunRefused)
     assert "another run under that host id took it and its leases; this run stops" in str(stop)
+
+
+def test_an_item_claimed_after_it_left_the_plan_is_withdrawn_not_crashed(rig: Rig) -> None:
+    # Taken out of the plan while its pull request was open, then sent back by a round: the
+    # worker once crashed on it (KeyError) and spent its attempts.
+    both = "### T1: Count words\nMake it.\n\n### T2: Other\nMake it.\n"
+    _plan, lease = rig.claim(both, "T1")
+    pipeline = rig.pipeline("### T2: Other\nMake it.\n")
+    pipeline.handle(lease)
+    record = rig.state("T1")
+    assert (record.state, record.reason) == ("skipped", "no longer in the plan")
+    assert rig.implementer.calls == []
