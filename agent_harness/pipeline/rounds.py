@@ -149,6 +149,13 @@ class PullWatch:
         newly |= computing
         whole |= computing
         memory["computing"] = []
+        # A conflict a pass without the clone left for one with it: nothing about the pull
+        # request or its base need change again, so a pass with the clone reads it whole.
+        left = {int(n) for n in memory.get("left", [])} & set(ours)
+        if self.repo is not None:
+            newly |= left
+            whole |= left
+            left = set()
         for number in sorted((set(changed) | newly) & set(ours)):
             item = ours[number].item
             assert item is not None
@@ -158,6 +165,7 @@ class PullWatch:
                 memory["computing"].append(number)
         for gone in set(read_at) - {str(n) for n in ours}:
             del read_at[gone]
+        memory["left"] = sorted(left | {int(entry["pr"]) for entry in self.report.left})
         if not self.dry_run:  # a dry pass leaves what was read for the real one to read again
             self.store.set_meta(self.meta_key, json.dumps(memory))
         return self.report

@@ -238,3 +238,21 @@ def test_a_dry_pass_says_what_each_pull_request_would_bring_and_does_nothing(rig
     assert get_item(rig.store, p.project, "T1").state == "pr_open"
     p.run()  # the real pass still sees it, and does it
     assert [k["trigger"] for k in kinds(rig, p) if k["kind"] == "pr_round"] == ["check_run"]
+
+
+def test_a_conflict_left_for_the_clone_is_taken_up_by_the_next_pass_with_it_unprompted(
+    rig: Rig,
+) -> None:
+    # Neither the pull request nor its base changes again after the pass without the clone:
+    # the next pass with the clone once skipped it for good (the listing said "unchanged").
+    from agent_harness.pipeline.rounds import watch_all
+
+    p, number, head = opened(rig)
+    said(rig, number, head, mergeable_state="dirty")
+    left = watch_all(rig.tracker, rig.store, [number], plan_key=p.plan_key, repo=None)
+    assert [x["pr"] for x in left.left] == [number]
+    again = watch_all(rig.tracker, rig.store, [], plan_key=p.plan_key, repo=None)
+    assert again.rounds == []  # still no clone: still left, nothing spent
+    taken = watch_all(rig.tracker, rig.store, [], plan_key=p.plan_key, repo=p.parts.repo)
+    assert [k["trigger"] for k in kinds(rig, p) if k["kind"] == "pr_round"] == ["conflict"]
+    assert taken.left == []
