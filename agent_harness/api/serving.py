@@ -63,11 +63,16 @@ def build_context(request: ServeRequest, settings: Any) -> ApiContext:
 
 
 def without_query(record: logging.LogRecord) -> bool:
-    """An access log line without the request's query string: a client that sends its token
-    as `?token=…` (refused, 401) would otherwise have it written to the log."""
+    """An access log line without the request's query string, and its path masked: a client
+    that sends its token as `?token=…` or as a path (`GET /<token>`, refused) would otherwise
+    have it written to the log."""
+    from agent_harness.secrets.redact import redact
+
     args = record.args
-    if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and "?" in args[2]:
-        record.args = (*args[:2], args[2].split("?", 1)[0] + "?(query not logged)", *args[3:])
+    if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+        path, asked, _ = args[2].partition("?")
+        shown = redact(path) + ("?(query not logged)" if asked else "")
+        record.args = (*args[:2], shown, *args[3:])
     return True
 
 

@@ -52,7 +52,9 @@ def control(verb: str | None, project: str | None, db: str | None, as_json: bool
         if verb is None:
             controls = get_control(store, project)
         else:
-            controls = set_control(store, VERBS[verb], project, by="agent-harness control")
+            controls = set_control(
+                store, VERBS[verb], project, by="agent-harness control", ahead=True
+            )
     if as_json:
         print_json([c.model_dump(mode="json") for c in controls])
         return 0

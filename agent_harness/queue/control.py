@@ -177,7 +177,12 @@ _PROJECT_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+:[A-Za-z0-9._-]{1,6
 
 
 def set_control(
-    store: Store, state: PoolState | str, project: str | None = None, *, by: str = "api"
+    store: Store,
+    state: PoolState | str,
+    project: str | None = None,
+    *,
+    by: str = "api",
+    ahead: bool = False,
 ) -> list[Control]:
     """Ask one project's workers (or every project's) to run, pause or drain; a running fleet
     follows within one poll. Each change is a `control` event of its project."""
@@ -189,8 +194,8 @@ def set_control(
     except UnknownProjectHere:
         # Asked ahead of a project's first run here (its plan synced, no item queued yet): a
         # name of the project's shape is taken; anything else is still refused.
-        if project is None or not _PROJECT_NAME.match(project):
-            raise
+        if not ahead or project is None or not _PROJECT_NAME.match(project):
+            raise  # (the API answers 404: a client may not make up projects)
         chosen = [project]
     if not chosen:
         raise NoProjectYet("no project in this database yet: start a run first")

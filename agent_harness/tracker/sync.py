@@ -17,6 +17,7 @@ from typing import Any
 
 from agent_harness.errors import UNREADABLE_JSON, HarnessError, read_json
 from agent_harness.plan.model import Plan, WorkItem, plan_in_repo, plan_key_from, shown_path
+from agent_harness.secrets.redact import held_secrets, redact
 from agent_harness.tracker.protocol import (
     IssueDraft,
     IssueRecord,
@@ -320,13 +321,17 @@ def render_issue(
     title, shortened = item_title(item)
     if shortened:
         parts.insert(0, f"**{item.id}:** {item.title}")
-    text = defuse_markers("\n\n".join(parts))
+    # A credential written into the plan (one this process holds, a vendor key, a URL's
+    # password) is never posted to the tracker, nor shown by a dry run.
+    known = held_secrets()
+    text = redact(defuse_markers("\n\n".join(parts)), known)
+    title, labels = redact(title, known), tuple(redact(label, known) for label in item.labels)
     digest = hashlib.sha256(
-        json.dumps([title, text, sorted(item.labels), item.milestone]).encode()
+        json.dumps([title, text, sorted(labels), item.milestone]).encode()
     ).hexdigest()[:16]
-    marker = Marker(item.id, plan_key, digest, tuple(item.labels), in_repo)
+    marker = Marker(item.id, plan_key, digest, labels, in_repo)
     body = f"{text}\n\n{marker.render()}"
-    return IssueDraft(title, body, tuple(item.labels), item.milestone), marker
+    return IssueDraft(title, body, labels, item.milestone), marker
 
 
 def _changes(old: IssueRecord, new: IssueDraft) -> list[str]:
@@ -345,7 +350,7 @@ def _changes(old: IssueRecord, new: IssueDraft) -> list[str]:
         out.append("labels: " + " ".join([f"+{x}" for x in plus] + [f"-{x}" for x in minus]))
     if old.milestone != new.milestone:
         out.append(f"milestone: {old.milestone or '-'} -> {new.milestone or '-'}")
-    return out
+    return [redact(change) for change in out]  # an issue's old title is anyone's text
 
 
 def sync_plan(
@@ -527,14 +532,8 @@ class _PlanSync:
     def _create_missing_labels(self, active: list[WorkItem], in_use: set[str]) -> None:
         # GitHub compares label names without regard to case.
         in_use_folded = {label.lower() for label in in_use}
-        wanted = sorted(
-            {
-                label
-                for item in active
-                for label in item.labels
-                if label.lower() not in in_use_folded
-            }
-        )
+        named = {redact(label) for item in active for label in item.labels}  # as render_issue
+        wanted = sorted(label for label in named if label.lower() not in in_use_folded)
         if not wanted:
             return
         have = {name.lower() for name in self.tracker.list_labels()}

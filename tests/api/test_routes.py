@@ -438,3 +438,16 @@ def test_a_registered_project_with_nothing_queued_yet_can_be_paused(
     assert paused.status_code == 200, paused.text
     [asked] = paused.json()["controls"]
     assert (asked["project"], asked["asked"]) == ("me/app:API", "paused")
+
+
+def test_control_of_a_project_nobody_registered_or_ran_is_a_404_and_makes_none(
+    supervised: TestClient,
+) -> None:
+    # A client with the token could fill the database with made-up projects: a pause of one
+    # answered 200, and from then on it was "known" to every read.
+    ghost = "ghost/repo:K"
+    asked = supervised.post(
+        "/api/control", json={"action": "pause", "project": ghost}, headers=AUTH
+    )
+    assert asked.status_code == 404
+    assert supervised.get("/api/work", params={"project": ghost}, headers=AUTH).status_code == 404

@@ -89,3 +89,20 @@ def test_serve_answers_on_loopback_and_logs_no_token(
     assert f"agent-harness serve: monitoring mode, database {db_dir / 'h.sqlite'}" in out
     assert '/api/summary HTTP/1.1" 401' in out and TOKEN not in out
     assert '/api/summary?(query not logged) HTTP/1.1" 401' in out
+
+
+@pytest.mark.unit
+def test_the_access_log_masks_a_token_sent_as_a_path() -> None:
+    # `GET /<token>` (refused, 401) once wrote the token to the log; a query is left out.
+    import logging
+
+    from agent_harness.api.serving import without_query
+
+    token = "ghp_" + "P" * 36
+    record = logging.LogRecord(
+        "uvicorn.access", logging.INFO, "", 0, '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "GET", f"/api/work/{token}?x={token}", "1.1", 404), None,
+    )  # fmt: skip
+    assert without_query(record)
+    line = record.getMessage()
+    assert token not in line and "/api/work/[redacted" in line and "(query not logged)" in line

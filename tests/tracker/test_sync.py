@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -436,3 +437,19 @@ def test_an_html_comment_left_open_in_a_body_is_closed_before_the_issues_footer(
     draft, _ = render_issue(item, "PLAN", "PLAN.md", {})
     body = draft.body
     assert body.index("<!-- TODO finish -->") < body.index("**Success check:**")
+
+
+@pytest.mark.integration
+def test_a_credential_written_into_the_plan_is_never_posted_nor_shown(rf: RunningForge) -> None:
+    # A token pasted into an item (its title, body or a label) once went to the issue, a label
+    # named after it was made, and the dry run showed it.
+    token = "ghp_" + "L3ak" * 9
+    plan = parse_plan(f"### T1: Use {token}\n\nlabels: ok, {token}\n\nCall it with {token}.\n")
+    shown = sync_plan(plan, tracker(rf), "PLAN", dry_run=True).as_json()
+    assert token not in json.dumps(shown)
+    sync_plan(plan, tracker(rf), "PLAN")
+    repo = rf.github.get_repo(REPO)
+    [issue] = list(repo.get_issues(state="all"))
+    assert token not in issue.title + (issue.body or "")
+    assert all(token not in label.name for label in repo.get_labels())
+    assert "[redacted: a GitHub token]" in (issue.body or "")
