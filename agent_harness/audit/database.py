@@ -67,17 +67,7 @@ def _refuse_foreign(store: Store) -> None:
     the work database, or any other file given by mistake, would gain the audit's tables (and
     every read answer $0 from them)."""
     with store.transaction(write=False) as tx:
-        if store.dialect.name == "postgresql":
-            sql = (
-                "SELECT table_name FROM information_schema.tables "
-                "WHERE table_schema = current_schema() ORDER BY table_name"
-            )
-        else:
-            sql = (
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
-            )
-        names = [str(row[0]) for row in tx.all(sql)]
+        names = [str(row[0]) for row in tx.all(store.dialect.tables())]
     if not names or "audit_schema" in names:
         return
     what = (

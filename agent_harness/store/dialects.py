@@ -64,6 +64,18 @@ class Dialect:
             after += f" AND {self.settled(alias)}"
         return after, (cursor, cursor)
 
+    def tables(self) -> str:
+        """A query for the names of the tables the database (its schema) holds, sorted."""
+        if self.name == "postgresql":
+            return (
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = current_schema() ORDER BY table_name"
+            )
+        return (
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        )
+
     def sql(self, text: str) -> str:
         if self.name != "postgresql":
             return text

@@ -69,13 +69,7 @@ def refuse_foreign_file(store: Any) -> None:
     database's: `work --db audit.sqlite` would otherwise make the audit database a queue (and
     `work verify` call it intact)."""
     with store.transaction(write=False) as tx:
-        names = [
-            str(row[0])
-            for row in tx.all(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
-            )
-        ]
+        names = [str(row[0]) for row in tx.all(store.dialect.tables())]
     if not names or "schema_migrations" in names:
         return
     from agent_harness.errors import UsageError
