@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agent_harness.implement.steps import Check
 from agent_harness.secrets.process import process_env
-from agent_harness.secrets.redact import redact, strip_terminal_codes
+from agent_harness.secrets.redact import masked_output
 
 # Output of a failed check handed back to the implementer; the tail is where the error is.
 FEEDBACK_CHARS = 2000
@@ -37,9 +37,8 @@ def _tail(text: str, limit: int = FEEDBACK_CHARS) -> str:
     """The end of a check's output, credentials masked: a check that read one (from a parent
     process's environment, a file) would otherwise put it in the step plan, the events and the
     next prompt to the provider."""
-    # Colour codes off first (`grep --color` wraps a token in them, hiding its shape), then
-    # masked before it is cut: no key cut in half.
-    text = redact(strip_terminal_codes(text.strip()[-4 * limit :]))
+    # Masked before it is cut: no key cut in half.
+    text = masked_output(text.strip()[-4 * limit :])
     return text if len(text) <= limit else "…" + text[-limit:]
 
 

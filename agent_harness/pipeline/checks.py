@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from agent_harness.secrets.redact import redact, strip_terminal_codes
+from agent_harness.secrets.redact import masked_output
 
 TAIL_BYTES = 3072
 SHELL = "/bin/sh"
@@ -192,7 +192,7 @@ def run_check(
         duration = max(0.0, clock() - started)
         # Masked where it is read: a check that found a credential (a parent's environment, a
         # file) would carry it into the events, the table and the next attempt's prompt.
-        tail = redact(strip_terminal_codes(_read_tail(sink)))
+        tail = masked_output(_read_tail(sink))
     if timed_out:
         note = f"[agent-harness: timed out after {timeout_s:g} s; the process group was killed]"
         return CheckResult(command, None, duration, _join(tail, note), timed_out=True)

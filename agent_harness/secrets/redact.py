@@ -29,6 +29,12 @@ def strip_terminal_codes(text: str) -> str:
     return _TERMINAL_CODES.sub("", text)
 
 
+def masked_output(text: str) -> str:
+    """What a program printed (a check's output), fit to keep and to send on: colour codes off
+    first (`grep --color` wraps a token in them, hiding its shape), then `redact`ed."""
+    return redact(strip_terminal_codes(text))
+
+
 def redact(text: str, known: Mapping[str, str] | None = None) -> str:
     """`text` with every credential in it masked. `known` maps secret values to their names
     (default: the secrets of this process's environment)."""
