@@ -115,12 +115,14 @@ def run_agent(
     sleep: Callable[[float], None] | None = None,
     wall_clock: Callable[[], float] = time.time,
     on_state: Callable[[AgentState, str], None] = _ignore_state,
+    adopt_ended: bool = False,
 ) -> AgentOutcome:
     """Run `preset` on `prompt` in `worktree` inside session `session`, and watch it end.
 
     If a live session of that name already exists (a restarted harness), it is adopted: no
-    second agent is started, and the existing one is watched to its end. The prompt is written
-    to `<state_dir>/prompts/<session>.md`; the agent's output goes to
+    second agent is started, and the existing one is watched to its end. With `adopt_ended`,
+    so is one that has ended (its agent finished while no harness watched): its end is read.
+    The prompt is written to `<state_dir>/prompts/<session>.md`; the agent's output goes to
     `<state_dir>/logs/<session>.log`. `on_state` hears WAITING_FOR_INPUT each time the agent
     settles at a question (it keeps running until `timeout_s`, so a person can attach and
     answer), and then the final state. A spent window or cap reported in the output wins over
@@ -132,7 +134,7 @@ def run_agent(
     name = safe_session_name(session)
     state_dir = Path(state_dir)
     log_path = state_dir / "logs" / f"{name}.log"
-    adopted = host.exists(name) and host.status(name).alive
+    adopted = host.exists(name) and (adopt_ended or host.status(name).alive)
     if not adopted:
         env = scrub_env(env_source, preset, extra_env_allow)
         if host.kind != "remote" and not _binary_found(preset.binary, env):
@@ -382,6 +384,7 @@ def run_cli_agent(
     own_login: bool = False,
     on_state: Callable[[Any, str], None] | None = None,
     wall_clock: Callable[[], float] = time.time,
+    adopt_ended: bool = False,
 ) -> SessionRun:
     """Run a CLI agent (as implementer or reviewer) in its own home, then close the session
     once the program has ended: its screen lives on in the log, which is read back whole.
@@ -406,6 +409,7 @@ def run_cli_agent(
         extra_env_allow=setup.allow,
         wall_clock=wall_clock,
         on_state=on_state or (lambda _state, _detail: None),
+        adopt_ended=adopt_ended,
     )
     if AgentState(outcome.state) is not AgentState.WAITING_FOR_INPUT:
         host.kill(outcome.session or session)

@@ -55,6 +55,7 @@ class ApiImplementer:
         on_state: StateCallback,
         feedback: str | None = None,
         on_event: EventCallback | None = None,
+        resume: bool = False,
     ) -> ImplementResult:
         from agent_harness.implement.executor import Executor
         from agent_harness.models.client import ModelCallFailed

@@ -110,6 +110,7 @@ class CliImplementer:
         on_state: StateCallback,
         feedback: str | None = None,
         on_event: EventCallback | None = None,
+        resume: bool = False,
     ) -> ImplementResult:
         ran = run_cli_agent(
             self.host,
@@ -127,6 +128,7 @@ class CliImplementer:
             own_login=self.own_login,
             on_state=lambda state, detail: on_state(str(state), detail),
             wall_clock=self.clock,
+            adopt_ended=resume,
         )
         outcome = ran.outcome
         report = read_cli_report(ran.output)

@@ -55,8 +55,13 @@ class Implementer(Protocol):
         on_state: StateCallback,
         feedback: str | None = None,
         on_event: EventCallback | None = None,
+        resume: bool = False,
     ) -> ImplementResult:
         """Do the item in `tree`. `prompt` says everything, including `feedback`: what the
         previous attempt ran into (a failed check, the reviewer's no), which an implementer
-        that keeps its own state (the direct-API executor) must act on, not resume past."""
+        that keeps its own state (the direct-API executor) must act on, not resume past.
+
+        `resume`: this attempt already started the implementer under `session` and its worker
+        died before the end was recorded. A session still there, alive or ended, is that run:
+        it is watched to its end (or its end is read), not started again."""
         ...

@@ -24,7 +24,7 @@ from agent_harness.pipeline.budgets import call_bound, item_over_budget, next_ca
 from agent_harness.pipeline.checks import order_checks
 from agent_harness.pipeline.delivery import deliver
 from agent_harness.pipeline.gates import leaks_secret, touches_protected
-from agent_harness.pipeline.history import ItemHistory
+from agent_harness.pipeline.history import AGENT_PICKED_UP, ItemHistory
 from agent_harness.pipeline.parts import RunParts
 from agent_harness.pipeline.prompt import Feedback, build_prompt, read_agents_md
 from agent_harness.plan.model import WorkItem, check_command
@@ -216,17 +216,24 @@ class Attempt:
         )
         host = getattr(parts.implementer, "host", None)
         session, item_dir = self._session_and_folder(host)
-        self._emit(
-            AgentStarted(
-                implementer=parts.implementer.name,
-                session=session,
-                attempt=self.lease.attempt,
-                host=getattr(host, "kind", None),
-                host_url=getattr(host, "base_url", None),
-                log=str(item_dir / "logs" / f"{session}.log"),
-                worktree=str(tree.path),
+        started = self.history.unfinished_start(str(tree.path))
+        resume = started is not None and started.session == session
+        if resume:
+            self._emit(Resumed(sha=parts.repo.head(tree), why=AGENT_PICKED_UP))
+        else:
+            if self.history.last(AgentStarted) is not None:  # an earlier attempt's may be left
+                _close_ended(host, session)
+            self._emit(
+                AgentStarted(
+                    implementer=parts.implementer.name,
+                    session=session,
+                    attempt=self.lease.attempt,
+                    host=getattr(host, "kind", None),
+                    host_url=getattr(host, "base_url", None),
+                    log=str(item_dir / "logs" / f"{session}.log"),
+                    worktree=str(tree.path),
+                )
             )
-        )
         result = parts.implementer.implement(
             item,
             tree,
@@ -238,6 +245,7 @@ class Attempt:
             ),
             feedback=None if feedback is None else feedback.text(),
             on_event=self._emit,
+            resume=resume,
         )
         self._emit(_finished(result, parts.run_id))
         return result
@@ -494,6 +502,17 @@ _ENDED = {
     "refused": FailureClass.PERMISSION_DENIED,
     "timeout": FailureClass.AGENT_TIMEOUT,
 }
+
+
+def _close_ended(host: Any, session: str) -> None:
+    """Close an ended session left under the item's name (its worker died after it ended), so
+    that a session found there after the new start is recorded is always that start's: a
+    restart picks it up as this attempt's agent, never an earlier attempt's."""
+    if host is None:
+        return
+    with contextlib.suppress(HarnessError):
+        if host.exists(session) and not host.status(session).alive:
+            host.kill(session)
 
 
 def result_class(result: ImplementResult) -> FailureClass:

@@ -31,6 +31,7 @@ from agent_harness.store.events import (
     Pushed,
     Released,
     Requeued,
+    Resumed,
     Retried,
     Reviewed,
     Waiting,
@@ -52,6 +53,10 @@ _ENDS_AN_ATTEMPT = (
     Released,
     Waiting,
 )
+# Why a restarted attempt started no agent: the one its worker had started is picked up.
+AGENT_PICKED_UP = "its agent had started before the restart: that session is picked up"
+# Events after which an agent's start has an end on record.
+_ENDS_A_RUN = (AgentFinished, *_ENDS_AN_ATTEMPT)
 # What an item is doing after each of these events (see `ItemHistory.activity`).
 _DOING: dict[type[Payload], str] = {
     Claimed: "claimed",
@@ -133,6 +138,19 @@ class ItemHistory:
                 return None if worktree and where and where != worktree else finished
         return finished
 
+    def unfinished_start(self, worktree: str | None = None) -> AgentStarted | None:
+        """The implementer's start this attempt made that never came to an end on record:
+        its worker died while the agent worked. Its session, where it is still there (the
+        agent working on, or ended with nobody watching), is this attempt's to pick up rather
+        than to start and pay for again. None on another host's worktree, as `finished_run`."""
+        for payload in reversed(self._payloads):
+            if isinstance(payload, _ENDS_A_RUN):
+                return None
+            if isinstance(payload, AgentStarted):
+                where = payload.worktree
+                return None if worktree and where and where != worktree else payload
+        return None
+
     def generation(self) -> tuple[int, bool]:
         """The branch generation the next attempt works on, and whether the generation before
         it is to be discarded (`work retry --fresh`). A retry by a person (or the reconciler)
@@ -189,6 +207,8 @@ class ItemHistory:
         for payload in self._payloads:
             if isinstance(payload, ExecutorStepStarted):
                 note = f"executor step {payload.step}"
+            elif isinstance(payload, Resumed) and payload.why == AGENT_PICKED_UP:
+                note = "agent running"
             elif isinstance(payload, AgentStateChanged):
                 waiting = payload.state == "waiting_for_input"
                 note = (

@@ -53,6 +53,7 @@ class ScriptedImplementer:
         on_state: StateCallback,
         feedback: str | None = None,
         on_event: EventCallback | None = None,
+        resume: bool = False,
     ) -> ImplementResult:
         step = self.steps[min(len(self.calls), len(self.steps) - 1)]
         self.calls.append(

@@ -123,6 +123,25 @@ def test_an_agent_run_in_another_hosts_worktree_is_not_resumed_here() -> None:
     assert unknown.finished_run(here) == finished  # events from before worktrees were named
 
 
+def test_an_agent_started_by_a_worker_that_died_is_picked_up_until_its_end_is_recorded() -> None:
+    from agent_harness.pipeline.history import AGENT_PICKED_UP
+    from agent_harness.store.events import LeaseExpired, Resumed
+
+    here = "/srv/build-2/.agent-harness/worktrees/T1"
+    started = AgentStarted(implementer="claude", session="s", attempt=1, worktree=here)
+    died = ItemHistory([started, LeaseExpired(worker="w1")])
+    assert died.unfinished_start(here) == started
+    assert died.unfinished_start("/srv/build-3/.agent-harness/worktrees/T1") is None
+    died.record(Resumed(sha="a1", why=AGENT_PICKED_UP))  # picked up, and died again
+    assert died.unfinished_start(here) == started
+    assert died.activity() == "agent running"
+    died.record(AgentFinished(ok=True, state="done"))
+    assert died.unfinished_start(here) is None  # its end is on record: nothing to pick up
+    judged = ItemHistory([started, FeedbackGiven(source="agent", summary="crashed")])
+    assert judged.unfinished_start(here) is None
+    assert ItemHistory([]).unfinished_start(here) is None
+
+
 def test_after_a_retry_the_next_prompt_is_told_why_not_an_old_rounds_feedback() -> None:
     conflict = FeedbackGiven(
         source="pr_conflict",

@@ -198,3 +198,39 @@ def test_killed_between_push_and_pull_request(harness: Harness, cwd: Path) -> No
     assert calls and all(c.get("role") == "reviewer" for c in calls), "model calls are recorded"
     assert "sk-test" not in json.dumps(calls)
     assert any(events(cwd, "resumed"))
+
+
+@pytest.mark.parametrize("host", ["tmux", "headless"])
+def test_an_agent_that_finished_while_its_run_was_dead_is_not_run_again(
+    harness: Harness, cwd: Path, host: str
+) -> None:
+    flag, runs, done = cwd / "hold-agent", cwd / "agent-runs", cwd / "agent-done"
+    flag.touch()
+    # Counts its starts, waits while the flag exists, does the work, then says it is done.
+    script = (
+        f"echo started >> {shlex.quote(str(runs))}; "
+        f"while [ -f {shlex.quote(str(flag))} ]; do sleep 0.05; done; "
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))} "
+        f'--prompt-file "$0" && touch {shlex.quote(str(done))}'
+    )
+    agent = f"sh -c {shlex.quote(script)} {{prompt_file}}"
+    argv = command(harness, cwd / "PLAN.md", agent, ["python -m unittest"])
+    env = cli_env(harness) | {
+        "AGENT_HARNESS_BUDGETS__LEASE_S": "3600",
+        "AGENT_HARNESS_SESSIONS__HOST": host,
+    }
+    run_until(argv, cwd, env, runs.exists)  # the run dies while its agent works
+    flag.unlink()
+    deadline = time.monotonic() + 60
+    while not done.exists():  # the agent ends its work with nobody watching
+        assert time.monotonic() < deadline, "the agent never finished"
+        time.sleep(0.05)
+    report = finish(argv, cwd, env)
+    [item] = report["items"]  # type: ignore[misc]
+    assert item["state"] == "pr_open"
+    assert_one_pull_with_the_work(harness)
+    # The rerun reads how the agent ended instead of paying for the same work again.
+    assert runs.read_text().splitlines() == ["started"]
+    assert len(events(cwd, "agent_started")) == 1
+    [finished] = events(cwd, "agent_finished")
+    assert finished["state"] == "done"
