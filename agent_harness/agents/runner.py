@@ -119,9 +119,8 @@ def run_agent(
 ) -> AgentOutcome:
     """Run `preset` on `prompt` in `worktree` inside session `session`, and watch it end.
 
-    If a live session of that name already exists (a restarted harness), it is adopted: no
-    second agent is started, and the existing one is watched to its end. With `adopt_ended`,
-    so is one that has ended (its agent finished while no harness watched): its end is read.
+    A live session of that name (a restarted harness's) is adopted, not started twice, and
+    with `adopt_ended` one that ended while no harness watched: its end is read.
     The prompt is written to `<state_dir>/prompts/<session>.md`; the agent's output goes to
     `<state_dir>/logs/<session>.log`. `on_state` hears WAITING_FOR_INPUT each time the agent
     settles at a question (it keeps running until `timeout_s`, so a person can attach and

@@ -29,6 +29,7 @@ from agent_harness.audit.pricing import (
 )
 from agent_harness.store.events import (
     STORED_MODELS,
+    USAGE_FROM_CALLS,
     AgentFinished,
     Event,
     ModelCall,
@@ -162,6 +163,10 @@ INSERT_ROW = (
 )
 
 
+# Why the run of an agent that reported neither tokens nor cost has no price.
+NOTHING_REPORTED = "the agent reported neither its usage nor its cost"
+
+
 def usage_of(payload: object) -> UsageFacts | None:
     """The usage an event's payload stands for, or None when it is not usage."""
     if isinstance(payload, ModelCall):
@@ -180,7 +185,14 @@ def usage_of(payload: object) -> UsageFacts | None:
             ),
         )
     if isinstance(payload, AgentFinished):
-        if payload.tokens_in is None and payload.tokens_out is None and payload.cost_usd is None:
+        if payload.usage_from == USAGE_FROM_CALLS:
+            return None  # the executor's own calls: each is a `model.call` row already
+        said = payload.tokens_in, payload.tokens_out, payload.cost_usd
+        if said == (None, None, None) and (
+            payload.usage_from is None or payload.state == "missing_binary"
+        ):
+            # An agent that was never started costs nothing; an event from before
+            # `usage_from` may be the executor's, whose calls are counted already.
             return None
         return UsageFacts(
             role="implementer",
@@ -208,6 +220,8 @@ def priced(facts: UsageFacts | None, ts: float) -> Price | None:
     if facts is None:
         return None
     if facts.usage_source == "cli" and facts.model is None:
+        if facts.reported_cost_usd is None and facts.usage == Usage(None, None):
+            return Price(None, NOTHING_REPORTED, None)
         return Price(None, "the CLI did not name its model; see its reported cost", None)
     return price(facts.vendor, facts.model, facts.usage, ts)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.implement.protocol import EventCallback, ImplementResult, StateCallback
+from agent_harness.store.events import USAGE_FROM_CALLS
 
 if TYPE_CHECKING:
     from agent_harness.git.worktrees import Worktree
@@ -82,7 +83,12 @@ class ApiImplementer:
             )
         except EndpointParked as exc:
             return ImplementResult(
-                False, "rate_limited", str(exc), wait_until=exc.until, parked_endpoint=exc.endpoint
+                False,
+                "rate_limited",
+                str(exc),
+                wait_until=exc.until,
+                parked_endpoint=exc.endpoint,
+                usage_from=USAGE_FROM_CALLS,
             )
         except ModelCallFailed as exc:
             return _failed_call(exc)
@@ -113,6 +119,7 @@ def _ended(result: ExecutionResult) -> ImplementResult:
             f"plan done in {result.calls} model calls",
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
+            usage_from=USAGE_FROM_CALLS,
         )
     where = f" at step {result.blocking_step}" if result.blocking_step else ""
     return ImplementResult(
@@ -122,6 +129,7 @@ def _ended(result: ExecutionResult) -> ImplementResult:
         permanent=result.permanent,
         tokens_in=result.tokens_in,
         tokens_out=result.tokens_out,
+        usage_from=USAGE_FROM_CALLS,
     )
 
 
@@ -138,6 +146,7 @@ def _failed_call(exc: ModelCallFailed) -> ImplementResult:
             exc.message,
             failure=exc.failure,
             wait_until=exc.failure.reset_at,
+            usage_from=USAGE_FROM_CALLS,
         )
     never_retry = exc.failure.final
     return ImplementResult(
@@ -146,4 +155,5 @@ def _failed_call(exc: ModelCallFailed) -> ImplementResult:
         exc.message,
         failure=exc.failure,
         permanent=never_retry,
+        usage_from=USAGE_FROM_CALLS,
     )

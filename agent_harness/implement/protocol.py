@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from agent_harness.store.events import USAGE_FROM_AGENT
+
 if TYPE_CHECKING:
     from agent_harness.git.worktrees import Worktree
     from agent_harness.models.failures import Failure
@@ -15,6 +17,7 @@ if TYPE_CHECKING:
 
 
 StateCallback = Callable[[str, str], None]
+
 # A typed event of the implementer's own (the executor's steps), stored on the item.
 EventCallback = Callable[["Payload"], None]
 
@@ -36,6 +39,9 @@ class ImplementResult:
     # A model endpoint the run found parked, already recorded where every worker sees it: the
     # item waits for that endpoint, and the implementer itself is not parked.
     parked_endpoint: str | None = None
+    # Where the run's usage is recorded: "agent", the figures above (a CLI agent's report,
+    # perhaps none); "calls", a `model.call` event per call of the implementer's own client.
+    usage_from: str = USAGE_FROM_AGENT
 
 
 class Implementer(Protocol):

@@ -541,4 +541,5 @@ def _finished(result: ImplementResult, run_id: str) -> AgentFinished:
         cost_usd=result.cost_usd,
         run_id=run_id or None,
         tail=result.output_tail[-1500:],
+        usage_from=result.usage_from,
     )

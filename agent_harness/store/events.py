@@ -321,6 +321,10 @@ class AgentStateChanged(Payload):
     detail: str = Field(default="", description="The question shown.")
 
 
+USAGE_FROM_AGENT = "agent"  # where an implementer's usage is (`AgentFinished.usage_from`)
+USAGE_FROM_CALLS = "calls"
+
+
 class AgentFinished(Payload):
     """The implementer ended, with how, and what it reported of tokens and cost."""
 
@@ -336,6 +340,11 @@ class AgentFinished(Payload):
     cost_usd: float | None = Field(default=None, description="Cost reported; null if unknown.")
     run_id: str | None = Field(default=None, description="The run that paid for it.")
     tail: str = Field(default="", description="The last of what the agent printed.")
+    usage_from: str | None = Field(
+        default=None,
+        description='"agent": the figures here are all a CLI agent reported (none: cost unknown); '
+        '"calls": its model.call events hold its usage (the executor). Null in older events.',
+    )
 
 
 class ProtectedPaths(Payload):

@@ -1,5 +1,6 @@
-"""The demo, recorded: `audit cost --json` shows its scripted reviewer's calls as unknown price
-with the reason (never $0), and deleting harness.sqlite changes no audited answer."""
+"""The demo, recorded: `audit cost --json` shows its scripted agent's runs and reviewer's calls
+as unknown price with the reason (never $0), and deleting harness.sqlite changes no audited
+answer."""
 
 from __future__ import annotations
 
@@ -50,11 +51,14 @@ def test_the_demo_is_audited_and_outlives_its_work_database(
     reviewer = [line for line in spent["lines"] if line["role"] == "reviewer"]
     assert reviewer and all(line["cost_usd"] is None for line in reviewer)
     assert spent["cost_usd"] is None
-    assert spent["unknown_calls"] == report.reviews > 0
-    [unknown] = spent["unknown"]
-    assert unknown["model"] == "gpt-demo-reviewer"
-    assert "Unable to find model" in unknown["reason"]
-    assert spent["summary"] == "$0.00 priced + 1 call of unknown price"  # T1's one review
+    # The scripted agent reports no usage: its run is a call of unknown price, never $0.
+    [agent] = [line for line in spent["lines"] if line["role"] == "implementer"]
+    assert (agent["calls"], agent["unknown_calls"], agent["cost_usd"]) == (1, 1, None)
+    assert spent["unknown_calls"] == report.reviews + 1 == 2
+    unknown = {line["model"]: line["reason"] for line in spent["unknown"]}
+    assert "Unable to find model" in unknown["gpt-demo-reviewer"]
+    assert unknown[None] == "the agent reported neither its usage nor its cost"
+    assert spent["summary"] == "$0.00 priced + 2 calls of unknown price"  # T1's run and review
 
     with open_audit(audit_db) as audit:
         record_baseline(audit, "1:1:one-a-day")

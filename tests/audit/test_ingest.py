@@ -188,3 +188,31 @@ def test_a_model_call_with_counts_no_call_reports_is_kept_unpriced_and_the_rest_
     for row in unfit:
         assert row[:3] == (None, None, None)
         assert "not whole numbers from 0 to 1,000,000,000,000" in row[3]
+
+
+def test_an_agent_run_is_counted_once_and_one_that_reported_nothing_is_of_unknown_price(
+    sqlite_work: Store, sqlite_audit: Store
+) -> None:
+    from agent_harness.audit.cost import cost
+    from agent_harness.audit.records import NOTHING_REPORTED
+    from agent_harness.store.events import AgentFinished, ModelCall
+
+    call = ModelCall(role="implementer", vendor="openai", model="gpt-4.1", tokens_in=1000)
+    for payload in (
+        # The executor: its two calls are priced rows; its end (their sum) adds no third.
+        call,
+        call,
+        AgentFinished(ok=True, state="done", tokens_in=2000, tokens_out=0, usage_from="calls"),
+        # A CLI agent that said nothing of its usage still ran, and cost something unknown.
+        AgentFinished(ok=True, state="done", usage_from="agent"),
+        AgentFinished(ok=False, state="missing_binary", usage_from="agent"),  # never started
+        AgentFinished(ok=True, state="done"),  # before `usage_from`: whose, is not known
+    ):
+        sqlite_work.append_event(PROJECT, "T1", payload)
+    ingest_work_store(sqlite_work, sqlite_audit)
+    report = cost(sqlite_audit)
+    implementer = {line.usage_source: line for line in report.lines}
+    assert implementer["api"].calls == 2 and implementer["api"].cost_usd is not None
+    assert (implementer["cli"].calls, implementer["cli"].cost_usd) == (1, None)
+    assert [(u.calls, u.reason) for u in report.unknown] == [(1, NOTHING_REPORTED)]
+    assert report.summary.endswith("+ 1 call of unknown price")
