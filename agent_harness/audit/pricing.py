@@ -28,6 +28,18 @@ class Usage(NamedTuple):
     cache_write: int | None = None
 
 
+class Extra(NamedTuple):
+    """What a call reports beyond its four token counts, priced at rates of its own: the part
+    of `cache_write` written to a one-hour cache (twice the input rate, where a five-minute
+    write is 1.25 times), and server-side web searches (priced per thousand)."""
+
+    cache_write_1h: int = 0
+    web_searches: int = 0
+
+
+NO_EXTRA = Extra()
+
+
 class Price(NamedTuple):
     """What a call cost in USD, or None with `reason`; `version` names the price data used."""
 
@@ -71,8 +83,12 @@ def _version_of(updated: bool, stamp: datetime) -> str:
     return version
 
 
-def price(vendor: str | None, model: str | None, usage: Usage, at: float) -> Price:
+def price(
+    vendor: str | None, model: str | None, usage: Usage, at: float, extra: Extra | None = None
+) -> Price:
     """The cost of one call made at epoch second `at`, or None and why it is unknown."""
+    if extra is not None and any(extra):
+        return _PRICES.price_with(vendor, model, usage, at, extra)
     return _PRICES.price(vendor, model, usage, at)
 
 
@@ -91,6 +107,11 @@ def counts_fit(usage: Usage) -> bool:
     )
 
 
+def extra_fits(extra: Extra) -> bool:
+    """Whether `extra`'s counts are whole numbers a call could report, as `counts_fit`."""
+    return all(type(n) is int and 0 <= n <= MAX_TOKENS for n in extra)
+
+
 def _unpriceable(vendor: str | None, model: str | None, usage: Usage) -> str | None:
     """Why a call cannot be priced whatever the price data says, or None."""
     if not model:
@@ -106,7 +127,7 @@ def _unpriceable(vendor: str | None, model: str | None, usage: Usage) -> str | N
     return None
 
 
-def _exact(provider: str, model: str, usage: Usage, at: float) -> Decimal:
+def _exact(provider: str, model: str, usage: Usage, at: float, extra: Extra = NO_EXTRA) -> Decimal:
     """The library's own calculation (raises LookupError for an unknown provider or model)."""
     from genai_prices import Usage as LibUsage
     from genai_prices import calc_price
@@ -117,6 +138,8 @@ def _exact(provider: str, model: str, usage: Usage, at: float) -> Decimal:
             cache_read_tokens=usage.cache_read or 0,
             cache_write_tokens=usage.cache_write or 0,
             output_tokens=usage.tokens_out or 0,
+            cache_write_1h_tokens=extra.cache_write_1h or None,
+            web_searches=extra.web_searches or None,
         ),
         model_ref=model,
         provider_id=provider,
@@ -203,6 +226,32 @@ class _Prices:
         if reason is not None or vendor is None or model is None:
             return Price(None, reason, None)
         return self._checked(vendor, model, usage, at, self._version)
+
+    def price_with(
+        self, vendor: str | None, model: str | None, usage: Usage, at: float, extra: Extra
+    ) -> Price:
+        """A call with more than token counts to price: by the library alone, every time
+        (such calls are few; the per-token sum knows none of their rates)."""
+        self.version()
+        if not counts_fit(usage) or not extra_fits(extra):
+            return Price(None, COUNTS_UNFIT, None)
+        reason = _unpriceable(vendor, model, usage)
+        if reason is None and extra.cache_write_1h > (usage.cache_write or 0):
+            reason = (
+                f"one-hour cache writes ({extra.cache_write_1h}) exceed the cache writes "
+                f"({usage.cache_write or 0})"
+            )
+        if reason is not None or vendor is None or model is None:
+            return Price(None, reason, None)
+        provider = _PROVIDER_OF.get(vendor.lower(), vendor.lower())
+        miss = self._misses.get((provider, model.lower(), self._version))
+        if miss is not None:
+            return Price(None, miss, self._version)
+        try:
+            exact = _exact(provider, model, usage, at, extra)
+        except LookupError as exc:
+            return Price(None, f"no price known: {exc}", self._version)
+        return Price(float(exact), None, self._version)
 
     def _checked(self, vendor: str, model: str, usage: Usage, at: float, version: str) -> Price:
         """The library's price, and whether the per-token sum may stand in for it."""

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from agent_harness.audit.pricing import (
     COUNTS_UNFIT,
+    Extra,
     Price,
     Usage,
     counts_fit,
@@ -216,14 +217,14 @@ def usage_of(payload: object) -> UsageFacts | None:
     return None
 
 
-def priced(facts: UsageFacts | None, ts: float) -> Price | None:
+def priced(facts: UsageFacts | None, ts: float, extra: Extra | None = None) -> Price | None:
     if facts is None:
         return None
     if facts.usage_source == "cli" and facts.model is None:
         if facts.reported_cost_usd is None and facts.usage == Usage(None, None):
             return Price(None, NOTHING_REPORTED, None)
         return Price(None, "the CLI did not name its model; see its reported cost", None)
-    return price(facts.vendor, facts.model, facts.usage, ts)
+    return price(facts.vendor, facts.model, facts.usage, ts, extra)
 
 
 def outcome_of(payload: object) -> str | None:

@@ -273,3 +273,35 @@ def test_a_time_written_without_a_zone_is_utc_whatever_the_machines_zone(
     finally:
         monkeypatch.undo()  # the zone as it was, for the tests after this one
         time.tzset()
+
+
+def test_one_hour_cache_writes_and_web_searches_are_priced_at_their_own_rates(
+    tmp_path: Path, sqlite_audit: Store
+) -> None:
+    from genai_prices import Usage as LibUsage
+    from genai_prices import calc_price
+
+    # One call wrote 8,000 prompt tokens to the cache, 6,000 of them for an hour (twice the
+    # input rate, not the five-minute 1.25), and ran three web searches (billed per search).
+    line = json.loads(_assistant("msg_1", 400, "end_turn"))
+    line["message"]["model"] = "claude-sonnet-4-5"
+    line["message"]["usage"] = {
+        "input_tokens": 2000, "cache_creation_input_tokens": 8000,
+        "cache_read_input_tokens": 0, "output_tokens": 400,
+        "cache_creation": {"ephemeral_5m_input_tokens": 2000, "ephemeral_1h_input_tokens": 6000},
+        "server_tool_use": {"web_search_requests": 3, "web_fetch_requests": 0},
+    }  # fmt: skip
+    (tmp_path / "s.jsonl").write_text(json.dumps(line) + "\n")
+    ingest_logs(sqlite_audit, "claude-code", tmp_path)
+    [spent] = cost(sqlite_audit).lines
+    whole = calc_price(
+        LibUsage(input_tokens=10_000, cache_write_tokens=8000, cache_write_1h_tokens=6000,
+                 output_tokens=400, web_searches=3),
+        model_ref="claude-sonnet-4-5", provider_id="anthropic",
+    ).total_price  # fmt: skip
+    tokens_only = calc_price(
+        LibUsage(input_tokens=10_000, cache_write_tokens=8000, output_tokens=400),
+        model_ref="claude-sonnet-4-5", provider_id="anthropic",
+    ).total_price  # fmt: skip
+    assert spent.cost_usd == pytest.approx(float(whole))
+    assert spent.cost_usd > float(tokens_only) + 0.03  # searches ($0.03) and the hour's writes

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.audit.ingest import IngestReport, Skipped, write_rows
-from agent_harness.audit.pricing import MAX_TOKENS, Usage, counts_fit
+from agent_harness.audit.pricing import MAX_TOKENS, Extra, Usage, counts_fit, extra_fits
 from agent_harness.audit.records import AuditRow, UsageFacts, audit_row, priced
 from agent_harness.errors import UNREADABLE_JSON, UsageError, read_json
 from agent_harness.secrets.process import process_env
@@ -36,6 +36,7 @@ class LogUsage:
     vendor: str
     model: str | None
     usage: Usage
+    extra: Extra | None = None  # what the call reported beyond token counts, priced apart
 
 
 @dataclass
@@ -56,7 +57,8 @@ _UNREADABLE = (ValueError, TypeError, OverflowError, AttributeError)
 
 def misfit(found: LogUsage) -> str | None:
     """Why `found` cannot be kept as it is (a hostile or corrupt log line), or None."""
-    if not counts_fit(found.usage) or None in found.usage[:2]:
+    extra_unfit = found.extra is not None and not extra_fits(found.extra)
+    if not counts_fit(found.usage) or None in found.usage[:2] or extra_unfit:
         return f"token counts must be whole numbers from 0 to {MAX_TOKENS:,}"
     if not 0 <= found.ts <= _LATEST_TS:
         return "its time is before 1970 or past the year 9999"
@@ -197,7 +199,7 @@ def to_row(tool: str, found: LogUsage, places: dict[str, tuple[str, str]]) -> Au
             {"session": found.session, "cwd": found.cwd, "model": found.model}, sort_keys=True
         ),
         facts=facts,
-        price=priced(facts, found.ts),
+        price=priced(facts, found.ts, found.extra),
     )
 
 

@@ -28,7 +28,7 @@ from agent_harness.audit.adapters import (
     token_count,
 )
 from agent_harness.audit.ingest import Skipped
-from agent_harness.audit.pricing import Usage
+from agent_harness.audit.pricing import Extra, Usage
 
 SYNTHETIC = "<synthetic>"
 
@@ -122,4 +122,15 @@ def _usage(
             cache_read=read_back,
             cache_write=written,
         ),
+        extra=_extra(usage),
     )
+
+
+def _extra(usage: dict[str, Any]) -> Extra | None:
+    """The part of the cache writes that went to the one-hour cache (`cache_creation`'s
+    `ephemeral_1h_input_tokens`; the rest is the five-minute one) and the web searches the
+    server ran (`server_tool_use.web_search_requests`): each has a rate of its own."""
+    split, tools = usage.get("cache_creation"), usage.get("server_tool_use")
+    hour = token_count(split.get("ephemeral_1h_input_tokens")) if isinstance(split, dict) else 0
+    searches = token_count(tools.get("web_search_requests")) if isinstance(tools, dict) else 0
+    return Extra(hour, searches) if hour or searches else None
