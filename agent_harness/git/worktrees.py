@@ -87,7 +87,9 @@ def _git(repo_dir: Path, *args: str) -> str:
 class WorkRepo:
     """The user's clone (`--work`), its remote, and the worktrees the harness keeps beside it."""
 
-    def __init__(self, path: Path, state_dir: Path, remote: str = "origin") -> None:
+    def __init__(
+        self, path: Path, state_dir: Path, remote: str = "origin", clone_url: str | None = None
+    ) -> None:
         self.path = path.resolve()
         self.state_dir = state_dir
         self.remote = remote
@@ -109,7 +111,8 @@ class WorkRepo:
         if _safe(lambda: _git(self.path, "remote", "get-url", remote)) is None:
             raise CloneUnusable(
                 f"--work {path} has no remote '{remote}' to push branches to; add the "
-                f"repository's clone URL: git -C {shell_word(str(path))} remote add {remote} URL"
+                f"repository's clone URL: git -C {shell_word(str(path))} remote add {remote} "
+                f"{shell_word(clone_url) if clone_url else 'URL'}"
             )
         self._default: str | None = None
         self._default_at_start: str | None = None  # the local default branch, at the run's start

@@ -427,7 +427,8 @@ def pipelines_for(
     works: dict[Path, WorkRepo] = {}
     for target, _key, _plan in plans:
         if target.work.resolve() not in works:
-            works[target.work.resolve()] = WorkRepo(target.work, state_dir)
+            clone_url = clone_url_of(request, state_dir, target.repo, env)
+            works[target.work.resolve()] = WorkRepo(target.work, state_dir, clone_url=clone_url)
     check_roles(request, env)
     with ExitStack() as stack:
         store = _recorded_store(stack, settings, request)
@@ -456,6 +457,27 @@ def pipelines_for(
         for role, entry in read_roles(config_file).items() if config_file else ():
             route_of(role, entry, env, str(config_file))  # a bad [roles] entry stops it now
         yield Launched(built, roles)
+
+
+def clone_url_of(
+    request: RunRequest, state_dir: Path, repo: str, env: Mapping[str, str]
+) -> str | None:
+    """Where `repo` is cloned from on the tracker the run uses, for the hint to a clone with
+    no origin yet; None where it cannot be told (an API address of no known shape)."""
+    from urllib.parse import urlsplit
+
+    if request.forge == "local":
+        from agent_harness.forge.local import describe_repo
+
+        return describe_repo(state_dir, repo).clone_url
+    api = urlsplit(request.github_url or env.get("GITHUB_API_URL") or "https://api.github.com")
+    if api.scheme not in ("http", "https") or not api.hostname:
+        return None
+    if api.hostname == "api.github.com":
+        return f"https://github.com/{repo}.git"
+    if api.path.rstrip("/") == "/api/v3":  # GitHub Enterprise Server
+        return f"{api.scheme}://{api.netloc.rpartition('@')[2]}/{repo}.git"
+    return None
 
 
 def _session_host(

@@ -220,3 +220,37 @@ def test_a_bug_says_how_to_see_its_traceback_in_words_that_work(
         "internal error: RuntimeError: boom "
         "(this is a bug; rerun with AGENT_HARNESS_DEBUG=1 for the traceback)"
     )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("extra", "origin"),
+    [
+        ([], "https://github.com/me/app.git"),
+        (["--github-url", "https://ghe.example/api/v3"], "https://ghe.example/me/app.git"),
+        (["--forge", "local"], "file://"),
+    ],
+)
+def test_a_clone_without_an_origin_is_told_the_command_that_adds_it(
+    extra: list[str],
+    origin: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import subprocess
+
+    work = tmp_path / "app"
+    work.mkdir()
+    for step in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "start"]):
+        subprocess.run(["git", "-C", str(work), *step], check=True, capture_output=True)
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "--repo", "me/app", "--work", str(work), "--plan", EXAMPLE]
+    assert main([*argv, "--agent", "claude", "--reviewer", "openai:gpt-4.1", *extra]) == 2
+    err = capsys.readouterr().err
+    command = err[err.index("git -C") :].strip()
+    said = command.split()
+    assert said[:5] == ["git", "-C", str(work), "remote", "add"] and said[5] == "origin"
+    assert said[6].startswith(origin) and "URL" not in said
+    if origin == "file://":
+        assert said[6].endswith("/me/app.git")
