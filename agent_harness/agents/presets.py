@@ -176,7 +176,11 @@ def preset_for(spec: str) -> AgentPreset:
     except ValueError as exc:
         raise UsageError(f"cannot read the agent command {spec!r}: {exc}") from exc
     if len(argv) == 1 and "{" not in spec:
-        raise UsageError(f"unknown agent {spec!r}; presets: {', '.join(sorted(PRESETS))}")
+        raise UsageError(
+            f"unknown agent {spec!r}; presets: {', '.join(sorted(PRESETS))}; or a command "
+            f"template saying where the prompt goes, e.g. "
+            f"'{shlex.quote(argv[0])} --prompt-file {{prompt_file}}'"
+        )
     if not argv or not any(p in part for part in argv for p in PROMPT_PLACEHOLDERS):
         raise UsageError(
             f"the agent command {spec!r} must say where the prompt goes: "

@@ -118,8 +118,10 @@ def test_a_custom_template_fills_its_placeholders(prompt_file: Path, tmp_path: P
 def test_a_custom_template_must_say_where_the_prompt_goes() -> None:
     with pytest.raises(UsageError, match=r"\{prompt_file\}"):
         preset_for("mytool --cwd {worktree}")
-    with pytest.raises(UsageError, match="unknown agent"):
+    with pytest.raises(UsageError, match="unknown agent") as one_word:
         preset_for("claud")
+    # A one-word tool of one's own is told how to write it as a template.
+    assert "'claud --prompt-file {prompt_file}'" in one_word.value.message
     with pytest.raises(UsageError, match="cannot read"):
         preset_for("mytool 'unclosed {prompt}")
 
