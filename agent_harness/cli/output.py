@@ -61,6 +61,13 @@ def checked_name(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
+def checked_names(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[str, ...]:
+    """`checked_name` for an argument given several times."""
+    return tuple(checked_name(ctx, param, value) or "" for value in values)
+
+
 # Control characters in text from outside (an escape sequence in a plan's title, an agent's
 # message, an ingested event's kind) are shown as `\x1b`, never sent to the terminal, where
 # they could recolour, retitle or clear the screen.

@@ -9,7 +9,14 @@ from typing import Any, TypeVar
 
 import click
 
-from agent_harness.cli.output import PlanPath, checked_name, console, from_env, print_json
+from agent_harness.cli.output import (
+    PlanPath,
+    checked_name,
+    checked_names,
+    console,
+    from_env,
+    print_json,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -231,11 +238,12 @@ def _chain_json(chain: Any) -> dict[str, Any]:
     epilog="""\b
 Examples:
   agent-harness work retry T4
+  agent-harness work retry T4 T7 T9              # all three, or none if one is refused
   agent-harness work retry T4 --fresh            # and discard its old branch and worktree
   agent-harness work retry T4 --project me/app:PLAN --json
 """
 )
-@click.argument("item_id", metavar="ID", callback=checked_name)
+@click.argument("item_ids", metavar="ID...", nargs=-1, required=True, callback=checked_names)
 @click.option(
     "--fresh",
     is_flag=True,
@@ -246,18 +254,19 @@ Examples:
 @click.pass_context
 def retry(
     ctx: click.Context,
-    item_id: str,
+    item_ids: tuple[str, ...],
     fresh: bool,
     db: str | None,
     project: str | None,
     as_json: bool,
 ) -> int:
-    """Re-queue a failed, skipped, closed or reverted item, and the items it had blocked.
+    """Re-queue failed, skipped, closed or reverted items, and the items they had blocked.
 
     The item starts over from the current default branch on a new branch (agent-harness/ID.rN-
     ...), so it can succeed after a revert; its old branch is kept as it was unless --fresh.
     Refused while a live lease holds the item, for any other state, and for an item whose
     next agent run could pass budgets.item_cost_usd until that budget is raised (exit 2).
+    With several IDs, one refused re-queues none of them.
     """
     from agent_harness.cli.output import open_database
     from agent_harness.config import load_settings
@@ -268,14 +277,18 @@ def retry(
     budgets = load_settings().settings.budgets
     with open_database(db, must_exist=True) as store:
         name = queue.resolve_project(store, project)
-        queue.get_item(store, name, item_id)  # an unknown item is named before any budget
-        check_retry(store, name, item_id, budgets.item_cost_usd, budgets.max_call_usd)
-        requeued = queue.retry(store, name, item_id, fresh=fresh)
+        for item_id in item_ids:  # an unknown item is named before any budget
+            queue.get_item(store, name, item_id)
+        for item_id in item_ids:
+            check_retry(store, name, item_id, budgets.item_cost_usd, budgets.max_call_usd)
+        requeued = queue.retry_all(store, name, item_ids, fresh=fresh)
     if as_json:
         print_json({"requeued": list(requeued)})
     else:
-        also = f" (and {', '.join(requeued[1:])})" if len(requeued) > 1 else ""
-        console().print(f"re-queued {item_id}{also}", markup=False)
+        asked = [item_id for item_id in requeued if item_id in item_ids]
+        blocked = [item_id for item_id in requeued if item_id not in item_ids]
+        also = f" (and {', '.join(blocked)})" if blocked else ""
+        console().print(f"re-queued {', '.join(asked)}{also}", markup=False)
     return 0
 
 

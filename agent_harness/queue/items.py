@@ -449,42 +449,60 @@ def retry(store: Store, project: str, item_id: str, *, fresh: bool = False) -> t
     old branch is kept as it was (nothing is lost), or with `fresh` discarded. Returns the
     re-queued ids. Refused while a live lease holds the item, and for any other state.
     """
+    return retry_all(store, project, [item_id], fresh=fresh)
+
+
+def retry_all(
+    store: Store, project: str, item_ids: Sequence[str], *, fresh: bool = False
+) -> tuple[str, ...]:
+    """`retry` of each of `item_ids`, all or none: one that is refused leaves every other as
+    it was. One that an earlier of them brought back (an item it had blocked) is not retried
+    twice."""
+    requeued: list[str] = []
     with store.transaction() as tx:
-        row = tx.one(
-            f"SELECT state, lease_worker, lease_expires, reason FROM items "
-            f"WHERE project = ? AND id = ?{store.dialect.lock_rows}",
-            (project, item_id),
-        )
-        if row is None:
-            raise UnknownItem(project, item_id)
-        state, worker, expires = ItemState(row[0]), row[1], row[2]
-        if state is S.SKIPPED and row[3] == WITHDRAWN:  # the next run would skip it again
-            raise UsageError(f"{item_id} is no longer in the plan; put it back, then run")
-        if expires is not None and expires >= store.clock():
-            raise ItemBusy(item_id, worker or "?", expires)
-        if state not in RETRYABLE:
-            raise NotRetryable(item_id, state)
-        _check(item_id, state, S.PENDING)
-        now = store.clock()
-        requeued = [item_id]
-        tx.execute(
-            "UPDATE items SET state = 'pending', attempts = 0, reason = NULL, blocked_by = NULL, "
-            "not_before = NULL, updated_at = ? WHERE project = ? AND id = ?",
-            (now, project, item_id),
-        )
-        tx.append_event(project, item_id, Retried(from_=state, to=S.PENDING, fresh=fresh))
-        for (dependent,) in tx.all(
-            "SELECT id FROM items WHERE project = ? AND blocked_by = ? AND state = 'skipped'",
-            (project, item_id),
-        ):
-            tx.execute(
-                "UPDATE items SET state = 'pending', reason = NULL, blocked_by = NULL, "
-                "updated_at = ? WHERE project = ? AND id = ?",
-                (now, project, dependent),
-            )
-            tx.append_event(project, dependent, Retried(from_=S.SKIPPED, to=S.PENDING, via=item_id))
-            requeued.append(dependent)
+        for item_id in item_ids:
+            if item_id not in requeued:
+                requeued += _retry_in(tx, store, project, item_id, fresh)
     return tuple(requeued)
+
+
+def _retry_in(tx: Tx, store: Store, project: str, item_id: str, fresh: bool) -> list[str]:
+    """`retry` of one item inside the caller's transaction; the ids re-queued."""
+    row = tx.one(
+        f"SELECT state, lease_worker, lease_expires, reason FROM items "
+        f"WHERE project = ? AND id = ?{store.dialect.lock_rows}",
+        (project, item_id),
+    )
+    if row is None:
+        raise UnknownItem(project, item_id)
+    state, worker, expires = ItemState(row[0]), row[1], row[2]
+    if state is S.SKIPPED and row[3] == WITHDRAWN:  # the next run would skip it again
+        raise UsageError(f"{item_id} is no longer in the plan; put it back, then run")
+    if expires is not None and expires >= store.clock():
+        raise ItemBusy(item_id, worker or "?", expires)
+    if state not in RETRYABLE:
+        raise NotRetryable(item_id, state)
+    _check(item_id, state, S.PENDING)
+    now = store.clock()
+    requeued = [item_id]
+    tx.execute(
+        "UPDATE items SET state = 'pending', attempts = 0, reason = NULL, blocked_by = NULL, "
+        "not_before = NULL, updated_at = ? WHERE project = ? AND id = ?",
+        (now, project, item_id),
+    )
+    tx.append_event(project, item_id, Retried(from_=state, to=S.PENDING, fresh=fresh))
+    for (dependent,) in tx.all(
+        "SELECT id FROM items WHERE project = ? AND blocked_by = ? AND state = 'skipped'",
+        (project, item_id),
+    ):
+        tx.execute(
+            "UPDATE items SET state = 'pending', reason = NULL, blocked_by = NULL, "
+            "updated_at = ? WHERE project = ? AND id = ?",
+            (now, project, dependent),
+        )
+        tx.append_event(project, dependent, Retried(from_=S.SKIPPED, to=S.PENDING, via=item_id))
+        requeued.append(dependent)
+    return requeued
 
 
 def record_outcome(

@@ -188,3 +188,27 @@ def test_a_waiting_item_whose_time_has_come_is_shown_due_not_at_a_past_time(
         assert wake(store, ["agent:custom"], "unparked") == [(A, "T1")]
     assert main(["work", "--project", A]) == 0
     assert "due now (the next run takes it)" in capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_several_items_are_retried_at_once_or_none_of_them(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with open_store(db) as store:
+        enqueue(store, A, [item("T1"), item("T2", "T1"), item("T3"), item("T4")])
+        for _ in range(2):
+            lease = claim_next(store, A, "w1", 60)
+            assert lease is not None
+            fail(store, lease, "cannot be done", permanent=True)
+    states = {i["id"]: i["state"] for i in _json(capsys, "work")["items"]}  # type: ignore[index]
+    assert states == {"T1": "failed", "T2": "skipped", "T3": "failed", "T4": "pending"}
+    # T4 is pending: refused, and T1 and T3, named before it, stay as they were.
+    assert main(["work", "retry", "T1", "T3", "T4"]) == 2
+    assert "T4 is pending" in capsys.readouterr().err
+    after = {i["id"]: i["state"] for i in _json(capsys, "work")["items"]}  # type: ignore[index]
+    assert after == states
+    # T2 came back with T1 (it was blocked by it): naming it too retries it once.
+    assert main(["work", "retry", "T1", "T3", "T2"]) == 0
+    assert capsys.readouterr().out.strip() == "re-queued T1, T2, T3"
+    events = _json(capsys, "work", "show", "T2")["events"]  # type: ignore[index]
+    assert [e["kind"] for e in events].count("retried") == 1
