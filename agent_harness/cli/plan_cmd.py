@@ -73,10 +73,9 @@ Examples:
 )
 @click.option(
     "--id-prefix",
-    default="T",
-    show_default=True,
     metavar="PREFIX",
-    help="With --add-ids: what the written ids start with (upper case, e.g. TASK-).",
+    help="With --add-ids: what the written ids start with (upper case, e.g. TASK-). "
+    "Default: the one the plan's ids share (C for C1, C2), else T.",
 )
 @click.option(
     "--adopt-duplicate",
@@ -113,7 +112,7 @@ def plan(
     repo: str | None,
     dry_run: bool,
     add_ids: bool,
-    id_prefix: str,
+    id_prefix: str | None,
     adopt_duplicate: bool,
     moved_from: str | None,
     plan_key: str | None,
@@ -142,7 +141,7 @@ def plan(
             repo or backlog_out or adopt_duplicate or plan_key or db or forge or github_url
         )
         return _add_ids(plan_file, id_prefix, dry_run, as_json, alone)
-    if id_prefix != "T":
+    if id_prefix is not None:
         raise UsageError("--id-prefix needs --add-ids")
     parsed = backlog.load_plan(plan_file)
     if backlog_out is not None and str(backlog_out) == "-":
@@ -184,7 +183,7 @@ def _warn_if_empty(parsed: Plan) -> None:
         click.echo(f"warning: {no_items_message(parsed)}", err=True)
 
 
-def _add_ids(plan_file: Path, prefix: str, dry_run: bool, as_json: bool, alone: bool) -> int:
+def _add_ids(plan_file: Path, prefix: str | None, dry_run: bool, as_json: bool, alone: bool) -> int:
     from agent_harness.cli.plan_view import render_added_ids
     from agent_harness.plan.ids import add_ids
     from agent_harness.plan.source import read_plan_text, write_plan_text

@@ -53,18 +53,21 @@ class IdsAdded:
     unplaced: tuple[Notice, ...] = ()  # reported checkboxes written in a way it cannot edit
 
 
-def add_ids(text: str, source: str, prefix: str = "T") -> IdsAdded:
+def add_ids(text: str, source: str, prefix: str | None = None) -> IdsAdded:
     """Write an id (`PREFIX<n>`) into every checkbox of `text` the parser reads no item from,
-    except those nested in one that gets an id. Refuses a prefix that would make no id, a plan
-    read by its task numbers, and a result that would read otherwise than the plan plus the
-    new items (nothing is written then)."""
+    except those nested in one that gets an id. Without a prefix, the one every id of the plan
+    starts with (`C` in a plan of C1, C2), else T. Refuses a prefix that would make no id, a
+    plan read by its task numbers, and a result that would read otherwise than the plan plus
+    the new items (nothing is written then)."""
+    before = parse_plan(text, source)
+    if prefix is None:
+        prefix = usual_prefix(before)
     if len(prefix) > 32:
         raise UsageError(f"--id-prefix of {len(prefix)} characters: at most 32 (ids hold 64)")
     if not ID_RE.match(f"{prefix}1") or prefix[-1:].isdigit():
         raise UsageError(
             f"--id-prefix {prefix!r} makes no item id: give upper-case letters, such as T or TASK-"
         )
-    before = parse_plan(text, source)
     if NUMBERED_NOTE in before.notes:
         raise UsageError(
             f"{source}'s items are numbered tasks (as Kiro writes them), and a named id would "
@@ -102,6 +105,17 @@ def add_ids(text: str, source: str, prefix: str = "T") -> IdsAdded:
     new_text = "".join(lines)
     after = _reread(new_text, source, before, added)
     return IdsAdded(new_text, tuple(added), tuple(nested), left, after, tuple(unplaced))
+
+
+_NUMBERED_ID = re.compile(r"([A-Z][A-Z_-]*)[0-9]+")
+
+
+def usual_prefix(plan: Plan) -> str:
+    """What every id of `plan` starts with before its number (`C` for C1 and C3), so the ids
+    written beside them look like theirs; T when they differ or there are none."""
+    found = {match.group(1) for item in plan.items if (match := _NUMBERED_ID.fullmatch(item.id))}
+    every = len(found) == 1 and all(_NUMBERED_ID.fullmatch(item.id) for item in plan.items)
+    return found.pop() if every and found else "T"
 
 
 def _box_end(lines: list[str], line0: int) -> tuple[int, int] | None:

@@ -82,6 +82,23 @@ def test_line_endings_and_a_prefix_are_kept() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
+        # Every id starts with C: the new one does too, after the highest.
+        ("- [ ] C1 one\n- [ ] plain\n- [ ] C3 three\n", "C4"),
+        ("- [ ] TASK-2 one\n- [ ] plain\n", "TASK-3"),
+        # Ids of two shapes, or none at all: T.
+        ("- [ ] C1 one\n- [ ] D2 two\n- [ ] plain\n", "T1"),
+        ("- [ ] plain\n", "T1"),
+    ],
+)
+def test_without_a_prefix_the_new_ids_look_like_the_plans_own(text: str, expected: str) -> None:
+    [added] = add_ids(text, "t.md").added
+    assert added.id == expected
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
         # An id the parser reads from `T1-setup`, and a `t2` it tells a person to write as T2,
         # are both taken: the new ids come after them.
         ("- [ ] plain\n- [ ] T1-setup x\n", "- [ ] T2 plain\n- [ ] T1-setup x\n"),
