@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from pathlib import Path
 
 BRANCH_PREFIX = "agent-harness/"
 
@@ -110,6 +111,18 @@ def repo_named(url: str) -> str:
     if parts:
         parts[-1] = parts[-1].removesuffix(".git")
     return "/".join(parts[-2:]).lower()
+
+
+def local_path(url: str) -> Path | None:
+    """The local path a git URL names (`file:///srv/app.git`, `/srv/app.git`); None for a
+    URL of another machine (https, ssh, `host:path`) or a relative path."""
+    url = url.strip()
+    if url.lower().startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        parts = urlsplit(url)
+        return Path(unquote(parts.path)) if parts.netloc in ("", "localhost") else None
+    return Path(url) if "://" not in url and os.path.isabs(url) else None
 
 
 def relative_path_url(url: str) -> bool:

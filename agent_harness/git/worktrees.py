@@ -8,6 +8,7 @@ away. Pushes go through one guard that refuses any refspec naming the default br
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import threading
@@ -30,6 +31,7 @@ from agent_harness.git.naming import (
     LONGER_ID,
     branch_name,
     branch_prefix,
+    local_path,
     relative_path_url,
     repo_named,
     worktree_dir_name,
@@ -82,6 +84,14 @@ def repo_git(
 def _git(repo_dir: Path, *args: str) -> str:
     # Only the final newline goes: a diff whose last line is blank must keep that line.
     return repo_git(repo_dir, *args).stdout.removesuffix("\n")
+
+
+def _same_place(one: Path, other: Path) -> bool:
+    """Whether two paths name one repository (links and `..` resolved)."""
+    try:
+        return one.resolve() == other.resolve() or os.path.samefile(one, other)
+    except OSError:
+        return False
 
 
 class WorkRepo:
@@ -211,6 +221,20 @@ class WorkRepo:
                 "clone, which names nothing from an item's worktree; make it absolute "
                 f"(`git remote set-url {self.remote} {shell_word(str(absolute))}`)"
             )
+        wanted = local_path(clone_url)
+        if url is not None and wanted is not None:
+            # A tracker whose repositories are local paths (the embedded forge): the remote
+            # must be that very path. One elsewhere of the same owner/name (GitHub's, say)
+            # would get every branch, and the forge could open no pull request of them.
+            found = local_path(url)
+            if found is None or not _same_place(found, wanted):
+                raise CloneUnusable(
+                    f"--work {self.path} pushes to {self.remote} {mask_url(url)}, which is not "
+                    f"the local forge's {full_name}: its branches would go there; point it at "
+                    f"the forge (`git remote set-url {self.remote} {clone_url}`), or run against "
+                    "the tracker that remote belongs to"
+                )
+            return
         if url is None or repo_named(url) == full_name.lower():
             return
         raise CloneUnusable(

@@ -127,10 +127,34 @@ def test_a_clone_whose_origin_is_another_repository_is_refused_before_any_agent(
     git(h.work, "push", "-q", str(elsewhere), "main")
     git(h.work, "remote", "set-url", "origin", str(elsewhere))
     pipeline = h.pipeline(ONE_ITEM, agent=AGENT, settings=settings())
-    with pytest.raises(HarnessError, match=r"origin .*github\.git.* is not octo/tally"):
+    with pytest.raises(
+        HarnessError, match=r"origin .*github\.git.* is not (the local forge's )?octo/tally"
+    ):
         pipeline.run()
     assert agent_runs(h, pipeline.project) == 0
     assert "agent-harness/" not in git(elsewhere, "branch", "--list")
+
+
+def test_an_origin_of_the_same_name_elsewhere_than_the_forge_is_refused_before_any_agent(
+    h: Harness, tmp_path: Path
+) -> None:
+    # `--forge local` with the clone's origin still on GitHub (here a path standing in for
+    # it): the names matched, so every branch was pushed there and no pull request opened.
+    elsewhere = tmp_path / "github" / "octo" / "tally.git"
+    git(tmp_path, "init", "-q", "--bare", str(elsewhere))
+    git(h.work, "push", "-q", str(elsewhere), "main")
+    forge_url = git(h.work, "remote", "get-url", "origin")
+    git(h.work, "remote", "set-url", "origin", elsewhere.as_uri())
+    pipeline = h.pipeline(ONE_ITEM, agent=AGENT, settings=settings())
+    with pytest.raises(HarnessError, match=r"not the local forge's octo/tally") as refused:
+        pipeline.run()
+    assert f"git remote set-url origin {forge_url}" in refused.value.message
+    assert agent_runs(h, pipeline.project) == 0
+    assert "agent-harness/" not in git(elsewhere, "branch", "--list")
+    # The forge's own repository, by its path rather than its file:// URL, is taken.
+    git(h.work, "remote", "set-url", "origin", forge_url.removeprefix("file://"))
+    h.pipeline(ONE_ITEM, agent=AGENT, settings=settings()).run()
+    assert len(h.pulls()) == 1
 
 
 def test_a_relative_origin_is_said_before_any_agent_not_after_the_review(h: Harness) -> None:
