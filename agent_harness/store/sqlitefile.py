@@ -26,6 +26,11 @@ def open_sqlite(path: Path, where: str, busy_timeout_s: float) -> sqlite3.Connec
             # A device or pipe is no database, and SQLite would put its journal beside it.
             what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
             raise StoreError(where, f"{what}; a SQLite database is a file")
+    with contextlib.suppress(FileExistsError):  # another process made it just now
+        # Readable by its owner alone: the log holds every item's history, and SQLite gives
+        # its -wal and -shm files the database's own permissions (an empty file is an empty
+        # database to it).
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     conn = sqlite3.connect(
         path,
         timeout=busy_timeout_s,

@@ -115,6 +115,25 @@ def test_a_corrupt_sqlite_file_is_one_line_and_untouched(tmp_path: Path) -> None
     assert path.read_bytes() == garbage
 
 
+def test_a_new_database_and_its_wal_are_readable_by_their_owner_alone(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from agent_harness.audit.database import open_audit
+
+    before = os.umask(0o022)  # the usual umask: files others may read
+    try:
+        for path, opener in ((tmp_path / "harness.sqlite", open_store),
+                             (tmp_path / "audit.sqlite", open_audit)):  # fmt: skip
+            with opener(str(path)):
+                files = [p for p in tmp_path.iterdir() if p.name.startswith(path.name)]
+                assert {p.name.removeprefix(path.name) for p in files} >= {"", "-wal", "-shm"}
+                for found in files:
+                    assert stat.S_IMODE(found.stat().st_mode) == 0o600, found.name
+    finally:
+        os.umask(before)
+
+
 def test_unopenable_urls_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="cannot open"):
         open_store("postgresql://nobody@127.0.0.1:1/nothing")
