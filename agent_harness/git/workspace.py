@@ -7,6 +7,7 @@ not start a process.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -21,8 +22,8 @@ class Workspace(Protocol):
     def set_default_branch(self, name: str) -> None:
         """Say which branch is the default (the tracker knows); it is never written to."""
 
-    def check_clean_default(self) -> None:
-        """Refuse a clone whose default branch has local commits or changes."""
+    def check_clean_default(self, allow: Sequence[Path] = ()) -> None:
+        """Refuse a clone whose default branch has uncommitted changes (but to `allow`)."""
 
     def check_remote(self, full_name: str, clone_url: str) -> None:
         """Refuse a clone whose remote is another repository than the tracker's."""

@@ -13,6 +13,7 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +85,18 @@ def repo_git(
 def _git(repo_dir: Path, *args: str) -> str:
     # Only the final newline goes: a diff whose last line is blank must keep that line.
     return repo_git(repo_dir, *args).stdout.removesuffix("\n")
+
+
+def _status_paths(status: str) -> list[str]:
+    """The paths `git status --porcelain -z` names: each entry's, and a rename's old one too."""
+    paths: list[str] = []
+    fields = iter(status.split("\0"))
+    for entry in fields:
+        if len(entry) > 3:
+            paths.append(entry[3:])
+            if entry[0] in "RC":  # a rename or copy: its source follows
+                paths.append(next(fields, ""))
+    return [path for path in paths if path]
 
 
 def _same_place(one: Path, other: Path) -> bool:
@@ -193,8 +206,9 @@ class WorkRepo:
             )
         )
 
-    def check_clean_default(self) -> None:
-        """A dirty checkout of the default branch is the user's work in progress: refuse. Where
+    def check_clean_default(self, allow: Sequence[Path] = ()) -> None:
+        """A dirty checkout of the default branch is the user's work in progress: refuse, naming
+        the files; changes to the files in `allow` (the plan, read as it is) excepted. Where
         the local default branch stands now is kept: commits of the user's own on it, not
         pushed, are not an agent's (items branch from the remote's)."""
         self._default_at_start = _safe(
@@ -202,10 +216,16 @@ class WorkRepo:
         )
         current = _safe(lambda: self._git(self.path, "symbolic-ref", "--short", "HEAD"))
         if current == self.default_branch():
-            status = self._git(self.path, "status", "--porcelain", "--untracked-files=no")
-            if status.strip():
+            status = self._git(self.path, "status", "--porcelain", "-z", "--untracked-files=no")
+            allowed = {path.resolve() for path in allow}
+            changed = [p for p in _status_paths(status) if (self.path / p).resolve() not in allowed]
+            if changed:
+                named = ", ".join(changed[:5]) + (
+                    f" and {len(changed) - 5} more" if changed[5:] else ""
+                )
                 raise CloneUnusable(
-                    f"--work {self.path} has uncommitted changes on {current}; commit or stash them"
+                    f"--work {self.path} has uncommitted changes on {current} ({named}); "
+                    "commit or stash them"
                 )
 
     def check_remote(self, full_name: str, clone_url: str) -> None:

@@ -189,7 +189,7 @@ class Pipeline:
             raise RunRefused(f"{parts.tracker.repo} is archived: no pull request can be opened")
         parts.repo.set_default_branch(info.default_branch)
         parts.repo.check_remote(info.full_name, info.clone_url)
-        parts.repo.check_clean_default()
+        parts.repo.check_clean_default(allow=self._plan_files())
         self._refuse_missing_check_programs()
         self._setup_checked = True
 
@@ -338,6 +338,12 @@ class Pipeline:
                     "--host-id, or stop the other run first"
                 ) from None
             yield
+
+    def _plan_files(self) -> list[Path]:
+        """The plan's file, whose changes in the clone are no work in progress of the person's
+        (the plan is read as it is, committed or not)."""
+        source = self.plan.source
+        return [Path(source)] if source and source != "-" else []
 
     def check_host_lock(self) -> None:
         """Halt the run when the database lock on its host id is no longer its own: its

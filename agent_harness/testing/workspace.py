@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +56,8 @@ class MemoryWorkspace:
     def set_default_branch(self, name: str) -> None:
         self._default = name
 
-    def check_clean_default(self) -> None:
+    def check_clean_default(self, allow: Sequence[Path] = ()) -> None:
+        del allow  # the plan is no file of this workspace
         if self.dirty_default:
             raise WorktreeError(f"the default branch {self._default} has uncommitted changes")
 

@@ -471,3 +471,21 @@ def test_a_submodule_name_a_branch_wrote_never_reaches_gits_command_line(clone: 
     assert not planted.exists()
     assert (clone / ".git" / "config").read_text() == before
     assert not (tree.path / "vendor" / "lib" / "util.py").exists()  # a name the clone knows not
+
+
+def test_a_dirty_default_branch_is_refused_by_its_files_but_the_plans_own_edit(
+    clone: Path,
+) -> None:
+    (clone / "PLAN.md").write_text("### T1: x\nDo it.\n")
+    (clone / "notes.txt").write_text("mine\n")
+    git(clone, "add", "PLAN.md", "notes.txt")
+    git(clone, "commit", "-qm", "plan")
+    repo = WorkRepo(clone, clone.parent / "state")
+    (clone / "PLAN.md").write_text("### T1: x\nDo it better.\n")  # the plan, read as it is
+    repo.check_clean_default(allow=[clone / "PLAN.md"])
+    with pytest.raises(WorktreeError, match=r"uncommitted changes on main \(PLAN\.md\)"):
+        repo.check_clean_default()
+    git(clone, "mv", "notes.txt", "kept notes.txt")  # the person's own work in progress
+    with pytest.raises(WorktreeError) as refused:
+        repo.check_clean_default(allow=[clone / "PLAN.md"])
+    assert "(kept notes.txt, notes.txt)" in refused.value.message
