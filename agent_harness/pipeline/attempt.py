@@ -43,6 +43,8 @@ from agent_harness.store.events import (
     Deferred,
     LeaseLostNote,
     Payload,
+    PullOpened,
+    PullRound,
     Pushed,
     Resumed,
     Reviewed,
@@ -343,10 +345,24 @@ class Attempt:
         repo.verify_branch(tree)
         sha = repo.commit_all(tree, f"{self.item.id}: {self.item.title}") or repo.head(tree)
         refused = any(r.sha == sha and not r.approved for r in self.history.all(Reviewed))
-        if sha != tree.base_sha and not refused:
+        answering = self.history.last(PullRound, PullOpened)
+        unanswered = (
+            isinstance(answering, PullRound)
+            and answering.action == "agent"
+            and sha == answering.head_sha
+        )
+        if sha != tree.base_sha and not refused and not unanswered:
             return sha
         reason = f"the agent finished but changed nothing ({result.reason})"
-        if refused:
+        if unanswered:
+            # A round's feedback on the pull request's head, and the head as it was: pushing it
+            # again would tell the pull request its feedback was answered.
+            assert isinstance(answering, PullRound)
+            reason = (
+                f"the agent left pull request #{answering.pr} as it was in answer to round "
+                f"{answering.round} ({answering.summary}; {result.reason})"
+            )
+        elif refused:
             # The reviewer already said no to this very commit: asking again pays for the
             # same answer.
             reason = f"the agent left the commit the reviewer refused unchanged ({result.reason})"

@@ -176,7 +176,12 @@ def test_a_retried_items_new_pull_request_has_its_own_round_budget_counted_from_
     from agent_harness.queue.items import retry
 
     rig.settings.max_pr_rounds = 1
-    p, old, _head = opened(rig, Step(files={"words.py": "N = 3\n"}), Step(files={"w.py": "1\n"}))
+    p, old, _head = opened(
+        rig,
+        Step(files={"words.py": "N = 3\n"}),
+        Step(files={"w.py": "1\n"}),
+        Step(files={"w.py": "2\n"}),  # the new pull request's round changes something too
+    )
     said(rig, old, "", checks=(("ci", "failure", "boom"),))
     p.run()  # round 1 of 1 on the first pull request
     events = rig.store.all_events(project=p.project, item="T1")
@@ -256,3 +261,17 @@ def test_a_conflict_left_for_the_clone_is_taken_up_by_the_next_pass_with_it_unpr
     taken = watch_all(rig.tracker, rig.store, [], plan_key=p.plan_key, repo=p.parts.repo)
     assert [k["trigger"] for k in kinds(rig, p) if k["kind"] == "pr_round"] == ["conflict"]
     assert taken.left == []
+
+
+def test_a_round_the_agent_leaves_unchanged_is_not_said_to_be_answered(rig: Rig) -> None:
+    p, number, head = opened(rig, Step())  # in the round, the agent changes nothing
+    said(rig, number, head, reviews=((7, "CHANGES_REQUESTED", "add a docstring", head),))
+    p.run()
+    # No "Pushed ... to the same branch" for a push of the same commit, and no pull request
+    # handed back as if the review were answered: the attempt failed, saying why.
+    assert rig.tracker.comments.get(number, []) == []
+    events = rig.store.all_events(project=p.project, item="T1")
+    assert [e.payload.sha for e in events if isinstance(e.payload, Pushed)] == [head]
+    item = get_item(rig.store, p.project, "T1")
+    assert item.state == "failed"
+    assert f"left pull request #{number} as it was" in (item.reason or "")
