@@ -53,6 +53,6 @@ def create_app(ctx: ApiContext, *, token: str, max_body: int = DEFAULT_MAX_BODY)
     secured = [Security(bearer)]
     for module in (projects, work, plan, operations, control, roles, inception, audit):
         app.include_router(module.router, dependencies=secured)
-    errors.install(app)
+    errors.install(app, token=token)
     app.add_middleware(Guard, token=token, max_body=max_body)
     return app

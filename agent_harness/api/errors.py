@@ -150,18 +150,25 @@ BUSY: Responses = {
 }
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, token: str = "") -> None:
+    """The error handlers and the description's error bodies. `token`: the server's own, never
+    repeated in an answer (`GET /api/work/<token>` would quote it as the item not found)."""
+
+    def unsaid(text: str) -> str:
+        return text.replace(token, "[redacted HARNESS_TOKEN]") if token else text
+
     async def handle(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HarnessError)
         headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, Busy) else None
-        return JSONResponse({"detail": exc.message}, status_code=status_of(exc), headers=headers)
+        detail = unsaid(exc.message)
+        return JSONResponse({"detail": detail}, status_code=status_of(exc), headers=headers)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         if any(error.get("type") == "json_invalid" for error in exc.errors()):
             # Text after the JSON, a cut-off body: not JSON at all, as every other such body.
             return JSONResponse({"detail": "the body does not read as JSON"}, status_code=400)
-        return JSONResponse({"detail": validation_detail(exc.errors())}, status_code=422)
+        return JSONResponse({"detail": unsaid(validation_detail(exc.errors()))}, status_code=422)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
@@ -172,6 +179,8 @@ def install(app: FastAPI) -> None:
             if not allowed:  # a route left out of the description (/docs): Starlette's own
                 said = (exc.headers or {}).get("Allow", "")
                 allowed = {method.strip() for method in said.split(",") if method.strip()}
+            if "GET" in allowed:
+                allowed.add("HEAD")  # the guard answers HEAD wherever GET is served
             return JSONResponse(
                 {"detail": "Method Not Allowed"},
                 status_code=405,
@@ -258,10 +267,27 @@ def _with_error_bodies(describe: Callable[[], dict[str, Any]]) -> Callable[[], d
     return openapi
 
 
+# What the guard refuses before any route runs, on every route (and for a request with a body,
+# those below too): each route's description lists them, so a client learns them there.
+GUARDED = {
+    "400": "A request that could be read two ways (Content-Length with Transfer-Encoding, an "
+    "Authorization header or a query parameter given twice), or input the server cannot use.",
+    "413": "A request body (declared or sent) over the size limit.",
+}
+GUARDED_BODY = {
+    "415": "A body not declared as JSON (Content-Type: application/json), or encoded.",
+    "422": INVALID,
+}
+
+
 def _error_bodies(schema: dict[str, Any]) -> None:
     body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
     for operations in schema.get("paths", {}).values():
-        for operation in operations.values():
+        for method, operation in operations.items():
+            answers = operation.setdefault("responses", {})
+            guarded = GUARDED | (GUARDED_BODY if method in ("post", "put", "patch") else {})
+            for status, said in guarded.items():
+                answers.setdefault(status, {"description": said, "content": body})
             answer = operation.get("responses", {}).get("422")
             if answer is None:
                 continue

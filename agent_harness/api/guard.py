@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 from agent_harness.errors import UNREADABLE_JSON, read_json
 
@@ -64,6 +65,12 @@ class Guard:
         if scope.get("method") == "HEAD":  # a GET whose answer's body is not sent
             scope = {**scope, "method": "GET"}
             send = _headers_only(send)
+        ambiguous = _ambiguous(scope)
+        if ambiguous is not None:
+            # Read one way here and another by a proxy in front, such a request is refused,
+            # and its connection closed (what follows a smuggled body is no request of ours).
+            await _answer(send, 400, ambiguous, [(b"connection", b"close")])
+            return
         if path not in OPEN_PATHS and not self._authorised(scope):
             await _answer(
                 send,
@@ -77,7 +84,10 @@ class Guard:
             await _answer(send, 413, f"request body over {self.max_body} bytes", [])
             return
         if scope.get("method") in ("POST", "PUT", "PATCH"):
-            body = await self._read_body(receive)
+            try:
+                body = await self._read_body(receive)
+            except _ClientGone:
+                return  # the client left (or was too slow) before its body was whole
             if body is None:
                 await _answer(send, 413, f"request body over {self.max_body} bytes", [])
                 return
@@ -121,13 +131,14 @@ class Guard:
 
     async def _read_body(self, receive: Receive) -> bytes | None:
         """The request's body, read up to the limit (a chunked one has no declared length);
-        None when over it."""
+        None when over it. Raises `_ClientGone` when the client went before sending it whole
+        (a part of a body is never handed on as if it were all of it)."""
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message.get("type") != "http.request":
-                break
+                raise _ClientGone
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > self.max_body:
@@ -186,18 +197,44 @@ def _named_twice(body: bytes) -> str | None:
     return None
 
 
+class _ClientGone(Exception):
+    """The client disconnected before its request's body was whole."""
+
+
+def _ambiguous(scope: Scope) -> str | None:
+    """Why a request could be read two ways, or None: a body framed both by Content-Length and
+    by Transfer-Encoding (RFC 9112 6.1: the leftover becomes a request of its own), or an
+    Authorization header or a query parameter given twice (which one counts is each reader's
+    guess)."""
+    names = [name for name, _value in scope.get("headers", ())]
+    if b"content-length" in names and b"transfer-encoding" in names:
+        return "a request with both Content-Length and Transfer-Encoding is refused"
+    if names.count(b"authorization") > 1:
+        return "send one Authorization header"
+    query = scope.get("query_string", b"")
+    if query:
+        keys = [key for key, _value in parse_qsl(query.decode("latin-1"), keep_blank_values=True)]
+        twice = sorted({key for key in keys if keys.count(key) > 1})
+        if twice:
+            shown = twice[0].encode("ascii", "backslashreplace").decode()[:40]
+            return f"query parameter {shown!r} is given more than once; give it once"
+    return None
+
+
 def _unread_as_json(scope: Scope) -> str | None:
     """Why a body would not be read as the JSON it must be, from its headers: declared as
-    something else (a form, text/plain), or encoded (gzip) where nothing decodes it. None when
-    it is JSON, or no type is declared (an empty body, a client that names none)."""
+    something else (a form, text/plain), encoded (gzip) where nothing decodes it, or not
+    declared at all (a route reading JSON would not read it). None when it is JSON."""
+    typed = False
     for name, value in scope.get("headers", ()):
         if name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
             return "Content-Encoding is not taken: send the body as plain JSON"
         if name == b"content-type":
+            typed = True
             kind = value.split(b";", 1)[0].strip().lower()
             if kind != b"application/json" and not kind.endswith(b"+json"):
                 return "send the body as JSON, with Content-Type: application/json"
-    return None
+    return None if typed else "send the body as JSON, with Content-Type: application/json"
 
 
 NUL_REFUSED = "a string in the body holds a NUL character (U+0000), which no field takes"

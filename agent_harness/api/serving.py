@@ -80,6 +80,7 @@ def serve_api(request: ServeRequest, token: str) -> int:
     import uvicorn
 
     from agent_harness.api.app import create_app
+    from agent_harness.api.deadline import MAX_CONNECTIONS, DeadlinedH11
     from agent_harness.config import load_settings
 
     ctx = build_context(request, load_settings().settings)
@@ -92,6 +93,8 @@ def serve_api(request: ServeRequest, token: str) -> int:
             root_path=request.root_path,
             log_level="info",
             server_header=False,
+            http=DeadlinedH11,  # a request not whole within 30 s is closed (slow clients)
+            limit_concurrency=MAX_CONNECTIONS,
         )  # configures uvicorn's loggers, so the line below is shown with its own
         logging.getLogger("uvicorn.access").addFilter(without_query)
         logging.getLogger("uvicorn.error").info(

@@ -38,9 +38,10 @@ def empty(db_dir: Path) -> Iterator[TestClient]:
 @pytest.mark.parametrize(
     ("path", "methods"),
     [
-        ("/api/work", "GET, POST"),
-        ("/api/control", "GET, POST"),
-        ("/api/roles", "GET, PUT"),
+        # HEAD too, wherever GET is served (the guard answers it).
+        ("/api/work", "GET, HEAD, POST"),
+        ("/api/control", "GET, HEAD, POST"),
+        ("/api/roles", "GET, HEAD, PUT"),
         ("/openapi.json", "GET, HEAD"),  # not in the description: Starlette's own answer
     ],
 )
