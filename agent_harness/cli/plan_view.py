@@ -228,6 +228,7 @@ def local_forge_lines(repo: LocalRepo) -> list[str]:
         lines = [
             f"local forge: {repo.full_name} is empty; from your clone, put your history in it:",
             f"  git remote add origin {repo.clone_url}",
+            f"  (a clone with an origin already: git remote set-url origin {repo.clone_url})",
             "  git push -u origin HEAD",
         ]
     else:

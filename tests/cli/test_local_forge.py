@@ -97,6 +97,11 @@ def test_plan_makes_an_empty_repository_and_says_which_origin_takes_the_users_hi
 
     bare = Path(add.split()[-1].removeprefix("file://"))
     assert git(bare, "log", "--format=%s", "master").splitlines() == ["second", "first"]
+    # A clone that has an origin already is told the command that works there too.
+    other = next(line for line in lines if "git remote set-url origin " in line)
+    set_url = other[other.index("git remote set-url") :].rstrip(")").split()
+    git(app, *set_url[1:])
+    assert git(app, "remote", "get-url", "origin") == add.split()[-1]
 
 
 def test_the_state_a_command_makes_inside_a_clone_is_kept_out_of_its_git_status(
