@@ -593,6 +593,11 @@ class Reconciler:
             for p in self.memory.pulls.values()
             if p.plan is not None and p.item is not None and p.state == "merged"
         }
+        # And every item merged before, whose worktree a pass without the clone (no --work)
+        # could not remove: it is removed by the first pass that has it. (A merged head is
+        # compared with the worktree's, so a later attempt's worktree is never taken.)
+        for merged in heads:
+            finished.setdefault(merged, "merged")
         pruned = clean_plans(self.work, finished, heads)
         self.report.cleaned = [i.item_id for i in pruned.removed]
         for info in pruned.kept:

@@ -57,6 +57,22 @@ def test_reconcile_removes_finished_pushed_worktrees_and_keeps_unpushed(scene: S
     assert t1.branch not in branches and t3.branch not in branches and t2.branch in branches
 
 
+def test_a_merge_recorded_by_a_pass_without_the_clone_is_cleaned_by_the_next_with_it(
+    scene: Scene,
+) -> None:
+    # The run's own hint reconciles without --work; later passes with it removed only the
+    # worktrees of merges they saw happen themselves, so that one stayed for good.
+    repo = WorkRepo(scene.clone, scene.tmp / "state")
+    t1, pr1 = delivered(scene, repo, "T1")
+    scene.merge(pr1)
+    first = reconcile(scene.tracker())  # no clone: the merge is recorded, nothing removed
+    assert [t.item for t in first.transitions] == ["T1"] and first.cleaned == []
+    assert t1.path.exists()
+    later = reconcile(scene.tracker(), work=repo)
+    assert later.transitions == [] and later.cleaned == ["T1"]
+    assert not t1.path.exists()
+
+
 def test_worktrees_named_apart_from_their_ids_are_cleaned_like_any_other(scene: Scene) -> None:
     """A dotted id (`2.1`, spelled `2-1` on disk), a retried item (`T4.r1`) and an item of a
     second plan (`tasks--T1`) are each found again as their item's, and go once merged."""
