@@ -593,11 +593,13 @@ class Reconciler:
             for p in self.memory.pulls.values()
             if p.plan is not None and p.item is not None and p.state == "merged"
         }
-        # And every item merged before, whose worktree a pass without the clone (no --work)
-        # could not remove: it is removed by the first pass that has it. (A merged head is
-        # compared with the worktree's, so a later attempt's worktree is never taken.)
-        for merged in heads:
-            finished.setdefault(merged, "merged")
+        # And every item whose merge was recorded before, whose worktree a pass without the
+        # clone (no --work) could not remove: the first pass that has it does. (Merged as
+        # recorded last: a reverted one keeps its worktree, and a merged head is compared with
+        # the worktree's, so a later attempt's worktree is never taken.)
+        for plan, item in heads:
+            if self.memory.recorded.get(f"{plan}/{item}", "").startswith("merged:"):
+                finished.setdefault((plan, item), "merged")
         pruned = clean_plans(self.work, finished, heads)
         self.report.cleaned = [i.item_id for i in pruned.removed]
         for info in pruned.kept:
