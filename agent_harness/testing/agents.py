@@ -57,6 +57,25 @@ def say(line):
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
+def test_worker_of(pid):
+    # The pytest-xdist worker a process descends from (its nearest ancestor's
+    # PYTEST_XDIST_WORKER), or None: tests running side by side share some tokens, and one
+    # test's scan must not count another's processes as its own.
+    seen = 0
+    while pid and str(pid) != "1" and seen < 64:
+        seen += 1
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as fh:
+                for entry in fh.read().split(b"\0"):
+                    if entry.startswith(b"PYTEST_XDIST_WORKER="):
+                        return entry.split(b"=", 1)[1].decode("ascii", "replace")
+            with open("/proc/%s/status" % pid, "rb") as fh:
+                pid = next((line.split()[1].decode() for line in fh
+                            if line.startswith(b"PPid:")), None)
+        except OSError:
+            return None
+    return None
+
 def secret_scan(arg):
     # Look for secret values everywhere this agent can read: every process's environment and
     # command line, and the files under the given directories. Reports where each was found.
@@ -84,8 +103,9 @@ def secret_scan(arg):
                         cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
                 except OSError:
                     cmd = "?"
-                hits += [{"where": "/proc/%s/%s" % (pid, part), "secret": i, "cmd": cmd}
-                         for i in found]
+                worker = test_worker_of(pid)
+                hits += [{"where": "/proc/%s/%s" % (pid, part), "secret": i, "cmd": cmd,
+                          "worker": worker} for i in found]
     for top in arg.get("dirs", []):
         for folder, _, names in os.walk(top):
             for name in names:

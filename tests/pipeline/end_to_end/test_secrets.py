@@ -78,14 +78,21 @@ def running_pids() -> set[int]:
 
 def assert_nothing_found(report: Path, holder_pid: int, before: set[int]) -> dict[str, Any]:
     """No process this test started (the harness, its sessions, its agents) holds a secret.
-    Processes older than the test (other tests' leftovers) are not this run's doing."""
+    Processes older than the test (other tests' leftovers), and those of tests running beside
+    it, are not this run's doing."""
     found = json.loads(report.read_text())
     assert found["read"] > 0
     assert holder_pid in found["canary_pids"], "the scan never saw the harness's environment"
 
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+
     def ours(hit: dict[str, Any]) -> bool:
         where = str(hit["where"])
-        return not where.startswith("/proc/") or int(where.split("/")[2]) not in before
+        if not where.startswith("/proc/"):
+            return True
+        # Another test running beside this one (another xdist worker's) is not this run's.
+        other_test = hit.get("worker") not in (None, worker)
+        return int(where.split("/")[2]) not in before and not other_test
 
     assert [hit for hit in found["hits"] if ours(hit)] == []
     return found
