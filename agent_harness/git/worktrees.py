@@ -8,7 +8,6 @@ away. Pushes go through one guard that refuses any refspec naming the default br
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
 import threading
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from agent_harness.git import runner
 from agent_harness.git.change import Change, read_change
+from agent_harness.git.clone_checks import refuse_other_remote, refuse_work_in_progress
 from agent_harness.git.errors import (
     CloneUnusable,
     DefaultBranchGuard,
@@ -32,9 +32,6 @@ from agent_harness.git.naming import (
     LONGER_ID,
     branch_name,
     branch_prefix,
-    local_path,
-    relative_path_url,
-    repo_named,
     worktree_dir_name,
 )
 from agent_harness.git.protect import ChangedPathsUnknown, changed_paths
@@ -43,7 +40,6 @@ from agent_harness.git.remote_lock import RemoteRefsLock
 from agent_harness.git.settings import SettingsWatch
 from agent_harness.git.submodules import check_out_submodules
 from agent_harness.plan.model import shell_word
-from agent_harness.secrets.shapes import mask_url
 
 
 @dataclass(frozen=True)
@@ -85,26 +81,6 @@ def repo_git(
 def _git(repo_dir: Path, *args: str) -> str:
     # Only the final newline goes: a diff whose last line is blank must keep that line.
     return repo_git(repo_dir, *args).stdout.removesuffix("\n")
-
-
-def _status_paths(status: str) -> list[str]:
-    """The paths `git status --porcelain -z` names: each entry's, and a rename's old one too."""
-    paths: list[str] = []
-    fields = iter(status.split("\0"))
-    for entry in fields:
-        if len(entry) > 3:
-            paths.append(entry[3:])
-            if entry[0] in "RC":  # a rename or copy: its source follows
-                paths.append(next(fields, ""))
-    return [path for path in paths if path]
-
-
-def _same_place(one: Path, other: Path) -> bool:
-    """Whether two paths name one repository (links and `..` resolved)."""
-    try:
-        return one.resolve() == other.resolve() or os.path.samefile(one, other)
-    except OSError:
-        return False
 
 
 class WorkRepo:
@@ -217,51 +193,14 @@ class WorkRepo:
         current = _safe(lambda: self._git(self.path, "symbolic-ref", "--short", "HEAD"))
         if current == self.default_branch():
             status = self._git(self.path, "status", "--porcelain", "-z", "--untracked-files=no")
-            allowed = {path.resolve() for path in allow}
-            changed = [p for p in _status_paths(status) if (self.path / p).resolve() not in allowed]
-            if changed:
-                named = ", ".join(changed[:5]) + (
-                    f" and {len(changed) - 5} more" if changed[5:] else ""
-                )
-                raise CloneUnusable(
-                    f"--work {self.path} has uncommitted changes on {current} ({named}); "
-                    "commit or stash them"
-                )
+            refuse_work_in_progress(self.path, current, status, allow)
 
     def check_remote(self, full_name: str, clone_url: str) -> None:
         """Refuse a clone whose remote is another repository than the tracker's: the items'
         branches would be pushed there, and no pull request could name them."""
         url = _safe(lambda: self._git(self.path, "remote", "get-url", "--push", self.remote))
-        if url is not None and relative_path_url(url):
-            # git reads it from where it runs, and the harness pushes from each item's
-            # worktree (so a pre-push hook checks the branch pushed): there it names nothing.
-            absolute = (self.path / url).resolve()
-            raise CloneUnusable(
-                f"--work {self.path} pushes to {self.remote} {url}, a path relative to the "
-                "clone, which names nothing from an item's worktree; make it absolute "
-                f"(`git remote set-url {self.remote} {shell_word(str(absolute))}`)"
-            )
-        wanted = local_path(clone_url)
-        if url is not None and wanted is not None:
-            # A tracker whose repositories are local paths (the embedded forge): the remote
-            # must be that very path. One elsewhere of the same owner/name (GitHub's, say)
-            # would get every branch, and the forge could open no pull request of them.
-            found = local_path(url)
-            if found is None or not _same_place(found, wanted):
-                raise CloneUnusable(
-                    f"--work {self.path} pushes to {self.remote} {mask_url(url)}, which is not "
-                    f"the local forge's {full_name}: its branches would go there; point it at "
-                    f"the forge (`git remote set-url {self.remote} {clone_url}`), or run against "
-                    "the tracker that remote belongs to"
-                )
-            return
-        if url is None or repo_named(url) == full_name.lower():
-            return
-        raise CloneUnusable(
-            f"--work {self.path} pushes to {self.remote} {mask_url(url)}, which is not "
-            f"{full_name}: its branches would go there; point it at the tracker's repository "
-            f"(`git remote set-url {self.remote} {mask_url(clone_url)}`)"
-        )
+        if url is not None:
+            refuse_other_remote(self.path, self.remote, url, full_name, clone_url)
 
     # -- worktrees -----------------------------------------------------------------------------
     def prepare(

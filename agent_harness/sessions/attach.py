@@ -42,7 +42,9 @@ def attach_target(
     events = store.all_events(project=project, item=item_id)
     started = last_of(events, AgentStarted)
     if not events:
-        raise NothingToAttach(f"no item {item_id} in {project}")
+        from agent_harness.queue.items import UnknownItem
+
+        raise UnknownItem(project, item_id)  # as `work show` says it, and with its exit code
     if started is None:
         raise NothingToAttach(f"{item_id} has no agent session on record in {project}")
     session = started.session

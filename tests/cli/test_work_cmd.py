@@ -150,8 +150,8 @@ def test_attach_names_an_item_that_is_not_there_as_such(
     # Before: "T9 has no agent session on record", as if T9 were an item whose agent never ran.
     with open_store(db) as store:
         enqueue(store, A, [item("T1")])
-    assert main(["attach", "T9", "--project", A]) == 1
-    assert f"no item T9 in {A}" in capsys.readouterr().err
+    assert main(["attach", "T9", "--project", A]) == 2  # as `work show T9` exits
+    assert f"no item T9 in project {A}" in capsys.readouterr().err
     assert main(["work", "retry", " T1", "--project", A]) == 2
     assert f"no item ' T1' in project {A}" in capsys.readouterr().err  # the space is shown
     assert main(["attach", "T1", "--project", A]) == 1

@@ -1,0 +1,82 @@
+"""What the user's clone must be before any agent runs: no work in progress of the person's on
+its default branch, and a remote that is the tracker's repository (the items' branches are
+pushed there, and only there can a pull request name them)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent_harness.git.errors import CloneUnusable
+from agent_harness.git.naming import local_path, relative_path_url, repo_named
+from agent_harness.plan.model import shell_word
+from agent_harness.secrets.shapes import mask_url
+
+
+def refuse_work_in_progress(
+    clone: Path, branch: str, status: str, allow: Sequence[Path] = ()
+) -> None:
+    """Refuse the changes `git status --porcelain -z` lists on the default branch `branch`,
+    naming the files, but those to the files in `allow` (the plan, read as it is)."""
+    allowed = {path.resolve() for path in allow}
+    changed = [p for p in _status_paths(status) if (clone / p).resolve() not in allowed]
+    if changed:
+        named = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if changed[5:] else "")
+        raise CloneUnusable(
+            f"--work {clone} has uncommitted changes on {branch} ({named}); commit or stash them"
+        )
+
+
+def refuse_other_remote(clone: Path, remote: str, url: str, full_name: str, clone_url: str) -> None:
+    """Refuse a push URL `url` of `remote` that is not the tracker's repository `full_name`
+    (which clones from `clone_url`)."""
+    if relative_path_url(url):
+        # git reads it from where it runs, and the harness pushes from each item's worktree
+        # (so a pre-push hook checks the branch pushed): there it names nothing.
+        absolute = (clone / url).resolve()
+        raise CloneUnusable(
+            f"--work {clone} pushes to {remote} {url}, a path relative to the clone, which "
+            "names nothing from an item's worktree; make it absolute "
+            f"(`git remote set-url {remote} {shell_word(str(absolute))}`)"
+        )
+    wanted = local_path(clone_url)
+    if wanted is not None:
+        # A tracker whose repositories are local paths (the embedded forge): the remote must
+        # be that very path. One elsewhere of the same owner/name (GitHub's, say) would get
+        # every branch, and the forge could open no pull request of them.
+        found = local_path(url)
+        if found is None or not _same_place(found, wanted):
+            raise CloneUnusable(
+                f"--work {clone} pushes to {remote} {mask_url(url)}, which is not the local "
+                f"forge's {full_name}: its branches would go there; point it at the forge "
+                f"(`git remote set-url {remote} {clone_url}`), or run against the tracker that "
+                "remote belongs to"
+            )
+        return
+    if repo_named(url) != full_name.lower():
+        raise CloneUnusable(
+            f"--work {clone} pushes to {remote} {mask_url(url)}, which is not {full_name}: its "
+            "branches would go there; point it at the tracker's repository "
+            f"(`git remote set-url {remote} {mask_url(clone_url)}`)"
+        )
+
+
+def _status_paths(status: str) -> list[str]:
+    """The paths `git status --porcelain -z` names: each entry's, and a rename's old one too."""
+    paths: list[str] = []
+    fields = iter(status.split("\0"))
+    for entry in fields:
+        if len(entry) > 3:
+            paths.append(entry[3:])
+            if entry[0] in "RC":  # a rename or copy: its source follows
+                paths.append(next(fields, ""))
+    return [path for path in paths if path]
+
+
+def _same_place(one: Path, other: Path) -> bool:
+    """Whether two paths name one repository (links and `..` resolved)."""
+    try:
+        return one.resolve() == other.resolve() or os.path.samefile(one, other)
+    except OSError:
+        return False
