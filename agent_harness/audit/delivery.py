@@ -37,7 +37,9 @@ class DeliveryReport(BaseModel):
     hours_pr_to_merge: float | None = Field(description="Median; null when nothing to measure.")
     hours_claim_to_merge: float | None = Field(description="Median; null when none.")
     attempts_per_delivered: float | None = Field(
-        description="Mean claims per merged item; null when nothing was merged."
+        description="Mean attempts per merged item (the one delivered and those that failed "
+        "before it; a claim taken back after a kill or a wait spends none); null when nothing "
+        "was merged."
     )
     reviews: int = Field(description="Review verdicts, in all.")
     rejections: int = Field(description="Reviews that said no, in all.")

@@ -214,11 +214,15 @@ def _record_deliveries(tx: Tx, rows: Sequence[AuditRow]) -> int:
         facts = tx.one(
             "SELECT MIN(CASE WHEN kind = 'claimed' THEN ts END), "
             "MIN(CASE WHEN kind = 'pr_opened' THEN ts END), "
-            "SUM(CASE WHEN kind = 'claimed' THEN 1 ELSE 0 END) "
+            "SUM(CASE WHEN kind = 'claimed' THEN 1 ELSE 0 END), "
+            "SUM(CASE WHEN kind = 'attempt_failed' THEN 1 ELSE 0 END) "
             "FROM audit_events WHERE project = ? AND item = ? AND ts <= ?",
             (row.project, row.item, row.ts),
         )
-        claimed, pr, attempts = facts if facts else (None, None, 0)
+        claimed, pr, claims, failed = facts if facts else (None, None, 0, 0)
+        # The attempt delivered and those that failed before it: a claim taken back after a
+        # kill, or after a wait for a limit, spent no attempt (as the queue counts them).
+        attempts = 1 + int(failed or 0) if claims else 0
         added += tx.execute(
             "INSERT INTO deliveries (source_id, project, item, outcome, ts, day, claimed_ts, "
             "pr_ts, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",

@@ -216,3 +216,26 @@ def test_an_agent_run_is_counted_once_and_one_that_reported_nothing_is_of_unknow
     assert (implementer["cli"].calls, implementer["cli"].cost_usd) == (1, None)
     assert [(u.calls, u.reason) for u in report.unknown] == [(1, NOTHING_REPORTED)]
     assert report.summary.endswith("+ 1 call of unknown price")
+
+
+def test_attempts_per_delivery_count_failures_not_claims_taken_back(
+    sqlite_work: Store, sqlite_audit: Store
+) -> None:
+    from agent_harness.audit.delivery import delivery
+    from agent_harness.store.events import AttemptFailed, Claimed, LeaseExpired, Outcome
+
+    def claim(attempt: int) -> Claimed:
+        return Claimed(to="claimed", worker="w1", attempt=attempt, token=1, expires_at=0.0)
+
+    for payload in (
+        claim(1),
+        LeaseExpired(worker="w1", attempt=1, attempt_refunded=True),  # killed: no attempt spent
+        claim(1),
+        AttemptFailed(worker="w1", attempt=1, reason="a check failed"),
+        claim(2),
+        Outcome(to="merged"),
+    ):
+        sqlite_work.append_event(PROJECT, "T1", payload)
+    ingest_work_store(sqlite_work, sqlite_audit)
+    # Two attempts (one failed, one delivered), as `work` counts them; three claims.
+    assert delivery(sqlite_audit).attempts_per_delivered == 2
