@@ -152,6 +152,7 @@ def _implementer_choice(
         raise UsageError("give exactly one of --agent (a CLI agent) or --implementer vendor:model")
     if request.agent:
         preset = anchored(preset_for(request.agent), Path.cwd())
+        _refuse_missing_scripts(preset, request.work)
         return _installed(preset, "agent", env) if ready else preset
     assert request.implementer is not None
     route = route_from_spec(request.implementer, env)
@@ -298,6 +299,26 @@ def anchored(preset: AgentPreset, cwd: Path) -> AgentPreset:
         parts.append(str(candidate.resolve()) if is_path and candidate.is_file() else part)
     binary = parts[0] if parts[0] != preset.template[0] else preset.binary
     return replace(preset, template=tuple(parts), binary=binary)
+
+
+# What a program file a template names ends in (a script its interpreter is to run).
+_SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php")
+
+
+def _refuse_missing_scripts(preset: AgentPreset, work: Path | None) -> None:
+    """Refuse a template naming a relative script found neither here (where `anchored` looks)
+    nor in the clone (whose worktrees would have it): every attempt would fail the same way,
+    spending the item's attempts on a typo."""
+    for part in preset.template or ():
+        relative = "/" in part and not part.startswith(("/", "-", "~")) and "{" not in part
+        if not relative or not part.endswith(_SCRIPT_SUFFIXES) or "=" in part:
+            continue
+        if not (work is not None and (work / part).is_file()):
+            where = f" nor in the clone {work}" if work is not None else ""
+            raise UsageError(
+                f"the agent command names {part}, which is not in {Path.cwd()}{where}: give "
+                "its path from here, or an absolute one"
+            )
 
 
 def run_settings_for(request: RunRequest, settings: Settings) -> RunSettings:

@@ -254,3 +254,28 @@ def test_a_clone_without_an_origin_is_told_the_command_that_adds_it(
     assert said[6].startswith(origin) and "URL" not in said
     if origin == "file://":
         assert said[6].endswith("/me/app.git")
+
+
+@pytest.mark.integration
+def test_an_agent_script_that_is_nowhere_is_refused_before_any_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import subprocess
+
+    work = tmp_path / "app"
+    (work / "tools").mkdir(parents=True)
+    (work / "tools" / "agent.py").write_text("print('the clone's own agent')\n")
+    for step in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "start"],
+                 ["remote", "add", "origin", "https://github.com/me/app.git"]):  # fmt: skip
+        subprocess.run(["git", "-C", str(work), *step], check=True, capture_output=True)
+    monkeypatch.chdir(tmp_path)  # the person runs from beside the clone
+    monkeypatch.delenv("GH_TOKEN", raising=False)
+    argv = ["run", "--repo", "me/app", "--work", str(work), "--plan", EXAMPLE]
+    typo = "python agent/nope.py --prompt-file {prompt_file}"
+    assert main([*argv, "--agent", typo, "--reviewer", "openai:gpt-4.1"]) == 2
+    err = capsys.readouterr().err
+    assert "names agent/nope.py, which is not in" in err and "nor in the clone" in err
+    # A script the clone holds is its worktrees' too: not refused for that.
+    ok = "python tools/agent.py --prompt-file {prompt_file}"
+    main([*argv, "--agent", ok, "--reviewer", "openai:gpt-4.1"])
+    assert "names tools/agent.py" not in capsys.readouterr().err
