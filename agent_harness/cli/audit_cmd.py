@@ -113,7 +113,15 @@ def audit() -> None:
     """The honest record: answers from the audit database, which outlives the work queue."""
 
 
-@audit.command(name="cost")
+@audit.command(
+    name="cost",
+    epilog="""\b
+Examples:
+  agent-harness audit cost
+  agent-harness audit cost --since 2026-11-01 --until 2026-11-30 --project me/app:PLAN
+  agent-harness audit cost --audit-db .agent-harness/demo/audit.sqlite --json
+""",
+)
 @_range
 @_common
 def cost_cmd(
@@ -135,7 +143,14 @@ def cost_cmd(
     return _show(as_json, report, lambda: render_cost(console(), report))
 
 
-@audit.command(name="delivery")
+@audit.command(
+    name="delivery",
+    epilog="""\b
+Examples:
+  agent-harness audit delivery
+  agent-harness audit delivery --since 2026-11-01 --json
+""",
+)
 @_range
 @_common
 def delivery_cmd(
@@ -157,7 +172,14 @@ def delivery_cmd(
     return _show(as_json, report, lambda: render_delivery(console(), report))
 
 
-@audit.command(name="health")
+@audit.command(
+    name="health",
+    epilog="""\b
+Examples:
+  agent-harness audit health            # exits 1 when something is wrong
+  agent-harness audit health --json || echo "the audit needs a look"
+""",
+)
 @_common
 def health_cmd(db: str | None, audit_db: str | None, as_json: bool) -> int:
     """Is anything being recorded? Last event, lag behind the work log, drops, last ingest.
@@ -179,7 +201,15 @@ def health_cmd(db: str | None, audit_db: str | None, as_json: bool) -> int:
     return 0 if answer.ok else 1
 
 
-@audit.command(name="events")
+@audit.command(
+    name="events",
+    epilog="""\b
+Examples:
+  agent-harness audit events --item T3
+  agent-harness audit events --after 500 --limit 1000 --json   # the next page: --after <last id>
+  agent-harness audit events --kind outcome --project me/app:PLAN
+""",
+)
 @click.option(
     "--after",
     type=click.IntRange(0, 2**63 - 1),
@@ -212,7 +242,13 @@ def events_cmd(
     return _show(as_json, page, lambda: render_events(console(), page))
 
 
-@audit.command(name="rollups")
+@audit.command(
+    name="rollups",
+    epilog="""\b
+Examples:
+  agent-harness audit rollups --since 2026-01-01 --json
+""",
+)
 @click.option("--since", metavar="YYYY-MM-DD", help="First UTC day.")
 @click.option("--until", metavar="YYYY-MM-DD", help="Last UTC day (inclusive).")
 @_common
@@ -228,7 +264,14 @@ def rollups_cmd(
     return _show(as_json, days, lambda: render_rollups(console(), days))
 
 
-@audit.command(name="baselines")
+@audit.command(
+    name="baselines",
+    epilog="""\b
+Examples:
+  agent-harness audit baselines
+  agent-harness audit baselines --baseline 40:30:before-harness   # 40 items in 30 days
+""",
+)
 @click.option(
     "--baseline",
     "spec",
@@ -258,7 +301,14 @@ def baselines_cmd(
     return _show(as_json, rows, lambda: render_baselines(console(), rows))
 
 
-@audit.command(name="maintain")
+@audit.command(
+    name="maintain",
+    epilog="""\b
+Examples:
+  agent-harness audit maintain                     # once a day (a watch does it itself)
+  agent-harness audit maintain --retention-days 365 --json
+""",
+)
 @click.option(
     "--retention-days",
     type=FiniteRange(min=0, max=36_500),

@@ -95,12 +95,27 @@ def test_config_bad_file_is_one_line(tmp_path: Path) -> None:
     assert result.stderr.strip().endswith("unknown key 'budgets.nope'")
 
 
+def _every_command() -> list[list[str]]:
+    """Each command's words, subcommands of a group (`audit cost`, `work retry`) included."""
+    import importlib
+
+    import click
+
+    found = []
+    for name, (module, attr, _help) in sorted(COMMANDS.items()):
+        command = getattr(importlib.import_module(module), attr)
+        found.append([name])
+        if isinstance(command, click.Group):
+            found += [[name, sub] for sub in sorted(command.commands)]
+    return found
+
+
 @pytest.mark.unit
-@pytest.mark.parametrize("name", sorted(COMMANDS))
+@pytest.mark.parametrize("words", _every_command(), ids=" ".join)
 def test_every_command_has_help_with_an_example(
-    name: str, capsys: pytest.CaptureFixture[str]
+    words: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main([name, "--help"]) == 0
+    assert main([*words, "--help"]) == 0
     out = capsys.readouterr().out
     assert "Usage:" in out and "Example" in out
 
