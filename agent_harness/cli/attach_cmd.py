@@ -65,6 +65,13 @@ def attach(item_id: str, project: str | None, db: str | None, print_only: bool) 
     if print_only:
         click.echo(shlex.join(target.command))
         return 0
+    if target.ended_log is not None:
+        from agent_harness.sessions.wrapper import read_log
+
+        # Shown here rather than by `cat`: the log's end mark (a terminal code the session's
+        # wrapper wrote after the agent) is left out, as every reader of a log does.
+        click.echo(read_log(target.ended_log), nl=False)
+        return 0
     if target.live and not sys.stdin.isatty():
         raise UsageError(
             "attaching to a live session needs a terminal: run this in one, or add --print "

@@ -28,6 +28,7 @@ class AttachTarget:
     session: str
     note: str
     steps: tuple[str, ...] = ()  # the direct-API executor's step log, one line a step event
+    ended_log: Path | None = None  # the log of a session that has ended, to be shown whole
 
 
 def attach_target(
@@ -85,7 +86,11 @@ def attach_target(
             command = ["tail", "-n", "+1", "-f", str(log)]
             return AttachTarget(command, False, session, f"following its log: {log}")
         return AttachTarget(
-            ["cat", str(log)], False, session, f"the session has ended; its log: {log}"
+            ["cat", str(log)],
+            False,
+            session,
+            f"the session has ended; its log: {log}",
+            ended_log=log,
         )
     raise NothingToAttach(f"{item_id}: session {session} has ended and its log {log} is gone")
 
