@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import HarnessError
 from agent_harness.failures import FailureClass
+from agent_harness.git.naming import clean_name, plan_namespace
 from agent_harness.pipeline.attempt import DELIVERY_BACKOFF_CAP_S, DELIVERY_WAITS, Attempt
 from agent_harness.pipeline.budgets import RunBudget
 from agent_harness.pipeline.checks import missing_program, run_checks
@@ -190,6 +191,7 @@ class Pipeline:
         parts.repo.set_default_branch(info.default_branch)
         parts.repo.check_remote(info.full_name, info.clone_url)
         parts.repo.check_clean_default(allow=self._plan_files())
+        self._refuse_shared_branches()
         self._refuse_missing_check_programs()
         self._setup_checked = True
 
@@ -213,6 +215,30 @@ class Pipeline:
                 raise RunRefused(
                     f"check `{command}`: {program} is not found on the checks' PATH "
                     f"({env.get('PATH', 'PATH is not set')}); install it, or fix the check"
+                )
+
+    def _refuse_shared_branches(self) -> None:
+        """Two names git writes alike (items `T1.2` and `T1-2`; plans keyed `v1.2` and `v1-2`
+        on one repository) would share a branch and a worktree, each item's agent working over
+        the other's: refused before any agent runs, naming both."""
+        seen: dict[str, str] = {}
+        for item in self.plan.items:
+            other = seen.setdefault(clean_name(item.id), item.id)
+            if other != item.id:
+                raise RunRefused(
+                    f"items {other} and {item.id} would share a branch and a worktree (git "
+                    "writes their names alike); rename one"
+                )
+        parts = self.parts
+        mine = clean_name(parts.namespace)
+        for project in items.projects(parts.store) if mine else ():
+            repo, _, key = project.rpartition(":")
+            same_repo = repo == parts.tracker.repo and key != parts.plan_key
+            if same_repo and clean_name(plan_namespace(key)) == mine:
+                raise RunRefused(
+                    f"plans keyed {key} and {parts.plan_key} of {repo} would share branches "
+                    "and worktrees (git writes the keys alike); give this plan another "
+                    "--plan-key"
                 )
 
     def check_plan_key(self) -> None:

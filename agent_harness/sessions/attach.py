@@ -79,20 +79,18 @@ def attach_target(
                 f"the live session {session} (once attached, detach with Ctrl-b d)",
             )
     if log.is_file():
-        # Followed only while the agent may still write to it: on a finished session `tail -f`
-        # would wait for ever for lines that never come.
-        ended = _finished(events)
-        if follow and not ended:
-            command = ["tail", "-n", "+1", "-f", str(log)]
-            return AttachTarget(command, False, session, f"following its log: {log}")
-        return AttachTarget(
-            ["cat", str(log)],
-            False,
-            session,
-            f"the session has ended; its log: {log}",
-            ended_log=log,
-        )
+        return _log_target(log, session, follow and not _finished(events))
     raise NothingToAttach(f"{item_id}: session {session} has ended and its log {log} is gone")
+
+
+def _log_target(log: Path, session: str, follow: bool) -> AttachTarget:
+    """The session's log: followed only while the agent may still write to it (on a finished
+    session `tail -f` would wait for ever for lines that never come), else shown whole."""
+    if follow:
+        command = ["tail", "-n", "+1", "-f", str(log)]
+        return AttachTarget(command, False, session, f"following its log: {log}")
+    note = f"the session has ended; its log: {log}"
+    return AttachTarget(["cat", str(log)], False, session, note, ended_log=log)
 
 
 def _finished(events: list[Event]) -> bool:

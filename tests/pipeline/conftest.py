@@ -79,14 +79,14 @@ class Rig:
             clock=self.clock,
         )
 
-    def pipeline(self, plan: str) -> Pipeline:
+    def pipeline(self, plan: Plan | str, plan_key: str = "PLAN") -> Pipeline:
         """A whole run's pipeline over this rig's fakes, polling fast, its workers `test/...`."""
         self.settings.idle_poll_s = 0.01
         self.settings.worker_prefix = "test"
         parts = self.parts()
         return Pipeline(
-            plan=parse_plan(plan),
-            plan_key="PLAN",
+            plan=parse_plan(plan) if isinstance(plan, str) else plan,
+            plan_key=plan_key,
             tracker=self.tracker,
             store=self.store,
             repo=parts.repo,

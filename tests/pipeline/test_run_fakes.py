@@ -50,6 +50,27 @@ def test_an_archived_repository_is_refused_before_any_work(rig: Rig) -> None:
     assert rig.implementer.calls == []
 
 
+def test_names_git_writes_alike_are_refused_before_any_agent(rig: Rig) -> None:
+    from agent_harness.plan.model import Plan
+    from tests.shared.stores import item
+
+    # T1.2 and T1-2 (ids a backlog or the API may give) were one branch and one worktree:
+    # each agent worked over the other's.
+    both = Plan(source="backlog.json", items=(item("T1.2"), item("T1-2")))
+    with pytest.raises(RunRefused, match="items T1.2 and T1-2 would share a branch"):
+        rig.pipeline(both).run()
+    assert rig.implementer.calls == []
+    # So were two plans keyed v1.2 and v1-2 on one repository.
+    rig.reviewer = ScriptedReviewer([verdict(True)] * 2)
+    rig.pipeline("### T1: One\nDo it.\n", plan_key="v1.2").run()
+    ran = len(rig.implementer.calls)
+    with pytest.raises(RunRefused, match="plans keyed v1.2 and v1-2 of .* would share branches"):
+        rig.pipeline("### T1: One\nDo it.\n", plan_key="v1-2").run()
+    assert len(rig.implementer.calls) == ran
+    [other] = rig.pipeline("### T1: One\nDo it.\n", plan_key="v1-3").run().items
+    assert other.state == "pr_open" and len(rig.implementer.calls) == ran + 1  # another key
+
+
 def test_a_reviewer_of_the_implementers_vendor_is_refused(rig: Rig) -> None:
     from agent_harness.review.verdict import SameVendorRefused
 
@@ -86,6 +107,11 @@ class LeftoverHost:
 
     def exists(self, name: str) -> bool:
         return name in self.names
+
+    def status(self, name: str) -> Any:
+        from agent_harness.sessions.protocol import SessionStatus
+
+        return SessionStatus(False, 0 if name in self.names else None)  # dead panes
 
     def kill(self, name: str) -> None:
         self.killed.append(name)
