@@ -57,14 +57,14 @@ def test_names_git_writes_alike_are_refused_before_any_agent(rig: Rig) -> None:
     # T1.2 and T1-2 (ids a backlog or the API may give) were one branch and one worktree:
     # each agent worked over the other's.
     both = Plan(source="backlog.json", items=(item("T1.2"), item("T1-2")))
-    with pytest.raises(RunRefused, match="items T1.2 and T1-2 would share a branch"):
+    with pytest.raises(RunRefused, match=r"items T1\.2 and T1-2 would share a branch"):
         rig.pipeline(both).run()
     assert rig.implementer.calls == []
     # So were two plans keyed v1.2 and v1-2 on one repository.
     rig.reviewer = ScriptedReviewer([verdict(True)] * 2)
     rig.pipeline("### T1: One\nDo it.\n", plan_key="v1.2").run()
     ran = len(rig.implementer.calls)
-    with pytest.raises(RunRefused, match="plans keyed v1.2 and v1-2 of .* would share branches"):
+    with pytest.raises(RunRefused, match=r"plans keyed v1\.2 and v1-2 of .* would share branches"):
         rig.pipeline("### T1: One\nDo it.\n", plan_key="v1-2").run()
     assert len(rig.implementer.calls) == ran
     [other] = rig.pipeline("### T1: One\nDo it.\n", plan_key="v1-3").run().items
