@@ -134,15 +134,24 @@ class LiveView:
             for item, row in sorted(self.rows.items()):
                 # An attempt that ended (a pull request, a failure, parked) stops its clock.
                 elapsed = float(row.get("ended") or self.clock()) - float(row["started"])
+                note = str(row["note"])
+                if row.get("pr") and len(note) + _OTHER_COLUMNS > self.console.width:
+                    # A link folded in two opens its first half (the repository's page): the
+                    # pull request by number here, its whole link in the report at the end.
+                    note = f"PR #{row['pr']}"
                 table.add_row(
                     item,
                     str(row["worker"]),
                     str(row["stage"]),
                     str(row["attempt"]),
                     f"{elapsed:5.1f}s",
-                    escape(str(row["note"])),
+                    escape(note),
                 )
         return table
+
+
+# The live table's width but its note: item, worker, stage, attempt, elapsed, and the borders.
+_OTHER_COLUMNS = 64
 
 
 def _follow(row: dict[str, Any], payload: Payload, now: float) -> None:
@@ -159,7 +168,7 @@ def _follow(row: dict[str, Any], payload: Payload, now: float) -> None:
     elif isinstance(payload, FailedNote | RetryNote):
         row["note"] = payload.reason[:60]
     elif isinstance(payload, PullOpened):
-        row["note"] = payload.url
+        row["note"], row["pr"] = payload.url, payload.number
     elif isinstance(payload, Waiting):
         until = payload.until
         row["note"] = f"until {time.strftime('%H:%M', time.localtime(until))}" if until else ""

@@ -107,3 +107,18 @@ def test_elapsed_stops_when_the_attempt_ends_and_starts_again_with_the_next() ->
     clock.advance(2.0)
     table = shown(console, live.get_renderable())
     assert "  8.0s" in table and "  2.0s" in table
+
+
+@pytest.mark.parametrize("width", [100, 160])
+def test_a_pull_request_link_is_never_shown_folded_in_two(width: int) -> None:
+    from agent_harness.store.events import PullOpened
+
+    url = "http://127.0.0.1:8765/_html/forge-user/tally/pull/7"
+    console = Console(file=io.StringIO(), width=width)
+    view = LiveView(console, clock=FakeClock(start=1000.0))
+    live = view.display()
+    view("attempt", "T1", AttemptStarted(attempt=1, worker="vm-8694ad/w1"))
+    view("pr_opened", "T1", PullOpened(number=7, url=url))
+    table = shown(console, live.get_renderable())
+    # Folded, its first half opened the repository's page: whole, or by its number.
+    assert (url in table) if width == 160 else ("PR #7" in table and "_html" not in table)
