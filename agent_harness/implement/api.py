@@ -7,6 +7,7 @@ that no retry can fix) into the same `ImplementResult` the pipeline reads from a
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,9 +90,10 @@ class ApiImplementer:
                 wait_until=exc.until,
                 parked_endpoint=exc.endpoint,
                 usage_from=USAGE_FROM_CALLS,
+                cost_usd=executor.spent_usd,  # the calls made before the park were paid for
             )
         except ModelCallFailed as exc:
-            return _failed_call(exc)
+            return replace(_failed_call(exc), cost_usd=executor.spent_usd)
         return _ended(result)
 
 
@@ -119,6 +121,7 @@ def _ended(result: ExecutionResult) -> ImplementResult:
             f"plan done in {result.calls} model calls",
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
+            cost_usd=result.cost_usd,
             usage_from=USAGE_FROM_CALLS,
         )
     where = f" at step {result.blocking_step}" if result.blocking_step else ""
@@ -129,6 +132,7 @@ def _ended(result: ExecutionResult) -> ImplementResult:
         permanent=result.permanent,
         tokens_in=result.tokens_in,
         tokens_out=result.tokens_out,
+        cost_usd=result.cost_usd,
         usage_from=USAGE_FROM_CALLS,
     )
 

@@ -89,6 +89,7 @@ class ExecutionResult:
     tokens_in: int | None
     tokens_out: int | None
     permanent: bool = False  # blocked for good: another run of this plan cannot get further
+    cost_usd: float | None = None  # this run's calls by the price list; None if one is unknown
 
 
 class ModelCaller(Protocol):
@@ -189,6 +190,7 @@ class Executor:
         max_tokens: int = 4096,
     ) -> None:
         self._client = client
+        self.spent_usd: float | None = 0.0  # what the calls of the current run cost, by price
         self.budgets = budgets or Budgets()
         self._events = events or (lambda kind, payload: None)
         self._worker = worker
@@ -217,6 +219,7 @@ class Executor:
         resume, a parked endpoint (`EndpointParked`), or an exception from the event sink is
         raised.
         """
+        self.spent_usd = 0.0  # this run's calls (a caller reads it after an exception too)
         env = self._environment()
         command_env = self._command_environment(env, Path(plan_path).parent / "command-home")
         run = _Run(item, Path(worktree), Path(plan_path), self._fresh_plan(item), env, command_env)
@@ -314,6 +317,7 @@ class Executor:
             plan.calls,
             plan.tokens_in,
             plan.tokens_out,
+            cost_usd=self.spent_usd,
         )
 
     def _loop(self, run: _Run) -> None:
@@ -612,6 +616,8 @@ class Executor:
             raise
         except HarnessError as exc:  # no route, no key, a dead transport: nothing to retry
             raise _RunBlocked(exc.message, step_id) from None
+        cost = getattr(answer, "cost_usd", None)
+        self.spent_usd = None if self.spent_usd is None or cost is None else self.spent_usd + cost
         plan.tokens_in = (
             None
             if plan.tokens_in is None or answer.tokens_in is None

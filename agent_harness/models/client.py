@@ -197,7 +197,7 @@ class ModelClient:
     def _succeeded(
         self, completion: Completion, base: dict[str, Any], attempt: int, latency: float
     ) -> Completion:
-        done = replace(completion, latency_s=latency)
+        done = replace(completion, latency_s=latency, cost_usd=_priced(completion, base))
         self._emit(
             "model.call",
             base,
@@ -356,3 +356,13 @@ class ModelClient:
 def _scrub(text: str, key: str) -> str:
     # Some providers echo the key they rejected; it must not reach events or error lines.
     return text.replace(key, "<redacted>") if key else text
+
+
+def _priced(done: Completion, base: Mapping[str, Any]) -> float | None:
+    """The call's cost by the price list, as the audit prices its `model.call` event (the
+    route's vendor and model, today's prices): budgets count it before the next call is paid
+    for, where a provider reports no cost of its own."""
+    from agent_harness.audit.pricing import Usage, price
+
+    usage = Usage(done.tokens_in, done.tokens_out, done.tokens_cached, done.tokens_cache_write)
+    return price(base.get("vendor"), base.get("model"), usage, time.time()).cost_usd

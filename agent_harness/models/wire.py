@@ -43,6 +43,9 @@ class Completion:
     raw: Any = field(repr=False, default=None)
     tool_calls: tuple[ToolCall, ...] = ()
     tokens_cache_write: int | None = None  # prompt tokens written to the cache (in tokens_in)
+    # What the call cost by the price list (genai-prices) for its route's model and tokens;
+    # None when no price is known (an unknown model, counts not reported), never 0.
+    cost_usd: float | None = None
 
 
 def build_request(

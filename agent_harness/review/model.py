@@ -32,7 +32,8 @@ def route_vendor(route: Route) -> str:
 
 class ModelReviewer:
     """A `Reviewer` over the role-addressed `ModelClient`. Its vendor is read from the role's
-    current route (see `route_vendor`); cost is None until pricing is known."""
+    current route (see `route_vendor`); its cost is the price list's for the call (None for a
+    model no price list knows)."""
 
     def __init__(
         self,
@@ -79,4 +80,4 @@ class ModelReviewer:
             max_tokens=self._max_tokens,
             timeout=self._timeout_s,
         )
-        return ReviewReply(done.text, done.tokens_in, done.tokens_out, None, done.model)
+        return ReviewReply(done.text, done.tokens_in, done.tokens_out, done.cost_usd, done.model)

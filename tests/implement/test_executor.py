@@ -63,6 +63,7 @@ def test_a_plan_runs_step_by_step_to_done(rig: Rig) -> None:
     assert (len(rig.planner_requests), len(rig.implementer_requests)) == (1, 3)
     assert result.calls == 4
     assert (result.tokens_in, result.tokens_out) == (48, 28)  # the server's 12 in / 7 out each
+    assert result.cost_usd is None  # models no price list knows: unknown, never $0
     assert rig.kinds() == [
         "executor.plan",
         *["executor.step_started", "executor.step_done"] * 3,
@@ -73,6 +74,27 @@ def test_a_plan_runs_step_by_step_to_done(rig: Rig) -> None:
     # Each implementer request is about its own step, with the file it must change shown.
     assert "Your step (2): Add farewell() to app.py" in user_text(rig.implementer_requests[1])
     assert "return 'hi'" in user_text(rig.implementer_requests[1])
+
+
+def test_a_run_of_models_the_price_list_knows_costs_the_sum_of_its_calls(rig: Rig) -> None:
+    from dataclasses import replace
+
+    from genai_prices import Usage as LibUsage
+    from genai_prices import calc_price
+
+    known = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1"}
+    routes = dict(rig.client.routes)
+    rig.client.reload({r: replace(route, model=known[route.vendor]) for r, route in routes.items()})
+    rig.server.enqueue(THREE_STEPS, EDIT_1, EDIT_2, EDIT_3)
+    result = rig.run()
+
+    def listed(vendor: str) -> float:  # one call of the server's 12 tokens in, 7 out
+        usage = LibUsage(input_tokens=12, output_tokens=7)
+        return float(calc_price(usage, model_ref=known[vendor], provider_id=vendor).total_price)
+
+    # The model.call events are the audit's; this is what budgets count before the next call.
+    expected = listed(routes["planner"].vendor) + 3 * listed(routes["implementer"].vendor)
+    assert result.status == "done" and result.cost_usd == pytest.approx(expected)
 
 
 def test_a_killed_run_resumes_without_redoing_finished_steps(rig: Rig) -> None:

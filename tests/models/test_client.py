@@ -541,3 +541,31 @@ def test_workers_asking_a_new_endpoint_at_once_spend_one_request_on_a_cap(
         thread.join(30)
     assert outcomes == ["parked", "parked"]
     assert transport.sent == 1 and len(server.requests) == 1
+
+
+@pytest.mark.integration
+def test_a_call_is_priced_by_the_list_for_its_routes_model_and_unknown_stays_none(
+    server: ModelServer,
+) -> None:
+    from genai_prices import Usage as LibUsage
+    from genai_prices import calc_price
+
+    from agent_harness.testing.model_server import ScriptedCompletion
+
+    routes = {
+        "known": Route("gpt-4.1", server.url + "/v1", "openai", "openai", "OAI_KEY"),
+        "unknown": Route("gpt-test", server.url + "/v1", "openai", "openai", "OAI_KEY"),
+    }
+    client = ModelClient(routes, env={"OAI_KEY": KEY}, parking=MemoryParking())
+    try:
+        for _ in range(2):
+            server.enqueue(ScriptedCompletion(text="ok", input_tokens=10_000, output_tokens=500))
+        known = client.complete("known", [{"role": "user", "content": "hi"}], worker="w")
+        unknown = client.complete("unknown", [{"role": "user", "content": "hi"}], worker="w")
+    finally:
+        client.close()
+    listed = calc_price(
+        LibUsage(input_tokens=10_000, output_tokens=500), model_ref="gpt-4.1", provider_id="openai"
+    ).total_price
+    assert known.cost_usd == pytest.approx(float(listed)) and known.cost_usd > 0
+    assert unknown.cost_usd is None  # no price known: unknown, never 0

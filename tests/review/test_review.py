@@ -202,9 +202,33 @@ def test_a_valid_first_answer_takes_one_call_and_reports_usage(
     assert outcome.verdict == Verdict(False, ("the test was deleted",), False)
     assert (outcome.attempts, outcome.malformed) == (1, False)
     assert (outcome.tokens_in, outcome.tokens_out) == (300, 40)
-    assert outcome.cost_usd is None  # unknown, never 0
+    assert outcome.cost_usd is None  # a model no price list knows: unknown, never 0
     assert (outcome.vendor, outcome.model) == ("anthropic", "claude-test")
     assert len(server.requests) == 1
+
+
+@pytest.mark.integration
+def test_a_review_by_a_model_the_price_list_knows_costs_what_the_list_says(
+    server: ModelServer,
+) -> None:
+    from genai_prices import Usage as LibUsage
+    from genai_prices import calc_price
+
+    # It reported no cost (the API never does), so budgets counted reviews as nothing: a run
+    # capped at $1 went on reviewing past it. The call is priced as the audit prices it.
+    routes = {"reviewer": Route("claude-sonnet-4-5", server.url, "anthropic", "anthropic", "K")}
+    client = ModelClient(routes, env={"K": KEY}, parking=MemoryParking(), sleep=lambda s: None)
+    server.enqueue(ScriptedCompletion(text=REJECT, input_tokens=30_000, output_tokens=2_000))
+    try:
+        outcome = review(ModelReviewer(client, "w1"), simple_request())
+    finally:
+        client.close()
+    listed = calc_price(
+        LibUsage(input_tokens=30_000, output_tokens=2_000),
+        model_ref="claude-sonnet-4-5",
+        provider_id="anthropic",
+    ).total_price
+    assert outcome.cost_usd == pytest.approx(float(listed)) and outcome.cost_usd > 0.1
 
 
 @pytest.mark.integration
