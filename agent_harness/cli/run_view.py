@@ -266,6 +266,15 @@ def render_approval(
 _REPORT_COLUMNS_WIDTH = 60
 
 
+def cost_said(known: float | None, unpriced: int) -> str:
+    """What the run cost, as the audit says it: the known sum and, apart, how many agent runs
+    and reviews are of unknown price (never counted as $0)."""
+    runs = "1 agent run or review" if unpriced == 1 else f"{unpriced} agent runs or reviews"
+    if known is None:
+        return f"cost unknown: {runs} of unknown price" if unpriced else "no agent or review ran"
+    return f"cost {format_usd(known)}" + (f" + {runs} of unknown price" if unpriced else "")
+
+
 def _report_table(project: str, shown: list[Any], whole_links: bool) -> Table:
     table = Table(title=f"run of {project}", title_justify="left")
     for name in ("item", "state", "attempts", "pull request", "reason"):
@@ -320,9 +329,9 @@ def render_report(out: Console, report: RunReport) -> None:
             "every one)",
             markup=False,
         )
-    cost = format_usd(report.cost_usd)
+    cost = cost_said(report.cost_usd, report.unpriced)
     out.print(
-        f"{report.events} events recorded; known cost {cost}"
+        f"{report.events} events recorded; {cost}"
         + ("; stopped: drained (run again to carry on)" if report.drained else ""),
         markup=False,
     )

@@ -119,13 +119,23 @@ class RunBudget:
         return self._hit.is_set()
 
     def spent_usd(self) -> float | None:
-        """What this run's agents and reviewers reported; None when nothing was known."""
-        mine = [
-            payload
-            for payload in _costs(self.store, self.project, tuple(ROLE_EVENTS.values()))
-            if payload.get("run_id") == self.run_id
+        """What this run's agents and reviewers cost, as far as known; None when nothing was."""
+        return known_cost_of([p.get("cost_usd") for p in self._mine()])
+
+    def unpriced(self) -> int:
+        """This run's agent runs and reviews whose cost is not known (an agent that reported
+        none, a model no price list knows); an agent never started costs nothing."""
+        return sum(
+            1
+            for p in self._mine()
+            if p.get("cost_usd") is None and p.get("state") != "missing_binary"
+        )
+
+    def _mine(self) -> list[dict[str, object]]:
+        kinds = tuple(ROLE_EVENTS.values())
+        return [
+            p for p in _costs(self.store, self.project, kinds) if p.get("run_id") == self.run_id
         ]
-        return known_cost_of([p.get("cost_usd") for p in mine])
 
     def reserve(self, bound_of: Callable[[], float]) -> float | None:
         """Hold room for one call that may cost `bound_of()` (0: not known yet), waiting while

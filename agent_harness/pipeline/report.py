@@ -34,6 +34,7 @@ class RunReport:
     items: list[ItemOutcome] = field(default_factory=list)
     events: int = 0
     cost_usd: float | None = None
+    unpriced: int = 0  # this run's agent runs and reviews whose cost is not known
     stopped_by_budget: bool = False
     drained: bool = False  # `agent-harness control drain` ended it: unstarted items wait
     stopped_because: str | None = None  # why the run stopped claiming, when it did
@@ -46,6 +47,7 @@ class RunReport:
             "items": [vars(item) for item in self.items],
             "events": self.events,
             "cost_usd": self.cost_usd,
+            "unpriced": self.unpriced,
             "stopped_by_budget": self.stopped_by_budget,
             "drained": self.drained,
             "stopped_because": self.stopped_because,

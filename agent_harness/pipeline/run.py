@@ -648,6 +648,7 @@ class Pipeline:
             self.plan,
             sync,
             cost_usd=self.spent_usd(),
+            unpriced=self.budget.unpriced(),
             stopped_by_budget=self.budget.spent,
             stopped_because=self.budget.reason,
             run_id=self.parts.run_id,

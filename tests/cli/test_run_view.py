@@ -63,3 +63,13 @@ def test_the_exit_code_tells_done_from_waiting_from_needing_a_person(
         ItemOutcome(f"T{n}", "t", state, 1, reason) for n, (state, reason) in enumerate(items)
     ]
     assert run_exit_code([RunReport("o/r:PLAN", None, outcomes)]) == code
+
+
+def test_the_runs_cost_is_said_as_known_plus_what_is_of_unknown_price() -> None:
+    from agent_harness.cli.run_view import cost_said
+
+    # Before: "known cost unknown", and "known cost $0.01" with nine unpriced runs unsaid.
+    assert cost_said(0.0071, 11) == "cost $0.0071 + 11 agent runs or reviews of unknown price"
+    assert cost_said(None, 1) == "cost unknown: 1 agent run or review of unknown price"
+    assert cost_said(1.5, 0) == "cost $1.50"
+    assert cost_said(None, 0) == "no agent or review ran"

@@ -211,6 +211,8 @@ def test_the_pull_request_shows_cost_as_money_and_unknown_as_unknown(rig: Rig) -
     assert "0.00014000000000000001" not in body
     [implementer_row] = [line for line in body.splitlines() if line.startswith("| implementer")]
     assert implementer_row.endswith("| unknown | unknown | unknown |")
+    # And the run's report: the review's cost known, the agent's run of unknown price apart.
+    assert (report.cost_usd, report.unpriced) == (pytest.approx(0.00014), 1)
 
 
 def test_a_run_stays_to_deliver_work_the_tracker_refused_for_a_while(rig: Rig) -> None:
