@@ -41,12 +41,23 @@ class DeadlinedH11(H11Protocol):
         if self._deadline is None and self.conn.their_state is h11.IDLE:
             self._arm()  # the first byte of a request after a keep-alive pause
         super().data_received(data)
-        if self.conn.their_state not in _READING:
-            self._disarm()  # the request is whole (or the connection is done with)
+        self._follow()
 
     def on_response_complete(self) -> None:
         self._disarm()  # the next request's clock starts at its first byte
         super().on_response_complete()
+        # Still sending a body the app answered without reading (a 401 before it), or a
+        # pipelined request already begun: its clock runs (uvicorn's keep-alive timer stops
+        # at the next byte, so nothing else would).
+        if self.conn.their_state is h11.SEND_BODY:
+            self._arm()
+
+    def _follow(self) -> None:
+        """Stop the clock once the request is whole; keep one running while it is not."""
+        if self.conn.their_state not in _READING:
+            self._disarm()  # the request is whole (or the connection is done with)
+        elif self._deadline is None and self.conn.their_state is h11.SEND_BODY:
+            self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

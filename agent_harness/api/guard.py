@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 import json
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl
@@ -213,8 +214,8 @@ def _ambiguous(scope: Scope) -> str | None:
         return "send one Authorization header"
     query = scope.get("query_string", b"")
     if query:
-        keys = [key for key, _value in parse_qsl(query.decode("latin-1"), keep_blank_values=True)]
-        twice = sorted({key for key in keys if keys.count(key) > 1})
+        keys = Counter(key for key, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True))
+        twice = sorted(key for key, times in keys.items() if times > 1)
         if twice:
             shown = twice[0].encode("ascii", "backslashreplace").decode()[:40]
             return f"query parameter {shown!r} is given more than once; give it once"

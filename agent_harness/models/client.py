@@ -365,4 +365,7 @@ def _priced(done: Completion, base: Mapping[str, Any]) -> float | None:
     from agent_harness.audit.pricing import Usage, price
 
     usage = Usage(done.tokens_in, done.tokens_out, done.tokens_cached, done.tokens_cache_write)
-    return price(base.get("vendor"), base.get("model"), usage, time.time()).cost_usd
+    try:
+        return price(base.get("vendor"), base.get("model"), usage, time.time()).cost_usd
+    except Exception:  # the price list failing must not lose a call that was answered (and paid)
+        return None

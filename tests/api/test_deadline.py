@@ -43,12 +43,11 @@ def port(api_store: Store) -> Iterator[int]:
 
 
 def _closed_by_server(conn: socket.socket) -> bool:
-    """Whether the server closes the connection (reads to its end; a server that holds it
-    never ends the read, and the socket's own timeout fails the test)."""
+    """Whether the server closes the connection: it is read to its end (a server that holds
+    it never ends the read, and the socket's own timeout fails the test)."""
     conn.settimeout(30)
-    while chunk := conn.recv(4096):
-        if b"HTTP/1.1 200" in chunk:
-            return False
+    while conn.recv(4096):
+        pass
     return True
 
 
@@ -71,7 +70,19 @@ def test_a_client_that_never_finishes_its_request_is_cut_off_and_others_are_serv
         f"POST /api/plan/parse HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
         "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{}".encode()
     )
-    for conn in (silent, dripping, body_never_sent):
+    # Answered before its body was read (401: no token), then a byte: the clock ran on.
+    answered_early = socket.create_connection(("127.0.0.1", port))
+    answered_early.sendall(b"POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+    answered_early.settimeout(30)
+    assert answered_early.recv(4096).startswith(b"HTTP/1.1 401")
+    answered_early.sendall(b"a")
+    # A request answered, and the headers of the next, pipelined in one write.
+    pipelined = socket.create_connection(("127.0.0.1", port))
+    pipelined.sendall(
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"POST /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+    )
+    for conn in (silent, dripping, body_never_sent, answered_early, pipelined):
         with conn:
             assert _closed_by_server(conn)
     assert _request(port).startswith(b"HTTP/1.1 200")
