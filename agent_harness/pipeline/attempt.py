@@ -219,7 +219,13 @@ class Attempt:
         host = getattr(parts.implementer, "host", None)
         session, item_dir = self._session_and_folder(host)
         started = self.history.unfinished_start(str(tree.path))
-        resume = started is not None and started.session == session
+        # The same agent, in the same session: after a restart with another --agent, the old
+        # agent's output is no answer of the new one's (its rules would misread it).
+        resume = (
+            started is not None
+            and started.session == session
+            and started.implementer == parts.implementer.name
+        )
         if resume:
             self._emit(Resumed(sha=parts.repo.head(tree), why=AGENT_PICKED_UP))
         else:

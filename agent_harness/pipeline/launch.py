@@ -301,24 +301,28 @@ def anchored(preset: AgentPreset, cwd: Path) -> AgentPreset:
     return replace(preset, template=tuple(parts), binary=binary)
 
 
-# What a program file a template names ends in (a script its interpreter is to run).
-_SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php")
+# Interpreters whose first argument is the script they run (`python agent/run.py ...`).
+_INTERPRETERS = frozenset(
+    {"python", "python3", "node", "bash", "sh", "ruby", "perl", "php", "deno", "bun", "tsx"}
+)
 
 
 def _refuse_missing_scripts(preset: AgentPreset, work: Path | None) -> None:
-    """Refuse a template naming a relative script found neither here (where `anchored` looks)
-    nor in the clone (whose worktrees would have it): every attempt would fail the same way,
-    spending the item's attempts on a typo."""
-    for part in preset.template or ():
-        relative = "/" in part and not part.startswith(("/", "-", "~")) and "{" not in part
-        if not relative or not part.endswith(_SCRIPT_SUFFIXES) or "=" in part:
-            continue
-        if not (work is not None and (work / part).is_file()):
-            where = f" nor in the clone {work}" if work is not None else ""
-            raise UsageError(
-                f"the agent command names {part}, which is not in {Path.cwd()}{where}: give "
-                "its path from here, or an absolute one"
-            )
+    """Refuse a template whose interpreter is to run a relative script found neither here
+    (where `anchored` looks) nor in the clone (whose worktrees would have it): every attempt
+    would fail the same way, spending the item's attempts on a typo. Only the script an
+    interpreter runs is looked for: other arguments may name files the agent is to make."""
+    argv = list(preset.template or ())
+    if work is None or len(argv) < 2 or Path(argv[0]).name not in _INTERPRETERS:
+        return
+    script = argv[1]
+    if script.startswith(("/", "-", "~")) or "{" in script or "://" in script or "/" not in script:
+        return
+    if not (work / script).is_file():
+        raise UsageError(
+            f"the agent command runs {script}, which is not in {Path.cwd()} nor in the clone "
+            f"{work}: give its path from here, or an absolute one"
+        )
 
 
 def run_settings_for(request: RunRequest, settings: Settings) -> RunSettings:

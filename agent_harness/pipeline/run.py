@@ -66,6 +66,10 @@ _LIVE_STATES = frozenset({ItemState.CLAIMED, ItemState.CHECKS, ItemState.REVIEW,
 _RUNNABLE = frozenset({ItemState.PENDING, *_LIVE_STATES})
 
 
+# Item states that hold no branch or worktree any more.
+_FOR_GOOD = frozenset({ItemState.DONE, ItemState.MERGED})
+
+
 class Pipeline:
     """Runs the items of one plan on one repository."""
 
@@ -220,26 +224,40 @@ class Pipeline:
     def _refuse_shared_branches(self) -> None:
         """Two names git writes alike (items `T1.2` and `T1-2`; plans keyed `v1.2` and `v1-2`
         on one repository) would share a branch and a worktree, each item's agent working over
-        the other's: refused before any agent runs, naming both."""
+        the other's: refused before any agent runs, naming both. Work finished for good (done,
+        merged) shares nothing any more and is not counted."""
+        parts = self.parts
         seen: dict[str, str] = {}
         for item in self.plan.items:
+            if item.done or self._finished(parts.project, item.id):
+                continue
             other = seen.setdefault(clean_name(item.id), item.id)
             if other != item.id:
                 raise RunRefused(
                     f"items {other} and {item.id} would share a branch and a worktree (git "
                     "writes their names alike); rename one"
                 )
-        parts = self.parts
         mine = clean_name(parts.namespace)
         for project in items.projects(parts.store) if mine else ():
             repo, _, key = project.rpartition(":")
             same_repo = repo == parts.tracker.repo and key != parts.plan_key
-            if same_repo and clean_name(plan_namespace(key)) == mine:
+            if same_repo and clean_name(plan_namespace(key)) == mine and self._open(project):
                 raise RunRefused(
                     f"plans keyed {key} and {parts.plan_key} of {repo} would share branches "
                     "and worktrees (git writes the keys alike); give this plan another "
                     "--plan-key"
                 )
+
+    def _finished(self, project: str, item_id: str) -> bool:
+        try:
+            state = items.get_item(self.parts.store, project, item_id).state
+        except items.UnknownItem:
+            return False
+        return state in _FOR_GOOD
+
+    def _open(self, project: str) -> bool:
+        """Whether `project` holds an item not finished for good."""
+        return any(r.state not in _FOR_GOOD for r in items.list_items(self.parts.store, project))
 
     def check_plan_key(self) -> None:
         """Refuse, before anything is written, a plan whose key another plan file's issues

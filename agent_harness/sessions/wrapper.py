@@ -219,9 +219,8 @@ END_MARK = b"\x1b]agent-harness;session-ended\x07"
 # The end mark ends the wait as soon as it arrives, so only a copy that lost it waits this long;
 # on a loaded machine tmux's copy has lagged the terminal by more than a second.
 LOG_SETTLE_S = 5.0
-# The end mark's words, as the shell wrapper looks for them in the log before it lets the pane
-# close, and how many looks (a hundredth of a second apart) it gives tmux's copy.
-_MARK_TEXT = "agent-harness;session-ended"
+# How many looks (a hundredth of a second apart) the shell wrapper gives tmux's copy to bring
+# the end mark into the log before it lets the pane close.
 MARK_WAIT_LOOKS = 200
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Names a shell keeps for itself: bash (which is /bin/sh on some systems) refuses to export
@@ -267,11 +266,12 @@ def write_shell_wrapper(spec: SessionSpec, ended: Path | None) -> Path:
     Needs `shell_can_export(spec.env)`."""
     q = shlex.quote
     argv, cwd = spec.command, str(spec.cwd)
+    octal_mark = "".join(f"\\{byte:03o}" for byte in END_MARK)  # its bytes, as printf writes
     lines = [
         # rm where POSIX systems keep it; where it is elsewhere, found on the agent's PATH
         # below, and the host removes what is left when the session ends.
         'PATH=/usr/bin:/bin rm -f -- "$0" 2>/dev/null',
-        "h=; trap 'h=1' HUP INT TERM",
+        "_ah_stop=; trap '_ah_stop=1' HUP INT TERM",
         f"if cd -- {q(cwd)} 2>/dev/null; then",
         "unset PWD OLDPWD",  # the shell's own; the agent's, if it has them, are exported below
         *(f"export {name}={q(value)}" for name, value in spec.env.items()),
@@ -284,16 +284,18 @@ def write_shell_wrapper(spec: SessionSpec, ended: Path | None) -> Path:
         f"else printf 'cannot start %s: no such program\\n' {q(argv[0])}; (exit 127); fi",
         f"else printf 'cannot start %s: cannot enter %s\\n' {q(argv[0])} {q(cwd)}; (exit 127); fi",
         "c=$?",
-        "printf '" + "".join(f"\\{byte:03o}" for byte in END_MARK) + "'",
+        f"printf '{octal_mark}'",
         # The pane stays until tmux has copied the mark into the log: on a loaded machine, a
         # program that ended the moment it wrote lost what tmux had not yet read of its
         # terminal (the log stopped at 4,095 bytes for good). Looked for every hundredth of a
         # second, for at most MARK_WAIT_LOOKS looks; not at all once a stop signal came (the
         # session is being killed, tmux has died, or the copy ended).
-        'p="/usr/bin:/bin:$PATH"; n=0',
-        f'while [ -z "$h" ] && [ $n -lt {MARK_WAIT_LOOKS} ] && ! PATH=$p tail -c 512 -- '
-        f"{q(str(spec.log_path))} 2>/dev/null | PATH=$p grep -qF '{_MARK_TEXT}'; "
-        "do PATH=$p sleep 0.01 2>/dev/null; n=$((n+1)); done",
+        # (Its names are unlikely ones: the agent's environment, exported above, is in scope.)
+        '_ah_path="/usr/bin:/bin:$PATH"; _ah_n=0; _ah_mark=$(printf ' + f"'{octal_mark}')",
+        f'while [ -z "$_ah_stop" ] && [ $_ah_n -lt {MARK_WAIT_LOOKS} ] && ! PATH=$_ah_path '
+        f"tail -c 512 -- {q(str(spec.log_path))} 2>/dev/null | PATH=$_ah_path grep -qF -- "
+        '"$_ah_mark" 2>/dev/null; do PATH=$_ah_path sleep 0.01 2>/dev/null; '
+        "_ah_n=$((_ah_n+1)); done",
         f'printf %s "$c" > {q(str(_said_path(spec.log_path)))}',
     ]
     if ended is not None:

@@ -26,11 +26,8 @@ def open_sqlite(path: Path, where: str, busy_timeout_s: float) -> sqlite3.Connec
             # A device or pipe is no database, and SQLite would put its journal beside it.
             what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
             raise StoreError(where, f"{what}; a SQLite database is a file")
-    with contextlib.suppress(FileExistsError):  # another process made it just now
-        # Readable by its owner alone: the log holds every item's history, and SQLite gives
-        # its -wal and -shm files the database's own permissions (an empty file is an empty
-        # database to it).
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    _owner_only(path)
+
     conn = sqlite3.connect(
         path,
         timeout=busy_timeout_s,
@@ -45,6 +42,22 @@ def open_sqlite(path: Path, where: str, busy_timeout_s: float) -> sqlite3.Connec
         conn.close()
         raise
     return conn
+
+
+def _owner_only(path: Path) -> None:
+    """Make the database readable by its owner alone: it holds every item's history. A new
+    file is made so (SQLite gives its -wal and -shm the database's own permissions; an empty
+    file is an empty database to it); one an earlier version made readable by others is
+    tightened, with its -wal and -shm, when it is ours. What cannot be done (a read-only
+    folder, a file of another user's) is left to SQLite, which says so when it opens it."""
+    with contextlib.suppress(OSError):  # made just now by another process, or not ours
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        return
+    for found in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(OSError):
+            held = os.stat(found)
+            if held.st_uid == os.getuid() and held.st_mode & 0o077:
+                os.chmod(found, stat.S_IMODE(held.st_mode) & 0o700)
 
 
 def _use_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:

@@ -274,8 +274,13 @@ def test_an_agent_script_that_is_nowhere_is_refused_before_any_attempt(
     typo = "python agent/nope.py --prompt-file {prompt_file}"
     assert main([*argv, "--agent", typo, "--reviewer", "openai:gpt-4.1"]) == 2
     err = capsys.readouterr().err
-    assert "names agent/nope.py, which is not in" in err and "nor in the clone" in err
+    assert "runs agent/nope.py, which is not in" in err and "nor in the clone" in err
     # A script the clone holds is its worktrees' too: not refused for that.
     ok = "python tools/agent.py --prompt-file {prompt_file}"
     main([*argv, "--agent", ok, "--reviewer", "openai:gpt-4.1"])
-    assert "names tools/agent.py" not in capsys.readouterr().err
+    assert "runs tools/agent.py" not in capsys.readouterr().err
+    # A file the agent is to make, or a script at an address, is no script to look for.
+    for fine in ("aider --message-file {prompt_file} src/new_module.py",
+                 "deno run https://deno.land/x/agent/main.ts {prompt_file}"):  # fmt: skip
+        main([*argv, "--agent", fine, "--reviewer", "openai:gpt-4.1"])
+        assert "which is not in" not in capsys.readouterr().err

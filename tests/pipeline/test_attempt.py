@@ -362,6 +362,11 @@ class _Host:
     def exists(self, name: str) -> bool:
         return name == self.alive
 
+    def status(self, name: str) -> object:
+        from agent_harness.sessions.protocol import SessionStatus
+
+        return SessionStatus(name == self.alive, None)
+
 
 def test_an_agent_started_under_an_earlier_name_is_adopted_with_its_folder(rig: Rig) -> None:
     # A harness before this one named a session and folder otherwise: after the upgrade, the

@@ -69,6 +69,13 @@ def test_names_git_writes_alike_are_refused_before_any_agent(rig: Rig) -> None:
     assert len(rig.implementer.calls) == ran
     [other] = rig.pipeline("### T1: One\nDo it.\n", plan_key="v1-3").run().items
     assert other.state == "pr_open" and len(rig.implementer.calls) == ran + 1  # another key
+    # Once v1.2's work is merged it holds no branch any more: v1-2 may run.
+    from agent_harness.queue.items import record_outcome
+
+    record_outcome(rig.store, f"{rig.tracker.repo}:v1.2", "T1", "merged", {})
+    rig.reviewer = ScriptedReviewer([verdict(True)])
+    [later] = rig.pipeline("### T1: One\nDo it.\n", plan_key="v1-2").run().items
+    assert later.state == "pr_open"
 
 
 def test_a_reviewer_of_the_implementers_vendor_is_refused(rig: Rig) -> None:

@@ -130,6 +130,14 @@ def test_a_new_database_and_its_wal_are_readable_by_their_owner_alone(tmp_path: 
                 assert {p.name.removeprefix(path.name) for p in files} >= {"", "-wal", "-shm"}
                 for found in files:
                     assert stat.S_IMODE(found.stat().st_mode) == 0o600, found.name
+        # One an earlier version made readable by others is tightened when next opened.
+        old = tmp_path / "old.sqlite"
+        open_store(str(old)).close()
+        for found in tmp_path.glob("old.sqlite*"):
+            found.chmod(0o644)
+        with open_store(str(old)):
+            for found in tmp_path.glob("old.sqlite*"):
+                assert stat.S_IMODE(found.stat().st_mode) == 0o600, found.name
     finally:
         os.umask(before)
 
