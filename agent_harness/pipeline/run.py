@@ -229,10 +229,13 @@ class Pipeline:
         parts = self.parts
         seen: dict[str, str] = {}
         for item in self.plan.items:
-            if item.done or self._finished(parts.project, item.id):
-                continue
             other = seen.setdefault(clean_name(item.id), item.id)
-            if other != item.id:
+            if item.done or other == item.id:
+                continue
+            # Rare, so the queue is asked only now: is either finished for good?
+            if not self._finished(parts.project, item.id) and not self._finished(
+                parts.project, other
+            ):
                 raise RunRefused(
                     f"items {other} and {item.id} would share a branch and a worktree (git "
                     "writes their names alike); rename one"
