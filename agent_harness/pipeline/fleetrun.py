@@ -123,6 +123,7 @@ class FleetRun:
             sleep=self.sleep,
             idle_poll_s=self.poll_s,
             ready_when=items.DEFAULT_READY_WHEN,
+            may_claim=self._may_claim,
         )
         for project in self.projects:
             pipeline = project.pipeline
@@ -152,6 +153,12 @@ class FleetRun:
         return report
 
     # -- the controls ------------------------------------------------------------------------
+    def _may_claim(self, project: str) -> bool:
+        """Asked before every claim: a pause or a drain asked since the last look at the
+        controls stops the next claim now, not up to `control_every_s` later (an item that
+        ended in between took one more, and paid for it)."""
+        return control.asked_states(self.store, [project])[project] == PoolState.RUNNING
+
     def _follow_controls(self, fleet: Any, *, force: bool = False) -> None:
         """Apply what a person asked since the last look, and say what the pools do."""
         now = time.monotonic()

@@ -137,7 +137,10 @@ class Fleet:
         idle_poll_s: float = 1.0,
         heartbeat_every: float = 1 / 3,
         ready_when: frozenset[str] = DEFAULT_READY_WHEN,
+        may_claim: Callable[[str], bool] | None = None,
     ) -> None:
+        """`may_claim(project)`, asked right before each claim: False holds the claim back (a
+        person asked the project to pause or drain, and the pool has not been told yet)."""
         if global_limit is not None and global_limit < 1:
             raise UsageError("the fleet's global limit must be at least 1")
         self.store = store
@@ -146,6 +149,7 @@ class Fleet:
         self.idle_poll_s = idle_poll_s
         self.heartbeat_every = heartbeat_every
         self.ready_when = ready_when
+        self.may_claim = may_claim
         self._cond = threading.Condition()
         self._gate = _FairGate(global_limit, self._cond)
         self._pools: dict[str, _Pool] = {}
@@ -287,11 +291,13 @@ class Fleet:
                     continue
                 pool.in_flight += 1
             lease: Lease | None = None
-            crashed = False
+            crashed = held_back = False
             try:
-                lease = claim_next(
-                    self.store, pool.project, name, pool.lease_s, ready_when=self.ready_when
-                )
+                held_back = self.may_claim is not None and not self.may_claim(pool.project)
+                if not held_back:
+                    lease = claim_next(
+                        self.store, pool.project, name, pool.lease_s, ready_when=self.ready_when
+                    )
                 if lease is not None:
                     crashed = self._run(pool, lease)
             except HarnessError:
@@ -301,7 +307,7 @@ class Fleet:
             finally:
                 with self._cond:
                     pool.in_flight -= 1
-                    pool.found_empty = lease is None
+                    pool.found_empty = lease is None and not held_back
                     if lease is not None:
                         pool.handled += 1
                     self._gate.release()

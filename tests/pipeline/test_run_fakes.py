@@ -360,3 +360,27 @@ def test_an_item_claimed_after_it_left_the_plan_is_withdrawn_not_crashed(rig: Ri
     record = rig.state("T1")
     assert (record.state, record.reason) == ("skipped", "no longer in the plan")
     assert rig.implementer.calls == []
+
+
+def test_a_drain_asked_while_an_item_ends_stops_the_next_claim_at_once(rig: Rig) -> None:
+    from agent_harness.queue import control
+    from agent_harness.testing.scripted import ScriptedImplementer, Step
+
+    run = pipeline(rig, "### T1: One\n\n### T2: Two\n")
+
+    class Draining(ScriptedImplementer):
+        """An agent whose run ends the moment a person asks for a drain."""
+
+        def implement(self, *args: Any, **kwargs: Any) -> Any:
+            done = super().implement(*args, **kwargs)
+            control.set_control(rig.store, "draining", run.project, by="a person")
+            return done
+
+    rig.implementer = Draining([Step(files={"one.py": "x = 1\n"})])
+    run.parts.implementer = rig.implementer
+    report = run.run()
+    # Before: the run looked at the controls twice a second, so T2 was claimed (and its agent
+    # paid) in between.
+    states = {item.id: item.state for item in report.items}
+    assert states == {"T1": "pr_open", "T2": "pending"} and report.drained
+    assert len(rig.implementer.calls) == 1
