@@ -11,6 +11,7 @@ beside the database, which the kernel drops when the process ends.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,8 @@ def held_by_this_host(store: Store, name: str, *, wait: bool = True) -> Iterator
 
 
 _KEY = "SELECT %s::int4, hashtext(current_schema() || ':' || %s)"
+# How long an ended session of ours may keep its lock before the server lets it go.
+RELEASE_WAIT_S = 5.0
 
 
 class _PostgresLock:
@@ -113,10 +116,21 @@ class _PostgresLock:
             # Held: by another process, or by our own old session, which the server keeps
             # until it sees the link gone (a link cut on our side only): ended, and taken again.
             if self.backend is not None and self._end_own_old_session():
-                return self.take(wait=False)
+                return self._take_once_released()
             return False
         except StoreError:
             return None  # the server does not answer now: whether it is held is not known
+
+    def _take_once_released(self) -> bool:
+        """Take the lock our ended old session held: the server ends a session on its own time
+        (`pg_terminate_backend` only asks), so a loaded server may still hold it a moment."""
+        deadline = time.monotonic() + RELEASE_WAIT_S
+        while True:
+            if self.take(wait=False):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
     def _end_own_old_session(self) -> bool:
         """End the server's old session of ours if it still holds this lock; True if it did."""
