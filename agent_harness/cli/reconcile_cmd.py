@@ -107,6 +107,8 @@ def reconcile(
             watched = _watch(
                 tracker, store, report, plan_key, tree, merge_when_green, max_pr_rounds, dry_run
             )
+            if not dry_run:  # what it recorded (a merge, a revert) reaches the audit now
+                _record_in_audit(store, db, settings)
     if as_json:
         print_json(report.as_json() | {"pull_rounds": watched.as_json() if watched else None})
     else:
@@ -115,6 +117,16 @@ def reconcile(
             _render_rounds(watched)
     # An item whose round budget ran out failed: that needs a person, as a revert does.
     return 0 if report.ok and not (watched and watched.failed) else 4
+
+
+def _record_in_audit(store: Any, db: str | None, settings: Any) -> None:
+    """Bring the audit (beside the work database) up to date, as a run does at its end. An
+    audit that cannot be written never fails the reconcile: `audit health` counts the drop."""
+    from agent_harness.audit.database import audit_url
+    from agent_harness.audit.observe import observe
+    from agent_harness.config import database_url
+
+    observe(store, audit_url(None, database_url(settings, db)))
 
 
 def _watch(

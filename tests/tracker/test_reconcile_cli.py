@@ -134,3 +134,25 @@ def test_shipped_workflow_runs_a_real_reconcile_command_least_privilege() -> Non
     # Required options are all given.
     required = {p.opts[0] for p in reconcile_command.params if p.required}
     assert required <= set(used)
+
+
+@pytest.mark.integration
+def test_a_merge_reconcile_records_reaches_the_audit_without_an_ingest(
+    env: Scene, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent_harness.audit.database import open_audit
+    from agent_harness.audit.delivery import delivery
+    from agent_harness.queue.items import enqueue
+    from agent_harness.store.database import open_store
+    from tests.shared.stores import item
+
+    db = env.tmp / "work.sqlite"
+    with open_store(str(db)) as store:
+        enqueue(store, f"{REPO}:PLAN", [item("T1")])
+    env.merge(env.open_pr("T1"))
+    args = ["reconcile", "--repo", REPO, "--github-url", env.rf.server.api_url, "--db", str(db)]
+    assert main([*args, "--json"]) == 0
+    capsys.readouterr()
+    # Before: `audit delivery` showed the merge only after a separate `agent-harness ingest`.
+    with open_audit(str(env.tmp / "audit.sqlite")) as audit:
+        assert delivery(audit).merged == 1
