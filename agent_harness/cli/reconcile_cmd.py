@@ -107,8 +107,12 @@ def reconcile(
             watched = _watch(
                 tracker, store, report, plan_key, tree, merge_when_green, max_pr_rounds, dry_run
             )
-            if not dry_run:  # what it recorded (a merge, a revert) reaches the audit now
-                _record_in_audit(store, db, settings)
+            _record_in_audit(store, db, settings, dry_run)
+    return _shown(report, watched, as_json)
+
+
+def _shown(report: ReconcileReport, watched: WatchReport | None, as_json: bool) -> int:
+    """Say what the pass did; its exit code."""
     if as_json:
         print_json(report.as_json() | {"pull_rounds": watched.as_json() if watched else None})
     else:
@@ -119,9 +123,12 @@ def reconcile(
     return 0 if report.ok and not (watched and watched.failed) else 4
 
 
-def _record_in_audit(store: Any, db: str | None, settings: Any) -> None:
-    """Bring the audit (beside the work database) up to date, as a run does at its end. An
-    audit that cannot be written never fails the reconcile: `audit health` counts the drop."""
+def _record_in_audit(store: Any, db: str | None, settings: Any, dry_run: bool) -> None:
+    """Bring the audit (beside the work database) up to date with what the pass recorded (a
+    merge, a revert), as a run does at its end; not for a dry run. An audit that cannot be
+    written never fails the reconcile: `audit health` counts the drop."""
+    if dry_run:
+        return
     from agent_harness.audit.database import audit_url
     from agent_harness.audit.observe import observe
     from agent_harness.config import database_url
