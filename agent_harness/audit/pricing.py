@@ -243,18 +243,19 @@ class _Prices:
             )
         if reason is not None or vendor is None or model is None:
             return Price(None, reason, None)
-        provider = _PROVIDER_OF.get(vendor.lower(), vendor.lower())
-        miss = self._misses.get((provider, model.lower(), self._version))
-        if miss is not None:
-            return Price(None, miss, self._version)
-        try:
-            exact = _exact(provider, model, usage, at, extra)
-        except LookupError as exc:
-            return Price(None, f"no price known: {exc}", self._version)
-        return Price(float(exact), None, self._version)
+        return self._checked(vendor, model, usage, at, self._version, extra)
 
-    def _checked(self, vendor: str, model: str, usage: Usage, at: float, version: str) -> Price:
-        """The library's price, and whether the per-token sum may stand in for it."""
+    def _checked(
+        self,
+        vendor: str,
+        model: str,
+        usage: Usage,
+        at: float,
+        version: str,
+        extra: Extra = NO_EXTRA,
+    ) -> Price:
+        """The library's price, and whether the per-token sum may stand in for it (never for
+        a call with `extra`, whose rates the sum does not know)."""
         provider = _PROVIDER_OF.get(vendor.lower(), vendor.lower())
         name = model.lower()
         key: _Key = (provider, name, int(at // 86_400), version)
@@ -263,10 +264,10 @@ class _Prices:
             self._fast[(vendor, model, key[2])] = miss
             return Price(None, miss, version)
         trusted = self._trusted.get(key)
-        rates = None if trusted is False else self._rates(key, at)
+        rates = None if trusted is False or any(extra) else self._rates(key, at)
         fast = None if rates is None else _linear(rates, usage)
         try:
-            exact = _exact(provider, model, usage, at)
+            exact = _exact(provider, model, usage, at, extra)
         except LookupError as exc:
             reason = f"no price known: {exc}"
             self._misses[(provider, name, version)] = reason
