@@ -77,7 +77,9 @@ def reconcile(
 
     from agent_harness.cli.output import open_database
     from agent_harness.cli.settings_opts import load_cli_settings
+    from agent_harness.config import database_url
     from agent_harness.errors import UsageError
+    from agent_harness.pipeline.launch import record_in_audit
     from agent_harness.tracker.reconcile import reconcile as run
     from agent_harness.tracker.reconcile import work_repo
 
@@ -107,7 +109,8 @@ def reconcile(
             watched = _watch(
                 tracker, store, report, plan_key, tree, merge_when_green, max_pr_rounds, dry_run
             )
-            _record_in_audit(store, db, settings, dry_run)
+            if not dry_run:  # what it recorded (a merge, a revert) reaches the audit now
+                record_in_audit(store, None, database_url(settings, db))
     return _shown(report, watched, as_json)
 
 
@@ -121,19 +124,6 @@ def _shown(report: ReconcileReport, watched: WatchReport | None, as_json: bool) 
             _render_rounds(watched)
     # An item whose round budget ran out failed: that needs a person, as a revert does.
     return 0 if report.ok and not (watched and watched.failed) else 4
-
-
-def _record_in_audit(store: Any, db: str | None, settings: Any, dry_run: bool) -> None:
-    """Bring the audit (beside the work database) up to date with what the pass recorded (a
-    merge, a revert), as a run does at its end; not for a dry run. An audit that cannot be
-    written never fails the reconcile: `audit health` counts the drop."""
-    if dry_run:
-        return
-    from agent_harness.audit.database import audit_url
-    from agent_harness.audit.observe import observe
-    from agent_harness.config import database_url
-
-    observe(store, audit_url(None, database_url(settings, db)))
 
 
 def _watch(

@@ -127,13 +127,14 @@ def _recorded_store(stack: ExitStack, settings: Any, request: RunRequest) -> Sto
     work_url = database_url(settings, request.db)
     store = open_store(work_url)
     stack.callback(store.close)
-    stack.callback(_record_in_audit, store, request.audit_db, work_url)
+    stack.callback(record_in_audit, store, request.audit_db, work_url)
     return store
 
 
-def _record_in_audit(store: Store, audit_db: str | None, work_url: str) -> None:
-    """Bring the audit up to date with what the run did. Observation never stops work: when the
-    audit database cannot be written, the drop is counted and `audit health` says so."""
+def record_in_audit(store: Store, audit_db: str | None, work_url: str) -> None:
+    """Bring the audit up to date with what a run (or a reconcile) recorded. Observation never
+    stops work: when the audit database cannot be written, the drop is counted and `audit
+    health` says so."""
     from agent_harness.audit.database import audit_url
     from agent_harness.audit.observe import observe
 
@@ -491,12 +492,15 @@ def clone_url_of(
     no origin yet; None where it cannot be told (an API address of no known shape)."""
     from urllib.parse import urlsplit
 
+    from agent_harness.tracker.github import resolve_api_url
+
     if request.forge == "local":
         from agent_harness.forge.local import describe_repo
 
         return describe_repo(state_dir, repo).clone_url
-    api = urlsplit(request.github_url or env.get("GITHUB_API_URL") or "https://api.github.com")
-    if api.scheme not in ("http", "https") or not api.hostname:
+    try:
+        api = urlsplit(resolve_api_url(request.github_url, env))
+    except UsageError:  # said when the tracker is opened; the hint needs no URL of its own
         return None
     if api.hostname == "api.github.com":
         return f"https://github.com/{repo}.git"
