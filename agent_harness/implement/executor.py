@@ -13,7 +13,7 @@ import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from agent_harness.errors import ConfigError, HarnessError
 from agent_harness.git.runner import GitError, git
@@ -616,18 +616,9 @@ class Executor:
             raise
         except HarnessError as exc:  # no route, no key, a dead transport: nothing to retry
             raise _RunBlocked(exc.message, step_id) from None
-        cost = getattr(answer, "cost_usd", None)
-        self.spent_usd = None if self.spent_usd is None or cost is None else self.spent_usd + cost
-        plan.tokens_in = (
-            None
-            if plan.tokens_in is None or answer.tokens_in is None
-            else plan.tokens_in + answer.tokens_in
-        )
-        plan.tokens_out = (
-            None
-            if plan.tokens_out is None or answer.tokens_out is None
-            else plan.tokens_out + answer.tokens_out
-        )
+        self.spent_usd = _known_sum(self.spent_usd, answer.cost_usd)
+        plan.tokens_in = _known_sum(plan.tokens_in, answer.tokens_in)
+        plan.tokens_out = _known_sum(plan.tokens_out, answer.tokens_out)
         return answer
 
     # -- record ----------------------------------------------------------------------------
@@ -665,3 +656,12 @@ __all__ = [
     "ModelCaller",
     "execute",
 ]
+
+
+N = TypeVar("N", int, float)
+
+
+def _known_sum(total: N | None, more: N | None) -> N | None:
+    """`total + more`, or None once either is unknown: a sum with a part left unsaid is no
+    figure (never counted as if that part were 0)."""
+    return None if total is None or more is None else total + more
