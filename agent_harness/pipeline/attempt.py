@@ -21,7 +21,7 @@ from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.budgets import call_bound, item_over_budget, next_call_refused
-from agent_harness.pipeline.checks import order_checks
+from agent_harness.pipeline.checks import order_checks, stop_leftover
 from agent_harness.pipeline.delivery import deliver
 from agent_harness.pipeline.gates import leaks_secret, touches_protected
 from agent_harness.pipeline.history import AGENT_PICKED_UP, ItemHistory
@@ -148,6 +148,8 @@ class Attempt:
         retry said so (`work retry --fresh`)."""
         generation, fresh = self.history.generation()
         parts = self.parts
+        # A check an earlier run was killed in could still be writing into the worktree.
+        stopped = stop_leftover(self._check_group())
         with parts.git_lock:
             if fresh:
                 parts.repo.discard(self.item.id, parts.namespace, generation - 1)
@@ -168,9 +170,14 @@ class Attempt:
                 base=tree.base_sha,
                 reused=tree.reused,
                 kept=tree.kept,
+                stopped_check=stopped,
             )
         )
         return tree
+
+    def _check_group(self) -> Path:
+        """Where the process group of the item's running check is written down."""
+        return self.parts.item_dir(self.item.id) / "check.group"
 
     def _resume_approved(self, tree: Worktree) -> bool:
         """Work approved and pushed before a crash is delivered again, never re-reviewed."""
@@ -388,7 +395,11 @@ class Attempt:
             parts.env, allow=parts.settings.check_env_pass, known=parts.known_secrets
         )
         run = parts.check_runner(
-            ordered, tree.path, timeout_s=parts.settings.check_timeout_s, env=env
+            ordered,
+            tree.path,
+            timeout_s=parts.settings.check_timeout_s,
+            env=env,
+            group_file=self._check_group(),
         )
         for result in run.results:
             self._emit(

@@ -3,12 +3,18 @@
 Checks are the cheap gate before any reviewer is paid. Each command runs under `/bin/sh -c` as
 the leader of its own process group, with output going to a file rather than a pipe: a timeout
 kills the whole group, and a background child still holding the output open cannot hang us.
+
+A run killed outright (SIGKILL, a lost machine) cannot kill its checks. Two things end them
+without it: under GNU `timeout` (where there is one) a check ends itself a little after its own
+limit, and the group is written down (`group_file`) so that the item's next attempt ends it
+before it works in the same worktree (`stop_leftover`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import math
 import os
 import re
@@ -27,6 +33,10 @@ from agent_harness.secrets.redact import masked_output
 
 TAIL_BYTES = 3072
 SHELL = "/bin/sh"
+# A check outlives a killed run by at most its limit plus this, under `timeout` (our own timer
+# fires first while the run lives).
+ORPHAN_MARGIN_S = 30.0
+_TIMEOUT = shutil.which("timeout")
 # dash says "sh: 1: prog: not found", bash "sh: line 1: prog: command not found".
 _NOT_FOUND = re.compile(r"([^\s:]+): (?:command )?not found")
 
@@ -136,15 +146,23 @@ def run_checks(
     stop_on_failure: bool = True,
     clock: Callable[[], float] = time.monotonic,
     kill_grace_s: float = 2.0,
+    group_file: Path | None = None,
 ) -> CheckRun:
     """Run `commands` in order in `cwd` with exactly `env` (nothing of ours is merged in: the
     caller has already removed secrets). With `stop_on_failure` the rest are skipped after the
     first failure. A command that outlives `timeout_s` gets SIGTERM, then SIGKILL after
-    `kill_grace_s`, sent to its whole process group."""
+    `kill_grace_s`, sent to its whole process group. While a command runs, its group is
+    written to `group_file` (for `stop_leftover`)."""
     results: list[CheckResult] = []
     for index, command in enumerate(commands):
         result = run_check(
-            command, cwd, timeout_s=timeout_s, env=env, clock=clock, kill_grace_s=kill_grace_s
+            command,
+            cwd,
+            timeout_s=timeout_s,
+            env=env,
+            clock=clock,
+            kill_grace_s=kill_grace_s,
+            group_file=group_file,
         )
         results.append(result)
         if stop_on_failure and not result.passed:
@@ -160,13 +178,18 @@ def run_check(
     env: Mapping[str, str],
     clock: Callable[[], float] = time.monotonic,
     kill_grace_s: float = 2.0,
+    group_file: Path | None = None,
 ) -> CheckResult:
     """Run one check command; see `run_checks`."""
+    argv = [SHELL, "-c", command]
+    if _TIMEOUT is not None and math.isfinite(timeout_s):
+        limit = timeout_s + kill_grace_s + ORPHAN_MARGIN_S
+        argv = [_TIMEOUT, "--kill-after", "5", f"{limit:.3f}s", *argv]
     with tempfile.TemporaryFile() as sink:
         started = clock()
         try:
             process = subprocess.Popen(
-                [SHELL, "-c", command],
+                argv,
                 cwd=cwd,
                 env=dict(env),
                 stdin=subprocess.DEVNULL,
@@ -179,6 +202,8 @@ def run_check(
             return CheckResult(command, None, max(0.0, clock() - started), reason)
         timed_out = False
         try:
+            if group_file is not None:
+                _write_group(group_file, process.pid)
             exit_code: int | None = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -186,9 +211,13 @@ def run_check(
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=kill_grace_s)
             exit_code = None
-        # Whatever the shell left behind (a hung child, a background job) dies with the check.
-        _signal_group(process.pid, signal.SIGKILL)
-        process.wait()
+        finally:
+            # Whatever the shell left behind (a hung child, a background job) dies with the
+            # check, and so does a check whose run is stopping (an exception here).
+            _signal_group(process.pid, signal.SIGKILL)
+            process.wait()
+            if group_file is not None:
+                group_file.unlink(missing_ok=True)
         duration = max(0.0, clock() - started)
         # Masked where it is read: a check that found a credential (a parent's environment, a
         # file) would carry it into the events, the table and the next attempt's prompt.
@@ -204,6 +233,59 @@ def run_check(
             note = f"[agent-harness: program not found: {found[-1]} ({where})]"
             return CheckResult(command, None, duration, _join(tail, note), missing=True)
     return CheckResult(command, exit_code, duration, tail)
+
+
+def stop_leftover(group_file: Path) -> int | None:
+    """End the check group `group_file` names, left running by a run killed outright; returns
+    its id, or None when there was none (or its id is now another process's). Then forgets it."""
+    try:
+        record = json.loads(group_file.read_text())
+        pgid, start = int(record["pgid"]), record.get("start")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, KeyError):
+        group_file.unlink(missing_ok=True)  # unreadable: nothing can be told from it
+        return None
+    # A leader gone leaves its id unused while any member lives, so only a live leader can be
+    # a stranger that was given the same id since.
+    now = _start_time(pgid)
+    stranger = now is not None and start is not None and now != start
+    group_file.unlink(missing_ok=True)
+    if stranger or not _group_exists(pgid):
+        return None
+    _signal_group(pgid, signal.SIGKILL)
+    return pgid
+
+
+def _write_group(group_file: Path, pid: int) -> None:
+    """Note a running check's group, written whole (a file half-written names no group)."""
+    partial = group_file.with_name(group_file.name + ".partial")
+    # Not knowing where to write it is no reason to fail the check: the note is a safety net.
+    with contextlib.suppress(OSError):
+        group_file.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(json.dumps({"pgid": pid, "start": _start_time(pid)}))
+        os.replace(partial, group_file)
+
+
+def _start_time(pid: int) -> str | None:
+    """When process `pid` started, in the kernel's ticks since boot (Linux), to tell it from a
+    later process given the same id; None when that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return fields[19] if len(fields) > 19 else None
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False  # not ours to end
+    return True
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:

@@ -297,6 +297,11 @@ class WorktreeReady(Payload):
         description="A ref holding this clone's own commits that did not apply on top of the "
         "branch as another clone pushed it; the branch goes on from the pushed work.",
     )
+    stopped_check: int | None = Field(
+        default=None,
+        description="The process group of a check that a killed run left running here, "
+        "ended before this attempt began.",
+    )
 
 
 class AgentStarted(Payload):

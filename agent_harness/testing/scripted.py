@@ -118,6 +118,7 @@ class ScriptedChecks:
         env: Mapping[str, str],
         stop_on_failure: bool = True,
         clock: Callable[[], float] | None = None,
+        group_file: Path | None = None,
     ) -> CheckRun:
         self.runs.append(list(commands))
         self.envs.append(dict(env))

@@ -3,20 +3,30 @@ whole process tree, the exact environment, and the cheapest-first order."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
+from agent_harness.pipeline.attempt import Attempt
 from agent_harness.pipeline.checks import (
     TAIL_BYTES,
     CheckResult,
     CheckRun,
     order_checks,
     run_checks,
+    stop_leftover,
 )
+from agent_harness.store.events import WorktreeReady
 from agent_harness.testing.clock import FakeClock
+
+from .conftest import Rig
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 
@@ -218,6 +228,122 @@ def test_a_signal_death_is_a_failure_named_after_the_signal(tmp_path: Path) -> N
     [result] = run_checks(["kill -TERM $$"], tmp_path, timeout_s=10, env=ENV).results
     assert not result.passed
     assert result.status == "killed by signal 15"
+
+
+# ------------------------------------------------- a check outliving a run killed outright
+
+
+def _run_killed_in_its_check(tmp_path: Path, *, timeout_s: float, margin_s: float) -> int:
+    """Start a run of one check (`sleep 30`, then a file written) in a process of its own, and
+    SIGKILL that process while the check runs, as `kill -9` of `agent-harness run` would. Returns
+    the process group of the check it left behind, as the check wrote it down."""
+    group = tmp_path / "check.group"
+    runner = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from agent_harness.pipeline import checks
+        checks.ORPHAN_MARGIN_S = {margin_s}
+        checks.run_checks(["sleep 30; echo late > late"], Path({str(tmp_path)!r}),
+                          timeout_s={timeout_s}, env={ENV!r}, kill_grace_s=0.1,
+                          group_file=Path({str(group)!r}))
+        """
+    )
+    run = subprocess.Popen([sys.executable, "-c", runner])
+    for _ in range(1000):
+        if group.exists():
+            break
+        time.sleep(0.01)
+    run.kill()
+    run.wait()
+    pgid = int(json.loads(group.read_text())["pgid"])
+    assert _group_alive(pgid)  # nothing of the run is left to end it
+    return pgid
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return _alive(pgid)
+
+
+def _group_ends(pgid: int, polls: int) -> bool:
+    for _ in range(polls):
+        if not _group_alive(pgid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.integration
+def test_a_check_names_its_process_group_while_it_runs_and_forgets_it_after(
+    tmp_path: Path,
+) -> None:
+    group = tmp_path / "state" / "check.group"
+    command = f"cat {group} > seen"
+    [result] = run_checks([command], tmp_path, timeout_s=10, env=ENV, group_file=group).results
+    assert result.passed
+    record = json.loads((tmp_path / "seen").read_text())
+    assert record["pgid"] > 0 and set(record) == {"pgid", "start"}
+    assert not group.exists()
+
+
+@pytest.mark.integration
+def test_the_next_attempt_ends_a_check_a_killed_run_left_in_the_worktree(
+    tmp_path: Path,
+) -> None:
+    pgid = _run_killed_in_its_check(tmp_path, timeout_s=600, margin_s=30)
+    assert stop_leftover(tmp_path / "check.group") == pgid
+    assert _group_ends(pgid, 250)
+    assert not (tmp_path / "late").exists()  # it never wrote into the worktree after
+    assert not (tmp_path / "check.group").exists()
+    assert stop_leftover(tmp_path / "check.group") is None  # nothing twice
+
+
+@pytest.mark.integration
+def test_a_check_left_by_a_killed_run_ends_itself_after_its_own_limit(tmp_path: Path) -> None:
+    pgid = _run_killed_in_its_check(tmp_path, timeout_s=0.3, margin_s=0.0)
+    assert _group_ends(pgid, 1500)  # under `timeout`: nobody else ends it here
+    assert not (tmp_path / "late").exists()
+
+
+@pytest.mark.integration
+def test_an_attempt_ends_the_check_left_running_before_it_works_and_says_so(
+    rig: Rig,
+) -> None:
+    leftover = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        plan, lease = rig.claim()
+        parts = rig.parts()
+        group = parts.item_dir("T1") / "check.group"
+        group.parent.mkdir(parents=True)
+        start = Path(f"/proc/{leftover.pid}/stat").read_text().rpartition(")")[2].split()[19]
+        group.write_text(json.dumps({"pgid": leftover.pid, "start": start}))
+        Attempt(parts, plan.item("T1"), lease).run()
+        assert leftover.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        leftover.kill()
+    [ready] = [e.payload for e in rig.store.all_events(item="T1") if e.kind == "worktree"]
+    assert isinstance(ready, WorktreeReady) and ready.stopped_check == leftover.pid
+    assert rig.state().state == "pr_open"
+
+
+@pytest.mark.unit
+def test_a_noted_group_whose_id_another_process_now_has_is_left_alone(tmp_path: Path) -> None:
+    group = tmp_path / "check.group"
+    group.write_text(json.dumps({"pgid": os.getpid(), "start": "1"}))  # this test started later
+    assert stop_leftover(group) is None
+    assert not group.exists()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("text", ["", "{", "[1]", '{"pgid": "x"}', '{"start": 5}'])
+def test_an_unreadable_group_note_is_dropped_and_ends_nothing(tmp_path: Path, text: str) -> None:
+    group = tmp_path / "check.group"
+    group.write_text(text)
+    assert stop_leftover(group) is None
+    assert not group.exists()
 
 
 # ------------------------------------------------------------------------------------- order
