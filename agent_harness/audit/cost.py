@@ -37,10 +37,18 @@ class CostLine(BaseModel):
     reported_cost_usd: float | None = Field(
         description="What the tool itself reported it cost, kept beside our price; null if none."
     )
-    tokens_in: int = Field(description="Prompt tokens, cache reads and writes included.")
-    tokens_out: int = Field(description="Completion tokens.")
-    cache_read: int = Field(description="Prompt tokens read from the cache.")
-    cache_write: int = Field(description="Prompt tokens written to the cache.")
+    # A call always has some prompt, so four zeros mean that no call reported its tokens.
+    tokens_in: int | None = Field(
+        description="Prompt tokens, cache reads and writes included, of the calls that reported "
+        "them; null when none did (never 0 for unknown)."
+    )
+    tokens_out: int | None = Field(description="Completion tokens; null when none reported.")
+    cache_read: int | None = Field(
+        description="Prompt tokens read from the cache; null when none reported."
+    )
+    cache_write: int | None = Field(
+        description="Prompt tokens written to the cache; null when none reported."
+    )
 
 
 class DayCost(BaseModel):
@@ -199,10 +207,10 @@ def _line(key: LineKey, s: list[int]) -> CostLine:
         unknown_calls=s[1],
         cost_usd=_usd(s[2], s[0] - s[1]),
         reported_cost_usd=_usd(s[4], s[3]),
-        tokens_in=s[5],
-        tokens_out=s[6],
-        cache_read=s[7],
-        cache_write=s[8],
+        tokens_in=s[5] if any(s[5:9]) else None,
+        tokens_out=s[6] if any(s[5:9]) else None,
+        cache_read=s[7] if any(s[5:9]) else None,
+        cache_write=s[8] if any(s[5:9]) else None,
     )
 
 

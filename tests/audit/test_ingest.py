@@ -214,6 +214,9 @@ def test_an_agent_run_is_counted_once_and_one_that_reported_nothing_is_of_unknow
     implementer = {line.usage_source: line for line in report.lines}
     assert implementer["api"].calls == 2 and implementer["api"].cost_usd is not None
     assert (implementer["cli"].calls, implementer["cli"].cost_usd) == (1, None)
+    # Its tokens are as unknown as its price: not 0.
+    assert (implementer["api"].tokens_in, implementer["api"].tokens_out) == (2000, 0)
+    assert (implementer["cli"].tokens_in, implementer["cli"].tokens_out) == (None, None)
     assert [(u.calls, u.reason) for u in report.unknown] == [(1, NOTHING_REPORTED)]
     assert report.summary.endswith("+ 1 call of unknown price")
 
