@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,12 @@ SHELL = "/bin/sh"
 # fires first while the run lives).
 ORPHAN_MARGIN_S = 30.0
 _TIMEOUT = shutil.which("timeout")
+# The groups of the checks this process runs now, for `stop_running`; once it was called, a
+# check's worker never goes on (`_NEVER`).
+_RUNNING: set[int] = set()
+_RUNNING_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+_NEVER = threading.Event()
 # dash says "sh: 1: prog: not found", bash "sh: line 1: prog: command not found".
 _NOT_FOUND = re.compile(r"([^\s:]+): (?:command )?not found")
 
@@ -201,6 +208,8 @@ def run_check(
             reason = f"could not start {SHELL} in {cwd}: {exc.strerror or exc}"
             return CheckResult(command, None, max(0.0, clock() - started), reason)
         timed_out = False
+        with _RUNNING_LOCK:
+            _RUNNING.add(process.pid)
         try:
             if group_file is not None:
                 _write_group(group_file, process.pid)
@@ -216,8 +225,12 @@ def run_check(
             # check, and so does a check whose run is stopping (an exception here).
             _signal_group(process.pid, signal.SIGKILL)
             process.wait()
+            with _RUNNING_LOCK:
+                _RUNNING.discard(process.pid)
             if group_file is not None:
                 group_file.unlink(missing_ok=True)
+        if _STOPPING.is_set():
+            _NEVER.wait()  # the process is ending: a check it killed must not count as failed
         duration = max(0.0, clock() - started)
         # Masked where it is read: a check that found a credential (a parent's environment, a
         # file) would carry it into the events, the table and the next attempt's prompt.
@@ -233,6 +246,19 @@ def run_check(
             note = f"[agent-harness: program not found: {found[-1]} ({where})]"
             return CheckResult(command, None, duration, _join(tail, note), missing=True)
     return CheckResult(command, exit_code, duration, tail)
+
+
+def stop_running() -> int:
+    """End every check this process is running, for a run that is stopping (an interrupt):
+    a check is cheap to run again, and left running it would work on in the worktree. The
+    workers running them never return (a killed check would read as a failed one), so call
+    this only on the way out of the process. Returns how many were ended."""
+    _STOPPING.set()
+    with _RUNNING_LOCK:
+        groups = sorted(_RUNNING)
+    for pgid in groups:
+        _signal_group(pgid, signal.SIGKILL)
+    return len(groups)
 
 
 def stop_leftover(group_file: Path) -> int | None:

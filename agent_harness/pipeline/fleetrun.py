@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UsageError
+from agent_harness.pipeline import checks
 from agent_harness.pipeline.settings import RunInterrupted
 from agent_harness.queue import control, items
 from agent_harness.queue.fleet import Fleet, PoolState
@@ -106,6 +107,7 @@ class FleetRun:
             except KeyboardInterrupt:
                 fleet.drain()
                 fleet.join(timeout=2.0)
+                checks.stop_running()  # agents keep their sessions; checks run again
                 control.report_pools(self.store, fleet.status(), self.host)
                 raise RunInterrupted() from None
             fleet.drain()

@@ -18,7 +18,7 @@ Observer = Callable[[str, str, Payload], None]
 
 class RunInterrupted(HarnessError):
     """interrupted: items in flight keep their leases, and agents keep running in their
-    sessions; run the same command again to take them back"""
+    sessions (checks were stopped); run the same command again to take them back"""
 
     exit_code = 130
 

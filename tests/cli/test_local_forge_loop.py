@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -37,6 +38,19 @@ def git(cwd: Path, *args: str) -> str:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
+
+
+def group_members(pgid: int) -> list[str]:
+    """The processes of group `pgid` that have not ended (a zombie has)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except (OSError, NotADirectoryError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            found.append(entry.name)
+    return found
 
 
 def browse(url: str) -> tuple[int, str]:
@@ -122,3 +136,56 @@ def test_a_users_own_project_through_the_whole_loop(home: Path) -> None:
     out = cli("reconcile", "--repo", "me/app", "--forge", "local", "--work", "app", "--json")
     transitions = json.loads(out)["transitions"]
     assert [(t["item"], t["state"], t["pr"]) for t in transitions] == [("T1", "merged", 2)]
+
+
+def test_ctrl_c_while_a_check_runs_ends_the_check_and_spends_no_attempt(home: Path) -> None:
+    started = home / "check.pid"
+    # The check notes its process and would write into the worktree long after.
+    check = f"echo $$ > {started}; sleep 30; echo late > late.txt"
+    with ModelServer([ScriptedResponder(review_rules)]) as reviewer:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_HARNESS_")},
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+            "OPENAI_BASE_URL": f"{reviewer.url}/v1",
+            "OPENAI_API_KEY": "sk-local",
+            "AGENT_HARNESS_SESSIONS__HOST": "headless",
+        }
+
+        def cli(*args: str) -> subprocess.Popen[str]:
+            return subprocess.Popen(
+                [sys.executable, "-m", "agent_harness", *args], cwd=home, env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+
+        said = "".join(cli("plan", "PLAN.md", "--repo", "me/app", "--forge", "local").communicate())
+        add = next(line.strip() for line in said.splitlines() if "git remote add origin" in line)
+        git(home / "app", *shlex.split(add)[1:])
+        git(home / "app", "push", "-q", "origin", "main")
+        agent = shlex.join([sys.executable, str(EXAMPLES / "agent" / "tally_agent.py")])
+        run = cli(
+            "run", "--repo", "me/app", "--forge", "local", "--work", "app", "--plan", "PLAN.md",
+            "--agent", agent + " --prompt-file {prompt_file}", "--reviewer", "openai:gpt-test",
+            "--check", check,
+        )  # fmt: skip
+        try:
+            while not started.exists() or not started.read_text().strip():
+                assert run.poll() is None, run.communicate()
+                time.sleep(0.05)
+            stat = Path(f"/proc/{int(started.read_text())}/stat").read_text()
+            pgid = int(stat.rpartition(")")[2].split()[2])  # the check's process group
+            run.send_signal(signal.SIGINT)
+            _, err = run.communicate(timeout=60)
+        finally:
+            run.kill()
+    assert run.returncode == 130, err
+    assert "checks were stopped" in err
+    # Its check (the shell and its sleep) ended with the run: once their new parent has reaped
+    # them, no process of the group is left.
+    for _ in range(500):
+        if not group_members(pgid):
+            break
+        time.sleep(0.02)
+    assert group_members(pgid) == []
+    [item] = json.loads(cli("work", "--json").communicate()[0])["items"]
+    assert (item["id"], item["state"], item["attempts"]) == ("T1", "checks", 1)
+    assert item["reason"] is None  # held under its lease for the next run, not failed

@@ -281,7 +281,8 @@ def test_a_check_names_its_process_group_while_it_runs_and_forgets_it_after(
     tmp_path: Path,
 ) -> None:
     group = tmp_path / "state" / "check.group"
-    command = f"cat {group} > seen"
+    # Written just after the check starts: the check waits for it.
+    command = f"while [ ! -s {group} ]; do sleep 0.01; done; cat {group} > seen"
     [result] = run_checks([command], tmp_path, timeout_s=10, env=ENV, group_file=group).results
     assert result.passed
     record = json.loads((tmp_path / "seen").read_text())
