@@ -475,6 +475,7 @@ def one_cycle(rig: Rig, cycle: int, soak: Soak) -> None:
             "run", "--repo", repo_name, "--work", str(clone),
             *[x for plan in names for x in ("--plan", plan)],
             "--agent", agent + " {prompt_file}", "--reviewer", "openai:gpt-test",
+            "--check", CHECK,
             "--workers", str(rig.args.workers), "--max-workers", str(rig.args.workers),
             "--max-attempts", "2", "--agent-timeout", str(AGENT_TIMEOUT_S), "--json",
         )  # fmt: skip
@@ -618,6 +619,8 @@ def sessions_left(cwd: Path) -> list[str]:
 
 
 HELD = {"claimed", "checks", "review"}
+# Every item's check: long enough for a SIGKILL of `run` to land in it now and then.
+CHECK = "sleep 0.2"
 
 
 def double_claims(events: list[Any]) -> list[str]:
@@ -715,17 +718,19 @@ def orphan_processes(root: Path) -> list[str]:
 
 
 def processes_naming(root: Path) -> list[str]:
-    """Processes whose command line names `root`."""
+    """Processes whose command line names `root`, or that run inside it (a check or an agent's
+    child in a worktree: `sleep 30` names no path)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
         except OSError:
             continue
-        if str(root) in cmdline:
-            found.append(f"pid {proc.name}: {cmdline[:120]}")
+        if str(root) in cmdline or cwd == str(root) or cwd.startswith(f"{root}/"):
+            found.append(f"pid {proc.name} in {cwd}: {cmdline[:120]}")
     return found
 
 
