@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,17 +114,24 @@ def execute_run(
                 reports = fleet.run()
             err.print()
     render_end(out, reports, request, Path(settings.state_dir), as_json)
-    return run_exit_code(reports)
+    return run_exit_code(reports, {p.project: p.settings.only for p in pipelines})
 
 
-def run_exit_code(reports: list[RunReport]) -> int:
+def run_exit_code(
+    reports: list[RunReport], selected: Mapping[str, set[str] | None] | None = None
+) -> int:
     """4 when an item failed or was skipped, or waits for a person to fix it (its issue could
     not be made); 75 (come back later) when none did but some wait for a time (a parked
     endpoint, a spent cap, a limit's reset): a script tells "all done" from "stuck on
-    billing" by it; 0 otherwise. Items held back by `--only` are not waiting on anything."""
+    billing" by it; 0 otherwise. Only the items a project's run was `selected` to work count
+    (`--only`): another that failed in an earlier run says nothing of this one."""
     from agent_harness.queue.holds import HOLD_REASON, NO_ISSUE_REASON
 
-    items = [item for report in reports for item in report.items]
+    chosen = selected or {}
+    items = []
+    for report in reports:
+        only = chosen.get(report.project)
+        items += [item for item in report.items if only is None or item.id in only]
     if any(item.state in ("failed", "skipped") for item in items):
         return 4
     waiting = [i for i in items if i.state == "waiting" and i.reason != HOLD_REASON]

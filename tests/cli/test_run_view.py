@@ -65,6 +65,21 @@ def test_the_exit_code_tells_done_from_waiting_from_needing_a_person(
     assert run_exit_code([RunReport("o/r:PLAN", None, outcomes)]) == code
 
 
+def test_with_only_the_exit_code_speaks_of_the_items_selected() -> None:
+    from agent_harness.cli.run_view import run_exit_code
+
+    # T7 failed in an earlier run; this one was to work T3, and opened its pull request.
+    outcomes = [
+        ItemOutcome("T3", "t", "pr_open", 1, None),
+        ItemOutcome("T7", "t", "failed", 2, "check `false` failed (exit 1)"),
+    ]
+    reports = [RunReport("o/r:PLAN", None, outcomes)]
+    assert run_exit_code(reports, {"o/r:PLAN": {"T3"}}) == 0
+    assert run_exit_code(reports, {"o/r:PLAN": {"T3", "T7"}}) == 4
+    assert run_exit_code(reports, {"o/r:PLAN": None}) == 4  # no --only: every item counts
+    assert run_exit_code(reports) == 4
+
+
 def test_the_runs_cost_is_said_as_known_plus_what_is_of_unknown_price() -> None:
     from agent_harness.cli.run_view import cost_said
 
