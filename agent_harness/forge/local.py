@@ -283,6 +283,16 @@ def existing_forge(data_dir: Path) -> Iterator[Forge]:
         forge.close()
 
 
+def state_dir_of(repository: Path) -> Path | None:
+    """The state folder whose local forge holds the bare repository at `repository`
+    (`<state>/forge/git/<owner>/<name>.git`); None when it is no local forge's."""
+    parts = repository.resolve().parents
+    if len(parts) < 4 or parts[1].name != "git" or not repository.name.endswith(".git"):
+        return None
+    state_dir = parts[3]
+    return state_dir if (forge_dir(state_dir) / DB_FILE).is_file() else None
+
+
 def describe_repo(state_dir: Path, repo: str) -> LocalRepo:
     """Where `repo` of the local forge clones from and whether it holds any history yet,
     read without writing anything (a repository not made yet is described as it would be)."""

@@ -195,10 +195,14 @@ class WorkRepo:
             status = self._git(self.path, "status", "--porcelain", "-z", "--untracked-files=no")
             refuse_work_in_progress(self.path, current, status, allow)
 
+    def push_url(self) -> str | None:
+        """Where the clone's remote pushes; None without one."""
+        return _safe(lambda: self._git(self.path, "remote", "get-url", "--push", self.remote))
+
     def check_remote(self, full_name: str, clone_url: str) -> None:
         """Refuse a clone whose remote is another repository than the tracker's: the items'
         branches would be pushed there, and no pull request could name them."""
-        url = _safe(lambda: self._git(self.path, "remote", "get-url", "--push", self.remote))
+        url = self.push_url()
         if url is not None:
             refuse_other_remote(self.path, self.remote, url, full_name, clone_url)
 

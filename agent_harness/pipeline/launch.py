@@ -8,6 +8,8 @@ unknown model vendor, a `--work` that is not a usable git repository.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -302,28 +304,50 @@ def anchored(preset: AgentPreset, cwd: Path) -> AgentPreset:
     return replace(preset, template=tuple(parts), binary=binary)
 
 
-# Interpreters whose first argument is the script they run (`python agent/run.py ...`).
-_INTERPRETERS = frozenset(
-    {"python", "python3", "node", "bash", "sh", "ruby", "perl", "php", "deno", "bun", "tsx"}
-)
+# Interpreters whose first argument is the script they run (`python agent/run.py ...`); sh and
+# bash look a script of a bare name up on PATH when the working folder has none.
+_INTERPRETERS = frozenset({"node", "bash", "sh", "ruby", "perl", "php", "deno", "bun", "tsx"})
+_PATH_SEARCHING = frozenset({"sh", "bash"})
+_FINDS_SUFFIX = frozenset({"node", "deno", "bun", "tsx"})
+# Python's options that take no value, which may come before its script (`python -u x.py`).
+_PYTHON_FLAGS = frozenset({"-u", "-B", "-O", "-OO", "-E", "-s", "-S", "-I", "-b", "-bb", "-q"})
+
+
+def _script_of(argv: list[str]) -> str | None:
+    """The relative script an interpreter's command line runs; None for any other command."""
+    interpreter = Path(argv[0]).name
+    rest = argv[1:]
+    if re.fullmatch(r"python[0-9.]*", interpreter):
+        while rest and rest[0] in _PYTHON_FLAGS:
+            rest = rest[1:]
+    elif interpreter not in _INTERPRETERS:
+        return None
+    script = rest[0] if rest else ""
+    if not script or script.startswith(("/", "-", "~")) or "{" in script or "://" in script:
+        return None
+    if interpreter in _FINDS_SUFFIX and not Path(script).suffix:
+        return None  # `node agent` runs agent.js as well
+    return script
 
 
 def _refuse_missing_scripts(preset: AgentPreset, work: Path | None) -> None:
     """Refuse a template whose interpreter is to run a relative script found neither here
-    (where `anchored` looks) nor in the clone (whose worktrees would have it): every attempt
-    would fail the same way, spending the item's attempts on a typo. Only the script an
-    interpreter runs is looked for: other arguments may name files the agent is to make."""
+    (where `anchored` looks) nor in the clone (whose worktrees would have it), nor (for a
+    shell, a bare name) on PATH: every attempt would fail the same way, spending the item's
+    attempts on a typo. Only the script an interpreter runs is looked for: other arguments
+    may name files the agent is to make."""
     argv = list(preset.template or ())
-    if work is None or len(argv) < 2 or Path(argv[0]).name not in _INTERPRETERS:
+    script = _script_of(argv) if argv else None
+    if work is None or script is None or (work / script).is_file():
         return
-    script = argv[1]
-    if script.startswith(("/", "-", "~")) or "{" in script or "://" in script or "/" not in script:
+    searched = Path(argv[0]).name in _PATH_SEARCHING and "/" not in script
+    if searched and shutil.which(script, mode=os.F_OK) is not None:
         return
-    if not (work / script).is_file():
-        raise UsageError(
-            f"the agent command runs {script}, which is not in {Path.cwd()} nor in the clone "
-            f"{work}: give its path from here, or an absolute one"
-        )
+    raise UsageError(
+        f"the agent command runs {script}, which is not in {Path.cwd()} nor in the clone "
+        f"{work}{' nor on PATH' if searched else ''}: give its path from here, or an absolute "
+        "one"
+    )
 
 
 def run_settings_for(request: RunRequest, settings: Settings) -> RunSettings:
@@ -455,6 +479,8 @@ def pipelines_for(
         if target.work.resolve() not in works:
             clone_url = clone_url_of(request, state_dir, target.repo, env)
             works[target.work.resolve()] = WorkRepo(target.work, state_dir, clone_url=clone_url)
+            if request.forge == "local":
+                _refuse_other_forge(works[target.work.resolve()], state_dir)
     check_roles(request, env)
     with ExitStack() as stack:
         store = _recorded_store(stack, settings, request)
@@ -507,6 +533,31 @@ def clone_url_of(
     if api.path.rstrip("/") == "/api/v3":  # GitHub Enterprise Server
         return f"{api.scheme}://{api.netloc.rpartition('@')[2]}/{repo}.git"
     return None
+
+
+def _refuse_other_forge(work: Any, state_dir: Path) -> None:
+    """A clone whose remote is the local forge of another state folder was set up by a run
+    started elsewhere: that forge holds its issues and pull requests. Refused before anything
+    is made here (a second forge would be empty, and the hint to point the clone at it would
+    leave the first one's work behind)."""
+    from agent_harness.forge.local import state_dir_of
+    from agent_harness.git.naming import local_path
+    from agent_harness.plan.model import shell_word
+
+    url = work.push_url()
+    found = local_path(url) if url is not None else None
+    home = state_dir_of(found) if found is not None else None
+    if home is None or home.resolve() == state_dir:
+        return
+    where = (
+        f"run it from {shell_word(str(home.parent))}"
+        if home.name == ".agent-harness"
+        else f"set state_dir to {shell_word(str(home))}"
+    )
+    raise UsageError(
+        f"--work {work.path} pushes to the local forge in {home}, not to this folder's "
+        f"({state_dir}): {where}, where its issues and pull requests are"
+    )
 
 
 def _session_host(

@@ -4,6 +4,7 @@ tracker said at once in one line, and JSON errors for scripts."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -275,6 +276,18 @@ def test_an_agent_script_that_is_nowhere_is_refused_before_any_attempt(
     assert main([*argv, "--agent", typo, "--reviewer", "openai:gpt-4.1"]) == 2
     err = capsys.readouterr().err
     assert "runs agent/nope.py, which is not in" in err and "nor in the clone" in err
+    # A bare name is a typo as well (it spent every attempt), options before it or not; for a
+    # shell, which looks such a name up on PATH, only when PATH has none.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "on_path.sh").write_text("echo hi\n")
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    for typo in ("python nope.py {prompt_file}", "python3 -u nope.py {prompt_file}",
+                 "bash nope.sh {prompt_file}"):  # fmt: skip
+        assert main([*argv, "--agent", typo, "--reviewer", "openai:gpt-4.1"]) == 2
+        assert "runs nope." in capsys.readouterr().err
+    main([*argv, "--agent", "sh on_path.sh {prompt_file}", "--reviewer", "openai:gpt-4.1"])
+    assert "which is not in" not in capsys.readouterr().err
     # A script the clone holds is its worktrees' too: not refused for that.
     ok = "python tools/agent.py --prompt-file {prompt_file}"
     main([*argv, "--agent", ok, "--reviewer", "openai:gpt-4.1"])

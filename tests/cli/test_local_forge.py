@@ -405,6 +405,31 @@ def test_a_run_before_the_history_is_pushed_says_how_to_push_it(
     ]
 
 
+def test_a_run_from_another_folder_is_sent_back_to_the_forge_its_clone_pushes_to(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local", "--json"]) == 0
+    clone_url = json.loads(capsys.readouterr().out)["local_forge"]["clone_url"]
+    git(home / "app", "remote", "add", "origin", clone_url)
+    git(home / "app", "push", "-q", "origin", "main")
+    elsewhere = home / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    argv = ["run", "--repo", "me/app", "--forge", "local", "--work", str(home / "app")]
+    code = main([*argv, "--plan", str(home / "PLAN.md"), "--agent", "python -c pass {prompt_file}",
+                 "--reviewer", "openai:x"])  # fmt: skip
+    # It read: "me/app on the local forge is empty", with a hint to point the clone at a new,
+    # empty forge here (leaving the issues of the first behind), and it made that forge.
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: --work {home / 'app'} pushes to the local forge in {home / '.agent-harness'}, "
+        f"not to this folder's ({elsewhere / '.agent-harness'}): run it from {home}, where its "
+        "issues and pull requests are"
+    ]
+    assert list(elsewhere.iterdir()) == []
+
+
 @pytest.mark.postgres
 def test_plan_sync_waits_while_a_run_syncs_the_same_plan(
     home: Path, pg_engine: Engine, capsys: pytest.CaptureFixture[str]
