@@ -144,6 +144,11 @@ def render_end(
     out: Console, reports: list[RunReport], request: RunRequest, state_dir: Path, as_json: bool
 ) -> None:
     """Each plan's report: a table (and the local forge's pages), or one JSON line."""
+    if request.forge == "local":
+        from agent_harness.forge.local import forge_dir, moved_link
+
+        for item in [item for report in reports for item in report.items if item.pr_url]:
+            item.pr_url = moved_link(item.pr_url or "", forge_dir(state_dir))
     if as_json:
         import json
 
@@ -166,6 +171,8 @@ def render_local_pages(out: Console, repo: str, state_dir: Path, report: RunRepo
     press "Merge" on one of them."""
     from agent_harness.forge.local import describe_repo
 
+    if not any(item.pr_url for item in report.items):
+        return  # no link to answer
     local = describe_repo(state_dir, repo)
     opened = [item.pr_number for item in report.items if item.state == "pr_open" and item.pr_number]
     data = shell_word(str(local.data_dir))

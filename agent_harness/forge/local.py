@@ -115,6 +115,18 @@ def read_web_address(data_dir: Path) -> str | None:
     return path.read_text(encoding="utf-8").strip() or None
 
 
+def moved_link(url: str, data_dir: Path) -> str:
+    """A link to these pages on the address they are served at now. Where another program
+    took the recorded port, the pages moved to another: a link recorded before would open
+    that program (or nothing). Only a loopback link is moved."""
+    now = read_web_address(data_dir)
+    old = urllib.parse.urlsplit(url)
+    if now is None or old.hostname not in ("127.0.0.1", "::1", "localhost"):
+        return url
+    new = urllib.parse.urlsplit(now)
+    return urllib.parse.urlunsplit((new.scheme, new.netloc, old.path, old.query, old.fragment))
+
+
 def address_port(url: str) -> int | None:
     return urllib.parse.urlsplit(url).port
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -88,3 +89,38 @@ def test_the_runs_cost_is_said_as_known_plus_what_is_of_unknown_price() -> None:
     assert cost_said(None, 1) == "cost unknown: 1 agent run or review of unknown price"
     assert cost_said(1.5, 0) == "cost $1.50"
     assert cost_said(None, 0) == "no agent or review ran"
+
+
+def test_local_links_recorded_on_a_port_since_taken_are_shown_where_the_pages_are_now(
+    tmp_path: Path,
+) -> None:
+    from agent_harness.cli.run_view import render_end
+    from agent_harness.pipeline.launch import RunRequest
+
+    # The pages were on 28987 when #10 was opened; another program held that port at this
+    # run's start, so they moved to 28988, and #10's stored link opened that program.
+    (tmp_path / "forge").mkdir()
+    (tmp_path / "forge" / "address").write_text("http://127.0.0.1:28988\n")
+    items = [
+        ItemOutcome("T1", "t", "pr_open", 1, pr_url="http://127.0.0.1:28987/_html/me/app/pull/10"),
+        ItemOutcome("T2", "t", "pr_open", 1, pr_url="http://127.0.0.1:28988/_html/me/app/pull/12"),
+    ]
+    buffer = io.StringIO()
+    request = RunRequest(repo="me/app", work=None, plan_path=None, forge="local")
+    render_end(Console(file=buffer, width=200), [RunReport("me/app:PLAN", None, items)],
+               request, tmp_path, as_json=False)  # fmt: skip
+    text = buffer.getvalue()
+    assert "http://127.0.0.1:28988/_html/me/app/pull/10" in text
+    assert ":28987" not in text
+
+
+def test_no_word_of_links_when_no_item_has_one(tmp_path: Path) -> None:
+    from agent_harness.cli.run_view import render_end
+    from agent_harness.pipeline.launch import RunRequest
+
+    items = [ItemOutcome("T1", "t", "waiting", 1, reason="the reviewer's endpoint is parked")]
+    buffer = io.StringIO()
+    request = RunRequest(repo="me/app", work=None, plan_path=None, forge="local")
+    render_end(Console(file=buffer, width=200), [RunReport("me/app:PLAN", None, items)],
+               request, tmp_path, as_json=False)  # fmt: skip
+    assert "The links answer" not in buffer.getvalue()
