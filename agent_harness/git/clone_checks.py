@@ -20,7 +20,7 @@ def refuse_work_in_progress(
     """Refuse the changes `git status --porcelain -z` lists on the default branch `branch`,
     naming the files, but those to the files in `allow` (the plan, read as it is)."""
     allowed = {path.resolve() for path in allow}
-    changed = [p for p in _status_paths(status) if (clone / p).resolve() not in allowed]
+    changed = [p for p in status_paths(status) if (clone / p).resolve() not in allowed]
     if changed:
         named = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if changed[5:] else "")
         raise CloneUnusable(
@@ -62,7 +62,7 @@ def refuse_other_remote(clone: Path, remote: str, url: str, full_name: str, clon
         )
 
 
-def _status_paths(status: str) -> list[str]:
+def status_paths(status: str) -> list[str]:
     """The paths `git status --porcelain -z` names: each entry's, and a rename's old one too."""
     paths: list[str] = []
     fields = iter(status.split("\0"))

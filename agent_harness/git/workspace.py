@@ -60,6 +60,10 @@ class Workspace(Protocol):
 
     def has_uncommitted(self, tree: Worktree) -> bool: ...
 
+    def discard_uncommitted(self, tree: Worktree) -> list[str]:
+        """Put the worktree back to its last commit: changes undone, files git does not track
+        (and does not ignore) removed. Returns the paths that differed."""
+
     def diff(self, tree: Worktree, sha: str) -> str:
         """What commit `sha` changes since the base, as one unified diff."""
 

@@ -18,7 +18,11 @@ from pathlib import Path
 
 from agent_harness.git import runner
 from agent_harness.git.change import Change, read_change
-from agent_harness.git.clone_checks import refuse_other_remote, refuse_work_in_progress
+from agent_harness.git.clone_checks import (
+    refuse_other_remote,
+    refuse_work_in_progress,
+    status_paths,
+)
 from agent_harness.git.errors import (
     CloneUnusable,
     DefaultBranchGuard,
@@ -509,6 +513,15 @@ class WorkRepo:
     def has_uncommitted(self, tree: Worktree) -> bool:
         self.settings.check(tree.path)
         return bool(self._git(tree.path, "status", "--porcelain").strip())
+
+    def discard_uncommitted(self, tree: Worktree) -> list[str]:
+        self.settings.check(tree.path)
+        status = self._git(tree.path, "status", "--porcelain", "-z", "--untracked-files=all")
+        differ = sorted(set(status_paths(status)))
+        if differ:
+            self._git(tree.path, "reset", "--hard", "--quiet", "HEAD")
+            self._git(tree.path, "clean", "-d", "--force", "--quiet")
+        return differ
 
     def diff(self, tree: Worktree, sha: str) -> str:
         """What commit `sha` changes since the base, as one unified diff: what is reviewed is

@@ -150,6 +150,7 @@ class Attempt:
         parts = self.parts
         # A check an earlier run was killed in could still be writing into the worktree.
         stopped = stop_leftover(self._check_group())
+        checking = self._checking().exists()
         with parts.git_lock:
             if fresh:
                 parts.repo.discard(self.item.id, parts.namespace, generation - 1)
@@ -163,6 +164,9 @@ class Attempt:
                 known=worked.branch if worked is not None else None,
                 guard_private=True,
             )
+        # What that check wrote is no agent's work: the next commit must not take it in.
+        left = parts.repo.discard_uncommitted(tree) if checking else []
+        self._checking().unlink(missing_ok=True)
         self._emit(
             WorktreeReady(
                 path=str(tree.path),
@@ -171,6 +175,7 @@ class Attempt:
                 reused=tree.reused,
                 kept=tree.kept,
                 stopped_check=stopped,
+                discarded=left,
             )
         )
         return tree
@@ -178,6 +183,10 @@ class Attempt:
     def _check_group(self) -> Path:
         """Where the process group of the item's running check is written down."""
         return self.parts.item_dir(self.item.id) / "check.group"
+
+    def _checking(self) -> Path:
+        """There from the checks' start until the worktree is back at the checked commit."""
+        return self.parts.item_dir(self.item.id) / "checks.running"
 
     def _resume_approved(self, tree: Worktree) -> bool:
         """Work approved and pushed before a crash is delivered again, never re-reviewed."""
@@ -394,6 +403,9 @@ class Attempt:
         env = without_secrets(
             parts.env, allow=parts.settings.check_env_pass, known=parts.known_secrets
         )
+        checking = self._checking()
+        checking.parent.mkdir(parents=True, exist_ok=True)
+        checking.touch()
         run = parts.check_runner(
             ordered,
             tree.path,
@@ -401,6 +413,10 @@ class Attempt:
             env=env,
             group_file=self._check_group(),
         )
+        # What the checks wrote (reports, caches git does not ignore, a formatter's rewrites)
+        # is not the checked commit: left, the agent's next commit would take it in.
+        parts.repo.discard_uncommitted(tree)
+        checking.unlink()
         for result in run.results:
             self._emit(
                 CheckRan(

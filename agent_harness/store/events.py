@@ -2,9 +2,8 @@
 
 Writers build a payload model and the kind follows from its class; readers get the payload back
 as that model, so no code outside this module reads a payload by a string key. An event of a
-kind this version does not know (one ingested from a file, or written by a newer harness) is
-kept whole as `RawPayload`. docs/EVENTS.md is generated from these models
-(`python -m agent_harness.store.events`), and a test fails when the two drift apart.
+kind this version does not know (ingested from a file, or written by a newer harness) is kept
+whole as `RawPayload`. `python -m agent_harness.store.events` writes docs/EVENTS.md from them.
 """
 
 from __future__ import annotations
@@ -298,9 +297,10 @@ class WorktreeReady(Payload):
         "branch as another clone pushed it; the branch goes on from the pushed work.",
     )
     stopped_check: int | None = Field(
-        default=None,
-        description="The process group of a check that a killed run left running here, "
-        "ended before this attempt began.",
+        default=None, description="Process group of a check a killed run left running: ended."
+    )
+    discarded: list[str] = Field(
+        default_factory=list, description="Files its checks left changed or new: put back."
     )
 
 

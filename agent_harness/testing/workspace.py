@@ -140,6 +140,13 @@ class MemoryWorkspace:
     def has_uncommitted(self, tree: Worktree) -> bool:
         return self._read(tree) != self._snapshots[self.head(tree)]
 
+    def discard_uncommitted(self, tree: Worktree) -> list[str]:
+        now, committed = self._read(tree), self._snapshots[self.head(tree)]
+        differ = sorted(n for n in {*now, *committed} if now.get(n) != committed.get(n))
+        if differ:
+            self._checkout(tree.path, committed)
+        return differ
+
     def diff(self, tree: Worktree, sha: str) -> str:
         return _unified(
             self._snapshots[tree.base_sha], self._snapshots[sha], context=3, binary_as_text=False

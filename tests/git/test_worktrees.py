@@ -206,6 +206,26 @@ def test_a_healthy_worktree_is_reused_with_uncommitted_work(clone: Path) -> None
     assert again.reused and (again.path / "draft.txt").exists()
 
 
+def test_a_worktree_is_put_back_to_its_commit_keeping_what_git_ignores(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / ".gitignore").write_text(".venv/\n")
+    (tree.path / "work.txt").write_text("the agent's\n")
+    sha = repo.commit_all(tree, "T1")
+    # What a check leaves: a rewrite, a report, a folder of output, and an ignored cache.
+    (tree.path / "work.txt").write_text("reformatted\n")
+    (tree.path / "out" / "cov").mkdir(parents=True)
+    (tree.path / "out" / "cov" / "index.html").write_text("<html/>\n")
+    (tree.path / "report.xml").write_text("<testsuite/>\n")
+    (tree.path / ".venv").mkdir()
+    (tree.path / ".venv" / "lib.py").write_text("kept\n")
+    assert repo.discard_uncommitted(tree) == ["out/cov/index.html", "report.xml", "work.txt"]
+    assert repo.head(tree) == sha and not repo.has_uncommitted(tree)
+    assert (tree.path / "work.txt").read_text() == "the agent's\n"
+    assert not (tree.path / "out").exists() and (tree.path / ".venv" / "lib.py").exists()
+    assert repo.discard_uncommitted(tree) == []
+
+
 def test_push_goes_to_the_item_branch_only(clone: Path) -> None:
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.attempt import Attempt
+from agent_harness.pipeline.checks import CheckRun
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.queue import items, leases
 from agent_harness.queue.views import errors_view
 from agent_harness.store.events import ChecksPassed, PullOpened, Reviewed
 from agent_harness.testing.scripted import (
+    ScriptedChecks,
     ScriptedImplementer,
     ScriptedReviewer,
     Step,
     failed,
+    passed,
     verdict,
 )
 
@@ -395,3 +401,63 @@ def test_an_agent_started_under_an_earlier_name_is_adopted_with_its_folder(rig: 
         if isinstance(e.payload, AgentStarted)
     ]  # fmt: skip
     assert started[-1].log == str(old_dir / "logs" / "ah-legacy-T1.log")
+
+
+class _WritingChecks(ScriptedChecks):
+    """Checks that leave a report in the worktree, as `pytest --junitxml=report.xml` does,
+    and fail the first time; with `dies`, the run dies while they run (a SIGKILL)."""
+
+    def __init__(self, dies: bool = False) -> None:
+        super().__init__({} if dies else {"pytest -q": [failed("pytest -q"), passed("pytest -q")]})
+        self.dies = dies
+
+    def __call__(self, commands: Sequence[str], cwd: Path, **kwargs: Any) -> CheckRun:
+        (cwd / "report.xml").write_text("<testsuite/>\n")
+        (cwd / "words.py").write_text("N = 'rewritten by a formatter'\n")
+        if self.dies:
+            self.dies = False
+            raise _Killed
+        return super().__call__(commands, cwd, **kwargs)
+
+
+class _Killed(BaseException):
+    """The run's process dying: nothing of it goes on."""
+
+
+def _committed_files(rig: Rig) -> dict[str, bytes]:
+    assert rig.workspace is not None
+    [pull] = rig.tracker.pulls.values()
+    files = rig.workspace._snapshots[rig.workspace.pushed[pull.head_ref]]
+    return {name: data for name, data in files.items() if name != "README.md"}  # the base's
+
+
+def test_what_a_failed_check_wrote_is_not_taken_into_the_next_attempts_commit(rig: Rig) -> None:
+    rig.implementer = ScriptedImplementer(
+        [Step(files={"words.py": "N = 1\n"}), Step(files={"words.py": "N = 2\n"})]
+    )
+    rig.checks = _WritingChecks()
+    plan, lease = rig.claim()
+    Attempt(rig.parts(), plan.item("T1"), lease).run()
+    assert rig.state().state == "pending"  # the check failed: a second attempt
+    lease = leases.claim_next(rig.store, "octo/app:PLAN", "w1", 60.0)
+    assert lease is not None
+    Attempt(rig.parts(), plan.item("T1"), lease).run()
+    assert (rig.state().state, rig.state().reason) == ("pr_open", None)
+    assert _committed_files(rig) == {"words.py": b"N = 2\n"}  # no report.xml, no rewrite
+
+
+def test_what_a_check_wrote_when_the_run_died_is_put_back_before_the_work_goes_on(
+    rig: Rig,
+) -> None:
+    rig.checks = _WritingChecks(dies=True)
+    plan, lease = rig.claim()
+    with pytest.raises(_Killed):
+        Attempt(rig.parts(), plan.item("T1"), lease).run()
+    rig.clock.advance(61.0)  # its lease lapses; the next run takes the item over
+    lease = leases.claim_next(rig.store, "octo/app:PLAN", "w2", 60.0)
+    assert lease is not None
+    Attempt(rig.parts(), plan.item("T1"), lease).run()
+    assert len(rig.implementer.calls) == 1  # the agent had finished: not paid again
+    [ready] = [e.payload for e in rig.store.all_events(item="T1") if e.kind == "worktree"][1:]
+    assert ready.as_dict()["discarded"] == ["report.xml", "words.py"]
+    assert _committed_files(rig) == {"words.py": b"N = 1\n"}
