@@ -66,6 +66,7 @@ def execute_run(
     from agent_harness.cli.settings_opts import given_flags, load_cli_settings
     from agent_harness.pipeline.fleetrun import FleetRun
     from agent_harness.pipeline.launch import pipelines_for
+    from agent_harness.queue import control
 
     request = _request(options)
     ask = bool(options["approve"]) and not options["yes"]
@@ -105,6 +106,11 @@ def execute_run(
         if ask and not approve(talk, pipelines, settings.protected_paths, to_err=as_json):
             talk.print("nothing was run")
             return 1
+        for pipeline in pipelines:
+            host = pipelines[0].worker_prefix  # what the fleet reports its pools under
+            said = control.left_asked(pipeline.store, pipeline.project, host)
+            if said:
+                err.print(f"warning: {said}", markup=False, soft_wrap=True)
         watchers = [launched.roles.refresh]
         fleet = FleetRun(pipelines, global_limit=request.max_workers, watchers=watchers)
         if as_json:

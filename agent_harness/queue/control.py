@@ -258,6 +258,35 @@ def report_pools(store: Store, statuses: Iterable[PoolStatus], host: str = "") -
             _put(tx, _pool_key(status.project, host), report.model_dump(mode="json"))
 
 
+def left_asked(store: Store, project: str, host: str) -> str | None:
+    """What a run of host `host` starting now must be told of a pause or drain asked before
+    it. A pause holds it, as asked: said, with how to lift it. A drain that no other host's
+    live run is carrying out was asked of a run that ended (killed) before it could: it is
+    dropped, and said, so the new run does not end at once having done nothing."""
+    with store.transaction() as tx:
+        asked = _read(tx, project)
+        now = tx.clock()
+        if asked.asked == PoolState.PAUSED:
+            return (
+                f"{project} is paused (asked by {asked.asked_by or 'a person'}): this run claims "
+                f"nothing until `agent-harness control resume --project {project}`"
+            )
+        live = [
+            each
+            for each in asked.hosts
+            if each.host != host
+            and each.pool.state != PoolState.STOPPED
+            and now - each.pool.at < LIVE_REPORT_S
+        ]
+        if asked.asked != PoolState.DRAINING or live:
+            return None
+        _put(tx, _asked_key(project), {"state": "running", "at": now, "by": "run"})
+        tx.append_event(
+            project, None, ControlChanged(state="running", previous="draining", by="run")
+        )
+        return f"{project}: the drain asked of a run that has since ended was dropped"
+
+
 def end_drain(store: Store, project: str) -> None:
     """A drained run has ended: the drain was carried out, so the next run starts running."""
     with store.transaction() as tx:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from agent_harness.cli import main
 from agent_harness.demo.rules import review_rules
-from agent_harness.queue.control import get_control
+from agent_harness.queue.control import get_control, set_control
 from agent_harness.store.database import open_store
 from agent_harness.testing.model_server import ModelServer, ScriptedResponder
 from tests.shared.local_project import make_project, push_to_local_forge, wait_for
@@ -116,3 +117,56 @@ def test_a_project_not_run_here_yet_can_be_asked_ahead_of_its_first_run(
     assert asked.asked == "paused"
     assert main(["control", "pause", "--project", "not a project", "--db", db]) == 2
     assert "no project 'not a project' in this database" in capsys.readouterr().err
+
+
+def test_a_run_started_while_paused_says_so_and_claims_after_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A pause left by a run that was killed held every later run, which printed nothing.
+    home, gates = tmp_path, tmp_path / "gates"
+    agent = make_project(home, "### P1: Note 1\nWrite p1.txt.\n")
+    monkeypatch.chdir(home)
+    (gates / "P1.go").write_text("")
+    with ModelServer([ScriptedResponder(review_rules)]) as reviewer:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_HARNESS_")},
+            "OPENAI_BASE_URL": f"{reviewer.url}/v1",
+            "OPENAI_API_KEY": "sk-local",
+            "AGENT_HARNESS_SESSIONS__HOST": "headless",
+        }
+
+        def cli(*args: str, stderr: bool = False) -> str:
+            code = main(list(args))
+            said = capsys.readouterr()
+            assert code == 0, said.out + said.err
+            return said.out + (said.err if stderr else "")
+
+        push_to_local_forge(home, cli)
+        with open_store(str(home / ".agent-harness" / "harness.sqlite")) as store:
+            # As a run killed while paused leaves it.
+            set_control(store, "paused", "me/app:PLAN", by="agent-harness control", ahead=True)
+        run = subprocess.Popen(
+            [sys.executable, "-m", "agent_harness", "run", "--repo", "me/app", "--forge", "local",
+             "--work", "app", "--plan", "PLAN.md", "--agent", agent,
+             "--reviewer", "openai:gpt-test", "--json"],
+            cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            said, lines = run.stderr, []
+            assert said is not None
+            reader = threading.Thread(target=lambda: lines.append(said.readline()))
+            reader.start()
+            reader.join(timeout=30)  # before the fix it said nothing, and waited for ever
+            assert lines, "the run said nothing of the pause"
+            first = lines[0]
+            assert first.startswith("warning: me/app:PLAN is paused (asked by agent-harness ")
+            assert "until `agent-harness control resume --project me/app:PLAN`" in first
+            assert not (gates / "P1.started").exists()
+            cli("control", "resume")
+            out, err = run.communicate(timeout=60)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+    assert run.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["items"][0]["state"] == "pr_open"

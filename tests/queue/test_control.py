@@ -121,3 +121,31 @@ def test_a_report_of_an_older_release_is_left_out_once_a_host_reports_its_own(
     [shown] = get_control(store, A)
     assert [h.host for h in shown.hosts] == ["b-1"]
     assert shown.pool is not None and (shown.pool.state, shown.pool.handled) == ("running", 0)
+
+
+def test_a_run_starting_is_told_of_a_pause_and_drops_a_drain_no_live_run_carries_out(
+    store: Store, clock: FakeClock
+) -> None:
+    from agent_harness.queue.control import left_asked
+
+    enqueue(store, A, [item("A1")])
+    assert left_asked(store, A, "host-a") is None  # nothing asked
+    set_control(store, "paused", A, by="agent-harness control")
+    said = left_asked(store, A, "host-a")
+    assert said is not None and "control resume --project me/app:A" in said
+    assert get_control(store, A)[0].asked == "paused"  # a person's pause stands
+
+    # A drain asked of host-b's run, which goes on draining: this run waits on it as asked.
+    set_control(store, "draining", A)
+    report_pools(store, [running(A, PoolState.DRAINING)], host="host-b")
+    assert left_asked(store, A, "host-a") is None
+    # The drain was asked of this host's run, which was killed before it ended draining (its
+    # last report is a second old): the new run is not ended by it at once, and says so.
+    clock.advance(LIVE_REPORT_S + 1)
+    report_pools(store, [running(A, PoolState.DRAINING)], host="host-a")
+    assert left_asked(store, A, "host-a") == (
+        "me/app:A: the drain asked of a run that has since ended was dropped"
+    )
+    assert get_control(store, A)[0].asked == "running"
+    last = [e.payload for e in store.all_events() if isinstance(e.payload, ControlChanged)][-1]
+    assert last == ControlChanged(state="running", previous="draining", by="run")
