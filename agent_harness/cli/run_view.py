@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import sys
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,14 +116,33 @@ def execute_run(
                 err.print(f"warning: {said}", markup=False, soft_wrap=True)
         watchers = [launched.roles.refresh]
         fleet = FleetRun(pipelines, global_limit=request.max_workers, watchers=watchers)
-        if as_json:
-            reports = fleet.run()
-        else:
-            with observer.display():
+        with _terminated_as_interrupted():
+            if as_json:
                 reports = fleet.run()
-            err.print()
+            else:
+                with observer.display():
+                    reports = fleet.run()
+                err.print()
     render_end(out, reports, request, Path(settings.state_dir), as_json)
     return run_exit_code(reports, {p.project: p.settings.only for p in pipelines})
+
+
+@contextmanager
+def _terminated_as_interrupted() -> Iterator[None]:
+    """A plain `kill` (systemd, docker and `timeout` stop a process so) ends the run as Ctrl-C
+    does: leases and sessions kept, checks stopped, said in one line; by default it died on
+    the spot, saying nothing. A SIGTERM ignored by whoever started us stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    if before == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if before == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, before)
 
 
 def run_exit_code(

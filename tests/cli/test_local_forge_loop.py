@@ -138,7 +138,10 @@ def test_a_users_own_project_through_the_whole_loop(home: Path) -> None:
     assert [(t["item"], t["state"], t["pr"]) for t in transitions] == [("T1", "merged", 2)]
 
 
-def test_ctrl_c_while_a_check_runs_ends_the_check_and_spends_no_attempt(home: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_ctrl_c_or_kill_while_a_check_runs_ends_the_check_and_spends_no_attempt(
+    home: Path, stop: signal.Signals
+) -> None:
     started = home / "check.pid"
     # The check notes its process and would write into the worktree long after.
     check = f"echo $$ > {started}; sleep 30; echo late > late.txt"
@@ -173,7 +176,7 @@ def test_ctrl_c_while_a_check_runs_ends_the_check_and_spends_no_attempt(home: Pa
                 time.sleep(0.05)
             stat = Path(f"/proc/{int(started.read_text())}/stat").read_text()
             pgid = int(stat.rpartition(")")[2].split()[2])  # the check's process group
-            run.send_signal(signal.SIGINT)
+            run.send_signal(stop)  # a SIGTERM killed it on the spot, saying nothing
             _, err = run.communicate(timeout=60)
         finally:
             run.kill()
