@@ -242,6 +242,11 @@ class Attempt:
             and started.session == session
             and started.implementer == parts.implementer.name
         )
+        if resume and host is not None and not host.exists(session):
+            # Gone with the machine or the terminal server: what that agent did and cost is
+            # not known (an unknown cost, never 0), and a new one starts, said as such.
+            self._emit(_lost(session, parts.run_id))
+            resume = False
         if resume:
             self._emit(Resumed(sha=parts.repo.head(tree), why=AGENT_PICKED_UP))
         else:
@@ -575,6 +580,17 @@ def result_class(result: ImplementResult) -> FailureClass:
     if result.permanent and not ends_the_item(found):
         return FailureClass.AGENT_GAVE_UP
     return found
+
+
+def _lost(session: str, run_id: str) -> AgentFinished:
+    return AgentFinished(
+        ok=False,
+        state="lost",
+        reason=f"its session {session} was gone when the run came back (the machine restarted, "
+        "or the terminal server was killed): its work and cost are not known",
+        run_id=run_id or None,
+        usage_from="agent",
+    )
 
 
 def _finished(result: ImplementResult, run_id: str) -> AgentFinished:

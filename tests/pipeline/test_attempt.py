@@ -403,6 +403,30 @@ def test_an_agent_started_under_an_earlier_name_is_adopted_with_its_folder(rig: 
     assert started[-1].log == str(old_dir / "logs" / "ah-legacy-T1.log")
 
 
+def test_an_agent_whose_session_was_lost_is_recorded_lost_and_a_new_one_started(rig: Rig) -> None:
+    # A run was killed while its agent worked, and the session went too (a reboot, the tmux
+    # server killed): the rerun said "that session is picked up", started a second agent
+    # with no `agent_started`, and the first agent's cost was never counted, not even unknown.
+    from agent_harness.store.events import AgentFinished, AgentStarted
+
+    plan, lease = rig.claim()
+    parts = rig.parts()
+    session = parts.session_name("T1")
+    started = AgentStarted(implementer=rig.implementer.name, session=session, attempt=1)
+    rig.store.append_event("octo/app:PLAN", "T1", started)
+    rig.implementer.host = _Host("no session at all")  # type: ignore[attr-defined]
+    Attempt(parts, plan.item("T1"), lease).run()
+    kinds = rig.kinds()
+    assert kinds[kinds.index("worktree") :][:4] == [
+        "worktree", "agent_finished", "agent_started", "agent_finished",
+    ]  # fmt: skip
+    assert "resumed" not in kinds
+    lost = next(e.payload for e in rig.store.all_events(item="T1") if e.kind == "agent_finished")
+    assert isinstance(lost, AgentFinished)
+    assert (lost.ok, lost.state, lost.cost_usd, lost.usage_from) == (False, "lost", None, "agent")
+    assert len(rig.implementer.calls) == 1 and rig.state().state == "pr_open"
+
+
 class _WritingChecks(ScriptedChecks):
     """Checks that leave a report in the worktree, as `pytest --junitxml=report.xml` does,
     and fail the first time; with `dies`, the run dies while they run (a SIGKILL)."""
