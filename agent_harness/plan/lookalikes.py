@@ -124,6 +124,31 @@ def heading_lookalike(text: str) -> str | None:
     return None
 
 
+# A heading numbered rather than named: `## Task 1: Set up`, `### Step 2 - CI`, `## 3. Docs`.
+_NUMBERED_HEADING = re.compile(
+    r"^ {0,3}#{1,6}\s+(?:([A-Za-z]{2,12})\s+)?(\d{1,4})\s*[.:)\u2014\u2013-]\s*(\S.*?)\s*#*\s*$"
+)
+
+
+def numbered_headings(lines: list[str]) -> str | None:
+    """For a plan with no item at all: its headings that number tasks instead of naming them
+    with ids (`## Task 1: Set up`, as plans written by a model often do), said with the form
+    that would be read; None when it has none (then it is prose)."""
+    found = [(n, m) for n, line in enumerate(lines, 1) if (m := _NUMBERED_HEADING.match(line))]
+    if not found:
+        return None
+    line, first = found[0]
+    heads = (
+        "1 heading numbers its task instead of naming it with an id"
+        if len(found) == 1
+        else f"{len(found)} headings number their tasks instead of naming them with ids"
+    )
+    return (
+        f"0 items; {heads} (line {line}: "
+        f"`{lines[line - 1].strip()}`): write `### T{first.group(2)}: {first.group(3)}`"
+    )
+
+
 # A checkbox marked with a state the plan does not read: `[>]` forwarded, `[!]` important,
 # `[?]` a question, `[<]`, `[*]`, `[+]` (Obsidian's and its themes' custom states), `[ x ]` and
 # `[✓]` (a done mark spelled otherwise), `[]` (an empty box).

@@ -45,6 +45,7 @@ from agent_harness.plan.lookalikes import (
     dotted,
     heading_lookalike,
     list_line_lookalike,
+    numbered_headings,
     past_block,
     table_without_ids,
 )
@@ -639,7 +640,7 @@ class _Walker:
             )
             found = f"0 items; {lines} but could not be read (each is listed with why)"
         else:
-            found = "0 items; this looks like prose"
+            found = numbered_headings(self.lines) or "0 items; this looks like prose"
         return (f"{found}. {ITEM_FORMS}",)
 
     def _build(

@@ -465,6 +465,31 @@ def test_a_file_of_prose_says_it_holds_no_items() -> None:
     assert parse_plan("- [ ] T1 a\n\nprose\n").notes == ()
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "# Plan\n\n## Task 1: Set up repo\n\nDo it.\n\n## Task 2: Add CI\n",
+            "0 items; 2 headings number their tasks instead of naming them with ids (line 3: "
+            "`## Task 1: Set up repo`): write `### T1: Set up repo`",
+        ),
+        (
+            "## 1. Set up\n",
+            "0 items; 1 heading numbers its task instead of naming it with an id (line 1: "
+            "`## 1. Set up`): write `### T1: Set up`",
+        ),
+    ],
+)
+def test_a_plan_of_numbered_headings_is_told_how_to_name_them_not_called_prose(
+    text: str, said: str
+) -> None:
+    # A common shape in plans a model writes; it read "0 items; this looks like prose".
+    plan = parse_plan(text)
+    assert plan.items == () and plan.notes == (f"{said}. {PROSE.split('. ', 1)[1]}",)
+    # Where items are read, numbered headings are sections, not lookalikes.
+    assert parse_plan("## Phase 1: Setup\n\n- [ ] T1 a\n").notes == ()
+
+
 def test_a_file_whose_items_all_fail_to_read_says_so_rather_than_prose() -> None:
     plan = parse_plan("# Tasks\n\n- [ ] do a\n- [ ] t2 do b\n")
     assert plan.notes == (
