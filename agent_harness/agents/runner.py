@@ -6,6 +6,7 @@ input) from its exit code, its screen and its output, never from the agent's own
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -137,7 +138,7 @@ def run_agent(
     if not adopted:
         env = scrub_env(env_source, preset, extra_env_allow)
         if host.kind != "remote" and not _binary_found(preset.binary, env):
-            reason = f"{preset.binary} not found on PATH; install it with: {preset.install_hint}"
+            reason = missing_reason(preset)
             on_state(AgentState.MISSING_BINARY, reason)
             return AgentOutcome(
                 AgentState.MISSING_BINARY, None, 0.0, "", None, reason, name, None, False
@@ -334,6 +335,18 @@ def _last_line(screen: str) -> str:
 
 def _binary_found(binary: str, env: Mapping[str, str]) -> bool:
     return shutil.which(binary, path=env.get("PATH")) is not None
+
+
+def missing_reason(preset: AgentPreset) -> str:
+    """Why the preset's program cannot be started: a path names no file, or no program it may
+    run; a bare name is not on PATH (then how to install it)."""
+    binary = preset.binary
+    if "/" not in binary:
+        return f"{binary} not found on PATH; install it with: {preset.install_hint}"
+    if not os.path.isfile(binary):
+        return f"{binary} does not exist"
+    fix = f"chmod +x {shlex.quote(binary)}, or name its interpreter first"
+    return f"{binary} is not executable ({fix})"
 
 
 def _ended(agent: str, code: int | None, failure: Failure | None) -> tuple[AgentState, str]:

@@ -191,10 +191,9 @@ def _reviewer_choice(
 def _installed(preset: AgentPreset, role: str, env: Mapping[str, str]) -> AgentPreset:
     """`preset`, when its program is on the PATH; else how to install it."""
     if shutil.which(preset.binary, path=env.get("PATH")) is None:
-        raise UsageError(
-            f"{role} '{preset.name}': {preset.binary} not found on PATH; "
-            f"install it with: {preset.install_hint}"
-        )
+        from agent_harness.agents.runner import missing_reason
+
+        raise UsageError(f"{role} '{preset.name}': {missing_reason(preset)}")
     return preset
 
 

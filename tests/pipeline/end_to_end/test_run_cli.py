@@ -48,6 +48,11 @@ AGENT = f"{sys.executable} -c pass {{prompt_file}}"
     [
         (["--agent", "claude-nope"], "unknown agent 'claude-nope'"),
         (["--agent", "no-such-agent-binary {prompt_file}"], "not found on PATH"),
+        # A path is looked for where it says, not on PATH: said so.
+        (
+            ["--agent", "/nowhere/agent.sh {prompt_file}"],
+            "agent 'custom': /nowhere/agent.sh does not exist",
+        ),
         (["--agent", AGENT, "--implementer", "openai:x"], "exactly one of --agent"),
         (["--agent", AGENT, "--only", "T9"], "--only names items not in the plan: T9"),
         (
@@ -62,6 +67,20 @@ def test_bad_agent_options_are_one_line_errors(
     code = main(run("--work", str(cli.work), "--reviewer", "openai:gpt-x", *extra))
     assert code == 2
     assert message in error_line(capsys)
+
+
+def test_an_agent_script_that_may_not_be_run_says_how_to_run_it(
+    cli: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "agent.sh"
+    script.write_text("echo working\n")
+    script.chmod(0o644)
+    code = main(run("--work", str(cli.work), "--reviewer", "openai:gpt-x", "--agent",
+                    f"{script} {{prompt_file}}"))  # fmt: skip
+    assert code == 2
+    assert f"{script} is not executable (chmod +x {script}, or name its interpreter first)" in (
+        error_line(capsys)
+    )
 
 
 def test_a_work_dir_that_is_not_a_git_repository(
