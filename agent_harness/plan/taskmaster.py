@@ -19,6 +19,7 @@ per tag (`{"master": {"tasks": [...], "metadata": {...}}}`). A task has a numeri
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -135,8 +136,11 @@ def _number(task: Any, source: str, what: str) -> str:
     if not isinstance(task, dict):
         raise InputError(f"{source}: {what} is not an object")
     number = task.get("id")
-    if isinstance(number, bool) or not isinstance(number, int | str):
+    if number is None or "id" not in task:
         raise InputError(f"{source}: {what} has no id")
+    if isinstance(number, bool) or not isinstance(number, int | str):
+        shown = json.dumps(number)[:40]
+        raise InputError(f"{source}: {what} has id {shown}, not a whole number")
     if not NUMBER.fullmatch(str(number).strip()):
         raise InputError(f"{source}: {what} has id {str(number)[:40]!r}, not a whole number")
     return _canonical(str(number).strip())

@@ -271,6 +271,8 @@ def test_odd_taskmaster_dependencies_are_reported_never_turned_into_others(tmp_p
             "dependency cycle 1 -> 2 -> 1",
         ),
         ('{"tasks": [{"id": "one", "title": "a"}]}', "a task has id 'one', not a whole number"),
+        ('{"tasks": [{"id": 1.5, "title": "a"}]}', "a task has id 1.5, not a whole number"),
+        ('{"tasks": [{"title": "a"}]}', "a task has no id"),
         ('{"tasks": [{"id": 1}]}', "task 1 (line 1) has no title"),
         ('{"tasks": [{"id": 1, "title": "a", "subtasks": [{"id": 1}]}]}', "task 1.1 (line 1)"),
         ('{"tasks": [{"id": 1, "title": "a", "subtasks": 3}]}', "task 1: subtasks is not a list"),
