@@ -176,11 +176,24 @@ def _refuse_without_repo(*given: object) -> None:
 
 
 def _warn_if_empty(parsed: Plan) -> None:
-    """Said before anything is opened; the sync of a plan with no items goes on (harmlessly)."""
+    """Said before anything is opened; the sync of a plan with no items goes on (harmlessly).
+    Lines not read (a label GitHub would refuse, an unknown dependency) are said too: the
+    sync goes on without them, and only `plan FILE` used to list them."""
     if not parsed.items:
         from agent_harness.plan.ids import no_items_message
 
         click.echo(f"warning: {no_items_message(parsed)}", err=True)
+    elif parsed.unread:
+        from agent_harness.plan.model import shell_word
+
+        first = parsed.unread[0]
+        lines = "1 line" if len(parsed.unread) == 1 else f"{len(parsed.unread)} lines"
+        click.echo(
+            f"warning: {lines} of {parsed.source} not read, synced without them (line "
+            f"{first.line}: {first.reason}); `agent-harness plan {shell_word(parsed.source)}` "
+            "lists them",
+            err=True,
+        )
 
 
 def _add_ids(plan_file: Path, prefix: str | None, dry_run: bool, as_json: bool, alone: bool) -> int:

@@ -229,6 +229,19 @@ def test_run_and_sync_of_a_plan_without_items_say_why_and_make_nothing(
     assert captured.err.startswith("warning: TODO.md has no items; 2 checkboxes have no id")
     assert "0 created" in captured.out
 
+    # Lines not read are said by the sync too, which goes on without them: a label GitHub
+    # would refuse was dropped without a word.
+    (tmp_path / "PLAN.md").write_text(
+        f"### T1: a\nlabels: {'x' * 60}\n\n- [ ] T2 b (depends on T9)\n"
+    )
+    assert main(["plan", "PLAN.md", "--repo", "me/app", "--forge", "local"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.startswith(
+        "warning: 2 lines of PLAN.md not read, synced without them (line 2: label of 60 "
+        "characters left out: GitHub takes at most 50); `agent-harness plan PLAN.md` lists them\n"
+    )
+    assert "2 created" in captured.out
+
 
 @pytest.mark.unit
 def test_a_read_only_plan_is_not_rewritten(
