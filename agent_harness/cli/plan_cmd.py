@@ -176,14 +176,17 @@ def _refuse_without_repo(*given: object) -> None:
 
 
 def _warn_if_empty(parsed: Plan) -> None:
-    """Said before anything is opened; the sync of a plan with no items goes on (harmlessly).
-    Lines not read (a label GitHub would refuse, an unknown dependency) are said too: the
-    sync goes on without them, and only `plan FILE` used to list them."""
+    """Said before anything is opened; the sync of a plan with no items goes on (harmlessly)."""
     if not parsed.items:
         from agent_harness.plan.ids import no_items_message
 
         click.echo(f"warning: {no_items_message(parsed)}", err=True)
-    elif parsed.unread:
+
+
+def _warn_of_unread(parsed: Plan) -> None:
+    """Said once a plan with items synced: the lines it could not read (a label GitHub would
+    refuse, an unknown dependency) were left out, which only `plan FILE` used to list."""
+    if parsed.items and parsed.unread:
         from agent_harness.plan.model import shell_word
 
         first = parsed.unread[0]
@@ -334,6 +337,8 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
         render_sync(console(), report)
         if report.twins:
             click.echo(_adopt_hint(parsed.source, full_name, opts.forge, key))
+    sys.stdout.flush()
+    _warn_of_unread(parsed)
     if local is not None:  # last, where it is read: what to do next with the repository
         from agent_harness.cli.plan_view import local_forge_lines
 

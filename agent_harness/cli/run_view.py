@@ -68,7 +68,7 @@ def execute_run(
 ) -> int:
     from agent_harness.cli.settings_opts import given_flags, load_cli_settings
     from agent_harness.pipeline.fleetrun import FleetRun
-    from agent_harness.pipeline.launch import pipelines_for
+    from agent_harness.pipeline.launch import pipelines_for, refuse_other_forge, targets
     from agent_harness.queue import control
 
     request = _request(options)
@@ -97,6 +97,9 @@ def execute_run(
             repo, request.forge, request.github_url, settings, False, need_history=True
         )
 
+    if request.forge == "local":
+        for target in targets(request, settings):
+            refuse_other_forge(target.work, Path(settings.state_dir))
     with pipelines_for(
         request, settings, tracker, observer=observer, config_file=loaded.file
     ) as launched:

@@ -478,8 +478,6 @@ def pipelines_for(
         if target.work.resolve() not in works:
             clone_url = clone_url_of(request, state_dir, target.repo, env)
             works[target.work.resolve()] = WorkRepo(target.work, state_dir, clone_url=clone_url)
-            if request.forge == "local":
-                _refuse_other_forge(works[target.work.resolve()], state_dir)
     check_roles(request, env)
     with ExitStack() as stack:
         store = _recorded_store(stack, settings, request)
@@ -534,19 +532,23 @@ def clone_url_of(
     return None
 
 
-def _refuse_other_forge(work: Any, state_dir: Path) -> None:
-    """A clone whose remote is the local forge of another state folder was set up by a run
+def refuse_other_forge(work: Path, state_dir: Path) -> None:
+    """A clone whose `origin` is the local forge of another state folder was set up by a run
     started elsewhere: that forge holds its issues and pull requests. Refused before anything
     is made here (a second forge would be empty, and the hint to point the clone at it would
-    leave the first one's work behind)."""
+    leave the first one's work behind). For `run --forge local` as a person types it; the
+    API's projects have state folders of their own under the forge's."""
     from agent_harness.forge.local import state_dir_of
     from agent_harness.git.naming import local_path
+    from agent_harness.git.runner import run_git
     from agent_harness.plan.model import shell_word
 
-    url = work.push_url()
-    found = local_path(url) if url is not None else None
+    if not work.is_dir():
+        return  # said where the clone is opened
+    asked = run_git(work, "remote", "get-url", "--push", "origin", check=False)
+    found = local_path(asked.stdout.strip()) if asked.ok else None
     home = state_dir_of(found) if found is not None else None
-    if home is None or home.resolve() == state_dir:
+    if home is None or home.resolve() == state_dir.resolve():
         return
     where = (
         f"run it from {shell_word(str(home.parent))}"
@@ -554,8 +556,8 @@ def _refuse_other_forge(work: Any, state_dir: Path) -> None:
         else f"set state_dir to {shell_word(str(home))}"
     )
     raise UsageError(
-        f"--work {work.path} pushes to the local forge in {home}, not to this folder's "
-        f"({state_dir}): {where}, where its issues and pull requests are"
+        f"--work {work} pushes to the local forge in {home}, not to this folder's "
+        f"({state_dir.resolve()}): {where}, where its issues and pull requests are"
     )
 
 
