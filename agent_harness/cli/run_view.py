@@ -69,7 +69,6 @@ def execute_run(
     from agent_harness.cli.settings_opts import given_flags, load_cli_settings
     from agent_harness.pipeline.fleetrun import FleetRun
     from agent_harness.pipeline.launch import pipelines_for, refuse_other_forge, targets
-    from agent_harness.queue import control
 
     request = _request(options)
     ask = bool(options["approve"]) and not options["yes"]
@@ -82,14 +81,7 @@ def execute_run(
     loaded = load_cli_settings(flags=flags)
     settings = loaded.settings
     as_json = bool(options["as_json"])
-    if as_json:
-        from agent_harness.cli.live import JsonLines
-
-        observer: Any = JsonLines()
-    else:
-        from agent_harness.cli.live import LiveView
-
-        observer = LiveView(err)
+    observer = _observer(as_json, err)
     from agent_harness.cli.tracker_opts import open_tracker
 
     def tracker(repo: str) -> Any:
@@ -112,11 +104,7 @@ def execute_run(
         if ask and not approve(talk, pipelines, settings.protected_paths, to_err=as_json):
             talk.print("nothing was run")
             return 1
-        for pipeline in pipelines:
-            host = pipelines[0].worker_prefix  # what the fleet reports its pools under
-            said = control.left_asked(pipeline.store, pipeline.project, host)
-            if said:
-                err.print(f"warning: {said}", markup=False, soft_wrap=True)
+        _say_left_asked(err, pipelines)
         watchers = [launched.roles.refresh]
         fleet = FleetRun(pipelines, global_limit=request.max_workers, watchers=watchers)
         with _terminated_as_interrupted():
@@ -128,6 +116,28 @@ def execute_run(
                 err.print()
     render_end(out, reports, request, Path(settings.state_dir), as_json)
     return run_exit_code(reports, {p.project: p.settings.only for p in pipelines})
+
+
+def _observer(as_json: bool, err: Console) -> Any:
+    """JSON lines on stdout, or the live table on stderr."""
+    if as_json:
+        from agent_harness.cli.live import JsonLines
+
+        return JsonLines()
+    from agent_harness.cli.live import LiveView
+
+    return LiveView(err)
+
+
+def _say_left_asked(err: Console, pipelines: list[Pipeline]) -> None:
+    """A pause (or a dropped drain) a run before this one left, said before the work starts."""
+    from agent_harness.queue import control
+
+    host = pipelines[0].worker_prefix  # what the fleet reports its pools under
+    for pipeline in pipelines:
+        said = control.left_asked(pipeline.store, pipeline.project, host)
+        if said:
+            err.print(f"warning: {said}", markup=False, soft_wrap=True)
 
 
 @contextmanager

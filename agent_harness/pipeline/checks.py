@@ -207,30 +207,7 @@ def run_check(
         except OSError as exc:
             reason = f"could not start {SHELL} in {cwd}: {exc.strerror or exc}"
             return CheckResult(command, None, max(0.0, clock() - started), reason)
-        timed_out = False
-        with _RUNNING_LOCK:
-            _RUNNING.add(process.pid)
-        try:
-            if group_file is not None:
-                _write_group(group_file, process.pid)
-            exit_code: int | None = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _signal_group(process.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=kill_grace_s)
-            exit_code = None
-        finally:
-            # Whatever the shell left behind (a hung child, a background job) dies with the
-            # check, and so does a check whose run is stopping (an exception here).
-            _signal_group(process.pid, signal.SIGKILL)
-            process.wait()
-            with _RUNNING_LOCK:
-                _RUNNING.discard(process.pid)
-            if group_file is not None:
-                group_file.unlink(missing_ok=True)
-        if _STOPPING.is_set():
-            _NEVER.wait()  # the process is ending: a check it killed must not count as failed
+        exit_code, timed_out = _wait(process, timeout_s, kill_grace_s, group_file)
         duration = max(0.0, clock() - started)
         # Masked where it is read: a check that found a credential (a parent's environment, a
         # file) would carry it into the events, the table and the next attempt's prompt.
@@ -246,6 +223,38 @@ def run_check(
             note = f"[agent-harness: program not found: {found[-1]} ({where})]"
             return CheckResult(command, None, duration, _join(tail, note), missing=True)
     return CheckResult(command, exit_code, duration, tail)
+
+
+def _wait(
+    process: subprocess.Popen[bytes], timeout_s: float, kill_grace_s: float, group_file: Path | None
+) -> tuple[int | None, bool]:
+    """Wait for a started check (its group written down meanwhile): its exit code (None when
+    it timed out) and whether it timed out. Its whole group is gone when this returns."""
+    timed_out = False
+    with _RUNNING_LOCK:
+        _RUNNING.add(process.pid)
+    try:
+        if group_file is not None:
+            _write_group(group_file, process.pid)
+        exit_code: int | None = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _signal_group(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=kill_grace_s)
+        exit_code = None
+    finally:
+        # Whatever the shell left behind (a hung child, a background job) dies with the
+        # check, and so does a check whose run is stopping (an exception here).
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+        with _RUNNING_LOCK:
+            _RUNNING.discard(process.pid)
+        if group_file is not None:
+            group_file.unlink(missing_ok=True)
+    if _STOPPING.is_set():
+        _NEVER.wait()  # the process is ending: a check it killed must not count as failed
+    return exit_code, timed_out
 
 
 def stop_running() -> int:

@@ -292,9 +292,7 @@ class WorktreeReady(Payload):
     base: str = Field(description="Default-branch commit the work starts from.")
     reused: bool = Field(default=False, description="An existing worktree was kept.")
     kept: str | None = Field(
-        default=None,
-        description="A ref holding this clone's own commits that did not apply on top of the "
-        "branch as another clone pushed it; the branch goes on from the pushed work.",
+        default=None, description="A ref of this clone's commits the branch as pushed lacked."
     )
     stopped_check: int | None = Field(
         default=None, description="Process group of a check a killed run left running: ended."
