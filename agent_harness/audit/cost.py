@@ -18,6 +18,7 @@ _LABELS = {
     "cli": "CLI's report",
     "claude-code": "Claude log",
     "codex": "Codex log",
+    "lost": "lost with its run",
 }
 
 
@@ -28,7 +29,9 @@ class CostLine(BaseModel):
     role: str = Field(description="Role that made the calls (implementer, reviewer, ...).")
     vendor: str | None = Field(description="Model vendor; null when not recorded.")
     model: str | None = Field(description="Model name; null when not recorded.")
-    usage_source: str = Field(description="api, cli, claude-code or codex.")
+    usage_source: str = Field(
+        description="api, cli, claude-code, codex, or lost (a call under way when its run died)."
+    )
     label: str = Field(description="Where the usage figures come from, in words.")
     calls: int = Field(description="Calls (or CLI-reported attempts) in this line.")
     priced_calls: int = Field(description="Calls with a known price.")

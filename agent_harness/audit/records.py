@@ -38,6 +38,7 @@ from agent_harness.store.events import (
     Reviewed,
     read_payload,
 )
+from agent_harness.store.model_events import ModelLost
 
 
 def day_of(ts: float) -> str:
@@ -164,12 +165,18 @@ INSERT_ROW = (
 )
 
 
+# A call under way when its run died: the usage source and why it has no price.
+LOST = "lost"
+LOST_REASON = "its run died while the call was under way: whether it was paid is not known"
 # Why the run of an agent that reported neither tokens nor cost has no price.
 NOTHING_REPORTED = "the agent reported neither its usage nor its cost"
 
 
 def usage_of(payload: object) -> UsageFacts | None:
     """The usage an event's payload stands for, or None when it is not usage."""
+    if isinstance(payload, ModelLost):
+        role = payload.role or "unknown"
+        return UsageFacts(role, payload.vendor, payload.model, LOST, Usage(None, None))
     if isinstance(payload, ModelCall):
         if payload.failure is not None or payload.parked:
             return None
@@ -220,6 +227,8 @@ def usage_of(payload: object) -> UsageFacts | None:
 def priced(facts: UsageFacts | None, ts: float, extra: Extra | None = None) -> Price | None:
     if facts is None:
         return None
+    if facts.usage_source == LOST:
+        return Price(None, LOST_REASON, None)
     if facts.usage_source == "cli" and facts.model is None:
         if facts.reported_cost_usd is None and facts.usage == Usage(None, None):
             return Price(None, NOTHING_REPORTED, None)
@@ -238,7 +247,7 @@ def outcome_of(payload: object) -> str | None:
 
 # The kinds whose payload the audit reads (usage, verdicts, outcomes); any other event is kept
 # as the text the work log holds, unparsed.
-READ_KINDS = frozenset({"model.call", "agent_finished", "review", "outcome"})
+READ_KINDS = frozenset({"model.call", "model.lost", "agent_finished", "review", "outcome"})
 
 
 def row_of_event(event: Event, log_id: str) -> AuditRow:

@@ -50,6 +50,7 @@ from agent_harness.store.events import (
     Reviewed,
     WorktreeReady,
 )
+from agent_harness.store.model_events import ModelLost
 from agent_harness.tracker.protocol import TrackerError
 from agent_harness.tracker.protocol import failure_class as tracker_failure
 
@@ -78,6 +79,9 @@ class Attempt:
     def run(self) -> None:
         parts, item, lease = self.parts, self.item, self.lease
         parts.note(item.id, AttemptStarted(attempt=lease.attempt, worker=lease.worker))
+        asked = self.history.unanswered_review()
+        if asked is not None:  # its run died while the reviewer was asked: paid, unknown
+            self._emit(ModelLost(role="reviewer", worker=asked.worker, run_id=None))
         try:
             self._stages()
         except LeaseLost:

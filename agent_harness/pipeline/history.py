@@ -14,6 +14,7 @@ from typing import TypeVar
 from agent_harness.pipeline.prompt import Feedback
 from agent_harness.store.database import Store
 from agent_harness.store.events import (
+    Advanced,
     AgentFinished,
     AgentStarted,
     AgentStateChanged,
@@ -21,6 +22,7 @@ from agent_harness.store.events import (
     CheckRan,
     ChecksPassed,
     Claimed,
+    Completed,
     Deferred,
     Event,
     FeedbackGiven,
@@ -38,6 +40,7 @@ from agent_harness.store.events import (
     WorktreeReady,
 )
 from agent_harness.store.executor_events import ExecutorStepStarted
+from agent_harness.store.model_events import ModelLost
 
 P = TypeVar("P", bound=Payload)
 # Events after which an attempt's agent run is spent: it was judged, or the attempt ended.
@@ -55,6 +58,8 @@ _ENDS_AN_ATTEMPT = (
 )
 # Why a restarted attempt started no agent: the one its worker had started is picked up.
 AGENT_PICKED_UP = "its agent had started before the restart: that session is picked up"
+# Events after which a review stage has an end on record.
+_LEAVES_REVIEW = (*_ENDS_AN_ATTEMPT, Completed)
 # Events after which an agent's start has an end on record.
 _ENDS_A_RUN = (AgentFinished, *_ENDS_AN_ATTEMPT)
 # What an item is doing after each of these events (see `ItemHistory.activity`).
@@ -137,6 +142,22 @@ class ItemHistory:
                 where = payload.worktree
                 return None if worktree and where and where != worktree else finished
         return finished
+
+    def unanswered_review(self) -> Advanced | None:
+        """The review stage an earlier attempt entered and never left on record (its run died
+        while the reviewer was asked): that call may have been paid, its cost unknown. None
+        when the attempt before this one's claim left it (a verdict, a wait, a failure...)."""
+        claims = 0
+        for payload in reversed(self._payloads):
+            if isinstance(payload, Claimed):
+                claims += 1
+                if claims == 2:
+                    return None
+            elif claims == 1 and isinstance(payload, (*_LEAVES_REVIEW, ModelLost)):
+                return None
+            elif claims == 1 and isinstance(payload, Advanced) and payload.to == "review":
+                return payload
+        return None
 
     def unfinished_start(self, worktree: str | None = None) -> AgentStarted | None:
         """The implementer's start this attempt made that never came to an end on record:

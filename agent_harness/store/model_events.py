@@ -17,6 +17,7 @@ class ModelKind(StrEnum):
     MODEL_CALL = "model.call"
     MODEL_RETRY = "model.retry"
     MODEL_PARKED = "model.parked"
+    MODEL_LOST = "model.lost"
 
 
 # --- model calls -----------------------------------------------------------------------------
@@ -62,3 +63,13 @@ class ModelParked(ModelEvent):
 
     KIND = ModelKind.MODEL_PARKED
     parked_until: float | None = Field(default=None, description="Epoch seconds it reopens.")
+
+
+class ModelLost(ModelEvent):
+    """A paid call (a review) that was under way when its run died (killed while it waited):
+    whether it was answered, and what it cost, is not known. Counted as a call of unknown
+    price, never as nothing."""
+
+    KIND = ModelKind.MODEL_LOST
+    sha: str | None = Field(default=None, description="The commit it was about.")
+    run_id: str | None = Field(default=None, description="The run that made it.")

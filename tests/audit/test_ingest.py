@@ -242,3 +242,25 @@ def test_attempts_per_delivery_count_failures_not_claims_taken_back(
     ingest_work_store(sqlite_work, sqlite_audit)
     # Two attempts (one failed, one delivered), as `work` counts them; three claims.
     assert delivery(sqlite_audit).attempts_per_delivered == 2
+
+
+def test_a_call_lost_with_its_run_is_a_call_of_unknown_price_with_that_reason(
+    sqlite_work: Store, sqlite_audit: Store
+) -> None:
+    from agent_harness.audit.cost import cost
+    from agent_harness.audit.records import LOST_REASON
+    from agent_harness.store.model_events import ModelLost
+
+    sqlite_work.append_event(PROJECT, "T1", ModelLost(role="reviewer", worker="w1"))
+    ingest_work_store(sqlite_work, sqlite_audit)
+    report = cost(sqlite_audit)
+    [line] = report.lines
+    assert (line.role, line.usage_source, line.calls, line.cost_usd) == (
+        "reviewer",
+        "lost",
+        1,
+        None,
+    )
+    assert line.label == "lost with its run"
+    assert [(u.calls, u.reason) for u in report.unknown] == [(1, LOST_REASON)]
+    assert report.summary == "$0.00 priced + 1 call of unknown price"

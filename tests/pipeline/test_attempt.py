@@ -485,3 +485,34 @@ def test_what_a_check_wrote_when_the_run_died_is_put_back_before_the_work_goes_o
     [ready] = [e.payload for e in rig.store.all_events(item="T1") if e.kind == "worktree"][1:]
     assert ready.as_dict()["discarded"] == ["report.xml", "words.py"]
     assert _committed_files(rig) == {"words.py": b"N = 1\n"}
+
+
+class _DyingReviewer(ScriptedReviewer):
+    """A reviewer whose first ask the run dies in (killed while it waited for the answer)."""
+
+    def ask(self, prompt: str, system: str) -> Any:
+        if not self.prompts:
+            self.prompts.append(prompt)
+            raise _Killed
+        return super().ask(prompt, system)
+
+
+def test_a_review_under_way_when_the_run_died_is_counted_once_at_an_unknown_price(
+    rig: Rig,
+) -> None:
+    # 13 reviewer requests reached the provider in a loop of kills; the audit priced 8: the
+    # calls a kill cut off were paid and never counted.
+    from agent_harness.store.model_events import ModelLost
+
+    rig.reviewer = _DyingReviewer([verdict(True), verdict(True)])
+    plan, lease = rig.claim()
+    with pytest.raises(_Killed):
+        Attempt(rig.parts(), plan.item("T1"), lease).run()
+    for worker in ("w2", "w3"):  # the next run takes it over; then once more, for good
+        rig.clock.advance(61.0)
+        lease = leases.claim_next(rig.store, "octo/app:PLAN", worker, 60.0)
+        if lease is not None:
+            Attempt(rig.parts(), plan.item("T1"), lease).run()
+    lost = [e.payload for e in rig.store.all_events(item="T1") if e.kind == "model.lost"]
+    assert lost == [ModelLost(role="reviewer", worker="w1")]
+    assert rig.state().state == "pr_open" and len(rig.implementer.calls) == 1
