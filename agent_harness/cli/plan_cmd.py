@@ -183,7 +183,7 @@ def _warn_if_empty(parsed: Plan) -> None:
         click.echo(f"warning: {no_items_message(parsed)}", err=True)
 
 
-def _warn_of_unread(parsed: Plan) -> None:
+def _warn_of_unread(parsed: Plan, dry_run: bool) -> None:
     """Said once a plan with items synced: the lines it could not read (a label GitHub would
     refuse, an unknown dependency) were left out, which only `plan FILE` used to list."""
     if parsed.items and parsed.unread:
@@ -192,7 +192,8 @@ def _warn_of_unread(parsed: Plan) -> None:
         first = parsed.unread[0]
         lines = "1 line" if len(parsed.unread) == 1 else f"{len(parsed.unread)} lines"
         click.echo(
-            f"warning: {lines} of {parsed.source} not read, synced without them (line "
+            f"warning: {lines} of {parsed.source} not read, "
+            f"{'would be synced' if dry_run else 'synced'} without them (line "
             f"{first.line}: {first.reason}); `agent-harness plan {shell_word(parsed.source)}` "
             "lists them",
             err=True,
@@ -338,7 +339,7 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
         if report.twins:
             click.echo(_adopt_hint(parsed.source, full_name, opts.forge, key))
     sys.stdout.flush()
-    _warn_of_unread(parsed)
+    _warn_of_unread(parsed, opts.dry_run)
     if local is not None:  # last, where it is read: what to do next with the repository
         from agent_harness.cli.plan_view import local_forge_lines
 
