@@ -47,6 +47,7 @@ class FailureClass(StrEnum):
     REVIEW_REFUSED_FOR_GOOD = "review_refused_for_good"
     PROTECTED_PATH = "protected_path"
     SECRET_IN_CHANGE = "secret_in_change"
+    CONFLICT_LEFT = "conflict_left"
     OVER_BUDGET = "over_budget"
     REVIEWER_UNAVAILABLE = "reviewer_unavailable"
     # the harness's own machinery
@@ -82,6 +83,7 @@ POLICY: dict[FailureClass, Action] = {
     FailureClass.REVIEW_REFUSED_FOR_GOOD: Action.FAIL,
     FailureClass.PROTECTED_PATH: Action.RETRY,
     FailureClass.SECRET_IN_CHANGE: Action.FAIL,
+    FailureClass.CONFLICT_LEFT: Action.RETRY,
     FailureClass.OVER_BUDGET: Action.FAIL,
     FailureClass.REVIEWER_UNAVAILABLE: Action.PARK,
     FailureClass.TRACKER: Action.RETRY,
@@ -140,6 +142,7 @@ MEANING: dict[FailureClass, str] = {
     FailureClass.REVIEW_REFUSED_FOR_GOOD: "the reviewer said no to the item itself",
     FailureClass.PROTECTED_PATH: "the change touches a protected path (told, on a new branch)",
     FailureClass.SECRET_IN_CHANGE: "the change carries something shaped like a secret",
+    FailureClass.CONFLICT_LEFT: "the change still holds a merge conflict's markers",
     FailureClass.OVER_BUDGET: "the item's cost budget is spent",
     FailureClass.REVIEWER_UNAVAILABLE: "the reviewer could not answer (limited, down, no reply)",
     FailureClass.TRACKER: "a git or tracker error of the harness's own machinery",

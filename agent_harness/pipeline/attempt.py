@@ -23,7 +23,7 @@ from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.budgets import call_bound, item_over_budget, next_call_refused
 from agent_harness.pipeline.checks import order_checks, stop_leftover
 from agent_harness.pipeline.delivery import deliver
-from agent_harness.pipeline.gates import leaks_secret, touches_protected
+from agent_harness.pipeline.gates import leaks_secret, leaves_conflicts, touches_protected
 from agent_harness.pipeline.history import AGENT_PICKED_UP, ItemHistory
 from agent_harness.pipeline.parts import RunParts
 from agent_harness.pipeline.prompt import Feedback, build_prompt, read_agents_md
@@ -122,8 +122,10 @@ class Attempt:
         if sha is None:
             return
         parts, item, lease, history = self.parts, self.item, self.lease, self.history
-        if touches_protected(parts, item, lease, tree, history, sha) or leaks_secret(
-            parts, item, lease, tree, history
+        if (
+            touches_protected(parts, item, lease, tree, history, sha)
+            or leaks_secret(parts, item, lease, tree, history)
+            or leaves_conflicts(parts, item, lease, tree, history)
         ):
             return
         self.scanned = sha

@@ -1,4 +1,5 @@
-"""The gates a change passes before anything is sent on: paths it may not touch, secrets it holds.
+"""The gates a change passes before anything is sent on: paths it may not touch, secrets it
+holds, and merge conflicts it left unresolved.
 
 Both are decided from git alone, before any check runs or any reviewer is paid. A protected
 path touched ends the attempt: the next one is told which paths and why, and starts on a new
@@ -68,4 +69,41 @@ def leaks_secret(
     shown = "; ".join(where[:3]) + (f" (and {len(where) - 3} more)" if len(where) > 3 else "")
     reason = f"a secret is in the change, so it was not sent on: {shown}"
     parts.fail(lease, reason, FailureClass.SECRET_IN_CHANGE)
+    return True
+
+
+# What git writes around a conflict it could not resolve (`<<<<<<< HEAD`, `>>>>>>> main`); a
+# line of `=======` alone is a Markdown heading's underline as often as a conflict's middle.
+_OPENS, _CLOSES = "+<<<<<<< ", "+>>>>>>> "
+
+
+def conflicted_files(diff: str) -> list[str]:
+    """The files a unified diff adds both a conflict's opening and closing markers to."""
+    found: dict[str, set[str]] = {}
+    path = ""
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            path = line[4:].removeprefix("b/")
+        elif line.startswith((_OPENS, _CLOSES)) or line in ("+<<<<<<<", "+>>>>>>>"):
+            found.setdefault(path, set()).add(line[1])
+    return sorted(path for path, marks in found.items() if marks == {"<", ">"})
+
+
+def leaves_conflicts(
+    parts: RunParts, item: WorkItem, lease: Lease, tree: Worktree, history: ItemHistory
+) -> bool:
+    """End the attempt when its change holds a merge conflict's markers (the agent was sent a
+    conflict with the default branch and left it): pushed, a pull request with them would
+    merge clean. The next attempt is told the files."""
+    files = conflicted_files(parts.repo.committed_diff(tree))
+    if not files:
+        return False
+    shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    summary = f"the change still holds merge conflict markers in {shown}"
+    detail = (
+        f"These files still hold `<<<<<<<`, `=======` and `>>>>>>>` lines: {', '.join(files)}. "
+        "Resolve each conflict, keeping what both sides meant, and remove the markers."
+    )
+    parts.remember(item.id, Feedback("agent", summary, detail), history)
+    parts.fail(lease, summary, FailureClass.CONFLICT_LEFT)
     return True

@@ -191,6 +191,54 @@ def test_a_base_that_moved_is_rebased_without_the_agent_a_conflict_goes_to_it(
     assert gh_repo(h).get_pull(pull.number).mergeable
 
 
+# An agent that, sent a conflict, leaves its markers in place; told they are still there, it
+# resolves them.
+LAZY_AGENT = """
+import pathlib, sys
+prompt = pathlib.Path(sys.argv[-1]).read_text()
+notes = pathlib.Path("NOTES.md")
+if "still holds merge conflict markers" in prompt:
+    text = pathlib.Path("shared.txt").read_text()
+    kept = [l for l in text.splitlines() if not l.startswith(("<<<<<<<", "=======", ">>>>>>>"))]
+    pathlib.Path("shared.txt").write_text("\\n".join(kept) + "\\n")
+    notes.write_text(notes.read_text() + "resolved\\n")
+elif "PR #" in prompt:
+    notes.write_text(notes.read_text() + "looked; the conflict left as it was\\n")
+else:
+    notes.write_text("first version\\n")
+    pathlib.Path("shared.txt").write_text("from the item\\n")
+"""
+
+
+def test_conflict_markers_left_by_the_agent_are_never_pushed_and_go_back_to_it(
+    h: Harness,
+) -> None:
+    # They were committed, pushed and read as a clean pull request, which merge-when-green
+    # would have merged into main.
+    script = h.tmp / "lazy_agent.py"
+    script.write_text(LAZY_AGENT)
+    command = shlex.join([sys.executable, str(script)]) + " {prompt_file}"
+    p = h.pipeline(PLAN, agent=command, settings=settings())
+    p.run()
+    [pull] = h.pulls()
+    p.reconcile()
+    push_to_main(h, "shared.txt", "from a person\n")
+    p = h.pipeline(PLAN, agent=command, settings=settings())
+    p.run()
+    events = h.store.all_events(project=p.project, item="T1")
+    failed = [e.payload.as_dict() for e in events if e.kind == "attempt_failed"]
+    assert [f["failure"] for f in failed] == ["conflict_left"]
+    assert "merge conflict markers in shared.txt" in failed[0]["reason"]
+    for pushed in [e.payload.as_dict()["sha"] for e in events if e.kind == "pushed"]:
+        shown = subprocess.run(
+            ["git", "show", f"{pushed}:shared.txt"], cwd=h.work, capture_output=True, text=True
+        )
+        assert "<<<<<<<" not in shown.stdout
+    resolved = branch_file(h, pull, "shared.txt")
+    assert "from the item" in resolved and "from a person" in resolved
+    assert "<<<<<<<" not in resolved and gh_repo(h).get_pull(pull.number).mergeable
+
+
 def test_a_conflict_whose_worktree_was_removed_by_hand_is_merged_in_a_new_one(
     h: Harness,
 ) -> None:

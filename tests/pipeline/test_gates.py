@@ -1,0 +1,33 @@
+"""The conflict gate reads a change's diff: a merge conflict's markers left in it, and only those."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_harness.pipeline.gates import conflicted_files
+
+pytestmark = pytest.mark.unit
+
+
+def _diff(path: str, *added: str) -> str:
+    body = "".join(f"+{line}\n" for line in added)
+    return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1,{len(added)} @@\n{body}"
+
+
+def test_a_file_with_a_conflict_left_in_it_is_named() -> None:
+    left = _diff("shared.txt", "<<<<<<< HEAD", "from the item", "=======", "from a person",
+                 ">>>>>>> origin/main")  # fmt: skip
+    resolved = _diff("other.txt", "from the item", "from a person")
+    assert conflicted_files(left + resolved) == ["shared.txt"]
+    assert conflicted_files(_diff("bare.txt", "<<<<<<<", "a", "=======", "b", ">>>>>>>")) == [
+        "bare.txt"
+    ]
+
+
+def test_a_heading_underline_or_one_marker_quoted_in_docs_is_no_conflict() -> None:
+    underline = _diff("README.md", "Usage", "=======", "", "Run it.")
+    quoted = _diff("docs/git.md", "A conflict starts with a line such as", "<<<<<<< HEAD")
+    assert conflicted_files(underline + quoted) == []
+    # Markers a diff removes (the agent resolved them) are no conflict either.
+    removed = "--- a/x.txt\n+++ b/x.txt\n@@ -1,3 +1 @@\n-<<<<<<< HEAD\n-=======\n->>>>>>> main\n"
+    assert conflicted_files(removed) == []
