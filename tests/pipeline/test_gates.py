@@ -1,4 +1,4 @@
-"""The conflict gate reads a change's diff: a merge conflict's markers left in it, and only those."""
+"""The conflict gate reads a change's diff: a merge conflict's markers left in it, only those."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ pytestmark = pytest.mark.unit
 
 def _diff(path: str, *added: str) -> str:
     body = "".join(f"+{line}\n" for line in added)
-    return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1,{len(added)} @@\n{body}"
+    head = f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+    return f"{head}@@ -1 +1,{len(added)} @@\n{body}"
 
 
 def test_a_file_with_a_conflict_left_in_it_is_named() -> None:
