@@ -431,6 +431,10 @@ class PullWatch:
             if changes_asked
             else "a dependency is no longer merged"
             if self._waits_for_dependencies(item_id)
+            # Green means checks that passed: with none at all (no CI on the repository) it
+            # would wait for ever, saying nothing.
+            else "no check has reported on its head, and green needs one"
+            if not feedback.checks
             else None
         )
         if held is not None:  # said in the report of each pass that holds it; nothing written

@@ -299,6 +299,20 @@ def test_merge_when_green_respects_branch_protection_and_says_so_once(h: Harness
     assert p.tracker.tally.by_kind.get("merge_pull", 0) == merges  # not retried blindly
 
 
+def test_merge_when_green_with_no_check_at_all_says_why_it_waits(h: Harness) -> None:
+    # A repository with no CI: an approved, clean pull request got no word in any pass.
+    pull = first_pull(h)
+    p = pipeline(h, merge_when_green=True)
+    p.reconcile()
+    [held] = [m for r in p.rounds for m in r.merged if m["pr"] == pull.number]
+    assert held["merged"] is False
+    assert held["detail"] == "no check has reported on its head, and green needs one"
+    assert not gh_repo(h).get_pull(pull.number).merged
+    gh_repo(h).create_check_run("ci", pull.head.sha, conclusion="success")
+    p.reconcile()
+    assert gh_repo(h).get_pull(pull.number).merged
+
+
 def test_the_round_budget_spent_fails_the_item_with_its_reason(h: Harness) -> None:
     pull = first_pull(h)
     repo = gh_repo(h)
