@@ -7,6 +7,7 @@ checks. Recording goes through `emit`, so the store and the observers always hea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -130,6 +131,28 @@ class RunParts:
             return
         note: Any = FailedNote if state == ItemState.FAILED else RetryNote
         self.note(lease.item_id, note(reason=reason))
+        if state == ItemState.FAILED:
+            self._say_on_open_pull(lease, reason)
+
+    def _say_on_open_pull(self, lease: Lease, reason: str) -> None:
+        """An item that failed for good in a round of its open pull request says so there, as a
+        spent round budget does: its head is the last one pushed, which nothing passed since,
+        and nobody should merge it unaware. Best effort: the failure is recorded already."""
+        from agent_harness.pipeline.history import ItemHistory
+        from agent_harness.pipeline.rounds import say_on_pull
+        from agent_harness.store.events import Outcome, PullOpened, Retried
+        from agent_harness.tracker.protocol import TrackerError
+
+        history = ItemHistory.read(self.store, self.project, lease.item_id)
+        opened = history.last(PullOpened, Outcome, Retried)
+        if not isinstance(opened, PullOpened):
+            return
+        text = (
+            f"The item failed, so this pull request gets no more rounds: {reason}. Its head is "
+            "the last one pushed; nothing has checked or reviewed a change since."
+        )
+        with contextlib.suppress(TrackerError), self.tracker_lock:
+            say_on_pull(self.tracker, opened.number, text, f"failed:{lease.item_id}:{lease.token}")
 
     def halt(self, exc: HarnessError) -> None:
         """Stop the run for `exc` once the workers are done with what they hold."""

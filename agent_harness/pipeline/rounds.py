@@ -477,8 +477,14 @@ class PullWatch:
         return any(str(state) not in items.DEFAULT_READY_WHEN for state in states)
 
     def _say(self, number: int, text: str, key: str) -> None:
-        marker = json.dumps({"key": key})
-        self.tracker.create_comment(number, f"{text}\n\n<!-- {ROUND_MARK} {marker} -->")
+        say_on_pull(self.tracker, number, text, key)
+
+
+def say_on_pull(tracker: Tracker, number: int, text: str, key: str) -> None:
+    """A comment of the harness's own on a pull request, marked so that no pass reads it as a
+    person's feedback."""
+    marker = json.dumps({"key": key})
+    tracker.create_comment(number, f"{text}\n\n<!-- {ROUND_MARK} {marker} -->")
 
 
 def _said_by_people(feedback: PullFeedback) -> list[str]:

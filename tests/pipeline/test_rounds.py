@@ -268,8 +268,10 @@ def test_a_round_the_agent_leaves_unchanged_is_not_said_to_be_answered(rig: Rig)
     said(rig, number, head, reviews=((7, "CHANGES_REQUESTED", "add a docstring", head),))
     p.run()
     # No "Pushed ... to the same branch" for a push of the same commit, and no pull request
-    # handed back as if the review were answered: the attempt failed, saying why.
-    assert rig.tracker.comments.get(number, []) == []
+    # handed back as if the review were answered: the attempt failed, saying why (and, its
+    # attempts spent, the item's failure is the one word on the pull request).
+    [comment] = rig.tracker.comments.get(number, [])
+    assert comment.body.startswith("The item failed, so this pull request gets no more rounds")
     events = rig.store.all_events(project=p.project, item="T1")
     assert [e.payload.sha for e in events if isinstance(e.payload, Pushed)] == [head]
     item = get_item(rig.store, p.project, "T1")

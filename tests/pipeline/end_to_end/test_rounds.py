@@ -313,6 +313,20 @@ def test_merge_when_green_with_no_check_at_all_says_why_it_waits(h: Harness) -> 
     assert gh_repo(h).get_pull(pull.number).merged
 
 
+def test_an_item_that_fails_in_a_round_says_so_on_its_open_pull_request(h: Harness) -> None:
+    # It failed with its attempts spent and the pull request stayed open, on a head CI had
+    # failed, with no word (a spent round budget did comment).
+    pull = first_pull(h)
+    gh_repo(h).create_check_run("ci", pull.head.sha, conclusion="failure")
+    p = pipeline(h, checks=["false"], max_attempts=1)
+    p.run()
+    item = get_item(h.store, p.project, "T1")
+    assert item.state == "failed"
+    [said] = [c for c in harness_comments(gh_repo(h).get_pull(pull.number)) if "failed" in c]
+    assert said.startswith("The item failed, so this pull request gets no more rounds: check ")
+    assert "nothing has checked or reviewed a change since" in said
+
+
 def test_the_round_budget_spent_fails_the_item_with_its_reason(h: Harness) -> None:
     pull = first_pull(h)
     repo = gh_repo(h)
