@@ -47,13 +47,13 @@ def attach(item_id: str, project: str | None, db: str | None, print_only: bool) 
 
     from agent_harness.cli.output import open_database
     from agent_harness.errors import UsageError
-    from agent_harness.queue.items import resolve_project
+    from agent_harness.queue.items import resolve_item_project
     from agent_harness.secrets.process import process_env
     from agent_harness.sessions.attach import attach_target
 
     store = open_database(db, must_exist=True)
     try:
-        where = resolve_project(store, project)
+        where = resolve_item_project(store, project, [item_id])
         target = attach_target(store, where, item_id, env=process_env())
     finally:
         store.close()

@@ -133,7 +133,7 @@ def show(
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     with open_database(db, must_exist=True) as store:
-        name = queue.resolve_project(store, project)
+        name = queue.resolve_item_project(store, project, [item_id])
         record, events = queue.history(store, name, item_id)
         chain = verify_item(store, name, item_id) if events else None
     if as_json:
@@ -276,7 +276,7 @@ def retry(
     db, project, as_json = _merged(ctx, db, project, as_json)
     budgets = load_settings().settings.budgets
     with open_database(db, must_exist=True) as store:
-        name = queue.resolve_project(store, project)
+        name = queue.resolve_item_project(store, project, item_ids)
         for item_id in item_ids:  # an unknown item is named before any budget
             queue.get_item(store, name, item_id)
         for item_id in item_ids:

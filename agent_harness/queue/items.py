@@ -564,6 +564,28 @@ def resolve_project(store: Store, project: str | None) -> str:
     raise AmbiguousProject(known)
 
 
+def resolve_item_project(store: Store, project: str | None, item_ids: Sequence[str]) -> str:
+    """`resolve_project`, but with several projects and none given, the one project that holds
+    every item named (`work show B1` where only plan B has a B1)."""
+    if project is not None:
+        return require_project(store, project)
+    known = projects(store)
+    if len(known) <= 1 or not item_ids:
+        return resolve_project(store, None)
+    wanted = sorted(set(item_ids))
+    marks = ", ".join("?" for _ in wanted)
+    with store.transaction(write=False) as tx:
+        rows = tx.all(
+            f"SELECT project FROM items WHERE id IN ({marks}) GROUP BY project "
+            "HAVING COUNT(DISTINCT id) = ?",
+            (*wanted, len(wanted)),
+        )
+    holding = sorted(str(row[0]) for row in rows)
+    if len(holding) == 1:
+        return holding[0]
+    raise AmbiguousProject(holding or known)
+
+
 def require_project(store: Store, project: str) -> str:
     """`project`, when this database knows it (items queued, registered with the API, or events
     recorded, as an inception session's are); NoSuchProject, naming those it holds, if not."""

@@ -63,6 +63,24 @@ def test_an_ambiguous_project_is_named_with_the_choices(
 
 
 @pytest.mark.integration
+def test_an_item_only_one_project_holds_needs_no_project_named(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # With two plans in one database, `work show B1` asked for --project though only one
+    # project has a B1.
+    with open_store(db) as store:
+        enqueue(store, A, [item("T1"), item("A1")])
+        enqueue(store, B, [item("T1"), item("B1")])
+    shown = _json(capsys, "work", "show", "B1")
+    assert isinstance(shown, dict) and shown["item"]["id"] == "B1"
+    assert main(["work", "show", "T1"]) == 2  # both have a T1: which one is asked
+    err = capsys.readouterr().err
+    assert A in err and B in err and "--project" in err
+    assert main(["work", "retry", "A1", "B1"]) == 2  # no one project holds both
+    assert "--project" in capsys.readouterr().err
+
+
+@pytest.mark.integration
 def test_show_and_retry_an_item(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     with open_store(db) as store:
         enqueue(store, A, [item("T1"), item("T2", "T1")])
