@@ -11,6 +11,7 @@ from agent_harness.cli.output import checked_name, console, from_env, print_json
 
 if TYPE_CHECKING:
     from agent_harness.queue.control import Control
+    from agent_harness.store.database import Store
 
 
 @click.command(
@@ -52,14 +53,35 @@ def control(verb: str | None, project: str | None, db: str | None, as_json: bool
         if verb is None:
             controls = get_control(store, project)
         else:
+            new = _unheld(store, project)
             controls = set_control(
                 store, VERBS[verb], project, by="agent-harness control", ahead=True
             )
+            if new:
+                click.echo(f"warning: {new}", err=True)
     if as_json:
         print_json([c.model_dump(mode="json") for c in controls])
         return 0
     _render(controls, verb)
     return 0
+
+
+def _unheld(store: Store, project: str | None) -> str | None:
+    """A project asked ahead of its first run is taken as named, so a typo (`me/app:plan` for
+    `me/app:PLAN`) would pause nothing: said, with the projects this database holds."""
+    from agent_harness.queue.items import NoProjectYet, projects, require_project
+
+    if project is None:
+        return None
+    try:
+        require_project(store, project)
+    except NoProjectYet:
+        held = ", ".join(projects(store)) or "none yet"
+        return (
+            f"{project} is no project this database holds yet (it holds {held}); asked ahead "
+            "of its first run"
+        )
+    return None
 
 
 def _render(controls: list[Control], verb: str | None) -> None:

@@ -110,8 +110,15 @@ def test_a_project_not_run_here_yet_can_be_asked_ahead_of_its_first_run(
     with open_store(db) as store:
         enqueue(store, "me/app:PLAN", [item("T1")])
     assert main(["control", "pause", "--project", "me/app:C", "--db", db]) == 0
-    out = capsys.readouterr().out
-    assert "asked: pause; no run works it now: its next run starts so" in out
+    said = capsys.readouterr()
+    assert "asked: pause; no run works it now: its next run starts so" in said.out
+    # Taken as named, and said: a typo (me/app:plan for me/app:PLAN) would pause nothing.
+    assert said.err == (
+        "warning: me/app:C is no project this database holds yet (it holds me/app:PLAN); "
+        "asked ahead of its first run\n"
+    )
+    assert main(["control", "resume", "--project", "me/app:C", "--db", db]) == 0
+    assert capsys.readouterr().err == ""  # known now
     with open_store(db) as store:
         [asked] = get_control(store, "me/app:C")
     assert asked.asked == "paused"
