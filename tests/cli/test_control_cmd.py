@@ -117,11 +117,11 @@ def test_a_project_not_run_here_yet_can_be_asked_ahead_of_its_first_run(
         "warning: me/app:C is no project this database holds yet (it holds me/app:PLAN); "
         "asked ahead of its first run\n"
     )
-    assert main(["control", "resume", "--project", "me/app:C", "--db", db]) == 0
-    assert capsys.readouterr().err == ""  # known now
     with open_store(db) as store:
         [asked] = get_control(store, "me/app:C")
     assert asked.asked == "paused"
+    assert main(["control", "resume", "--project", "me/app:C", "--db", db]) == 0
+    assert capsys.readouterr().err == ""  # known now
     assert main(["control", "pause", "--project", "not a project", "--db", db]) == 2
     assert "no project 'not a project' in this database" in capsys.readouterr().err
 
