@@ -85,9 +85,15 @@ def _outcome(store: Store, record: ItemRecord, title: str, reason: str | None) -
 
 
 def build_report(
-    store: Store, project: str, plan: Plan, sync: SyncReport | None, **totals: Any
+    store: Store,
+    project: str,
+    plan: Plan,
+    sync: SyncReport | None,
+    since_id: int = 0,
+    **totals: Any,
 ) -> RunReport:
-    """The report of `plan`'s items as the queue holds them now."""
+    """The report of `plan`'s items as the queue holds them now; its events are those of the
+    project's log after event `since_id` (the run's own, and any another host wrote meanwhile)."""
     out = RunReport(project=project, sync=sync, **totals)
     records = {record.id: record for record in items.list_items(store, project)}
     for item in plan.items:
@@ -112,6 +118,8 @@ def build_report(
             gone = f"no longer in the plan; still {record.state}"
             out.items.append(_outcome(store, record, record.title, gone))
     with store.transaction(write=False) as tx:  # counted, not read and parsed one by one
-        counted = tx.one("SELECT COUNT(*) FROM events WHERE project = ?", (project,))
+        counted = tx.one(
+            "SELECT COUNT(*) FROM events WHERE project = ? AND id > ?", (project, since_id)
+        )
     out.events = int(counted[0]) if counted else 0
     return out

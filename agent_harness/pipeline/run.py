@@ -125,6 +125,7 @@ class Pipeline:
         self._setup_checked = False
         self._host_held: Held | None = None  # the database's lock on this run's host id
         self.rounds: list[WatchReport] = []
+        self.log_from = 0  # the log's newest event when the run began
         self._depends = {item.id: item.depends_on for item in plan.items}
 
     # Shorthands for the parts callers and tests name.
@@ -442,6 +443,7 @@ class Pipeline:
         """Everything before the workers start: setup, the plan to issues and the queue, the
         tracker's news, and the leases a dead run of ours left."""
         self.check_setup()
+        self.log_from = self._last_event_id()  # this run's events come after it
         sync = self.prepare()
         reconciled = self.reconcile() if self.settings.reconcile else []
         # The run lock says no other run of ours is alive: leases our workers still hold were
@@ -673,6 +675,7 @@ class Pipeline:
             stopped_by_budget=self.budget.spent,
             stopped_because=self.budget.reason,
             run_id=self.parts.run_id,
+            since_id=self.log_from,
         )
 
 

@@ -41,6 +41,15 @@ def test_items_become_issues_then_pull_requests_and_a_dependent_waits(rig: Rig) 
     )
 
 
+def test_a_runs_event_count_is_of_what_it_recorded_not_the_whole_log(rig: Rig) -> None:
+    # A run with nothing to do said "50 events recorded": the project's whole log.
+    rig.reviewer = ScriptedReviewer([verdict(True), verdict(True)])
+    first = pipeline(rig).run()
+    assert first.events == len(rig.store.all_events(project="octo/app:PLAN")) > 10
+    again = pipeline(rig).run()  # T1's pull request open, T2 waiting on it: nothing to do
+    assert again.events < 3
+
+
 def test_an_archived_repository_is_refused_before_any_work(rig: Rig) -> None:
     rig.tracker.info = rig.tracker.info.__class__(
         rig.tracker.repo, "main", rig.tracker.info.clone_url, archived=True
