@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +74,7 @@ def reconcile(
     the item in the queue. Works from the tracker alone: an empty database costs one pass over
     all pull requests; later runs read only what changed. Exit 4 when something needs a person.
     """
+    import functools
     from contextlib import ExitStack, suppress
 
     from agent_harness.cli.output import open_database
@@ -95,23 +97,35 @@ def reconcile(
         store = None
         with suppress(UsageError):  # a dry run reads the queue when there is one, never makes one
             store = stack.enter_context(open_database(db, must_exist=dry_run))
-        report = run(
-            tracker,
-            store=store,
-            plan_key=plan_key,
-            dry_run=dry_run,
-            requeue_reverted=settings.reconcile.requeue_reverted,
-            revert_window_days=settings.reconcile.revert_window_days,
-            work=tree,
-        )
+        asked = settings.reconcile
+        one_pass = functools.partial(
+            run, tracker, store=store, plan_key=plan_key, dry_run=dry_run, work=tree,
+            requeue_reverted=asked.requeue_reverted, revert_window_days=asked.revert_window_days,
+        )  # fmt: skip
+        report = one_pass()
         watched = None
         if store is not None:
             watched = _watch(
                 tracker, store, report, plan_key, tree, merge_when_green, max_pr_rounds, dry_run
             )
             if not dry_run:  # what it recorded (a merge, a revert) reaches the audit now
+                _record_merges(report, watched, one_pass, tracker)
                 record_in_audit(store, None, database_url(settings, db))
     return _shown(report, watched, as_json)
+
+
+def _record_merges(
+    report: ReconcileReport,
+    watched: WatchReport,
+    one_pass: Callable[[], ReconcileReport],
+    tracker: Any,
+) -> None:
+    """What this pass merged (merge-when-green) is recorded by it, not left for the next."""
+    if any(m["merged"] for m in watched.merged):
+        again = one_pass()
+        report.transitions += again.transitions
+        report.cleaned += again.cleaned
+        report.requests, report.writes = tracker.tally.requests, tracker.tally.writes
 
 
 def _shown(report: ReconcileReport, watched: WatchReport | None, as_json: bool) -> int:

@@ -156,3 +156,35 @@ def test_a_merge_reconcile_records_reaches_the_audit_without_an_ingest(
     # Before: `audit delivery` showed the merge only after a separate `agent-harness ingest`.
     with open_audit(str(env.tmp / "audit.sqlite")) as audit:
         assert delivery(audit).merged == 1
+
+
+@pytest.mark.integration
+def test_a_pull_request_merged_when_green_is_recorded_by_the_same_pass(
+    env: Scene, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It printed "T1: PR #N merged" beside "recorded 0 transition(s)", and `work` kept the item
+    # at pr_open until a later pass.
+    from agent_harness.queue.items import enqueue, get_item
+    from agent_harness.queue.leases import claim_next, complete
+    from agent_harness.store.database import open_store
+    from agent_harness.store.events import PullOpened, Reviewed
+    from tests.shared.stores import item
+
+    db = env.tmp / "work.sqlite"
+    number = env.open_pr("T1")
+    pull = env.repo.get_pull(number)
+    env.repo.create_check_run("ci", pull.head.sha, conclusion="success")
+    with open_store(str(db)) as store:  # as a run leaves it: approved, its pull request open
+        enqueue(store, f"{REPO}:PLAN", [item("T1")])
+        lease = claim_next(store, f"{REPO}:PLAN", "w1", 60)
+        assert lease is not None
+        store.append_event(f"{REPO}:PLAN", "T1", Reviewed(approved=True, sha=pull.head.sha))
+        store.append_event(f"{REPO}:PLAN", "T1", PullOpened(number=number, url=pull.html_url))
+        complete(store, lease)
+    args = ["reconcile", "--repo", REPO, "--github-url", env.rf.server.api_url, "--db", str(db)]
+    code, done = run_json(capsys, *args, "--merge-when-green", "--json")
+    assert code == 0, done
+    assert [(m["item"], m["merged"]) for m in done["pull_rounds"]["merged"]] == [("T1", True)]
+    assert [(t["item"], t["state"]) for t in done["transitions"]] == [("T1", "merged")]
+    with open_store(str(db)) as store:
+        assert get_item(store, f"{REPO}:PLAN", "T1").state == "merged"
