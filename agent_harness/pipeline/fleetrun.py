@@ -107,9 +107,9 @@ class FleetRun:
             except KeyboardInterrupt:
                 fleet.drain()
                 fleet.join(timeout=2.0)
-                checks.stop_running()  # agents keep their sessions; checks run again
+                stopped = checks.stop_running()  # agents keep their sessions; checks run again
                 control.report_pools(self.store, fleet.status(), self.host)
-                raise RunInterrupted() from None
+                raise RunInterrupted.after(stopped) from None
             fleet.drain()
             fleet.join()
             control.report_pools(self.store, fleet.status(), self.host)

@@ -18,9 +18,21 @@ Observer = Callable[[str, str, Payload], None]
 
 class RunInterrupted(HarnessError):
     """interrupted: items in flight keep their leases, and agents keep running in their
-    sessions (checks were stopped); run the same command again to take them back"""
+    sessions; run the same command again to take them back"""
 
     exit_code = 130
+
+    @classmethod
+    def after(cls, checks_stopped: int) -> RunInterrupted:
+        """Said with the checks the interrupt stopped, when it stopped any."""
+        if not checks_stopped:
+            return cls()
+        stopped = "1 check" if checks_stopped == 1 else f"{checks_stopped} checks"
+        return cls(
+            "interrupted: items in flight keep their leases, and agents keep running in their "
+            f"sessions ({stopped} stopped, to run again); run the same command again to take "
+            "them back"
+        )
 
 
 class RunRefused(HarnessError):

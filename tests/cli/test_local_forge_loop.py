@@ -181,7 +181,7 @@ def test_ctrl_c_or_kill_while_a_check_runs_ends_the_check_and_spends_no_attempt(
         finally:
             run.kill()
     assert run.returncode == 130, err
-    assert "checks were stopped" in err
+    assert "(1 check stopped, to run again)" in err
     # Its check (the shell and its sleep) ended with the run: once their new parent has reaped
     # them, no process of the group is left.
     for _ in range(500):
