@@ -262,7 +262,8 @@ class PullWatch:
             return
         if len(rounds) >= self.max_rounds:
             reason = (
-                f"PR #{number}: the budget of {self.max_rounds} PR rounds is spent; "
+                f"PR #{number}: the budget of {self.max_rounds} PR "
+                f"round{'' if self.max_rounds == 1 else 's'} is spent; "
                 f"the last {trigger.kind} said: {trigger.summary}"
             )
             if self.dry_run:

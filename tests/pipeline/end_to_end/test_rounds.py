@@ -340,7 +340,7 @@ def test_the_round_budget_spent_fails_the_item_with_its_reason(h: Harness) -> No
     p.reconcile()
     item = get_item(h.store, p.project, "T1")
     assert item.state == "failed"
-    assert "budget of 1 PR rounds is spent" in (item.reason or "")
+    assert "budget of 1 PR round is spent" in (item.reason or "")
     assert any("No more rounds" in c.body for c in repo.get_pull(pull.number).get_issue_comments())
 
 
