@@ -76,7 +76,9 @@ def prune(work: Path, db: str | None, project: str | None, as_json: bool, dry_ru
     from agent_harness.git.cleanup import prune as run
     from agent_harness.tracker.reconcile import work_repo
 
-    repo = work_repo(work, _state_dir())
+    state_dir = _state_dir()
+    work = _clone(work, state_dir)
+    repo = work_repo(work, state_dir)
     assert repo is not None
     report = run(repo, _inspect(work, db, project), dry_run=dry_run)
     if as_json:
@@ -92,6 +94,23 @@ def prune(work: Path, db: str | None, project: str | None, as_json: bool, dry_ru
         _render(report.removed, "would remove" if dry_run else "removed")
         _render(report.kept, "kept")
     return 0
+
+
+def _clone(work: Path, state_dir: Path) -> Path:
+    """`--work` as given; left at `.` where no clone is (the folder `run` ran in, beside the
+    clone), the clone the state folder's worktrees were made from."""
+    if work != Path(".") or (work / ".git").exists():
+        return work
+    for link in sorted((state_dir / "worktrees").glob("*/.git")):
+        said = link.read_text(errors="replace").strip() if link.is_file() else ""
+        admin = Path(said.removeprefix("gitdir: ")) if said.startswith("gitdir: ") else None
+        if (
+            admin is not None
+            and admin.parent.name == "worktrees"
+            and admin.parents[1].name == ".git"
+        ):
+            return admin.parents[2]
+    return work
 
 
 def _state_dir() -> Path:
@@ -119,7 +138,7 @@ def _inspect(work: Path, db: str | None, project: str | None) -> list[WorktreeIn
             "AGENT_HARNESS_STATE_DIR=DIR, or state_dir in the settings; the demo's is "
             ".agent-harness/demo/state)"
         )
-    repo = work_repo(work, state_dir)
+    repo = work_repo(_clone(work, state_dir), state_dir)
     assert repo is not None
     states: dict[str, str] = {}
     namespace = ""

@@ -79,6 +79,10 @@ def test_worktrees_command_lists_total_and_prunes(
     code, pruned = run_json(capsys, "worktrees", "prune", "--work", str(env.clone), "--json")
     assert code == 0 and pruned["removed"] == [] and [k["item"] for k in pruned["kept"]] == ["T1"]
     assert tree.path.exists()
+    # From the folder `run` ran in (the clone beside it), no --work is needed: the state's
+    # worktrees name their clone. It said "--work . is not a git repository".
+    code, found = run_json(capsys, "worktrees", "--json")
+    assert code == 0 and [w["item"] for w in found["worktrees"]] == ["T1"]
 
 
 @pytest.mark.integration
