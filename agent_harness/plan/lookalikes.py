@@ -130,6 +130,10 @@ _NUMBERED_HEADING = re.compile(
 )
 
 
+# Words every note of `numbered_headings` holds, by which a plan's notes are told apart.
+NUMBERED_MARK = "instead of naming"
+
+
 def numbered_headings(lines: list[str]) -> str | None:
     """For a plan with no item at all: its headings that number tasks instead of naming them
     with ids (`## Task 1: Set up`, as plans written by a model often do), said with the form
@@ -139,9 +143,9 @@ def numbered_headings(lines: list[str]) -> str | None:
         return None
     line, first = found[0]
     heads = (
-        "1 heading numbers its task instead of naming it with an id"
+        f"1 heading numbers its task {NUMBERED_MARK} it with an id"
         if len(found) == 1
-        else f"{len(found)} headings number their tasks instead of naming them with ids"
+        else f"{len(found)} headings number their tasks {NUMBERED_MARK} them with ids"
     )
     return (
         f"0 items; {heads} (line {line}: "

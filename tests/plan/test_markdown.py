@@ -486,6 +486,12 @@ def test_a_plan_of_numbered_headings_is_told_how_to_name_them_not_called_prose(
     # A common shape in plans a model writes; it read "0 items; this looks like prose".
     plan = parse_plan(text)
     assert plan.items == () and plan.notes == (f"{said}. {PROSE.split('. ', 1)[1]}",)
+    # What `run` and a sync say of a plan with no items names the form too.
+    from agent_harness.plan.ids import no_items_message
+
+    assert no_items_message(plan).startswith(
+        f"<string> has no items: {said.removeprefix('0 items; ')}"
+    )
     # Where items are read, numbered headings are sections, not lookalikes.
     assert parse_plan("## Phase 1: Setup\n\n- [ ] T1 a\n").notes == ()
 
