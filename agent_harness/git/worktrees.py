@@ -515,6 +515,8 @@ class WorkRepo:
         return bool(self._git(tree.path, "status", "--porcelain").strip())
 
     def discard_uncommitted(self, tree: Worktree) -> list[str]:
+        if tree.path.resolve() == self.path:  # never the person's own checkout
+            raise WorktreeError(f"refusing to reset {tree.path}: it is the clone, no worktree")
         self.settings.check(tree.path)
         status = self._git(tree.path, "status", "--porcelain", "-z", "--untracked-files=all")
         differ = sorted(set(status_paths(status)))

@@ -224,6 +224,10 @@ def test_a_worktree_is_put_back_to_its_commit_keeping_what_git_ignores(clone: Pa
     assert (tree.path / "work.txt").read_text() == "the agent's\n"
     assert not (tree.path / "out").exists() and (tree.path / ".venv" / "lib.py").exists()
     assert repo.discard_uncommitted(tree) == []
+    (clone / "mine.txt").write_text("a person's work in progress\n")
+    with pytest.raises(WorktreeError, match="it is the clone"):
+        repo.discard_uncommitted(replace(tree, path=clone))
+    assert (clone / "mine.txt").exists()
 
 
 def test_push_goes_to_the_item_branch_only(clone: Path) -> None:
