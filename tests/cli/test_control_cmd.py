@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,29 @@ pytestmark = pytest.mark.acceptance
 PLAN = "".join(f"### P{n}: Note {n}\nWrite p{n}.txt.\n\n" for n in (1, 2, 3))
 
 
+def run_env(reviewer_url: str) -> dict[str, str]:
+    """The environment of a `run` subprocess: ours without our settings, the scripted reviewer."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_HARNESS_")},
+        "OPENAI_BASE_URL": f"{reviewer_url}/v1",
+        "OPENAI_API_KEY": "sk-local",
+        "AGENT_HARNESS_SESSIONS__HOST": "headless",
+        "AGENT_HARNESS_TRACKER__WRITE_SPACING_S": "0",
+    }
+
+
+def in_process(capsys: pytest.CaptureFixture[str]) -> Callable[..., str]:
+    """A command run in this process; what it printed (stderr too, when asked)."""
+
+    def cli(*args: str, stderr: bool = False) -> str:
+        code = main(list(args))
+        said = capsys.readouterr()
+        assert code == 0, said.out + said.err
+        return said.out + (said.err if stderr else "")
+
+    return cli
+
+
 def test_pause_resume_and_drain_steer_a_running_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -33,20 +57,8 @@ def test_pause_resume_and_drain_steer_a_running_run(
     agent = make_project(home, PLAN)
     monkeypatch.chdir(home)
     with ModelServer([ScriptedResponder(review_rules)]) as reviewer:
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_HARNESS_")},
-            "OPENAI_BASE_URL": f"{reviewer.url}/v1",
-            "OPENAI_API_KEY": "sk-local",
-            "AGENT_HARNESS_SESSIONS__HOST": "headless",
-            "AGENT_HARNESS_TRACKER__WRITE_SPACING_S": "0",
-        }
-
-        def cli(*args: str, stderr: bool = False) -> str:
-            # The other commands run in this process: the run is the process they steer.
-            code = main(list(args))
-            said = capsys.readouterr()
-            assert code == 0, said.out + said.err
-            return said.out + (said.err if stderr else "")
+        env = run_env(reviewer.url)
+        cli = in_process(capsys)  # the other commands: the run is the process they steer
 
         def pool() -> dict[str, Any]:
             # What `control --json` prints, read in this process: the test polls it often.
@@ -135,18 +147,8 @@ def test_a_run_started_while_paused_says_so_and_claims_after_resume(
     monkeypatch.chdir(home)
     (gates / "P1.go").write_text("")
     with ModelServer([ScriptedResponder(review_rules)]) as reviewer:
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_HARNESS_")},
-            "OPENAI_BASE_URL": f"{reviewer.url}/v1",
-            "OPENAI_API_KEY": "sk-local",
-            "AGENT_HARNESS_SESSIONS__HOST": "headless",
-        }
-
-        def cli(*args: str, stderr: bool = False) -> str:
-            code = main(list(args))
-            said = capsys.readouterr()
-            assert code == 0, said.out + said.err
-            return said.out + (said.err if stderr else "")
+        env = run_env(reviewer.url)
+        cli = in_process(capsys)
 
         push_to_local_forge(home, cli)
         with open_store(str(home / ".agent-harness" / "harness.sqlite")) as store:

@@ -61,6 +61,17 @@ def browse(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+def run_env(reviewer_url: str) -> dict[str, str]:
+    """The CLI's environment: ours without our settings, the scripted reviewer, headless."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_HARNESS_")},
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+        "OPENAI_BASE_URL": f"{reviewer_url}/v1",
+        "OPENAI_API_KEY": "sk-local",
+        "AGENT_HARNESS_SESSIONS__HOST": "headless",
+    }
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """The user's own project (the example `tally`) with its history on main, and a plan."""
@@ -77,14 +88,7 @@ def home(tmp_path: Path) -> Path:
 
 def test_a_users_own_project_through_the_whole_loop(home: Path) -> None:
     with ModelServer([ScriptedResponder(review_rules)]) as reviewer:
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_HARNESS_")},
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
-            "OPENAI_BASE_URL": f"{reviewer.url}/v1",
-            "OPENAI_API_KEY": "sk-local",
-            "AGENT_HARNESS_SESSIONS__HOST": "headless",
-            "COLUMNS": "250",  # links are not wrapped by the tables
-        }
+        env = run_env(reviewer.url) | {"COLUMNS": "250"}  # links not wrapped by the tables
 
         def cli(*args: str, code: int = 0) -> str:
             proc = subprocess.run(
@@ -146,13 +150,7 @@ def test_ctrl_c_or_kill_while_a_check_runs_ends_the_check_and_spends_no_attempt(
     # The check notes its process and would write into the worktree long after.
     check = f"echo $$ > {started}; sleep 30; echo late > late.txt"
     with ModelServer([ScriptedResponder(review_rules)]) as reviewer:
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_HARNESS_")},
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
-            "OPENAI_BASE_URL": f"{reviewer.url}/v1",
-            "OPENAI_API_KEY": "sk-local",
-            "AGENT_HARNESS_SESSIONS__HOST": "headless",
-        }
+        env = run_env(reviewer.url)
 
         def cli(*args: str) -> subprocess.Popen[str]:
             return subprocess.Popen(
