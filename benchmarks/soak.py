@@ -593,11 +593,14 @@ def count_item(store: Any, soak: Soak, project: str, record: Any, with_pr: set[s
 def count_stuck(soak: Soak, project: str, record: Any, events: list[Any]) -> None:
     """An agent that hung or waited for input: every attempt ended at the agent timeout (or
     with the `run` watching it killed), and the item failed for it once its attempts were
-    spent. (A run killed under it, or its tmux server killed, may end one attempt early.)"""
+    spent. (A run killed under it, or its tmux server killed, may end one attempt early: its
+    session ended without an exit status, `crashed`; or it went with the tmux server while no
+    run watched, and the next run recorded it `lost`.)"""
     ends = [e.payload.as_dict() for e in events if e.kind == "agent_finished"]
     soak.stuck_timeouts += sum(1 for end in ends if end.get("state") == "timeout")
     # A session whose tmux server was SIGKILLed ends without an exit status: crashed.
-    other = [end.get("state") for end in ends if end.get("state") not in ("timeout", "crashed")]
+    early = ("timeout", "crashed", "lost")
+    other = [end.get("state") for end in ends if end.get("state") not in early]
     failed = [e.payload.as_dict() for e in events if e.kind == "failed"]
     why = str(failed[-1].get("reason")) if failed else ""
     timed_out = any(end.get("state") == "timeout" for end in ends)
