@@ -226,11 +226,15 @@ def _finish(
                 f"audit: not recorded ({outcome}); counted as a drop", markup=False
             )
         else:
-            console().print(
-                f"audit: {outcome.added} recorded, {outcome.duplicates} already there, "
-                f"{outcome.deliveries} deliveries",
-                markup=False,
+            # Nothing read at all: the audit has the log up to its end already (a run or a
+            # reconcile records into it as it ends), which "0 already there" did not say.
+            said = (
+                f"{outcome.added} recorded, {outcome.duplicates} already there, "
+                f"{outcome.deliveries} deliveries"
+                if outcome.added or outcome.duplicates
+                else "nothing new since it was last recorded"
             )
+            console().print(f"audit: {said}", markup=False)
             shown = f"{events_file}:" if events_file is not None else None
             for skipped in outcome.skipped:  # a day thinned, say: not in the lines above
                 if shown is None or not skipped.where.startswith(shown):

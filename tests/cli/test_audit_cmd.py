@@ -41,6 +41,8 @@ def test_ingest_then_every_answer_reads_the_audit_beside_the_work_database(
     assert "audit: 14 recorded, 0 already there, 2 deliveries" in capsys.readouterr().out
     assert (work.parent / "audit.sqlite").exists()
     assert _json(capsys, "ingest")["audit"]["added"] == 0
+    assert main(["ingest"]) == 0  # it read "0 recorded, 0 already there, 0 deliveries"
+    assert "audit: nothing new since it was last recorded\n" in capsys.readouterr().out
     spent = _json(capsys, "audit", "cost")
     assert spent["summary"] == (  # the figures as the table writes them, never $0.00 for $0.03
         "$0.0288 + 4 calls of unknown price (the CLIs reported $0.0400 themselves over 2)"
