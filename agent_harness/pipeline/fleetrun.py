@@ -10,6 +10,7 @@ ends when every project is done.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -171,9 +172,19 @@ class FleetRun:
         for project in self.projects:
             if not project.done and (force or asked[project.name] != project.asked):
                 self._apply(fleet, project, asked[project.name])
-        control.report_pools(self.store, fleet.status(), self.host)
+        control.report_pools(self.store, self._statuses(fleet), self.host)
         for watcher in self.watchers:
             watcher()
+
+    def _statuses(self, fleet: Any) -> list[Any]:
+        """The pools as the fleet has them, but a pool never started because its project was
+        asked to pause is paused, not stopped: the run is there, and `control` should say so
+        (and a drain or resume of every project should reach it)."""
+        held = {p.name for p in self.projects if p.asked == PoolState.PAUSED and not p.started}
+        return [
+            dataclasses.replace(s, state=PoolState.PAUSED) if s.project in held else s
+            for s in fleet.status()
+        ]
 
     def _apply(self, fleet: Any, project: _Project, asked: PoolState) -> None:
         project.asked = asked

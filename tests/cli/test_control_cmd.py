@@ -171,7 +171,17 @@ def test_a_run_started_while_paused_says_so_and_claims_after_resume(
             assert first.startswith("warning: me/app:PLAN is paused (asked by agent-harness ")
             assert "until `agent-harness control resume --project me/app:PLAN`" in first
             assert not (gates / "P1.started").exists()
-            cli("control", "resume")
+
+            def pool() -> Any:
+                with open_store(str(home / ".agent-harness" / "harness.sqlite")) as store:
+                    [shown] = get_control(store, "me/app:PLAN")
+                return shown.pool
+
+            # It reported its pool "stopped" with no workers, so `control drain` of every
+            # project answered "no run is working any project now".
+            reported = wait_for("a report of the pool", pool, run)
+            assert reported.state == "paused"
+            assert "asked: resume" in cli("control", "resume")
             out, err = run.communicate(timeout=60)
         finally:
             if run.poll() is None:
