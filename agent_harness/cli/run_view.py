@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
@@ -104,9 +105,9 @@ def execute_run(
         if ask and not approve(talk, pipelines, settings.protected_paths, to_err=as_json):
             talk.print("nothing was run")
             return 1
-        _say_left_asked(err, pipelines)
         watchers = [launched.roles.refresh]
         fleet = FleetRun(pipelines, global_limit=request.max_workers, watchers=watchers)
+        fleet.on_locked = functools.partial(_say_left_asked, err, pipelines)
         with _terminated_as_interrupted():
             if as_json:
                 reports = fleet.run()

@@ -172,6 +172,8 @@ class Attempt:
             )
         # What that check wrote is no agent's work: the next commit must not take it in.
         left = parts.repo.discard_uncommitted(tree) if checking else []
+        if len(left) > 50:  # a folder of output git does not ignore: named in part
+            left = [*left[:50], f"... and {len(left) - 50} more"]
         self._checking().unlink(missing_ok=True)
         self._emit(
             WorktreeReady(
@@ -425,9 +427,11 @@ class Attempt:
             group_file=self._check_group(),
         )
         # What the checks wrote (reports, caches git does not ignore, a formatter's rewrites)
-        # is not the checked commit: left, the agent's next commit would take it in.
+        # is not the checked commit: left, the agent's next commit would take it in. Only while
+        # the lease holds: one lapsed meanwhile means another attempt works in this tree now.
+        self.lease = leases.heartbeat(parts.store, self.lease)
         parts.repo.discard_uncommitted(tree)
-        checking.unlink()
+        checking.unlink(missing_ok=True)
         for result in run.results:
             self._emit(
                 CheckRan(

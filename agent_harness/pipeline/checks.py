@@ -37,7 +37,25 @@ SHELL = "/bin/sh"
 # A check outlives a killed run by at most its limit plus this, under `timeout` (our own timer
 # fires first while the run lives).
 ORPHAN_MARGIN_S = 30.0
-_TIMEOUT = shutil.which("timeout")
+_GNU_TIMEOUT: list[str | None] = []  # found once: GNU's, or None (Busybox's takes no --kill-after)
+
+
+def _gnu_timeout() -> str | None:
+    """GNU coreutils' `timeout`, if it is the one on PATH."""
+    if not _GNU_TIMEOUT:
+        found = shutil.which("timeout")
+        if found is not None:
+            try:
+                said = subprocess.run(
+                    [found, "--version"], capture_output=True, text=True, timeout=10
+                ).stdout
+            except (OSError, subprocess.SubprocessError):
+                said = ""
+            found = found if "GNU coreutils" in said else None
+        _GNU_TIMEOUT.append(found)
+    return _GNU_TIMEOUT[0]
+
+
 # The groups of the checks this process runs now, for `stop_running`; once it was called, a
 # check's worker never goes on (`_NEVER`).
 _RUNNING: set[int] = set()
@@ -189,9 +207,10 @@ def run_check(
 ) -> CheckResult:
     """Run one check command; see `run_checks`."""
     argv = [SHELL, "-c", command]
-    if _TIMEOUT is not None and math.isfinite(timeout_s):
+    wrapper = _gnu_timeout() if math.isfinite(timeout_s) else None
+    if wrapper is not None:
         limit = timeout_s + kill_grace_s + ORPHAN_MARGIN_S
-        argv = [_TIMEOUT, "--kill-after", "5", f"{limit:.3f}s", *argv]
+        argv = [wrapper, "--kill-after", "5", f"{limit:.3f}s", *argv]
     with tempfile.TemporaryFile() as sink:
         started = clock()
         try:
@@ -252,7 +271,10 @@ def _wait(
             _RUNNING.discard(process.pid)
         if group_file is not None:
             group_file.unlink(missing_ok=True)
-    if _STOPPING.is_set():
+    # A check that died of a signal it was not sent by us may have had it with the run (systemd
+    # stops a whole unit with SIGTERM): give the run a moment to say it is stopping.
+    signalled = exit_code is not None and (exit_code < 0 or exit_code > 128)
+    if _STOPPING.wait(0.5 if signalled and not timed_out else 0):
         _NEVER.wait()  # the process is ending: a check it killed must not count as failed
     return exit_code, timed_out
 
@@ -284,7 +306,10 @@ def stop_leftover(group_file: Path) -> int | None:
     # A leader gone leaves its id unused while any member lives, so only a live leader can be
     # a stranger that was given the same id since.
     now = _start_time(pgid)
-    stranger = now is not None and start is not None and now != start
+    # Without a start time to compare (no /proc), only a group whose leader is gone is ours
+    # for sure: a live leader may be a stranger given the same id since.
+    leader_alive = now is not None or _alive(pgid)
+    stranger = leader_alive and (now is None or start is None or now != start)
     group_file.unlink(missing_ok=True)
     if stranger or not _group_exists(pgid):
         return None
@@ -311,6 +336,16 @@ def _start_time(pid: int) -> str | None:
     except OSError:
         return None
     return fields[19] if len(fields) > 19 else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _group_exists(pgid: int) -> bool:

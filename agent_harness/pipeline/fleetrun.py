@@ -92,11 +92,13 @@ class FleetRun:
         self.poll_s = min(p.settings.idle_poll_s for p in pipelines)
         self._last_control = float("-inf")
         self.watchers = tuple(watchers)  # called every round too: the role routes' file
+        self.on_locked: Callable[[], None] = lambda: None  # once the run's locks are held
 
     def run(self) -> list[RunReport]:
         with ExitStack() as locks:
             for project in self.projects:
                 locks.enter_context(project.pipeline.run_lock())
+            self.on_locked()  # (a second run refused by the lock must change nothing)
             if len(self.projects) > 1:  # one plan refused would leave the others half begun
                 for project in self.projects:
                     project.pipeline.check_plan_key()
@@ -106,9 +108,11 @@ class FleetRun:
             try:
                 self._wait(fleet)
             except KeyboardInterrupt:
+                # First, so that a check the same signal reached (systemd stops a whole unit)
+                # is not recorded failed by its worker meanwhile.
+                stopped = checks.stop_running()  # agents keep their sessions; checks run again
                 fleet.drain()
                 fleet.join(timeout=2.0)
-                stopped = checks.stop_running()  # agents keep their sessions; checks run again
                 control.report_pools(self.store, fleet.status(), self.host)
                 raise RunInterrupted.after(stopped) from None
             fleet.drain()

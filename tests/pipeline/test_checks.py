@@ -347,6 +347,54 @@ def test_an_unreadable_group_note_is_dropped_and_ends_nothing(tmp_path: Path, te
     assert not group.exists()
 
 
+@pytest.mark.integration
+def test_a_timeout_other_than_gnus_is_not_used_to_wrap_a_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Busybox's `timeout` (Alpine) takes no --kill-after: every check failed with its usage.
+    from agent_harness.pipeline import checks
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "timeout").write_text("#!/bin/sh\necho 'BusyBox v1.36 usage: timeout'\nexit 1\n")
+    (tools / "timeout").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(checks, "_GNU_TIMEOUT", [])
+    [result] = run_checks(["echo ok"], tmp_path, timeout_s=10, env=ENV).results
+    assert result.passed and result.output_tail == "ok\n"
+    assert checks._GNU_TIMEOUT == [None]
+
+
+@pytest.mark.integration
+def test_a_check_the_stopping_signal_reached_first_is_not_counted_failed(tmp_path: Path) -> None:
+    # systemd stops a whole unit with SIGTERM: the check died of it a moment before the run
+    # said it was stopping, and its worker recorded "killed by signal 15", an attempt spent.
+    runner = textwrap.dedent(
+        f"""
+        import os, signal, threading, time
+        from pathlib import Path
+        from agent_harness.pipeline import checks
+        group = Path({str(tmp_path / "g")!r})
+        said = []
+        worker = threading.Thread(target=lambda: said.append(checks.run_checks(
+            ["sleep 30"], Path({str(tmp_path)!r}), timeout_s=60, env={ENV!r},
+            group_file=group)), daemon=True)
+        worker.start()
+        while not group.exists():
+            time.sleep(0.01)
+        os.killpg(int(__import__("json").loads(group.read_text())["pgid"]), signal.SIGTERM)
+        time.sleep(0.1)  # the run's own handler comes a little later
+        checks.stop_running()
+        worker.join(2)
+        print("blocked" if worker.is_alive() and not said else f"returned {{said}}")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", runner], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "blocked", done.stdout + done.stderr
+
+
 # ------------------------------------------------------------------------------------- order
 
 

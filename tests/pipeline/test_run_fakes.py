@@ -393,3 +393,18 @@ def test_a_drain_asked_while_an_item_ends_stops_the_next_claim_at_once(rig: Rig)
     states = {item.id: item.state for item in report.items}
     assert states == {"T1": "pr_open", "T2": "pending"} and report.drained
     assert len(rig.implementer.calls) == 1
+
+
+def test_a_run_refused_by_the_run_lock_changes_nothing_another_run_was_asked(rig: Rig) -> None:
+    # A second `run` of a draining project dropped the live run's drain ("the drain asked of a
+    # run that has since ended"), then was refused by the lock: the live run claimed again.
+    from agent_harness.pipeline.fleetrun import FleetRun
+    from agent_harness.pipeline.settings import RunRefused
+
+    live, second = pipeline(rig), pipeline(rig)
+    heard: list[str] = []
+    fleet = FleetRun([second])
+    fleet.on_locked = lambda: heard.append("told")
+    with live.run_lock(), pytest.raises(RunRefused):
+        fleet.run()
+    assert heard == []
