@@ -80,9 +80,13 @@ _OPENS, _CLOSES = "+<<<<<<< ", "+>>>>>>> "
 def conflicted_files(diff: str) -> list[str]:
     """The files a unified diff adds both a conflict's opening and closing markers to."""
     found: dict[str, set[str]] = {}
-    path = ""
+    path, before = "", ""
     for line in diff.splitlines():
-        if line.startswith("+++ "):
+        # A file's header is `--- a/x` then `+++ b/x`; an added line of `++ ...` reads as
+        # `+++ ...` too, but never right after a `--- ` line.
+        header = line.startswith("+++ ") and before.startswith("--- ")
+        before = line
+        if header:
             path = line[4:].removeprefix("b/")
         elif line.startswith((_OPENS, _CLOSES)) or line in ("+<<<<<<<", "+>>>>>>>"):
             found.setdefault(path, set()).add(line[1])

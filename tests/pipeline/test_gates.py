@@ -20,6 +20,9 @@ def test_a_file_with_a_conflict_left_in_it_is_named() -> None:
                  ">>>>>>> origin/main")  # fmt: skip
     resolved = _diff("other.txt", "from the item", "from a person")
     assert conflicted_files(left + resolved) == ["shared.txt"]
+    # An added line that starts with "++ " is no file header: the markers stay shared.txt's.
+    tricky = _diff("shared.txt", "<<<<<<< HEAD", "++ counter", "=======", ">>>>>>> main")
+    assert conflicted_files(tricky) == ["shared.txt"]
     assert conflicted_files(_diff("bare.txt", "<<<<<<<", "a", "=======", "b", ">>>>>>>")) == [
         "bare.txt"
     ]
