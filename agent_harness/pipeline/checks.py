@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO
 
 from agent_harness.secrets.redact import masked_output
+from agent_harness.sessions.headless import pid_alive
 
 TAIL_BYTES = 3072
 SHELL = "/bin/sh"
@@ -308,7 +309,7 @@ def stop_leftover(group_file: Path) -> int | None:
     now = _start_time(pgid)
     # Without a start time to compare (no /proc), only a group whose leader is gone is ours
     # for sure: a live leader may be a stranger given the same id since.
-    leader_alive = now is not None or _alive(pgid)
+    leader_alive = now is not None or pid_alive(pgid)
     stranger = leader_alive and (now is None or start is None or now != start)
     group_file.unlink(missing_ok=True)
     if stranger or not _group_exists(pgid):
@@ -336,16 +337,6 @@ def _start_time(pid: int) -> str | None:
     except OSError:
         return None
     return fields[19] if len(fields) > 19 else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _group_exists(pgid: int) -> bool:

@@ -49,7 +49,7 @@ printf %s "$c" > "$e"
 STOP_DEADLINE_S = 3.0
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -93,7 +93,7 @@ class HeadlessHost:
         child = self._children.get(name)
         if child is not None and child.pid == record.get("pid"):
             return child.poll() is None  # reaps it, so a finished child is never a zombie
-        return _pid_alive(int(record["pid"]))
+        return pid_alive(int(record["pid"]))
 
     def start(self, spec: SessionSpec) -> None:
         name = spec.name
