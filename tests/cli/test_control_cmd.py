@@ -38,6 +38,16 @@ def run_env(reviewer_url: str) -> dict[str, str]:
     }
 
 
+def start_run(home: Path, env: dict[str, str], agent: str) -> subprocess.Popen[str]:
+    """`agent-harness run --json` of home's plan on the local forge, as its own process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent_harness", "run", "--repo", "me/app", "--forge", "local",
+         "--work", "app", "--plan", "PLAN.md", "--agent", agent,
+         "--reviewer", "openai:gpt-test", "--json"],
+        cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
 def in_process(capsys: pytest.CaptureFixture[str]) -> Callable[..., str]:
     """A command run in this process; what it printed (stderr too, when asked)."""
 
@@ -67,12 +77,7 @@ def test_pause_resume_and_drain_steer_a_running_run(
             return {"asked": shown.asked, **(shown.pool.model_dump() if shown.pool else {})}
 
         push_to_local_forge(home, cli)
-        run = subprocess.Popen(
-            [sys.executable, "-m", "agent_harness", "run", "--repo", "me/app", "--forge", "local",
-             "--work", "app", "--plan", "PLAN.md", "--agent", agent,
-             "--reviewer", "openai:gpt-test", "--json"],
-            cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        run = start_run(home, env, agent)
         try:
             wait_for("P1 started", (gates / "P1.started").exists, run)
             assert "asked: pause" in cli("control", "pause")
@@ -154,12 +159,7 @@ def test_a_run_started_while_paused_says_so_and_claims_after_resume(
         with open_store(str(home / ".agent-harness" / "harness.sqlite")) as store:
             # As a run killed while paused leaves it.
             set_control(store, "paused", "me/app:PLAN", by="agent-harness control", ahead=True)
-        run = subprocess.Popen(
-            [sys.executable, "-m", "agent_harness", "run", "--repo", "me/app", "--forge", "local",
-             "--work", "app", "--plan", "PLAN.md", "--agent", agent,
-             "--reviewer", "openai:gpt-test", "--json"],
-            cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        run = start_run(home, env, agent)
         try:
             said, lines = run.stderr, []
             assert said is not None
