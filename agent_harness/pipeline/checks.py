@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO
 
 from agent_harness.secrets.redact import masked_output
-from agent_harness.sessions.headless import pid_alive
+from agent_harness.sessions.processes import group_alive, pid_alive, start_time
 
 TAIL_BYTES = 3072
 SHELL = "/bin/sh"
@@ -306,13 +306,13 @@ def stop_leftover(group_file: Path) -> int | None:
         return None
     # A leader gone leaves its id unused while any member lives, so only a live leader can be
     # a stranger that was given the same id since.
-    now = _start_time(pgid)
+    now = start_time(pgid)
     # Without a start time to compare (no /proc), only a group whose leader is gone is ours
     # for sure: a live leader may be a stranger given the same id since.
     leader_alive = now is not None or pid_alive(pgid)
     stranger = leader_alive and (now is None or start is None or now != start)
     group_file.unlink(missing_ok=True)
-    if stranger or not _group_exists(pgid):
+    if stranger or not group_alive(pgid):
         return None
     _signal_group(pgid, signal.SIGKILL)
     return pgid
@@ -324,29 +324,8 @@ def _write_group(group_file: Path, pid: int) -> None:
     # Not knowing where to write it is no reason to fail the check: the note is a safety net.
     with contextlib.suppress(OSError):
         group_file.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps({"pgid": pid, "start": _start_time(pid)}))
+        partial.write_text(json.dumps({"pgid": pid, "start": start_time(pid)}))
         os.replace(partial, group_file)
-
-
-def _start_time(pid: int) -> str | None:
-    """When process `pid` started, in the kernel's ticks since boot (Linux), to tell it from a
-    later process given the same id; None when that cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            fields = fh.read().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return fields[19] if len(fields) > 19 else None
-
-
-def _group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False  # not ours to end
-    return True
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:

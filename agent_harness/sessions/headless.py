@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent_harness.sessions.processes import pid_alive
 from agent_harness.sessions.protocol import (
     SessionExists,
     SessionNotFound,
@@ -47,21 +48,6 @@ printf %s "$c" > "$e"
 
 # How long a stopped agent has to end before it is killed.
 STOP_DEADLINE_S = 3.0
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # An exited child nobody has reaped yet (a zombie) still answers signals; it is not alive.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 class HeadlessHost:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from agent_harness.sessions.processes import group_alive
 from agent_harness.sessions.protocol import (
     SessionExists,
     SessionHostFailed,
@@ -61,35 +62,11 @@ def _stop_group(pid: int) -> None:
         return
     deadline = time.monotonic() + STOP_DEADLINE_S
     while time.monotonic() < deadline:
-        if not _group_alive(pid):
+        if not group_alive(pid):
             return
         time.sleep(0.01)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of group `pgid` still runs. A member that has ended but was not
-    reaped (a zombie, under an init that does not reap, as in some containers) still answers
-    signals; on Linux it is told apart by its state."""
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        pids = [entry for entry in os.listdir("/proc") if entry.isdigit()]
-    except OSError:
-        return True  # no /proc to ask: it answered, so it counts as alive
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-                fields = fh.read().rpartition(")")[2].split()
-        except OSError:
-            continue
-        # After the name: state, ppid, pgrp.
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
 
 
 def _unformatted(text: str) -> str:

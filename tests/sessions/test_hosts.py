@@ -14,6 +14,7 @@ import pytest
 from agent_harness.sessions import headless, tmux, wrapper
 from agent_harness.sessions.default import default_host
 from agent_harness.sessions.headless import HeadlessHost
+from agent_harness.sessions.processes import group_alive
 from agent_harness.sessions.protocol import (
     SessionExists,
     SessionHost,
@@ -568,12 +569,12 @@ def test_a_group_of_only_unreaped_processes_counts_as_ended() -> None:
             lambda: Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
         )
         os.killpg(child.pid, 0)  # the group still answers a signal
-        assert not tmux._group_alive(child.pid)
+        assert not group_alive(child.pid)
     finally:
         child.wait()
     live = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
-        assert tmux._group_alive(live.pid)
+        assert group_alive(live.pid)
     finally:
         live.kill()
         live.wait()
