@@ -13,6 +13,7 @@ before it works in the same worktree (`stop_leftover`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import math
@@ -38,23 +39,20 @@ SHELL = "/bin/sh"
 # A check outlives a killed run by at most its limit plus this, under `timeout` (our own timer
 # fires first while the run lives).
 ORPHAN_MARGIN_S = 30.0
-_GNU_TIMEOUT: list[str | None] = []  # found once: GNU's, or None (Busybox's takes no --kill-after)
 
 
+@functools.cache
 def _gnu_timeout() -> str | None:
-    """GNU coreutils' `timeout`, if it is the one on PATH."""
-    if not _GNU_TIMEOUT:
-        found = shutil.which("timeout")
-        if found is not None:
-            try:
-                said = subprocess.run(
-                    [found, "--version"], capture_output=True, text=True, timeout=10
-                ).stdout
-            except (OSError, subprocess.SubprocessError):
-                said = ""
-            found = found if "GNU coreutils" in said else None
-        _GNU_TIMEOUT.append(found)
-    return _GNU_TIMEOUT[0]
+    """GNU coreutils' `timeout`, if it is the one on PATH (Busybox's takes no --kill-after);
+    looked for once."""
+    found = shutil.which("timeout")
+    if found is None:
+        return None
+    try:
+        said = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if "GNU coreutils" in said.stdout else None
 
 
 # The groups of the checks this process runs now, for `stop_running`; once it was called, a

@@ -359,10 +359,13 @@ def test_a_timeout_other_than_gnus_is_not_used_to_wrap_a_check(
     (tools / "timeout").write_text("#!/bin/sh\necho 'BusyBox v1.36 usage: timeout'\nexit 1\n")
     (tools / "timeout").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(checks, "_GNU_TIMEOUT", [])
-    [result] = run_checks(["echo ok"], tmp_path, timeout_s=10, env=ENV).results
-    assert result.passed and result.output_tail == "ok\n"
-    assert checks._GNU_TIMEOUT == [None]
+    checks._gnu_timeout.cache_clear()  # looked for again, on this PATH
+    try:
+        [result] = run_checks(["echo ok"], tmp_path, timeout_s=10, env=ENV).results
+        assert result.passed and result.output_tail == "ok\n"
+        assert checks._gnu_timeout() is None
+    finally:
+        checks._gnu_timeout.cache_clear()  # the next test finds the machine's own
 
 
 @pytest.mark.integration
