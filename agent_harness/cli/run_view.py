@@ -107,7 +107,7 @@ def execute_run(
             return 1
         watchers = [launched.roles.refresh]
         fleet = FleetRun(pipelines, global_limit=request.max_workers, watchers=watchers)
-        fleet.on_locked = functools.partial(_say_left_asked, err, pipelines)
+        fleet.on_locked = functools.partial(_say_left_asked, err, pipelines, fleet.host)
         with _terminated_as_interrupted():
             if as_json:
                 reports = fleet.run()
@@ -130,11 +130,11 @@ def _observer(as_json: bool, err: Console) -> Any:
     return LiveView(err)
 
 
-def _say_left_asked(err: Console, pipelines: list[Pipeline]) -> None:
-    """A pause (or a dropped drain) a run before this one left, said before the work starts."""
+def _say_left_asked(err: Console, pipelines: list[Pipeline], host: str) -> None:
+    """A pause (or a dropped drain) a run before this one left, said before the work starts;
+    `host` is the one the fleet reports its pools under."""
     from agent_harness.queue import control
 
-    host = pipelines[0].worker_prefix  # what the fleet reports its pools under
     for pipeline in pipelines:
         said = control.left_asked(pipeline.store, pipeline.project, host)
         if said:
