@@ -18,7 +18,7 @@ from agent_harness.pipeline.parts import RunParts
 from agent_harness.pipeline.prompt import Feedback
 from agent_harness.plan.model import WorkItem
 from agent_harness.queue.leases import Lease
-from agent_harness.secrets.scan import scan_diff
+from agent_harness.secrets.scan import added_lines, scan_diff
 from agent_harness.secrets.shapes import known_values
 from agent_harness.store.events import ProtectedPaths, SecretFound
 
@@ -74,22 +74,16 @@ def leaks_secret(
 
 # What git writes around a conflict it could not resolve (`<<<<<<< HEAD`, `>>>>>>> main`); a
 # line of `=======` alone is a Markdown heading's underline as often as a conflict's middle.
-_OPENS, _CLOSES = "+<<<<<<< ", "+>>>>>>> "
+_MARKS = {"<<<<<<<": "<", ">>>>>>>": ">"}
 
 
 def conflicted_files(diff: str) -> list[str]:
     """The files a unified diff adds both a conflict's opening and closing markers to."""
     found: dict[str, set[str]] = {}
-    path, before = "", ""
-    for line in diff.splitlines():
-        # A file's header is `--- a/x` then `+++ b/x`; an added line of `++ ...` reads as
-        # `+++ ...` too, but never right after a `--- ` line.
-        header = line.startswith("+++ ") and before.startswith("--- ")
-        before = line
-        if header:
-            path = line[4:].removeprefix("b/")
-        elif line.startswith((_OPENS, _CLOSES)) or line in ("+<<<<<<<", "+>>>>>>>"):
-            found.setdefault(path, set()).add(line[1])
+    for path, _number, text in added_lines(diff):
+        mark = _MARKS.get(text[:7])
+        if mark is not None and (len(text) == 7 or text[7] == " "):
+            found.setdefault(path, set()).add(mark)
     return sorted(path for path, marks in found.items() if marks == {"<", ">"})
 
 

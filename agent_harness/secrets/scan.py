@@ -8,7 +8,7 @@ file, the line and which kind of secret it is, and never repeats the value.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from agent_harness.git.protect import glob_matches
@@ -42,18 +42,24 @@ def scan_diff(
     """
     ignored = tuple(shapes_ignored_in)
     findings: list[SecretFinding] = []
+    for path, number, text in added_lines(diff):
+        found = _scan_line(text, known, skip_shapes=_matches(path, ignored))
+        if found:
+            findings.append(SecretFinding(path, number, found[0], found[1]))
+    return findings
+
+
+def added_lines(diff: str) -> Iterator[tuple[str, int, str]]:
+    """The lines a unified git diff adds, as (file, line number in the new file, text), in diff
+    order. Inside a hunk every line is content, as its header counts them: an added line that
+    reads `++ x` (`+++ x` in the diff) is an added line, not the next file's header."""
     path = ""
     number = 0
-    # Lines still to come in the current hunk, as its header counts them: inside a hunk every
-    # line is content, so an added line that reads `++ x` (`+++ x` in the diff) is scanned,
-    # not taken for the next file's header.
     old_left = new_left = 0
     for raw in diff.split("\n"):
         if old_left > 0 or new_left > 0:
             if raw.startswith("+"):
-                found = _scan_line(raw[1:], known, skip_shapes=_matches(path, ignored))
-                if found:
-                    findings.append(SecretFinding(path, number, found[0], found[1]))
+                yield path, number, raw[1:]
                 number += 1
                 new_left -= 1
                 continue
@@ -76,7 +82,6 @@ def scan_diff(
             number = int(start)
             old_left = int(old_count) if old_count is not None else 1
             new_left = int(new_count) if new_count is not None else 1
-    return findings
 
 
 def _scan_line(
