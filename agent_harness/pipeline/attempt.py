@@ -125,7 +125,7 @@ class Attempt:
         if (
             touches_protected(parts, item, lease, tree, history, sha)
             or leaks_secret(parts, item, lease, tree, history)
-            or leaves_conflicts(parts, item, lease, tree, history)
+            or leaves_conflicts(parts, item, lease, tree, history, sha)
         ):
             return
         self.scanned = sha

@@ -88,12 +88,13 @@ def conflicted_files(diff: str) -> list[str]:
 
 
 def leaves_conflicts(
-    parts: RunParts, item: WorkItem, lease: Lease, tree: Worktree, history: ItemHistory
+    parts: RunParts, item: WorkItem, lease: Lease, tree: Worktree, history: ItemHistory, sha: str
 ) -> bool:
-    """End the attempt when its change holds a merge conflict's markers (the agent was sent a
-    conflict with the default branch and left it): pushed, a pull request with them would
-    merge clean. The next attempt is told the files."""
-    files = conflicted_files(parts.repo.committed_diff(tree))
+    """End the attempt when commit `sha`'s change holds a merge conflict's markers (the agent
+    was sent a conflict with the default branch and left it): pushed, a pull request with them
+    would merge clean. The next attempt is told the files. Read from the diff the reviewer
+    reads (already at hand): binary files hold no conflict markers git wrote."""
+    files = conflicted_files(parts.repo.diff(tree, sha))
     if not files:
         return False
     shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
