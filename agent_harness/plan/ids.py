@@ -188,9 +188,9 @@ def no_items_message(plan: Plan) -> str:
             f"{shown_path(plan.source)} has no items: {lines} like items but could not be read "
             f"(`agent-harness plan {source}` says why)"
         )
-    numbered = [
-        note for note in plan.notes if "number their tasks" in note or "numbers its" in note
-    ]
+    from agent_harness.plan.lookalikes import NUMBERED_MARK
+
+    numbered = [note for note in plan.notes if NUMBERED_MARK in note]
     if numbered:  # `## Task 1: ...` headings: the note says the form to write
         return f"{shown_path(plan.source)} has no items: {numbered[0].removeprefix('0 items; ')}"
     return f"{shown_path(plan.source)} has no items. {ITEM_FORMS}"
