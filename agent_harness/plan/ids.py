@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from agent_harness.errors import PlanRefused, UsageError
 from agent_harness.plan.grammar import ID_RE, ITEM_FORMS
+from agent_harness.plan.lookalikes import NUMBERED_MARK
 from agent_harness.plan.markdown import list_item_spans, parse_plan
 from agent_harness.plan.model import Notice, Plan, shell_word, shown_path
 from agent_harness.plan.numbered import READ_NOTE as NUMBERED_NOTE
@@ -188,8 +189,6 @@ def no_items_message(plan: Plan) -> str:
             f"{shown_path(plan.source)} has no items: {lines} like items but could not be read "
             f"(`agent-harness plan {source}` says why)"
         )
-    from agent_harness.plan.lookalikes import NUMBERED_MARK
-
     numbered = [note for note in plan.notes if NUMBERED_MARK in note]
     if numbered:  # `## Task 1: ...` headings: the note says the form to write
         return f"{shown_path(plan.source)} has no items: {numbered[0].removeprefix('0 items; ')}"
