@@ -39,6 +39,17 @@ pytest_plugins = ("tests.shared.stores", "tests.shared.sessions")
 TIERS = ("unit", "integration", "acceptance")
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many workers `-n auto` (the default, in pyproject.toml) starts.
+
+    The unit tier alone (`-m unit`) runs in this process: each worker collects the whole suite
+    again (7 s of CPU apiece on a slow machine), more than its 1,200 quick tests take, so on
+    2 cores three workers took 45 s where one process took 29. Everything else gets three: most
+    of those tests wait (on a child, a lease, a timeout), and a third worker fills the waits.
+    """
+    return 0 if (config.option.markexpr or "").strip() == "unit" else 3
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     """The suite's fake clock: still until the test moves it."""
