@@ -21,7 +21,7 @@ from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.budgets import call_bound, item_over_budget, next_call_refused
-from agent_harness.pipeline.checks import order_checks, stop_leftover
+from agent_harness.pipeline.checks import order_checks
 from agent_harness.pipeline.delivery import deliver
 from agent_harness.pipeline.gates import leaks_secret, leaves_conflicts, touches_protected
 from agent_harness.pipeline.history import AGENT_PICKED_UP, ItemHistory
@@ -33,6 +33,7 @@ from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease, LeaseLost
 from agent_harness.review.verdict import ReviewRequest, review
 from agent_harness.secrets.environment import without_secrets
+from agent_harness.sessions.groups import GROUP_FILE, stop_leftover
 from agent_harness.store.events import (
     AgentFinished,
     AgentStarted,
@@ -190,7 +191,7 @@ class Attempt:
 
     def _check_group(self) -> Path:
         """Where the process group of the item's running check is written down."""
-        return self.parts.item_dir(self.item.id) / "check.group"
+        return self.parts.item_dir(self.item.id) / GROUP_FILE
 
     def _checking(self) -> Path:
         """There from the checks' start until the worktree is back at the checked commit."""

@@ -1,30 +1,20 @@
 """Run an item's check commands (tests, lint) in its worktree, cheapest first, with timeouts.
 
-Checks are the cheap gate before any reviewer is paid. Each command runs under `/bin/sh -c` as
-the leader of its own process group, with output going to a file rather than a pipe: a timeout
-kills the whole group, and a background child still holding the output open cannot hang us.
-
-A run killed outright (SIGKILL, a lost machine) cannot kill its checks. Two things end them
-without it: under GNU `timeout` (where there is one) a check ends itself a little after its own
-limit, and the group is written down (`group_file`) so that the item's next attempt ends it
-before it works in the same worktree (`stop_leftover`).
+Checks are the cheap gate before any reviewer is paid. Each command runs through
+`sessions.groups`: under `/bin/sh -c` as the leader of its own process group, with output going
+to a file rather than a pipe, its group ended by a timeout, written down while it runs, and
+ended by the item's next attempt when a run killed outright left it running.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import itertools
-import json
 import math
 import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,35 +22,11 @@ from pathlib import Path
 from typing import IO
 
 from agent_harness.secrets.redact import masked_output
-from agent_harness.sessions.processes import group_alive, pid_alive, start_time
+from agent_harness.sessions.groups import SHELL, run_in_group
 
 TAIL_BYTES = 3072
-SHELL = "/bin/sh"
-# A check outlives a killed run by at most its limit plus this, under `timeout` (our own timer
-# fires first while the run lives).
-ORPHAN_MARGIN_S = 30.0
 
 
-@functools.cache
-def _gnu_timeout() -> str | None:
-    """GNU coreutils' `timeout`, if it is the one on PATH (Busybox's takes no --kill-after);
-    looked for once."""
-    found = shutil.which("timeout")
-    if found is None:
-        return None
-    try:
-        said = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return found if "GNU coreutils" in said.stdout else None
-
-
-# The groups of the checks this process runs now, for `stop_running`; once it was called, a
-# check's worker never goes on (`_NEVER`).
-_RUNNING: set[int] = set()
-_RUNNING_LOCK = threading.Lock()
-_STOPPING = threading.Event()
-_NEVER = threading.Event()
 # dash says "sh: 1: prog: not found", bash "sh: line 1: prog: command not found".
 _NOT_FOUND = re.compile(r"([^\s:]+): (?:command )?not found")
 
@@ -205,31 +171,26 @@ def run_check(
     group_file: Path | None = None,
 ) -> CheckResult:
     """Run one check command; see `run_checks`."""
-    argv = [SHELL, "-c", command]
-    wrapper = _gnu_timeout() if math.isfinite(timeout_s) else None
-    if wrapper is not None:
-        limit = timeout_s + kill_grace_s + ORPHAN_MARGIN_S
-        argv = [wrapper, "--kill-after", "5", f"{limit:.3f}s", *argv]
     with tempfile.TemporaryFile() as sink:
         started = clock()
         try:
-            process = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+            end = run_in_group(
+                command,
+                cwd,
+                env=env,
+                timeout_s=timeout_s,
+                output=sink,
+                kill_grace_s=kill_grace_s,
+                group_file=group_file,
             )
         except OSError as exc:
             reason = f"could not start {SHELL} in {cwd}: {exc.strerror or exc}"
             return CheckResult(command, None, max(0.0, clock() - started), reason)
-        exit_code, timed_out = _wait(process, timeout_s, kill_grace_s, group_file)
+        exit_code, timed_out = end.exit_code, end.timed_out
         duration = max(0.0, clock() - started)
         # Masked where it is read: a check that found a credential (a parent's environment, a
         # file) would carry it into the events, the table and the next attempt's prompt.
-        tail = masked_output(_read_tail(sink))
+        tail = masked_output(read_tail(sink))
     if timed_out:
         note = f"[agent-harness: timed out after {timeout_s:g} s; the process group was killed]"
         return CheckResult(command, None, duration, _join(tail, note), timed_out=True)
@@ -243,95 +204,8 @@ def run_check(
     return CheckResult(command, exit_code, duration, tail)
 
 
-def _wait(
-    process: subprocess.Popen[bytes], timeout_s: float, kill_grace_s: float, group_file: Path | None
-) -> tuple[int | None, bool]:
-    """Wait for a started check (its group written down meanwhile): its exit code (None when
-    it timed out) and whether it timed out. Its whole group is gone when this returns."""
-    timed_out = False
-    with _RUNNING_LOCK:
-        _RUNNING.add(process.pid)
-    try:
-        if group_file is not None:
-            _write_group(group_file, process.pid)
-        exit_code: int | None = process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _signal_group(process.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=kill_grace_s)
-        exit_code = None
-    finally:
-        # Whatever the shell left behind (a hung child, a background job) dies with the
-        # check, and so does a check whose run is stopping (an exception here).
-        _signal_group(process.pid, signal.SIGKILL)
-        process.wait()
-        with _RUNNING_LOCK:
-            _RUNNING.discard(process.pid)
-        if group_file is not None:
-            group_file.unlink(missing_ok=True)
-    # A check that died of a signal it was not sent by us may have had it with the run (systemd
-    # stops a whole unit with SIGTERM): give the run a moment to say it is stopping.
-    signalled = exit_code is not None and (exit_code < 0 or exit_code > 128)
-    if _STOPPING.wait(0.5 if signalled and not timed_out else 0):
-        _NEVER.wait()  # the process is ending: a check it killed must not count as failed
-    return exit_code, timed_out
-
-
-def stop_running() -> int:
-    """End every check this process is running, for a run that is stopping (an interrupt):
-    a check is cheap to run again, and left running it would work on in the worktree. The
-    workers running them never return (a killed check would read as a failed one), so call
-    this only on the way out of the process. Returns how many were ended."""
-    _STOPPING.set()
-    with _RUNNING_LOCK:
-        groups = sorted(_RUNNING)
-    for pgid in groups:
-        _signal_group(pgid, signal.SIGKILL)
-    return len(groups)
-
-
-def stop_leftover(group_file: Path) -> int | None:
-    """End the check group `group_file` names, left running by a run killed outright; returns
-    its id, or None when there was none (or its id is now another process's). Then forgets it."""
-    try:
-        record = json.loads(group_file.read_text())
-        pgid, start = int(record["pgid"]), record.get("start")
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, TypeError, KeyError):
-        group_file.unlink(missing_ok=True)  # unreadable: nothing can be told from it
-        return None
-    # A leader gone leaves its id unused while any member lives, so only a live leader can be
-    # a stranger that was given the same id since.
-    now = start_time(pgid)
-    # Without a start time to compare (no /proc), only a group whose leader is gone is ours
-    # for sure: a live leader may be a stranger given the same id since.
-    leader_alive = now is not None or pid_alive(pgid)
-    stranger = leader_alive and (now is None or start is None or now != start)
-    group_file.unlink(missing_ok=True)
-    if stranger or not group_alive(pgid):
-        return None
-    _signal_group(pgid, signal.SIGKILL)
-    return pgid
-
-
-def _write_group(group_file: Path, pid: int) -> None:
-    """Note a running check's group, written whole (a file half-written names no group)."""
-    partial = group_file.with_name(group_file.name + ".partial")
-    # Not knowing where to write it is no reason to fail the check: the note is a safety net.
-    with contextlib.suppress(OSError):
-        group_file.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps({"pgid": pid, "start": start_time(pid)}))
-        os.replace(partial, group_file)
-
-
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
-        os.killpg(pgid, signum)
-
-
-def _read_tail(sink: IO[bytes]) -> str:
+def read_tail(sink: IO[bytes]) -> str:
+    """The last `TAIL_BYTES` of what a command wrote to `sink`, from a line's start."""
     size = sink.seek(0, os.SEEK_END)
     start = max(0, size - TAIL_BYTES)
     sink.seek(start)

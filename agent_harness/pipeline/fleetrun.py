@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UsageError
-from agent_harness.pipeline import checks
 from agent_harness.pipeline.settings import RunInterrupted
 from agent_harness.queue import control, items
 from agent_harness.queue.fleet import Fleet, PoolState
+from agent_harness.sessions import groups
 
 # How often a run asks whether its host id's lock in the database is still its own (a cheap
 # query on the lock's connection; see `Pipeline.check_host_lock`).
@@ -110,7 +110,7 @@ class FleetRun:
             except KeyboardInterrupt:
                 # First, so that a check the same signal reached (systemd stops a whole unit)
                 # is not recorded failed by its worker meanwhile.
-                stopped = checks.stop_running()  # agents keep their sessions; checks run again
+                stopped = groups.stop_running()  # agents keep their sessions; checks run again
                 fleet.drain()
                 fleet.join(timeout=2.0)
                 control.report_pools(self.store, fleet.status(), self.host)

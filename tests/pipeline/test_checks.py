@@ -21,8 +21,8 @@ from agent_harness.pipeline.checks import (
     CheckRun,
     order_checks,
     run_checks,
-    stop_leftover,
 )
+from agent_harness.sessions.groups import stop_leftover
 from agent_harness.store.events import WorktreeReady
 from agent_harness.testing.clock import FakeClock
 
@@ -242,7 +242,8 @@ def _run_killed_in_its_check(tmp_path: Path, *, timeout_s: float, margin_s: floa
         f"""
         from pathlib import Path
         from agent_harness.pipeline import checks
-        checks.ORPHAN_MARGIN_S = {margin_s}
+        from agent_harness.sessions import groups
+        groups.ORPHAN_MARGIN_S = {margin_s}
         checks.run_checks(["sleep 30; echo late > late"], Path({str(tmp_path)!r}),
                           timeout_s={timeout_s}, env={ENV!r}, kill_grace_s=0.1,
                           group_file=Path({str(group)!r}))
@@ -352,20 +353,20 @@ def test_a_timeout_other_than_gnus_is_not_used_to_wrap_a_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Busybox's `timeout` (Alpine) takes no --kill-after: every check failed with its usage.
-    from agent_harness.pipeline import checks
+    from agent_harness.sessions import groups
 
     tools = tmp_path / "bin"
     tools.mkdir()
     (tools / "timeout").write_text("#!/bin/sh\necho 'BusyBox v1.36 usage: timeout'\nexit 1\n")
     (tools / "timeout").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
-    checks._gnu_timeout.cache_clear()  # looked for again, on this PATH
+    groups._gnu_timeout.cache_clear()  # looked for again, on this PATH
     try:
         [result] = run_checks(["echo ok"], tmp_path, timeout_s=10, env=ENV).results
         assert result.passed and result.output_tail == "ok\n"
-        assert checks._gnu_timeout() is None
+        assert groups._gnu_timeout() is None
     finally:
-        checks._gnu_timeout.cache_clear()  # the next test finds the machine's own
+        groups._gnu_timeout.cache_clear()  # the next test finds the machine's own
 
 
 @pytest.mark.integration
@@ -377,6 +378,7 @@ def test_a_check_the_stopping_signal_reached_first_is_not_counted_failed(tmp_pat
         import os, signal, threading, time
         from pathlib import Path
         from agent_harness.pipeline import checks
+        from agent_harness.sessions import groups
         group = Path({str(tmp_path / "g")!r})
         said = []
         worker = threading.Thread(target=lambda: said.append(checks.run_checks(
@@ -387,7 +389,7 @@ def test_a_check_the_stopping_signal_reached_first_is_not_counted_failed(tmp_pat
             time.sleep(0.01)
         os.killpg(int(__import__("json").loads(group.read_text())["pgid"]), signal.SIGTERM)
         time.sleep(0.1)  # the run's own handler comes a little later
-        checks.stop_running()
+        groups.stop_running()
         worker.join(2)
         print("blocked" if worker.is_alive() and not said else f"returned {{said}}")
         """
