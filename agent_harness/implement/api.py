@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.implement.protocol import EventCallback, ImplementResult, StateCallback
+from agent_harness.sessions.groups import GROUP_FILE
 from agent_harness.store.events import USAGE_FROM_CALLS
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ class ApiImplementer:
             worker=session,
             item_checks=self.item_checks(item),
             check_env=self.check_env,
+            group_file=state_dir / GROUP_FILE,  # where the item's next attempt looks
         )
         try:
             # The plan is resumed only in the worktree it was made in: a retry's fresh branch

@@ -173,7 +173,9 @@ class Executor:
 
     `item_checks` are the item's own check commands (for `item_checks` steps). `check_env` is
     the environment checks run in (default: this process's), always without the API key
-    variables of the client's routes, which must not reach code the model wrote.
+    variables of the client's routes, which must not reach code the model wrote. A running
+    check's process group is written to `group_file` (the item's `check.group`, which its next
+    attempt reads to end a check a killed run left behind).
     """
 
     def __init__(
@@ -185,6 +187,7 @@ class Executor:
         worker: str = "executor",
         item_checks: Sequence[str] = (),
         check_env: Mapping[str, str] | None = None,
+        group_file: Path | None = None,
         planner_role: str = PLANNER,
         implementer_role: str = IMPLEMENTER,
         max_tokens: int = 4096,
@@ -196,6 +199,7 @@ class Executor:
         self._worker = worker
         self._item_checks = tuple(item_checks)
         self._check_env = check_env
+        self._group_file = group_file
         self._planner_role = planner_role
         self._implementer_role = implementer_role
         self._max_tokens = max_tokens
@@ -538,6 +542,7 @@ class Executor:
             env=run.env,
             command_env=run.command_env,
             timeout_s=self.budgets.check_timeout_s,
+            group_file=self._group_file,
         )
 
     def _implementer_prompt(self, run: _Run, step: Step, feedback: str | None) -> str:

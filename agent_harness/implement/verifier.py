@@ -7,11 +7,9 @@ flag says whether trying the same step again could ever help.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
-import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,7 @@ from pathlib import Path
 from agent_harness.implement.steps import Check
 from agent_harness.secrets.process import process_env
 from agent_harness.secrets.redact import masked_output
+from agent_harness.sessions.groups import run_in_group
 
 # Output of a failed check handed back to the implementer; the tail is where the error is.
 FEEDBACK_CHARS = 2000
@@ -42,40 +41,40 @@ def _tail(text: str, limit: int = FEEDBACK_CHARS) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
-def run_command(command: str, worktree: Path, env: Mapping[str, str], timeout_s: float) -> Verdict:
+def run_command(
+    command: str,
+    worktree: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    group_file: Path | None = None,
+) -> Verdict:
     """Run one check command through the shell; exit 0 passes.
 
-    The command gets its own process group so a timeout kills what it started too. Exit 126
-    and 127 (not executable, not found) are permanent: the check itself is broken.
+    It runs as the run's own checks do (`sessions.groups`): in a process group of its own that
+    a timeout ends whole, written to `group_file` while it runs, so that a run killed outright
+    leaves nothing working in the worktree past the item's next attempt (or, under GNU
+    `timeout`, past its own limit). Exit 126 and 127 (not executable, not found) are
+    permanent: the check itself is broken.
     """
-    try:
-        proc = subprocess.Popen(
-            ["/bin/sh", "-c", command],
-            cwd=worktree,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return Verdict(False, f"`{command}` could not start: {exc.strerror}", permanent=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        shown = _tail(out.decode("utf-8", "replace"))
-        return Verdict(False, f"`{command}` did not finish in {timeout_s:g}s. Output:\n{shown}")
-    output = _tail(out.decode("utf-8", "replace"))
-    if proc.returncode == 0:
+    with tempfile.TemporaryFile() as sink:
+        try:
+            end = run_in_group(
+                command, worktree, env=env, timeout_s=timeout_s, output=sink, group_file=group_file
+            )
+        except OSError as exc:
+            return Verdict(False, f"`{command}` could not start: {exc.strerror}", permanent=True)
+        size = sink.seek(0, os.SEEK_END)
+        sink.seek(max(0, size - 8 * FEEDBACK_CHARS))
+        output = _tail(sink.read().decode("utf-8", "replace"))
+    if end.timed_out:
+        return Verdict(False, f"`{command}` did not finish in {timeout_s:g}s. Output:\n{output}")
+    if end.exit_code == 0:
         return Verdict(True, f"`{command}` exited 0")
-    permanent = proc.returncode in (126, 127)
+    permanent = end.exit_code in (126, 127)
     why = " (the command cannot run)" if permanent else ""
     return Verdict(
         False,
-        f"`{command}` exited {proc.returncode}{why}. Output:\n{output or '(none)'}",
+        f"`{command}` exited {end.exit_code}{why}. Output:\n{output or '(none)'}",
         permanent=permanent,
     )
 
@@ -88,18 +87,20 @@ def verify(
     env: Mapping[str, str] | None = None,
     command_env: Mapping[str, str] | None = None,
     timeout_s: float = 300.0,
+    group_file: Path | None = None,
 ) -> Verdict:
     """Decide a step mechanically from its check; no model is asked. The item's own checks
-    run in `env`; a command the model wrote in `command_env` (default: `env` too)."""
+    run in `env`; a command the model wrote in `command_env` (default: `env` too). A command's
+    process group is written to `group_file` while it runs (see `run_command`)."""
     environment = process_env() if env is None else env
     if check.kind == "command":
         own = environment if command_env is None else command_env
-        return run_command(check.command or "", worktree, own, timeout_s)
+        return run_command(check.command or "", worktree, own, timeout_s, group_file)
     if check.kind == "item_checks":
         if not item_checks:
             return Verdict(False, "the item has no check commands configured", permanent=True)
         for command in item_checks:
-            verdict = run_command(command, worktree, environment, timeout_s)
+            verdict = run_command(command, worktree, environment, timeout_s, group_file)
             if not verdict.passed:
                 return verdict
         return Verdict(True, f"all {len(item_checks)} item check(s) passed")

@@ -4,6 +4,7 @@ plan (one more planner call, new steps), and the refused commit is never reviewe
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,38 @@ def _budgets() -> object:
     from agent_harness.implement.executor import Budgets
 
     return Budgets(min_steps=1)
+
+
+def test_the_executors_step_check_is_written_down_where_the_next_attempt_looks(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # The executor's step checks ran on a pipe with no note of their group: a run killed
+    # during one left it working in the worktree, and the item's next attempt knew nothing of it.
+    h = harness
+    seen = tmp_path / "seen.json"
+
+    def plan_with_a_command(body: object) -> ScriptedCompletion:
+        text = json.dumps(body)
+        if "You plan one work item" in text:
+            group = pipeline.parts.item_dir("T1") / "check.group"  # made below
+            check = {"kind": "command", "command": f"cat '{group}' > '{seen}'"}
+            step = {"id": "1", "description": "write notes/one.txt", "check": check}
+            return ScriptedCompletion(text=json.dumps({"steps": [step]}))
+        return ScriptedCompletion(text="notes/one.txt\n```\nwritten by the executor\n```\n")
+
+    with ModelServer([ScriptedResponder(plan_with_a_command)]) as models:
+        route = Route("gpt-exec", f"{models.url}/v1", "anthropic", "openai", "TEST_EXEC_KEY")
+        env = dict(h.env, TEST_EXEC_KEY="sk-exec")
+        client = ModelClient({"planner": route, "implementer": route}, env=env, parking=h.store)
+        settings = RunSettings(checks=[], lease_s=30.0, idle_poll_s=0.02)
+        pipeline = h.pipeline("### T1: One note\n", settings=settings)
+        pipeline.implementer = ApiImplementer(
+            client, vendor="anthropic", name="executor:gpt-exec", budgets=_budgets()
+        )
+        [item] = pipeline.run().items
+    assert item.state == "pr_open", item.reason
+    # While the check ran, the item's check.group named its process group, the file the
+    # next attempt's `stop_leftover` reads; once the check ended, the note was gone.
+    record = json.loads(seen.read_text())
+    assert record["pgid"] > 1 and record["start"] is not None
+    assert not (pipeline.parts.item_dir("T1") / "check.group").exists()
