@@ -12,6 +12,7 @@ from agent_harness.cli import main
 from agent_harness.implement.api import ApiImplementer
 from agent_harness.models.client import ModelClient
 from agent_harness.models.routes import Route
+from agent_harness.pipeline.run import Pipeline
 from agent_harness.pipeline.settings import RunSettings
 from agent_harness.testing.model_server import ModelServer, ScriptedCompletion, ScriptedResponder
 
@@ -38,6 +39,19 @@ def brain(body: object) -> ScriptedCompletion:
     return ScriptedCompletion(text=f"{path}\n```\nwritten by the executor\n```\n")
 
 
+def executor_pipeline(h: Harness, models: ModelServer) -> Pipeline:
+    """A run of "### T1: One note" whose implementer is the direct-API executor on `models`."""
+    route = Route("gpt-exec", f"{models.url}/v1", "anthropic", "openai", "TEST_EXEC_KEY")
+    env = dict(h.env, TEST_EXEC_KEY="sk-exec")
+    client = ModelClient({"planner": route, "implementer": route}, env=env, parking=h.store)
+    settings = RunSettings(checks=[], lease_s=30.0, idle_poll_s=0.02)
+    pipeline = h.pipeline("### T1: One note\n", settings=settings)
+    pipeline.implementer = ApiImplementer(
+        client, vendor="anthropic", name="executor:gpt-exec", budgets=_budgets()
+    )
+    return pipeline
+
+
 def test_a_reviewers_no_revises_the_executors_plan_and_the_new_commit_is_reviewed(
     harness: Harness, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -45,18 +59,7 @@ def test_a_reviewers_no_revises_the_executors_plan_and_the_new_commit_is_reviewe
     refusal = {"approved": False, "reasons": [NO], "permanent": False}
     h.model.enqueue_first(ScriptedCompletion(text=json.dumps(refusal)))
     with ModelServer([ScriptedResponder(brain)]) as models:
-        route = Route("gpt-exec", f"{models.url}/v1", "anthropic", "openai", "TEST_EXEC_KEY")
-        env = dict(h.env, TEST_EXEC_KEY="sk-exec")
-        client = ModelClient({"planner": route, "implementer": route}, env=env, parking=h.store)
-        settings = RunSettings(checks=[], lease_s=30.0, idle_poll_s=0.02)
-        pipeline = h.pipeline("### T1: One note\n", settings=settings)
-        pipeline.implementer = ApiImplementer(
-            client,
-            vendor="anthropic",
-            name="executor:gpt-exec",
-            budgets=_budgets(),
-        )
-        [item] = pipeline.run().items
+        [item] = executor_pipeline(h, models).run().items
         planner = [r for r in models.requests if "You plan one work item" in json.dumps(r.body)]
     assert item.state == "pr_open" and item.attempts == 2, item.reason
     assert len(planner) == 2 and NO in json.dumps(planner[1].body)
@@ -118,14 +121,7 @@ def test_the_executors_step_check_is_written_down_where_the_next_attempt_looks(
         return ScriptedCompletion(text="notes/one.txt\n```\nwritten by the executor\n```\n")
 
     with ModelServer([ScriptedResponder(plan_with_a_command)]) as models:
-        route = Route("gpt-exec", f"{models.url}/v1", "anthropic", "openai", "TEST_EXEC_KEY")
-        env = dict(h.env, TEST_EXEC_KEY="sk-exec")
-        client = ModelClient({"planner": route, "implementer": route}, env=env, parking=h.store)
-        settings = RunSettings(checks=[], lease_s=30.0, idle_poll_s=0.02)
-        pipeline = h.pipeline("### T1: One note\n", settings=settings)
-        pipeline.implementer = ApiImplementer(
-            client, vendor="anthropic", name="executor:gpt-exec", budgets=_budgets()
-        )
+        pipeline = executor_pipeline(h, models)
         [item] = pipeline.run().items
     assert item.state == "pr_open", item.reason
     # While the check ran, the item's check.group named its process group, the file the
