@@ -68,20 +68,19 @@ def control(verb: str | None, project: str | None, db: str | None, as_json: bool
 
 def _unheld(store: Store, project: str | None) -> str | None:
     """A project asked ahead of its first run is taken as named, so a typo (`me/app:plan` for
-    `me/app:PLAN`) would pause nothing: said, with the projects this database holds."""
-    from agent_harness.queue.items import NoProjectYet, projects, require_project
+    `me/app:PLAN`) would pause nothing: said, with the projects this database holds, each time
+    until the project has items or is registered (what was asked of it makes it no more real)."""
+    from agent_harness.queue.items import projects
+    from agent_harness.queue.projects import registered
 
-    if project is None:
+    held = projects(store)
+    if project is None or project in held or project in {p.id for p in registered(store)}:
         return None
-    try:
-        require_project(store, project)
-    except NoProjectYet:
-        held = ", ".join(projects(store)) or "none yet"
-        return (
-            f"{project} is no project this database holds yet (it holds {held}); asked ahead "
-            "of its first run"
-        )
-    return None
+    holds = ", ".join(held) or "none yet"
+    return (
+        f"{project} is no project this database holds yet (it holds {holds}); asked ahead of "
+        "its first run"
+    )
 
 
 def _render(controls: list[Control], verb: str | None) -> None:

@@ -137,8 +137,11 @@ def test_a_project_not_run_here_yet_can_be_asked_ahead_of_its_first_run(
     with open_store(db) as store:
         [asked] = get_control(store, "me/app:C")
     assert asked.asked == "paused"
+    # Asking it again warns again: what was asked of a name makes it no more a project.
     assert main(["control", "resume", "--project", "me/app:C", "--db", db]) == 0
-    assert capsys.readouterr().err == ""  # known now
+    assert "warning: me/app:C is no project this database holds yet" in capsys.readouterr().err
+    assert main(["control", "resume", "--project", "me/app:PLAN", "--db", db]) == 0
+    assert capsys.readouterr().err == ""  # the real one: no word
     assert main(["control", "pause", "--project", "not a project", "--db", db]) == 2
     assert "no project 'not a project' in this database" in capsys.readouterr().err
 
