@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_harness.sessions.processes import pid_alive
+from agent_harness.sessions.processes import pid_alive, same_process, start_time
 from agent_harness.sessions.protocol import (
     SessionExists,
     SessionNotFound,
@@ -79,7 +79,8 @@ class HeadlessHost:
         child = self._children.get(name)
         if child is not None and child.pid == record.get("pid"):
             return child.poll() is None  # reaps it, so a finished child is never a zombie
-        return pid_alive(int(record["pid"]))
+        pid = int(record["pid"])
+        return pid_alive(pid) and same_process(pid, record.get("start"))
 
     def start(self, spec: SessionSpec) -> None:
         name = spec.name
@@ -113,6 +114,7 @@ class HeadlessHost:
         self._children[name] = child
         payload = {
             "pid": child.pid,
+            "start": start_time(child.pid),  # tells the wrapper from a later owner of its id
             "log": str(spec.log_path),
             "exit": str(_exit_path(spec.log_path)),
             "fifo": str(fifo) if fifo else None,
@@ -210,16 +212,20 @@ class HeadlessHost:
         on, records how it ended. Past `grace_s` (at most STOP_DEADLINE_S), SIGKILL to the
         group: an agent ignoring the stop, and what it started and left running (a tool, a
         server), which would otherwise outlive every killed session. The group cannot have been
-        reused while anything in it lives. A wrapper killed with it records nothing, so the
-        exit is recorded here: 137, as the wrapper would have for its agent."""
-        pid = int(record["pid"])
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGTERM)
+        reused while anything in it lives; its id, once all of it ended, can, so a group whose
+        id now leads a process of another start is left alone. A wrapper killed with it
+        records nothing, so the exit is recorded here: 137, as the wrapper would have for its
+        agent."""
+        pid, start = int(record["pid"]), record.get("start")
+        if same_process(pid, start):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGTERM)
         deadline = time.monotonic() + min(grace_s, STOP_DEADLINE_S)
         while self._wrapper_alive(name, record) and time.monotonic() < deadline:
             time.sleep(0.02)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+        if same_process(pid, start):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         child = self._children.get(name)
         if child is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -56,3 +56,15 @@ def start_time(pid: int) -> str | None:
     later process given the same id; None when that cannot be read."""
     fields = stat_fields(pid)
     return fields[19] if fields is not None and len(fields) > 19 else None
+
+
+def same_process(pid: int, start: str | None) -> bool:
+    """Whether `pid` still names the process that started at `start` (as `start_time` read it
+    then), or cannot be told from it (no start noted, no /proc): False once the id was given
+    to another process. Before signalling a group by an id read earlier (a record, another
+    run's note): ids come round again within minutes on a busy machine (Linux's default
+    pid_max is 32768), and a stranger's group given the id would get the signal."""
+    if start is None:
+        return True
+    now = start_time(pid)
+    return now is None or now == start

@@ -44,6 +44,27 @@ from agent_harness.sessions.wrapper import (
 STOP_DEADLINE_S = 3.0
 
 
+# The pane's copy into its log (`pipe-pane`), run by tmux's `sh -c` after `p=<the pane
+# program's pid>; looks=<n>; log=<path>`. Once the copy ends (tmux closed the pane, or died), the
+# program's process group gets SIGTERM, and SIGKILL if still there after `looks` tenths of a
+# second; but only while that group is the program's: its start time is noted before the copy
+# begins, and a process of another start that has since been given the id (a pane whose
+# program ended long before, on a busy machine) leads a stranger's group, which is left alone.
+# With the leader gone, a group still alive is the program's (an id stays taken while any member
+# has it). `AH_PANE_START`, when set, stands for the noted start (for tests).
+PANE_END = (
+    'started() { if [ -r "/proc/$1/stat" ]; then read -r l < "/proc/$1/stat" 2>/dev/null '
+    '&& set -- ${l##*") "} && [ $# -ge 20 ] && shift 19 && echo "$1"; '
+    'else ps -o lstart= -p "$1" 2>/dev/null; fi; }; '
+    'ours() { now=$(started "$p"); if [ -n "$now" ]; then [ "$now" = "$s" ]; '
+    'else kill -0 -"$p" 2>/dev/null; fi; }; '
+    's=${AH_PANE_START-$(started "$p")}; cat >> "$log"; '
+    '[ "$p" -gt 1 ] 2>/dev/null && ours && kill -TERM -"$p" 2>/dev/null && '
+    '{ n=0; while sleep 0.1 && ours && kill -0 -"$p" 2>/dev/null; do n=$((n+1)); '
+    '[ $n -ge "$looks" ] && { ours && kill -KILL -"$p"; break; }; done; }'
+)
+
+
 def _minimal_env(source: Mapping[str, str]) -> dict[str, str]:
     """What tmux itself needs; a tmux server we start must not hold the harness's secrets."""
     keep = ("PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMUX_TMPDIR", "TMPDIR")
@@ -182,15 +203,11 @@ class TmuxHost:
             # on for its agent), so without this an agent outlived a SIGKILLed tmux server.
             # As `kill` does, a group still there STOP_DEADLINE_S after SIGTERM gets SIGKILL;
             # it is looked at every tenth of a second, so a group that ends on SIGTERM (or had
-            # ended before) leaves nothing waiting. (`#{pane_pid}` is the script's pid, and its
-            # group's.)
+            # ended before) leaves nothing waiting; a group whose id went to another since is
+            # left alone (PANE_END). (`#{pane_pid}` is the script's pid, and its group's.)
             looks = max(1, round(STOP_DEADLINE_S * 10))
-            ended_copy = (
-                'p=#{pane_pid}; [ "$p" -gt 1 ] 2>/dev/null && kill -TERM -"$p" 2>/dev/null && '
-                f'{{ n=0; while sleep 0.1 && kill -0 -"$p" 2>/dev/null; do n=$((n+1)); '
-                f'[ $n -ge {looks} ] && {{ kill -KILL -"$p"; break; }}; done; }}'
-            )
-            copy = [";", "pipe-pane", "-t", target, f"cat >> {log}; {ended_copy}"]
+            copy_then_stop = f"p=#{{pane_pid}}; looks={looks}; log={log}; {_untimed(PANE_END)}"
+            copy = [";", "pipe-pane", "-t", target, copy_then_stop]
             kind = "shell"
         else:
             wrapper = _write_wrapper(spec.log_path.parent)
