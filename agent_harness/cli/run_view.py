@@ -145,18 +145,25 @@ def _say_left_asked(err: Console, pipelines: list[Pipeline], host: str) -> None:
 def _terminated_as_interrupted() -> Iterator[None]:
     """A plain `kill` (systemd, docker and `timeout` stop a process so) ends the run as Ctrl-C
     does: leases and sessions kept, checks stopped, said in one line; by default it died on
-    the spot, saying nothing. A SIGTERM ignored by whoever started us stays ignored."""
+    the spot, saying nothing. A SIGTERM ignored by whoever started us stays ignored. So does
+    `kill -INT` of a run a script started in the background (such a shell starts its jobs
+    with SIGINT ignored; the run then went on to the end, deaf to it)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.getsignal(signal.SIGTERM)
-    if before == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    before = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    taken = [
+        number
+        for number, handler in before.items()
+        if handler == signal.SIG_DFL or (number == signal.SIGINT and handler == signal.SIG_IGN)
+    ]
+    for number in taken:
+        signal.signal(number, signal.default_int_handler)
     try:
         yield
     finally:
-        if before == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, before)
+        for number in taken:
+            signal.signal(number, before[number])
 
 
 def run_exit_code(

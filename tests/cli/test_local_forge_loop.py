@@ -40,6 +40,11 @@ def git(cwd: Path, *args: str) -> str:
     return proc.stdout
 
 
+def _hearing_ctrl_c() -> None:
+    """In a child about to exec: SIGINT as a terminal's foreground job has it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def group_members(pgid: int) -> list[str]:
     """The processes of group `pgid` that have not ended (a zombie has)."""
     found = []
@@ -142,9 +147,13 @@ def test_a_users_own_project_through_the_whole_loop(home: Path) -> None:
     assert [(t["item"], t["state"], t["pr"]) for t in transitions] == [("T1", "merged", 2)]
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+@pytest.mark.parametrize(
+    ("stop", "deaf_to_ctrl_c"),
+    [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["ctrl-c", "kill-INT-of-a-scripts-background-job", "kill"],
+)
 def test_ctrl_c_or_kill_while_a_check_runs_ends_the_check_and_spends_no_attempt(
-    home: Path, stop: signal.Signals
+    home: Path, stop: signal.Signals, deaf_to_ctrl_c: bool
 ) -> None:
     started = home / "check.pid"
     # The check notes its process and would write into the worktree long after.
@@ -153,9 +162,13 @@ def test_ctrl_c_or_kill_while_a_check_runs_ends_the_check_and_spends_no_attempt(
         env = run_env(reviewer.url)
 
         def cli(*args: str) -> subprocess.Popen[str]:
+            # A script's background job starts with SIGINT ignored (and an ignored signal
+            # stays ignored across exec); otherwise as from a terminal, whoever started pytest.
+            deaf = ["/bin/sh", "-c", 'trap "" INT; exec "$@"', "sh"] if deaf_to_ctrl_c else []
             return subprocess.Popen(
-                [sys.executable, "-m", "agent_harness", *args], cwd=home, env=env,
+                [*deaf, sys.executable, "-m", "agent_harness", *args], cwd=home, env=env,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                preexec_fn=None if deaf_to_ctrl_c else _hearing_ctrl_c,
             )  # fmt: skip
 
         said = "".join(cli("plan", "PLAN.md", "--repo", "me/app", "--forge", "local").communicate())
