@@ -92,8 +92,6 @@ def _host(url: str, schema: str | None, name: str, go: Any, out: Any) -> None:
 def test_a_killed_hosts_items_are_taken_over_after_its_lease_and_done_once(
     engine: Engine,
 ) -> None:
-    import os
-    import signal
 
     store = engine.open()
     try:
@@ -116,7 +114,7 @@ def test_a_killed_hosts_items_are_taken_over_after_its_lease_and_done_once(
     gates["h3"].set()
     kind, held = outs["h3"].get(timeout=60)
     assert kind == "holding"  # h3 took an item ...
-    os.kill(procs["h3"].pid or 0, signal.SIGKILL)  # ... and died with it
+    procs["h3"].kill()  # ... and died with it (SIGKILL)
     gates["h1"].set()
     gates["h2"].set()
     done: list[str] = []

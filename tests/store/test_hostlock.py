@@ -4,8 +4,6 @@ for the first, another name does not, and a holder killed with the lock holds no
 from __future__ import annotations
 
 import multiprocessing
-import os
-import signal
 import socket
 import threading
 import time
@@ -83,7 +81,7 @@ def test_a_host_killed_holding_the_lock_holds_nobody_up(engine: Engine) -> None:
     proc.start()
     try:
         assert holding.wait(30)
-        os.kill(proc.pid or 0, signal.SIGKILL)
+        proc.kill()  # SIGKILL
         proc.join(20)
         got: list[str] = []
         taker = threading.Thread(target=_take, args=(engine, NAME, got), daemon=True)
