@@ -140,15 +140,16 @@ def _checked_out(out: Path) -> Path:
             f"{shown} names a JSON file, and the plan is markdown (`plan` would read it as a "
             "JSON backlog); give --out a .md name"
         )
+    # What stands at the name first: `/dev/null` is no file to write, whoever may write in /dev.
+    try:
+        mode: int | None = os.stat(out).st_mode
+    except OSError:
+        mode = None  # nothing there yet (or unreadable: the write will say so)
+    if mode is not None and not stat.S_ISREG(mode):
+        raise click.BadParameter(f"{shown} is not a regular file; --out names a file to write")
     folder = _existing_folder(out.parent)
     if folder is not None and not os.access(folder, os.W_OK | os.X_OK):
         raise click.BadParameter(f"{shown_path(str(folder))} cannot be written to")
-    try:
-        mode = os.stat(out).st_mode
-    except OSError:
-        return out  # nothing there yet (or unreadable: the write will say so)
-    if not stat.S_ISREG(mode):
-        raise click.BadParameter(f"{shown} is not a regular file; --out names a file to write")
     return out
 
 

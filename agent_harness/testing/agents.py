@@ -83,7 +83,7 @@ def secret_scan(arg):
         spec = json.load(fh)
     needles = [value.encode() for value in spec["secrets"]]
     canary = spec["canary"].encode()
-    hits, canary_pids, read = [], [], 0
+    hits, canary_pids, refused_pids, read = [], [], [], 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -91,6 +91,10 @@ def secret_scan(arg):
             try:
                 with open("/proc/%s/%s" % (pid, part), "rb") as fh:
                     data = fh.read()
+            except PermissionError:
+                if part == "environ":
+                    refused_pids.append(int(pid))
+                continue
             except OSError:
                 continue
             read += 1
@@ -119,7 +123,8 @@ def secret_scan(arg):
                     continue
                 hits += [{"where": path, "secret": i}
                          for i, needle in enumerate(needles) if needle in data]
-    return {"hits": hits, "canary_pids": canary_pids, "read": read, "pid": os.getpid()}
+    return {"hits": hits, "canary_pids": canary_pids, "refused_pids": refused_pids, "read": read,
+            "pid": os.getpid()}
 
 def main(plan_path):
     with open(plan_path, encoding="utf-8") as fh:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness.cli import main
+from tests.shared.git import git
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "PLAN.md")
@@ -239,12 +240,10 @@ def test_a_clone_without_an_origin_is_told_the_command_that_adds_it(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import subprocess
-
     work = tmp_path / "app"
     work.mkdir()
     for step in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "start"]):
-        subprocess.run(["git", "-C", str(work), *step], check=True, capture_output=True)
+        git(work, *step)
     monkeypatch.chdir(tmp_path)
     argv = ["run", "--repo", "me/app", "--work", str(work), "--plan", EXAMPLE]
     assert main([*argv, "--agent", "claude", "--reviewer", "openai:gpt-4.1", *extra]) == 2
@@ -261,14 +260,12 @@ def test_a_clone_without_an_origin_is_told_the_command_that_adds_it(
 def test_an_agent_script_that_is_nowhere_is_refused_before_any_attempt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import subprocess
-
     work = tmp_path / "app"
     (work / "tools").mkdir(parents=True)
     (work / "tools" / "agent.py").write_text("print('the clone's own agent')\n")
     for step in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "start"],
                  ["remote", "add", "origin", "https://github.com/me/app.git"]):  # fmt: skip
-        subprocess.run(["git", "-C", str(work), *step], check=True, capture_output=True)
+        git(work, *step)
     monkeypatch.chdir(tmp_path)  # the person runs from beside the clone
     monkeypatch.delenv("GH_TOKEN", raising=False)
     argv = ["run", "--repo", "me/app", "--work", str(work), "--plan", EXAMPLE]
