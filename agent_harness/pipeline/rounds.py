@@ -156,19 +156,39 @@ class PullWatch:
             newly |= left
             whole |= left
             left = set()
+        green = self._green_reads(memory, ours)
+        newly |= green
+        whole |= green
         for number in sorted((set(changed) | newly) & set(ours)):
             item = ours[number].item
             assert item is not None
             read_at[str(number)] = iso(self.clock())
+            if self.merge_when_green:
+                memory["read_green"][str(number)] = read_at[str(number)]
             skim = not self.merge_when_green and number not in whole
             if self._one(number, item, ours[number] if skim else None) == "unknown":
                 memory["computing"].append(number)
-        for gone in set(read_at) - {str(n) for n in ours}:
-            del read_at[gone]
+        for seen in (read_at, memory["read_green"]):
+            for gone in set(seen) - {str(n) for n in ours}:
+                del seen[gone]
+        if self.merge_when_green:
+            memory["held"] = sorted({int(m["pr"]) for m in self.report.merged if not m["merged"]})
         memory["left"] = sorted(left | {int(entry["pr"]) for entry in self.report.left})
         if not self.dry_run:  # a dry pass leaves what was read for the real one to read again
             self.store.set_meta(self.meta_key, json.dumps(memory))
         return self.report
+
+    def _green_reads(self, memory: dict[str, Any], ours: dict[int, PullFacts]) -> set[int]:
+        """The pull requests a pass that may merge reads whole besides: each one not read by
+        such a pass since it last changed (a pass that does not merge may have read it since,
+        and a quiet, approved one with no CI then got no word from any later pass), and those
+        the last one held (no check yet, a request for changes), to say so again."""
+        green_at = memory.setdefault("read_green", {})
+        if not self.merge_when_green:
+            return set()
+        held = {int(n) for n in memory.get("held", [])}
+        unread = {n for n, f in ours.items() if green_at.get(str(n), "") <= f.updated_at}
+        return (unread | held) & set(ours)
 
     def _base_moved(self, memory: dict[str, Any], ours: dict[int, PullFacts]) -> set[int]:
         """Our open pull requests whose base branch moved since the last look (then they may

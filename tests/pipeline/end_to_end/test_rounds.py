@@ -302,11 +302,21 @@ def test_merge_when_green_respects_branch_protection_and_says_so_once(h: Harness
 def test_merge_when_green_with_no_check_at_all_says_why_it_waits(h: Harness) -> None:
     # A repository with no CI: an approved, clean pull request got no word in any pass.
     pull = first_pull(h)
-    p = pipeline(h, merge_when_green=True)
-    p.reconcile()
-    [held] = [m for r in p.rounds for m in r.merged if m["pr"] == pull.number]
-    assert held["merged"] is False
-    assert held["detail"] == "no check has reported on its head, and green needs one"
+    # A pass that does not merge reads it after its last change, as `run`'s own pass does a
+    # moment after it opened it; and the repository moves on (an issue filed seconds later), so
+    # the listing no longer names the pull request as changed. The first merging pass then
+    # never read it, and said nothing.
+    h.clock.advance(60)
+    pipeline(h).reconcile()
+    later = h.clock.now + 60
+    h.forge.forge.clock = lambda: later
+    gh_repo(h).create_issue("something else, filed later")
+    for _ in range(2):  # each merging pass says so, not only the first
+        p = pipeline(h, merge_when_green=True)
+        p.reconcile()
+        [held] = [m for r in p.rounds for m in r.merged if m["pr"] == pull.number]
+        assert held["merged"] is False
+        assert held["detail"] == "no check has reported on its head, and green needs one"
     assert not gh_repo(h).get_pull(pull.number).merged
     gh_repo(h).create_check_run("ci", pull.head.sha, conclusion="success")
     p.reconcile()
