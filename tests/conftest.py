@@ -36,7 +36,9 @@ sys.dont_write_bytecode = False
 # Checks and agents in the tests say `python`, as a person's plan does. A fresh Debian or Ubuntu
 # has only `python3` on PATH; the tests' own interpreter (the venv's, which has a `python`) goes
 # first, as activating the venv would put it.
-os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+os.environ["PATH"] = os.pathsep.join(
+    [os.path.dirname(sys.executable), *filter(None, [os.environ.get("PATH")])]
+)
 
 # Fixtures that tests in several packages share.
 pytest_plugins = ("tests.shared.stores", "tests.shared.sessions")

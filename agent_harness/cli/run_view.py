@@ -147,7 +147,9 @@ def _terminated_as_interrupted() -> Iterator[None]:
     does: leases and sessions kept, checks stopped, said in one line; by default it died on
     the spot, saying nothing. A SIGTERM ignored by whoever started us stays ignored. So does
     `kill -INT` of a run a script started in the background (such a shell starts its jobs
-    with SIGINT ignored; the run then went on to the end, deaf to it)."""
+    with SIGINT ignored; the run then went on to the end, deaf to it). So does Ctrl-C on such
+    a script, as on `forge serve`: the run stops cleanly (leases and sessions kept) rather
+    than run on after the script that started it was stopped."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -50,6 +50,10 @@ if TYPE_CHECKING:
     from agent_harness.git.workspace import Workspace
     from agent_harness.store.database import Store
 
+# A pull request held from merging (no check has reported, a person asked for changes, a
+# dependency is not merged) is read again at most this often: its hold may end with nothing on
+# it changing (a dependency merged elsewhere), and each read is several requests.
+HELD_LOOK_S = 300.0
 HOLD_LABEL = "agent-harness:hold"
 STOP_COMMAND = "/agent-harness stop"
 ROUND_MARK = "agent-harness-round"
@@ -61,6 +65,12 @@ class Trigger:
     summary: str
     detail: str
     keys: tuple[str, ...]
+
+
+def _holds_of(memory: dict[str, Any]) -> dict[str, Any]:
+    """The holds a pass remembered (none from a memory written before holds were)."""
+    held = memory.get("held")
+    return held if isinstance(held, dict) else {}
 
 
 @dataclass
@@ -172,7 +182,7 @@ class PullWatch:
             for gone in set(seen) - {str(n) for n in ours}:
                 del seen[gone]
         if self.merge_when_green:
-            memory["held"] = sorted({int(m["pr"]) for m in self.report.merged if not m["merged"]})
+            memory["held"] = self._holds(memory, ours)
         memory["left"] = sorted(left | {int(entry["pr"]) for entry in self.report.left})
         if not self.dry_run:  # a dry pass leaves what was read for the real one to read again
             self.store.set_meta(self.meta_key, json.dumps(memory))
@@ -186,9 +196,27 @@ class PullWatch:
         green_at = memory.setdefault("read_green", {})
         if not self.merge_when_green:
             return set()
-        held = {int(n) for n in memory.get("held", [])}
+        held = _holds_of(memory)
+        due = {int(n) for n, h in held.items() if self.clock() - h["at"] >= HELD_LOOK_S}
         unread = {n for n, f in ours.items() if green_at.get(str(n), "") <= f.updated_at}
-        return (unread | held) & set(ours)
+        return (unread | due) & set(ours)
+
+    def _holds(self, memory: dict[str, Any], ours: dict[int, PullFacts]) -> dict[str, Any]:
+        """The holds to remember: those this pass read and held, and those it did not read
+        again (read at most every HELD_LOOK_S), said in its report as the last read said."""
+        held = _holds_of(memory)
+        now = self.clock()
+        holds = {
+            str(m["pr"]): {"item": m["item"], "detail": m["detail"], "at": now}
+            for m in self.report.merged
+            if not m["merged"]
+        }
+        for number, hold in held.items():
+            if int(number) in ours and int(number) not in self.report.read:
+                holds[number] = hold
+                said = {"item": hold["item"], "pr": int(number), "merged": False}
+                self.report.merged.append(said | {"detail": hold["detail"]})
+        return holds
 
     def _base_moved(self, memory: dict[str, Any], ours: dict[int, PullFacts]) -> set[int]:
         """Our open pull requests whose base branch moved since the last look (then they may

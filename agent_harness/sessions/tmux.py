@@ -51,13 +51,16 @@ STOP_DEADLINE_S = 3.0
 # begins, and a process of another start that has since been given the id (a pane whose
 # program ended long before, on a busy machine) leads a stranger's group, which is left alone.
 # With the leader gone, a group still alive is the program's (an id stays taken while any member
-# has it). `AH_PANE_START`, when set, stands for the noted start (for tests).
+# has it). A process there whose start cannot be read (`?`: a name with a newline, a read that
+# failed) is never taken for the program. `AH_PANE_START`, when set, stands for the noted start
+# (for tests).
 PANE_END = (
-    'started() { if [ -r "/proc/$1/stat" ]; then read -r l < "/proc/$1/stat" 2>/dev/null '
-    '&& set -- ${l##*") "} && [ $# -ge 20 ] && shift 19 && echo "$1"; '
+    'started() { if [ -d /proc/self ]; then [ -e "/proc/$1" ] || return 0; '
+    'l=$(cat "/proc/$1/stat" 2>/dev/null); set -- ${l##*") "}; '
+    'if [ $# -ge 20 ]; then shift 19; echo "$1"; else echo "?"; fi; '
     'else ps -o lstart= -p "$1" 2>/dev/null; fi; }; '
-    'ours() { now=$(started "$p"); if [ -n "$now" ]; then [ "$now" = "$s" ]; '
-    'else kill -0 -"$p" 2>/dev/null; fi; }; '
+    'ours() { now=$(started "$p"); if [ -z "$now" ]; then kill -0 -"$p" 2>/dev/null; '
+    'else [ "$now" != "?" ] && [ "$now" = "$s" ]; fi; }; '
     's=${AH_PANE_START-$(started "$p")}; cat >> "$log"; '
     '[ "$p" -gt 1 ] 2>/dev/null && ours && kill -TERM -"$p" 2>/dev/null && '
     '{ n=0; while sleep 0.1 && ours && kill -0 -"$p" 2>/dev/null; do n=$((n+1)); '

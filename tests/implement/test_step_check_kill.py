@@ -18,7 +18,7 @@ import pytest
 
 from agent_harness.sessions import groups
 from agent_harness.sessions.groups import stop_leftover
-from agent_harness.sessions.processes import group_alive
+from agent_harness.sessions.processes import group_alive, same_process
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,8 @@ def test_a_step_check_left_by_a_killed_run_is_bounded_and_ended_by_the_next_atte
     run.kill()
     _, err = run.communicate(timeout=10)
     assert group.exists(), err.decode()
-    pgid = int(json.loads(group.read_text())["pgid"])
+    record = json.loads(group.read_text())
+    pgid, noted = int(record["pgid"]), record.get("start")
     try:
         assert group_alive(pgid)  # nothing of the run is left to end it...
         # ...but, where GNU timeout is, it leads the group, set to end it 30 s past its own
@@ -69,7 +70,9 @@ def test_a_step_check_left_by_a_killed_run_is_bounded_and_ended_by_the_next_atte
         # Never `kill -KILL -PGID` by the kill program: procps-ng's (4.0) reads `-10808` as
         # options and sends SIGKILL to pid -1, every process the user may signal (as root, the
         # whole machine: it ended CI twice).
-        if pgid > 1:
+        # Only a group still alive and still led by the check (or by nobody): its id may have
+        # gone to another process since.
+        if pgid > 1 and group_alive(pgid) and same_process(pgid, noted):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
     assert not (tmp_path / "late").exists()

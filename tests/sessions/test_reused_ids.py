@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,17 +61,31 @@ def _copy_then_stop(pid: int, log: Path, noted_start: str | None) -> subprocess.
     return subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.PIPE, env=env)
 
 
+# A name may hold a newline (a process sets its own through /proc/self/comm): the first
+# line of its stat then says nothing of when it started.
+RENAMED = "open('/proc/self/comm', 'w').write('x\\ny'); import time; time.sleep(120)"
+
+
+@pytest.mark.parametrize("named", ["plainly", "with-a-newline"])
 def test_a_closed_pane_whose_program_id_went_to_another_process_spares_that_group(
-    tmp_path: Path, stranger: subprocess.Popen[bytes]
+    tmp_path: Path, stranger: subprocess.Popen[bytes], named: str
 ) -> None:
     # The pane's program ended long before its session was killed; its id is the stranger's now.
+    if named == "with-a-newline":
+        stranger.kill()
+        stranger = subprocess.Popen([sys.executable, "-c", RENAMED], start_new_session=True)
+        wait_for(lambda: "\n" in Path(f"/proc/{stranger.pid}/comm").read_text().rstrip("\n"))
     earlier = str(int(start_time(stranger.pid) or "1000") - 1)
     copy = _copy_then_stop(stranger.pid, tmp_path / "pane.log", earlier)
     assert copy.stdin is not None
     copy.stdin.write(b"the agent's last words\n")
     copy.stdin.close()  # tmux closed the pane
     assert copy.wait(timeout=30) == 1  # nothing it may stop
-    assert stranger.poll() is None  # was: SIGTERM to the stranger's group
+    try:
+        assert stranger.poll() is None  # was: SIGTERM to the stranger's group
+    finally:
+        stranger.kill()
+        stranger.wait()
     assert (tmp_path / "pane.log").read_text() == "the agent's last words\n"
 
 

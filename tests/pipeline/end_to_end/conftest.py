@@ -74,6 +74,7 @@ class Harness:
         settings: RunSettings | None = None,
         reviewer_vendor: str = "openai",
         observer: Callable[[str, str, dict[str, Any]], None] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> Pipeline:
         if plan is None:
             plan = parse_plan_file(EXAMPLES / "PLAN.md")
@@ -116,6 +117,7 @@ class Harness:
             state_dir=self.state_dir,
             env=self.env,
             observer=observer,
+            clock=clock,
         )
         self.pipelines.append(pipeline)
         return pipeline

@@ -6,11 +6,14 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from agent_harness.forge import FaultKind
+from agent_harness.pipeline.rounds import HELD_LOOK_S
 from agent_harness.pipeline.run import Pipeline
 from agent_harness.pipeline.settings import RunSettings
 from agent_harness.queue.items import get_item
@@ -59,11 +62,11 @@ def settings(**overrides: Any) -> RunSettings:
     return base
 
 
-def pipeline(h: Harness, **overrides: Any) -> Pipeline:
+def pipeline(h: Harness, clock: Callable[[], float] = time.time, **overrides: Any) -> Pipeline:
     script = h.tmp / "round_agent.py"
     script.write_text(AGENT)
     command = shlex.join([sys.executable, str(script)]) + " {prompt_file}"
-    return h.pipeline(PLAN, agent=command, settings=settings(**overrides))
+    return h.pipeline(PLAN, agent=command, settings=settings(**overrides), clock=clock)
 
 
 def gh_repo(h: Harness) -> Any:
@@ -311,8 +314,10 @@ def test_merge_when_green_with_no_check_at_all_says_why_it_waits(h: Harness) -> 
     later = h.clock.now + 60
     h.forge.forge.clock = lambda: later
     gh_repo(h).create_issue("something else, filed later")
-    for _ in range(2):  # each merging pass says so, not only the first
-        p = pipeline(h, merge_when_green=True)
+    # Each merging pass says so, not only the first: those within HELD_LOOK_S of the read that
+    # held it from what that read said, a later one from a new read.
+    for ahead in (0.0, 1.0, HELD_LOOK_S + 1):
+        p = pipeline(h, lambda ahead=ahead: time.time() + ahead, merge_when_green=True)
         p.reconcile()
         [held] = [m for r in p.rounds for m in r.merged if m["pr"] == pull.number]
         assert held["merged"] is False
