@@ -178,15 +178,20 @@ class PullWatch:
             skim = not self.merge_when_green and number not in whole
             if self._one(number, item, ours[number] if skim else None) == "unknown":
                 memory["computing"].append(number)
-        for seen in (read_at, memory["read_green"]):
+        memory["left"] = sorted(left | {int(entry["pr"]) for entry in self.report.left})
+        self._remember(memory, ours)
+        return self.report
+
+    def _remember(self, memory: dict[str, Any], ours: dict[int, PullFacts]) -> None:
+        """Keep what the next pass needs of this one (nothing of a dry pass, which leaves what
+        it read for the real one to read again), forgetting pull requests no longer open."""
+        for seen in (memory["read"], memory["read_green"]):
             for gone in set(seen) - {str(n) for n in ours}:
                 del seen[gone]
         if self.merge_when_green:
             memory["held"] = self._holds(memory, ours)
-        memory["left"] = sorted(left | {int(entry["pr"]) for entry in self.report.left})
-        if not self.dry_run:  # a dry pass leaves what was read for the real one to read again
+        if not self.dry_run:
             self.store.set_meta(self.meta_key, json.dumps(memory))
-        return self.report
 
     def _green_reads(self, memory: dict[str, Any], ours: dict[int, PullFacts]) -> set[int]:
         """The pull requests a pass that may merge reads whole besides: each one not read by
