@@ -197,7 +197,7 @@ class PullWatch:
         """The pull requests a pass that may merge reads whole besides: each one not read by
         such a pass since it last changed (a pass that does not merge may have read it since,
         and a quiet, approved one with no CI then got no word from any later pass), and those
-        the last one held (no check yet, a request for changes), to say so again."""
+        held (no check yet, a request for changes) whose last read is HELD_LOOK_S old."""
         green_at = memory.setdefault("read_green", {})
         if not self.merge_when_green:
             return set()
