@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 
 from agent_harness.cli import main
+from tests.shared.sessions import AS_A_SCRIPTS_BACKGROUND_JOB
 
 
 def start_serving(*args: str, deaf_to_ctrl_c: bool = False) -> tuple[subprocess.Popen[str], str]:
     """`agent-harness forge serve ARGS` in the background, and the first line it printed; with
     `deaf_to_ctrl_c`, started as a script's background job is, with SIGINT ignored."""
     command = [sys.executable, "-m", "agent_harness", "forge", "serve", *args]
-    if deaf_to_ctrl_c:  # an ignored signal stays ignored across exec
-        command = ["/bin/sh", "-c", 'trap "" INT; exec "$@"', "sh", *command]
+    if deaf_to_ctrl_c:
+        command = [*AS_A_SCRIPTS_BACKGROUND_JOB, *command]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     return proc, proc.stdout.readline()

@@ -20,6 +20,7 @@ import pytest
 
 from agent_harness.demo.rules import review_rules
 from agent_harness.testing.model_server import ModelServer, ScriptedResponder
+from tests.shared.sessions import AS_A_SCRIPTS_BACKGROUND_JOB
 
 pytestmark = pytest.mark.acceptance
 
@@ -162,9 +163,8 @@ def test_ctrl_c_or_kill_while_a_check_runs_ends_the_check_and_spends_no_attempt(
         env = run_env(reviewer.url)
 
         def cli(*args: str) -> subprocess.Popen[str]:
-            # A script's background job starts with SIGINT ignored (and an ignored signal
-            # stays ignored across exec); otherwise as from a terminal, whoever started pytest.
-            deaf = ["/bin/sh", "-c", 'trap "" INT; exec "$@"', "sh"] if deaf_to_ctrl_c else []
+            # As a script's background job, or as from a terminal, whoever started pytest.
+            deaf = AS_A_SCRIPTS_BACKGROUND_JOB if deaf_to_ctrl_c else []
             return subprocess.Popen(
                 [*deaf, sys.executable, "-m", "agent_harness", *args], cwd=home, env=env,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

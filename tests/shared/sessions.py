@@ -27,6 +27,9 @@ HEADLESS = pytest.param("headless", marks=pytest.mark.integration)
 REMOTE = pytest.param("remote", marks=pytest.mark.integration)
 HOST_KINDS = [TMUX, HEADLESS, REMOTE]
 TOKEN = "test-session-token"
+# Put before a command, it runs as a script's background job does: with SIGINT ignored (an
+# ignored signal stays ignored across exec), deaf to Ctrl-C unless it takes SIGINT itself.
+AS_A_SCRIPTS_BACKGROUND_JOB = ["/bin/sh", "-c", 'trap "" INT; exec "$@"', "sh"]
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 10.0) -> None:
