@@ -151,6 +151,7 @@ class PullWatch:
         # is read once more, or a review landing later in that second would go unseen (the
         # listing would not change).
         read_at = memory.setdefault("read", {})
+        green_at = memory.setdefault("read_green", {})  # reads by passes that may merge
         newly |= {n for n, f in ours.items() if read_at.get(str(n), "~") <= f.updated_at}
         # GitHub answers `mergeable_state: unknown` while it computes whether a pull request
         # merges (after its base moved): such a one is read whole again next time, since
@@ -174,7 +175,7 @@ class PullWatch:
             assert item is not None
             read_at[str(number)] = iso(self.clock())
             if self.merge_when_green:
-                memory["read_green"][str(number)] = read_at[str(number)]
+                green_at[str(number)] = read_at[str(number)]
             skim = not self.merge_when_green and number not in whole
             if self._one(number, item, ours[number] if skim else None) == "unknown":
                 memory["computing"].append(number)
@@ -198,11 +199,10 @@ class PullWatch:
         such a pass since it last changed (a pass that does not merge may have read it since,
         and a quiet, approved one with no CI then got no word from any later pass), and those
         held (no check yet, a request for changes) whose last read is HELD_LOOK_S old."""
-        green_at = memory.setdefault("read_green", {})
         if not self.merge_when_green:
             return set()
-        held = _holds_of(memory)
-        due = {int(n) for n, h in held.items() if self.clock() - h["at"] >= HELD_LOOK_S}
+        now, green_at = self.clock(), memory["read_green"]
+        due = {int(n) for n, h in _holds_of(memory).items() if now - h["at"] >= HELD_LOOK_S}
         unread = {n for n, f in ours.items() if green_at.get(str(n), "") <= f.updated_at}
         return (unread | due) & set(ours)
 
