@@ -274,11 +274,22 @@ def test_a_live_session_of_the_same_name_is_adopted_not_doubled(
     )
     wait_for(lambda: host.screen(name).endswith("[y/N]"))
 
-    fake = AgentPacedClock(log_shows(state_dir, name, "[y/N]"))
+    answered: list[float] = []
+
+    def ready() -> bool:
+        # Fake time runs to find the question idle; once answered, it holds still until the
+        # real agent has finished with the answer (or a real half-minute has gone by), so a
+        # loaded machine cannot turn a slow reply into a timeout.
+        if answered:
+            return not host.status(name).alive or time.monotonic() - answered[0] > 30
+        return log_shows(state_dir, name, "[y/N]")()
+
+    fake = AgentPacedClock(ready)
 
     def answer(state: AgentState, reason: str) -> None:
         if state is AgentState.WAITING_FOR_INPUT:
             host.send_keys(name, "adopted")
+            answered.append(time.monotonic())
 
     outcome = run(host, scripted(agents_dir, "done"), work, state_dir, name, fake, on_state=answer)
     assert outcome.adopted
