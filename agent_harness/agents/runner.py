@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.agents.presets import AgentPreset, scrub_env
-from agent_harness.agents.setup import agent_setup, exclude_scratch
+from agent_harness.agents.setup import agent_setup, exclude_scratch, own_tmp, remove_own_tmp
 from agent_harness.models.agent_output import classify_agent_output, retrying_limit
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.sessions.protocol import (
@@ -406,6 +406,10 @@ def run_cli_agent(
 
     setup = agent_setup(preset, home, env_source, model=model, own_login=own_login)
     exclude_scratch(preset, workdir)
+    # A remote host's agent runs on another machine, where this state folder is not.
+    tmp = own_tmp(state_dir, session) if host.kind != "remote" else None
+    if tmp is not None:
+        setup.env["TMPDIR"] = str(tmp)
     outcome = run_agent(
         host,
         setup.preset or preset,
@@ -425,6 +429,8 @@ def run_cli_agent(
     )
     if AgentState(outcome.state) is not AgentState.WAITING_FOR_INPUT:
         host.kill(outcome.session or session)
+        if tmp is not None:
+            remove_own_tmp(tmp)
     output = outcome.output_tail
     if outcome.log_path is not None and outcome.log_path.is_file():
         output = read_log(outcome.log_path)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,6 +190,27 @@ def _aider_files(env: dict[str, str], run_dir: Path) -> list[str]:
 
 # Files agents leave in the worktree that are theirs, not the project's.
 SCRATCH_PATTERNS: dict[str, tuple[str, ...]] = {"aider": (".aider*",)}
+
+
+def own_tmp(state_dir: Path, session: str) -> Path:
+    """A temporary folder for one agent session, under the run's state folder.
+
+    Agent CLIs leave files in TMPDIR each time they start (Claude Code unpacks a native library
+    of several MB; others keep sockets and probes): in the machine's shared /tmp, a fleet that
+    runs for days fills the disk, and each agent can read what the others left. The folder is
+    named by a short digest of the session, so its path stays short: agents make Unix sockets
+    in it, whose paths may hold only 107 bytes.
+    """
+    digest = hashlib.sha256(session.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    path = Path(state_dir) / "tmp" / digest
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def remove_own_tmp(path: Path) -> None:
+    """Remove a session's temporary folder once its programs have ended (best effort: a file
+    another program of the agent's still holds open goes once that program ends)."""
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def exclude_scratch(preset: AgentPreset, worktree: Path) -> None:

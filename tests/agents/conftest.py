@@ -169,7 +169,9 @@ def _rig(tmp_path: Path, agent_bins: list[Path]) -> Iterator[Rig]:
         work.parent.mkdir()
         seed_repository(ROOT / "examples" / "project", forge.forge.clone_url("octo", "tally"), work)
         path = [*map(str, agent_bins), str(Path(sys.executable).parent), os.environ["PATH"]]
+        (tmp_path / "machine-tmp").mkdir()
         env = {
+            "TMPDIR": str(tmp_path / "machine-tmp"),  # the machine's; agents leave nothing here
             "PATH": os.pathsep.join(path),
             "HOME": str(tmp_path / "user-home"),  # the user's; agents must not write here
             "LANG": "C.UTF-8",

@@ -128,6 +128,11 @@ def test_claude_implements_codex_reviews_three_items(rig: Rig) -> None:
     # The agents kept their homes under the harness state, not in the user's home.
     assert not (rig.tmp / "user-home").exists()
     assert list(rig.state_dir.glob("items/A1/agent-home/claude/.claude*"))
+    # Their temporary files (Claude Code unpacks a 5.5 MB library at each start) went to
+    # folders of their own, removed with each session: none in the machine's, none left over.
+    assert list((rig.tmp / "machine-tmp").iterdir()) == []
+    ours = [p for p in rig.state_dir.rglob("tmp") if "agent-home" not in p.parts]
+    assert ours and [list(folder.iterdir()) for folder in ours] == [[] for _ in ours]
 
 
 def test_codex_implements_claude_reviews(rig: Rig) -> None:
