@@ -352,7 +352,9 @@ class Attempt:
         def bound() -> float:
             return call_bound(parts.store, parts.project, role, parts.settings.max_call_usd)
 
-        reason = next_call_refused(self.history, parts.settings.item_cost_usd, role, bound())
+        limit = parts.settings.item_cost_usd
+        # The bound reads the project's costs so far: not paid for when no budget asks for it.
+        reason = None if limit is None else next_call_refused(self.history, limit, role, bound())
         if reason is not None:
             parts.fail(lease, reason, FailureClass.OVER_BUDGET)
             return None

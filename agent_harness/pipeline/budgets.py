@@ -205,6 +205,8 @@ def check_retry(
 ) -> None:
     """Refuse (`OverBudget`) to re-queue an item that could not pay for its next agent run
     within `limit` (budgets.item_cost_usd); a raised budget lets it go again."""
+    if limit is None:
+        return
     history = ItemHistory.read(store, project, item_id)
     bound = call_bound(store, project, "implementer", max_call)
     reason = next_call_refused(history, limit, "implementer", bound)
