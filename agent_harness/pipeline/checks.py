@@ -27,8 +27,10 @@ from agent_harness.sessions.groups import SHELL, run_in_group
 TAIL_BYTES = 3072
 
 
-# dash says "sh: 1: prog: not found", bash "sh: line 1: prog: command not found".
-_NOT_FOUND = re.compile(r"([^\s:]+): (?:command )?not found")
+# dash says "sh: 1: prog: not found", bash "sh: line 1: prog: command not found". With exit
+# 127, dash says "prog: Permission denied" when the one folder on PATH holding `prog` may not
+# be searched by this user: for the check, that program is just as absent.
+_NOT_FOUND = re.compile(r"([^\s:]+): (?:command )?(not found|Permission denied)")
 
 
 @dataclass(frozen=True)
@@ -197,9 +199,12 @@ def run_check(
     if exit_code == 127:
         found = _NOT_FOUND.findall(tail)
         if found:
+            program, how = found[-1]
             path = env.get("PATH")
             where = f"PATH={path}" if path is not None else "PATH is not set in the check's env"
-            note = f"[agent-harness: program not found: {found[-1]} ({where})]"
+            if how == "Permission denied":
+                where = f"a folder on PATH may not be searched by this user; {where}"
+            note = f"[agent-harness: program not found: {program} ({where})]"
             return CheckResult(command, None, duration, _join(tail, note), missing=True)
     return CheckResult(command, exit_code, duration, tail)
 

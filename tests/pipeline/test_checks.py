@@ -127,6 +127,18 @@ def test_a_missing_program_is_reported_as_missing_with_the_path_searched(tmp_pat
 
 
 @pytest.mark.integration
+def test_a_program_in_a_path_folder_the_user_may_not_search_is_reported_missing(
+    tmp_path: Path,
+) -> None:
+    # What dash prints, with exit 127, when the only PATH folder holding the program is closed
+    # to this user (root is never refused, so the line is written here as dash writes it).
+    shell_said = "echo 'sh: 1: make: Permission denied' >&2; exit 127"
+    [result] = run_checks([shell_said], tmp_path, timeout_s=10, env=ENV).results
+    assert result.missing and result.status == "program not found"
+    assert "program not found: make (a folder on PATH may not be searched" in result.output_tail
+
+
+@pytest.mark.integration
 def test_a_missing_program_says_when_path_is_not_set(tmp_path: Path) -> None:
     [result] = run_checks(["no-such-linter-xyz"], tmp_path, timeout_s=10, env={}).results
     assert result.missing
