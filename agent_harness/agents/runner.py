@@ -293,7 +293,10 @@ class _Watch:
             self.failure = limit
             reason = f"{self.agent} stopped at a usage limit: {limit.describe()}"
             return self._report(AgentState.RATE_LIMITED, None, plain, reason)
-        screen = self.host.screen(self.name, 50)
+        try:
+            screen = self.host.screen(self.name, 50)
+        except SessionNotFound:
+            return None  # it ended meanwhile (its tmux server killed?): the next look says how
         if looks_like_prompt(screen):
             question = _last_line(screen)
             self.on_state(

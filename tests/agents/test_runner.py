@@ -157,6 +157,34 @@ def test_a_question_without_an_answer_ends_in_timeout_not_a_hang(
     assert outcome.state is AgentState.TIMEOUT
 
 
+class GoneBeforeItsScreenIsRead:
+    """A real host whose session ends (as when its tmux server is SIGKILLed) between the look
+    that finds the agent quiet and the read of its screen."""
+
+    def __init__(self, host: SessionHost) -> None:
+        self.host = host
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.host, name)
+
+    def screen(self, name: str, lines: int = 50) -> str:
+        self.host.kill(name)
+        return self.host.screen(name, lines)
+
+
+def test_a_session_gone_while_its_quiet_agent_is_examined_ends_the_run_not_the_worker(
+    local_host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
+) -> None:
+    fake = AgentPacedClock(log_shows(state_dir, name, "thinking"))
+    vanishing = GoneBeforeItsScreenIsRead(local_host)
+    outcome = run(vanishing, scripted(agents_dir, "hang"), work, state_dir, name, fake)  # type: ignore[arg-type]
+    # Said as the end of a session killed under it, for the policy to weigh, not raised as an
+    # error out of the watch (which skipped the outcome, its events and its clean-up).
+    assert outcome.state is AgentState.CRASHED
+    assert "without an exit status" in outcome.reason
+    assert not local_host.status(name).alive
+
+
 def test_a_claude_rate_limit_event_is_rate_limited_with_its_reset(
     host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
 ) -> None:
