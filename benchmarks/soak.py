@@ -34,6 +34,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -155,6 +156,7 @@ class Soak:
     main_writes: int = 0
     unsettled: list[str] = field(default_factory=list)
     inconsistent: list[str] = field(default_factory=list)
+    crashes: list[str] = field(default_factory=list)  # attempts ended by an unclassified error
     orphans: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)
     noise: list[str] = field(default_factory=list)
@@ -576,6 +578,10 @@ def count_item(store: Any, soak: Soak, project: str, record: Any, with_pr: set[s
         e.payload.as_dict().get("to") for e in store.all_events(project=project, item=record.id)
     ]
     moves = [m for m in moves if m]
+    for event in store.all_events(project=project, item=record.id):
+        why = str(event.payload.as_dict().get("reason") or "")
+        if event.kind == "attempt_failed" and UNCLASSIFIED.match(why):
+            soak.crashes.append(f"{project} {record.id}: {why[:120]}")
     if not moves or moves[-1] != record.state.value:
         soak.inconsistent.append(
             f"{project} {record.id}: state {record.state.value}, events end at "
@@ -617,11 +623,16 @@ def count_stuck(soak: Soak, project: str, record: Any, events: list[Any]) -> Non
 def sessions_left(cwd: Path) -> list[str]:
     """Session records the headless host still holds once every item is terminal: a session
     nobody ended."""
-    folder = cwd / ".agent-harness" / "sessions"
-    return [f"session {p.stem} still recorded" for p in folder.glob("*.json")]
+    state = cwd / ".agent-harness"
+    left = [f"session {p.stem} still recorded" for p in (state / "sessions").glob("*.json")]
+    # Each agent run's own TMPDIR goes with its session: one left behind is disk a week fills.
+    return left + [f"agent temporary folder {p} left" for p in state.glob("**/tmp/*")]
 
 
 HELD = {"claimed", "checks", "review"}
+# An attempt that ended in a handler's crash, or in a session error (a session gone under the
+# watch), ended by an error nobody classified: under these faults every end has a class.
+UNCLASSIFIED = re.compile(r"handler crashed|Session\w*: ")
 # Every item's check: long enough for a SIGKILL of `run` to land in it now and then.
 CHECK = "sleep 0.2"
 
@@ -828,11 +839,14 @@ def figures(soak: Soak, files: int, envs: int) -> list[Figure]:
                f"longest {worst[0]:.1f} s ({worst[1] or 'none'})", worst[0] <= STALL_LIMIT_S,
                [f"spells over 1 s: {sum(1 for x, _ in soak.stalls if x > 1)} of "
                 f"{len(soak.stalls)} passes"]),
-        Figure("soak", "orphan worktrees, sessions and processes",
+        Figure("soak", "orphan worktrees, sessions, agent temporary folders and processes",
                str(len(soak.orphans) + len(soak.sessions_left)),
                not soak.orphans and not soak.sessions_left, soak.orphans + soak.sessions_left),
         Figure("soak", "items whose events or pull request disagree with their state",
                str(len(soak.inconsistent)), not soak.inconsistent, soak.inconsistent),
+        Figure("soak", "attempts ended by an error nobody classified (a handler's crash, a "
+               "session gone under its watch)", str(len(soak.crashes)), not soak.crashes,
+               soak.crashes[:10]),
         Figure("soak", f"canaries looked for in {files} files, {envs} agent environments and "
                "the forge's git history", f"found {len(soak.leaks)}", not soak.leaks,
                soak.leaks),
