@@ -201,10 +201,15 @@ def own_tmp(state_dir: Path, session: str) -> Path:
     named by a short digest of the session, so its path stays short: agents make Unix sockets
     in it, whose paths may hold only 107 bytes.
     """
-    digest = hashlib.sha256(session.encode("utf-8", "surrogateescape")).hexdigest()[:10]
-    path = Path(state_dir) / "tmp" / digest
+    path = own_tmp_path(state_dir, session)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def own_tmp_path(state_dir: Path, session: str) -> Path:
+    """Where `own_tmp` puts the session's temporary folder (made or not)."""
+    digest = hashlib.sha256(session.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    return Path(state_dir) / "tmp" / digest
 
 
 def remove_own_tmp(path: Path) -> None:

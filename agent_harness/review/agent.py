@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 
 # Limits the reviewer's provider will lift by itself: the review waits for them.
 _WAIT_KINDS = frozenset({FailureKind.BURST, FailureKind.WINDOW})
+# A review whose folder is this much older than the reviewer's timeout has no run watching it:
+# a watched one is ended at the timeout.
+ABANDONED_AFTER_S = 60.0
 
 
 class CliReviewer:
@@ -63,6 +67,8 @@ class CliReviewer:
         self.timeout_s = timeout_s
         self.poll_s = poll_s
         self.clock = clock
+        self._swept = threading.Lock()
+        self._swept_once = False
 
     @property
     def vendor(self) -> str:
@@ -71,11 +77,14 @@ class CliReviewer:
     def ask(self, prompt: str, system: str) -> ReviewReply:
         from agent_harness.agents.runner import AgentState, run_cli_agent
 
+        self._close_abandoned()
         # Several workers review at once: every review gets its own session and scratch dir.
         review_id = uuid.uuid4().hex[:12]
         scratch = self.state_dir / "reviews" / f"review-{review_id}"
+        session = f"ah-review-{self.preset.name}-{review_id}"
         workspace = scratch / "workspace"
         workspace.mkdir(parents=True, exist_ok=True)
+        (scratch / "session").write_text(session, encoding="utf-8")
         # Codex runs only inside a git repository (or with a flag other CLIs lack). A workspace
         # git cannot set up fails the review with git's reason, before any agent is started.
         run_git(workspace, "init", "-q", "--template=")  # no template: the user's may set a program
@@ -83,7 +92,7 @@ class CliReviewer:
         ran = run_cli_agent(
             self.host,
             self.preset,
-            session=f"ah-review-{self.preset.name}-{review_id}",
+            session=session,
             workdir=workspace,
             prompt=text,
             state_dir=scratch,
@@ -106,6 +115,31 @@ class CliReviewer:
             raise self._did_not_answer(outcome, report)
         tokens_in, tokens_out, cost = usage_of(output)
         return ReviewReply(text, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
+
+    def _close_abandoned(self) -> None:
+        """End the reviews a run that died left behind (once per reviewer): their agents, left
+        running with nobody to read the answer, are stopped, and their workspaces and
+        temporary folders removed. Their logs stay, as every review's do. Only a review
+        older than the timeout plus `ABANDONED_AFTER_S` counts: a run still watching one
+        would have ended it by then."""
+        with self._swept:
+            if self._swept_once:
+                return
+            self._swept_once = True
+            from agent_harness.agents.setup import own_tmp_path, remove_own_tmp
+
+            cutoff = time.time() - self.timeout_s - ABANDONED_AFTER_S
+            for scratch in sorted((self.state_dir / "reviews").glob("review-*")):
+                workspace = scratch / "workspace"
+                try:
+                    if not workspace.is_dir() or scratch.stat().st_mtime > cutoff:
+                        continue
+                    named = (scratch / "session").read_text(encoding="utf-8").strip()
+                except (OSError, UnicodeDecodeError):
+                    continue  # from before sessions were noted: its name is not known
+                self.host.kill(named)
+                remove_own_tmp(own_tmp_path(scratch, named))
+                shutil.rmtree(workspace, ignore_errors=True)
 
     @property
     def parking_key(self) -> str:

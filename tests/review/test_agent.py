@@ -125,3 +125,54 @@ def test_a_reviewer_whose_credit_is_spent_parks_until_a_person_clears_it(tmp_pat
         review(cli, REQUEST)
     assert parked.value.until == UNTIL_CLEARED and parked.value.endpoint == cli.parking_key
     assert f"agent-harness work unpark {cli.parking_key}" in parked.value.message
+
+
+# A run that asks a CLI reviewer and is then SIGKILLed (as `kill -9` or the OOM killer would).
+DYING_RUN = """
+import sys
+from pathlib import Path
+from tests.review.test_agent import REQUEST, reviewer
+from agent_harness.review.verdict import review
+review(reviewer(Path(sys.argv[1]), sys.argv[2:], timeout_s=30.0), REQUEST)
+"""
+
+
+def test_a_review_its_dead_run_left_running_is_stopped_and_its_workspace_removed(
+    tmp_path: Path,
+) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.shared.sessions import wait_for
+
+    hang = write_scripted_agent(tmp_path / "agents", "hang")
+    root = Path(__file__).parents[2]
+    dying = subprocess.Popen(
+        [sys.executable, "-c", DYING_RUN, str(tmp_path), *hang], cwd=root, env=os.environ.copy()
+    )
+    try:
+        reviews = tmp_path / "state" / "reviews"
+        wait_for(lambda: any(reviews.glob("review-*/logs/*.log")))
+    finally:
+        dying.kill()
+        dying.wait()
+    [left] = reviews.glob("review-*")
+    session = (left / "session").read_text()
+    host = HeadlessHost(tmp_path / "sessions")
+    assert host.status(session).alive  # the reviewer agent runs on, with nobody to read it
+    assert (left / "workspace").is_dir() and list((left / "tmp").iterdir())
+    # Once the timeout and a minute have gone by, it cannot be a review a live run watches.
+    long_ago = time.time() - 30.0 - 61.0
+    os.utime(left, (long_ago, long_ago))
+
+    script = tmp_path / "approves.sh"
+    script.write_text('#!/bin/sh\necho \'{"approved": true, "reasons": ["fine"]}\'\n')
+    script.chmod(0o755)
+    outcome = review(reviewer(tmp_path, [str(script)]), REQUEST)
+
+    assert outcome.verdict.approved
+    assert not host.status(session).alive
+    assert not (left / "workspace").exists() and list((left / "tmp").iterdir()) == []
+    assert list(left.glob("logs/*.log"))  # its record stays
