@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from agent_harness.errors import UsageError
 from agent_harness.plan.model import shown_path
 from agent_harness.tracker.answers import REDIRECTS, json_of, redirected, validation_error
+from agent_harness.tracker.connection import read_environment_once
 from agent_harness.tracker.github_pulls import MAX_PAGES, PullReads
 from agent_harness.tracker.protocol import (
     AuthError,
@@ -166,6 +167,7 @@ class GitHubTracker(PullReads):
         )
         self._token = token
         self._requester: Requester = self._gh.requester
+        read_environment_once(self._requester)
         # A create whose answer was lost is looked for after the client's own timeout: by then
         # the server has either done it or dropped it.
         self.write_pace = Pace(settle_s=timeout_s, sleep=sleep, rng=self._rng)
