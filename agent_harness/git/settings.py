@@ -155,6 +155,11 @@ class SettingsWatch:
         for path in self._candidates():
             self._watch(path)
         self._worktrees: dict[Path, _Settings | None] = {}
+        # A worktree's links as last found sound: the stats of its `.git` file and of its
+        # folder's `commondir` and `config.worktree`, taken before they were read. While all
+        # three stay the same, nothing there can have changed (a write moves the change time,
+        # which no owner can set back), and the links are not read and resolved again.
+        self._sound: dict[Path, tuple[tuple[_Stat, ...], Path]] = {}
 
     @staticmethod
     def _locate(repo: Path) -> tuple[Path, Path]:
@@ -226,6 +231,28 @@ class SettingsWatch:
         its own) to make the harness's git read settings of its choosing."""
         if not worktree.is_dir():
             return []  # gone: git will not run there, and the caller says so
+        sound = self._sound.get(worktree)
+        if sound is not None and self._link_stats(worktree, sound[1]) == sound[0]:
+            return []
+        found = self._read_links(worktree)
+        if isinstance(found, list):
+            return found
+        stats, admin = found
+        self._sound[worktree] = (stats, admin)
+        return []
+
+    @staticmethod
+    def _link_stats(worktree: Path, admin: Path) -> tuple[_Stat, ...]:
+        return (
+            _stat(worktree / ".git"),
+            _stat(admin / "commondir"),
+            _stat(admin / "config.worktree"),
+        )
+
+    def _read_links(self, worktree: Path) -> list[str] | tuple[tuple[_Stat, ...], Path]:
+        """What is wrong with the worktree's links; else, when they are sound, their stats
+        as taken before they were read, and the worktree's folder in the git directory."""
+        before = _stat(worktree / ".git")
         link = _read(worktree / ".git")
         text = os.fsdecode(link) if isinstance(link, bytes) else ""
         if not text.startswith("gitdir: "):
@@ -233,23 +260,25 @@ class SettingsWatch:
         admin = (worktree / text.removeprefix("gitdir: ").strip()).resolve()
         if admin.parent != self.common / "worktrees":
             return [f"{worktree / '.git'}: leads outside the clone's git directory"]
+        stats = (before, *self._link_stats(worktree, admin)[1:])
         back = _read(admin / "commondir")
         common = os.fsdecode(back).strip() if isinstance(back, bytes) else ""
         if not common or (admin / common).resolve() != self.common:
             return [f"{self._shown(admin / 'commondir')}: leads away from the clone"]
         content = _read(admin / "config.worktree")
         now = _settings(self.repo, content)
-        before = self._worktrees.setdefault(worktree.resolve(), now)
-        changed = _risky(_changed_keys(before, now))
-        return (
-            [f"{self._shown(admin / 'config.worktree')}: {', '.join(changed)}"] if changed else []
-        )
+        first = self._worktrees.setdefault(worktree.resolve(), now)
+        changed = _risky(_changed_keys(first, now))
+        if changed:
+            return [f"{self._shown(admin / 'config.worktree')}: {', '.join(changed)}"]
+        return stats, admin
 
     def note_worktree(self, worktree: Path) -> None:
         """Take a worktree's own settings as they are, right after our `git worktree add`
         (which copies the clone's sparse-checkout settings into it)."""
         with self._lock:
             self._worktrees.pop(worktree.resolve(), None)
+            self._sound.pop(worktree, None)
         self.check(worktree)
 
     def _hook_changes(self) -> list[str]:

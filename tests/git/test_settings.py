@@ -108,6 +108,28 @@ def test_a_worktrees_own_settings_as_git_made_them_are_its_normal(clone: Path) -
         repo.commit_all(tree, "T1: x")
 
 
+def test_a_worktree_setting_written_back_with_its_old_size_and_time_is_still_found(
+    clone: Path,
+) -> None:
+    # The links of a worktree found sound are not read again while their files' stats stay
+    # the same: an agent that rewrites one and sets its time back must still be seen.
+    git(clone, "sparse-checkout", "init", "--cone")
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "a.txt").write_text("a\n")
+    assert repo.commit_all(tree, "T1: x") is not None
+    admin = Path(git(tree.path, "rev-parse", "--absolute-git-dir"))
+    settings = admin / "config.worktree"
+    before = settings.stat()
+    text = settings.read_text()
+    planted = "[core]\n\tsshCommand = x\n"
+    pad = len(text) - len(planted) - 1
+    settings.write_text(planted + "#" * pad + "\n" if pad >= 0 else planted)
+    os.utime(settings, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(GitSettingsChanged, match=r"config\.worktree: core\.sshcommand"):
+        repo.commit_all(tree, "T1: x")
+
+
 def test_a_hooks_path_relative_to_each_worktree_runs_the_clones_not_the_agents(
     clone: Path, tmp_path: Path
 ) -> None:
