@@ -21,12 +21,13 @@ from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.budgets import call_bound, item_over_budget, next_call_refused
-from agent_harness.pipeline.checks import order_checks
+from agent_harness.pipeline.checks import CheckResult, absent_for_good, not_found, order_checks
 from agent_harness.pipeline.delivery import deliver
 from agent_harness.pipeline.gates import leaks_secret, leaves_conflicts, touches_protected
 from agent_harness.pipeline.history import AGENT_PICKED_UP, ItemHistory
 from agent_harness.pipeline.parts import RunParts
 from agent_harness.pipeline.prompt import Feedback, build_prompt, read_agents_md
+from agent_harness.pipeline.settings import RunRefused
 from agent_harness.plan.model import WorkItem, check_command
 from agent_harness.queue import leases
 from agent_harness.queue.items import ItemState
@@ -138,6 +139,8 @@ class Attempt:
             return
         failed = checks.first_failure
         assert failed is not None
+        if self._check_cannot_run(failed, tree):
+            return
         summary = f"check `{failed.command}` {failed.status}"
         feedback = Feedback("checks", summary, failed.output_tail)
         self.parts.remember(self.item.id, feedback, self.history)
@@ -409,6 +412,27 @@ class Attempt:
         self.parts.fail(self.lease, reason, FailureClass.NO_CHANGE)
         return None
 
+    def _check_env(self) -> dict[str, str]:
+        parts = self.parts
+        return without_secrets(
+            parts.env, allow=parts.settings.check_env_pass, known=parts.known_secrets
+        )
+
+    def _check_cannot_run(self, failed: CheckResult, tree: Worktree) -> bool:
+        """A check whose program is not installed here fails every attempt of every item
+        alike, and no agent can install it: the item waits with its attempt given back, and
+        the run stops saying what to install (as it would have before starting, had the
+        program been in plain sight)."""
+        env = self._check_env()
+        program = absent_for_good(failed, env, tree.path)
+        if program is None:
+            return False
+        reason = not_found(failed.command, program, env)
+        parts = self.parts
+        parts.defer(self.lease, parts.store.clock(), f"the run stops: {reason}", self.history)
+        parts.halt(RunRefused(reason))
+        return True
+
     def _checks(self, tree: Worktree) -> CheckRun:
         parts = self.parts
         commands = list(parts.settings.checks)
@@ -416,9 +440,7 @@ class Attempt:
         if own and own not in commands:
             commands.append(own)
         ordered = order_checks(commands, parts.check_durations())
-        env = without_secrets(
-            parts.env, allow=parts.settings.check_env_pass, known=parts.known_secrets
-        )
+        env = self._check_env()
         checking = self._checking()
         checking.parent.mkdir(parents=True, exist_ok=True)
         checking.touch()

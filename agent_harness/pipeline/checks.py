@@ -43,6 +43,7 @@ class CheckResult:
     output_tail: str
     timed_out: bool = False
     missing: bool = False
+    program: str | None = None  # the program the shell did not find, when `missing`
 
     @property
     def passed(self) -> bool:
@@ -205,7 +206,9 @@ def run_check(
             if how == "Permission denied":
                 where = f"a folder on PATH may not be searched by this user; {where}"
             note = f"[agent-harness: program not found: {program} ({where})]"
-            return CheckResult(command, None, duration, _join(tail, note), missing=True)
+            return CheckResult(
+                command, None, duration, _join(tail, note), missing=True, program=program
+            )
     return CheckResult(command, exit_code, duration, tail)
 
 
@@ -236,6 +239,31 @@ _SHELL_WORDS = frozenset(
      "source", "test", "true", "false", "while", "until", "case", "{", "(", "env", "time"}
 )  # fmt: skip
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def not_found(command: str, program: str, env: Mapping[str, str]) -> str:
+    """Why a check cannot run on this machine: its program is not on the checks' PATH."""
+    return (
+        f"check `{command}`: {program} is not found on the checks' PATH "
+        f"({env.get('PATH', 'PATH is not set')}); install it, or fix the check"
+    )
+
+
+def absent_for_good(result: CheckResult, env: Mapping[str, str], worktree: Path) -> str | None:
+    """The program a check found missing when no attempt can bring it: a bare name, still not
+    on the checks' PATH, none of whose folders is relative or inside the worktree (where an
+    agent's change could put it, as `npm install` fills `node_modules/.bin`). None when the
+    check did not miss a program, or when another attempt might."""
+    program = result.program if result.missing else None
+    if program is None or "/" in program:
+        return None
+    folders = [f for f in env.get("PATH", "").split(os.pathsep) if f]
+    tree = Path(worktree).resolve()
+    if any(not os.path.isabs(f) or Path(f).resolve().is_relative_to(tree) for f in folders):
+        return None
+    if shutil.which(program, path=os.pathsep.join(folders)) is not None:
+        return None  # there now (installed meanwhile): the next attempt may find it
+    return program
 
 
 def missing_program(command: str, env: Mapping[str, str]) -> str | None:

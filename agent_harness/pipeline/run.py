@@ -23,7 +23,7 @@ from agent_harness.failures import FailureClass
 from agent_harness.git.naming import clean_name, plan_namespace
 from agent_harness.pipeline.attempt import DELIVERY_BACKOFF_CAP_S, DELIVERY_WAITS, Attempt
 from agent_harness.pipeline.budgets import RunBudget
-from agent_harness.pipeline.checks import missing_program, run_checks
+from agent_harness.pipeline.checks import missing_program, not_found, run_checks
 from agent_harness.pipeline.history import ItemHistory
 from agent_harness.pipeline.parts import CheckRunner, RunParts
 from agent_harness.pipeline.report import RunReport, build_report, unfinished_deps
@@ -217,10 +217,7 @@ class Pipeline:
         for command in dict.fromkeys(commands):
             program = missing_program(command, env)
             if program is not None:
-                raise RunRefused(
-                    f"check `{command}`: {program} is not found on the checks' PATH "
-                    f"({env.get('PATH', 'PATH is not set')}); install it, or fix the check"
-                )
+                raise RunRefused(not_found(command, program, env))
 
     def _refuse_shared_branches(self) -> None:
         """Two names git writes alike (items `T1.2` and `T1-2`; plans keyed `v1.2` and `v1-2`

@@ -139,6 +139,28 @@ def test_a_program_in_a_path_folder_the_user_may_not_search_is_reported_missing(
 
 
 @pytest.mark.integration
+def test_only_a_program_no_change_to_the_worktree_can_bring_is_absent_for_good(
+    tmp_path: Path,
+) -> None:
+    from agent_harness.pipeline.checks import absent_for_good
+
+    def first(command: str, env: dict[str, str]) -> str | None:
+        [result] = run_checks([command], tmp_path, timeout_s=10, env=env).results
+        assert result.missing
+        return absent_for_good(result, env, tmp_path)
+
+    # A bare name on a PATH of the machine's folders: no agent can install it.
+    assert first("cd . && no-such-linter-xyz", ENV) == "no-such-linter-xyz"
+    # A script of the repository's own, or a PATH folder inside the worktree (`npm install`
+    # fills node_modules/.bin): another attempt's change may bring it.
+    assert first("cd . && ./scripts/no-such-lint.sh", ENV) is None
+    inside = {**ENV, "PATH": f"{tmp_path / 'node_modules' / '.bin'}{os.pathsep}{ENV['PATH']}"}
+    assert first("cd . && no-such-linter-xyz", inside) is None
+    relative = {**ENV, "PATH": f"node_modules/.bin{os.pathsep}{ENV['PATH']}"}
+    assert first("cd . && no-such-linter-xyz", relative) is None
+
+
+@pytest.mark.integration
 def test_a_missing_program_says_when_path_is_not_set(tmp_path: Path) -> None:
     [result] = run_checks(["no-such-linter-xyz"], tmp_path, timeout_s=10, env={}).results
     assert result.missing

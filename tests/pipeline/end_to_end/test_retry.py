@@ -72,3 +72,34 @@ def test_a_budget_given_on_a_later_run_applies_to_items_already_queued(harness: 
     [second] = h.pipeline(plan, agent=command, settings=three).run().items
     assert (second.state, second.attempts) == ("failed", 3)
     assert items.get_item(h.store, project, "T1").max_attempts == 3
+
+
+def test_a_check_whose_program_is_not_installed_stops_the_run_and_spends_no_attempt(
+    harness: Harness,
+) -> None:
+    # The program comes after a word the shell runs itself, so no look before the run can
+    # judge it: the first check to run finds it missing. No agent's next attempt can install
+    # it, so it must not cost the item an attempt, nor the next item an agent run.
+    from agent_harness.pipeline.settings import RunRefused
+
+    h = harness
+    agent = write_scripted_agent(
+        h.tmp / "agents",
+        {"steps": [{"write_file": {"path": "NOTES.md", "content": "counted\n"}}], "exit": 0},
+    )
+    check = "cd . && no-such-linter-xyz --strict"
+    settings = RunSettings(checks=[check], lease_s=60.0, idle_poll_s=0.02, max_attempts=3)
+    plan = "### T1: Write the notes\n### T2: Write more notes\n"
+    pipeline = h.pipeline(plan, agent=shlex.join(agent) + " {prompt_file}", settings=settings)
+    with pytest.raises(RunRefused) as stopped:
+        pipeline.run()
+    assert f"check `{check}`: no-such-linter-xyz is not found on the checks' PATH" in str(
+        stopped.value.message
+    )
+    records = {r.id: r for r in items.list_items(h.store, pipeline.project)}
+    # T1 waits for a person, its attempt given back; T2 was never claimed.
+    assert (records["T1"].state.value, records["T1"].attempts) == ("waiting", 0)
+    assert "the run stops: check `cd . && no-such-linter-xyz" in str(records["T1"].reason)
+    assert (records["T2"].state.value, records["T2"].attempts) == ("pending", 0)
+    started = [e for e in h.store.all_events(project=pipeline.project) if e.kind == "agent_started"]
+    assert len(started) == 1  # T2's agent was never paid for
