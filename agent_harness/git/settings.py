@@ -170,7 +170,7 @@ class SettingsWatch:
     def _candidates(self) -> list[Path]:
         """The files git reads settings from here, existing or not yet (the system's file is
         root's to write, not an agent's)."""
-        found = [self.common / "config", self.common / "config.worktree"]
+        found = [self.common / "config", self.common / "config.worktree", self._attributes]
         env = os.environ
         home = env.get("HOME")
         xdg = env.get("XDG_CONFIG_HOME") or (str(Path(home, ".config")) if home else None)
@@ -214,8 +214,17 @@ class SettingsWatch:
                 "(`git config --list --show-origin`), then start the run again"
             )
 
+    @property
+    def _attributes(self) -> Path:
+        # Not settings, but read by every git command of ours here: which files go through
+        # a filter's program, and which markers the conflict gate counts. Any change to it
+        # is one.
+        return self.common / "info" / "attributes"
+
     def _changes(self, known: _File) -> list[str]:
         stat_now, content = _stat(known.path), _read(known.path)
+        if content != known.content and known.path == self._attributes:
+            return [f"{self._shown(known.path)}: changed"]
         if content != known.content:
             settings = _settings(self.repo, content)
             changed = _risky(_changed_keys(known.settings, settings))

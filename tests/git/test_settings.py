@@ -41,6 +41,18 @@ def test_settings_an_agent_may_write_harmlessly_are_taken_as_the_new_normal(clon
     repo.settings.check()
 
 
+def test_attributes_written_into_the_clones_git_directory_are_a_change(clone: Path) -> None:
+    # They steer every git command of ours (a filter's program runs at `git add`) and which
+    # markers the conflict gate counts; a person's own, there before the run, stay as they are.
+    info = clone / ".git" / "info"
+    info.mkdir(exist_ok=True)
+    (info / "attributes").write_text("*.bin binary\n")
+    repo = WorkRepo(clone, clone.parent / "state")
+    repo.settings.check()
+    (info / "attributes").write_text("*.bin binary\n* conflict-marker-size=99\n")
+    assert ".git/info/attributes: changed" in changed(repo)
+
+
 def test_the_users_own_settings_and_what_they_include_are_watched_too(
     clone: Path, tmp_path: Path
 ) -> None:
