@@ -74,6 +74,12 @@ class Workspace(Protocol):
         """Every path that differs from the base: committed, staged, unstaged, untracked; with
         `sha`, those commit `sha` changes."""
 
+    def attributes(
+        self, tree: Worktree, names: list[str], paths: list[str]
+    ) -> dict[str, dict[str, str]]:
+        """The git attributes `names` of each of `paths` in the worktree (`set`, `unset` or a
+        value; an unspecified one left out)."""
+
     def push(self, tree: Worktree, sha: str | None = None) -> None:
         """Push the item branch (as commit `sha`, when given), and only it; the default branch
         is refused."""

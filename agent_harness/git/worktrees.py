@@ -584,6 +584,21 @@ class WorkRepo:
         except WorktreeError as exc:
             raise ChangedPathsUnknown(tree.path, tree.base_sha, exc.message) from exc
 
+    def attributes(
+        self, tree: Worktree, names: list[str], paths: list[str]
+    ) -> dict[str, dict[str, str]]:
+        """The git attributes `names` of each of `paths` in the worktree, as `check-attr` says
+        them (`set`, `unset`, a value; `unspecified` left out)."""
+        self.settings.check(tree.path)
+        out = self._repo_git(tree.path, "check-attr", "-z", *names, "--", *paths).stdout
+        fields = out.split("\0")
+        found: dict[str, dict[str, str]] = {}
+        for at in range(0, len(fields) - 2, 3):
+            path, name, value = fields[at : at + 3]
+            if value != "unspecified":
+                found.setdefault(path, {})[name] = value
+        return found
+
     def head(self, tree: Worktree) -> str:
         """The worktree's head commit, read from its ref files where they read plainly."""
         with contextlib.suppress(Unreadable):

@@ -10,6 +10,8 @@ handed it or made it, and another attempt would meet the same key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from agent_harness.failures import FailureClass
 from agent_harness.git.protect import protection_violations
 from agent_harness.git.worktrees import Worktree
@@ -72,19 +74,45 @@ def leaks_secret(
     return True
 
 
-# What git writes around a conflict it could not resolve (`<<<<<<< HEAD`, `>>>>>>> main`); a
-# line of `=======` alone is a Markdown heading's underline as often as a conflict's middle.
-_MARKS = {"<<<<<<<": "<", ">>>>>>>": ">"}
+# What git writes around a conflict it could not resolve (`<<<<<<< HEAD`, `>>>>>>> main`),
+# seven of each unless a file's `conflict-marker-size` attribute says otherwise; a line of
+# `=======` alone is a Markdown heading's underline as often as a conflict's middle.
+MARKER_SIZE = 7
 
 
-def conflicted_files(diff: str) -> list[str]:
-    """The files a unified diff adds both a conflict's opening and closing markers to."""
+def conflicted_files(diff: str, sizes: Mapping[str, int] | None = None) -> list[str]:
+    """The files a unified diff adds both a conflict's opening and closing markers to, each
+    of its `sizes` (git's `conflict-marker-size`; 7 where none is given)."""
     found: dict[str, set[str]] = {}
     for path, _number, text in added_lines(diff):
-        mark = _MARKS.get(text[:7])
-        if mark is not None and (len(text) == 7 or text[7] == " "):
+        size = (sizes or {}).get(path, MARKER_SIZE)
+        mark = text[:1]
+        if mark in ("<", ">") and text[:size] == mark * size and text[size : size + 1] in ("", " "):
             found.setdefault(path, set()).add(mark)
     return sorted(path for path, marks in found.items() if marks == {"<", ">"})
+
+
+def _conflicts_git_would_write(parts: RunParts, tree: Worktree, sha: str) -> list[str]:
+    """The files whose added lines are a conflict as git would write it there: a file the
+    repository says holds longer markers (`conflict-marker-size`, as for text that shows
+    conflicts on purpose) or is never merged as text (`-merge`, `merge=binary`) is judged by
+    that. Attributes a change itself writes (a `.gitattributes` in it) are not taken: an
+    agent cannot wave its own markers through."""
+    diff = parts.repo.diff(tree, sha)
+    files = conflicted_files(diff)
+    changed = parts.repo.changed_paths(tree, sha) if files else []
+    if not files or any(p.rsplit("/", 1)[-1] == ".gitattributes" for p in changed):
+        return files
+    said = parts.repo.attributes(tree, ["conflict-marker-size", "merge"], files)
+    sizes: dict[str, int] = {}
+    for path in files:
+        mine = said.get(path, {})
+        if mine.get("merge") in ("unset", "binary"):
+            sizes[path] = 0  # git writes no text markers into it: none is a conflict
+        elif mine.get("conflict-marker-size", "").isdigit():
+            sizes[path] = int(mine["conflict-marker-size"])
+    left = conflicted_files(diff, {p: n for p, n in sizes.items() if n > 0})
+    return [p for p in left if sizes.get(p) != 0]
 
 
 def leaves_conflicts(
@@ -94,7 +122,7 @@ def leaves_conflicts(
     was sent a conflict with the default branch and left it): pushed, a pull request with them
     would merge clean. The next attempt is told the files. Read from the diff the reviewer
     reads (already at hand): binary files hold no conflict markers git wrote."""
-    files = conflicted_files(parts.repo.diff(tree, sha))
+    files = _conflicts_git_would_write(parts, tree, sha)
     if not files:
         return False
     shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")

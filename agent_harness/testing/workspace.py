@@ -9,6 +9,7 @@ guard as the real one refuses the default branch.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import hashlib
 import shutil
 from collections.abc import Sequence
@@ -160,6 +161,31 @@ class MemoryWorkspace:
         base = self._snapshots[tree.base_sha]
         now = self._snapshots[sha] if sha else self._read(tree)
         return sorted(name for name in set(base) | set(now) if base.get(name) != now.get(name))
+
+    def attributes(
+        self, tree: Worktree, names: list[str], paths: list[str]
+    ) -> dict[str, dict[str, str]]:
+        """From the worktree's top `.gitattributes` only, read as git reads its lines (a
+        pattern, then `name`, `-name` or `name=value`; a later line wins)."""
+        text = (
+            (tree.path / ".gitattributes").read_text()
+            if (tree.path / ".gitattributes").is_file()
+            else ""
+        )
+        found: dict[str, dict[str, str]] = {}
+        for line in text.splitlines():
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            pattern, *said = line.split()
+            for path in paths:
+                if not said or not fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern):
+                    continue
+                for word in said:
+                    name, _, value = word.lstrip("-").partition("=")
+                    if name in names:
+                        how = "unset" if word.startswith("-") else value or "set"
+                        found.setdefault(path, {})[name] = how
+        return found
 
     def push(self, tree: Worktree, sha: str | None = None) -> None:
         refspec = f"{sha or f'refs/heads/{tree.branch}'}:refs/heads/{tree.branch}"

@@ -1,0 +1,71 @@
+"""The conflict gate takes the repository's word on which files may hold markers.
+
+A guide to git that shows a conflict, or a test fixture of one, holds `<<<<<<<` lines on
+purpose. Git's own way to say so is the `conflict-marker-size` attribute (git then writes
+longer markers into that file), or `-merge` / `merge=binary` (it writes none). The gate judges
+such a file by that; attributes an agent's own change writes are not taken.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from agent_harness.pipeline.settings import RunSettings
+from tests.shared.git import git
+
+from .conftest import Harness
+
+pytestmark = pytest.mark.integration
+
+GUIDE = "\n".join(
+    ["# Merging", "A conflict looks like this:", "", "<<<<<<< HEAD", "ours", "=======",
+     "theirs", ">>>>>>> main", ""]
+)  # fmt: skip
+
+
+def agent_writing(h: Harness, files: dict[str, str]) -> str:
+    steps = [{"write_file": {"path": p, "content": c}} for p, c in files.items()]
+    from agent_harness.testing.agents import write_scripted_agent
+
+    return shlex.join(write_scripted_agent(h.tmp / "agents", {"steps": steps, "exit": 0}))
+
+
+def on_main(h: Harness, path: str, text: str) -> None:
+    (h.work / path).write_text(text)
+    git(h.work, "add", path)
+    git(h.work, "commit", "-q", "-m", f"{path} on main")
+    git(h.work, "push", "-q", "origin", "HEAD:main")
+
+
+def run_one(h: Harness, files: dict[str, str]) -> tuple[str, str | None]:
+    settings = RunSettings(checks=[], lease_s=60.0, idle_poll_s=0.02, max_attempts=1)
+    plan = "### T1: Write the merging guide\n"
+    pipeline = h.pipeline(plan, agent=agent_writing(h, files) + " {prompt_file}", settings=settings)
+    [item] = pipeline.run().items
+    return item.state, item.reason
+
+
+def test_a_file_the_repository_gives_longer_markers_may_show_a_conflict(harness: Harness) -> None:
+    on_main(harness, ".gitattributes", "*.md conflict-marker-size=32\n")
+    state, reason = run_one(harness, {"docs/merging.md": GUIDE})
+    assert state == "pr_open", reason
+
+
+def test_a_file_the_repository_never_merges_as_text_may_show_a_conflict(harness: Harness) -> None:
+    on_main(harness, ".gitattributes", "*.conflict -merge\n")
+    state, reason = run_one(harness, {"fixtures/left.conflict": GUIDE})
+    assert state == "pr_open", reason
+
+
+def test_markers_are_still_refused_elsewhere_and_where_the_change_writes_the_attributes(
+    harness: Harness,
+) -> None:
+    state, reason = run_one(harness, {"docs/merging.md": GUIDE})
+    assert state == "failed" and "merge conflict markers in docs/merging.md" in str(reason)
+    state, reason = run_one(
+        harness,
+        {".gitattributes": "*.md conflict-marker-size=32\n", "docs/merging.md": GUIDE + "\n"},
+    )
+    assert state == "failed" and "merge conflict markers in docs/merging.md" in str(reason)
