@@ -86,3 +86,16 @@ def _quoted(path: str) -> str:
         return path
     escaped = path.replace("\\", "\\\\").replace('"', '\\"')
     return '"' + escaped.replace("\n", "\\n").replace("\t", "\\t") + '"'
+
+
+def save_uncommitted(cwd: Path, save_to: Path, pins: tuple[str, ...] = ()) -> bool:
+    """Write the tracked files' changes since HEAD in `cwd` to `save_to`, as a patch `git
+    apply` takes (binary files and text that is not UTF-8 included); False when there are
+    none. `pins` are the options every git command of ours in that clone runs with."""
+    options = ("diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--no-textconv")
+    out = run_git(cwd, *pins, *options, errors="surrogateescape").stdout
+    if not out:
+        return False
+    save_to.parent.mkdir(parents=True, exist_ok=True)
+    save_to.write_bytes(out.encode("utf-8", "surrogateescape"))
+    return True

@@ -60,9 +60,10 @@ class Workspace(Protocol):
 
     def has_uncommitted(self, tree: Worktree) -> bool: ...
 
-    def discard_uncommitted(self, tree: Worktree) -> list[str]:
+    def discard_uncommitted(self, tree: Worktree, save_to: Path | None = None) -> list[str]:
         """Put the worktree back to its last commit: changes undone, files git does not track
-        (and does not ignore) removed. Returns the paths that differed."""
+        (and does not ignore) removed. Returns the paths that differed. With `save_to`, the
+        changes to tracked files are first written there as a patch (`git apply` takes it)."""
 
     def diff(self, tree: Worktree, sha: str) -> str:
         """What commit `sha` changes since the base, as one unified diff."""

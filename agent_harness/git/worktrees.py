@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_harness.git import runner
-from agent_harness.git.change import Change, read_change
+from agent_harness.git.attributes import read_check_attr
+from agent_harness.git.change import Change, read_change, save_uncommitted
 from agent_harness.git.clone_checks import (
     refuse_other_remote,
     refuse_work_in_progress,
@@ -514,12 +515,14 @@ class WorkRepo:
         self.settings.check(tree.path)
         return bool(self._git(tree.path, "status", "--porcelain").strip())
 
-    def discard_uncommitted(self, tree: Worktree) -> list[str]:
+    def discard_uncommitted(self, tree: Worktree, save_to: Path | None = None) -> list[str]:
         if tree.path.resolve() == self.path:  # never the person's own checkout
             raise WorktreeError(f"refusing to reset {tree.path}: it is the clone, no worktree")
         self.settings.check(tree.path)
         status = self._git(tree.path, "status", "--porcelain", "-z", "--untracked-files=all")
         differ = sorted(set(status_paths(status)))
+        if differ and save_to is not None:
+            save_uncommitted(tree.path, save_to, self.settings.pins)
         if differ:
             self._git(tree.path, "reset", "--hard", "--quiet", "HEAD")
             self._git(tree.path, "clean", "-d", "--force", "--quiet")
@@ -591,13 +594,7 @@ class WorkRepo:
         them (`set`, `unset`, a value; `unspecified` left out)."""
         self.settings.check(tree.path)
         out = self._repo_git(tree.path, "check-attr", "-z", *names, "--", *paths).stdout
-        fields = out.split("\0")
-        found: dict[str, dict[str, str]] = {}
-        for at in range(0, len(fields) - 2, 3):
-            path, name, value = fields[at : at + 3]
-            if value != "unspecified":
-                found.setdefault(path, {})[name] = value
-        return found
+        return read_check_attr(out)
 
     def head(self, tree: Worktree) -> str:
         """The worktree's head commit, read from its ref files where they read plainly."""

@@ -174,8 +174,11 @@ class Attempt:
                 known=worked.branch if worked is not None else None,
                 guard_private=True,
             )
-        # What that check wrote is no agent's work: the next commit must not take it in.
-        left = parts.repo.discard_uncommitted(tree) if checking else []
+        # What that check wrote is no agent's work: the next commit must not take it in. A
+        # person may have edited the worktree while no run held it: the tracked files'
+        # changes are kept as a patch first.
+        saved = self.parts.item_dir(self.item.id) / f"put-back-{int(parts.store.clock())}.patch"
+        left = parts.repo.discard_uncommitted(tree, save_to=saved) if checking else []
         if len(left) > 50:  # a folder of output git does not ignore: named in part
             left = [*left[:50], f"... and {len(left) - 50} more"]
         self._checking().unlink(missing_ok=True)
@@ -188,6 +191,7 @@ class Attempt:
                 kept=tree.kept,
                 stopped_check=stopped,
                 discarded=left,
+                saved=str(saved) if checking and saved.exists() else None,
             )
         )
         return tree

@@ -300,6 +300,7 @@ class WorktreeReady(Payload):
     discarded: list[str] = Field(
         default_factory=list, description="Files its checks left changed or new: put back."
     )
+    saved: str | None = Field(default=None, description="The tracked changes put back, as a patch.")
 
 
 class AgentStarted(Payload):

@@ -141,9 +141,13 @@ class MemoryWorkspace:
     def has_uncommitted(self, tree: Worktree) -> bool:
         return self._read(tree) != self._snapshots[self.head(tree)]
 
-    def discard_uncommitted(self, tree: Worktree) -> list[str]:
+    def discard_uncommitted(self, tree: Worktree, save_to: Path | None = None) -> list[str]:
         now, committed = self._read(tree), self._snapshots[self.head(tree)]
         differ = sorted(n for n in {*now, *committed} if now.get(n) != committed.get(n))
+        tracked = {n: data for n, data in now.items() if n in committed}
+        if differ and save_to is not None and tracked != committed:
+            save_to.parent.mkdir(parents=True, exist_ok=True)
+            save_to.write_text(_unified(committed, {**committed, **tracked}, context=3))
         if differ:
             self._checkout(tree.path, committed)
         return differ

@@ -206,6 +206,23 @@ def test_a_healthy_worktree_is_reused_with_uncommitted_work(clone: Path) -> None
     assert again.reused and (again.path / "draft.txt").exists()
 
 
+def test_what_is_put_back_is_kept_first_as_a_patch_git_applies(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "work.txt").write_text("the agent's\n")
+    (tree.path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    repo.commit_all(tree, "T1")
+    # A person's edits while no run held the item, in text that is not UTF-8 as well.
+    (tree.path / "work.txt").write_text("the agent's\nand a person's fix\n")
+    (tree.path / "latin1.txt").write_bytes("caf\xe9 cr\xe8me\n".encode("latin-1"))
+    saved = clone.parent / "state" / "put-back.patch"
+    assert repo.discard_uncommitted(tree, save_to=saved) == ["latin1.txt", "work.txt"]
+    assert (tree.path / "work.txt").read_text() == "the agent's\n"
+    git(tree.path, "apply", str(saved))
+    assert (tree.path / "work.txt").read_text() == "the agent's\nand a person's fix\n"
+    assert (tree.path / "latin1.txt").read_bytes() == "caf\xe9 cr\xe8me\n".encode("latin-1")
+
+
 def test_a_worktree_is_put_back_to_its_commit_keeping_what_git_ignores(clone: Path) -> None:
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")

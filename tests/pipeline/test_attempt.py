@@ -485,6 +485,10 @@ def test_what_a_check_wrote_when_the_run_died_is_put_back_before_the_work_goes_o
     [ready] = [e.payload for e in rig.store.all_events(item="T1") if e.kind == "worktree"][1:]
     assert ready.as_dict()["discarded"] == ["report.xml", "words.py"]
     assert _committed_files(rig) == {"words.py": b"N = 1\n"}
+    # What was put back may have been a person's edit, made while no run held the item: the
+    # tracked file's change is kept, as a patch.
+    saved = Path(str(ready.as_dict()["saved"]))
+    assert "+N = 'rewritten by a formatter'" in saved.read_text()
 
 
 class _DyingReviewer(ScriptedReviewer):
