@@ -250,12 +250,15 @@ def not_found(command: str, program: str, env: Mapping[str, str]) -> str:
 
 
 def absent_for_good(result: CheckResult, env: Mapping[str, str], worktree: Path) -> str | None:
-    """The program a check found missing when no attempt can bring it: a bare name, still not
-    on the checks' PATH, none of whose folders is relative or inside the worktree (where an
-    agent's change could put it, as `npm install` fills `node_modules/.bin`). None when the
-    check did not miss a program, or when another attempt might."""
+    """The program a check found missing when no attempt can bring it: a bare name the check
+    command itself runs, still not on the checks' PATH, none of whose folders is relative or
+    inside the worktree (where an agent's change could put it, as `npm install` fills
+    `node_modules/.bin`). None when the check did not miss a program, or when another attempt
+    might."""
     program = result.program if result.missing else None
-    if program is None or "/" in program:
+    if program is None or "/" in program or program not in _words(result.command):
+        # Not a program the check names itself: one a script it runs names (an npm script,
+        # a Makefile), which the agent's change may have brought in.
         return None
     folders = [f for f in env.get("PATH", "").split(os.pathsep) if f]
     tree = Path(worktree).resolve()
@@ -264,6 +267,13 @@ def absent_for_good(result: CheckResult, env: Mapping[str, str], worktree: Path)
     if shutil.which(program, path=os.pathsep.join(folders)) is not None:
         return None  # there now (installed meanwhile): the next attempt may find it
     return program
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command, comments=True)
+    except ValueError:
+        return []
 
 
 def missing_program(command: str, env: Mapping[str, str]) -> str | None:

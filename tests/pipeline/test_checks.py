@@ -158,6 +158,12 @@ def test_only_a_program_no_change_to_the_worktree_can_bring_is_absent_for_good(
     assert first("cd . && no-such-linter-xyz", inside) is None
     relative = {**ENV, "PATH": f"node_modules/.bin{os.pathsep}{ENV['PATH']}"}
     assert first("cd . && no-such-linter-xyz", relative) is None
+    # One a script the check runs names (an npm script the agent changed to a tool it never
+    # added): the agent's to fix.
+    script = tmp_path / "test.sh"
+    script.write_text("#!/bin/sh\nno-such-runner-xyz\n")
+    script.chmod(0o755)
+    assert first(f"cd . && sh {script}", ENV) is None
 
 
 @pytest.mark.integration
