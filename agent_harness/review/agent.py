@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_harness.agents.output import CliReport, final_texts, read_cli_report, usage_of
+from agent_harness.errors import HarnessError
 from agent_harness.git.runner import run_git
 from agent_harness.models.agent_output import agent_wait_until
 from agent_harness.models.client import ModelCallFailed
@@ -137,7 +138,10 @@ class CliReviewer:
                     named = (scratch / "session").read_text(encoding="utf-8").strip()
                 except (OSError, UnicodeDecodeError):
                     continue  # from before sessions were noted: its name is not known
-                self.host.kill(named)
+                try:
+                    self.host.kill(named)
+                except (HarnessError, OSError):
+                    continue  # a garbled name, a remote host out of reach: the next run's
                 remove_own_tmp(own_tmp_path(scratch, named))
                 shutil.rmtree(workspace, ignore_errors=True)
 

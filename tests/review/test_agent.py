@@ -176,3 +176,20 @@ def test_a_review_its_dead_run_left_running_is_stopped_and_its_workspace_removed
     assert not host.status(session).alive
     assert not (left / "workspace").exists() and list((left / "tmp").iterdir()) == []
     assert list(left.glob("logs/*.log"))  # its record stays
+
+
+def test_a_left_review_whose_session_cannot_be_named_does_not_stop_the_next(
+    tmp_path: Path,
+) -> None:
+    import os
+    import time
+
+    left = tmp_path / "state" / "reviews" / "review-garbled"
+    (left / "workspace").mkdir(parents=True)
+    (left / "session").write_text("\n")  # a crash between its writes left no usable name
+    long_ago = time.time() - 30.0 - 61.0
+    os.utime(left, (long_ago, long_ago))
+    script = tmp_path / "approves.sh"
+    script.write_text('#!/bin/sh\necho \'{"approved": true, "reasons": ["fine"]}\'\n')
+    script.chmod(0o755)
+    assert review(reviewer(tmp_path, [str(script)]), REQUEST).verdict.approved
