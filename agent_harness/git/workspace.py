@@ -78,8 +78,8 @@ class Workspace(Protocol):
     def attributes(
         self, tree: Worktree, names: list[str], paths: list[str]
     ) -> dict[str, dict[str, str]]:
-        """The git attributes `names` of each of `paths` in the worktree (`set`, `unset` or a
-        value; an unspecified one left out)."""
+        """The git attributes `names` of each of `paths` as the item's base commit gives them
+        (`set`, `unset` or a value; an unspecified one left out), never the worktree's."""
 
     def push(self, tree: Worktree, sha: str | None = None) -> None:
         """Push the item branch (as commit `sha`, when given), and only it; the default branch

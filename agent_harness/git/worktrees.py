@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -590,11 +591,22 @@ class WorkRepo:
     def attributes(
         self, tree: Worktree, names: list[str], paths: list[str]
     ) -> dict[str, dict[str, str]]:
-        """The git attributes `names` of each of `paths` in the worktree, as `check-attr` says
-        them (`set`, `unset`, a value; `unspecified` left out)."""
+        """The git attributes `names` of each of `paths` as the item's base commit gives them
+        (`set`, `unset`, a value; `unspecified` left out)."""
         self.settings.check(tree.path)
-        out = self._repo_git(tree.path, "check-attr", "-z", *names, "--", *paths).stdout
-        return read_check_attr(out)
+        # Read from the base commit's `.gitattributes` files through an index of its own (and
+        # the clone's `info/attributes`, which the settings watch guards): never the worktree's
+        # files or the user's global file, which an agent can write, ignored or not.
+        pins = (*self.settings.pins, "-c", "core.attributesFile=/dev/null")
+        with tempfile.TemporaryDirectory() as scratch:
+            own = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+            try:
+                runner.run_git(tree.path, *pins, "read-tree", tree.base_sha, env=own)
+                ask = ("check-attr", "--cached", "-z", *names, "--", *paths)
+                out = runner.run_git(tree.path, *pins, *ask, env=own, errors="surrogateescape")
+            except runner.GitError as exc:
+                raise WorktreeError(exc.message) from exc
+        return read_check_attr(out.stdout)
 
     def head(self, tree: Worktree) -> str:
         """The worktree's head commit, read from its ref files where they read plainly."""

@@ -96,12 +96,11 @@ def _conflicts_git_would_write(parts: RunParts, tree: Worktree, sha: str) -> lis
     """The files whose added lines are a conflict as git would write it there: a file the
     repository says holds longer markers (`conflict-marker-size`, as for text that shows
     conflicts on purpose) or is never merged as text (`-merge`, `merge=binary`) is judged by
-    that. Attributes a change itself writes (a `.gitattributes` in it) are not taken: an
-    agent cannot wave its own markers through."""
+    that. The attributes are the item's base commit's: none an agent writes (committed,
+    ignored or kept out of git's sight) can wave its own markers through."""
     diff = parts.repo.diff(tree, sha)
     files = conflicted_files(diff)
-    changed = parts.repo.changed_paths(tree, sha) if files else []
-    if not files or any(p.rsplit("/", 1)[-1] == ".gitattributes" for p in changed):
+    if not files:
         return files
     said = parts.repo.attributes(tree, ["conflict-marker-size", "merge"], files)
     sizes: dict[str, int] = {}

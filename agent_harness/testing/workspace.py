@@ -169,13 +169,9 @@ class MemoryWorkspace:
     def attributes(
         self, tree: Worktree, names: list[str], paths: list[str]
     ) -> dict[str, dict[str, str]]:
-        """From the worktree's top `.gitattributes` only, read as git reads its lines (a
+        """From the base commit's top `.gitattributes` only, read as git reads its lines (a
         pattern, then `name`, `-name` or `name=value`; a later line wins)."""
-        text = (
-            (tree.path / ".gitattributes").read_text()
-            if (tree.path / ".gitattributes").is_file()
-            else ""
-        )
+        text = self._snapshots[tree.base_sha].get(".gitattributes", b"").decode("utf-8", "replace")
         found: dict[str, dict[str, str]] = {}
         for line in text.splitlines():
             if not line.strip() or line.lstrip().startswith("#"):

@@ -39,9 +39,11 @@ def on_main(h: Harness, path: str, text: str) -> None:
     git(h.work, "push", "-q", "origin", "HEAD:main")
 
 
-def run_one(h: Harness, files: dict[str, str]) -> tuple[str, str | None]:
+def run_one(h: Harness, files: dict[str, str], item: str = "T1") -> tuple[str, str | None]:
+    """One item (a new id for each case: a failed one is not run again) whose agent writes
+    `files`; its state and reason after the run."""
     settings = RunSettings(checks=[], lease_s=60.0, idle_poll_s=0.02, max_attempts=1)
-    plan = "### T1: Write the merging guide\n"
+    plan = f"### {item}: Write the merging guide\n"
     pipeline = h.pipeline(plan, agent=agent_writing(h, files) + " {prompt_file}", settings=settings)
     [item] = pipeline.run().items
     return item.state, item.reason
@@ -67,5 +69,17 @@ def test_markers_are_still_refused_elsewhere_and_where_the_change_writes_the_att
     state, reason = run_one(
         harness,
         {".gitattributes": "*.md conflict-marker-size=32\n", "docs/merging.md": GUIDE + "\n"},
+        "T2",
+    )
+    assert state == "failed" and "merge conflict markers in docs/merging.md" in str(reason)
+    # Nor attributes it writes and keeps out of the commit (git reads them from the worktree).
+    state, reason = run_one(
+        harness,
+        {
+            "docs/.gitignore": ".gitattributes\n",
+            "docs/.gitattributes": "*.md -merge\n",
+            "docs/merging.md": GUIDE + "\n\n",
+        },
+        "T3",
     )
     assert state == "failed" and "merge conflict markers in docs/merging.md" in str(reason)
