@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_harness.git import runner
-from agent_harness.git.attributes import read_check_attr
+from agent_harness.git.attributes import attributes_at
 from agent_harness.git.change import Change, read_change, save_uncommitted
 from agent_harness.git.clone_checks import (
     refuse_other_remote,
@@ -594,19 +593,10 @@ class WorkRepo:
         """The git attributes `names` of each of `paths` as the item's base commit gives them
         (`set`, `unset`, a value; `unspecified` left out)."""
         self.settings.check(tree.path)
-        # Read from the base commit's `.gitattributes` files through an index of its own (and
-        # the clone's `info/attributes`, which the settings watch guards): never the worktree's
-        # files or the user's global file, which an agent can write, ignored or not.
-        pins = (*self.settings.pins, "-c", "core.attributesFile=/dev/null")
-        with tempfile.TemporaryDirectory() as scratch:
-            own = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-            try:
-                runner.run_git(tree.path, *pins, "read-tree", tree.base_sha, env=own)
-                ask = ("check-attr", "--cached", "-z", *names, "--", *paths)
-                out = runner.run_git(tree.path, *pins, *ask, env=own, errors="surrogateescape")
-            except runner.GitError as exc:
-                raise WorktreeError(exc.message) from exc
-        return read_check_attr(out.stdout)
+        try:
+            return attributes_at(tree.path, tree.base_sha, names, paths, self.settings.pins)
+        except runner.GitError as exc:
+            raise WorktreeError(exc.message) from exc
 
     def head(self, tree: Worktree) -> str:
         """The worktree's head commit, read from its ref files where they read plainly."""
