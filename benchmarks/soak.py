@@ -210,6 +210,7 @@ def start_rig(root: Path, rng: random.Random, args: argparse.Namespace) -> tuple
     server.__enter__()
     rf = RunningForge(forge, server, make_client(server.api_url, planted["GH_TOKEN"]))
     rig = Rig(root, rf, "", planted, rng, args)
+    (root / "tmp").mkdir(exist_ok=True)  # the runs' TMPDIR (`run_env`)
     lock = threading.Lock()
 
     def count_status(_method: str, _template: str | None, status: int, _body: Any) -> None:
@@ -289,6 +290,7 @@ def run_env(rig: Rig) -> dict[str, str]:
         OPENAI_BASE_URL=f"{rig.model_url}/v1",
         AGENT_HARNESS_SESSIONS__HOST=rig.host,
         TMUX_TMPDIR=str(rig.root / "tmux"),  # a tmux server of the soak's own
+        TMPDIR=str(rig.root / "tmp"),  # where the agents' own folders go, and are counted
         # Loopback answers in milliseconds: a create whose answer was dropped is looked for
         # after this timeout (3 looks) instead of GitHub's 30 s.
         AGENT_HARNESS_TRACKER__REQUEST_TIMEOUT_S="2",
@@ -626,7 +628,9 @@ def sessions_left(cwd: Path) -> list[str]:
     state = cwd / ".agent-harness"
     left = [f"session {p.stem} still recorded" for p in (state / "sessions").glob("*.json")]
     # Each agent run's own TMPDIR goes with its session: one left behind is disk a week fills.
-    return left + [f"agent temporary folder {p} left" for p in state.glob("**/tmp/*")]
+    machine = cwd.parent.parent / "tmp"  # the TMPDIR the soak gives its runs (`run_env`)
+    folders = [*machine.glob("agent-harness-*/*"), *state.glob("**/tmp/*")]
+    return left + [f"agent temporary folder {p} left" for p in folders]
 
 
 HELD = {"claimed", "checks", "review"}

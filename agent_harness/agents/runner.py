@@ -410,7 +410,8 @@ def run_cli_agent(
     setup = agent_setup(preset, home, env_source, model=model, own_login=own_login)
     exclude_scratch(preset, workdir)
     # A remote host's agent runs on another machine, where this state folder is not.
-    tmp = own_tmp(state_dir, session) if host.kind != "remote" else None
+    machine_tmp = env_source.get("TMPDIR")
+    tmp = own_tmp(state_dir, session, machine_tmp) if host.kind != "remote" else None
     if tmp is not None:
         setup.env["TMPDIR"] = str(tmp)
     outcome = run_agent(

@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
+import stat
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,24 +195,49 @@ def _aider_files(env: dict[str, str], run_dir: Path) -> list[str]:
 SCRATCH_PATTERNS: dict[str, tuple[str, ...]] = {"aider": (".aider*",)}
 
 
-def own_tmp(state_dir: Path, session: str) -> Path:
-    """A temporary folder for one agent session, under the run's state folder.
+def own_tmp(state_dir: Path, session: str, machine_tmp: str | None = None) -> Path:
+    """A temporary folder for one agent session: `<machine's TMPDIR>/agent-harness-<uid>/
+    <digest>`, made private (mode 700).
 
     Agent CLIs leave files in TMPDIR each time they start (Claude Code unpacks a native library
-    of several MB; others keep sockets and probes): in the machine's shared /tmp, a fleet that
-    runs for days fills the disk, and each agent can read what the others left. The folder is
-    named by a short digest of the session, so its path stays short: agents make Unix sockets
-    in it, whose paths may hold only 107 bytes.
+    of several MB; others keep sockets and probes): left in the machine's shared folder, a
+    fleet that runs for days fills the disk. The run removes the folder with its session.
+
+    It lies outside every repository (under the state folder, often inside the user's clone,
+    git run in a test's temporary folder would find that clone and act on it), and its path
+    is short: agents make Unix sockets in it, whose paths may hold only 107 bytes. Where the
+    shared folder cannot be made ours alone (another user's, a link), it falls back to the
+    state folder.
     """
-    path = own_tmp_path(state_dir, session)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = own_tmp_path(state_dir, session, machine_tmp)
+    root = path.parent
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+        found = os.lstat(root)
+        ours = stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid()
+        if not ours or found.st_mode & 0o077:
+            raise PermissionError(f"{root} is not this user's alone")
+        path.mkdir(exist_ok=True, mode=0o700)
+    except OSError:
+        path = own_tmp_fallback(state_dir, session)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
 
 
-def own_tmp_path(state_dir: Path, session: str) -> Path:
+def own_tmp_path(state_dir: Path, session: str, machine_tmp: str | None = None) -> Path:
     """Where `own_tmp` puts the session's temporary folder (made or not)."""
-    digest = hashlib.sha256(session.encode("utf-8", "surrogateescape")).hexdigest()[:10]
-    return Path(state_dir) / "tmp" / digest
+    root = Path(machine_tmp or tempfile.gettempdir()) / f"agent-harness-{os.getuid()}"
+    return root / _tmp_digest(state_dir, session)
+
+
+def own_tmp_fallback(state_dir: Path, session: str) -> Path:
+    """Where it goes when the machine's temporary folder cannot be made private."""
+    return Path(state_dir) / "tmp" / _tmp_digest(state_dir, session)
+
+
+def _tmp_digest(state_dir: Path, session: str) -> str:
+    where = f"{Path(state_dir).resolve()}\0{session}"
+    return hashlib.sha256(where.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
 def remove_own_tmp(path: Path) -> None:

@@ -127,7 +127,7 @@ class CliReviewer:
             if self._swept_once:
                 return
             self._swept_once = True
-            from agent_harness.agents.setup import own_tmp_path, remove_own_tmp
+            from agent_harness.agents.setup import own_tmp_fallback, own_tmp_path, remove_own_tmp
 
             cutoff = time.time() - self.timeout_s - ABANDONED_AFTER_S
             for scratch in sorted((self.state_dir / "reviews").glob("review-*")):
@@ -142,7 +142,8 @@ class CliReviewer:
                     self.host.kill(named)
                 except (HarnessError, OSError):
                     continue  # a garbled name, a remote host out of reach: the next run's
-                remove_own_tmp(own_tmp_path(scratch, named))
+                remove_own_tmp(own_tmp_path(scratch, named, self.env_source.get("TMPDIR")))
+                remove_own_tmp(own_tmp_fallback(scratch, named))
                 shutil.rmtree(workspace, ignore_errors=True)
 
     @property

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -21,13 +23,16 @@ from tests.shared.sessions import base_env
 # Writes where a program's temporary files go (Python reads TMPDIR, as Node, Bun and Rust do),
 # leaves a file there, and notes both in the worktree.
 LITTERER = """\
-import json, os, sys, tempfile
+import json, os, subprocess, sys, tempfile
 where = tempfile.gettempdir()
 with open(os.path.join(where, "native-module.so"), "wb") as out:
     out.write(b"x" * 4096)
+# What a test that forgets `git init` in its temporary folder would reach.
+found = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=where,
+                       capture_output=True, text=True).stdout.strip()
 with open("seen.json", "w") as out:
     json.dump({"TMPDIR": os.environ.get("TMPDIR"), "gettempdir": where,
-               "left": os.listdir(where)}, out)
+               "left": os.listdir(where), "repository": found}, out)
 print("done")
 """
 
@@ -61,23 +66,32 @@ def test_an_agents_temporary_files_go_to_its_own_folder_and_leave_with_its_sessi
     seen = json.loads((work / "seen.json").read_text())
     own = Path(seen["TMPDIR"])
     assert seen["gettempdir"] == seen["TMPDIR"]
-    assert own.is_relative_to(state_dir)  # never the machine's shared one
+    # A private folder inside the machine's, never the shared folder itself.
+    assert own.parent == system_tmp / f"agent-harness-{os.getuid()}"
+    assert own.parent.stat().st_mode & 0o777 == 0o700  # the user's alone
     assert seen["left"] == ["native-module.so"]  # it could write there, and found it empty
     assert not own.exists()  # gone with the session
-    assert list(system_tmp.iterdir()) == []  # nothing reached the machine's folder
+    assert [p.name for p in system_tmp.iterdir()] == [own.parent.name]
+    assert list(own.parent.iterdir()) == []  # nothing left in the machine's folder
 
 
-def test_the_temporary_folder_path_stays_short_enough_for_a_socket(
+def test_the_temporary_folder_is_short_and_outside_the_users_clone(
     local_host: SessionHost, work: Path, tmp_path: Path
 ) -> None:
-    # A Unix socket's path may hold 107 bytes; agents make theirs in TMPDIR. A long session
-    # name must not push the folder's own path toward that limit.
+    # The state folder is often inside the user's own clone (`.agent-harness`), with a long
+    # path and a long session name. A Unix socket's path may hold 107 bytes, and agents make
+    # theirs in TMPDIR; and git run in a temporary folder must not find the user's clone.
     script = tmp_path / "litterer.py"
     script.write_text(LITTERER)
     preset = dataclasses.replace(
         PRESETS["claude"], binary=sys.executable, template=(sys.executable, str(script))
     )
-    state_dir = tmp_path / "state"
+    clone = tmp_path / ("a-project-with-a-rather-long-name-" * 3)
+    clone.mkdir()
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    state_dir = clone / ".agent-harness" / "items" / "PLAN--T12"
+    machine_tmp = tmp_path / "machine-tmp"
+    machine_tmp.mkdir()
     ran = run_cli_agent(
         local_host,
         preset,
@@ -86,11 +100,45 @@ def test_the_temporary_folder_path_stays_short_enough_for_a_socket(
         prompt="Fix the bug.",
         state_dir=state_dir,
         home=state_dir / "agent-home",
-        env_source=base_env(),
+        env_source={**base_env(), "TMPDIR": str(machine_tmp)},
         timeout_s=60,
         idle_s=30,
         poll_s=0.02,
     )
     assert ran.outcome.state is AgentState.DONE, ran.outcome.reason
-    own = json.loads((work / "seen.json").read_text())["TMPDIR"]
-    assert len(own) - len(str(state_dir)) <= 16
+    seen = json.loads((work / "seen.json").read_text())
+    assert len(seen["TMPDIR"]) - len(str(machine_tmp)) <= 32
+    assert seen["repository"] == ""  # not inside the user's clone
+
+
+def test_a_shared_folder_another_could_have_made_is_not_used(
+    local_host: SessionHost, work: Path, tmp_path: Path, state_dir: Path
+) -> None:
+    # `agent-harness-<uid>` in a folder every user may write could be made first by another,
+    # as a link or open to all: the agent's files then go under the state folder instead.
+    script = tmp_path / "litterer.py"
+    script.write_text(LITTERER)
+    preset = dataclasses.replace(
+        PRESETS["claude"], binary=sys.executable, template=(sys.executable, str(script))
+    )
+    machine_tmp = tmp_path / "machine-tmp"
+    elsewhere = tmp_path / "theirs"
+    elsewhere.mkdir()
+    machine_tmp.mkdir()
+    (machine_tmp / f"agent-harness-{os.getuid()}").symlink_to(elsewhere)
+    ran = run_cli_agent(
+        local_host,
+        preset,
+        session="t",
+        workdir=work,
+        prompt="Fix the bug.",
+        state_dir=state_dir,
+        home=state_dir / "agent-home",
+        env_source={**base_env(), "TMPDIR": str(machine_tmp)},
+        timeout_s=60,
+        idle_s=30,
+        poll_s=0.02,
+    )
+    assert ran.outcome.state is AgentState.DONE, ran.outcome.reason
+    own = Path(json.loads((work / "seen.json").read_text())["TMPDIR"])
+    assert own.is_relative_to(state_dir) and list(elsewhere.iterdir()) == []

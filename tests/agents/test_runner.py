@@ -41,6 +41,27 @@ def log_shows(state_dir: Path, name: str, text: str) -> Callable[[], bool]:
     return lambda: log.exists() and text in log.read_text(errors="replace")
 
 
+class AnsweredClock(AgentPacedClock):
+    """Runs while the agent sits at its question (so its quiet spell is seen); once the test
+    has answered, holds still until the real agent has ended (or a real half-minute has gone
+    by), so a loaded machine cannot turn a slow reply into a timeout."""
+
+    def __init__(self, host: SessionHost, state_dir: Path, name: str) -> None:
+        self.host, self.name = host, name
+        self.at_question = log_shows(state_dir, name, "[y/N]")
+        self.answered_at: float | None = None
+        super().__init__(self._ready)
+
+    def _ready(self) -> bool:
+        if self.answered_at is None:
+            return self.at_question()
+        waited = time.monotonic() - self.answered_at
+        return not self.host.status(self.name).alive or waited > 30
+
+    def answered(self) -> None:
+        self.answered_at = time.monotonic()
+
+
 def scripted(agents_dir: Path, behaviour: dict[str, Any] | str, **changes: Any) -> AgentPreset:
     """The claude preset (its env allow-list and name), running a scripted agent instead."""
     argv = write_scripted_agent(agents_dir, behaviour)
@@ -103,13 +124,14 @@ def test_a_failing_agent_is_crashed_with_its_exit_code(
 def test_an_agent_at_a_question_is_reported_waiting_and_can_be_answered(
     host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
 ) -> None:
-    fake = AgentPacedClock(log_shows(state_dir, name, "[y/N]"))
+    fake = AnsweredClock(host, state_dir, name)
     heard: list[tuple[AgentState, str]] = []
 
     def on_state(state: AgentState, reason: str) -> None:
         heard.append((state, reason))
         if state is AgentState.WAITING_FOR_INPUT:
             host.send_keys(name, "y")  # what a person attaching to the session would do
+            fake.answered()
 
     outcome = run(host, scripted(agents_dir, "ask"), work, state_dir, name, fake, on_state=on_state)
     assert [state for state, _ in heard] == [AgentState.WAITING_FOR_INPUT, AgentState.DONE]
@@ -302,22 +324,12 @@ def test_a_live_session_of_the_same_name_is_adopted_not_doubled(
     )
     wait_for(lambda: host.screen(name).endswith("[y/N]"))
 
-    answered: list[float] = []
-
-    def ready() -> bool:
-        # Fake time runs to find the question idle; once answered, it holds still until the
-        # real agent has finished with the answer (or a real half-minute has gone by), so a
-        # loaded machine cannot turn a slow reply into a timeout.
-        if answered:
-            return not host.status(name).alive or time.monotonic() - answered[0] > 30
-        return log_shows(state_dir, name, "[y/N]")()
-
-    fake = AgentPacedClock(ready)
+    fake = AnsweredClock(host, state_dir, name)
 
     def answer(state: AgentState, reason: str) -> None:
         if state is AgentState.WAITING_FOR_INPUT:
             host.send_keys(name, "adopted")
-            answered.append(time.monotonic())
+            fake.answered()
 
     outcome = run(host, scripted(agents_dir, "done"), work, state_dir, name, fake, on_state=answer)
     assert outcome.adopted

@@ -145,6 +145,7 @@ def test_a_review_its_dead_run_left_running_is_stopped_and_its_workspace_removed
     import sys
     import time
 
+    from agent_harness.agents.setup import own_tmp_path
     from tests.shared.sessions import wait_for
 
     hang = write_scripted_agent(tmp_path / "agents", "hang")
@@ -162,7 +163,8 @@ def test_a_review_its_dead_run_left_running_is_stopped_and_its_workspace_removed
     session = (left / "session").read_text()
     host = HeadlessHost(tmp_path / "sessions")
     assert host.status(session).alive  # the reviewer agent runs on, with nobody to read it
-    assert (left / "workspace").is_dir() and list((left / "tmp").iterdir())
+    own_tmp = own_tmp_path(left, session)
+    assert (left / "workspace").is_dir() and own_tmp.is_dir()
     # Once the timeout and a minute have gone by, it cannot be a review a live run watches.
     long_ago = time.time() - 30.0 - 61.0
     os.utime(left, (long_ago, long_ago))
@@ -174,7 +176,7 @@ def test_a_review_its_dead_run_left_running_is_stopped_and_its_workspace_removed
 
     assert outcome.verdict.approved
     assert not host.status(session).alive
-    assert not (left / "workspace").exists() and list((left / "tmp").iterdir()) == []
+    assert not (left / "workspace").exists() and not own_tmp.exists()
     assert list(left.glob("logs/*.log"))  # its record stays
 
 
