@@ -91,11 +91,16 @@ def _quoted(path: str) -> str:
 def save_uncommitted(cwd: Path, save_to: Path, pins: tuple[str, ...] = ()) -> bool:
     """Write the tracked files' changes since HEAD in `cwd` to `save_to`, as a patch `git
     apply` takes (binary files and text that is not UTF-8 included); False when there are
-    none. `pins` are the options every git command of ours in that clone runs with."""
+    none. `pins` are the options every git command of ours in that clone runs with. Git
+    writes the file itself, so a large change is never held in memory. Raises `GitError`
+    when the copy could not be made: then nothing may be reset."""
+    try:
+        save_to.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GitError(f"cannot keep a copy of the changes in {save_to.parent}: {exc}") from exc
     options = ("diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--no-textconv")
-    out = run_git(cwd, *pins, *options, errors="surrogateescape").stdout
-    if not out:
+    run_git(cwd, *pins, *options, f"--output={save_to}")
+    if save_to.stat().st_size == 0:
+        save_to.unlink()
         return False
-    save_to.parent.mkdir(parents=True, exist_ok=True)
-    save_to.write_bytes(out.encode("utf-8", "surrogateescape"))
     return True

@@ -11,6 +11,7 @@ import pytest
 
 from agent_harness.git.errors import DefaultBranchGuard, WorktreeError
 from agent_harness.git.naming import branch_name
+from agent_harness.git.runner import GitError
 from agent_harness.git.worktrees import WorkRepo
 from tests.shared.git import git, seeded_clone
 
@@ -221,6 +222,19 @@ def test_what_is_put_back_is_kept_first_as_a_patch_git_applies(clone: Path) -> N
     git(tree.path, "apply", str(saved))
     assert (tree.path / "work.txt").read_text() == "the agent's\nand a person's fix\n"
     assert (tree.path / "latin1.txt").read_bytes() == "caf\xe9 cr\xe8me\n".encode("latin-1")
+
+
+def test_nothing_is_put_back_when_no_copy_of_it_could_be_kept(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("T1", "x")
+    (tree.path / "work.txt").write_text("the agent's\n")
+    repo.commit_all(tree, "T1")
+    (tree.path / "work.txt").write_text("a person's fix\n")
+    blocked = clone.parent / "a-file"
+    blocked.write_text("where a folder was meant to be\n")
+    with pytest.raises(GitError, match="cannot keep a copy"):
+        repo.discard_uncommitted(tree, save_to=blocked / "put-back.patch")
+    assert (tree.path / "work.txt").read_text() == "a person's fix\n"
 
 
 def test_a_worktree_is_put_back_to_its_commit_keeping_what_git_ignores(clone: Path) -> None:
