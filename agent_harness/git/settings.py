@@ -30,6 +30,7 @@ import os
 import re
 import stat
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +81,19 @@ class GitSettingsChanged(HarnessError):
     """A git setting the harness's git obeys changed while agents ran."""
 
     exit_code = 4  # a person must look
+
+
+# A file changed this recently may change again within the same tick of the clock its times
+# come from, keeping every stat field: its stat is not trusted to stand for its content yet
+# (git's own rule for its index, "racy git").
+RACY_NS = 2_000_000_000
+
+
+def _settled(found: _Stat) -> _Stat:
+    """`found`, or None while the file it describes changed too recently to be judged by it."""
+    if found is None or time.time_ns() - max(found[2], found[3]) > RACY_NS:
+        return found
+    return None
 
 
 def _stat(path: Path) -> _Stat:
@@ -187,7 +201,7 @@ class SettingsWatch:
         if path in self._files or len(self._files) >= MAX_INCLUDES:
             return
         content = _read(path)
-        known = _File(path, _stat(path), content, _settings(self.repo, content))
+        known = _File(path, _settled(_stat(path)), content, _settings(self.repo, content))
         self._files[path] = known
         for target in _included(path, known.settings or {}):
             self._watch(target)
@@ -231,7 +245,7 @@ class SettingsWatch:
             if changed:
                 return [f"{self._shown(known.path)}: {', '.join(changed)}"]
             known.content, known.settings = content, settings
-        known.stat = stat_now
+        known.stat = _settled(stat_now)
         return []
 
     def _link_changes(self, worktree: Path) -> list[str]:
@@ -247,7 +261,8 @@ class SettingsWatch:
         if isinstance(found, list):
             return found
         stats, admin = found
-        self._sound[worktree] = (stats, admin)
+        if all(_settled(each) == each for each in stats):
+            self._sound[worktree] = (stats, admin)
         return []
 
     @staticmethod
