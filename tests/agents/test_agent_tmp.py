@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from agent_harness.agents.presets import PRESETS
 from agent_harness.agents.runner import AgentState, run_cli_agent
@@ -37,33 +38,39 @@ print("done")
 """
 
 
-def test_an_agents_temporary_files_go_to_its_own_folder_and_leave_with_its_session(
-    local_host: SessionHost, name: str, work: Path, state_dir: Path, tmp_path: Path
-) -> None:
-    script = tmp_path / "litterer.py"
+def run_litterer(
+    host: SessionHost, work: Path, state_dir: Path, session: str, machine_tmp: Path
+) -> dict[str, Any]:
+    """Run the litterer as an agent with `machine_tmp` as the machine's TMPDIR; what it saw."""
+    script = work.parent / "litterer.py"
     script.write_text(LITTERER)
     preset = dataclasses.replace(
         PRESETS["claude"], binary=sys.executable, template=(sys.executable, str(script))
     )
-    system_tmp = tmp_path / "system-tmp"
-    system_tmp.mkdir()
-    env = {**base_env(), "TMPDIR": str(system_tmp)}
+    machine_tmp.mkdir(exist_ok=True)
     ran = run_cli_agent(
-        local_host,
+        host,
         preset,
-        session=name,
+        session=session,
         workdir=work,
         prompt="Fix the bug.",
         state_dir=state_dir,
         home=state_dir / "agent-home",
-        env_source=env,
+        env_source={**base_env(), "TMPDIR": str(machine_tmp)},
         timeout_s=60,
         idle_s=30,
         poll_s=0.02,
     )
-
     assert ran.outcome.state is AgentState.DONE, ran.outcome.reason
-    seen = json.loads((work / "seen.json").read_text())
+    seen: dict[str, Any] = json.loads((work / "seen.json").read_text())
+    return seen
+
+
+def test_an_agents_temporary_files_go_to_its_own_folder_and_leave_with_its_session(
+    local_host: SessionHost, name: str, work: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    system_tmp = tmp_path / "system-tmp"
+    seen = run_litterer(local_host, work, state_dir, name, system_tmp)
     own = Path(seen["TMPDIR"])
     assert seen["gettempdir"] == seen["TMPDIR"]
     # A private folder inside the machine's, never the shared folder itself.
@@ -81,32 +88,13 @@ def test_the_temporary_folder_is_short_and_outside_the_users_clone(
     # The state folder is often inside the user's own clone (`.agent-harness`), with a long
     # path and a long session name. A Unix socket's path may hold 107 bytes, and agents make
     # theirs in TMPDIR; and git run in a temporary folder must not find the user's clone.
-    script = tmp_path / "litterer.py"
-    script.write_text(LITTERER)
-    preset = dataclasses.replace(
-        PRESETS["claude"], binary=sys.executable, template=(sys.executable, str(script))
-    )
     clone = tmp_path / ("a-project-with-a-rather-long-name-" * 3)
     clone.mkdir()
     subprocess.run(["git", "init", "-q", str(clone)], check=True)
     state_dir = clone / ".agent-harness" / "items" / "PLAN--T12"
+    session = "agent-harness-" + "a-very-long-plan-name-" * 4 + "T12-attempt-3"
     machine_tmp = tmp_path / "machine-tmp"
-    machine_tmp.mkdir()
-    ran = run_cli_agent(
-        local_host,
-        preset,
-        session="agent-harness-" + "a-very-long-plan-name-" * 4 + "T12-attempt-3",
-        workdir=work,
-        prompt="Fix the bug.",
-        state_dir=state_dir,
-        home=state_dir / "agent-home",
-        env_source={**base_env(), "TMPDIR": str(machine_tmp)},
-        timeout_s=60,
-        idle_s=30,
-        poll_s=0.02,
-    )
-    assert ran.outcome.state is AgentState.DONE, ran.outcome.reason
-    seen = json.loads((work / "seen.json").read_text())
+    seen = run_litterer(local_host, work, state_dir, session, machine_tmp)
     assert len(seen["TMPDIR"]) - len(str(machine_tmp)) <= 32
     assert seen["repository"] == ""  # not inside the user's clone
 
@@ -116,29 +104,10 @@ def test_a_shared_folder_another_could_have_made_is_not_used(
 ) -> None:
     # `agent-harness-<uid>` in a folder every user may write could be made first by another,
     # as a link or open to all: the agent's files then go under the state folder instead.
-    script = tmp_path / "litterer.py"
-    script.write_text(LITTERER)
-    preset = dataclasses.replace(
-        PRESETS["claude"], binary=sys.executable, template=(sys.executable, str(script))
-    )
     machine_tmp = tmp_path / "machine-tmp"
     elsewhere = tmp_path / "theirs"
     elsewhere.mkdir()
     machine_tmp.mkdir()
     (machine_tmp / f"agent-harness-{os.getuid()}").symlink_to(elsewhere)
-    ran = run_cli_agent(
-        local_host,
-        preset,
-        session="t",
-        workdir=work,
-        prompt="Fix the bug.",
-        state_dir=state_dir,
-        home=state_dir / "agent-home",
-        env_source={**base_env(), "TMPDIR": str(machine_tmp)},
-        timeout_s=60,
-        idle_s=30,
-        poll_s=0.02,
-    )
-    assert ran.outcome.state is AgentState.DONE, ran.outcome.reason
-    own = Path(json.loads((work / "seen.json").read_text())["TMPDIR"])
+    own = Path(run_litterer(local_host, work, state_dir, "t", machine_tmp)["TMPDIR"])
     assert own.is_relative_to(state_dir) and list(elsewhere.iterdir()) == []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness.git.settings import GitSettingsChanged
-from agent_harness.git.worktrees import WorkRepo
+from agent_harness.git.worktrees import WorkRepo, Worktree
 from tests.shared.git import git, seeded_clone
 
 pytestmark = pytest.mark.integration
@@ -107,14 +107,20 @@ def test_the_users_hooks_run_and_one_an_agent_changes_stops_before_it_runs(
     assert not (tmp_path / "agents-hook-ran").exists()
 
 
-def test_a_worktrees_own_settings_as_git_made_them_are_its_normal(clone: Path) -> None:
+def sparse_worktree(clone: Path) -> tuple[WorkRepo, Worktree, Path]:
+    """An item's worktree in a sparse clone, one commit made (its settings read as normal),
+    and its folder in the clone's git directory (which holds its own `config.worktree`)."""
     # `git worktree add` copies a sparse checkout's settings into the worktree's own file.
     git(clone, "sparse-checkout", "init", "--cone")
     repo = WorkRepo(clone, clone.parent / "state")
     tree = repo.prepare("T1", "x")
     (tree.path / "a.txt").write_text("a\n")
     assert repo.commit_all(tree, "T1: x") is not None
-    admin = Path(git(tree.path, "rev-parse", "--absolute-git-dir"))
+    return repo, tree, Path(git(tree.path, "rev-parse", "--absolute-git-dir"))
+
+
+def test_a_worktrees_own_settings_as_git_made_them_are_its_normal(clone: Path) -> None:
+    repo, tree, admin = sparse_worktree(clone)
     git(tree.path, "config", "--file", str(admin / "config.worktree"), "core.sshCommand", "x")
     with pytest.raises(GitSettingsChanged, match=r"config\.worktree: core\.sshcommand"):
         repo.commit_all(tree, "T1: x")
@@ -125,12 +131,7 @@ def test_a_worktree_setting_written_back_with_its_old_size_and_time_is_still_fou
 ) -> None:
     # The links of a worktree found sound are not read again while their files' stats stay
     # the same: an agent that rewrites one and sets its time back must still be seen.
-    git(clone, "sparse-checkout", "init", "--cone")
-    repo = WorkRepo(clone, clone.parent / "state")
-    tree = repo.prepare("T1", "x")
-    (tree.path / "a.txt").write_text("a\n")
-    assert repo.commit_all(tree, "T1: x") is not None
-    admin = Path(git(tree.path, "rev-parse", "--absolute-git-dir"))
+    repo, tree, admin = sparse_worktree(clone)
     settings = admin / "config.worktree"
     before = settings.stat()
     text = settings.read_text()

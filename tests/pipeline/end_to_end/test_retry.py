@@ -16,17 +16,22 @@ from .conftest import REPO, Harness
 pytestmark = pytest.mark.integration
 
 
-def test_merged_reverted_then_retried_the_item_opens_a_second_pr_that_reapplies_it(
-    harness: Harness,
-) -> None:
-    h = harness
+def notes_agent(h: Harness) -> str:
+    """An agent command that writes NOTES.md and exits 0."""
     agent = write_scripted_agent(
         h.tmp / "agents",
         {"steps": [{"write_file": {"path": "NOTES.md", "content": "counted\n"}}], "exit": 0},
     )
+    return shlex.join(agent) + " {prompt_file}"
+
+
+def test_merged_reverted_then_retried_the_item_opens_a_second_pr_that_reapplies_it(
+    harness: Harness,
+) -> None:
+    h = harness
     settings = RunSettings(checks=[], lease_s=60.0, idle_poll_s=0.02, max_attempts=1)
     plan = "### T1: Write the notes\n"
-    first = h.pipeline(plan, agent=shlex.join(agent) + " {prompt_file}", settings=settings)
+    first = h.pipeline(plan, agent=notes_agent(h), settings=settings)
     [done] = first.run().items
     assert done.state == "pr_open" and done.pr_number is not None
     h.merge(done.pr_number)
@@ -37,7 +42,7 @@ def test_merged_reverted_then_retried_the_item_opens_a_second_pr_that_reapplies_
     git(person, "revert", "--no-edit", "-m", "1", merged.merge_commit_sha)
     git(person, "push", "-q", "origin", "main")
 
-    second = h.pipeline(plan, agent=shlex.join(agent) + " {prompt_file}", settings=settings)
+    second = h.pipeline(plan, agent=notes_agent(h), settings=settings)
     moved = second.reconcile()
     assert items.get_item(h.store, second.project, "T1").state == "reverted", moved
     items.retry(h.store, second.project, "T1")
@@ -83,14 +88,10 @@ def test_a_check_whose_program_is_not_installed_stops_the_run_and_spends_no_atte
     from agent_harness.pipeline.settings import RunRefused
 
     h = harness
-    agent = write_scripted_agent(
-        h.tmp / "agents",
-        {"steps": [{"write_file": {"path": "NOTES.md", "content": "counted\n"}}], "exit": 0},
-    )
     check = "cd . && no-such-linter-xyz --strict"
     settings = RunSettings(checks=[check], lease_s=60.0, idle_poll_s=0.02, max_attempts=3)
     plan = "### T1: Write the notes\n### T2: Write more notes\n"
-    pipeline = h.pipeline(plan, agent=shlex.join(agent) + " {prompt_file}", settings=settings)
+    pipeline = h.pipeline(plan, agent=notes_agent(h), settings=settings)
     with pytest.raises(RunRefused) as stopped:
         pipeline.run()
     assert f"check `{check}`: no-such-linter-xyz is not found on the checks' PATH" in str(
