@@ -80,14 +80,21 @@ def leaks_secret(
 MARKER_SIZE = 7
 
 
-def conflicted_files(diff: str, sizes: Mapping[str, int] | None = None) -> list[str]:
+def conflicted_files(
+    diff: str, sizes: Mapping[str, int] | None = None, *, any_size: bool = False
+) -> list[str]:
     """The files a unified diff adds both a conflict's opening and closing markers to, each
-    of its `sizes` (git's `conflict-marker-size`; 7 where none is given)."""
+    of its `sizes` (git's `conflict-marker-size`; 7 where none is given), or, with
+    `any_size`, of any size from 7 up."""
     found: dict[str, set[str]] = {}
     for path, _number, text in added_lines(diff):
-        size = (sizes or {}).get(path, MARKER_SIZE)
         mark = text[:1]
-        if mark in ("<", ">") and text[:size] == mark * size and text[size : size + 1] in ("", " "):
+        if mark not in ("<", ">"):
+            continue
+        run = len(text) - len(text.lstrip(mark))
+        size = (sizes or {}).get(path, MARKER_SIZE)
+        fits = run >= MARKER_SIZE if any_size else run == size
+        if fits and text[run : run + 1] in ("", " "):
             found.setdefault(path, set()).add(mark)
     return sorted(path for path, marks in found.items() if marks == {"<", ">"})
 
@@ -99,7 +106,7 @@ def _conflicts_git_would_write(parts: RunParts, tree: Worktree, sha: str) -> lis
     that. The attributes are the item's base commit's: none an agent writes (committed,
     ignored or kept out of git's sight) can wave its own markers through."""
     diff = parts.repo.diff(tree, sha)
-    files = conflicted_files(diff)
+    files = conflicted_files(diff, any_size=True)  # a file given longer markers has those
     if not files:
         return files
     said = parts.repo.attributes(tree, ["conflict-marker-size", "merge"], files)

@@ -48,3 +48,4 @@ def test_a_file_with_longer_markers_is_judged_by_its_own_size() -> None:
     real = _diff("docs/merging.md", "<" * 32 + " HEAD", "ours", "=" * 32, ">" * 32 + " main")
     assert conflicted_files(real, {"docs/merging.md": 32}) == ["docs/merging.md"]
     assert conflicted_files(real) == []  # seven of each would not have matched either
+    assert conflicted_files(real, any_size=True) == ["docs/merging.md"]

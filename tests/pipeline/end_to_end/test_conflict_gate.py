@@ -45,14 +45,18 @@ def run_one(h: Harness, files: dict[str, str], item: str = "T1") -> tuple[str, s
     settings = RunSettings(checks=[], lease_s=60.0, idle_poll_s=0.02, max_attempts=1)
     plan = f"### {item}: Write the merging guide\n"
     pipeline = h.pipeline(plan, agent=agent_writing(h, files) + " {prompt_file}", settings=settings)
-    [item] = pipeline.run().items
-    return item.state, item.reason
+    [found] = [each for each in pipeline.run().items if each.id == item]
+    return found.state, found.reason
 
 
 def test_a_file_the_repository_gives_longer_markers_may_show_a_conflict(harness: Harness) -> None:
     on_main(harness, ".gitattributes", "*.md conflict-marker-size=32\n")
     state, reason = run_one(harness, {"docs/merging.md": GUIDE})
     assert state == "pr_open", reason
+    # A conflict git left there has markers of that size: those still count.
+    left = GUIDE.replace("<" * 7, "<" * 32).replace(">" * 7, ">" * 32)
+    state, reason = run_one(harness, {"docs/merging.md": left.replace("=" * 7, "=" * 32)}, "T2")
+    assert state == "failed" and "merge conflict markers in docs/merging.md" in str(reason)
 
 
 def test_a_file_the_repository_never_merges_as_text_may_show_a_conflict(harness: Harness) -> None:
