@@ -96,6 +96,13 @@ def _settled(found: _Stat) -> _Stat:
     return None
 
 
+def _same(one: Path, other: Path) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
+
+
 def _stat(path: Path) -> _Stat:
     try:
         st = os.stat(path)
@@ -281,13 +288,15 @@ class SettingsWatch:
         text = os.fsdecode(link) if isinstance(link, bytes) else ""
         if not text.startswith("gitdir: "):
             return [f"{worktree / '.git'}: no longer a link to the clone's git directory"]
-        admin = (worktree / text.removeprefix("gitdir: ").strip()).resolve()
-        if admin.parent != self.common / "worktrees":
+        # Compared by what the paths are (device and inode), as resolving them would, at a
+        # few stats instead of a look at every folder on the way.
+        admin = worktree / text.removeprefix("gitdir: ").strip()
+        if not _same(admin.parent, self.common / "worktrees"):
             return [f"{worktree / '.git'}: leads outside the clone's git directory"]
         stats = (before, *self._link_stats(worktree, admin)[1:])
         back = _read(admin / "commondir")
         common = os.fsdecode(back).strip() if isinstance(back, bytes) else ""
-        if not common or (admin / common).resolve() != self.common:
+        if not common or not _same(admin / common, self.common):
             return [f"{self._shown(admin / 'commondir')}: leads away from the clone"]
         content = _read(admin / "config.worktree")
         now = _settings(self.repo, content)
