@@ -173,6 +173,7 @@ class SettingsWatch:
         self.pins = ("-c", f"core.hooksPath={hooks}", "-c", "core.fsmonitor=false")
         self._hooks = _read_hooks(hooks)
         self._files: dict[Path, _File] = {}
+        self._attribute_files: set[Path] = set()
         for path in self._candidates():
             self._watch(path)
         self._worktrees: dict[Path, _Settings | None] = {}
@@ -191,12 +192,18 @@ class SettingsWatch:
     def _candidates(self) -> list[Path]:
         """The files git reads settings from here, existing or not yet (the system's file is
         root's to write, not an agent's)."""
-        found = [self.common / "config", self.common / "config.worktree", self._attributes]
+        found = [self.common / "config", self.common / "config.worktree"]
         env = os.environ
         home = env.get("HOME")
         xdg = env.get("XDG_CONFIG_HOME") or (str(Path(home, ".config")) if home else None)
+        # Attributes files are not settings, but every git command of ours here reads them:
+        # which files go through a filter's or a merge driver's program. Any change to one
+        # is a change (`_changes`).
+        self._attribute_files = {self.common / "info" / "attributes"}
         if xdg:
             found.append(Path(xdg, "git", "config"))
+            self._attribute_files.add(Path(xdg, "git", "attributes"))  # the user's own
+        found += sorted(self._attribute_files)
         if env.get("GIT_CONFIG_GLOBAL"):
             found.append(Path(env["GIT_CONFIG_GLOBAL"]))
         elif home:
@@ -235,16 +242,9 @@ class SettingsWatch:
                 "(`git config --list --show-origin`), then start the run again"
             )
 
-    @property
-    def _attributes(self) -> Path:
-        # Not settings, but read by every git command of ours here: which files go through
-        # a filter's program, and which markers the conflict gate counts. Any change to it
-        # is one.
-        return self.common / "info" / "attributes"
-
     def _changes(self, known: _File) -> list[str]:
         stat_now, content = _stat(known.path), _read(known.path)
-        if content != known.content and known.path == self._attributes:
+        if content != known.content and known.path in self._attribute_files:
             return [f"{self._shown(known.path)}: changed"]
         if content != known.content:
             settings = _settings(self.repo, content)

@@ -53,6 +53,17 @@ def test_attributes_written_into_the_clones_git_directory_are_a_change(clone: Pa
     assert ".git/info/attributes: changed" in changed(repo)
 
 
+def test_the_users_own_attributes_file_written_during_the_run_is_a_change(
+    clone: Path, tmp_path: Path
+) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    repo.settings.check()
+    mine = tmp_path / "home" / ".config" / "git" / "attributes"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("* merge=ours\n")
+    assert f"{mine}: changed" in changed(repo)
+
+
 def test_the_users_own_settings_and_what_they_include_are_watched_too(
     clone: Path, tmp_path: Path
 ) -> None:
