@@ -22,6 +22,7 @@ from agent_harness.agents.setup import agent_setup, exclude_scratch, own_tmp, re
 from agent_harness.models.agent_output import classify_agent_output, retrying_limit
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.sessions.protocol import (
+    SessionError,
     SessionExists,
     SessionHost,
     SessionNotFound,
@@ -324,6 +325,30 @@ class _Watch:
         )
 
 
+def _give_own_tmp(
+    host: SessionHost,
+    state_dir: Path,
+    session: str,
+    source: Mapping[str, str],
+    env: dict[str, str],
+) -> Path | None:
+    """Make the session's own temporary folder and name it TMPDIR in `env`; None on a remote
+    host, whose agent runs on another machine, where this one's folders are not."""
+    if host.kind == "remote":
+        return None
+    tmp = own_tmp(state_dir, session, source.get("TMPDIR"))
+    env["TMPDIR"] = str(tmp)
+    return tmp
+
+
+def _still_there(host: SessionHost, name: str) -> bool:
+    """Whether session `name` may still be there (True when the host cannot say)."""
+    try:
+        return host.exists(name)
+    except (SessionError, OSError):
+        return True
+
+
 def _output_or_empty(host: SessionHost, name: str) -> str:
     try:
         return host.output(name)
@@ -409,28 +434,31 @@ def run_cli_agent(
 
     setup = agent_setup(preset, home, env_source, model=model, own_login=own_login)
     exclude_scratch(preset, workdir)
-    # A remote host's agent runs on another machine, where this state folder is not.
-    machine_tmp = env_source.get("TMPDIR")
-    tmp = own_tmp(state_dir, session, machine_tmp) if host.kind != "remote" else None
-    if tmp is not None:
-        setup.env["TMPDIR"] = str(tmp)
-    outcome = run_agent(
-        host,
-        setup.preset or preset,
-        session=session,
-        worktree=workdir,
-        prompt=prompt,
-        state_dir=state_dir,
-        env_source=setup.env,
-        timeout_s=timeout_s,
-        idle_s=idle_s,
-        poll_s=poll_s,
-        model=setup.model,
-        extra_env_allow=setup.allow,
-        wall_clock=wall_clock,
-        on_state=on_state or (lambda _state, _detail: None),
-        adopt_ended=adopt_ended,
-    )
+    tmp = _give_own_tmp(host, state_dir, session, env_source, setup.env)
+    try:
+        outcome = run_agent(
+            host,
+            setup.preset or preset,
+            session=session,
+            worktree=workdir,
+            prompt=prompt,
+            state_dir=state_dir,
+            env_source=setup.env,
+            timeout_s=timeout_s,
+            idle_s=idle_s,
+            poll_s=poll_s,
+            model=setup.model,
+            extra_env_allow=setup.allow,
+            wall_clock=wall_clock,
+            on_state=on_state or (lambda _state, _detail: None),
+            adopt_ended=adopt_ended,
+        )
+    except Exception:
+        # The watch failed. With its session gone too, nothing will use the folder again
+        # (a session still there keeps it, for the run that picks it up).
+        if tmp is not None and not _still_there(host, session):
+            remove_own_tmp(tmp)
+        raise
     if AgentState(outcome.state) is not AgentState.WAITING_FOR_INPUT:
         host.kill(outcome.session or session)
         if tmp is not None:

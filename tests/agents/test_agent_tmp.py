@@ -16,9 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_harness.agents.presets import PRESETS
 from agent_harness.agents.runner import AgentState, run_cli_agent
-from agent_harness.sessions.protocol import SessionHost
+from agent_harness.sessions.protocol import SessionHost, SessionHostFailed, SessionStatus
 from tests.shared.sessions import base_env
 
 # Writes where a program's temporary files go (Python reads TMPDIR, as Node, Bun and Rust do),
@@ -111,3 +113,31 @@ def test_a_shared_folder_another_could_have_made_is_not_used(
     (machine_tmp / f"agent-harness-{os.getuid()}").symlink_to(elsewhere)
     own = Path(run_litterer(local_host, work, state_dir, "t", machine_tmp)["TMPDIR"])
     assert own.is_relative_to(state_dir) and list(elsewhere.iterdir()) == []
+
+
+class FailsOnceItsAgentEnded:
+    """A real host whose own commands fail once the agent has ended and its session is gone
+    (as tmux does when its server went away): the watch raises."""
+
+    def __init__(self, host: SessionHost) -> None:
+        self.host = host
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.host, name)
+
+    def status(self, name: str) -> SessionStatus:
+        found = self.host.status(name)
+        if not found.alive:
+            self.host.kill(name)
+            raise SessionHostFailed(self.host.kind, "no server running")
+        return found
+
+
+def test_a_watch_that_fails_after_its_session_went_leaves_no_folder(
+    local_host: SessionHost, work: Path, tmp_path: Path, state_dir: Path
+) -> None:
+    machine_tmp = tmp_path / "machine-tmp"
+    with pytest.raises(SessionHostFailed):
+        run_litterer(FailsOnceItsAgentEnded(local_host), work, state_dir, "t", machine_tmp)  # type: ignore[arg-type]
+    assert (work / "seen.json").exists()  # the agent ran and wrote into its folder
+    assert list((machine_tmp / f"agent-harness-{os.getuid()}").iterdir()) == []
