@@ -153,15 +153,20 @@ def test_a_review_its_dead_run_left_running_is_stopped_and_its_workspace_removed
     dying = subprocess.Popen(
         [sys.executable, "-c", DYING_RUN, str(tmp_path), *hang], cwd=root, env=os.environ.copy()
     )
+    host = HeadlessHost(tmp_path / "sessions")
+    reviews = tmp_path / "state" / "reviews"
+
+    def reviewing() -> bool:
+        named = [p.read_text() for p in reviews.glob("review-*/session")]
+        return bool(named) and host.status(named[0]).alive
+
     try:
-        reviews = tmp_path / "state" / "reviews"
-        wait_for(lambda: any(reviews.glob("review-*/logs/*.log")))
+        wait_for(reviewing)  # the reviewer agent has started (its record is written)
     finally:
         dying.kill()
         dying.wait()
     [left] = reviews.glob("review-*")
     session = (left / "session").read_text()
-    host = HeadlessHost(tmp_path / "sessions")
     assert host.status(session).alive  # the reviewer agent runs on, with nobody to read it
     own_tmp = own_tmp_path(left, session)
     assert (left / "workspace").is_dir() and own_tmp.is_dir()
