@@ -219,9 +219,10 @@ END_MARK = b"\x1b]agent-harness;session-ended\x07"
 # The end mark ends the wait as soon as it arrives, so only a copy that lost it waits this long;
 # on a loaded machine tmux's copy has lagged the terminal by more than a second.
 LOG_SETTLE_S = 5.0
-# How many looks (a hundredth of a second apart) the shell wrapper gives tmux's copy to bring
-# the end mark into the log before it lets the pane close.
+# How many looks (the first QUICK_LOOKS 2 ms apart, the rest a hundredth of a second) the shell
+# wrapper gives tmux's copy to bring the end mark into the log before it lets the pane close.
 MARK_WAIT_LOOKS = 200
+QUICK_LOOKS = 5  # the first looks, 2 ms apart (the rest 10 ms)
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Names a shell keeps for itself: bash (which is /bin/sh on some systems) refuses to export
 # them, and the script would end before the agent started.
@@ -287,15 +288,18 @@ def write_shell_wrapper(spec: SessionSpec, ended: Path | None) -> Path:
         f"printf '{octal_mark}'",
         # The pane stays until tmux has copied the mark into the log: on a loaded machine, a
         # program that ended the moment it wrote lost what tmux had not yet read of its
-        # terminal (the log stopped at 4,095 bytes for good). Looked for every hundredth of a
-        # second, for at most MARK_WAIT_LOOKS looks; not at all once a stop signal came (the
-        # session is being killed, tmux has died, or the copy ended).
+        # terminal (the log stopped at 4,095 bytes for good). Looked for every 2 ms for the
+        # first QUICK_LOOKS looks (tmux copies it in a millisecond or two, and every item
+        # waits for that look), then every hundredth of a second, for at most
+        # MARK_WAIT_LOOKS looks; not at all once a stop signal came (the session is being
+        # killed, tmux has died, or the copy ended).
         # (Its names are unlikely ones: the agent's environment, exported above, is in scope.)
         '_ah_path="/usr/bin:/bin:$PATH"; _ah_n=0; _ah_mark=$(printf ' + f"'{octal_mark}')",
         f'while [ -z "$_ah_stop" ] && [ $_ah_n -lt {MARK_WAIT_LOOKS} ] && ! PATH=$_ah_path '
         f"tail -c 512 -- {q(str(spec.log_path))} 2>/dev/null | PATH=$_ah_path grep -qF -- "
-        '"$_ah_mark" 2>/dev/null; do PATH=$_ah_path sleep 0.01 2>/dev/null; '
-        "_ah_n=$((_ah_n+1)); done",
+        '"$_ah_mark" 2>/dev/null; do _ah_wait=0.01; '
+        f"[ $_ah_n -lt {QUICK_LOOKS} ] && _ah_wait=0.002; "
+        "PATH=$_ah_path sleep $_ah_wait 2>/dev/null; _ah_n=$((_ah_n+1)); done",
         f'printf %s "$c" > {q(str(_said_path(spec.log_path)))}',
     ]
     if ended is not None:
