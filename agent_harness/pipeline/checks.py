@@ -270,6 +270,8 @@ def absent_for_good(result: CheckResult, env: Mapping[str, str], worktree: Path)
 
 
 def _words(command: str) -> list[str]:
+    """The words of `command` as the shell splits them; none when it does not parse (the
+    shell will say what is wrong with it)."""
     try:
         return shlex.split(command, comments=True)
     except ValueError:
@@ -280,11 +282,7 @@ def missing_program(command: str, env: Mapping[str, str]) -> str | None:
     """The program `command` starts that cannot be found as the check would run it (on the
     `PATH` of `env`), or None. Only what can be judged before any work is judged: a command
     the shell runs itself, or a path inside the repository (the agent may create it), passes."""
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError:
-        return None  # the shell will say what is wrong with it
-    words = list(itertools.dropwhile(_ASSIGNMENT.match, words))
+    words = list(itertools.dropwhile(_ASSIGNMENT.match, _words(command)))
     if not words or words[0] in _SHELL_WORDS:
         return None
     program = words[0]
