@@ -110,15 +110,14 @@ def _conflicts_git_would_write(parts: RunParts, tree: Worktree, sha: str) -> lis
     if not files:
         return files
     said = parts.repo.attributes(tree, ["conflict-marker-size", "merge"], files)
-    sizes: dict[str, int] = {}
-    for path in files:
-        mine = said.get(path, {})
-        if mine.get("merge") in ("unset", "binary"):
-            sizes[path] = 0  # git writes no text markers into it: none is a conflict
-        elif mine.get("conflict-marker-size", "").isdigit():
-            sizes[path] = int(mine["conflict-marker-size"])
-    left = conflicted_files(diff, {p: n for p, n in sizes.items() if n > 0})
-    return [p for p in left if sizes.get(p) != 0]
+    # Git writes no text markers into a file it never merges as text: none is a conflict.
+    never = {p for p in files if said.get(p, {}).get("merge") in ("unset", "binary")}
+    sizes = {
+        p: int(size)
+        for p in files
+        if (size := said.get(p, {}).get("conflict-marker-size", "")).isdigit()
+    }
+    return [p for p in conflicted_files(diff, sizes) if p not in never]
 
 
 def leaves_conflicts(
