@@ -96,6 +96,17 @@ def _settled(found: _Stat) -> _Stat:
     return None
 
 
+def _xdg_config() -> str | None:
+    """Where the user's git settings folder lies (`$XDG_CONFIG_HOME`, else `~/.config`)."""
+    home = os.environ.get("HOME")
+    return os.environ.get("XDG_CONFIG_HOME") or (str(Path(home, ".config")) if home else None)
+
+
+def _admin_stats(admin: Path) -> tuple[_Stat, _Stat]:
+    """The stats of a worktree's folder's `commondir` and `config.worktree`."""
+    return _stat(admin / "commondir"), _stat(admin / "config.worktree")
+
+
 def _same(one: Path, other: Path) -> bool:
     try:
         return os.path.samefile(one, other)
@@ -173,7 +184,10 @@ class SettingsWatch:
         self.pins = ("-c", f"core.hooksPath={hooks}", "-c", "core.fsmonitor=false")
         self._hooks = _read_hooks(hooks)
         self._files: dict[Path, _File] = {}
-        self._attribute_files: set[Path] = set()
+        # Attributes files are not settings, but every git command of ours here reads them:
+        # which files go through a filter's or a merge driver's program. Any change to one
+        # is a change (`_changes`).
+        self._attribute_files = self._attributes_read()
         for path in self._candidates():
             self._watch(path)
         self._worktrees: dict[Path, _Settings | None] = {}
@@ -195,14 +209,9 @@ class SettingsWatch:
         found = [self.common / "config", self.common / "config.worktree"]
         env = os.environ
         home = env.get("HOME")
-        xdg = env.get("XDG_CONFIG_HOME") or (str(Path(home, ".config")) if home else None)
-        # Attributes files are not settings, but every git command of ours here reads them:
-        # which files go through a filter's or a merge driver's program. Any change to one
-        # is a change (`_changes`).
-        self._attribute_files = {self.common / "info" / "attributes"}
+        xdg = _xdg_config()
         if xdg:
             found.append(Path(xdg, "git", "config"))
-            self._attribute_files.add(Path(xdg, "git", "attributes"))  # the user's own
         found += sorted(self._attribute_files)
         if env.get("GIT_CONFIG_GLOBAL"):
             found.append(Path(env["GIT_CONFIG_GLOBAL"]))
@@ -242,11 +251,17 @@ class SettingsWatch:
                 "(`git config --list --show-origin`), then start the run again"
             )
 
+    def _attributes_read(self) -> set[Path]:
+        """The attributes files git reads here: the clone's, and the user's own."""
+        xdg = _xdg_config()
+        own = {Path(xdg, "git", "attributes")} if xdg else set()
+        return {self.common / "info" / "attributes", *own}
+
     def _changes(self, known: _File) -> list[str]:
         stat_now, content = _stat(known.path), _read(known.path)
-        if content != known.content and known.path in self._attribute_files:
-            return [f"{self._shown(known.path)}: changed"]
         if content != known.content:
+            if known.path in self._attribute_files:
+                return [f"{self._shown(known.path)}: changed"]
             settings = _settings(self.repo, content)
             changed = _risky(_changed_keys(known.settings, settings))
             if changed:
@@ -274,11 +289,7 @@ class SettingsWatch:
 
     @staticmethod
     def _link_stats(worktree: Path, admin: Path) -> tuple[_Stat, ...]:
-        return (
-            _stat(worktree / ".git"),
-            _stat(admin / "commondir"),
-            _stat(admin / "config.worktree"),
-        )
+        return (_stat(worktree / ".git"), *_admin_stats(admin))
 
     def _read_links(self, worktree: Path) -> list[str] | tuple[tuple[_Stat, ...], Path]:
         """What is wrong with the worktree's links; else, when they are sound, their stats
@@ -293,7 +304,7 @@ class SettingsWatch:
         admin = worktree / text.removeprefix("gitdir: ").strip()
         if not _same(admin.parent, self.common / "worktrees"):
             return [f"{worktree / '.git'}: leads outside the clone's git directory"]
-        stats = (before, *self._link_stats(worktree, admin)[1:])
+        stats = (before, *_admin_stats(admin))
         back = _read(admin / "commondir")
         common = os.fsdecode(back).strip() if isinstance(back, bytes) else ""
         if not common or not _same(admin / common, self.common):
