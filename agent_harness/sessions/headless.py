@@ -79,8 +79,7 @@ class HeadlessHost:
         child = self._children.get(name)
         if child is not None and child.pid == record.get("pid"):
             return child.poll() is None  # reaps it, so a finished child is never a zombie
-        pid = int(record["pid"])
-        return pid_alive(pid) and same_process(pid, record.get("start"))
+        return pid_alive(int(record["pid"]), record.get("start"))
 
     def start(self, spec: SessionSpec) -> None:
         name = spec.name

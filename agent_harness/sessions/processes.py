@@ -20,8 +20,10 @@ def stat_fields(pid: int) -> list[str] | None:
         return None
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` runs (a zombie does not; one we may not signal counts as alive)."""
+def pid_alive(pid: int, start: str | None = None) -> bool:
+    """Whether process `pid` runs (a zombie does not; one we may not signal counts as alive);
+    with `start`, only while the id still names the process that started then (as
+    `same_process`, from the same read of /proc)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -29,7 +31,11 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     fields = stat_fields(pid)
-    return fields is None or fields[:1] != ["Z"]
+    if fields is None:
+        return True
+    if start is not None and len(fields) > 19 and fields[19] != start:
+        return False
+    return fields[:1] != ["Z"]
 
 
 def group_alive(pgid: int) -> bool:
