@@ -576,11 +576,9 @@ def count_item(store: Any, soak: Soak, project: str, record: Any, with_pr: set[s
     live = record.lease_expires is not None and record.lease_expires >= time.time()
     if record.state not in TERMINAL and not live:
         soak.unsettled.append(f"{project} {record.id} {record.state.value} with no live lease")
-    moves = [
-        e.payload.as_dict().get("to") for e in store.all_events(project=project, item=record.id)
-    ]
-    moves = [m for m in moves if m]
-    for event in store.all_events(project=project, item=record.id):
+    events = store.all_events(project=project, item=record.id)
+    moves = [m for m in (e.payload.as_dict().get("to") for e in events) if m]
+    for event in events:
         why = str(event.payload.as_dict().get("reason") or "")
         if event.kind == "attempt_failed" and UNCLASSIFIED.match(why):
             soak.crashes.append(f"{project} {record.id}: {why[:120]}")
@@ -590,7 +588,7 @@ def count_item(store: Any, soak: Soak, project: str, record: Any, with_pr: set[s
             f"{moves[-1] if moves else 'nothing'}"
         )
     if record.title.endswith(tuple(f"({k})" for k in STUCK)):
-        count_stuck(soak, project, record, store.all_events(project=project, item=record.id))
+        count_stuck(soak, project, record, events)
     if (record.state == ItemState.PR_OPEN) != (record.id in with_pr):
         soak.inconsistent.append(
             f"{project} {record.id}: state {record.state.value}, pull request on the forge: "
