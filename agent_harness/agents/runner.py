@@ -135,20 +135,26 @@ def run_agent(
     name = safe_session_name(session)
     state_dir = Path(state_dir)
     log_path = state_dir / "logs" / f"{name}.log"
-    adopted = host.exists(name) and (adopt_ended or host.status(name).alive)
+    # Only a session that ended unwatched needs a look first: a live one of the same name is
+    # refused by the host's `start` (SessionExists), and then adopted, which costs nothing
+    # more in the common case where there is none (on tmux, a call saved per agent).
+    adopted = adopt_ended and host.exists(name)
     if not adopted:
         env = scrub_env(env_source, preset, extra_env_allow)
         if host.kind != "remote" and not _binary_found(preset.binary, env):
-            reason = missing_reason(preset)
-            on_state(AgentState.MISSING_BINARY, reason)
-            return AgentOutcome(
-                AgentState.MISSING_BINARY, None, 0.0, "", None, reason, name, None, False
-            )
-        prompt_file = state_dir / "prompts" / f"{name}.md"
-        prompt_file.parent.mkdir(parents=True, exist_ok=True)
-        prompt_file.write_text(prompt, encoding="utf-8")
-        command = preset.command(prompt_file, Path(worktree), model)
-        adopted = not _start_session(host, preset, name, command, Path(worktree), env, log_path)
+            if not _live(host, name):  # a live agent is watched, whatever PATH says now
+                reason = missing_reason(preset)
+                on_state(AgentState.MISSING_BINARY, reason)
+                return AgentOutcome(
+                    AgentState.MISSING_BINARY, None, 0.0, "", None, reason, name, None, False
+                )
+            adopted = True
+        else:
+            prompt_file = state_dir / "prompts" / f"{name}.md"
+            prompt_file.parent.mkdir(parents=True, exist_ok=True)
+            prompt_file.write_text(prompt, encoding="utf-8")
+            command = preset.command(prompt_file, Path(worktree), model)
+            adopted = not _start_session(host, preset, name, command, Path(worktree), env, log_path)
     watch = _Watch(host, preset.name, name, log_path, adopted, clock, wall_clock, on_state)
     if sleep is None:
         sleep = _pause_for(host, name)
@@ -159,6 +165,10 @@ def run_agent(
         # Look often at first (quick agents are done in tens of milliseconds), then settle
         # at poll_s: the first second costs a few extra looks, a long run costs nothing more.
         sleep(min(poll_s, max(0.005, watch.elapsed / 4)))
+
+
+def _live(host: SessionHost, name: str) -> bool:
+    return host.exists(name) and host.status(name).alive
 
 
 def _pause_for(host: SessionHost, name: str) -> Callable[[float], None]:

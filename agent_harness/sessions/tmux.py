@@ -52,11 +52,12 @@ STOP_DEADLINE_S = 3.0
 # program ended long before, on a busy machine) leads a stranger's group, which is left alone.
 # With the leader gone, a group still alive is the program's (an id stays taken while any member
 # has it). A process there whose start cannot be read (`?`: a name with a newline, a read that
-# failed) is never taken for the program. `AH_PANE_START`, when set, stands for the noted start
+# failed) is never taken for the program. The stat is read by the shell's own `read`, not a
+# `cat`: one process fewer per session. `AH_PANE_START`, when set, stands for the noted start
 # (for tests).
 PANE_END = (
     'started() { if [ -d /proc/self ]; then [ -e "/proc/$1" ] || return 0; '
-    'l=$(cat "/proc/$1/stat" 2>/dev/null); set -- ${l##*") "}; '
+    'l=; { read -r l < "/proc/$1/stat"; } 2>/dev/null; set -- ${l##*") "}; '
     'if [ $# -ge 20 ]; then shift 19; echo "$1"; else echo "?"; fi; '
     'else ps -o lstart= -p "$1" 2>/dev/null; fi; }; '
     'ours() { now=$(started "$p"); if [ -z "$now" ]; then kill -0 -"$p" 2>/dev/null; '

@@ -294,11 +294,14 @@ def write_shell_wrapper(spec: SessionSpec, ended: Path | None) -> Path:
         # MARK_WAIT_LOOKS looks; not at all once a stop signal came (the session is being
         # killed, tmux has died, or the copy ended).
         # (Its names are unlikely ones: the agent's environment, exported above, is in scope.)
-        '_ah_path="/usr/bin:/bin:$PATH"; _ah_n=0; _ah_mark=$(printf ' + f"'{octal_mark}')",
-        f'while [ -z "$_ah_stop" ] && [ $_ah_n -lt {MARK_WAIT_LOOKS} ] && ! PATH=$_ah_path '
-        f"tail -c 512 -- {q(str(spec.log_path))} 2>/dev/null | PATH=$_ah_path grep -qF -- "
-        '"$_ah_mark" 2>/dev/null; do _ah_wait=0.01; '
-        f"[ $_ah_n -lt {QUICK_LOOKS} ] && _ah_wait=0.002; "
+        # A look is one process (`tail`): the mark is matched by the shell itself, and its
+        # bytes are in the script as they are. (The braces keep a shell's complaint about a NUL
+        # in what `tail` read, bash's, off the agent's terminal.)
+        f"_ah_path=\"/usr/bin:/bin:$PATH\"; _ah_n=0; _ah_mark='{END_MARK.decode('ascii')}'",
+        f'while [ -z "$_ah_stop" ] && [ $_ah_n -lt {MARK_WAIT_LOOKS} ]; do '
+        "{ _ah_tail=$(PATH=$_ah_path tail -c 512 -- "
+        f'{q(str(spec.log_path))}); }} 2>/dev/null; case $_ah_tail in *"$_ah_mark"*) break;; '
+        f"esac; _ah_wait=0.01; [ $_ah_n -lt {QUICK_LOOKS} ] && _ah_wait=0.002; "
         "PATH=$_ah_path sleep $_ah_wait 2>/dev/null; _ah_n=$((_ah_n+1)); done",
         f'printf %s "$c" > {q(str(_said_path(spec.log_path)))}',
     ]

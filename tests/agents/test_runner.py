@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_harness.agents.presets import PRESETS, AgentPreset
 from agent_harness.agents.runner import AgentState, run_agent
 from agent_harness.models.failures import FailureKind
 from agent_harness.sessions.protocol import SessionHost, SessionSpec
+from agent_harness.sessions.tmux import TmuxHost
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.clock import FakeClock
 from tests.shared.sessions import base_env, wait_for
@@ -269,6 +273,61 @@ def test_a_missing_binary_is_reported_without_starting_a_session(
         "claude not found on PATH; install it with: npm install -g @anthropic-ai/claude-code"
     )
     assert not local_host.exists(name)
+
+
+def test_a_live_session_is_adopted_even_where_the_agent_is_no_longer_on_path(
+    local_host: SessionHost,
+    name: str,
+    work: Path,
+    state_dir: Path,
+    agents_dir: Path,
+    tmp_path: Path,
+) -> None:
+    # An earlier harness's agent still runs; this one's PATH no longer finds the program.
+    earlier = write_scripted_agent(agents_dir, "ask")
+    local_host.start(
+        SessionSpec(name, earlier, work, base_env(), state_dir / "logs" / f"{name}.log")
+    )
+    wait_for(lambda: local_host.screen(name).endswith("[y/N]"))
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    fake = AnsweredClock(local_host, state_dir, name)
+
+    def answer(state: AgentState, reason: str) -> None:
+        if state is AgentState.WAITING_FOR_INPUT:
+            local_host.send_keys(name, "still here")
+            fake.answered()
+
+    outcome = run(
+        local_host, PRESETS["claude"], work, state_dir, name, fake,
+        env_source={"PATH": str(empty)}, on_state=answer,
+    )  # fmt: skip
+    assert outcome.adopted  # watched to its end, not reported missing and left running
+    assert outcome.state is AgentState.DONE
+    assert (work / "answer.txt").read_text() == "still here"
+    assert not (state_dir / "prompts" / f"{name}.md").exists()  # nothing new was started
+
+
+@pytest.mark.acceptance
+def test_a_tmux_agent_is_started_in_two_tmux_calls_not_three(
+    tmux_socket: str, name: str, work: Path, state_dir: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    # Each tmux call is a process of its own, a few milliseconds, and every item pays them.
+    calls = tmp_path / "tmux-calls"
+    shim = tmp_path / "tmux"
+    shim.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("tmux")} "$@"\n')
+    shim.chmod(0o755)
+    host = TmuxHost(socket_name=tmux_socket, tmux=str(shim))
+    outcome = run_agent(
+        host, scripted(agents_dir, "done"), session=name, worktree=work, prompt="Fix it.",
+        state_dir=state_dir, env_source=base_env(), timeout_s=60.0, idle_s=5.0, poll_s=0.02,
+    )  # fmt: skip
+    assert outcome.state is AgentState.DONE
+    assert (work / "DONE.txt").exists()
+    made = [line.split()[2] for line in calls.read_text().splitlines()]
+    # One look, in `start`, keeps a live session's log from being moved aside; the runner's
+    # own look before it (has-session, then has-session again in start) is gone.
+    assert made == ["has-session", "new-session"]
 
 
 def test_the_agent_sees_its_own_key_and_never_the_tracker_token(
