@@ -10,6 +10,7 @@ library raises LookupError) has no price: the cost is None with the reason, neve
 from __future__ import annotations
 
 import functools
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -81,6 +82,16 @@ def _version_of(updated: bool, stamp: datetime) -> str:
     if updated:
         version += f" (updated {stamp.isoformat(timespec='seconds')})"
     return version
+
+
+def billed_by(vendor: str | None, endpoint: str | None) -> str | None:
+    """Who a call is priced as: the provider whose API `endpoint` is, by genai-prices' own
+    patterns of their addresses (a route of vendor `openai` pointed at Groq or OpenRouter is
+    billed by them, at their prices), else the route's `vendor` (a self-hosted server or a
+    proxy of one's own matches none)."""
+    if not endpoint:
+        return vendor
+    return _PRICES.provider_at(endpoint) or vendor
 
 
 def price(
@@ -187,6 +198,7 @@ class _Prices:
         self._get_snapshot: Any = _snapshot
         self._seen: Any = None  # the price data the version below names
         self._version = ""
+        self._at: dict[str, str | None] = {}  # endpoint -> the provider whose API it is
 
     def version(self) -> str:
         snapshot = self._get_snapshot()
@@ -200,6 +212,18 @@ class _Prices:
         self._version = _version_of(snapshot.from_auto_update, snapshot.timestamp)
         self._seen = snapshot
         self._fast = {}
+        self._at = {}
+
+    def provider_at(self, endpoint: str) -> str | None:
+        """The id of the first provider (the library's order) whose API address `endpoint`
+        is; None when it is none of theirs."""
+        snapshot = self._get_snapshot()
+        if snapshot is not self._seen:
+            self._see(snapshot)
+        if endpoint not in self._at:
+            found = (p.id for p in snapshot.providers if re.match(p.api_pattern, endpoint))
+            self._at[endpoint] = next(found, None)
+        return self._at[endpoint]
 
     def price(self, vendor: str | None, model: str | None, usage: Usage, at: float) -> Price:
         snapshot = self._get_snapshot()

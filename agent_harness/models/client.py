@@ -359,13 +359,14 @@ def _scrub(text: str, key: str) -> str:
 
 
 def _priced(done: Completion, base: Mapping[str, Any]) -> float | None:
-    """The call's cost by the price list, as the audit prices its `model.call` event (the
-    route's vendor and model, today's prices): budgets count it before the next call is paid
-    for, where a provider reports no cost of its own."""
-    from agent_harness.audit.pricing import Usage, price
+    """The call's cost by the price list, as the audit prices its `model.call` event (whoever
+    its endpoint bills, else the route's vendor; its model; today's prices): budgets count it
+    before the next call is paid for, where a provider reports no cost of its own."""
+    from agent_harness.audit.pricing import Usage, billed_by, price
 
     usage = Usage(done.tokens_in, done.tokens_out, done.tokens_cached, done.tokens_cache_write)
     try:
-        return price(base.get("vendor"), base.get("model"), usage, time.time()).cost_usd
+        billed = billed_by(base.get("vendor"), base.get("endpoint"))
+        return price(billed, base.get("model"), usage, time.time()).cost_usd
     except Exception:  # the price list failing must not lose a call that was answered (and paid)
         return None

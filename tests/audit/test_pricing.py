@@ -9,7 +9,7 @@ import pytest
 from genai_prices import Usage as LibUsage
 from genai_prices import calc_price
 
-from agent_harness.audit.pricing import Usage, price, price_data_version
+from agent_harness.audit.pricing import Usage, billed_by, price, price_data_version
 
 pytestmark = pytest.mark.unit
 
@@ -123,3 +123,37 @@ def test_a_price_by_time_of_day_is_the_librarys_at_every_hour() -> None:
             genai_request_timestamp=datetime.fromtimestamp(at, UTC),
         )
         assert got.cost_usd == float(found.total_price), hour
+
+
+@pytest.mark.parametrize(
+    ("vendor", "endpoint", "billed"),
+    [
+        ("openai", "https://api.groq.com/openai/v1", "groq"),  # OpenAI's wire, Groq's bill
+        ("anthropic", "https://openrouter.ai/api/v1", "openrouter"),
+        ("openai", "https://my-team.openai.azure.com/openai", "azure"),
+        ("openai", "https://api.openai.com/v1", "openai"),
+        ("openai", "http://127.0.0.1:8000/v1", "openai"),  # a server of one's own
+        ("generic", "http://llm.internal/v1", "generic"),
+        ("openai", None, "openai"),
+    ],
+)
+def test_a_call_is_billed_by_the_provider_whose_address_it_went_to(
+    vendor: str, endpoint: str | None, billed: str
+) -> None:
+    assert billed_by(vendor, endpoint) == billed
+
+
+def test_a_model_only_groq_sells_is_priced_through_a_route_named_openai() -> None:
+    usage = Usage(tokens_in=1_000, tokens_out=1_000)
+    named = price("openai", "llama-3.3-70b-versatile", usage, AT)
+    assert named.cost_usd is None  # was: the price of a call to OpenAI, which has no such model
+    at_groq = price(
+        billed_by("openai", "https://api.groq.com/openai/v1"), "llama-3.3-70b-versatile", usage, AT
+    )
+    expected = calc_price(
+        LibUsage(input_tokens=1_000, output_tokens=1_000),
+        model_ref="llama-3.3-70b-versatile",
+        provider_id="groq",
+        genai_request_timestamp=datetime.fromtimestamp(AT, UTC),
+    )
+    assert at_groq.cost_usd == pytest.approx(float(expected.total_price), abs=1e-12)
