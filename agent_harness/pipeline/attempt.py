@@ -25,7 +25,7 @@ from agent_harness.pipeline.checks import CheckResult, absent_for_good, not_foun
 from agent_harness.pipeline.delivery import deliver
 from agent_harness.pipeline.gates import leaks_secret, leaves_conflicts, touches_protected
 from agent_harness.pipeline.history import AGENT_PICKED_UP, ItemHistory
-from agent_harness.pipeline.parts import RunParts
+from agent_harness.pipeline.parts import ITEM_AT_WORK, RunParts
 from agent_harness.pipeline.prompt import Feedback, build_prompt, read_agents_md
 from agent_harness.pipeline.settings import RunRefused
 from agent_harness.plan.model import WorkItem, check_command
@@ -79,6 +79,13 @@ class Attempt:
         self.scanned: str | None = None  # the commit this attempt's gates found no secret in
 
     def run(self) -> None:
+        at_work = ITEM_AT_WORK.set(self.item.id)
+        try:
+            self._run()
+        finally:
+            ITEM_AT_WORK.reset(at_work)
+
+    def _run(self) -> None:
         parts, item, lease = self.parts, self.item, self.lease
         parts.note(item.id, AttemptStarted(attempt=lease.attempt, worker=lease.worker))
         asked = self.history.unanswered_review()

@@ -40,7 +40,7 @@ from agent_harness.store.events import (
     WorktreeReady,
 )
 from agent_harness.store.executor_events import ExecutorStepStarted
-from agent_harness.store.model_events import ModelLost
+from agent_harness.store.model_events import ModelCall, ModelLost
 
 P = TypeVar("P", bound=Payload)
 # Events after which an attempt's agent run is spent: it was judged, or the attempt ended.
@@ -155,6 +155,8 @@ class ItemHistory:
                     return None
             elif claims == 1 and isinstance(payload, (*_LEAVES_REVIEW, ModelLost)):
                 return None
+            elif claims == 1 and isinstance(payload, ModelCall) and payload.role == "reviewer":
+                return None  # answered (or failed) on record, and priced there
             elif claims == 1 and isinstance(payload, Advanced) and payload.to == "review":
                 return payload
         return None

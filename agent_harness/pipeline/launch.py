@@ -111,11 +111,13 @@ def targets(request: RunRequest, settings: Settings) -> list[Target]:
 
 
 def model_events(store: Store, project: str) -> Any:
-    """Every model call becomes an event of the run's project (tokens, latency, failure class);
-    pricing and audits read them later. Keys never appear in them."""
+    """Every model call becomes an event of the run's project (tokens, latency, failure class),
+    and of the item whose attempt made it, if any; pricing and audits read them later. Keys
+    never appear in them."""
+    from agent_harness.pipeline.parts import ITEM_AT_WORK
 
     def sink(kind: str, payload: dict[str, Any]) -> None:
-        store.append_event(project, None, payload_of(kind, payload))
+        store.append_event(project, ITEM_AT_WORK.get(), payload_of(kind, payload))
 
     return sink
 

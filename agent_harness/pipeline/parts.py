@@ -11,6 +11,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,12 @@ if TYPE_CHECKING:
 # (commands, cwd, timeout_s, env) -> the run of those checks; `pipeline.checks.run_checks` by
 # default, a scripted one in tests.
 CheckRunner = Callable[..., "CheckRun"]
+
+
+# The item whose attempt this thread runs. The run's model calls are recorded on it (see
+# `launch.model_events`): a reviewer's answer on record before its run died is then known to
+# be answered (and priced), not counted again as a call of unknown price.
+ITEM_AT_WORK: ContextVar[str | None] = ContextVar("item_at_work", default=None)
 
 
 @dataclass
