@@ -105,6 +105,15 @@ def _untimed(text: str) -> str:
     return _unformatted(text).replace("%", "%%")
 
 
+def _may_run(log: Path) -> bool:
+    """Whether a session writing to `log` may still be running, so tmux must be asked before
+    the log is moved aside for a new one. Not when there is no log (no session of this name
+    and state folder ever started), nor when its wrapper recorded an exit (it has ended, or
+    ends in a moment). A session's name is this state folder's alone, and its log's path
+    comes from the name, so a look at two files saves a tmux call per start."""
+    return log.exists() and recorded_exit(log) is None
+
+
 class TmuxHost:
     """One detached tmux session per item, on a private server when `socket_name` is given.
 
@@ -183,8 +192,11 @@ class TmuxHost:
         return self._logs[name]
 
     def start(self, spec: SessionSpec) -> None:
+        self._start(spec, again=False)
+
+    def _start(self, spec: SessionSpec, again: bool) -> None:
         name = spec.name
-        if self._has_session(name):
+        if _may_run(spec.log_path) and self._has_session(name):
             if self.status(name).alive:
                 raise SessionExists(name)
             self.kill(name)
@@ -234,10 +246,22 @@ class TmuxHost:
             script.unlink(missing_ok=True)
             self._stop_watching(name)
             self._logs.pop(name, None)
-            if "duplicate session" in exc.detail:  # another process started it just now
+            if "duplicate session" not in exc.detail:
+                raise
+            # Either another process started it just now, or a pane whose program had ended
+            # (it recorded its exit, so tmux was not asked first) is still there: that one
+            # goes, and the session starts once more.
+            if again or not self._pane_dead(name):
                 raise SessionExists(name) from None
-            raise
+            self.kill(name)
+            self._start(spec, again=True)
+            return
         self._seen_alive[name] = self._clock()
+
+    def _pane_dead(self, name: str) -> bool:
+        """Whether tmux holds session `name` with its program ended (remain-on-exit)."""
+        done = self._run("list-panes", "-t", f"={name}:", "-F", "#{pane_dead}", check=False)
+        return done.returncode == 0 and done.stdout.split()[:1] == ["1"]
 
     def _watch_end(self, name: str, log_path: Path) -> Path | None:
         """A named pipe beside the log, open for reading here before the wrapper starts, that

@@ -27,7 +27,7 @@ from agent_harness.sessions.protocol import (
 )
 from agent_harness.sessions.remote import RemoteSessionHost
 from agent_harness.sessions.tmux import TmuxHost
-from agent_harness.sessions.wrapper import END_MARK, read_log
+from agent_harness.sessions.wrapper import END_MARK, read_log, recorded_exit
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.session_server import running_session_server
@@ -100,6 +100,22 @@ def test_a_live_session_cannot_be_started_twice(
         host.start(spec)
     assert host.status(name).alive
     host.kill(name)
+
+
+def test_a_refused_start_leaves_the_live_sessions_log_where_it_is(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    host.start(spec_for(name, write_scripted_agent(agents_dir, "ask"), work, tmp_path / "logs"))
+    wait_for(lambda: host.screen(name).rstrip().endswith("[y/N]"))
+    again = spec_for(name, write_scripted_agent(agents_dir, "done"), work, tmp_path / "logs")
+    with pytest.raises(SessionExists):
+        host.start(again)
+    # Its log was not moved aside for a run that never started: it still reads the question,
+    # and the answer lands in it too.
+    assert not [p for p in (tmp_path / "logs").iterdir() if p.name.endswith(".1.log")]
+    host.send_keys(name, "still mine")
+    wait_for(lambda: ended(host, name))
+    assert "answer: still mine" in host.output(name)
 
 
 def test_an_ended_session_can_be_started_again_with_a_fresh_log_and_the_old_one_kept(
@@ -423,7 +439,8 @@ def test_tmux_knows_a_session_it_ended_is_gone_but_never_starts_a_live_one_twice
     tmux_socket: str, name: str, work: Path, tmp_path: Path
 ) -> None:
     # Asking tmux costs a process: a session this host ended is known to be gone (a run asks
-    # about every ended item's session as it finishes). A start always asks.
+    # about every ended item's session as it finishes). A start asks only while the log's
+    # session may still run (no exit recorded), so never starts a live one twice.
     calls = tmp_path / "calls"
     logger = tmp_path / "tmux"
     logger.write_text(f'#!/bin/sh\necho "$3" >> {calls}\nexec tmux "$@"\n')
@@ -436,12 +453,14 @@ def test_tmux_knows_a_session_it_ended_is_gone_but_never_starts_a_live_one_twice
         with pytest.raises(SessionExists):
             host.start(spec)
         assert "started" in host.output(name)  # the live session's log was left alone
+        assert calls.read_text().split()[:2] == ["new-session", "has-session"]  # it asked
         host.kill(name)
         asked = len(calls.read_text().split())
         assert not host.exists(name)  # it ended it: known without asking
         assert len(calls.read_text().split()) == asked
-        host.start(spec)  # and a start asks tmux all the same
-        assert calls.read_text().split()[asked] == "has-session"
+        wait_for(lambda: recorded_exit(spec.log_path) is not None)  # its wrapper's last word
+        host.start(spec)  # nothing of that log runs now: started without asking
+        assert calls.read_text().split()[asked:] == ["new-session"]
     finally:
         host.kill(name)
 
@@ -450,14 +469,15 @@ def test_tmux_knows_a_session_it_ended_is_gone_but_never_starts_a_live_one_twice
 def test_tmux_a_start_that_loses_a_race_adopts_and_leaves_no_script(
     tmux_socket: str, name: str, work: Path, tmp_path: Path
 ) -> None:
-    # Another process starts the session between this host's look and its start: tmux
-    # refuses the duplicate, which is said as SessionExists (the caller adopts that session),
-    # and the script written for the start that failed, holding the agent's key, is gone.
+    # Another harness starts the session just before this host's start: tmux refuses the
+    # duplicate, which is said as SessionExists (the caller adopts that session), and the
+    # script written for the start that failed, holding the agent's key, is gone.
     racer = tmp_path / "tmux"
     racer.write_text(
         "#!/bin/sh\n"
-        'if [ "$3" = has-session ]; then\n'
-        f'  tmux -L {tmux_socket} new-session -d -s {name} "sleep 30"; exit 1\n'
+        'if [ "$3" = new-session ]; then\n'
+        f'  tmux -L {tmux_socket} new-session -d -s {name} "sleep 30" \\; '
+        f"set-option -t ={name}: @ah_log {tmp_path / 'theirs.log'}\n"
         "fi\n"
         'exec tmux "$@"\n'
     )
