@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,10 +241,21 @@ def _tmp_digest(state_dir: Path, session: str) -> str:
     return hashlib.sha256(where.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
+# Pauses between tries at removing a session's temporary folder that is still written to.
+_REMOVE_PAUSES_S = (0.0, 0.05, 0.1, 0.2, 0.4)
+
+
 def remove_own_tmp(path: Path) -> None:
-    """Remove a session's temporary folder once its programs have ended (best effort: a file
-    another program of the agent's still holds open goes once that program ends)."""
-    shutil.rmtree(path, ignore_errors=True)
+    """Remove a session's temporary folder once its programs have ended. A program of the
+    agent's may still be stopping (tmux's Python wrapper stops its agent after the session is
+    killed): a file it makes once the folder was listed keeps the folder, so the removal is
+    tried again, for under a second in all (best effort: what is still left then goes with
+    the session's next start)."""
+    for pause in _REMOVE_PAUSES_S:
+        time.sleep(pause)
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            return
 
 
 def exclude_scratch(preset: AgentPreset, worktree: Path) -> None:

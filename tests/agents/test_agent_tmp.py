@@ -20,8 +20,9 @@ import pytest
 
 from agent_harness.agents.presets import PRESETS
 from agent_harness.agents.runner import AgentState, run_cli_agent
+from agent_harness.agents.setup import remove_own_tmp
 from agent_harness.sessions.protocol import SessionHost, SessionHostFailed, SessionStatus
-from tests.shared.sessions import base_env
+from tests.shared.sessions import base_env, wait_for
 
 # Writes where a program's temporary files go (Python reads TMPDIR, as Node, Bun and Rust do),
 # leaves a file there, and notes both in the worktree.
@@ -141,3 +142,34 @@ def test_a_watch_that_fails_after_its_session_went_leaves_no_folder(
         run_litterer(FailsOnceItsAgentEnded(local_host), work, state_dir, "t", machine_tmp)  # type: ignore[arg-type]
     assert (work / "seen.json").exists()  # the agent ran and wrote into its folder
     assert list((machine_tmp / f"agent-harness-{os.getuid()}").iterdir()) == []
+
+
+# A program of the agent's still writing there as its folder is removed (tmux's Python
+# wrapper stops its agent after the session is killed), until it stops for good.
+WRITER = """\
+import os, sys, time
+folder, end = sys.argv[1], time.time() + 0.2
+open(os.path.join(folder, "started"), "w").close()
+n = 0
+while time.time() < end:
+    try:
+        open(os.path.join(folder, f"f{n}"), "w").close()
+    except FileNotFoundError:
+        time.sleep(0.001)
+    n += 1
+"""
+
+
+@pytest.mark.integration
+def test_a_folder_still_being_written_to_as_it_is_removed_is_removed_all_the_same(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "agent-tmp"
+    folder.mkdir()
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(folder)])
+    try:
+        wait_for(lambda: (folder / "started").exists())
+        remove_own_tmp(folder)
+    finally:
+        writer.wait(timeout=30)
+    assert not folder.exists()  # was: a file made after the listing kept the folder for good
