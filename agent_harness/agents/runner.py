@@ -135,25 +135,18 @@ def run_agent(
     name = safe_session_name(session)
     state_dir = Path(state_dir)
     log_path = state_dir / "logs" / f"{name}.log"
-    # Only a session that ended unwatched needs a look first: a live one of the same name is
-    # refused by the host's `start` (SessionExists), and then adopted, which costs nothing
-    # more in the common case where there is none (on tmux, a call saved per agent).
+    # Only a session that ended unwatched needs a look first: a live one is refused by the
+    # host's `start` (SessionExists) and adopted, so none costs nothing (on tmux, a call).
     adopted = adopt_ended and host.exists(name)
     if not adopted:
         env = scrub_env(env_source, preset, extra_env_allow)
         if host.kind != "remote" and not _binary_found(preset.binary, env):
             if not _live(host, name):  # a live agent is watched, whatever PATH says now
-                reason = missing_reason(preset)
-                on_state(AgentState.MISSING_BINARY, reason)
-                return AgentOutcome(
-                    AgentState.MISSING_BINARY, None, 0.0, "", None, reason, name, None, False
-                )
+                return _missing(preset, name, on_state)
             adopted = True
         else:
             prompt_file = state_dir / "prompts" / f"{name}.md"
-            prompt_file.parent.mkdir(parents=True, exist_ok=True)
-            prompt_file.write_text(prompt, encoding="utf-8")
-            command = preset.command(prompt_file, Path(worktree), model)
+            command = _command(preset, prompt, prompt_file, Path(worktree), model)
             adopted = not _start_session(host, preset, name, command, Path(worktree), env, log_path)
     watch = _Watch(host, preset.name, name, log_path, adopted, clock, wall_clock, on_state)
     if sleep is None:
@@ -167,8 +160,26 @@ def run_agent(
         sleep(min(poll_s, max(0.005, watch.elapsed / 4)))
 
 
+def _command(
+    preset: AgentPreset, prompt: str, prompt_file: Path, worktree: Path, model: str | None
+) -> list[str]:
+    """The agent's command line, its prompt written to `prompt_file` first."""
+    prompt_file.parent.mkdir(parents=True, exist_ok=True)
+    prompt_file.write_text(prompt, encoding="utf-8")
+    return preset.command(prompt_file, worktree, model)
+
+
 def _live(host: SessionHost, name: str) -> bool:
     return host.exists(name) and host.status(name).alive
+
+
+def _missing(
+    preset: AgentPreset, name: str, on_state: Callable[[AgentState, str], None]
+) -> AgentOutcome:
+    """The outcome of an agent whose program is not on its PATH (said to `on_state` too)."""
+    reason = missing_reason(preset)
+    on_state(AgentState.MISSING_BINARY, reason)
+    return AgentOutcome(AgentState.MISSING_BINARY, None, 0.0, "", None, reason, name, None, False)
 
 
 def _pause_for(host: SessionHost, name: str) -> Callable[[float], None]:

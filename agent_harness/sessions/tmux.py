@@ -114,6 +114,36 @@ def _may_run(log: Path) -> bool:
     return log.exists() and recorded_exit(log) is None
 
 
+def _program(
+    spec: SessionSpec, ended: Path | None, target: str
+) -> tuple[Path, list[str], list[str], str]:
+    """The session's script, the program tmux starts with it, the copy of its terminal
+    into the log to ask for in the same call, and which wrapper it is."""
+    if shell_can_export(spec.env):
+        # The agent runs on the pane's own terminal, under a shell script (a millisecond to
+        # start, where Python takes twenty), and tmux copies what it writes there into the
+        # log. The copy is asked for in the same call that makes the session, so tmux
+        # sets it up before it reads a byte the agent wrote.
+        script = write_shell_wrapper(spec, ended)
+        program = ["/usr/bin/env", "-i", "/bin/sh", str(script)]
+        log = _untimed(shlex.quote(str(spec.log_path)))
+        # The copy ends when tmux closes the pane, or dies: then the pane's process group
+        # is stopped. A hang-up reaches only the session's leader (the script, which waits
+        # on for its agent), so without this an agent outlived a SIGKILLed tmux server.
+        # As `kill` does, a group still there STOP_DEADLINE_S after SIGTERM gets SIGKILL;
+        # it is looked at every tenth of a second, so a group that ends on SIGTERM (or had
+        # ended before) leaves nothing waiting; a group whose id went to another since is
+        # left alone (PANE_END). (`#{pane_pid}` is the script's pid, and its group's.)
+        looks = max(1, round(STOP_DEADLINE_S * 10))
+        copy_then_stop = f"p=#{{pane_pid}}; looks={looks}; log={log}; {_untimed(PANE_END)}"
+        copy = [";", "pipe-pane", "-t", target, copy_then_stop]
+        return script, program, copy, "shell"
+    wrapper = _write_wrapper(spec.log_path.parent)
+    script = _write_spec(spec, ended)
+    program = ["/usr/bin/env", "-i", sys.executable, "-I", "-S", str(wrapper), str(script)]
+    return script, program, [], "python"
+
+
 class TmuxHost:
     """One detached tmux session per item, on a private server when `socket_name` is given.
 
@@ -206,31 +236,7 @@ class TmuxHost:
         ended = self._watch_end(name, spec.log_path)
         self._logs[name] = spec.log_path
         target = f"={name}:"
-        if shell_can_export(spec.env):
-            # The agent runs on the pane's own terminal, under a shell script (a millisecond to
-            # start, where Python takes twenty), and tmux copies what it writes there into the
-            # log. The copy is asked for in the same call that makes the session, so tmux
-            # sets it up before it reads a byte the agent wrote.
-            script = write_shell_wrapper(spec, ended)
-            program = ["/usr/bin/env", "-i", "/bin/sh", str(script)]
-            log = _untimed(shlex.quote(str(spec.log_path)))
-            # The copy ends when tmux closes the pane, or dies: then the pane's process group
-            # is stopped. A hang-up reaches only the session's leader (the script, which waits
-            # on for its agent), so without this an agent outlived a SIGKILLed tmux server.
-            # As `kill` does, a group still there STOP_DEADLINE_S after SIGTERM gets SIGKILL;
-            # it is looked at every tenth of a second, so a group that ends on SIGTERM (or had
-            # ended before) leaves nothing waiting; a group whose id went to another since is
-            # left alone (PANE_END). (`#{pane_pid}` is the script's pid, and its group's.)
-            looks = max(1, round(STOP_DEADLINE_S * 10))
-            copy_then_stop = f"p=#{{pane_pid}}; looks={looks}; log={log}; {_untimed(PANE_END)}"
-            copy = [";", "pipe-pane", "-t", target, copy_then_stop]
-            kind = "shell"
-        else:
-            wrapper = _write_wrapper(spec.log_path.parent)
-            script = _write_spec(spec, ended)
-            program = ["/usr/bin/env", "-i", sys.executable, "-I", "-S", str(wrapper), str(script)]
-            copy = []
-            kind = "python"
+        script, program, copy, kind = _program(spec, ended, target)
         try:
             self._run(
                 "new-session", "-d", "-s", name, "-x", "200", "-y", "50",
