@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import os
 import shutil
 import stat
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -249,13 +251,29 @@ def remove_own_tmp(path: Path) -> None:
     """Remove a session's temporary folder once its programs have ended. A program of the
     agent's may still be stopping (tmux's Python wrapper stops its agent after the session is
     killed): a file it makes once the folder was listed keeps the folder, so the removal is
-    tried again, for under a second in all (best effort: what is still left then goes with
-    the session's next start)."""
+    tried again, for under a second in all. Only then: what cannot be removed for good (a
+    read-only folder a tool left) is not waited for. Best effort: what is left stays until the
+    session's next end removes it."""
     for pause in _REMOVE_PAUSES_S:
         time.sleep(pause)
-        shutil.rmtree(path, ignore_errors=True)
-        if not os.path.lexists(path):
+        if _removed_or_lasting(path):
             return
+
+
+def _removed_or_lasting(path: Path) -> bool:
+    """One try at removing `path`: True when it is gone, or something keeps it for good (any
+    error but a folder found not empty, or an entry already gone)."""
+    lasting: list[BaseException] = []
+
+    def note(error: BaseException) -> None:
+        if getattr(error, "errno", None) not in (errno.ENOTEMPTY, errno.ENOENT):
+            lasting.append(error)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=lambda _f, _p, error: note(error))
+    else:
+        shutil.rmtree(path, onerror=lambda _f, _p, info: note(info[1]))
+    return bool(lasting) or not os.path.lexists(path)
 
 
 def exclude_scratch(preset: AgentPreset, worktree: Path) -> None:

@@ -84,14 +84,15 @@ def _version_of(updated: bool, stamp: datetime) -> str:
     return version
 
 
-def billed_by(vendor: str | None, endpoint: str | None) -> str | None:
+def billed_by(vendor: str | None, endpoint: str | None, model: str | None) -> str | None:
     """Who a call is priced as: the provider whose API `endpoint` is, by genai-prices' own
     patterns of their addresses (a route of vendor `openai` pointed at Groq or OpenRouter is
-    billed by them, at their prices), else the route's `vendor` (a self-hosted server or a
-    proxy of one's own matches none)."""
+    billed by them, at their prices), when its price list knows `model`; else the route's
+    `vendor` (a self-hosted server or a proxy of one's own matches none, and a provider that
+    names its models otherwise, as Bedrock does, leaves the vendor's name for it)."""
     if not endpoint:
         return vendor
-    return _PRICES.provider_at(endpoint) or vendor
+    return _PRICES.provider_at(endpoint, model) or vendor
 
 
 def price(
@@ -198,7 +199,8 @@ class _Prices:
         self._get_snapshot: Any = _snapshot
         self._seen: Any = None  # the price data the version below names
         self._version = ""
-        self._at: dict[str, str | None] = {}  # endpoint -> the provider whose API it is
+        # (endpoint, model) -> the provider whose API it is, if its price list has the model
+        self._at: dict[tuple[str, str | None], str | None] = {}
 
     def version(self) -> str:
         snapshot = self._get_snapshot()
@@ -214,16 +216,23 @@ class _Prices:
         self._fast = {}
         self._at = {}
 
-    def provider_at(self, endpoint: str) -> str | None:
+    def provider_at(self, endpoint: str, model: str | None) -> str | None:
         """The id of the first provider (the library's order) whose API address `endpoint`
-        is; None when it is none of theirs."""
+        is, when its price list knows `model`; None when it is none of theirs, or it does not
+        (the library's own lookup decides both)."""
         snapshot = self._get_snapshot()
         if snapshot is not self._seen:
             self._see(snapshot)
-        if endpoint not in self._at:
-            found = (p.id for p in snapshot.providers if re.match(p.api_pattern, endpoint))
-            self._at[endpoint] = next(found, None)
-        return self._at[endpoint]
+        key = (endpoint, model)
+        if key not in self._at:
+            found = next((p for p in snapshot.providers if re.match(p.api_pattern, endpoint)), None)
+            if found is not None and model:
+                try:
+                    snapshot.find_provider_model(model, found, None, None)
+                except LookupError:
+                    found = None
+            self._at[key] = None if found is None else found.id
+        return self._at[key]
 
     def price(self, vendor: str | None, model: str | None, usage: Usage, at: float) -> Price:
         snapshot = self._get_snapshot()

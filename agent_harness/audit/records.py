@@ -311,7 +311,7 @@ def row_of_stored(stored: tuple[Any, ...], log_id: str) -> AuditRow:
                 (call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
             )
             vendor, model = call.vendor, call.model
-            paid = price(billed_by(vendor, call.endpoint), model, usage, ts)
+            paid = price(billed_by(vendor, call.endpoint, model), model, usage, ts)
             role = call.role or "unknown"
             counts = _NO_COUNTS if paid.reason == COUNTS_UNFIT else usage  # `price` checked them
             return _new_row((*head, None, role, vendor, model, "api", *counts, *paid, None))

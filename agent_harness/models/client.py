@@ -366,7 +366,7 @@ def _priced(done: Completion, base: Mapping[str, Any]) -> float | None:
 
     usage = Usage(done.tokens_in, done.tokens_out, done.tokens_cached, done.tokens_cache_write)
     try:
-        billed = billed_by(base.get("vendor"), base.get("endpoint"))
+        billed = billed_by(base.get("vendor"), base.get("endpoint"), base.get("model"))
         return price(billed, base.get("model"), usage, time.time()).cost_usd
     except Exception:  # the price list failing must not lose a call that was answered (and paid)
         return None

@@ -52,7 +52,7 @@ from agent_harness.store.events import (
     Reviewed,
     WorktreeReady,
 )
-from agent_harness.store.model_events import ModelLost
+from agent_harness.store.model_events import ModelLost, ReviewAskedAgain
 from agent_harness.tracker.protocol import TrackerError
 from agent_harness.tracker.protocol import failure_class as tracker_failure
 
@@ -577,7 +577,13 @@ class Attempt:
             diff=self.parts.repo.diff(tree, sha),
             checks=checks,
         )
-        outcome = review(self.parts.reviewer, request)
+        # A second ask (the first answer unusable) is on record before it is paid for, so a run
+        # that dies during it leaves that call counted as lost (see `unanswered_review`).
+        outcome = review(
+            self.parts.reviewer,
+            request,
+            on_asked_again=lambda problem: self._emit(ReviewAskedAgain(problem=problem)),
+        )
         verdict = Reviewed(
             approved=outcome.verdict.approved,
             reasons=list(outcome.verdict.reasons),

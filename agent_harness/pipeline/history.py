@@ -40,7 +40,7 @@ from agent_harness.store.events import (
     WorktreeReady,
 )
 from agent_harness.store.executor_events import ExecutorStepStarted
-from agent_harness.store.model_events import ModelCall, ModelLost
+from agent_harness.store.model_events import ModelCall, ModelLost, ReviewAskedAgain
 
 P = TypeVar("P", bound=Payload)
 # Events after which an attempt's agent run is spent: it was judged, or the attempt ended.
@@ -79,6 +79,17 @@ _RETRIED_AFTER = {
     "failed": "it failed",
     "skipped": "it was skipped",
 }
+
+
+def _answered_review(payload: Payload) -> bool:
+    """A reviewer's model call that was answered (a failed or refused one says nothing of
+    whether the provider was paid)."""
+    return (
+        isinstance(payload, ModelCall)
+        and payload.role == "reviewer"
+        and payload.failure is None
+        and not payload.parked
+    )
 
 
 class ItemHistory:
@@ -148,16 +159,21 @@ class ItemHistory:
         while the reviewer was asked): that call may have been paid, its cost unknown. None
         when the attempt before this one's claim left it (a verdict, a wait, a failure...)."""
         claims = 0
+        asked_again = False  # the last ask is a second one, after an unusable answer
         for payload in reversed(self._payloads):
             if isinstance(payload, Claimed):
                 claims += 1
                 if claims == 2:
                     return None
-            elif claims == 1 and isinstance(payload, (*_LEAVES_REVIEW, ModelLost)):
+            elif claims != 1:
+                continue
+            elif isinstance(payload, (*_LEAVES_REVIEW, ModelLost)):
                 return None
-            elif claims == 1 and isinstance(payload, ModelCall) and payload.role == "reviewer":
-                return None  # answered (or failed) on record, and priced there
-            elif claims == 1 and isinstance(payload, Advanced) and payload.to == "review":
+            elif isinstance(payload, ReviewAskedAgain):
+                asked_again = True
+            elif _answered_review(payload) and not asked_again:
+                return None  # the last ask's answer is on record, priced there
+            elif isinstance(payload, Advanced) and payload.to == "review":
                 return payload
         return None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -268,17 +268,23 @@ def _as_reasons(value: Any) -> tuple[str, ...]:
 
 
 def review(
-    reviewer: Reviewer, request: ReviewRequest, *, max_diff_chars: int = 60_000
+    reviewer: Reviewer,
+    request: ReviewRequest,
+    *,
+    max_diff_chars: int = 60_000,
+    on_asked_again: Callable[[str], None] = lambda _problem: None,
 ) -> ReviewOutcome:
     """Ask `reviewer` for a verdict on `request`; an unusable answer is asked for once more
-    (saying what was wrong with it), and a second unusable answer fails closed: not approved,
-    not permanent. Errors of the call itself (a parked endpoint, a spent cap) propagate."""
+    (saying what was wrong with it; `on_asked_again` hears why, before that call), and a second
+    unusable answer fails closed: not approved, not permanent. Errors of the call itself (a
+    parked endpoint, a spent cap) propagate."""
     system, prompt = build_review_prompt(request, max_diff_chars)
     replies = [reviewer.ask(prompt, system)]
     problems: list[str] = []
     found = _find_verdict(replies[0].text)
     if isinstance(found, str):
         problems.append(found)
+        on_asked_again(found)
         retry = (
             f"{prompt}\n\nYour previous answer could not be used: {found}. Reply again with "
             f"only one JSON object of this form: {VERDICT_SHAPE}"

@@ -105,13 +105,10 @@ def _untimed(text: str) -> str:
     return _unformatted(text).replace("%", "%%")
 
 
-def _may_run(log: Path) -> bool:
-    """Whether a session writing to `log` may still be running, so tmux must be asked before
-    the log is moved aside for a new one. Not when there is no log (no session of this name
-    and state folder ever started), nor when its wrapper recorded an exit (it has ended, or
-    ends in a moment). A session's name is this state folder's alone, and its log's path
-    comes from the name, so a look at two files saves a tmux call per start."""
-    return log.exists() and recorded_exit(log) is None
+def _ended(log: Path) -> bool:
+    """Whether the wrapper of the session writing to `log` recorded its exit (it has ended, or
+    ends in a moment)."""
+    return recorded_exit(log) is not None
 
 
 def _program(
@@ -226,17 +223,22 @@ class TmuxHost:
 
     def _start(self, spec: SessionSpec, again: bool) -> None:
         name = spec.name
-        if _may_run(spec.log_path) and self._has_session(name):
+        # tmux is asked about an earlier session only while one may still run: not when its
+        # log is missing (none of this name and state folder ever started) or its exit is
+        # recorded. A name is one state folder's alone, and the log's path comes from it, so
+        # two files save a tmux call per start. (Read before the log is moved aside below.)
+        ended = _ended(spec.log_path)
+        if not ended and spec.log_path.exists() and self._has_session(name):
             if self.status(name).alive:
                 raise SessionExists(name)
             self.kill(name)
         self._ended_here.discard(name)
         self._forget_exit(name)
         _prepare_log(spec)
-        ended = self._watch_end(name, spec.log_path)
+        pipe = self._watch_end(name, spec.log_path)
         self._logs[name] = spec.log_path
         target = f"={name}:"
-        script, program, copy, kind = _program(spec, ended, target)
+        script, program, copy, kind = _program(spec, pipe, target)
         try:
             self._run(
                 "new-session", "-d", "-s", name, "-x", "200", "-y", "50",
@@ -254,10 +256,10 @@ class TmuxHost:
             self._logs.pop(name, None)
             if "duplicate session" not in exc.detail:
                 raise
-            # Either another process started it just now, or a pane whose program had ended
-            # (it recorded its exit, so tmux was not asked first) is still there: that one
-            # goes, and the session starts once more.
-            if again or not self._pane_dead(name):
+            # Either another process started it just now, or the session that recorded its
+            # exit (so tmux was not asked first) is still there, its pane dead or its wrapper
+            # a moment from its end: that one goes, and the session starts once more.
+            if again or not (ended or self._pane_dead(name)):
                 raise SessionExists(name) from None
             self.kill(name)
             self._start(spec, again=True)

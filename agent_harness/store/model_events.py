@@ -18,6 +18,7 @@ class ModelKind(StrEnum):
     MODEL_RETRY = "model.retry"
     MODEL_PARKED = "model.parked"
     MODEL_LOST = "model.lost"
+    ASKED_AGAIN = "model.asked_again"
 
 
 # --- model calls -----------------------------------------------------------------------------
@@ -73,3 +74,12 @@ class ModelLost(ModelEvent):
     KIND = ModelKind.MODEL_LOST
     sha: str | None = Field(default=None, description="The commit it was about.")
     run_id: str | None = Field(default=None, description="The run that made it.")
+
+
+class ReviewAskedAgain(Payload):
+    """The reviewer's answer held no usable verdict, so it is asked once more: a second paid
+    call, under way until its `model.call` is recorded (a run that dies before counts it as
+    `model.lost`)."""
+
+    KIND = ModelKind.ASKED_AGAIN
+    problem: str = Field(description="What was wrong with the first answer.")

@@ -325,8 +325,11 @@ def test_a_tmux_agent_is_started_in_one_tmux_call_not_three(
     assert outcome.state is AgentState.DONE
     assert (work / "DONE.txt").exists()
     made = [line.split()[2] for line in calls.read_text().splitlines()]
-    # was: has-session (the runner's look for an earlier one), has-session again (start's)
-    assert made == ["new-session"]  # no log of the name yet: nothing of it can be running
+    # was: has-session (the runner's look for an earlier one), has-session again (start's).
+    # No log of the name yet: nothing of it can be running. (The watch may ask how the pane
+    # is, `list-panes`, when the agent takes longer than a quarter second, as under load.)
+    assert made[0] == "new-session" and made.count("new-session") == 1
+    assert "has-session" not in made
 
 
 def test_the_agent_sees_its_own_key_and_never_the_tracker_token(

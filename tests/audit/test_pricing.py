@@ -126,21 +126,32 @@ def test_a_price_by_time_of_day_is_the_librarys_at_every_hour() -> None:
 
 
 @pytest.mark.parametrize(
-    ("vendor", "endpoint", "billed"),
+    ("vendor", "endpoint", "model", "billed"),
     [
-        ("openai", "https://api.groq.com/openai/v1", "groq"),  # OpenAI's wire, Groq's bill
-        ("anthropic", "https://openrouter.ai/api/v1", "openrouter"),
-        ("openai", "https://my-team.openai.azure.com/openai", "azure"),
-        ("openai", "https://api.openai.com/v1", "openai"),
-        ("openai", "http://127.0.0.1:8000/v1", "openai"),  # a server of one's own
-        ("generic", "http://llm.internal/v1", "generic"),
-        ("openai", None, "openai"),
+        # OpenAI's wire, Groq's bill
+        ("openai", "https://api.groq.com/openai/v1", "llama-3.3-70b-versatile", "groq"),
+        ("anthropic", "https://openrouter.ai/api/v1", "openai/gpt-4o", "openrouter"),
+        ("openai", "https://my-team.openai.azure.com/openai", "gpt-4o", "azure"),
+        ("openai", "https://api.openai.com/v1", "gpt-4o", "openai"),
+        ("openai", "http://127.0.0.1:8000/v1", "gpt-4o", "openai"),  # a server of one's own
+        ("generic", "http://llm.internal/v1", "gpt-4o", "generic"),
+        ("openai", None, "gpt-4o", "openai"),
     ],
 )
 def test_a_call_is_billed_by_the_provider_whose_address_it_went_to(
-    vendor: str, endpoint: str | None, billed: str
+    vendor: str, endpoint: str | None, model: str, billed: str
 ) -> None:
-    assert billed_by(vendor, endpoint) == billed
+    assert billed_by(vendor, endpoint, model) == billed
+
+
+def test_a_provider_whose_list_lacks_the_model_leaves_the_vendors_name_for_it() -> None:
+    # Bedrock names Claude otherwise ("anthropic.claude-..."): the route's name stays priced
+    # as Anthropic's, rather than unknown.
+    bedrock = "https://bedrock-runtime.us-east-1.amazonaws.com"
+    assert billed_by("anthropic", bedrock, "claude-sonnet-4-5") == "anthropic"
+    usage = Usage(tokens_in=1_000, tokens_out=100)
+    billed = billed_by("anthropic", bedrock, "claude-sonnet-4-5")
+    assert price(billed, "claude-sonnet-4-5", usage, AT).cost_usd is not None
 
 
 def test_a_model_only_groq_sells_is_priced_through_a_route_named_openai() -> None:
@@ -148,7 +159,10 @@ def test_a_model_only_groq_sells_is_priced_through_a_route_named_openai() -> Non
     named = price("openai", "llama-3.3-70b-versatile", usage, AT)
     assert named.cost_usd is None  # was: the price of a call to OpenAI, which has no such model
     at_groq = price(
-        billed_by("openai", "https://api.groq.com/openai/v1"), "llama-3.3-70b-versatile", usage, AT
+        billed_by("openai", "https://api.groq.com/openai/v1", "llama-3.3-70b-versatile"),
+        "llama-3.3-70b-versatile",
+        usage,
+        AT,
     )
     expected = calc_price(
         LibUsage(input_tokens=1_000, output_tokens=1_000),

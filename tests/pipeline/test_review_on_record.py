@@ -32,28 +32,30 @@ class _Killed(BaseException):
     """The run's process dying: nothing after it is recorded."""
 
 
-class _KilledOnceAnswered(ModelReviewer):
-    """The first review's answer comes back (and is recorded); the run dies before its verdict
-    is."""
+class _KilledAt(ModelReviewer):
+    """A reviewer whose run dies at its `ask`-th call: once that call's answer is back (and
+    recorded), or while it waits for it (`before=True`)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.asked = 0
+    def __init__(self, client: ModelClient, ask: int, before: bool) -> None:
+        super().__init__(client, worker="run-1")
+        self.asked, self.dies_at, self.before = 0, ask, before
 
     def ask(self, prompt: str, system: str) -> Any:
         self.asked += 1
+        if self.asked == self.dies_at and self.before:
+            raise _Killed
         reply = super().ask(prompt, system)
-        if self.asked == 1:
+        if self.asked == self.dies_at:
             raise _Killed
         return reply
 
 
-def test_a_review_answered_just_before_its_run_died_is_priced_once_and_never_lost(
-    rig: Rig,
-) -> None:
+def _died_in_review(rig: Rig, answers: list[str], ask: int, before: bool) -> list[Any]:
+    """One attempt whose run dies in its review, then the next run's; the reviewer line of
+    the audit afterwards."""
     with ModelServer(api_key="k") as server:
-        for _ in range(2):
-            server.enqueue(ScriptedCompletion(text=APPROVED, input_tokens=900, output_tokens=40))
+        for text in answers:
+            server.enqueue(ScriptedCompletion(text=text, input_tokens=900, output_tokens=40))
         route = Route("gpt-4o", f"{server.url}/v1", "openai", "openai", "KEY")
         client = ModelClient(
             {"reviewer": route},
@@ -63,7 +65,7 @@ def test_a_review_answered_just_before_its_run_died_is_priced_once_and_never_los
             clock=rig.clock,
             sleep=rig.clock.sleep,
         )
-        rig.reviewer = _KilledOnceAnswered(client, worker="run-1")  # type: ignore[assignment]
+        rig.reviewer = _KilledAt(client, ask, before)  # type: ignore[assignment]
         plan, lease = rig.claim()
         with pytest.raises(_Killed):
             Attempt(rig.parts(), plan.item("T1"), lease).run()
@@ -72,12 +74,33 @@ def test_a_review_answered_just_before_its_run_died_is_priced_once_and_never_los
         assert lease is not None
         Attempt(rig.parts(), plan.item("T1"), lease).run()
     assert rig.state().state == "pr_open"
+    audit = open_audit(f"sqlite:///{rig.tmp / 'audit.sqlite'}", clock=rig.clock)
+    ingest_work_store(rig.store, audit)
+    lines = [line for line in cost(audit).lines if line.role == "reviewer"]
+    audit.close()
+    return lines
+
+
+def test_a_review_answered_just_before_its_run_died_is_priced_once_and_never_lost(
+    rig: Rig,
+) -> None:
+    [line] = _died_in_review(rig, [APPROVED, APPROVED], ask=1, before=False)
     kinds = [e.kind for e in rig.store.all_events(item="T1")]
     assert kinds.count("model.call") == 2  # each answer, on the item's own record
     assert "model.lost" not in kinds  # was: the first answer counted again, at no known price
-    audit = open_audit(f"sqlite:///{rig.tmp / 'audit.sqlite'}", clock=rig.clock)
-    ingest_work_store(rig.store, audit)
-    [line] = [line for line in cost(audit).lines if line.role == "reviewer"]
     assert (line.calls, line.priced_calls, line.unknown_calls) == (2, 2, 0)  # was: 3, 2, 1
     assert line.cost_usd is not None and line.cost_usd > 0
-    audit.close()
+
+
+def test_a_second_ask_under_way_when_its_run_died_is_counted_lost_beside_the_first(
+    rig: Rig,
+) -> None:
+    # The first answer holds no verdict, so the reviewer is asked again; the run dies while
+    # that second (paid) call waits for its answer.
+    answered, lost = _died_in_review(rig, ["Looks fine to me!", APPROVED], ask=2, before=True)
+    kinds = [e.kind for e in rig.store.all_events(item="T1")]
+    assert kinds.count("model.asked_again") == 1
+    assert kinds.count("model.lost") == 1  # the second ask: paid or not, nobody knows
+    # The first answer and the next run's are priced; the lost ask is of unknown price.
+    assert (answered.calls, answered.priced_calls, answered.unknown_calls) == (2, 2, 0)
+    assert (lost.label, lost.calls, lost.unknown_calls) == ("lost with its run", 1, 1)
