@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,10 +15,9 @@ from agent_harness.agents.presets import PRESETS, AgentPreset
 from agent_harness.agents.runner import AgentState, run_agent
 from agent_harness.models.failures import FailureKind
 from agent_harness.sessions.protocol import SessionHost, SessionSpec
-from agent_harness.sessions.tmux import TmuxHost
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.clock import FakeClock
-from tests.shared.sessions import base_env, wait_for
+from tests.shared.sessions import base_env, logged_tmux, wait_for
 
 
 class AgentPacedClock(FakeClock):
@@ -313,18 +311,14 @@ def test_a_tmux_agent_is_started_in_one_tmux_call_not_three(
     tmux_socket: str, name: str, work: Path, state_dir: Path, agents_dir: Path, tmp_path: Path
 ) -> None:
     # Each tmux call is a process of its own, a few milliseconds, and every item pays them.
-    calls = tmp_path / "tmux-calls"
-    shim = tmp_path / "tmux"
-    shim.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("tmux")} "$@"\n')
-    shim.chmod(0o755)
-    host = TmuxHost(socket_name=tmux_socket, tmux=str(shim))
+    host, calls = logged_tmux(tmp_path, tmux_socket)
     outcome = run_agent(
         host, scripted(agents_dir, "done"), session=name, worktree=work, prompt="Fix it.",
         state_dir=state_dir, env_source=base_env(), timeout_s=60.0, idle_s=5.0, poll_s=0.02,
     )  # fmt: skip
     assert outcome.state is AgentState.DONE
     assert (work / "DONE.txt").exists()
-    made = [line.split()[2] for line in calls.read_text().splitlines()]
+    made = calls()
     # was: has-session (the runner's look for an earlier one), has-session again (start's).
     # No log of the name yet: nothing of it can be running. (The watch may ask how the pane
     # is, `list-panes`, when the agent takes longer than a quarter second, as under load.)

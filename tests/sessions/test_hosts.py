@@ -31,7 +31,7 @@ from agent_harness.sessions.wrapper import END_MARK, read_log, recorded_exit
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.session_server import running_session_server
-from tests.shared.sessions import TOKEN, base_env, wait_for
+from tests.shared.sessions import TOKEN, base_env, logged_tmux, wait_for
 
 
 def spec_for(
@@ -441,11 +441,7 @@ def test_tmux_knows_a_session_it_ended_is_gone_but_never_starts_a_live_one_twice
     # Asking tmux costs a process: a session this host ended is known to be gone (a run asks
     # about every ended item's session as it finishes). A start asks only while the log's
     # session may still run (no exit recorded), so never starts a live one twice.
-    calls = tmp_path / "calls"
-    logger = tmp_path / "tmux"
-    logger.write_text(f'#!/bin/sh\necho "$3" >> {calls}\nexec tmux "$@"\n')
-    logger.chmod(0o755)
-    host = TmuxHost(socket_name=tmux_socket, tmux=str(logger))
+    host, calls = logged_tmux(tmp_path, tmux_socket)
     spec = spec_for(name, ["sh", "-c", "echo started; sleep 30"], work, tmp_path / "logs")
     try:
         host.start(spec)
@@ -453,14 +449,14 @@ def test_tmux_knows_a_session_it_ended_is_gone_but_never_starts_a_live_one_twice
         with pytest.raises(SessionExists):
             host.start(spec)
         assert "started" in host.output(name)  # the live session's log was left alone
-        assert calls.read_text().split()[:2] == ["new-session", "has-session"]  # it asked
+        assert calls()[:2] == ["new-session", "has-session"]  # it asked
         host.kill(name)
-        asked = len(calls.read_text().split())
+        asked = len(calls())
         assert not host.exists(name)  # it ended it: known without asking
-        assert len(calls.read_text().split()) == asked
+        assert len(calls()) == asked
         wait_for(lambda: recorded_exit(spec.log_path) is not None)  # its wrapper's last word
         host.start(spec)  # nothing of that log runs now: started without asking
-        assert calls.read_text().split()[asked:] == ["new-session"]
+        assert calls()[asked:] == ["new-session"]
     finally:
         host.kill(name)
 

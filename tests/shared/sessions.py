@@ -59,6 +59,21 @@ def tmux_host(tmux_socket: str) -> Iterator[TmuxHost]:
         host.kill(name)
 
 
+def logged_tmux(tmp_path: Path, socket: str) -> tuple[TmuxHost, Callable[[], list[str]]]:
+    """A tmux host on `socket` whose every call to tmux is noted, and what reads the names of
+    the commands it made so far, in order (each call is a process of its own: they are
+    counted, never timed)."""
+    calls = tmp_path / "tmux-calls"
+    shim = tmp_path / "tmux"
+    shim.write_text(f'#!/bin/sh\necho "$3" >> {calls}\nexec {shutil.which("tmux")} "$@"\n')
+    shim.chmod(0o755)
+
+    def made() -> list[str]:
+        return calls.read_text().split() if calls.exists() else []
+
+    return TmuxHost(socket_name=socket, tmux=str(shim)), made
+
+
 @pytest.fixture
 def name(request: pytest.FixtureRequest) -> str:
     """A session name unique to the test, so tests sharing a tmux server never collide."""
