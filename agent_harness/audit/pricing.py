@@ -220,9 +220,8 @@ class _Prices:
         """The id of the first provider (the library's order) whose API address `endpoint`
         is, when its price list knows `model`; None when it is none of theirs, or it does not
         (the library's own lookup decides both)."""
-        snapshot = self._get_snapshot()
-        if snapshot is not self._seen:
-            self._see(snapshot)
+        self.version()  # the price data in use, and what was found in older data forgotten
+        snapshot = self._seen
         key = (endpoint, model)
         if key not in self._at:
             found = next((p for p in snapshot.providers if re.match(p.api_pattern, endpoint)), None)

@@ -184,8 +184,11 @@ class Attempt:
         # What that check wrote is no agent's work: the next commit must not take it in. A
         # person may have edited the worktree while no run held it: the tracked files'
         # changes are kept as a patch first.
-        saved = self.parts.item_dir(self.item.id) / f"put-back-{int(parts.store.clock())}.patch"
-        left = parts.repo.discard_uncommitted(tree, save_to=saved) if checking else []
+        saved: Path | None = None
+        left: list[str] = []
+        if checking:
+            saved = parts.item_dir(self.item.id) / f"put-back-{int(parts.store.clock())}.patch"
+            left = parts.repo.discard_uncommitted(tree, save_to=saved)
         if len(left) > 50:  # a folder of output git does not ignore: named in part
             left = [*left[:50], f"... and {len(left) - 50} more"]
         self._checking().unlink(missing_ok=True)
@@ -198,7 +201,7 @@ class Attempt:
                 kept=tree.kept,
                 stopped_check=stopped,
                 discarded=left,
-                saved=str(saved) if checking and saved.exists() else None,
+                saved=str(saved) if saved is not None and saved.exists() else None,
             )
         )
         return tree
