@@ -19,6 +19,7 @@ from typing import Any
 
 from agent_harness.agents.presets import AgentPreset, scrub_env
 from agent_harness.agents.setup import agent_setup, exclude_scratch, own_tmp, remove_own_tmp
+from agent_harness.errors import UsageError
 from agent_harness.models.agent_output import classify_agent_output, retrying_limit
 from agent_harness.models.failures import Failure, FailureKind
 from agent_harness.sessions.protocol import (
@@ -146,8 +147,10 @@ def run_agent(
             adopted = True
         else:
             prompt_file = state_dir / "prompts" / f"{name}.md"
-            command = _command(preset, prompt, prompt_file, Path(worktree), model)
-            adopted = not _start_session(host, preset, name, command, Path(worktree), env, log_path)
+            command = _command(host, preset, name, prompt, prompt_file, Path(worktree), model)
+            adopted = command is None or not _start_session(
+                host, preset, name, command, Path(worktree), env, log_path
+            )
     watch = _Watch(host, preset.name, name, log_path, adopted, clock, wall_clock, on_state)
     if sleep is None:
         sleep = _pause_for(host, name)
@@ -161,12 +164,42 @@ def run_agent(
 
 
 def _command(
-    preset: AgentPreset, prompt: str, prompt_file: Path, worktree: Path, model: str | None
-) -> list[str]:
-    """The agent's command line, its prompt written to `prompt_file` first."""
+    host: SessionHost,
+    preset: AgentPreset,
+    name: str,
+    prompt: str,
+    prompt_file: Path,
+    worktree: Path,
+    model: str | None,
+) -> list[str] | None:
+    """The agent's command line, its prompt written to `prompt_file` first; None where a
+    live session of the name is there to adopt.
+
+    An earlier attempt's prompt file may be what that live agent reads (aider's
+    `--message-file`), so a different prompt replaces it only once no session of the name
+    runs: an item's first attempt, which finds no file, pays no look. A command that cannot
+    be made (a prompt too long for an argument) stops nothing that already runs either.
+    """
+    looked = False
+    if _holds_another(prompt_file, prompt):
+        if _live(host, name):
+            return None
+        looked = True
     prompt_file.parent.mkdir(parents=True, exist_ok=True)
     prompt_file.write_text(prompt, encoding="utf-8")
-    return preset.command(prompt_file, worktree, model)
+    try:
+        return preset.command(prompt_file, worktree, model)
+    except UsageError:
+        if not looked and _live(host, name):
+            return None
+        raise
+
+
+def _holds_another(prompt_file: Path, prompt: str) -> bool:
+    try:
+        return prompt_file.read_text(encoding="utf-8") != prompt
+    except FileNotFoundError:
+        return False
 
 
 def _live(host: SessionHost, name: str) -> bool:

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from agent_harness.agents.presets import PRESETS, AgentPreset
+from agent_harness.agents.presets import MAX_PROMPT_ARG_BYTES, PRESETS, AgentPreset
 from agent_harness.agents.runner import AgentState, run_agent
+from agent_harness.errors import UsageError
 from agent_harness.models.failures import FailureKind
 from agent_harness.sessions.protocol import SessionHost, SessionSpec
 from agent_harness.testing.agents import write_scripted_agent
@@ -391,6 +392,70 @@ def test_a_live_session_of_the_same_name_is_adopted_not_doubled(
     assert outcome.state is AgentState.DONE
     assert (work / "answer.txt").read_text() == "adopted"
     assert not (work / "DONE.txt").exists()  # the new run's agent never started
+
+
+def _earlier_agent_at_its_question(
+    host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
+) -> None:
+    """A previous harness process's agent, started on its own prompt file, now asking."""
+    prompts = state_dir / "prompts"
+    prompts.mkdir()
+    (prompts / f"{name}.md").write_text("The earlier attempt's prompt.")
+    earlier = write_scripted_agent(agents_dir, "ask")
+    host.start(SessionSpec(name, earlier, work, base_env(), state_dir / "logs" / f"{name}.log"))
+    wait_for(lambda: host.screen(name).endswith("[y/N]"))
+
+
+def _answering(host: SessionHost, name: str, fake: AnsweredClock, text: str) -> Any:
+    def answer(state: AgentState, reason: str) -> None:
+        if state is AgentState.WAITING_FOR_INPUT:
+            host.send_keys(name, text)
+            fake.answered()
+
+    return answer
+
+
+def test_adopting_a_live_session_leaves_its_prompt_file_as_its_agent_read_it(
+    host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
+) -> None:
+    # aider reads its prompt through --message-file: the live agent's file is its own.
+    _earlier_agent_at_its_question(host, name, work, state_dir, agents_dir)
+    fake = AnsweredClock(host, state_dir, name)
+    outcome = run(
+        host, scripted(agents_dir, "done"), work, state_dir, name, fake,
+        prompt="A new attempt's prompt.", on_state=_answering(host, name, fake, "kept"),
+    )  # fmt: skip
+    assert outcome.adopted
+    assert outcome.state is AgentState.DONE
+    assert (work / "answer.txt").read_text() == "kept"
+    assert (state_dir / "prompts" / f"{name}.md").read_text() == "The earlier attempt's prompt."
+
+
+def test_a_live_session_is_adopted_even_where_the_new_prompt_could_not_be_passed(
+    host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
+) -> None:
+    # The new attempt's prompt is too long for an argument: nothing new can start, but the
+    # agent already running is watched to its end, not left behind by a usage error.
+    _earlier_agent_at_its_question(host, name, work, state_dir, agents_dir)
+    fake = AnsweredClock(host, state_dir, name)
+    outcome = run(
+        host, scripted(agents_dir, "done"), work, state_dir, name, fake,
+        prompt="x" * (MAX_PROMPT_ARG_BYTES + 1), on_state=_answering(host, name, fake, "long"),
+    )  # fmt: skip
+    assert outcome.adopted
+    assert outcome.state is AgentState.DONE
+    assert (work / "answer.txt").read_text() == "long"
+
+
+def test_a_prompt_too_long_for_an_argument_is_a_usage_error_when_nothing_runs(
+    host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
+) -> None:
+    with pytest.raises(UsageError, match="too long to pass"):
+        run(
+            host, scripted(agents_dir, "done"), work, state_dir, name,
+            prompt="x" * (MAX_PROMPT_ARG_BYTES + 1),
+        )  # fmt: skip
+    assert not host.exists(name)
 
 
 def test_a_limit_the_agent_got_past_does_not_stop_it_later(
