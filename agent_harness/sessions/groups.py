@@ -5,9 +5,9 @@ Its output goes to a file the caller gives (never a pipe a background child coul
 timeout ends the whole group (SIGTERM, then SIGKILL), and whatever the command left behind dies
 with it when it ends. A run killed outright (SIGKILL, a lost machine) cannot end its commands:
 under GNU `timeout`, where there is one, a command ends itself a little after its own limit,
-and its group is written down (`group_file`) so that the item's next attempt ends it
-(`stop_leftover`) before it works in the same worktree. A run that is stopping ends them all at
-once (`stop_running`).
+and its group is written down (`group_file`), before the command may begin, so that the item's
+next attempt ends it (`stop_leftover`) before it works in the same worktree. A run that is
+stopping ends them all at once (`stop_running`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ GROUP_FILE = "check.group"
 # A command outlives a killed run by at most its limit plus this, under `timeout` (our own timer
 # fires first while the run lives).
 ORPHAN_MARGIN_S = 30.0
+# Where a command's group is to be written down, the command waits on its stdin (a pipe) until
+# the note is down: a run killed before then leaves no command it never noted. A run killed in
+# that moment closes the pipe, and the command gives up unbegun.
+_GATE = 'IFS= read -r go || exit 125; exec </dev/null; exec "$@"'
 
 # The groups of the commands this process runs now, for `stop_running`; once it was called, a
 # command's caller never goes on (`_NEVER`).
@@ -85,28 +89,50 @@ def run_in_group(
     if wrapper is not None:
         limit = timeout_s + kill_grace_s + ORPHAN_MARGIN_S
         argv = [wrapper, "--kill-after", "5", f"{limit:.3f}s", *argv]
-    process = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=output,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    return _wait(process, timeout_s, kill_grace_s, group_file)
+    stdin: int = subprocess.DEVNULL
+    gate: int | None = None
+    if group_file is not None:
+        argv = [SHELL, "-c", _GATE, "gate", *argv]
+        stdin, gate = os.pipe()
+    try:
+        process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=stdin,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError:
+        if gate is not None:
+            os.close(gate)
+        raise
+    finally:
+        if gate is not None:
+            os.close(stdin)
+    return _wait(process, timeout_s, kill_grace_s, group_file, gate)
 
 
 def _wait(
-    process: subprocess.Popen[bytes], timeout_s: float, kill_grace_s: float, group_file: Path | None
+    process: subprocess.Popen[bytes],
+    timeout_s: float,
+    kill_grace_s: float,
+    group_file: Path | None,
+    gate: int | None,
 ) -> GroupEnd:
-    """Wait for a started command (its group written down meanwhile)."""
+    """Wait for a started command: its group written down first, where it is to be, and only
+    then is the command let through its gate."""
     timed_out = False
     with _RUNNING_LOCK:
         _RUNNING.add(process.pid)
     try:
         if group_file is not None:
             _write_group(group_file, process.pid)
+        if gate is not None:
+            opening = gate
+            gate = None
+            _open(opening)
         exit_code: int | None = process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
@@ -115,6 +141,8 @@ def _wait(
             process.wait(timeout=kill_grace_s)
         exit_code = None
     finally:
+        if gate is not None:  # never opened: the command gives up unbegun
+            os.close(gate)
         # Whatever the shell left behind (a hung child, a background job) dies with the
         # command, and so does a command whose run is stopping (an exception here).
         _signal_group(process.pid, signal.SIGKILL)
@@ -177,6 +205,15 @@ def _write_group(group_file: Path, pid: int) -> None:
         group_file.parent.mkdir(parents=True, exist_ok=True)
         partial.write_text(json.dumps({"pgid": pid, "start": start_time(pid)}))
         os.replace(partial, group_file)
+
+
+def _open(gate: int) -> None:
+    """Let a command waiting at its gate begin (a command killed meanwhile hears nothing)."""
+    try:
+        with contextlib.suppress(BrokenPipeError):
+            os.write(gate, b"go\n")
+    finally:
+        os.close(gate)
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:

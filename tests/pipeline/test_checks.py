@@ -22,6 +22,7 @@ from agent_harness.pipeline.checks import (
     order_checks,
     run_checks,
 )
+from agent_harness.sessions import groups
 from agent_harness.sessions.groups import stop_leftover
 from agent_harness.store.events import WorktreeReady
 from agent_harness.testing.clock import FakeClock
@@ -322,13 +323,56 @@ def test_a_check_names_its_process_group_while_it_runs_and_forgets_it_after(
     tmp_path: Path,
 ) -> None:
     group = tmp_path / "state" / "check.group"
-    # Written just after the check starts: the check waits for it.
-    command = f"while [ ! -s {group} ]; do sleep 0.01; done; cat {group} > seen"
+    command = f"cat {group} > seen"  # written down before the check begins
     [result] = run_checks([command], tmp_path, timeout_s=10, env=ENV, group_file=group).results
     assert result.passed
     record = json.loads((tmp_path / "seen").read_text())
     assert record["pgid"] > 0 and set(record) == {"pgid", "start"}
     assert not group.exists()
+
+
+@pytest.mark.integration
+def test_a_check_begins_only_once_its_group_is_written_down_however_slow_the_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A loaded machine is slow to write the note: the check must not get there first, or a
+    # run killed in that moment would leave a check no later attempt knows of.
+    write_group = groups._write_group
+
+    def slow_note(group_file: Path, pid: int) -> None:
+        time.sleep(0.3)
+        write_group(group_file, pid)
+
+    monkeypatch.setattr(groups, "_write_group", slow_note)
+    group = tmp_path / "state" / "check.group"
+    [result] = run_checks([f"cat {group} > seen"], tmp_path, timeout_s=10, env=ENV,
+                          group_file=group).results  # fmt: skip
+    assert result.passed, result.output_tail
+    assert json.loads((tmp_path / "seen").read_text())["pgid"] > 0
+
+
+@pytest.mark.integration
+def test_a_run_killed_before_its_check_is_written_down_leaves_no_check_running(
+    tmp_path: Path,
+) -> None:
+    runner = textwrap.dedent(
+        f"""
+        import os, signal
+        from pathlib import Path
+        from agent_harness.pipeline import checks
+        from agent_harness.sessions import groups
+        def killed_first(group_file, pid):
+            Path({str(tmp_path / "pid")!r}).write_text(str(pid))
+            os.kill(os.getpid(), signal.SIGKILL)
+        groups._write_group = killed_first
+        checks.run_checks(["echo ran > ran"], Path({str(tmp_path)!r}), timeout_s=600,
+                          env={ENV!r}, group_file=Path({str(tmp_path / "check.group")!r}))
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", runner], check=False)
+    assert run.returncode == -signal.SIGKILL
+    assert _dies(int((tmp_path / "pid").read_text()))
+    assert not (tmp_path / "ran").exists()  # it never began, so nothing is left to end
 
 
 @pytest.mark.integration
