@@ -45,11 +45,23 @@ def main(spec_path):
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, forward)
     code = run_pty(spec, argv, env, cwd, log, stop)
+    if not still_ours(log, spec["log"]):
+        return  # killed, and a new session of the name has started on a log of its own
     tmp = spec["exit"] + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(str(code))
     os.replace(tmp, spec["exit"])
     said_ended(spec.get("ended"))
+
+def still_ours(log, path):
+    """Whether the log at `path` is still the file this session writes (a new session of the
+    name always starts on a new file)."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False
+    mine = os.fstat(log.fileno())
+    return (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
 
 def said_ended(path):
     """Tell a host waiting on the named pipe `path` that the session ended: opening it for
@@ -420,7 +432,11 @@ def _write_spec(spec: SessionSpec, ended: Path | None = None) -> Path:
 def _prepare_log(spec: SessionSpec) -> None:
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
     _keep_earlier_log(spec.log_path)
-    spec.log_path.write_bytes(b"")  # a new session starts a new log
+    # A new session starts a new log: a new file, not an empty one emptied again, since a
+    # session of the name killed a moment ago may still hold it open (a pane's copy, the
+    # Python wrapper) and must write nothing into this one's.
+    spec.log_path.unlink(missing_ok=True)
+    spec.log_path.write_bytes(b"")
     _exit_path(spec.log_path).unlink(missing_ok=True)
     _said_path(spec.log_path).unlink(missing_ok=True)
 

@@ -527,6 +527,37 @@ def test_tmux_kill_ends_an_agent_behind_the_python_wrapper_that_ignores_the_stop
 
 
 @pytest.mark.acceptance
+def test_a_killed_python_wrapped_session_ending_late_leaves_the_next_one_of_its_name_alone(
+    tmux_host: TmuxHost, name: str, work: Path, tmp_path: Path
+) -> None:
+    # The Python wrapper waits for its agent after the kill, then records the exit and copies
+    # the last words. By then the item's next session of the name may run on the same log.
+    gone = tmp_path / "gone"
+    script = (
+        f"trap 'sleep 0.5; echo late words; touch {gone}; exit 3' HUP TERM; "
+        "echo started; while :; do sleep 0.1; done"
+    )
+    env = {**base_env(), "odd-name.x": "1"}
+    for emptied in (False, True):  # its log kept aside; then empty, which the next empties
+        tmux_host.start(spec_for(name, ["sh", "-c", script], work, tmp_path / "logs", env=env))
+        wait_for(lambda: "started" in tmux_host.output(name))
+        wrapper_pid = int(tmux_host._run("list-panes", "-t", f"={name}:", "-F", "#{pane_pid}")
+                          .stdout.split()[0])  # fmt: skip
+        tmux_host.kill(name)
+        log = tmp_path / "logs" / f"{name}.log"
+        if emptied:
+            log.write_bytes(b"")
+        tmux_host.start(spec_for(name, ["sh", "-c", "echo again; sleep 600"], work,
+                                 tmp_path / "logs"))  # fmt: skip
+        wait_for(lambda: gone.exists() and not _pid_alive(wrapper_pid))
+        assert tmux_host.status(name).alive  # not read as ended by the other's exit
+        assert recorded_exit(log) is None
+        assert "late words" not in tmux_host.output(name)
+        tmux_host.kill(name)
+        gone.unlink()
+
+
+@pytest.mark.acceptance
 def test_when_the_tmux_server_dies_its_agents_and_what_they_started_end_too(
     tmux_socket: str, work: Path, tmp_path: Path
 ) -> None:
