@@ -549,7 +549,7 @@ def test_a_killed_python_wrapped_session_ending_late_leaves_the_next_one_of_its_
             log.write_bytes(b"")
         tmux_host.start(spec_for(name, ["sh", "-c", "echo again; sleep 600"], work,
                                  tmp_path / "logs"))  # fmt: skip
-        wait_for(lambda: gone.exists() and not _pid_alive(wrapper_pid))
+        wait_for(lambda pid=wrapper_pid: gone.exists() and not _pid_alive(pid))
         assert tmux_host.status(name).alive  # not read as ended by the other's exit
         assert recorded_exit(log) is None
         assert "late words" not in tmux_host.output(name)
