@@ -181,12 +181,15 @@ def _command(
     be made (a prompt too long for an argument) stops nothing that already runs either.
     """
     looked = False
-    if _holds_another(prompt_file, prompt):
-        if _live(host, name):
-            return None
-        looked = True
-    prompt_file.parent.mkdir(parents=True, exist_ok=True)
-    prompt_file.write_text(prompt, encoding="utf-8")
+    text = prompt.encode("utf-8")
+    held = _held(prompt_file, text)
+    if held != "same":
+        if held == "another":
+            if _live(host, name):
+                return None
+            looked = True
+        prompt_file.parent.mkdir(parents=True, exist_ok=True)
+        prompt_file.write_bytes(text)
     try:
         return preset.command(prompt_file, worktree, model)
     except UsageError:
@@ -195,11 +198,15 @@ def _command(
         raise
 
 
-def _holds_another(prompt_file: Path, prompt: str) -> bool:
+def _held(prompt_file: Path, text: bytes) -> str:
+    """Whether the prompt file holds `text` ("same"), is missing ("none"), or holds another
+    prompt ("another"; so does a file that cannot be read)."""
     try:
-        return prompt_file.read_text(encoding="utf-8") != prompt
+        return "same" if prompt_file.read_bytes() == text else "another"
     except FileNotFoundError:
-        return False
+        return "none"
+    except OSError:
+        return "another"
 
 
 def _live(host: SessionHost, name: str) -> bool:

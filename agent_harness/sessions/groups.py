@@ -104,7 +104,7 @@ def run_in_group(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    except OSError:
+    except BaseException:  # OSError, or ValueError for a NUL in the command
         if gate is not None:
             os.close(gate)
         raise
@@ -129,7 +129,7 @@ def _wait(
     try:
         if group_file is not None:
             _write_group(group_file, process.pid)
-        if gate is not None:
+        if gate is not None and not _STOPPING.is_set():  # a stopping run begins nothing
             opening = gate
             gate = None
             _open(opening)

@@ -45,13 +45,21 @@ def main(spec_path):
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, forward)
     code = run_pty(spec, argv, env, cwd, log, stop)
+    # The pane's own status is the agent's too (as the shell wrapper's `exit "$c"`).
     if not still_ours(log, spec["log"]):
-        return  # killed, and a new session of the name has started on a log of its own
+        return code  # killed, and a new session of the name has started on a log of its own
     tmp = spec["exit"] + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(str(code))
     os.replace(tmp, spec["exit"])
+    if not still_ours(log, spec["log"]):  # the new one started just as this was written
+        try:
+            os.unlink(spec["exit"])
+        except OSError:
+            pass
+        return code
     said_ended(spec.get("ended"))
+    return code
 
 def still_ours(log, path):
     """Whether the log at `path` is still the file this session writes (a new session of the
@@ -186,7 +194,7 @@ def run_pty(spec, argv, env, cwd, log, stop):
                 pass
     return wait_child(pid, stop, deadline)
 
-main(sys.argv[1])
+sys.exit(main(sys.argv[1]))
 '''
 
 
@@ -434,7 +442,9 @@ def _prepare_log(spec: SessionSpec) -> None:
     _keep_earlier_log(spec.log_path)
     # A new session starts a new log: a new file, not an empty one emptied again, since a
     # session of the name killed a moment ago may still hold it open (a pane's copy, the
-    # Python wrapper) and must write nothing into this one's.
+    # Python wrapper) and must write nothing into this one's. (A live session's log is never
+    # here: the hosts look for a session that may still run before they prepare its log, and
+    # the item's lease keeps a second process from starting the name at the same moment.)
     spec.log_path.unlink(missing_ok=True)
     spec.log_path.write_bytes(b"")
     _exit_path(spec.log_path).unlink(missing_ok=True)

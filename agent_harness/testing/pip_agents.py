@@ -111,8 +111,11 @@ def _install(agent: PipAgent, root: Path, env: Mapping[str, str], timeout_s: flo
         else:
             try:
                 _install_into(target, _with_uv(uv, target, spec), spec, env, timeout_s)
-            except PipUnavailable:  # uv reads no pip.conf: pip may reach an index uv cannot
-                _install_into(target, _with_pip(target, spec), spec, env, timeout_s)
+            except PipUnavailable as by_uv:  # uv reads no pip.conf: pip may reach an index
+                try:
+                    _install_into(target, _with_pip(target, spec), spec, env, timeout_s)
+                except PipUnavailable as by_pip:
+                    raise PipUnavailable(spec, f"{by_pip.why} (uv: {by_uv.why})") from None
         if not (target / "bin" / agent.binary).exists():
             raise PipUnavailable(spec, f"the package installed no `{agent.binary}` program")
     except PipUnavailable:
@@ -141,7 +144,8 @@ def _uv() -> str | None:
 def _with_uv(uv: str, target: Path, spec: str) -> list[list[str]]:
     python = str(target / "bin" / "python")
     return [
-        [uv, "venv", "--quiet", "--python", sys.executable, str(target)],
+        # --seed: pip in the venv too, for aider's own installs of its extras.
+        [uv, "venv", "--quiet", "--seed", "--python", sys.executable, str(target)],
         # Compiled at install, on every core: left to aider's first run, the compiling (on
         # one core, of what it imports) made that run 22 s slower; here it adds 8 s.
         [uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", python, spec],

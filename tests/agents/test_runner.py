@@ -395,12 +395,19 @@ def test_a_live_session_of_the_same_name_is_adopted_not_doubled(
 
 
 def _earlier_agent_at_its_question(
-    host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
+    host: SessionHost,
+    name: str,
+    work: Path,
+    state_dir: Path,
+    agents_dir: Path,
+    prompt: str | None = "The earlier attempt's prompt.",
 ) -> None:
-    """A previous harness process's agent, started on its own prompt file, now asking."""
-    prompts = state_dir / "prompts"
-    prompts.mkdir()
-    (prompts / f"{name}.md").write_text("The earlier attempt's prompt.")
+    """A previous harness process's agent, started on its own prompt file (None: its file is
+    gone since), now asking."""
+    if prompt is not None:
+        prompts = state_dir / "prompts"
+        prompts.mkdir()
+        (prompts / f"{name}.md").write_text(prompt)
     earlier = write_scripted_agent(agents_dir, "ask")
     host.start(SessionSpec(name, earlier, work, base_env(), state_dir / "logs" / f"{name}.log"))
     wait_for(lambda: host.screen(name).endswith("[y/N]"))
@@ -435,8 +442,9 @@ def test_a_live_session_is_adopted_even_where_the_new_prompt_could_not_be_passed
     host: SessionHost, name: str, work: Path, state_dir: Path, agents_dir: Path
 ) -> None:
     # The new attempt's prompt is too long for an argument: nothing new can start, but the
-    # agent already running is watched to its end, not left behind by a usage error.
-    _earlier_agent_at_its_question(host, name, work, state_dir, agents_dir)
+    # agent already running is watched to its end, not left behind by a usage error. (With
+    # no earlier prompt file, no look was made before the command was.)
+    _earlier_agent_at_its_question(host, name, work, state_dir, agents_dir, prompt=None)
     fake = AnsweredClock(host, state_dir, name)
     outcome = run(
         host, scripted(agents_dir, "done"), work, state_dir, name, fake,
