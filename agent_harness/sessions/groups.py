@@ -35,10 +35,11 @@ GROUP_FILE = "check.group"
 # A command outlives a killed run by at most its limit plus this, under `timeout` (our own timer
 # fires first while the run lives).
 ORPHAN_MARGIN_S = 30.0
-# Where a command's group is to be written down, the command waits on its stdin (a pipe) until
-# the note is down: a run killed before then leaves no command it never noted. A run killed in
-# that moment closes the pipe, and the command gives up unbegun.
-_GATE = 'IFS= read -r go || exit 125; exec </dev/null; exec "$@"'
+# Where a command's group is to be written down, the command's shell first waits on its stdin
+# (a pipe) until the note is down: a run killed before then leaves no command it never noted.
+# A run killed in that moment closes the pipe, and the command gives up unbegun. On the
+# command's own line, in its own shell: no process more, and a syntax error still names line 1.
+_GATE = "IFS= read -r _ah_go || exit 125; exec </dev/null; "
 
 # The groups of the commands this process runs now, for `stop_running`; once it was called, a
 # command's caller never goes on (`_NEVER`).
@@ -84,7 +85,7 @@ def run_in_group(
     """Run `command` under `/bin/sh -c` in `cwd` with exactly `env`, stdout and stderr into
     `output`, its group written to `group_file` while it runs. Raises OSError when it cannot
     start. Its whole group is gone when this returns."""
-    argv = [SHELL, "-c", command]
+    argv = [SHELL, "-c", command if group_file is None else _GATE + command]
     wrapper = _gnu_timeout() if math.isfinite(timeout_s) else None
     if wrapper is not None:
         limit = timeout_s + kill_grace_s + ORPHAN_MARGIN_S
@@ -92,7 +93,6 @@ def run_in_group(
     stdin: int = subprocess.DEVNULL
     gate: int | None = None
     if group_file is not None:
-        argv = [SHELL, "-c", _GATE, "gate", *argv]
         stdin, gate = os.pipe()
     try:
         process = subprocess.Popen(
