@@ -141,7 +141,9 @@ class RefFiles:
         base = self.git_dir if name.startswith(_PER_WORKTREE) else self.common_dir
         try:
             return (base / name).read_text(encoding="utf-8").strip()
-        except (FileNotFoundError, NotADirectoryError):
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            # A folder of that name holds other refs (`refs/heads/agent-harness/T1-x`), and
+            # git keeps no loose ref beside it: any there is in packed-refs.
             return None
         except (OSError, UnicodeDecodeError) as exc:
             raise Unreadable(f"{name}: {exc}") from exc

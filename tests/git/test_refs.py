@@ -104,6 +104,21 @@ def test_a_listing_by_prefix_matches_for_each_ref_loose_and_packed(clone: Path) 
         files.matching("refs/heads/*/T1-*")
 
 
+def test_a_folder_of_branches_asked_for_as_a_branch_is_none_not_a_call_to_git(
+    clone: Path,
+) -> None:
+    # Every item asks whether `agent-harness` is a branch (it would block the folder): once
+    # the first item's branch is made, that name is a folder of loose refs.
+    git(clone, "branch", "agent-harness/T1-a")
+    patterns = ("refs/heads/agent-harness/T1-*", "refs/heads/agent-harness")
+    files = RefFiles(clone)
+    assert files.matching(*patterns) == gits_listing(clone, *patterns)
+    assert files.resolve("refs/heads/agent-harness") is None
+    git(clone, "pack-refs", "--all")  # packed, the folder may stay behind, empty
+    (clone / ".git" / "refs" / "heads" / "agent-harness").mkdir(exist_ok=True)
+    assert RefFiles(clone).matching(*patterns) == gits_listing(clone, *patterns)
+
+
 def test_a_bare_repositorys_folder_of_refs_lists_as_for_each_ref_lists_it(
     clone: Path, tmp_path: Path
 ) -> None:
