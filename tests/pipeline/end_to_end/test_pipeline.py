@@ -7,6 +7,7 @@ import runpy
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -463,6 +464,30 @@ def test_only_runs_the_named_items_and_items_gone_from_the_plan_never_run(h: Har
     # Put back in the plan, it is worked (it stayed skipped for good before).
     third = h.pipeline(three, agent=command, settings=settings(checks=[]))
     assert {i.id: i.state for i in third.run().items}["T3"] == "pr_open"
+
+
+@pytest.mark.integration
+def test_item_after_item_the_refs_a_worktree_needs_are_read_from_files_not_asked_of_git(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each git call is a process (2 to 3 ms here). Once the first item's branch exists,
+    # `refs/heads/agent-harness` is a folder of branches; reading it sent every later item
+    # to `git for-each-ref` for the refs its worktree needs.
+    from agent_harness.git import runner
+
+    asked: list[tuple[str, ...]] = []
+    run_git = runner.run_git
+
+    def counted(cwd: Path | str, *args: str, **options: Any) -> runner.GitResult:
+        asked.append(args)
+        return run_git(cwd, *args, **options)
+
+    monkeypatch.setattr(runner, "run_git", counted)
+    three = "### T1: One\n\n### T2: Two\n\n### T3: Three\n"
+    report = h.pipeline(three, agent=done_agent(h), settings=settings(checks=[])).run()
+    assert {i.id: i.state for i in report.items} == dict.fromkeys(("T1", "T2", "T3"), "pr_open")
+    assert len(asked) > 20  # the counting saw the run's git
+    assert [args for args in asked if "for-each-ref" in args] == []
 
 
 @pytest.mark.integration
