@@ -3,12 +3,14 @@ whole process tree, the exact environment, and the cheapest-first order."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -22,7 +24,6 @@ from agent_harness.pipeline.checks import (
     order_checks,
     run_checks,
 )
-from agent_harness.sessions import groups
 from agent_harness.sessions.groups import stop_leftover
 from agent_harness.store.events import WorktreeReady
 from agent_harness.testing.clock import FakeClock
@@ -332,48 +333,74 @@ def test_a_check_names_its_process_group_while_it_runs_and_forgets_it_after(
     assert not group.exists()
 
 
+def _stuck_note(group: Path) -> Path:
+    """Make writing the note of `group` wait: its partial file is a named pipe nobody reads,
+    so the run stays in the moment between starting its check and noting it (as a loaded
+    machine's can, for a while) until the test reads the pipe."""
+    group.parent.mkdir(parents=True, exist_ok=True)
+    partial = group.with_name(group.name + ".partial")
+    os.mkfifo(partial)
+    return partial
+
+
+def _child_of(parent: int, running: str) -> int:
+    """The pid of a child process of `parent` whose command line holds `running`."""
+    for _ in range(2000):
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                    line = (stat.parent / "cmdline").read_bytes()
+                    if running.encode() in line:
+                        return int(stat.parent.name)
+        time.sleep(0.005)
+    raise AssertionError(f"process {parent} started nothing running {running!r}")
+
+
 @pytest.mark.integration
 def test_a_check_begins_only_once_its_group_is_written_down_however_slow_the_note(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    # A loaded machine is slow to write the note: the check must not get there first, or a
-    # run killed in that moment would leave a check no later attempt knows of.
-    write_group = groups._write_group
-
-    def slow_note(group_file: Path, pid: int) -> None:
-        time.sleep(0.3)
-        write_group(group_file, pid)
-
-    monkeypatch.setattr(groups, "_write_group", slow_note)
+    # The check must not get ahead of its note, or a run killed in that moment would leave a
+    # check no later attempt knows of.
     group = tmp_path / "state" / "check.group"
-    [result] = run_checks([f"cat {group} > seen"], tmp_path, timeout_s=10, env=ENV,
-                          group_file=group).results  # fmt: skip
+    partial = _stuck_note(group)
+    command = f"if [ -e {group} ]; then echo noted; else echo not yet; fi > seen"
+    done: list[CheckRun] = []
+    run = threading.Thread(
+        target=lambda: done.append(
+            run_checks([command], tmp_path, timeout_s=10, env=ENV, group_file=group)
+        )
+    )
+    run.start()
+    check = _child_of(os.getpid(), "seen")
+    with open(partial, encoding="utf-8") as note:  # the note gets written at last
+        written = json.loads(note.read())
+    run.join(timeout=30)
+    [result] = done[0].results
     assert result.passed, result.output_tail
-    assert json.loads((tmp_path / "seen").read_text())["pgid"] > 0
+    assert written["pgid"] == check
+    assert (tmp_path / "seen").read_text() == "noted\n"
 
 
 @pytest.mark.integration
 def test_a_run_killed_before_its_check_is_written_down_leaves_no_check_running(
     tmp_path: Path,
 ) -> None:
+    _stuck_note(tmp_path / "check.group")
     runner = textwrap.dedent(
         f"""
-        import os, signal
         from pathlib import Path
         from agent_harness.pipeline import checks
-        from agent_harness.sessions import groups
-        def killed_first(group_file, pid):
-            Path({str(tmp_path / "pid")!r}).write_text(str(pid))
-            os.kill(os.getpid(), signal.SIGKILL)
-        groups._write_group = killed_first
         checks.run_checks(["echo ran > ran"], Path({str(tmp_path)!r}), timeout_s=600,
                           env={ENV!r}, group_file=Path({str(tmp_path / "check.group")!r}))
         """
     )
-    run = subprocess.run([sys.executable, "-c", runner], check=False)
-    assert run.returncode == -signal.SIGKILL
-    assert _dies(int((tmp_path / "pid").read_text()), polls=2000)  # it runs to end itself
-    assert not (tmp_path / "ran").exists()  # it never began, so nothing is left to end
+    run = subprocess.Popen([sys.executable, "-c", runner])
+    check = _child_of(run.pid, "ran")
+    run.kill()  # while it waits to write the check's note
+    run.wait()
+    assert _dies(check, polls=2000)  # it ends itself, unbegun
+    assert not (tmp_path / "ran").exists()
 
 
 @pytest.mark.integration
