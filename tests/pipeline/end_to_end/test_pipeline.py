@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import runpy
 import shlex
+import shutil
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -472,22 +473,22 @@ def test_item_after_item_the_refs_a_worktree_needs_are_read_from_files_not_asked
 ) -> None:
     # Each git call is a process (2 to 3 ms here). Once the first item's branch exists,
     # `refs/heads/agent-harness` is a folder of branches; reading it sent every later item
-    # to `git for-each-ref` for the refs its worktree needs.
-    from agent_harness.git import runner
-
-    asked: list[tuple[str, ...]] = []
-    run_git = runner.run_git
-
-    def counted(cwd: Path | str, *args: str, **options: Any) -> runner.GitResult:
-        asked.append(args)
-        return run_git(cwd, *args, **options)
-
-    monkeypatch.setattr(runner, "run_git", counted)
+    # to `git for-each-ref` for the refs its worktree needs. A `git` first on PATH notes each
+    # call and where it was made, then runs the real one.
+    real = shutil.which("git")
+    assert real is not None
+    shim, asked = h.tmp / "bin", h.tmp / "git-calls"
+    shim.mkdir()
+    (shim / "git").write_text(f'#!/bin/sh\necho "$PWD $*" >> {asked}\nexec {real} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
     three = "### T1: One\n\n### T2: Two\n\n### T3: Three\n"
     report = h.pipeline(three, agent=done_agent(h), settings=settings(checks=[])).run()
     assert {i.id: i.state for i in report.items} == dict.fromkeys(("T1", "T2", "T3"), "pr_open")
-    assert len(asked) > 20  # the counting saw the run's git
-    assert [args for args in asked if "for-each-ref" in args] == []
+    where = (str(h.work), str(h.state_dir))  # the clone and the worktrees; not the forge's
+    ours = [line for line in asked.read_text().splitlines() if line.startswith(where)]
+    assert len(ours) > 20  # the note saw the run's git
+    assert [line for line in ours if " for-each-ref " in line] == []
 
 
 @pytest.mark.integration
