@@ -146,11 +146,8 @@ def run_agent(
                 return _missing(preset, name, on_state)
             adopted = True
         else:
-            prompt_file = state_dir / "prompts" / f"{name}.md"
-            command = _command(host, preset, name, prompt, prompt_file, Path(worktree), model)
-            adopted = command is None or not _start_session(
-                host, preset, name, command, Path(worktree), env, log_path
-            )
+            paths = (state_dir / "prompts" / f"{name}.md", log_path)
+            adopted = not _started(host, preset, name, prompt, paths, worktree, model, env)
     watch = _Watch(host, preset.name, name, log_path, adopted, clock, wall_clock, on_state)
     if sleep is None:
         sleep = _pause_for(host, name)
@@ -161,6 +158,25 @@ def run_agent(
         # Look often at first (quick agents are done in tens of milliseconds), then settle
         # at poll_s: the first second costs a few extra looks, a long run costs nothing more.
         sleep(min(poll_s, max(0.005, watch.elapsed / 4)))
+
+
+def _started(
+    host: SessionHost,
+    preset: AgentPreset,
+    name: str,
+    prompt: str,
+    paths: tuple[Path, Path],
+    worktree: Path,
+    model: str | None,
+    env: dict[str, str],
+) -> bool:
+    """Start the agent's session (`paths`: its prompt file and its log); False where a live
+    session of the name is to be adopted."""
+    prompt_file, log_path = paths
+    command = _command(host, preset, name, prompt, prompt_file, Path(worktree), model)
+    return command is not None and _start_session(
+        host, preset, name, command, Path(worktree), env, log_path
+    )
 
 
 def _command(

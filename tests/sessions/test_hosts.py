@@ -508,6 +508,16 @@ def test_tmux_runs_the_agent_in_its_directory_whatever_its_name_and_refuses_a_mi
     assert "cannot enter" in tmux_host.output("no-dir")
 
 
+def _start_python_wrapped(
+    host: TmuxHost, name: str, script: str, work: Path, tmp_path: Path
+) -> None:
+    """Start `script` (which says "started") behind the Python wrapper, which an environment
+    no shell can export asks for, and wait until it has said so."""
+    env = {**base_env(), "odd-name.x": "1"}
+    host.start(spec_for(name, ["sh", "-c", script], work, tmp_path / "logs", env=env))
+    wait_for(lambda: "started" in host.output(name))
+
+
 @pytest.mark.acceptance
 def test_tmux_kill_ends_an_agent_behind_the_python_wrapper_that_ignores_the_stop(
     tmux_host: TmuxHost, name: str, work: Path, tmp_path: Path
@@ -518,9 +528,8 @@ def test_tmux_kill_ends_an_agent_behind_the_python_wrapper_that_ignores_the_stop
     script = (
         f'trap "" HUP TERM INT; echo $$ > {pid_file}; echo started; while :; do sleep 0.1; done'
     )
-    env = {**base_env(), "odd-name.x": "1"}
-    tmux_host.start(spec_for(name, ["sh", "-c", script], work, tmp_path / "logs", env=env))
-    wait_for(lambda: "started" in tmux_host.output(name) and pid_file.exists())
+    _start_python_wrapped(tmux_host, name, script, work, tmp_path)
+    wait_for(pid_file.exists)
     pid = int(pid_file.read_text())
     tmux_host.kill(name)
     wait_for(lambda: not _pid_alive(pid))
@@ -537,10 +546,8 @@ def test_a_killed_python_wrapped_session_ending_late_leaves_the_next_one_of_its_
         f"trap 'sleep 0.5; echo late words; touch {gone}; exit 3' HUP TERM; "
         "echo started; while :; do sleep 0.1; done"
     )
-    env = {**base_env(), "odd-name.x": "1"}
     for emptied in (False, True):  # its log kept aside; then empty, which the next empties
-        tmux_host.start(spec_for(name, ["sh", "-c", script], work, tmp_path / "logs", env=env))
-        wait_for(lambda: "started" in tmux_host.output(name))
+        _start_python_wrapped(tmux_host, name, script, work, tmp_path)
         wrapper_pid = int(tmux_host._run("list-panes", "-t", f"={name}:", "-F", "#{pane_pid}")
                           .stdout.split()[0])  # fmt: skip
         tmux_host.kill(name)
