@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -109,7 +110,10 @@ def test_hosts_killed_holding_an_item_at_each_stage_every_item_delivered_once(
     env = cli_env(harness) | {
         "AGENT_HARNESS_BUDGETS__LEASE_S": str(LEASE_S),
         "AGENT_HARNESS_SESSIONS__HOST": "headless",
+        # The hosts' agents' temporary folders, in a machine folder of the test's own.
+        "TMPDIR": str(machine_tmp := harness.tmp / "machine-tmp"),
     }
+    machine_tmp.mkdir()
     engine.open().close()  # the schema, made and migrated
     # All hosts start at once on a repository with no issues yet, and each one's sync of the
     # plan to issues is slow enough (two seconds in all) to overlap the others'.
@@ -203,6 +207,10 @@ def test_hosts_killed_holding_an_item_at_each_stage_every_item_delivered_once(
         assert_taken_over(events, name, stage, held[name])
     workers = {worker(e).split("/")[0] for e in events if e.kind == "claimed"}
     assert workers == set(HOSTS)
+    # The survivors removed their agents' folders. A host that died with its agent running
+    # and never runs again leaves that agent's folder (nothing maps it back to a live host).
+    left = list((machine_tmp / f"agent-harness-{os.getuid()}").iterdir())
+    assert len(left) <= len(DOOMED) and all(not any(folder.iterdir()) for folder in left), left
 
 
 def assert_taken_over(events: list[Event], name: str, stage: str, item: str) -> None:
