@@ -41,7 +41,7 @@ def render_demo(out: Console, report: DemoReport, seconds: float) -> None:
         )
     out.print(table)
     retried = [row["id"] for row in report.final_items() if row["attempts"] > 1]
-    events = report.passes[-1].events if report.passes else 0
+    events = sum(one.events for one in report.passes)  # each pass counts its own
     out.print(
         f"{len(report.merged)} pull requests merged; items that needed a second attempt: "
         f"{', '.join(retried) or 'none'}; {report.reviews} reviews; "

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from agent_harness.cli.demo_view import render_demo
 from agent_harness.demo.run import DemoReport
+from agent_harness.pipeline.report import RunReport
 
 pytestmark = pytest.mark.unit
 
@@ -41,3 +42,12 @@ def test_a_hint_that_shows_a_command_is_never_broken_at_the_terminal_width(
     assert any(f"agent-harness forge serve --data {data}" in line for line in lines), lines
     history = f"agent-harness work show T2 --db {data.parent / 'harness.sqlite'}"
     assert any(line.endswith(history) for line in lines), lines
+
+
+def test_the_events_the_demo_says_it_recorded_are_those_of_every_pass(tmp_path: Path) -> None:
+    # Six passes of `run` recorded 150 events; the summary said "1 events recorded", the last
+    # pass's alone.
+    passes = [RunReport(project="demo/tally:PLAN", sync=None, events=n) for n in (90, 59, 1)]
+    out = Console(width=300, record=True)
+    render_demo(out, DemoReport(workdir=tmp_path, passes=passes), seconds=1.0)
+    assert "; 150 events recorded;" in out.export_text()
