@@ -105,15 +105,16 @@ def _install(agent: PipAgent, root: Path, env: Mapping[str, str], timeout_s: flo
     spec = f"{agent.package}=={agent.version}"
     target = root / agent.dirname
     uv = _uv()
+    deadline = time.monotonic() + timeout_s  # for both tries together
     try:
         if uv is None:
-            _install_into(target, _with_pip(target, spec), spec, env, timeout_s)
+            _install_into(target, _with_pip(target, spec), spec, env, deadline)
         else:
             try:
-                _install_into(target, _with_uv(uv, target, spec), spec, env, timeout_s)
+                _install_into(target, _with_uv(uv, target, spec), spec, env, deadline)
             except PipUnavailable as by_uv:  # uv reads no pip.conf: pip may reach an index
                 try:
-                    _install_into(target, _with_pip(target, spec), spec, env, timeout_s)
+                    _install_into(target, _with_pip(target, spec), spec, env, deadline)
                 except PipUnavailable as by_pip:
                     raise PipUnavailable(spec, f"{by_pip.why} (uv: {by_uv.why})") from None
         if not (target / "bin" / agent.binary).exists():
@@ -161,11 +162,11 @@ def _with_pip(target: Path, spec: str) -> list[list[str]]:
 
 
 def _install_into(
-    target: Path, steps: list[list[str]], spec: str, env: Mapping[str, str], timeout_s: float
+    target: Path, steps: list[list[str]], spec: str, env: Mapping[str, str], deadline: float
 ) -> None:
     shutil.rmtree(target, ignore_errors=True)  # a venv an interrupted install left behind
     for argv in steps:
-        _run(argv, spec, env, timeout_s)
+        _run(argv, spec, env, max(deadline - time.monotonic(), 1.0))
 
 
 def _run(argv: list[str], spec: str, env: Mapping[str, str], timeout_s: float) -> None:
