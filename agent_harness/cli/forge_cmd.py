@@ -131,7 +131,7 @@ def serve(
     pull request are under URL/_html/ (no token needed; loopback only by default).
     """
     from agent_harness.forge import Forge, ForgeServer
-    from agent_harness.forge.local import address_port, read_token, read_web_address
+    from agent_harness.forge.local import DB_FILE, address_port, read_token, read_web_address
 
     data = _resolve_data(data_dir)
     recorded = read_web_address(data)
@@ -139,6 +139,7 @@ def serve(
         port = (address_port(recorded) if recorded else None) or DEFAULT_PORT
     kept = read_token(data)
     token = token or kept or DEFAULT_TOKEN
+    made = not (data / DB_FILE).exists()  # a mistyped --data serves a new, empty forge
     hub = Forge(
         data,
         token=token,
@@ -151,7 +152,7 @@ def serve(
     ci = None
     restore = _stop_on_signals()  # before it says where it serves: it may be stopped at once
     try:
-        _say_where(server.api_url, data, token, kept, collaborators)
+        _say_where(server.api_url, data, token, kept, collaborators, made)
         if ci_command:
             from agent_harness.forge.ci import LocalCI
 
@@ -206,12 +207,18 @@ def _bind(server: Any, data: Path, token: str) -> None:
 
 
 def _say_where(
-    url: str, data: Path, token: str, kept: str | None, collaborators: dict[str, str]
+    url: str,
+    data: Path,
+    token: str,
+    kept: str | None,
+    collaborators: dict[str, str],
+    made: bool,
 ) -> None:
-    """Where the forge answers, and how a client reaches it."""
+    """Where the forge answers, and how a client reaches it; `made`: its data is new."""
     from agent_harness.plan.model import shell_word
 
-    click.echo(f"forge serving {url} (data: {data.resolve()})")
+    new = ", made just now: no repositories yet" if made else ""
+    click.echo(f"forge serving {url} (data: {data.resolve()}{new})")
     # A token of the user's own is never printed: the well-known default is, and the local
     # forge's is named by the file that holds it. Collaborators are named, their tokens never.
     if token == DEFAULT_TOKEN:

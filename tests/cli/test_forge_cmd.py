@@ -53,6 +53,12 @@ def test_serve_prints_the_url_answers_requests_and_stops_on_ctrl_c(tmp_path: Pat
     assert "forge stopped" in out
     assert "ann-t0k" not in "".join(banner) + out + err
     assert (tmp_path / "forge.sqlite3").exists()
+    # A folder with no forge in it (a mistyped --data) is said to be one made just now.
+    assert first.endswith(f"(data: {tmp_path.resolve()}, made just now: no repositories yet)\n")
+    again, second = start_serving("--data", str(tmp_path), "--port", "0", "--token", "t0k")
+    again.kill()
+    again.communicate(timeout=10)
+    assert second.endswith(f"(data: {tmp_path.resolve()})\n")
 
 
 @pytest.mark.acceptance
