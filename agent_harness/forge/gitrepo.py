@@ -195,11 +195,18 @@ class BareRepo:
         return None
 
     def refs(self, prefix: str = "refs/heads/") -> dict[str, str]:
-        """Full ref name -> sha for every ref under `prefix`."""
+        """Full ref name -> sha for every ref `prefix` names, as `git for-each-ref` lists them:
+        those in a folder (`refs/heads/`), or a ref by its full name and any in a folder of
+        that name (`refs/heads/main`; not `refs/heads/mainline`)."""
         if "\x00" in prefix:
             return {}  # no ref is named so, and no process can be given it
         with contextlib.suppress(Unreadable):
-            return self._ref_files().under(prefix)
+            files = self._ref_files()
+            if prefix.endswith("/"):
+                return files.under(prefix)
+            found = files.under(prefix + "/")
+            sha = files.resolve(prefix)
+            return dict(sorted({**found, prefix: sha}.items())) if sha is not None else found
         out = self._git("for-each-ref", "--format=%(refname) %(objectname)", prefix).stdout
         pairs = (line.split(" ", 1) for line in out.splitlines() if line)
         return {name: sha for name, sha in pairs}
