@@ -205,7 +205,9 @@ class BareRepo:
             if prefix.endswith("/"):
                 return files.under(prefix)
             found = files.under(prefix + "/")
-            sha = files.resolve(prefix)
+            # The ref of that very name, as its folder lists it: opened by name, a file system
+            # that ignores case would take `refs/heads/MAIN` for main's file.
+            sha = files.matching(prefix + "*").get(prefix)
             return dict(sorted({**found, prefix: sha}.items())) if sha is not None else found
         out = self._git("for-each-ref", "--format=%(refname) %(objectname)", prefix).stdout
         pairs = (line.split(" ", 1) for line in out.splitlines() if line)

@@ -166,7 +166,10 @@ def _install_into(
 ) -> None:
     shutil.rmtree(target, ignore_errors=True)  # a venv an interrupted install left behind
     for argv in steps:
-        _run(argv, spec, env, max(deadline - time.monotonic(), 1.0))
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise PipUnavailable(spec, f"its time ran out before {Path(argv[0]).name} could run")
+        _run(argv, spec, env, left)
 
 
 def _run(argv: list[str], spec: str, env: Mapping[str, str], timeout_s: float) -> None:

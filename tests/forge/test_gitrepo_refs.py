@@ -45,7 +45,7 @@ def test_one_ref_asked_by_its_full_name_is_read_from_files_as_git_lists_it(
     git(bare, "--git-dir", str(bare), "pack-refs", "--all")  # some packed, one loose after
     git(work, "push", "-q", "origin", "HEAD:refs/heads/ma/y")
     asked = ("refs/heads/main", "refs/heads/ma", "refs/heads/mai", "refs/heads/none",
-             "refs/tags/v1", "refs/tags/v2", "refs/heads/")  # fmt: skip
+             "refs/heads/MAIN", "refs/tags/v1", "refs/tags/v2", "refs/heads/")  # fmt: skip
     expected = {pattern: listing(bare, pattern) for pattern in asked}
     assert len(expected["refs/heads/ma"]) == 2 and len(expected["refs/heads/main"]) == 1
     real = shutil.which("git")

@@ -344,16 +344,24 @@ def _stuck_note(group: Path) -> Path:
 
 
 def _child_of(parent: int, running: str) -> int:
-    """The pid of a child process of `parent` whose command line holds `running`."""
+    """The pid of a child process of `parent` whose command line holds `running`: a program
+    of its own (a child between fork and exec still shows its parent's, Python's, line)."""
     for _ in range(2000):
         for stat in Path("/proc").glob("[0-9]*/stat"):
             with contextlib.suppress(OSError, ValueError, IndexError):
                 if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
                     line = (stat.parent / "cmdline").read_bytes()
-                    if running.encode() in line:
+                    program = os.path.basename(line.split(b"\0")[0])
+                    if running.encode() in line and not program.startswith(b"python"):
                         return int(stat.parent.name)
         time.sleep(0.005)
     raise AssertionError(f"process {parent} started nothing running {running!r}")
+
+
+def _release(partial: Path) -> None:
+    """Let a run waiting to write its note into `partial` go on (its write goes nowhere)."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(partial, os.O_RDONLY | os.O_NONBLOCK))
 
 
 @pytest.mark.integration
@@ -369,13 +377,18 @@ def test_a_check_begins_only_once_its_group_is_written_down_however_slow_the_not
     run = threading.Thread(
         target=lambda: done.append(
             run_checks([command], tmp_path, timeout_s=10, env=ENV, group_file=group)
-        )
+        ),
+        daemon=True,
     )
     run.start()
-    check = _child_of(os.getpid(), "seen")
-    with open(partial, encoding="utf-8") as note:  # the note gets written at last
-        written = json.loads(note.read())
-    run.join(timeout=30)
+    try:
+        check = _child_of(os.getpid(), "seen")
+        with open(partial, encoding="utf-8") as note:  # the note gets written at last
+            written = json.loads(note.read())
+    finally:
+        _release(partial)  # a failure above must not leave the run waiting for ever
+        run.join(timeout=30)
+    assert not run.is_alive()
     [result] = done[0].results
     assert result.passed, result.output_tail
     assert written["pgid"] == check
@@ -396,9 +409,11 @@ def test_a_run_killed_before_its_check_is_written_down_leaves_no_check_running(
         """
     )
     run = subprocess.Popen([sys.executable, "-c", runner])
-    check = _child_of(run.pid, "ran")
-    run.kill()  # while it waits to write the check's note
-    run.wait()
+    try:
+        check = _child_of(run.pid, "ran")
+    finally:
+        run.kill()  # while it waits to write the check's note (or, failing, left to nothing)
+        run.wait()
     assert _dies(check, polls=2000)  # it ends itself, unbegun
     assert not (tmp_path / "ran").exists()
 
