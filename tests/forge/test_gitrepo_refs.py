@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from agent_harness.forge.gitrepo import BareRepo
+from tests.shared.git import git, noted_git
 
 pytestmark = pytest.mark.integration
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
-           "GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}  # fmt: skip
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def listing(bare: Path, pattern: str) -> dict[str, str]:
@@ -48,12 +38,7 @@ def test_one_ref_asked_by_its_full_name_is_read_from_files_as_git_lists_it(
              "refs/heads/MAIN", "refs/tags/v1", "refs/tags/v2", "refs/heads/")  # fmt: skip
     expected = {pattern: listing(bare, pattern) for pattern in asked}
     assert len(expected["refs/heads/ma"]) == 2 and len(expected["refs/heads/main"]) == 1
-    real = shutil.which("git")
-    shim, calls = tmp_path / "bin", tmp_path / "calls"
-    shim.mkdir()
-    (shim / "git").write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {real} "$@"\n')
-    (shim / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    calls = noted_git(tmp_path, monkeypatch)
     repo = BareRepo(bare)
     assert {pattern: repo.refs(pattern) for pattern in asked} == expected
     assert not calls.exists(), calls.read_text()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -30,3 +34,17 @@ def seeded_clone(root: Path) -> Path:
     work = root / "work"
     git(root, "clone", "-q", str(bare), str(work))
     return work
+
+
+def noted_git(where: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put a `git` first on PATH that notes each call (`<working directory> <arguments>`, a
+    line each) and runs the real one; the file it notes them in (made at the first call).
+    For a test that counts the git processes some code starts."""
+    real = shutil.which("git")
+    assert real is not None
+    shim, calls = where / "noted-git", where / "git-calls"
+    shim.mkdir()
+    (shim / "git").write_text(f'#!/bin/sh\necho "$PWD $*" >> {calls}\nexec {real} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    return calls

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import runpy
 import shlex
-import shutil
 import subprocess
 import sys
 from typing import Any
@@ -22,6 +20,7 @@ from agent_harness.queue.items import ItemState, get_item, record_outcome
 from agent_harness.queue.items import retry as retry_item
 from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.tracker.sync import read_pull_marker
+from tests.shared.git import noted_git
 from tests.shared.local_project import git as git_in
 
 from .conftest import EXAMPLES, KEY_ENV, REPO, Harness
@@ -475,13 +474,7 @@ def test_item_after_item_the_refs_a_worktree_needs_are_read_from_files_not_asked
     # `refs/heads/agent-harness` is a folder of branches; reading it sent every later item
     # to `git for-each-ref` for the refs its worktree needs. A `git` first on PATH notes each
     # call and where it was made, then runs the real one.
-    real = shutil.which("git")
-    assert real is not None
-    shim, asked = h.tmp / "bin", h.tmp / "git-calls"
-    shim.mkdir()
-    (shim / "git").write_text(f'#!/bin/sh\necho "$PWD $*" >> {asked}\nexec {real} "$@"\n')
-    (shim / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    asked = noted_git(h.tmp, monkeypatch)
     three = "### T1: One\n\n### T2: Two\n\n### T3: Three\n"
     report = h.pipeline(three, agent=done_agent(h), settings=settings(checks=[])).run()
     assert {i.id: i.state for i in report.items} == dict.fromkeys(("T1", "T2", "T3"), "pr_open")
