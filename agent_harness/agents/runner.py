@@ -146,8 +146,10 @@ def run_agent(
                 return _missing(preset, name, on_state)
             adopted = True
         else:
-            paths = (state_dir / "prompts" / f"{name}.md", log_path)
-            adopted = not _started(host, preset, name, prompt, paths, worktree, model, env)
+            prompt_file = state_dir / "prompts" / f"{name}.md"
+            adopted = not _started(
+                host, preset, name, prompt, prompt_file, log_path, Path(worktree), model, env
+            )
     watch = _Watch(host, preset.name, name, log_path, adopted, clock, wall_clock, on_state)
     if sleep is None:
         sleep = _pause_for(host, name)
@@ -165,17 +167,16 @@ def _started(
     preset: AgentPreset,
     name: str,
     prompt: str,
-    paths: tuple[Path, Path],
+    prompt_file: Path,
+    log_path: Path,
     worktree: Path,
     model: str | None,
     env: dict[str, str],
 ) -> bool:
-    """Start the agent's session (`paths`: its prompt file and its log); False where a live
-    session of the name is to be adopted."""
-    prompt_file, log_path = paths
-    command = _command(host, preset, name, prompt, prompt_file, Path(worktree), model)
+    """Start the agent's session; False where a live session of the name is to be adopted."""
+    command = _command(host, preset, name, prompt, prompt_file, worktree, model)
     return command is not None and _start_session(
-        host, preset, name, command, Path(worktree), env, log_path
+        host, preset, name, command, worktree, env, log_path
     )
 
 
