@@ -105,12 +105,6 @@ def _untimed(text: str) -> str:
     return _unformatted(text).replace("%", "%%")
 
 
-def _ended(log: Path) -> bool:
-    """Whether the wrapper of the session writing to `log` recorded its exit (it has ended, or
-    ends in a moment)."""
-    return recorded_exit(log) is not None
-
-
 def _program(
     spec: SessionSpec, ended: Path | None, target: str
 ) -> tuple[Path, list[str], list[str], str]:
@@ -227,7 +221,7 @@ class TmuxHost:
         # log is missing (none of this name and state folder ever started) or its exit is
         # recorded. A name is one state folder's alone, and the log's path comes from it, so
         # two files save a tmux call per start. (Read before the log is moved aside below.)
-        ended = _ended(spec.log_path)
+        ended = recorded_exit(spec.log_path) is not None  # it has ended, or ends in a moment
         if not ended and spec.log_path.exists() and self._has_session(name):
             if self.status(name).alive:
                 raise SessionExists(name)
