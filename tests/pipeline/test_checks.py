@@ -25,6 +25,7 @@ from agent_harness.pipeline.checks import (
     run_checks,
 )
 from agent_harness.sessions.groups import stop_leftover
+from agent_harness.sessions.processes import stat_fields
 from agent_harness.store.events import WorktreeReady
 from agent_harness.testing.clock import FakeClock
 
@@ -347,13 +348,15 @@ def _child_of(parent: int, running: str) -> int:
     """The pid of a child process of `parent` whose command line holds `running`: a program
     of its own (a child between fork and exec still shows its parent's, Python's, line)."""
     for _ in range(2000):
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                    line = (stat.parent / "cmdline").read_bytes()
-                    program = os.path.basename(line.split(b"\0")[0])
-                    if running.encode() in line and not program.startswith(b"python"):
-                        return int(stat.parent.name)
+        for entry in Path("/proc").glob("[0-9]*"):
+            fields = stat_fields(int(entry.name))  # after the name: state, ppid, ...
+            if fields is None or fields[1:2] != [str(parent)]:
+                continue
+            with contextlib.suppress(OSError):
+                line = (entry / "cmdline").read_bytes()
+                program = os.path.basename(line.split(b"\0")[0])
+                if running.encode() in line and not program.startswith(b"python"):
+                    return int(entry.name)
         time.sleep(0.005)
     raise AssertionError(f"process {parent} started nothing running {running!r}")
 
