@@ -201,14 +201,13 @@ class BareRepo:
         if "\x00" in prefix:
             return {}  # no ref is named so, and no process can be given it
         with contextlib.suppress(Unreadable):
-            files = self._ref_files()
             if prefix.endswith("/"):
-                return files.under(prefix)
-            found = files.under(prefix + "/")
-            # The ref of that very name, as its folder lists it: opened by name, a file system
-            # that ignores case would take `refs/heads/MAIN` for main's file.
-            sha = files.matching(prefix + "*").get(prefix)
-            return dict(sorted({**found, prefix: sha}.items())) if sha is not None else found
+                return self._ref_files().under(prefix)
+            # Named as its folder lists it, never opened by its name: a file system that
+            # ignores case would take `refs/heads/MAIN` for main's file.
+            listed = self._ref_files().under(prefix.rpartition("/")[0] + "/")
+            inside = prefix + "/"
+            return {k: v for k, v in listed.items() if k == prefix or k.startswith(inside)}
         out = self._git("for-each-ref", "--format=%(refname) %(objectname)", prefix).stdout
         pairs = (line.split(" ", 1) for line in out.splitlines() if line)
         return {name: sha for name, sha in pairs}
