@@ -130,9 +130,8 @@ def _wait(
         if group_file is not None:
             _write_group(group_file, process.pid)
         if gate is not None and not _STOPPING.is_set():  # a stopping run begins nothing
-            opening = gate
-            gate = None
-            _open(opening)
+            with contextlib.suppress(BrokenPipeError):  # a command killed meanwhile hears none
+                os.write(gate, b"go\n")
         exit_code: int | None = process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
@@ -141,7 +140,7 @@ def _wait(
             process.wait(timeout=kill_grace_s)
         exit_code = None
     finally:
-        if gate is not None:  # never opened: the command gives up unbegun
+        if gate is not None:  # not opened, the command gives up unbegun when this closes
             os.close(gate)
         # Whatever the shell left behind (a hung child, a background job) dies with the
         # command, and so does a command whose run is stopping (an exception here).
@@ -205,15 +204,6 @@ def _write_group(group_file: Path, pid: int) -> None:
         group_file.parent.mkdir(parents=True, exist_ok=True)
         partial.write_text(json.dumps({"pgid": pid, "start": start_time(pid)}))
         os.replace(partial, group_file)
-
-
-def _open(gate: int) -> None:
-    """Let a command waiting at its gate begin (a command killed meanwhile hears nothing)."""
-    try:
-        with contextlib.suppress(BrokenPipeError):
-            os.write(gate, b"go\n")
-    finally:
-        os.close(gate)
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:
