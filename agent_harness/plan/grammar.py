@@ -165,7 +165,7 @@ STORY_LABEL_PREFIX = "story:"
 
 _WORD = r"[A-Za-z][A-Za-z0-9_-]{0,30}"
 # One marker, or several in one pair of brackets (spec-kit's `[US1,US2]`).
-_MARKER = re.compile(rf"^\[({_WORD}(?:\s*,\s*{_WORD}){{0,9}})\]\s*")
+_MARKER = re.compile(rf"^\[({_WORD}(?:\s*,\s*{_WORD}){{0,9}})\](?!\()\s*")
 # spec-kit's own markers at the end of a title, after its `(depends on …)`: `… (depends on
 # T001) [P]`. Only those: any other word in brackets there (`index [i]`) is the title's own.
 _END_MARKER = re.compile(r"\s*\[(P|US\d+(?:\s*,\s*US\d+){0,9})\]\s*$")

@@ -81,6 +81,50 @@ def _plain(token: Token) -> str:
     return "".join(parts)
 
 
+def _title_text(token: Token) -> str:
+    """The text of an inline token as its author wrote it, for a title: an issue's title is
+    shown as written, not rendered, so only code spans lose their backticks (as GitHub shows
+    them) and `*` emphasis its stars. What rendering would drop or change is kept: HTML-like
+    text (`Vec<String>`, `a<b and c>d`), underscores read as emphasis (`__init__.py`) and a
+    link's address (`[the RFC](https://…)`)."""
+    children = token.children
+    if not children:
+        return token.content
+    parts: list[str] = []
+    links: list[str | None] = []  # the address of each link still open, None for an autolink
+    for child in children:
+        kind = child.type
+        if kind == "text" or kind == "code_inline" or kind == "html_inline":
+            parts.append(child.content)
+        elif kind == "softbreak" or kind == "hardbreak":
+            parts.append("\n")
+        elif kind in ("strong_open", "strong_close", "em_open", "em_close"):
+            parts.append(child.markup if "_" in child.markup else "")
+        elif kind == "link_open":
+            auto = child.markup == "autolink"
+            links.append(None if auto else str(child.attrs.get("href", "")))
+            parts.append("" if auto else "[")
+        elif kind == "link_close":
+            href = links.pop() if links else None
+            parts.append("" if href is None else f"]({href})")
+        elif kind == "image":
+            parts.append(_plain(child))
+    return "".join(parts)
+
+
+def _heading_title(written: str, plain: re.Match[str], done: bool) -> str:
+    """An item heading's title as written (see `_title_text`); `plain` matched its plain text,
+    whose title is taken when the written one does not match the same way (an id in a link)."""
+    if done:
+        written = written.lstrip("".join(DONE_MARKS)).strip()
+    match = HEADING_ITEM.match(written)
+    same = match is not None and (match.group(1) or match.group(3)) == (
+        plain.group(1) or plain.group(3)
+    )
+    found = match if same and match is not None else plain
+    return (found.group(2) if found.group(1) else found.group(4)) or ""
+
+
 @dataclass
 class _Draft:
     id: str
@@ -305,7 +349,7 @@ class _Walker:
             self._close_sections(level, f"the item heading {item_id} on line {start + 1}")
             draft = _Draft(item_id, "", start, end, len(self.lines), "heading", level=level)
             draft.done = done
-            draft.read_title((match.group(2) if match.group(1) else match.group(4)) or "")
+            draft.read_title(_heading_title(_title_text(inline).strip(), match, done))
             self._add_draft(draft)
             self.open_headings.append(draft)
             self.sections.append(_Section(level, start))
@@ -400,7 +444,7 @@ class _Walker:
             if quoted_box and self._quoted_lookalike(inline, heading=False):
                 return index + 4  # the paragraph is consumed; nested lists are walked
             if raw.startswith("["):
-                box = CHECKBOX.match(_plain(inline))
+                box = CHECKBOX.match(_title_text(inline))
                 if box:
                     self._checkbox(box, inline, start, end)
                     return index + 4  # the paragraph is consumed; nested lists are walked
@@ -496,7 +540,7 @@ class _Walker:
                 raw_row = []
                 row_line = (token.map or (0, 1))[0]
             elif kind == "inline":
-                row.append(_plain(token).strip())
+                row.append(_title_text(token).strip())
                 raw_row.append(token.content.strip())
             elif kind == "tr_close":
                 if in_head:
@@ -525,7 +569,7 @@ class _Walker:
         for column, cell, raw_cell in zip(columns, cells, raw_cells, strict=False):
             if column and column not in values:
                 values[column] = raw_cell if column in ("success_check", "body") else cell
-        item_id = values.get("id", "").strip("*` ")
+        item_id = values.get("id", "").strip("*`_ ")
         if not item_id:
             self._note(line0, "table row has an empty id cell")
             return

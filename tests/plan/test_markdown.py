@@ -600,3 +600,29 @@ def test_fields_in_a_quote_are_read_as_anywhere_and_a_quoted_table_is_no_items()
 def test_a_blank_code_span_names_no_check_command(check: str) -> None:
     # A blank command exits 0 in a shell: such a check would pass without checking anything.
     assert check_command(check) is None
+
+
+def test_titles_keep_what_rendering_would_drop() -> None:
+    """An issue's title is shown as written: `__init__` is no bold "init", `<String>` no tag."""
+    plan = parse_plan(
+        "- [ ] T1 Move helpers into __init__.py\n"
+        "- [ ] T2 Return Vec<String> from parse_args, not &str\n"
+        "- [ ] T3 Handle a<b and c>d comparisons\n"
+        "- [ ] T4 Link [the RFC](https://example.com/rfc) and <https://example.com/x>\n"
+        "- [ ] T5 [README](README.md) needs an install section\n"
+        "- [ ] T6 Add `--dry-run` to **deploy** and _escape_ \\*this\\*\n"
+        "### T7: Port __main__.py to <details>\n"
+        "\n| id | title |\n|----|-------|\n| T8 | Wrap a<b in __x__ |\n"
+    )
+    titles = {item.id: item.title for item in plan.items}
+    assert titles == {
+        "T1": "Move helpers into __init__.py",
+        "T2": "Return Vec<String> from parse_args, not &str",
+        "T3": "Handle a<b and c>d comparisons",
+        "T4": "Link [the RFC](https://example.com/rfc) and https://example.com/x",
+        "T5": "[README](README.md) needs an install section",
+        "T6": "Add --dry-run to deploy and _escape_ *this*",
+        "T7": "Port __main__.py to <details>",
+        "T8": "Wrap a<b in __x__",
+    }
+    assert all(not item.labels for item in plan.items)  # `[README](…)` is no marker
