@@ -46,6 +46,19 @@ def front_matter(text: str) -> str | None:
     return text[4 : match.start()] if match else None
 
 
+def is_front_matter(front: str) -> bool:
+    """Whether the block between two `---` lines at the top is front matter: YAML that is empty
+    or a mapping of keys. Anything else (`---` used as a rule above a list of tasks) is the
+    plan's own text."""
+    if len(front) > FRONT_MATTER_MAX:
+        return False
+    try:
+        data = yaml.load(front, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return False
+    return data is None or isinstance(data, dict)
+
+
 def has_todos(front: str | None, source: str = "<string>") -> bool:
     """Whether front matter lists todos at its top level as Cursor's plans do: a list holding
     at least one mapping. An empty list (`todos: []`) or one of plain words is some other

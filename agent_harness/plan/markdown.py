@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_harness.errors import PlanRefused
-from agent_harness.plan.cursor import from_cursor, front_matter, has_todos
+from agent_harness.plan.cursor import from_cursor, front_matter, has_todos, is_front_matter
 from agent_harness.plan.dependencies import read_dependencies, refuse_cycles
 from agent_harness.plan.grammar import (
     BULLET_TEXT,
@@ -232,17 +232,15 @@ def _line_ends(text: str) -> str:
 
 
 def _blank_front_matter(text: str) -> str:
-    """`text` (with `\n` line ends) with its front matter blanked."""
-    if text.startswith("---\n"):
-        # Front matter is blanked, not cut, so every line number stays true to the file.
-        end = text.find("\n---\n", 3)
-        alt = text.find("\n...\n", 3)
-        if end == -1 or (alt != -1 and alt < end):
-            end = alt
-        if end != -1:
-            head_lines = text[: end + 5].count("\n")
-            text = "\n" * head_lines + text[end + 5 :]
-    return text
+    """`text` (with `\n` line ends) with its front matter blanked: the lines between a first
+    `---` line and the next `---` (or `...`) line, when they read as YAML front matter."""
+    front = front_matter(text)
+    if front is None or not is_front_matter(front):
+        return text
+    stop = text.find("\n", 4 + len(front))
+    stop = len(text) if stop == -1 else stop + 1
+    # Blanked, not cut, so every line number stays true to the file.
+    return "\n" * text.count("\n", 0, stop) + text[stop:]
 
 
 class _Walker:

@@ -626,3 +626,14 @@ def test_titles_keep_what_rendering_would_drop() -> None:
         "T8": "Wrap a<b in __x__",
     }
     assert all(not item.labels for item in plan.items)  # `[README](…)` is no marker
+
+
+def test_a_rule_on_the_first_line_is_no_front_matter_hiding_the_tasks_under_it() -> None:
+    rule_first = (
+        "---\n## Sprint 12\n- [ ] T1 Upgrade Django\n- [ ] T2 Drop /v0\n---\n- [ ] T3 Add a log\n"
+    )
+    assert ids(rule_first) == ["T1", "T2", "T3"]
+    # Real front matter (a mapping of keys) is still not read, and line numbers stay true.
+    front = "---\ntitle: Sprint 12\ntags: [infra]\nnote: '- [ ] T8 not a task'\n---\n- [ ] T1 x\n"
+    plan = parse_plan(front)
+    assert [(item.id, item.line) for item in plan.items] == [("T1", 6)]
