@@ -290,6 +290,18 @@ def checkbox_without_id(text: str) -> str:
     return "checkbox has no item id"
 
 
+# How the reason for a checkbox whose id reads as a word goes on: `--add-ids` numbers it.
+WORD_NOT_ID = "reads as a word of the task"
+
+
+def word_not_id(word: str, prefix: str) -> str:
+    """Why `- [ ] S3 bucket policy` is no item S3: no other item's id starts with its prefix."""
+    return (
+        f"checkbox has no item id: '{word}' {WORD_NOT_ID} (no other id starts with "
+        f"'{prefix}'); write `{word}:` to make it one"
+    )
+
+
 # An id after a checkbox's opening bracket, marks or status word (`(T6)`, `🔴 T14`, `TODO: T13`):
 # it names the item already, and --add-ids never gives it a second. ("Review T1 output" is a
 # task about T1, and gets an id of its own.)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_harness.errors import PlanRefused, UsageError
-from agent_harness.plan.grammar import ID_RE, ITEM_FORMS
+from agent_harness.plan.grammar import ID_RE, ITEM_FORMS, WORD_NOT_ID
 from agent_harness.plan.lookalikes import NUMBERED_MARK
 from agent_harness.plan.markdown import list_item_spans, parse_plan
 from agent_harness.plan.model import Notice, Plan, shell_word, shown_path
@@ -31,6 +31,14 @@ _BOX = re.compile(rf"{_BULLET}+\[[ xX/~-]\]")  # one bullet, or several: `* - [ 
 _BARE_BULLET = re.compile(r"(?:[ \t]*>)*[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]*(?:\r\n|\r|\n)?\Z")
 _BOX_ALONE = re.compile(r"(?:[ \t]*>)*[ \t]*\[[ xX/~-]\]")
 _LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _numbered_here(notice: Notice) -> bool:
+    """Whether a reported checkbox is one `add_ids` gives an id: it has none, or it starts with
+    a word shaped like one (`S3 bucket policy`)."""
+    return notice.reason == NO_ID or (
+        notice.reason.startswith(NO_ID) and WORD_NOT_ID in notice.reason
+    )
 
 
 @dataclass(frozen=True)
@@ -75,8 +83,8 @@ def add_ids(text: str, source: str, prefix: str | None = None) -> IdsAdded:
             "stop them being read so: number the checkboxes without one instead "
             f"(lines {line_numbers([n for n in before.unread if n.reason == NO_ID])})"
         )
-    missing = [n for n in before.unread if n.reason == NO_ID and n.text]
-    left = tuple(n for n in before.unread if n.reason.startswith(NO_ID) and n.reason != NO_ID)
+    missing = [n for n in before.unread if _numbered_here(n) and n.text]
+    left = tuple(n for n in before.unread if n.reason.startswith(NO_ID) and not _numbered_here(n))
     spans = list_item_spans(text)
     lines = _split_lines(text)
     taken = {item.id for item in before.items}
@@ -162,7 +170,7 @@ def idless(plan: Plan) -> int:
     a plan read by its task numbers, which it leaves alone."""
     if NUMBERED_NOTE in plan.notes:
         return 0
-    return sum(1 for notice in plan.unread if notice.reason == NO_ID and notice.text)
+    return sum(1 for notice in plan.unread if _numbered_here(notice) and notice.text)
 
 
 def add_ids_hint(plan: Plan) -> str:

@@ -38,6 +38,7 @@ from agent_harness.plan.grammar import (
     split_files,
     status_done,
     value_below,
+    word_not_id,
     wrapped_title,
 )
 from agent_harness.plan.lookalikes import (
@@ -139,6 +140,11 @@ class _Draft:
     body: str | None = None
     title_labels: tuple[str, ...] = ()  # from markers such as [P] at the start of the title
     title_deps: str | None = None  # from a closing "(depends on ...)" on the item's line
+    section_milestone: str | None = None  # the milestone the heading above it names
+    # A checkbox id with only a space after it and a lower-case word next (`S3 bucket policy`):
+    # an id only when another item's id has its prefix (`T1 fix it` beside `T2 …`).
+    word_like: bool = False
+    written: str = ""  # a checkbox's text after its box, as a notice quotes it
 
     def read_title(self, raw: str) -> None:
         title = read_title(raw)
@@ -260,7 +266,6 @@ class _Walker:
         self.quotes = 0  # how many quotes (`>`) the walk is inside
         self.open_headings: list[_Draft] = []
         self.sections: list[_Section] = []
-        self.section_milestone: dict[int, str] = {}  # draft index -> milestone from a heading
         self.has_text = False  # any paragraph or heading: a file of prose, if it has no items
         self.lookalikes: set[int] = set()  # lines reported as almost an item
         self.groups: dict[str, list[str]] = {}  # heading id -> the items it holds (see _groups)
@@ -425,7 +430,7 @@ class _Walker:
     def _add_draft(self, draft: _Draft) -> None:
         section = self._milestone_section()
         if section is not None and section.milestone is not None:
-            self.section_milestone[len(self.drafts)] = section.milestone
+            draft.section_milestone = section.milestone
         for open_section in self.sections:
             open_section.items += 1
         self.drafts.append(draft)
@@ -486,6 +491,12 @@ class _Walker:
         title = f"{title.rstrip()} {wrapped}" if wrapped else title
         under = start + (2 if wrapped else 1)
         draft = _Draft(item_id, "", start, under, end, "checkbox", done=done)
+        if match is not None:
+            after = first_line.strip()[len(item_id) :]
+            written = match.group(2)
+            draft.word_like = after[:1].isspace() and after.lstrip() == written
+            draft.word_like &= written[:1].islower()
+            draft.written = first_line.strip()
         draft.read_title(title)
         draft.title_labels = (*marked, *draft.title_labels)
         self._add_draft(draft)
@@ -591,7 +602,7 @@ class _Walker:
 
     # -- assembling ---------------------------------------------------------------------------
     def finish(self, source: str) -> Plan:
-        drafts = self.drafts
+        drafts = self.drafts = self._ids_not_words()
         order = sorted(range(len(drafts)), key=lambda i: drafts[i].line0)
         starts = [drafts[i].line0 for i in order]
         body_end: dict[int, int] = {}
@@ -644,6 +655,35 @@ class _Walker:
         return Plan(
             source=source, items=tuple(items), unread=tuple(self.unread), notes=self._notes()
         )
+
+    def _ids_not_words(self) -> list[_Draft]:
+        """The drafts, less the checkboxes whose id reads as a word of their text (`S3 bucket
+        policy`, `EC2 instance sizing`): a lower-case word follows it, no other id shares its
+        prefix, and the plan shows it is a word. It does when such a checkbox's id is written
+        twice (and nowhere as an id for sure), or when other items follow ids of a prefix of
+        their own (`T1`, `T2`). Each is reported as a checkbox with no id, which `--add-ids`
+        numbers. A plan of `- [ ] FE1 build the form` and `- [ ] BE1 add the route` keeps both."""
+        prefixes: dict[str, set[str]] = {}
+        sure: set[str] = set()  # ids written at least once as nothing but an id
+        uses: dict[str, int] = {}
+        for draft in self.drafts:
+            prefixes.setdefault(draft.id.rstrip("0123456789"), set()).add(draft.id)
+            uses[draft.id] = uses.get(draft.id, 0) + 1
+            if not draft.word_like:
+                sure.add(draft.id)
+        words = {item_id for item_id, count in uses.items() if count > 1 and item_id not in sure}
+        followed = any(len(ids) > 1 for ids in prefixes.values())
+        kept: list[_Draft] = []
+        for draft in self.drafts:
+            prefix = draft.id.rstrip("0123456789")
+            alone = draft.word_like and prefixes[prefix] == {draft.id}
+            if alone and (words or followed):
+                self.lookalikes.add(draft.line0)
+                reason = word_not_id(draft.id, prefix)
+                self.unread.append(Notice(line=draft.line0 + 1, reason=reason, text=draft.written))
+            else:
+                kept.append(draft)
+        return kept
 
     def _assign_metas(self, owner_of: Callable[[int], _Draft | None]) -> set[int]:
         """Give each metadata line to the item whose body holds it; the lines taken leave the
@@ -700,7 +740,7 @@ class _Walker:
             self._note(fields["labels"][0], reason)
         milestone = fields["milestone"][1].strip() if "milestone" in fields else None
         if not milestone:
-            milestone = self.section_milestone.get(index)
+            milestone = draft.section_milestone
         title, soft = soft_dependencies(draft.title, known)  # `(after T1)`, `(needs T1)`
         sources = [(draft.line0, deps)] if (deps := draft.title_deps or soft) else []
         if "depends_on" in fields:

@@ -289,3 +289,17 @@ def test_a_mention_too_long_to_be_a_number_neither_crashes_nor_sets_the_next_id(
 def test_a_prefix_too_long_for_an_id_is_refused() -> None:
     with pytest.raises(UsageError, match="at most 32"):
         add_ids("- [ ] b\n", "h.md", "A" * 300)
+
+
+@pytest.mark.unit
+def test_tasks_starting_with_an_acronym_get_ids_of_their_own() -> None:
+    text = "- [ ] S3 bucket policy\n- [ ] EC2 instance sizing\n- [ ] S3 lifecycle rules\n"
+    result = add_ids(text, "t.md")
+    assert result.text == (
+        "- [ ] T1 S3 bucket policy\n- [ ] T2 EC2 instance sizing\n- [ ] T3 S3 lifecycle rules\n"
+    )
+    assert [(i.id, i.title) for i in result.plan.items] == [
+        ("T1", "S3 bucket policy"),
+        ("T2", "EC2 instance sizing"),
+        ("T3", "S3 lifecycle rules"),
+    ]

@@ -637,3 +637,39 @@ def test_a_rule_on_the_first_line_is_no_front_matter_hiding_the_tasks_under_it()
     front = "---\ntitle: Sprint 12\ntags: [infra]\nnote: '- [ ] T8 not a task'\n---\n- [ ] T1 x\n"
     plan = parse_plan(front)
     assert [(item.id, item.line) for item in plan.items] == [("T1", 6)]
+
+
+@pytest.mark.parametrize(
+    ("text", "items", "words"),
+    [
+        # A word written twice is no id used twice: the plan is read, not refused.
+        (
+            "- [ ] S3 bucket policy\n- [ ] EC2 instance sizing\n- [ ] S3 lifecycle rules\n"
+            "- [ ] HTTP2 support in the proxy\n",
+            [],
+            ["S3", "EC2", "S3", "HTTP2"],
+        ),
+        # Beside a plan's own run of ids, an acronym starting a task is a word.
+        (
+            "- [ ] T1 Add caching\n- [ ] T2 Add metrics\n- [ ] S3 bucket policy\n",
+            ["T1", "T2"],
+            ["S3"],
+        ),
+        # Nothing says these are words: a plan of one, ids of two teams, a separator written.
+        ("- [ ] T1 fix the login\n", ["T1"], []),
+        ("- [ ] FE1 build the form\n- [ ] BE1 add the route\n", ["FE1", "BE1"], []),
+        (
+            "- [ ] T1 Add caching\n- [ ] T2 Add metrics\n- [ ] Q3: plan the offsite\n",
+            ["T1", "T2", "Q3"],
+            [],
+        ),
+    ],
+)
+def test_an_acronym_starting_a_task_is_a_word_when_the_plan_shows_it(
+    text: str, items: list[str], words: list[str]
+) -> None:
+    plan = parse_plan(text)
+    assert [item.id for item in plan.items] == items
+    said = [n.reason.split("'")[1] for n in plan.unread if "reads as a word" in n.reason]
+    assert said == words
+    assert all("write `" in n.reason for n in plan.unread if "reads as a word" in n.reason)
