@@ -16,7 +16,7 @@ from agent_harness.pipeline.gates import leaks_secret
 from agent_harness.pipeline.history import ItemHistory
 from agent_harness.pipeline.parts import RunParts
 from agent_harness.pipeline.rounds import round_comment
-from agent_harness.plan.model import WorkItem
+from agent_harness.plan.model import WorkItem, check_command
 from agent_harness.queue import leases
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
@@ -121,8 +121,13 @@ def pull_body(
     issue = parts.issues.get(item.id)
     lines = [f"Closes #{issue}", ""] if issue else []
     lines += [f"**{item.id}: {item.title}** (plan `{parts.plan_key}`, attempt {attempt})", ""]
-    if item.success_check:
-        lines += [f"Success check: {item.success_check}", ""]
+    if item.success_check and check_command(item.success_check) is not None:
+        lines += [f"Success check (run with the checks below): {item.success_check}", ""]
+    elif item.success_check:  # words for the reviewer, not a command: nothing ran it
+        lines += [
+            f"Success criterion (for the reviewer; no check runs it): {item.success_check}",
+            "",
+        ]
     lines += ["### Checks", "", *_checks_section(checks), "", "### Review", ""]
     who = verdict.vendor or parts.reviewer.vendor
     mark = "approved" if verdict.approved else "not approved"

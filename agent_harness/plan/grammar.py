@@ -156,6 +156,46 @@ def status_done(value: str) -> bool:
 
 NO_DEPS = {"", "none", "-", "—", "n/a", "na", "nothing"}
 
+# What a plan writes where a value is yet to come (`files: N/A`, `check: TBD`): no value. A
+# placeholder taken at its word would be a file named `N/A`, a label `none`, a check `TBD`.
+PLACEHOLDERS = NO_DEPS | {"–", "tbd", "tba", "todo", "?", "??", "null", "nil", "not yet"}
+
+
+def placeholder(value: str) -> bool:
+    """Whether a metadata value holds the place of one to come, however dressed (`*TBD*`)."""
+    return value.strip().strip("*_`.!").strip().lower() in PLACEHOLDERS
+
+
+# What a `status:` may say of an item still to do, said without a word: any other status that
+# is not done (`Blocked on legal review`) is reported, and stays in the body for the agent.
+OPEN_WORDS = {"open", "todo", "to do", "not done", "not started", "pending", "planned", "new",
+              "in progress", "in-progress", "wip", "doing", "started", "ready", "backlog", "",
+              "[ ]", "no", "n", "false"}  # fmt: skip
+
+
+def status_open(value: str) -> bool:
+    """Whether a `status:` value plainly says the item is still to do."""
+    return value.strip().lower().strip(" \t*_`.!:;,-—") in OPEN_WORDS
+
+
+# The programs a check is usually run with: a `check:` that starts with one (`pytest -q`) but
+# is no code span is read by the reviewer and never run, and the plan says so.
+_PROGRAMS = frozenset({
+    "pytest", "py.test", "python", "python3", "npm", "npx", "yarn", "pnpm", "bun", "deno", "node",
+    "make", "cargo", "go", "uv", "uvx", "tox", "nox", "ruff", "mypy", "pyright", "jest", "vitest",
+    "mocha", "mvn", "gradle", "./gradlew", "./mvnw", "dotnet", "bundle", "rake", "rspec",
+    "phpunit", "composer", "swift", "xcodebuild", "ctest", "cmake", "just", "poetry", "hatch",
+    "pip", "bash", "sh", "zsh", "bazel", "mix", "flutter", "dart", "sbt", "lein", "stack",
+    "cabal", "tsc", "eslint", "pylint", "flake8", "black", "pre-commit", "playwright", "cypress",
+    "docker", "curl",
+})  # fmt: skip
+
+
+def command_like(value: str) -> bool:
+    """Whether a success check written as plain text starts like a shell command."""
+    words = value.strip().removeprefix("$").split()
+    return bool(words) and (words[0] in _PROGRAMS or words[0].startswith("./"))
+
 
 # The label a title marker becomes: spec-kit's `[P]` (safe to run in parallel with its
 # neighbours) and `[US1]` (the user story the task serves).

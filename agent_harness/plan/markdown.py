@@ -30,13 +30,16 @@ from agent_harness.plan.grammar import (
     META,
     TABLE_COLUMNS,
     checkbox_without_id,
+    command_like,
     norm_key,
+    placeholder,
     read_labels,
     read_milestone_heading,
     read_title,
     soft_dependencies,
     split_files,
     status_done,
+    status_open,
     value_below,
     word_not_id,
     wrapped_title,
@@ -50,7 +53,7 @@ from agent_harness.plan.lookalikes import (
     past_block,
     table_without_ids,
 )
-from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value
+from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value, check_command
 from agent_harness.plan.numbered import READ_NOTE, fold_groups, numbered_task
 from agent_harness.plan.sections import find_sections
 from agent_harness.plan.source import read_plan_text
@@ -247,6 +250,11 @@ def _blank_front_matter(text: str) -> str:
     stop = len(text) if stop == -1 else stop + 1
     # Blanked, not cut, so every line number stays true to the file.
     return "\n" * text.count("\n", 0, stop) + text[stop:]
+
+
+# The fields a placeholder value (`N/A`, `TBD`) leaves empty, and what the item then lacks.
+_PLACEHELD = {"files": "file list", "labels": "labels", "success_check": "success check",
+              "milestone": "milestone"}  # fmt: skip
 
 
 class _Walker:
@@ -705,6 +713,16 @@ class _Walker:
             below = range(0)
             if not value.strip():  # `Files:` over a list, `check:` over a fenced command
                 value, below = value_below(self.lines, meta.drop_lines[1] - 1, meta.key)
+            if meta.key in _PLACEHELD and value.strip() and placeholder(value):
+                self._note(meta.line0, f"'{meta.raw_key}: {value.strip()}' holds a place: "
+                           f"{draft.id} gets no {_PLACEHELD[meta.key]} from it")  # fmt: skip
+                value = ""
+            if meta.key == "status" and not status_done(value) and not status_open(value):
+                # `Status: Blocked on legal review` says something the agent should read.
+                self._note(meta.line0, f"{draft.id}'s status '{value.strip()}' is not read as "
+                           "done: the item stays open, and the line stays in its body")  # fmt: skip
+                draft.fields[meta.key] = (meta.line0, value)
+                continue
             draft.fields[meta.key] = (meta.line0, value)
             dropped.update(range(*meta.drop_lines), below)
         return dropped
@@ -760,6 +778,10 @@ class _Walker:
             for notice in notices:
                 self._note(line0, notice)
         check = fields["success_check"][1].strip() if "success_check" in fields else None
+        if check and check_command(check) is None and command_like(check):
+            self._note(fields["success_check"][0], f"{draft.id}'s check reads like a command but "
+                       "is not in backticks: the reviewer reads it, nothing runs it; write "
+                       f"`{check}` in backticks to run it")  # fmt: skip
         files = split_files(fields["files"][1]) if "files" in fields else []
         done = draft.done
         if "status" in fields and status_done(fields["status"][1]):

@@ -408,3 +408,20 @@ def test_a_run_refused_by_the_run_lock_changes_nothing_another_run_was_asked(rig
     with live.run_lock(), pytest.raises(RunRefused):
         fleet.run()
     assert heard == []
+
+
+def test_a_pull_request_says_whether_its_success_check_was_run_or_only_read(rig: Rig) -> None:
+    # A `check:` without backticks was shown as "Success check: …" though nothing ran it.
+    plan = (
+        "### T1: Count words\ncheck: `true`\n\n"
+        "### T2: Count lines\ncheck: python -m pytest -q tests/test_lines.py\n"
+    )
+    rig.reviewer = ScriptedReviewer([verdict(True), verdict(True)])
+    report = pipeline(rig, plan).run()
+    body = {item.id: rig.tracker.pulls[item.pr_number].body for item in report.items}
+    assert "Success check (run with the checks below): `true`" in body["T1"]
+    assert (
+        "Success criterion (for the reviewer; no check runs it): python -m pytest -q "
+        "tests/test_lines.py" in body["T2"]
+    )
+    assert "Success check" not in body["T2"]

@@ -673,3 +673,28 @@ def test_an_acronym_starting_a_task_is_a_word_when_the_plan_shows_it(
     said = [n.reason.split("'")[1] for n in plan.unread if "reads as a word" in n.reason]
     assert said == words
     assert all("write `" in n.reason for n in plan.unread if "reads as a word" in n.reason)
+
+
+def test_placeholders_statuses_and_unquoted_commands_are_said_not_taken_at_their_word() -> None:
+    plan = parse_plan(
+        "### T1: First\nfiles: N/A\nlabels: none\ncheck: TBD\n\n"
+        "### T2: Second\nStatus: Blocked on legal review\ncheck: python -m pytest -q tests/x.py\n\n"
+        "### T3: Third\nStatus: WIP\ncheck: `pytest -q`\n"
+    )
+    first, second, third = plan.items
+    # A placeholder is no file called `N/A`, no label `none`, no check `TBD`.
+    assert (first.files, first.labels, first.success_check) == ((), (), None)
+    said = {(n.line, n.reason) for n in plan.unread}
+    assert (2, "'files: N/A' holds a place: T1 gets no file list from it") in said
+    assert (4, "'check: TBD' holds a place: T1 gets no success check from it") in said
+    # A status that is neither done nor plainly open stays where the agent reads it, and is said.
+    assert not second.done and second.body == "Status: Blocked on legal review"
+    assert any(
+        line == 7 and "'Blocked on legal review' is not read as done" in r for line, r in said
+    )
+    # A command without backticks is read by the reviewer, and never run: the plan says so.
+    assert any(
+        line == 8 and "reads like a command but is not in backticks" in r for line, r in said
+    )
+    # Plainly open, or a command in backticks: nothing to say.
+    assert third.body == "" and not any(line >= 10 for line, _ in said)
