@@ -168,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         result = cli.main(args=argv, prog_name="agent-harness", standalone_mode=False)
     except HarnessError as exc:
         return _fail(exc.message, exc.exit_code, as_json)
-    except click.exceptions.Abort:
-        return _fail("aborted", 130, as_json, prefix="")
+    except click.exceptions.Abort as exc:  # click's word for Ctrl-C (or a plain `kill`) too
+        said = "interrupted" if isinstance(exc.__context__, KeyboardInterrupt) else "aborted"
+        return _fail(said, 130, as_json, prefix="")
     except click.ClickException as exc:
         if as_json:
             return _fail(exc.format_message(), exc.exit_code, True)

@@ -67,6 +67,15 @@ def _request(options: dict[str, Any]) -> RunRequest:
 def execute_run(
     options: dict[str, Any], out: Console, err: Console, print_json: Callable[[Any], None]
 ) -> int:
+    # From the first moment: a `kill` while the plan syncs or the clone is checked ended the
+    # run with 143, saying nothing.
+    with _terminated_as_interrupted():
+        return _execute_run(options, out, err, print_json)
+
+
+def _execute_run(
+    options: dict[str, Any], out: Console, err: Console, print_json: Callable[[Any], None]
+) -> int:
     from agent_harness.cli.settings_opts import given_flags, load_cli_settings
     from agent_harness.pipeline.fleetrun import FleetRun
     from agent_harness.pipeline.launch import pipelines_for, refuse_other_forge, targets
@@ -108,13 +117,12 @@ def execute_run(
         watchers = [launched.roles.refresh]
         fleet = FleetRun(pipelines, global_limit=request.max_workers, watchers=watchers)
         fleet.on_locked = functools.partial(_say_left_asked, err, pipelines, fleet.host)
-        with _terminated_as_interrupted():
-            if as_json:
+        if as_json:
+            reports = fleet.run()
+        else:
+            with observer.display():
                 reports = fleet.run()
-            else:
-                with observer.display():
-                    reports = fleet.run()
-                err.print()
+            err.print()
     render_end(out, reports, request, Path(settings.state_dir), as_json)
     return run_exit_code(reports, {p.project: p.settings.only for p in pipelines})
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UsageError
 from agent_harness.pipeline.settings import RunInterrupted
-from agent_harness.queue import control, items
+from agent_harness.queue import control, items, leases
 from agent_harness.queue.fleet import Fleet, PoolState
 from agent_harness.sessions import groups
 
@@ -114,6 +114,11 @@ class FleetRun:
                 fleet.drain()
                 fleet.join(timeout=2.0)
                 control.report_pools(self.store, fleet.status(), self.host)
+                for project in self.projects:  # taken back next run, as no worker's death
+                    pipeline = project.pipeline
+                    leases.keep_for_restart(
+                        self.store, pipeline.project, pipeline.worker_prefix + "/"
+                    )
                 raise RunInterrupted.after(stopped) from None
             fleet.drain()
             fleet.join()

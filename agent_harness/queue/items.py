@@ -486,8 +486,8 @@ def _retry_in(tx: Tx, store: Store, project: str, item_id: str, fresh: bool) -> 
     now = store.clock()
     requeued = [item_id]
     tx.execute(
-        "UPDATE items SET state = 'pending', attempts = 0, reason = NULL, blocked_by = NULL, "
-        "not_before = NULL, updated_at = ? WHERE project = ? AND id = ?",
+        "UPDATE items SET state = 'pending', attempts = 0, reclaims = 0, reason = NULL, "
+        "blocked_by = NULL, not_before = NULL, updated_at = ? WHERE project = ? AND id = ?",
         (now, project, item_id),
     )
     tx.append_event(project, item_id, Retried(from_=state, to=S.PENDING, fresh=fresh))

@@ -330,7 +330,8 @@ def _recover(
     current = ItemState(state)
     attempt = int(attempts) + 1
     if old_expiry is not None:
-        reclaims = int(reclaims) + 1
+        # A lease its run kept when a person stopped it (Ctrl-C, SIGTERM) lapsed by no death.
+        reclaims = int(reclaims) + (reason != KEPT_BY_STOP)
         expired = LeaseExpired(
             worker=old_worker, attempt=attempts, expired_at=old_expiry, attempt_refunded=True
         )
@@ -348,9 +349,9 @@ def _recover(
     expires = now + lease_s
     tx.execute(
         "UPDATE items SET state = 'claimed', attempts = ?, reclaims = ?, fence = ?, "
-        "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ? "
-        "WHERE project = ? AND id = ?",
-        (attempt, reclaims, token, worker, expires, now, project, item_id),
+        "lease_worker = ?, lease_expires = ?, not_before = NULL, updated_at = ?, "
+        "reason = CASE WHEN reason = ? THEN NULL ELSE reason END WHERE project = ? AND id = ?",
+        (attempt, reclaims, token, worker, expires, now, KEPT_BY_STOP, project, item_id),
     )
     _claimed_event(tx, project, item_id, current, worker, attempt, token, expires, now)
     return Lease(project, item_id, worker, token, attempt, expires, lease_s)
@@ -581,6 +582,31 @@ def _move(
             until=not_before,
         ),
     )
+
+
+# The reason an item in flight holds while its run is stopped (see `keep_for_restart`).
+KEPT_BY_STOP = "its run was stopped; the next run takes it back"
+
+
+def keep_for_restart(store: Store, project: str, worker_prefix: str) -> tuple[str, ...]:
+    """Note, on the items whose live leases workers named `worker_prefix…` hold, that their run
+    was stopped by a person (Ctrl-C, SIGTERM): when the next run takes them back, that is not
+    counted as a worker dying (MAX_RECLAIMS bounds deaths, and a person may stop a run any
+    number of times). A run killed outright (SIGKILL, a crash) notes nothing, and counts."""
+    now = store.clock()
+    with store.transaction() as tx:
+        rows = tx.all(
+            "SELECT id, lease_worker FROM items WHERE project = ? AND lease_worker LIKE ? "
+            f"AND lease_expires >= ? AND state IN ({LEASED_STATES})",
+            (project, worker_prefix + "%", now),
+        )
+        ids = tuple(str(r[0]) for r in rows if str(r[1]).startswith(worker_prefix))
+        for item_id in ids:
+            tx.execute(
+                "UPDATE items SET reason = ? WHERE project = ? AND id = ?",
+                (KEPT_BY_STOP, project, item_id),
+            )
+    return ids
 
 
 def reclaim_own(

@@ -294,3 +294,40 @@ def test_an_agent_script_that_is_nowhere_is_refused_before_any_attempt(
                  "deno run https://deno.land/x/agent/main.ts {prompt_file}"):  # fmt: skip
         main([*argv, "--agent", fine, "--reviewer", "openai:gpt-4.1"])
         assert "which is not in" not in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_a_kill_while_a_run_is_still_setting_up_is_said_as_an_interrupt(tmp_path: Path) -> None:
+    # Before the workers started, a plain `kill` ended the run on the spot: 143, nothing said.
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    bin_dir, mark = tmp_path / "bin", tmp_path / "asked-for-a-token"
+    bin_dir.mkdir()
+    gh = bin_dir / "gh"  # the token lookup: it holds the run in its setup until killed
+    gh.write_text(f"#!/bin/sh\necho > '{mark}'\nexec sleep 30\n")
+    gh.chmod(0o755)
+    app = tmp_path / "app"
+    git(tmp_path, "init", "-q", "-b", "main", str(app))
+    git(app, "commit", "-q", "--allow-empty", "-m", "init")
+    git(app, "remote", "add", "origin", "http://127.0.0.1:9/me/app.git")
+    (app / "PLAN.md").write_text("### T1: Count words\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("GH_TOKEN", "GITHUB_TOKEN")}
+    env.update(PATH=f"{bin_dir}:{env['PATH']}", HOME=str(tmp_path), OPENAI_API_KEY="sk-test")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "agent_harness", "run", "--repo", "me/app", "--work", str(app),
+         "--plan", str(app / "PLAN.md"), "--agent", "true {prompt_file}",
+         "--reviewer", "openai:gpt-4.1", "--github-url", "http://127.0.0.1:9"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        while not mark.exists():
+            assert run.poll() is None, run.communicate()
+            time.sleep(0.02)
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=30)
+    finally:
+        run.kill()
+    assert (run.returncode, err.strip()) == (130, "interrupted")

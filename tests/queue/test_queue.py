@@ -19,6 +19,7 @@ from agent_harness.queue.items import (
     status,
 )
 from agent_harness.queue.leases import (
+    KEPT_BY_STOP,
     MAX_RECLAIMS,
     LeaseLost,
     advance,
@@ -27,6 +28,8 @@ from agent_harness.queue.leases import (
     defer,
     fail,
     heartbeat,
+    keep_for_restart,
+    reclaim_own,
     release,
 )
 from agent_harness.store.database import Store
@@ -170,6 +173,46 @@ def test_a_dead_worker_gives_its_attempt_back_but_a_crash_loop_still_ends(
     record = get_item(store, P, "T0")
     assert record.state == "failed" and record.attempts == 1
     assert record.reason == f"its worker died {MAX_RECLAIMS + 1} times on it (lease of w1 expired)"
+
+
+def test_a_retried_item_starts_its_count_of_worker_deaths_again(
+    store: Store, clock: FakeClock
+) -> None:
+    # A retried item kept its count: the next restart of its run failed it at once.
+    enqueue(store, P, [item("T0")], max_attempts=1)
+    for _ in range(MAX_RECLAIMS + 1):
+        assert claim_next(store, P, "w1", 10) is not None
+        clock.advance(20)
+    assert claim_next(store, P, "w1", 10) is None
+    assert get_item(store, P, "T0").state == "failed"
+    assert retry(store, P, "T0") == ("T0",)
+    for _ in range(MAX_RECLAIMS):
+        lease = claim_next(store, P, "w1", 10)
+        assert lease is not None and lease.item_id == "T0"
+        clock.advance(20)
+    assert get_item(store, P, "T0").state != "failed"
+
+
+def test_a_run_a_person_stopped_is_no_worker_death_but_one_killed_outright_is(
+    store: Store, clock: FakeClock
+) -> None:
+    enqueue(store, P, [item("T0")], max_attempts=1)
+    # Stopped (Ctrl-C) and restarted more often than any crash loop may: the item still runs.
+    for _ in range(MAX_RECLAIMS + 3):
+        lease = claim_next(store, P, "h1/w1", 10)
+        assert lease is not None and lease.item_id == "T0"
+        assert get_item(store, P, "T0").reason is None  # the note goes once taken back
+        assert keep_for_restart(store, P, "h1/") == ("T0",)
+        assert get_item(store, P, "T0").reason == KEPT_BY_STOP
+        assert reclaim_own(store, P, "h1/", prefix=True) == ("T0",)
+    # Killed outright, leaving no note: that counts, and a crash loop still ends.
+    for _ in range(MAX_RECLAIMS + 1):
+        assert claim_next(store, P, "h1/w1", 10) is not None
+        assert reclaim_own(store, P, "h1/", prefix=True) == ("T0",)
+    assert claim_next(store, P, "h1/w1", 10) is None
+    record = get_item(store, P, "T0")
+    assert record.state == "failed" and record.reason is not None
+    assert record.reason.startswith(f"its worker died {MAX_RECLAIMS + 1} times")
 
 
 def test_a_permanent_failure_skips_every_dependent_and_retry_requeues_them(
