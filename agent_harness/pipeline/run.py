@@ -286,6 +286,10 @@ class Pipeline:
         gone = sorted(queued - in_plan)
         for item_id in holds.withdraw(store, project, gone, items.WITHDRAWN):
             parts.note(item_id, Withdrawn(reason=items.WITHDRAWN))
+        # A person closed its issue (won't do, or done another way): not worked until reopened.
+        for item_id in holds.skip_closed(store, project, report.closed_issues):
+            number = report.closed_issues[item_id]
+            parts.note(item_id, Withdrawn(reason=items.ISSUE_CLOSED.format(number=number)))
         if parts.settings.only is not None:
             holds.hold(store, project, sorted(in_plan - parts.settings.only))
         # An item whose issue could not be made (too long a body, a refused label) is not

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from agent_harness.queue.items import WITHDRAWN, ItemState
+from agent_harness.queue.items import ISSUE_CLOSED, ISSUE_CLOSED_LIKE, WITHDRAWN, ItemState
 from agent_harness.store.database import Store
 from agent_harness.store.events import Held, Skipped, Unheld
 from agent_harness.store.payload import Payload
@@ -82,6 +82,30 @@ def _move_unstarted(
             )
             tx.append_event(project, item_id, event(row[0]))
             moved.append(item_id)
+    return tuple(moved)
+
+
+def skip_closed(store: Store, project: str, closed: dict[str, int]) -> tuple[str, ...]:
+    """Items whose issue a person closed: skipped, if not yet started, saying which issue to
+    reopen. Those skipped so before whose issue is open again go back to pending."""
+    with store.transaction(write=False) as tx:
+        skipped = tx.all(
+            "SELECT id FROM items WHERE project = ? AND state = 'skipped' AND reason LIKE ?",
+            (project, ISSUE_CLOSED_LIKE),
+        )
+    reopened = [str(row[0]) for row in skipped if row[0] not in closed]
+    with store.transaction() as tx:
+        for item_id in reopened:
+            if tx.execute(
+                "UPDATE items SET state = 'pending', reason = NULL, updated_at = ? "
+                "WHERE project = ? AND id = ? AND state = 'skipped' AND reason LIKE ?",
+                (store.clock(), project, item_id, ISSUE_CLOSED_LIKE),
+            ):
+                tx.append_event(project, item_id, Unheld(from_=S.SKIPPED, to=S.PENDING))
+    moved: list[str] = []
+    for item_id, number in sorted(closed.items()):
+        reason = ISSUE_CLOSED.format(number=number)
+        moved += withdraw(store, project, [item_id], reason)
     return tuple(moved)
 
 

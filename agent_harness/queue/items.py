@@ -430,6 +430,10 @@ def wake(store: Store, named: Iterable[str], why: str) -> list[tuple[str, str]]:
 
 RETRYABLE = (S.FAILED, S.SKIPPED, S.CLOSED, S.REVERTED)
 WITHDRAWN = "no longer in the plan"  # the reason of an item `withdraw`n as gone from its plan
+# The reason of an item skipped because a person closed its issue (`holds.skip_closed`), and
+# how SQL finds it.
+ISSUE_CLOSED = "its issue #{number} is closed; reopen it to run this item"
+ISSUE_CLOSED_LIKE = "its issue #% is closed; reopen it to run this item"
 
 
 class NotRetryable(IllegalTransition, UsageError):
@@ -440,6 +444,12 @@ class NotRetryable(IllegalTransition, UsageError):
         names = ", ".join(s.value for s in RETRYABLE[:-1]) + f" or {RETRYABLE[-1].value}"
         self.item_id, self.current, self.wanted = item_id, state.value, S.PENDING.value
         UsageError.__init__(self, f"{item_id} is {state.value}; only {names} items can be retried")
+
+
+def _closed_issue(reason: str | None) -> bool:
+    """Whether an item was skipped for a person closing its issue (`ISSUE_CLOSED`)."""
+    head, _, tail = ISSUE_CLOSED.partition("{number}")
+    return reason is not None and reason.startswith(head) and reason.endswith(tail)
 
 
 def retry(store: Store, project: str, item_id: str, *, fresh: bool = False) -> tuple[str, ...]:
@@ -478,6 +488,11 @@ def _retry_in(tx: Tx, store: Store, project: str, item_id: str, fresh: bool) -> 
     state, worker, expires = ItemState(row[0]), row[1], row[2]
     if state is S.SKIPPED and row[3] == WITHDRAWN:  # the next run would skip it again
         raise UsageError(f"{item_id} is no longer in the plan; put it back, then run")
+    if state is S.SKIPPED and _closed_issue(row[3]):  # so would it while the issue is closed
+        number = str(row[3]).partition("#")[2].partition(" ")[0]
+        raise UsageError(
+            f"{item_id}'s issue #{number} is closed; reopen it, and the next run works the item"
+        )
     if expires is not None and expires >= store.clock():
         raise ItemBusy(item_id, worker or "?", expires)
     if state not in RETRYABLE:

@@ -513,7 +513,7 @@ class FailedNote(Note):
 
 
 class Withdrawn(Note):
-    """The item left the plan and will not run."""
+    """The item will not run: it left the plan, or a person closed its issue."""
 
     KIND = EventKind.WITHDRAWN
     reason: str = Field(description="Why it will not run (e.g. no longer in the plan).")

@@ -27,7 +27,12 @@ from agent_harness.tracker.protocol import (
     TrackerError,
     WriteUncertain,
 )
-from agent_harness.tracker.sync import DamagedMarker, read_marker, read_pull_marker
+from agent_harness.tracker.sync import (
+    STATUS_LABEL_PREFIX,
+    DamagedMarker,
+    read_marker,
+    read_pull_marker,
+)
 
 if TYPE_CHECKING:
     from agent_harness.git.worktrees import WorkRepo
@@ -35,7 +40,7 @@ if TYPE_CHECKING:
 
 from agent_harness.tracker.reverts import RevertGraph, describe_revoker
 
-LABEL_PREFIX = "agent-harness:"
+LABEL_PREFIX = STATUS_LABEL_PREFIX
 STATES = ("merged", "closed", "reverted")
 COMMENT_RE = re.compile(r"<!--\s*agent-harness-reconcile\s+(\{.*?\})\s*-->", re.DOTALL)
 REVERTS_RE = re.compile(r"\bReverts\s+([\w.-]+/[\w.-]+)#(\d+)\b")

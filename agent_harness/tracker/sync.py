@@ -146,6 +146,9 @@ class SyncReport:
     # Each item's issue once the sync is over: the oldest whose marker names the item, or the
     # one this sync made. What a run needs next, without listing every issue again.
     issue_numbers: dict[str, int] = field(default_factory=dict)
+    # Items still to do whose issue a person closed (closed with no status label of ours, as a
+    # merge or revert we recorded would have left): not to be worked while it stays closed.
+    closed_issues: dict[str, int] = field(default_factory=dict)
     requests: int = 0
     writes: int = 0
 
@@ -399,6 +402,25 @@ class _Listing:
         }
 
 
+# The labels reconcile gives an issue to say what became of its item (`agent-harness:merged`).
+STATUS_LABEL_PREFIX = "agent-harness:"
+
+
+def _closed_by_a_person(plan: Plan, listing: _Listing) -> dict[str, int]:
+    """Each item, not done in the plan, whose issue is closed with no status label of ours: a
+    person closed it (won't do, or done another way), or a pull request of theirs did."""
+    closed: dict[str, int] = {}
+    for item in plan.items:
+        found = listing.by_item.get(item.id)
+        if item.done or not found:
+            continue
+        issue = min(found, key=lambda record: record.number)
+        ours = any(label.lower().startswith(STATUS_LABEL_PREFIX) for label in issue.labels)
+        if issue.state == "closed" and not ours:
+            closed[item.id] = issue.number
+    return closed
+
+
 def _list_plan_issues(tracker: Tracker, plan_key: str, report: SyncReport) -> _Listing:
     """Read every issue once, keeping the ones this plan's markers claim."""
     listing = _Listing()
@@ -469,6 +491,7 @@ class _PlanSync:
         _report_orphans_and_twins(listing, self.plan, self.report)
         self.report.issue_numbers = listing.oldest_issue_numbers()
         self.numbers = listing.sole_issue_numbers()
+        self.report.closed_issues = _closed_by_a_person(self.plan, listing)
         # A done item is mirrored only while it already has an issue to keep up to date.
         active = [
             item for item in self.plan.items if not (item.done and item.id not in listing.by_item)

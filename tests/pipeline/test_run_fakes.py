@@ -425,3 +425,27 @@ def test_a_pull_request_says_whether_its_success_check_was_run_or_only_read(rig:
         "tests/test_lines.py" in body["T2"]
     )
     assert "Success check" not in body["T2"]
+
+
+def test_an_item_whose_issue_a_person_closed_is_not_worked_until_it_is_reopened(rig: Rig) -> None:
+    from dataclasses import replace
+
+    from agent_harness.errors import UsageError
+    from agent_harness.queue import items
+
+    pipeline(rig).prepare()  # the issues are made
+    [number] = [n for n, issue in rig.tracker.issues.items() if issue.title.startswith("T1")]
+    # A person closes T1's issue on the tracker: won't do, or done another way.
+    rig.tracker.issues[number] = replace(rig.tracker.issues[number], state="closed")
+    rig.reviewer = ScriptedReviewer([verdict(True)])
+    report = pipeline(rig).run()
+    by_id = {item.id: item for item in report.items}
+    reason = f"its issue #{number} is closed; reopen it to run this item"
+    assert (by_id["T1"].state, by_id["T1"].reason) == ("skipped", reason)
+    assert rig.implementer.calls == [] and rig.tracker.pulls == {}
+    with pytest.raises(UsageError, match=rf"T1's issue #{number} is closed; reopen it"):
+        items.retry(rig.store, "octo/app:PLAN", "T1")
+    # Reopened, it is worked by the next run as if never closed.
+    rig.tracker.issues[number] = replace(rig.tracker.issues[number], state="open")
+    again = {item.id: item for item in pipeline(rig).run().items}
+    assert again["T1"].state == "pr_open"
