@@ -81,6 +81,23 @@ _VISIBLE.update(
 )  # fmt: skip
 
 
+def checked_host(host: str) -> str:
+    """The address to bind, checked before anything starts: '' would bind every interface
+    unsaid, and a name that does not resolve failed later inside the server's own log."""
+    import socket
+
+    if not host.strip():
+        raise click.BadParameter("is empty; give 127.0.0.1, or 0.0.0.0 for every interface")
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        from agent_harness.plan.model import shown_path
+
+        shown = shown_path(host)
+        raise click.BadParameter(f"{shown[:100]!r} is no address here ({exc})") from None
+    return host
+
+
 def visible(text: str) -> str:
     """`text` with every control character spelt out, and bytes that are not UTF-8 as `\\xff`."""
     from agent_harness.plan.model import shown_path

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from agent_harness.cli.output import from_env
+from agent_harness.cli.output import checked_host, from_env
 
 
 @click.command(
@@ -45,7 +45,7 @@ Examples:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    callback=lambda _ctx, _param, value: _checked_host(value),
+    callback=lambda _ctx, _param, value: checked_host(value),
     help="Address to bind (0.0.0.0 for every interface).",
 )
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
@@ -96,20 +96,3 @@ def serve(**options: object) -> int:
 
 
 MIN_TOKEN = 16
-
-
-def _checked_host(host: str) -> str:
-    """The address to bind, checked before anything starts: '' would bind every interface
-    unsaid, and a name that does not resolve failed later inside the server's own log."""
-    import socket
-
-    if not host.strip():
-        raise click.BadParameter("is empty; give 127.0.0.1, or 0.0.0.0 for every interface")
-    try:
-        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as exc:
-        from agent_harness.plan.model import shown_path
-
-        shown = shown_path(host)
-        raise click.BadParameter(f"{shown[:100]!r} is no address here ({exc})") from None
-    return host

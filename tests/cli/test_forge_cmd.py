@@ -27,6 +27,21 @@ def start_serving(*args: str, deaf_to_ctrl_c: bool = False) -> tuple[subprocess.
     return proc, proc.stdout.readline()
 
 
+@pytest.mark.integration  # the name is looked up
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [("", "is empty; give 127.0.0.1"), ("a b", "'a b' is no address here")],
+)
+def test_a_host_that_is_no_address_is_refused_before_anything_listens(
+    host: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # '' listened on every interface, unsaid, with links to http://:PORT; 'a b' was a bug (70).
+    data = tmp_path / "forge"
+    assert main(["forge", "serve", "--data", str(data), "--host", host, "--port", "0"]) == 2
+    assert said in capsys.readouterr().err
+    assert not data.exists()
+
+
 @pytest.mark.acceptance
 def test_serve_prints_the_url_answers_requests_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     proc, first = start_serving(
