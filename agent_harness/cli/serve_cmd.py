@@ -13,7 +13,8 @@ from agent_harness.cli.output import checked_host, from_env
     epilog="""\b
 Two modes:
   monitoring (default)  reads only: projects, work, events, errors, summary, the audit, plan
-                        parse and dry-run sync. Nothing is written; `start` answers 409.
+                        parse and dry-run sync. Nothing is written; `start` answers 409;
+                        a --db where no run has been is refused, not made.
   --supervise           the same API plus a worker pool per started project: register a
                         project, start and stop it, add work, retry items, sync for real,
                         and write the audit (baselines, recording the work log, maintenance).
@@ -92,7 +93,25 @@ def serve(**options: object) -> int:
             f"HARNESS_TOKEN must be at least {MIN_TOKEN} printable ASCII characters without "
             "spaces; make one with: openssl rand -hex 32"
         )
-    return serve_api(ServeRequest.of(options), token)
+    request = ServeRequest.of(options)
+    if not request.supervise:
+        _refuse_missing_database(request.db)
+    return serve_api(request, token)
+
+
+def _refuse_missing_database(flag: str | None) -> None:
+    """Monitoring reads what runs wrote: a `--db` naming no file made an empty database there
+    (its folders too) and served it as healthy, with nothing in it."""
+    from agent_harness.cli.output import sqlite_file
+    from agent_harness.config import database_url, load_settings
+    from agent_harness.errors import UsageError
+
+    path = sqlite_file(database_url(load_settings().settings, flag))
+    if path is not None and not path.exists():
+        raise UsageError(
+            f"no database at {path}: nothing has run here yet (give --db the one your runs "
+            "use, or serve --supervise to start one)"
+        )
 
 
 MIN_TOKEN = 16

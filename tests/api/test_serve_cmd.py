@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from agent_harness.cli import main
+from agent_harness.store.database import open_store
 
 TOKEN = "serve-token-9f8e7d6c5b4a"
 
@@ -35,6 +36,18 @@ def test_help_teaches_both_modes(capsys: pytest.CaptureFixture[str]) -> None:
     assert "monitoring (default)" in text and "--supervise" in text and "HARNESS_TOKEN" in text
 
 
+@pytest.mark.unit
+def test_monitoring_a_database_that_is_not_there_is_refused_and_makes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It made the folders and an empty database, and served that as healthy.
+    monkeypatch.setenv("HARNESS_TOKEN", TOKEN)
+    missing = tmp_path / "nowhere" / "h.sqlite"
+    assert main(["serve", "--db", str(missing), "--port", "1"]) == 2
+    assert f"no database at {missing}: nothing has run here yet" in capsys.readouterr().err
+    assert not missing.parent.exists()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -46,6 +59,7 @@ def test_serve_answers_on_loopback_and_logs_no_token(
     db_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     port = _free_port()
+    open_store(str(db_dir / "h.sqlite")).close()  # a run has been here
     env = {**os.environ, "HARNESS_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
     server = subprocess.Popen(
         [sys.executable, "-m", "agent_harness", "serve", "--port", str(port),
