@@ -53,11 +53,26 @@ def _owner_only(path: Path) -> None:
     with contextlib.suppress(OSError):  # made just now by another process, or not ours
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         return
+    if not _database_or_empty(path):  # notes.txt given as --db: SQLite refuses it, untouched
+        return
     for found in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         with contextlib.suppress(OSError):
             held = os.stat(found)
             if held.st_uid == os.getuid() and held.st_mode & 0o077:
                 os.chmod(found, stat.S_IMODE(held.st_mode) & 0o700)
+
+
+_HEADER = b"SQLite format 3\x00"
+
+
+def _database_or_empty(path: Path) -> bool:
+    """Whether the file at `path` is a SQLite database (or empty, which SQLite makes one)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(len(_HEADER))
+    except OSError:
+        return False
+    return not head or head == _HEADER
 
 
 def _use_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:

@@ -108,11 +108,14 @@ def test_a_corrupt_sqlite_file_is_one_line_and_untouched(tmp_path: Path) -> None
     path = tmp_path / "harness.sqlite"
     garbage = b"this is not a database, just bytes " * 200
     path.write_bytes(garbage)
+    path.chmod(0o644)
     with pytest.raises(StoreError) as caught:
         open_store(str(path))
     assert "\n" not in caught.value.message
     assert str(path) in caught.value.message
     assert path.read_bytes() == garbage
+    # Nor are its permissions changed (`work --db notes.txt` made the notes private).
+    assert path.stat().st_mode & 0o777 == 0o644
 
 
 def test_a_new_database_and_its_wal_are_readable_by_their_owner_alone(tmp_path: Path) -> None:
