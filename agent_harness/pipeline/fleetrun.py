@@ -15,7 +15,7 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UsageError
@@ -113,7 +113,11 @@ class FleetRun:
                 stopped = groups.stop_running()  # agents keep their sessions; checks run again
                 fleet.drain()
                 fleet.join(timeout=2.0)
-                control.report_pools(self.store, fleet.status(), self.host)
+                # The process ends now, whatever its workers were doing: stopped, not draining.
+                ended = [
+                    replace(status, state=PoolState.STOPPED, workers=0) for status in fleet.status()
+                ]
+                control.report_pools(self.store, ended, self.host)
                 for project in self.projects:  # taken back next run, as no worker's death
                     pipeline = project.pipeline
                     leases.keep_for_restart(

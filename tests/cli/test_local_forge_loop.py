@@ -205,3 +205,6 @@ def test_ctrl_c_or_kill_while_a_check_runs_ends_the_check_and_spends_no_attempt(
     # Held under its lease for the next run, not failed, and noted so that taking it back is
     # not counted as a worker's death (enough stops used to fail it as a crash loop).
     assert item["reason"] == "its run was stopped; the next run takes it back"
+    # Its pool last said it stopped: `control` said "draining" long after the run was gone.
+    [said] = json.loads(cli("control", "--json").communicate()[0])
+    assert (said["pool"]["state"], said["pool"]["workers"]) == ("stopped", 0)
