@@ -9,7 +9,9 @@ product promises: the second pass writes nothing.
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -88,20 +90,41 @@ def examples_dir() -> Path:
     return here
 
 
-def prepare_workdir(workdir: Path) -> None:
-    """Start from a clean demo directory, deleting only one the demo itself made."""
+def prepare_workdir(workdir: Path) -> int:
+    """Start from a clean demo directory, deleting only what the demo itself made (or an
+    empty folder), and hold it: the returned descriptor keeps a second demo of the same
+    directory out (it deleted the first's files as it ran) until it is closed."""
     if workdir.is_symlink():
         # Deleting through a link would delete what it points at, which the demo never made.
         raise HarnessError(f"{shown_path(str(workdir))} is a symbolic link; choose another --dir")
-    if workdir.exists():
-        if not (workdir / STAMP).is_file():
-            raise HarnessError(
-                f"{shown_path(str(workdir))} exists and was not made by the demo; choose another "
-                "--dir"
-            )
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    (workdir / STAMP).write_text("made by agent-harness demo; safe to delete\n", encoding="utf-8")
+    if workdir.exists() and not workdir.is_dir():
+        raise HarnessError(f"{shown_path(str(workdir))} is not a folder; choose another --dir")
+    if workdir.exists() and any(workdir.iterdir()) and not (workdir / STAMP).is_file():
+        raise HarnessError(
+            f"{shown_path(str(workdir))} exists and was not made by the demo; choose another --dir"
+        )
+    workdir.mkdir(parents=True, exist_ok=True)
+    held = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(held)
+        raise HarnessError(
+            f"another demo is running in {shown_path(str(workdir))}; wait for it to end, or "
+            "choose another --dir"
+        ) from None
+    try:
+        # Emptied, not removed: the folder is what is held.
+        for child in workdir.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        (workdir / STAMP).write_text("made by agent-harness demo; safe to delete\n", "utf-8")
+    except BaseException:
+        os.close(held)
+        raise
+    return held
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -134,6 +157,25 @@ def run_demo(
 ) -> DemoReport:
     """Sync the example plan twice, then run, merge and reconcile until nothing is left; with
     `inception`, the plan is first argued out of a paragraph. Agents run in `host`."""
+    examples = examples_dir()
+    plan = None if inception else load_plan(plan_path or examples / "PLAN.md")
+    held = prepare_workdir(workdir)  # held until the demo is over
+    try:
+        return _demo_in(workdir.resolve(), plan, examples, step, observer, max_passes, host)
+    finally:
+        os.close(held)
+
+
+def _demo_in(
+    workdir: Path,
+    plan: Plan | None,
+    examples: Path,
+    step: Callable[[str], None],
+    observer: Observer | None,
+    max_passes: int,
+    host: SessionHost | None,
+) -> DemoReport:
+    """`run_demo` in its folder, made ready and held."""
     from agent_harness.demo.assembly import demo_pipeline
     from agent_harness.forge.local import local_forge
     from agent_harness.sessions.default import default_host
@@ -141,10 +183,6 @@ def run_demo(
     from agent_harness.testing.model_server import ModelServer, ScriptedResponder
     from agent_harness.tracker.github import GitHubTracker
 
-    examples = examples_dir()
-    plan = None if inception else load_plan(plan_path or examples / "PLAN.md")
-    prepare_workdir(workdir)
-    workdir = workdir.resolve()
     report = DemoReport(workdir=workdir)
     with local_forge(workdir) as forge, ModelServer([ScriptedResponder(review_rules)]) as model:
         report.api_url = forge.api_url

@@ -43,3 +43,30 @@ def test_a_path_in_a_command_to_paste_is_quoted_and_never_an_escape_sequence(
     name: str, word: str
 ) -> None:
     assert shell_word(name) == word
+
+
+def test_an_empty_folder_is_taken_and_a_second_demo_of_the_same_folder_is_refused(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    # An empty folder (made by `mkdir`, or left by a demo that failed at once) was refused
+    # for ever as "not made by the demo".
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    held = prepare_workdir(folder)
+    try:
+        (folder / "harness.sqlite").write_text("the first demo's")
+        # A second demo of the folder deleted the first's files while it ran.
+        with pytest.raises(HarnessError, match="another demo is running in .*demo; wait"):
+            prepare_workdir(folder)
+        assert (folder / "harness.sqlite").read_text() == "the first demo's"
+    finally:
+        os.close(held)
+    os.close(prepare_workdir(folder))  # once it is over, the folder starts clean again
+    assert sorted(p.name for p in folder.iterdir()) == [STAMP]
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(HarnessError, match="exists and was not made by the demo"):
+        prepare_workdir(tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
