@@ -10,6 +10,7 @@ passed in, so every one of those paths is testable without waiting.
 from __future__ import annotations
 
 import fnmatch
+import re
 import shlex
 import shutil
 from collections.abc import Iterable, Mapping
@@ -27,6 +28,9 @@ NEVER_PASS = ("GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "AGENT_HARNESS_
 
 
 PROMPT_PLACEHOLDERS = ("{prompt_file}", "{prompt}")
+KNOWN_PLACEHOLDERS = (*PROMPT_PLACEHOLDERS, "{worktree}", "{model}", "{model_args}")
+# `{name}`, but not a shell's `${NAME}` (in a template that runs `sh -c "…"` itself).
+_PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 MODEL_ARGS = "{model_args}"
@@ -185,6 +189,13 @@ def preset_for(spec: str) -> AgentPreset:
         raise UsageError(
             f"the agent command {spec!r} must say where the prompt goes: "
             "add {prompt_file} (a path) or {prompt} (the text)"
+        )
+    unknown = sorted({f"{{{name}}}" for part in argv for name in _PLACEHOLDER.findall(part)})
+    unknown = [name for name in unknown if name not in KNOWN_PLACEHOLDERS]
+    if unknown:  # passed as written, the agent got `{nosuch}` itself
+        raise UsageError(
+            f"the agent command {spec!r} names {', '.join(unknown)}, which is no placeholder; "
+            f"known: {', '.join(KNOWN_PLACEHOLDERS)} (no shell runs the command)"
         )
     return AgentPreset(
         name="custom",

@@ -145,6 +145,13 @@ def record_in_audit(store: Store, audit_db: str | None, work_url: str) -> None:
     observe(store, audit_url(audit_db, work_url))
 
 
+_EMPTY_SAYS = {
+    "--agent": "name a preset (see `agent-harness agents`) or a command template, e.g. "
+    "'my-agent --prompt-file {prompt_file}'",
+    "--implementer": "name a vendor:model, e.g. openai:gpt-4.1",
+}
+
+
 def _implementer_choice(
     request: RunRequest, env: Mapping[str, str], *, ready: bool = True
 ) -> AgentPreset | Route:
@@ -153,6 +160,9 @@ def _implementer_choice(
     from agent_harness.agents.presets import preset_for
     from agent_harness.models.routes import route_from_spec
 
+    for flag, value in (("--agent", request.agent), ("--implementer", request.implementer)):
+        if value is not None and not value.strip():  # `--agent "$UNSET"`: said as it is
+            raise UsageError(f"{flag} is empty: {_EMPTY_SAYS[flag]}")
     if bool(request.agent) == bool(request.implementer):
         raise UsageError("give exactly one of --agent (a CLI agent) or --implementer vendor:model")
     if request.agent:

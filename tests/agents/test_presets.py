@@ -126,6 +126,15 @@ def test_a_custom_template_must_say_where_the_prompt_goes() -> None:
         preset_for("mytool 'unclosed {prompt}")
 
 
+def test_a_custom_template_naming_no_placeholder_is_refused_but_a_shells_own_braces_pass() -> None:
+    # `{nosuch}` reached the agent as those very characters.
+    with pytest.raises(UsageError, match=r"names \{nosuch\}, which is no placeholder; known: "):
+        preset_for("mytool --prompt-file {prompt_file} --out {nosuch}")
+    # A template that runs a shell itself may use the shell's own `${NAME}`.
+    preset = preset_for('sh -c "mytool --home ${HOME} < {prompt_file}"')
+    assert preset.template == ("sh", "-c", "mytool --home ${HOME} < {prompt_file}")
+
+
 def test_a_prompt_too_long_for_one_argument_is_refused(tmp_path: Path) -> None:
     big = tmp_path / "big.md"
     big.write_text("x" * 200_000, encoding="utf-8")

@@ -331,3 +331,19 @@ def test_a_kill_while_a_run_is_still_setting_up_is_said_as_an_interrupt(tmp_path
     finally:
         run.kill()
     assert (run.returncode, err.strip()) == (130, "interrupted")
+
+
+@pytest.mark.integration  # the clone is looked at first
+def test_an_empty_agent_is_said_to_be_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--agent "$UNSET"` was told to give exactly one of --agent or --implementer.
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ["PATH"])
+    app = tmp_path / "app"
+    git(tmp_path, "init", "-q", str(app))
+    git(app, "commit", "-q", "--allow-empty", "-m", "init")
+    git(app, "remote", "add", "origin", "http://127.0.0.1:9/me/app.git")
+    args = ["run", "--repo", "me/app", "--work", str(app), "--plan", EXAMPLE, "--agent", "",
+            "--reviewer", "openai:x"]  # fmt: skip
+    assert main(args) == 2
+    assert "--agent is empty: name a preset" in capsys.readouterr().err

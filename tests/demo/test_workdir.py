@@ -58,7 +58,7 @@ def test_an_empty_folder_is_taken_and_a_second_demo_of_the_same_folder_is_refuse
     try:
         (folder / "harness.sqlite").write_text("the first demo's")
         # A second demo of the folder deleted the first's files while it ran.
-        with pytest.raises(HarnessError, match="another demo is running in .*demo; wait"):
+        with pytest.raises(HarnessError, match=r"another demo is running in .*demo; wait"):
             prepare_workdir(folder)
         assert (folder / "harness.sqlite").read_text() == "the first demo's"
     finally:
