@@ -51,6 +51,13 @@ def open_tracker(
         "timeout_s": tracker_cfg.request_timeout_s,
     }
     if forge == "local":
+        if github_url:  # taken for the place the work went, while the local forge got it
+            from agent_harness.errors import UsageError
+
+            raise UsageError(
+                "--github-url and --forge local name two trackers: give one (the local forge "
+                "is served at its own address by `agent-harness forge serve`)"
+            )
         options["write_spacing_s"] = 0.0  # loopback: GitHub's pacing protects nothing here
         if only_read and serving is None:
             _refuse_missing(Path(settings.state_dir), repo)

@@ -30,6 +30,11 @@ BAD_USAGE = [
     (["plan", EXAMPLE, "--repo", "me/app", "--plan-key", ""], "plan key '' may hold only"),
     (["run", "--repo", "me/app", "--plan", EXAMPLE, "--plan-key", "a b"], "plan key 'a b'"),
     (["reconcile", "--repo", "me/app", "--plan-key", "x\ny"], "plan key 'x\\ny'"),
+    # The local forge was used, and the URL given for the tracker silently not.
+    (
+        ["plan", EXAMPLE, "--repo", "me/app", "--forge", "local", "--github-url", "http://h:1"],
+        "--github-url and --forge local name two trackers",
+    ),
 ]
 
 
