@@ -138,7 +138,9 @@ def default_plan_key(path: PurePath) -> str:
         # A name a key cannot hold is spelled with dashes and marked with a hash of itself
         # (`my spec` is `my-spec-` and 6 hex digits), so two specs never share one key.
         return plan_key_from(parts[-2])
-    if shown_path(path.stem) != path.stem:  # a name that is not UTF-8 can be no key as it is
+    # A name that is not UTF-8, or holds a newline or another control character, can be no
+    # key as it is: it would be written into every issue's marker.
+    if shown_path(path.stem) != path.stem or not path.stem.isprintable():
         return plan_key_from(path.stem)
     return path.stem
 

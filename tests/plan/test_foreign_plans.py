@@ -341,6 +341,10 @@ def test_a_kiro_specs_plan_key_is_its_spec_spelled_as_a_key_may_be() -> None:
     # as its bytes, apart from the same name in UTF-8.
     latin1 = key("/r/.kiro/specs/caf\udce9/tasks.md")
     assert latin1.startswith("caf-") and latin1 != key("/r/.kiro/specs/café/tasks.md")
+    # A file named with a newline wrote it into every issue's marker; now it is spelled too.
+    newline = key("/repo/new\nline.md")
+    assert newline.startswith("new-line-") and newline.isprintable()
+    assert key("/repo/My Plan.md") == "My Plan"  # a printable name stays as it always was
 
 
 @pytest.mark.unit
