@@ -196,6 +196,7 @@ class Pipeline:
         parts.repo.set_default_branch(info.default_branch)
         parts.repo.check_remote(info.full_name, info.clone_url)
         parts.repo.check_clean_default(allow=self._plan_files())
+        self._refuse_another_spelling()
         self._refuse_shared_branches()
         self._refuse_missing_check_programs()
         self._setup_checked = True
@@ -218,6 +219,20 @@ class Pipeline:
             program = missing_program(command, env)
             if program is not None:
                 raise RunRefused(not_found(command, program, env))
+
+    def _refuse_another_spelling(self) -> None:
+        """A repository this database knows spelt in other letters (`ME/App` for `me/app`):
+        GitHub takes names in any case, so it is one repository, whose items a second queue
+        would work twice over."""
+        parts = self.parts
+        for project in items.projects(parts.store):
+            repo, _, key = project.rpartition(":")
+            theirs = repo != parts.tracker.repo and repo.lower() == parts.tracker.repo.lower()
+            if theirs and key == parts.plan_key:
+                raise RunRefused(
+                    f"this database runs that plan as {project} already (repository names "
+                    f"ignore case); give --repo {repo}"
+                )
 
     def _refuse_shared_branches(self) -> None:
         """Two names git writes alike (items `T1.2` and `T1-2`; plans keyed `v1.2` and `v1-2`

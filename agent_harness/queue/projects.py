@@ -158,9 +158,14 @@ class UnknownProject(HarnessError):
 class ProjectExists(HarnessError):
     """A project with this id is registered already."""
 
-    def __init__(self, project: str) -> None:
+    def __init__(self, project: str, as_: str | None = None) -> None:
         self.project = project
-        super().__init__(f"project {project} is registered already")
+        if as_ is None or as_ == project:
+            super().__init__(f"project {project} is registered already")
+        else:  # GitHub's owner and repository names ignore case: one repository, two queues
+            super().__init__(
+                f"project {project} is registered already, as {as_} (repository names ignore case)"
+            )
 
 
 class ItemsExist(UsageError):
@@ -233,11 +238,22 @@ def check_spec(spec: ProjectSpec, allowed_root: Path | None) -> None:
     check_paths(spec, allowed_root)
 
 
+def _repo_case_folded(project: str) -> str:
+    """A project id with its repository in lower case (`ME/App:PLAN` is `me/app:PLAN`): GitHub
+    takes owner and repository names in any case, while plan keys are compared as written."""
+    repo, colon, key = project.rpartition(":")
+    return f"{repo.lower()}{colon}{key}"
+
+
 def register(store: Store, spec: ProjectSpec, *, allowed_root: Path | None = None) -> ProjectRecord:
     """Record a project, STOPPED. Its roles and paths are checked first (`check_spec`)."""
     check_spec(spec, allowed_root)
     now = store.clock()
+    same = _repo_case_folded(spec.project_id)
     with store.transaction() as tx:
+        for (known,) in tx.all("SELECT id FROM projects"):
+            if _repo_case_folded(str(known)) == same:
+                raise ProjectExists(spec.project_id, str(known))
         inserted = tx.execute(
             f"INSERT INTO projects ({_COLUMNS}) VALUES (?, ?, ?, '[]', '{{}}', ?, ?) "
             "ON CONFLICT (id) DO NOTHING",

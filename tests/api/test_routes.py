@@ -155,6 +155,13 @@ def test_register_starts_stopped_and_items_can_be_added(
     assert made.json()["id"] == "me/app:API" and made.json()["control"] == "stopped"
     twice = supervised.post("/api/projects", json=spec, headers=AUTH)
     assert twice.status_code == 409
+    # The same repository in other letters (GitHub takes names in any case): one repository,
+    # which two queues would work twice over.
+    shouted = supervised.post("/api/projects", json={**spec, "repo": "ME/App"}, headers=AUTH)
+    assert shouted.status_code == 409
+    assert "registered already, as me/app:API" in shouted.json()["detail"]
+    other_key = supervised.post("/api/projects", json={**spec, "plan_key": "api"}, headers=AUTH)
+    assert other_key.status_code == 201  # a plan key is compared as written
     added = supervised.post(
         "/api/work",
         json={"project": "me/app:API", "items": [{"id": "X1", "title": "Extra", "body": "b"}]},

@@ -449,3 +449,15 @@ def test_an_item_whose_issue_a_person_closed_is_not_worked_until_it_is_reopened(
     rig.tracker.issues[number] = replace(rig.tracker.issues[number], state="open")
     again = {item.id: item for item in pipeline(rig).run().items}
     assert again["T1"].state == "pr_open"
+
+
+def test_a_repository_the_database_knows_in_other_letters_is_refused(rig: Rig) -> None:
+    from agent_harness.queue import items
+
+    # An earlier run was given --repo OCTO/App: the same repository to GitHub.
+    items.enqueue(rig.store, "OCTO/App:PLAN", parse_plan(TWO).items)
+    with pytest.raises(
+        RunRefused, match=r"runs that plan as OCTO/App:PLAN already .*--repo OCTO/App"
+    ):
+        pipeline(rig).run()
+    assert rig.implementer.calls == [] and rig.tracker.issues == {}
