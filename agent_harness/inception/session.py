@@ -179,10 +179,10 @@ class InceptionSession:
         return self.view()
 
     def answer(self, question_id: str, text: str, *, by: str = "person") -> SessionView:
+        self._question(question_id)  # an unknown question is said first, whatever the answer
         answer = " ".join(text.split())
         if not answer:
             raise UsageError(f"the answer to {question_id} is empty")
-        self._question(question_id)
         return self._settle(
             QuestionSettled(question=question_id, action="answer", answer=answer, by=by)
         )
@@ -199,10 +199,12 @@ class InceptionSession:
     def regrade(
         self, question_id: str, grade: str, *, by: str = "person", reason: str | None = None
     ) -> SessionView:
+        question = self._question(question_id)  # an unknown question is said first
         wanted = grade.strip().upper()
+        if not wanted:
+            raise UsageError(f"no grade given for {question_id}: give one of {', '.join(GRADES)}")
         if wanted not in GRADES:
             raise UsageError(f"grade {grade!r} is not one of {', '.join(GRADES)}")
-        question = self._question(question_id)
         new: Grade = GRADES[GRADES.index(wanted)]
         return self._settle(
             QuestionSettled(

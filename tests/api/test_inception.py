@@ -108,6 +108,17 @@ def test_questions_are_settled_or_refused_by_name(api: tuple[TestClient, ApiCont
     assert regraded.json()["questions"][0]["grade"] == "NICE"
     unknown = client.post(f"{base}/questions/Q9", json={"action": "defer"}, headers=AUTH)
     assert unknown.status_code == 404 and "its questions: Q1, Q2" in unknown.json()["detail"]
+    # An unknown question is a 404 whatever the body lacks (it was a 400 about the body).
+    for lacking in ({"action": "answer"}, {"action": "regrade", "grade": None}):
+        missed = client.post(f"{base}/questions/Q9", json=lacking, headers=AUTH)
+        assert missed.status_code == 404 and "its questions: Q1, Q2" in missed.json()["detail"]
+    no_grade = client.post(
+        f"{base}/questions/Q2", json={"action": "regrade", "grade": None}, headers=AUTH
+    )
+    assert (no_grade.status_code, no_grade.json()["detail"]) == (
+        400,
+        "no grade given for Q2: give one of BLOCKING, IMPORTANT, NICE",
+    )
     empty = client.post(f"{base}/questions/Q2", json={"action": "answer"}, headers=AUTH)
     assert empty.status_code == 400 and "empty" in empty.json()["detail"]
     revised = client.post(
