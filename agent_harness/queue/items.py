@@ -566,12 +566,21 @@ def projects(store: Store) -> list[str]:
         return [r[0] for r in tx.all("SELECT DISTINCT project FROM items ORDER BY project")]
 
 
+def known_projects(store: Store) -> list[str]:
+    """Every project this database knows: with items queued, or registered with the API."""
+    with store.transaction(write=False) as tx:
+        return [
+            r[0]
+            for r in tx.all("SELECT project FROM items UNION SELECT id FROM projects ORDER BY 1")
+        ]
+
+
 def resolve_project(store: Store, project: str | None) -> str:
     """The project to act on: the one given (which must be one this database knows: items
     queued, or registered with the API), or the only one in the database."""
     if project is not None:
         return require_project(store, project)
-    known = projects(store)
+    known = known_projects(store)
     if len(known) == 1:
         return known[0]
     if not known:
@@ -584,7 +593,9 @@ def resolve_item_project(store: Store, project: str | None, item_ids: Sequence[s
     every item named (`work show B1` where only plan B has a B1)."""
     if project is not None:
         return require_project(store, project)
-    known = projects(store)
+    known = projects(store)  # those with items: one registered with none holds no item
+    if len(known) == 1 and item_ids:
+        return known[0]
     if len(known) <= 1 or not item_ids:
         return resolve_project(store, None)
     wanted = sorted(set(item_ids))
@@ -611,7 +622,7 @@ def require_project(store: Store, project: str) -> str:
             (project, project, project),
         )
     if found is None:
-        raise NoSuchProject(project, projects(store))
+        raise NoSuchProject(project, known_projects(store))
     return project
 
 

@@ -445,6 +445,10 @@ def test_a_registered_project_with_nothing_queued_yet_can_be_paused(
     assert paused.status_code == 200, paused.text
     [asked] = paused.json()["controls"]
     assert (asked["project"], asked["asked"]) == ("me/app:API", "paused")
+    # A project it does not know is told from those it does, registered ones among them (it
+    # said the database held none).
+    unknown = supervised.get("/api/work", params={"project": "x/y:Z"}, headers=AUTH)
+    assert unknown.status_code == 404 and "me/app:API" in unknown.json()["detail"]
 
 
 def test_control_of_a_project_nobody_registered_or_ran_is_a_404_and_makes_none(
