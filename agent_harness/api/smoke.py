@@ -70,6 +70,11 @@ def checked_url(url: str) -> str:
         raise UsageError(f"{shown} is not a URL: it holds bytes that are not text") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise UsageError(f"{shown} is not a server's address: give http://HOST:PORT")
+    if parsed.query or parsed.fragment:  # the paths it tries were joined after `?x=1`
+        raise UsageError(
+            f"{shown} has a query or fragment: give the server's address, http://HOST:PORT "
+            "(and any path it is served under)"
+        )
     if parsed.port is not None and not 0 < parsed.port < 65536:  # else "connection refused"
         raise UsageError(f"{shown} names port {parsed.port}: a port is 1 to 65535")
     return url

@@ -69,6 +69,9 @@ def test_config_never_shows_the_database_password(
         ("ftp://h", "ftp://h is not a server's address"),
         ("127.0.0.1:8765", "is not a server's address: give http://HOST:PORT"),
         ("http://127.0.0.1:99999", "names port 99999: a port is 1 to 65535"),
+        # Its paths went after the query, and every check failed as "401" or "Not Found".
+        ("http://127.0.0.1:8765?x=1", "has a query or fragment: give the server's address"),
+        ("http://127.0.0.1:8765/#top", "has a query or fragment"),
         (f"http://u:{PASSWORD}@[::1", "http://u:***@[::1 is not a URL"),
     ],
 )
