@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Response
 from fastapi import Path as PathParam
 
 from agent_harness.api.context import ApiContext, context
@@ -60,13 +60,22 @@ def item(
     "",
     status_code=201,
     summary="Add items to a registered project directly (supervised mode)",
-    responses={**BAD, **BODY, **MISSING, **REFUSED},
+    responses={
+        **BAD,
+        **BODY,
+        **MISSING,
+        **REFUSED,
+        200: {"model": AddWorkOut, "description": "Every item was there already: none added."},
+    },
 )
-def add(body: AddWork, ctx: Ctx) -> AddWorkOut:
+def add(body: AddWork, ctx: Ctx, response: Response) -> AddWorkOut:
     """Items outside the plan file; their ids must be new (sending the same item again changes
-    nothing). The project's next pass mirrors them to issues and queues them with its plan."""
+    nothing, and is answered 200 instead of 201). The project's next pass mirrors them to
+    issues and queues them with its plan."""
     ctx.writable("adding work")
     result = projects.add_items(ctx.store, body.project, [i.as_item() for i in body.items])
+    if not result.added:
+        response.status_code = 200
     return AddWorkOut(
         project=body.project, added=list(result.added), unchanged=list(result.unchanged)
     )

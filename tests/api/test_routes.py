@@ -184,6 +184,7 @@ def test_register_starts_stopped_and_items_can_be_added(
         headers=AUTH,
     )
     assert repeated.json() == {"project": "me/app:API", "added": [], "unchanged": ["X1"]}
+    assert repeated.status_code == 200  # nothing was created: no 201
     changed = supervised.post(
         "/api/work",
         json={"project": "me/app:API", "items": [{"id": "X1", "title": "Other", "body": "b"}]},
