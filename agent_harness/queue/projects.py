@@ -11,6 +11,7 @@ Every path a registration names is checked here: the work dir must be the top of
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.plan.dependencies import refuse_unmet
@@ -115,6 +116,12 @@ class ProjectSpec(BaseModel):
     forge: Literal["local"] | None = Field(
         default=None, description="'local' for the embedded forge; null for GitHub."
     )
+
+    @field_validator("work_dir")
+    @classmethod
+    def _one_spelling(cls, value: str) -> str:
+        """`/srv/app/` and `/srv//app` are `/srv/app`: one clone is registered under one path."""
+        return posixpath.normpath(value)
 
     @property
     def key(self) -> str:

@@ -160,8 +160,11 @@ def test_register_starts_stopped_and_items_can_be_added(
     shouted = supervised.post("/api/projects", json={**spec, "repo": "ME/App"}, headers=AUTH)
     assert shouted.status_code == 409
     assert "registered already, as me/app:API" in shouted.json()["detail"]
-    other_key = supervised.post("/api/projects", json={**spec, "plan_key": "api"}, headers=AUTH)
+    other_key = supervised.post(
+        "/api/projects", json={**spec, "plan_key": "api", "work_dir": f"{clone}//"}, headers=AUTH
+    )
     assert other_key.status_code == 201  # a plan key is compared as written
+    assert other_key.json()["spec"]["work_dir"] == str(clone)  # one path for one clone
     added = supervised.post(
         "/api/work",
         json={"project": "me/app:API", "items": [{"id": "X1", "title": "Extra", "body": "b"}]},
