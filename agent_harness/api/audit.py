@@ -17,7 +17,13 @@ from pydantic import BeforeValidator
 
 from agent_harness.api.context import ApiContext, AuditNotRecorded, context
 from agent_harness.api.errors import AUTH, BAD, BODY, NO_AUDIT, REFUSED
-from agent_harness.api.schemas import BaselineIn, BaselinesOut, ReconcileOut, RollupsOut
+from agent_harness.api.schemas import (
+    KIND_PATTERN,
+    BaselineIn,
+    BaselinesOut,
+    ReconcileOut,
+    RollupsOut,
+)
 from agent_harness.audit import baselines as audit_baselines
 from agent_harness.audit import cost as audit_cost
 from agent_harness.audit import delivery as audit_delivery
@@ -118,7 +124,7 @@ def events(
     project: ProjectFilter = None,
     item: Annotated[str | None, Query(pattern=ITEM_PATTERN, description="Only this item.")] = None,
     kind: Annotated[
-        str | None, Query(pattern=r"^[a-z_]{1,64}$", description="Only this kind of event.")
+        str | None, Query(pattern=KIND_PATTERN, description="Only this kind of event.")
     ] = None,
 ) -> history.EventsPage:
     with ctx.open_audit(must_exist=True) as audit:

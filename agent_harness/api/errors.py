@@ -17,7 +17,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_harness.api.context import AuditNotRecorded, Busy, MonitoringOnly, NoAuditDatabase
 from agent_harness.api.pools import NoSuchRole
-from agent_harness.api.schemas import PLANNER_PATTERN, ErrorBody
+from agent_harness.api.schemas import (
+    KIND_PATTERN,
+    LABEL_TEXT,
+    MODEL_PATTERN,
+    PLANNER_PATTERN,
+    QUESTION_PATTERN,
+    ROLE_PATTERN,
+    SESSION_PATTERN,
+    ErrorBody,
+)
+from agent_harness.audit.baselines import LABEL_PATTERN as BASELINE_LABEL
 from agent_harness.audit.baselines import BaselineExists
 from agent_harness.audit.database import AuditUnprotected
 from agent_harness.errors import ConfigError, HarnessError, InputError, PlanRefused, UsageError
@@ -33,12 +43,16 @@ from agent_harness.models.parking import EndpointParked
 from agent_harness.models.routes import VENDOR_DEFAULTS
 from agent_harness.models.transport import TransportFailed
 from agent_harness.pipeline.settings import RunRefused
+from agent_harness.plan.model import PLAN_KEY_PATTERN
 from agent_harness.queue.control import UnknownProjectHere
 from agent_harness.queue.items import IllegalTransition, ItemBusy, NoProjectYet, UnknownItem
 from agent_harness.queue.projects import (
     ITEM_PATTERN,
+    NAME_PATTERN,
+    OWNER_PATTERN,
     PLAN_PATH_PATTERN,
     PROJECT_PATTERN,
+    REPO_PATTERN,
     WORK_DIR_PATTERN,
     BadProjectPath,
     ItemsExist,
@@ -244,6 +258,17 @@ PATTERN_WORDS = {
     WORK_DIR_PATTERN: "an absolute path without '..'",
     PLAN_PATH_PATTERN: "a path inside work_dir, without '..'",
     PLANNER_PATTERN: f"vendor:model, the vendor one of {', '.join(sorted(VENDOR_DEFAULTS))}",
+    OWNER_PATTERN: "a repository owner (letters, digits and '-', at most 39)",
+    NAME_PATTERN: "a repository name (letters, digits, '.', '_', '-', at most 100)",
+    REPO_PATTERN: "owner/name, as GitHub names a repository",
+    PLAN_KEY_PATTERN: "a plan key (letters, digits, '.', '_', '-', at most 64)",
+    LABEL_TEXT: "text without control characters",
+    SESSION_PATTERN: "a session id: 12 hex digits, as POST /api/inception answered",
+    QUESTION_PATTERN: "a question id: Q and a number, such as Q1",
+    KIND_PATTERN: "an event kind: lower-case letters and '_'",
+    ROLE_PATTERN: "a role: lower-case letters and '_' (reviewer, implementer, planner)",
+    MODEL_PATTERN: "vendor:model",
+    BASELINE_LABEL: "a baseline label (letters, digits, '.', '_', ':', '/', '-', inner spaces)",
 }
 
 INVALID = (

@@ -15,6 +15,8 @@ from fastapi import Path as PathParam
 from agent_harness.api.context import ApiContext, context
 from agent_harness.api.errors import AUTH, BAD, BODY, Responses
 from agent_harness.api.schemas import (
+    QUESTION_PATTERN,
+    SESSION_PATTERN,
     ErrorBody,
     InceptionPlanOut,
     InceptionScopeIn,
@@ -28,9 +30,9 @@ router = APIRouter(prefix="/api/inception", tags=["inception"], responses=AUTH)
 
 Ctx = Annotated[ApiContext, Depends(context)]
 SessionId = Annotated[
-    str, PathParam(pattern=r"^[0-9a-f]{12}$", description="Session id, as POST answered it.")
+    str, PathParam(pattern=SESSION_PATTERN, description="Session id, as POST answered it.")
 ]
-QuestionId = Annotated[str, PathParam(pattern=r"^Q[0-9]{1,3}$", description="Question id: Q1.")]
+QuestionId = Annotated[str, PathParam(pattern=QUESTION_PATTERN, description="Question id: Q1.")]
 
 
 def _doc(text: str) -> dict[str, object]:

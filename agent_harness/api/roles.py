@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_harness.api.context import ApiContext, context
 from agent_harness.api.errors import AUTH, BAD, BODY, MISSING, REFUSED
+from agent_harness.api.schemas import MODEL_PATTERN, ROLE_PATTERN
 from agent_harness.queue.projects import PROJECT_PATTERN
 
 router = APIRouter(prefix="/api/roles", tags=["roles"], responses=AUTH)
@@ -37,9 +38,9 @@ class RoleChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     project: str = Field(pattern=PROJECT_PATTERN, description="owner/repo:plankey.")
-    role: str = Field(pattern=r"^[a-z_]{1,32}$", description="reviewer, implementer or planner.")
+    role: str = Field(pattern=ROLE_PATTERN, description="reviewer, implementer or planner.")
     route: str = Field(
-        pattern=r"^[a-z0-9_-]{1,32}:[A-Za-z0-9._:/-]{1,120}$",
+        pattern=MODEL_PATTERN,
         description="vendor:model, e.g. anthropic:claude-sonnet-4-5.",
     )
 

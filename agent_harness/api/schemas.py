@@ -254,6 +254,12 @@ class ItemDetail(_Out):
 
 # A label as GitHub takes one: any text but control characters.
 LABEL_TEXT = r"^[^\x00-\x1f\x7f]+$"
+# Patterns the routes share, each said in words by a 422 (api.errors.PATTERN_WORDS).
+SESSION_PATTERN = r"^[0-9a-f]{12}$"
+QUESTION_PATTERN = r"^Q[0-9]{1,3}$"
+KIND_PATTERN = r"^[a-z_]{1,64}$"
+ROLE_PATTERN = r"^[a-z_]{1,32}$"
+MODEL_PATTERN = r"^[a-z0-9_-]{1,32}:[A-Za-z0-9._:/-]{1,120}$"
 
 
 class NewItem(BaseModel):

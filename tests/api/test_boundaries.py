@@ -23,6 +23,33 @@ def test_the_description_uses_only_json_schemas_own_words(monitoring: TestClient
     assert (bounded["minimum"], bounded["maximum"]) == (1, 100)
 
 
+def test_every_pattern_the_description_names_is_said_in_words(monitoring: TestClient) -> None:
+    from agent_harness.api.errors import PATTERN_WORDS
+
+    found: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                found.add(node["pattern"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(monitoring.get("/openapi.json", headers=AUTH).json())
+    assert found and found <= set(PATTERN_WORDS), found - set(PATTERN_WORDS)
+    # A path that breaks one is told what it should be (it said "as its description says").
+    bad = monitoring.get("/api/projects/..%2f..:PLAN", headers=AUTH)
+    assert bad.status_code in (404, 422)
+    if bad.status_code == 422:
+        assert "description says" not in bad.json()["detail"]
+    owner = monitoring.get("/api/projects/-x/app:PLAN", headers=AUTH)
+    assert owner.status_code == 422
+    assert "a repository owner (letters, digits and '-'" in owner.json()["detail"]
+
+
 def test_a_trailing_slash_is_no_path_and_no_redirect_to_the_hosts_name(
     monitoring: TestClient,
 ) -> None:
