@@ -200,6 +200,10 @@ def install(app: FastAPI, token: str = "") -> None:
                 status_code=405,
                 headers={"Allow": ", ".join(sorted(allowed))},
             )
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            # FastAPI's words for a body its JSON reader gave up on (nested too deep, a number
+            # too long, bytes that are not UTF-8): said as every other body that is no JSON.
+            return JSONResponse({"detail": "the body does not read as JSON"}, status_code=400)
         return await http_exception_handler(request, exc)
 
     app.add_exception_handler(HarnessError, handle)
