@@ -116,6 +116,15 @@ def _title_text(token: Token) -> str:
     return "".join(parts)
 
 
+def _struck(text: str) -> bool:
+    """Whether a checkbox's text is struck through: whole (`~~T2 Old way~~`), or its title
+    right after the id (`T1 ~~Support IE11~~ (dropped)`), as a heading's may be."""
+    if text.startswith("~~"):
+        return True
+    match = CHECKBOX_ITEM.match(text)
+    return match is not None and match.group(2).startswith("~~")
+
+
 def _heading_title(written: str, plain: re.Match[str], done: bool) -> str:
     """An item heading's title as written (see `_title_text`); `plain` matched its plain text,
     whose title is taken when the written one does not match the same way (an id in a link)."""
@@ -251,6 +260,11 @@ def _blank_front_matter(text: str) -> str:
     # Blanked, not cut, so every line number stays true to the file.
     return "\n" * text.count("\n", 0, stop) + text[stop:]
 
+
+_NO_TITLE_COLUMN = (
+    "table has an id column but no title column (title, task, name, summary or description); "
+    "not read as items"
+)
 
 # The fields a placeholder value (`N/A`, `TBD`) leaves empty, and what the item then lacks.
 _PLACEHELD = {"files": "file list", "labels": "labels", "success_check": "success check",
@@ -479,6 +493,9 @@ class _Walker:
         first_line, _, rest = box.group(2).partition("\n")
         if self._dotted(start, first_line.strip()):
             return
+        if not done and _struck(first_line.strip()):  # `- [ ] T1 ~~Support IE11~~ (dropped)`
+            self._lookalike(start, "checkbox is struck through (~~); not read as an item")
+            return
         match = CHECKBOX_ITEM.match(first_line.strip())
         task = None if match else numbered_task(first_line)
         if task is not None:
@@ -569,6 +586,11 @@ class _Walker:
                             unknown.append(name)
                     if "id" not in columns:
                         columns = []
+                    elif not {"title", "body"} & set(columns):
+                        # `| ID | Risk | Likelihood |`: a register of something else, whose
+                        # rows would be items titled by their ids alone.
+                        self._note(header_line, _NO_TITLE_COLUMN)
+                        columns, unknown, header = [], [], []  # said once: no second word
                 elif columns:
                     self._table_row(columns, row, raw_row, row_line)
                 elif header and (reason := table_without_ids(header, row)):

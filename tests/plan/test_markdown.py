@@ -698,3 +698,19 @@ def test_placeholders_statuses_and_unquoted_commands_are_said_not_taken_at_their
     )
     # Plainly open, or a command in backticks: nothing to say.
     assert third.body == "" and not any(line >= 10 for line, _ in said)
+
+
+def test_a_struck_checkbox_and_a_register_with_ids_but_no_titles_are_no_items() -> None:
+    plan = parse_plan(
+        "- [ ] T1 ~~Support IE11~~ (dropped)\n- [ ] ~~T2 Old approach~~\n- [x] T3 ~~Shipped~~\n"
+        "- [ ] T4 Keep this\n\n"
+        "| ID | Risk | Likelihood |\n|----|------|------------|\n| R1 | Costs | Medium |\n"
+    )
+    # Struck through, it was worked (or, without its id, numbered by --add-ids); a done one is
+    # done either way.
+    assert [(item.id, item.done) for item in plan.items] == [("T3", True), ("T4", False)]
+    said = {n.line: n.reason for n in plan.unread}
+    assert said[1] == said[2] == "checkbox is struck through (~~); not read as an item"
+    # A risk register's rows were items R1, R2… titled by their ids alone.
+    assert said[6].startswith("table has an id column but no title column")
+    assert len(said) == 3
