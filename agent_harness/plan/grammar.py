@@ -407,11 +407,13 @@ def value_below(lines: list[str], line0: int, key: str) -> tuple[str, range]:
 
 
 # A title's closing words that name what it waits for in other words than `(depends on …)`:
-# `(after T1)`, `(needs T1, T2)`, `(requires T1)`, `[depends: T1]`, `— depends on T1`.
+# `(after T1)`, `(needs T1, T2)`, `(requires T1)`, `[depends: T1]`, `[depends on T1]`,
+# `— depends on T1`.
 _IDS = rf"({ID}(?:\s*(?:,|and)\s*{ID})*)"
 _SOFT_DEPS = (
     re.compile(
-        rf"\s*[(\[]\s*(?i:after|needs|requires|waits\s+for|blocked\s+on|depends)\s*:?\s*{_IDS}"
+        r"\s*[(\[]\s*(?i:after|needs|requires|waits\s+for|blocked\s+(?:on|by)|depends(?:\s+on)?)"
+        rf"\s*:?\s*{_IDS}"
         r"\s*[)\]]\s*[.;,]?\s*$"
     ),
     re.compile(rf"\s+[—–-]{{1,2}}\s*(?i:depends\s+on|after|needs)\s+{_IDS}\s*[.]?\s*$"),

@@ -118,6 +118,7 @@ def test_a_dependency_in_other_words_at_a_titles_end_is_one_when_it_names_items(
         "- [ ] T1 One\n- [ ] T2 Two (after T1)\n- [ ] T4 Four (needs T1)\n"
         "- [ ] T5 Five — depends on T1\n- [ ] T6 Six [depends: T1]\n"
         "- [ ] T8 Eight (requires T1 and T2)\n- [ ] T9 Nine (requires TLS13)\n"
+        "- [ ] T10 Ten [depends on T1]\n- [ ] T11 Eleven [blocked by T2]\n"
     )
     read = {item.id: (item.title, item.depends_on) for item in parse_plan(text).items}
     assert read == {
@@ -128,6 +129,8 @@ def test_a_dependency_in_other_words_at_a_titles_end_is_one_when_it_names_items(
         "T6": ("Six", ("T1",)),
         "T8": ("Eight", ("T1", "T2")),
         "T9": ("Nine (requires TLS13)", ()),  # names no item: the title's own words
+        "T10": ("Ten", ("T1",)),  # stayed in the title, unread
+        "T11": ("Eleven", ("T2",)),
     }
 
 
