@@ -19,9 +19,8 @@ def lines_by_id(items: Iterable[WorkItem], source: str, noun: str) -> dict[str, 
     for item in items:
         if item.id in seen:
             first, second = sorted((seen[item.id], item.line))
-            raise PlanRefused(
-                f"{source}: {noun} id {item.id} is used twice (lines {first} and {second})"
-            )
+            where = f"lines {first} and {second}" if first != second else f"both on line {first}"
+            raise PlanRefused(f"{source}: {noun} id {item.id} is used twice ({where})")
         seen[item.id] = item.line
     return seen
 

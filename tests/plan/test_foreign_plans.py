@@ -263,7 +263,7 @@ def test_odd_taskmaster_dependencies_are_reported_never_turned_into_others(tmp_p
     [
         (
             '{"tasks": [{"id": 1, "title": "a"}, {"id": 1, "title": "b"}]}',
-            "task id 1 is used twice",
+            "task id 1 is used twice (both on line 1)",  # it said "(lines 1 and 1)"
         ),
         (
             '{"tasks": [{"id": 1, "title": "a", "dependencies": [2]},'
