@@ -88,8 +88,11 @@ def add_ids(text: str, source: str, prefix: str | None = None) -> IdsAdded:
     spans = list_item_spans(text)
     lines = _split_lines(text)
     taken = {item.id for item in before.items}
+    width = _padded_width(prefix, before)
     numbers = (
-        n for n in itertools.count(_highest(prefix, text) + 1) if f"{prefix}{n}" not in taken
+        f"{n:0{width}d}"
+        for n in itertools.count(_highest(prefix, text) + 1)
+        if f"{prefix}{n:0{width}d}" not in taken
     )
     added: list[AddedId] = []
     nested: list[Notice] = []
@@ -212,6 +215,20 @@ def _split_lines(text: str) -> list[str]:
         start = end.end()
     lines.append(text[start:])
     return lines
+
+
+def _padded_width(prefix: str, plan: Plan) -> int:
+    """How many digits the plan's own ids of `prefix` are padded to (3 for spec-kit's T001 to
+    T023, so the next is T024, not T24); 1 when they are not padded, or not alike."""
+    numbers = [
+        item.id[len(prefix) :]
+        for item in plan.items
+        if item.id.startswith(prefix) and item.id[len(prefix) :].isascii()
+        and item.id[len(prefix) :].isdigit()
+    ]  # fmt: skip
+    widths = {len(number) for number in numbers}
+    padded = any(number.startswith("0") for number in numbers)
+    return widths.pop() if len(widths) == 1 and padded else 1
 
 
 def _highest(prefix: str, text: str) -> int:

@@ -303,3 +303,18 @@ def test_tasks_starting_with_an_acronym_get_ids_of_their_own() -> None:
         ("T2", "EC2 instance sizing"),
         ("T3", "S3 lifecycle rules"),
     ]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # spec-kit numbers T001 to T023: the next is T024 (it was T24).
+        ("- [ ] T001 Set up\n- [ ] T023 Lint\n- [ ] Add the model\n", "T024"),
+        ("- [ ] T1 Set up\n- [ ] T12 Lint\n- [ ] Add the model\n", "T13"),  # not padded
+        ("- [ ] T01 Set up\n- [ ] T123 Lint\n- [ ] Add the model\n", "T124"),  # not alike
+    ],
+)
+def test_new_ids_are_padded_as_the_plans_own(text: str, expected: str) -> None:
+    [added] = add_ids(text, "t.md").added
+    assert added.id == expected
