@@ -72,6 +72,11 @@ _DOING: dict[type[Payload], str] = {
 }
 
 
+# What a claimed item is doing once it reached a stage (it said "agent done" while its checks
+# ran, until the first one ended).
+_STAGE_DOING = {"checks": "checks running", "review": "in review"}
+
+
 # Why an item came back, by the state it was retried from.
 _RETRIED_AFTER = {
     "reverted": "its merged change was reverted on the default branch, so it has to land again",
@@ -253,6 +258,8 @@ class ItemHistory:
                 note = (
                     "waiting for input: attach to answer" if waiting else f"agent {payload.state}"
                 )
+            elif isinstance(payload, Advanced):  # a stage begun: its first check is running
+                note = _STAGE_DOING.get(str(payload.to), note)
             else:
                 note = _DOING.get(type(payload), note)
         return note

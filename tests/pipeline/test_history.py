@@ -7,6 +7,7 @@ import pytest
 from agent_harness.pipeline.budgets import RunBudget, item_over_budget
 from agent_harness.pipeline.history import ItemHistory, known_cost
 from agent_harness.store.events import (
+    Advanced,
     AgentFinished,
     AgentStarted,
     AgentStateChanged,
@@ -82,6 +83,12 @@ def test_what_a_claimed_item_is_doing_reads_from_its_latest_events() -> None:
     assert history.activity() == "agent running"
     history.record(AgentStateChanged(state="waiting_for_input", detail="Proceed? [y/N]"))
     assert history.activity() == "waiting for input: attach to answer"
+    # Its checks begun, none ended yet: it said "agent done" all through the first check.
+    history.record(AgentStateChanged(state="done"))
+    history.record(Advanced(from_="claimed", to="checks", worker="w", attempt=1))
+    assert history.activity() == "checks running"
+    history.record(Advanced(from_="checks", to="review", worker="w", attempt=1))
+    assert history.activity() == "in review"
 
 
 def test_the_run_budget_trips_once_the_reported_spend_reaches_it(rig: Rig) -> None:
