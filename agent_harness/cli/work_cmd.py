@@ -83,10 +83,12 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
         records = queue.list_items(store, name, with_deps=True)
     waiting = [r for r in records if r.state == "waiting"]
     failed = [r for r in records if r.state == "failed"]
+    blocked = _blocked(records)
     if as_json:
         data = _status_json(view, time.time())
         data["activity"] = activity
         data["waiting"] = [{"id": r.id, "until": r.not_before, "reason": r.reason} for r in waiting]
+        data["blocked"] = [{"id": item_id, "reason": why} for item_id, why in blocked]
         data["items"] = [
             {"id": r.id, "title": r.title, "state": r.state.value, "attempts": r.attempts,
              "reason": r.reason, "depends_on": list(r.depends_on)}
@@ -95,6 +97,11 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
         print_json(data)
     else:
         _render_status(view, time.time(), activity, waiting)
+        for item_id, why in blocked[:FAILED_SHOWN]:
+            console().print(f"pending: {item_id} {why}", markup=False)
+        if len(blocked) > FAILED_SHOWN:
+            more = len(blocked) - FAILED_SHOWN
+            console().print(f"… and {more} more waiting on dependencies", markup=False)
         for r in failed[:FAILED_SHOWN]:
             console().print(f"failed: {r.id}: {r.reason or 'no reason recorded'}", markup=False)
         if len(failed) > FAILED_SHOWN:
@@ -103,7 +110,21 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
     return 0
 
 
-FAILED_SHOWN = 20  # failed items named one per line under the counts, at most
+FAILED_SHOWN = 20  # failed (or blocked) items named one per line under the counts, at most
+
+
+def _blocked(records: list[Any]) -> list[tuple[str, str]]:
+    """Pending items a dependency holds back, each with what it waits for (they counted only
+    as pending: `work` promised the items waiting and why)."""
+    from agent_harness.pipeline.report import dependency_wait
+
+    by_id = {record.id: record for record in records}
+    found = []
+    for record in records:
+        why = dependency_wait(record.depends_on, by_id) if record.state == "pending" else None
+        if why:
+            found.append((record.id, why))
+    return found
 
 
 def _activity(store: Any, project: str, items: list[str]) -> dict[str, str]:

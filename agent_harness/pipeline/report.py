@@ -66,6 +66,15 @@ def unfinished_deps(deps: Sequence[str], records: Mapping[str, ItemRecord]) -> l
     ]
 
 
+def dependency_wait(deps: Sequence[str], records: Mapping[str, ItemRecord]) -> str | None:
+    """What an item that is not started waits for: `waits for T1 (pr_open) to be merged`;
+    None when no dependency of the queue holds it back."""
+    waiting_on = [
+        f"{dep} ({records[dep].state})" for dep in unfinished_deps(deps, records) if dep in records
+    ]
+    return "waits for " + ", ".join(waiting_on) + " to be merged" if waiting_on else None
+
+
 _STILL_OPEN = frozenset({ItemState.CLAIMED, ItemState.CHECKS, ItemState.REVIEW, ItemState.PR_OPEN})
 
 
@@ -102,13 +111,7 @@ def build_report(
             continue
         reason = record.reason
         if record.state in (ItemState.PENDING, ItemState.WAITING) and not reason:
-            waiting_on = [
-                f"{dep} ({records[dep].state})"
-                for dep in unfinished_deps(item.depends_on, records)
-                if dep in records
-            ]
-            if waiting_on:
-                reason = "waits for " + ", ".join(waiting_on) + " to be merged"
+            reason = dependency_wait(item.depends_on, records)
         out.items.append(_outcome(store, record, item.title, reason))
     # An item taken out of the plan while it was being worked, or with its pull request open,
     # is still open work: it is reported, not left for `work` alone to show.

@@ -50,6 +50,21 @@ def test_work_shows_counts_live_and_stale_claims(
 
 
 @pytest.mark.integration
+def test_items_a_dependency_holds_back_are_shown_with_what_they_wait_for(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # They counted only as pending, and `--json` said "waiting": [].
+    with open_store(db) as store:
+        enqueue(store, A, [item("T1"), item("T2", "T1"), item("T3")])
+        assert claim_next(store, A, "w1", 600) is not None  # T1, in flight
+    view = _json(capsys, "work")
+    assert isinstance(view, dict)
+    assert view["blocked"] == [{"id": "T2", "reason": "waits for T1 (claimed) to be merged"}]
+    assert main(["work"]) == 0
+    assert "pending: T2 waits for T1 (claimed) to be merged" in capsys.readouterr().out
+
+
+@pytest.mark.integration
 def test_an_ambiguous_project_is_named_with_the_choices(
     db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
