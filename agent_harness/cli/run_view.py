@@ -222,10 +222,13 @@ def render_end(
     for report in reports:
         render_report(out, report)
         if request.forge == "local":
-            render_local_pages(out, report.project.rsplit(":", 1)[0], state_dir, report)
+            repo = report.project.rsplit(":", 1)[0]
+            render_local_pages(out, repo, state_dir, report, request.work)
 
 
-def render_local_pages(out: Console, repo: str, state_dir: Path, report: RunReport) -> None:
+def render_local_pages(
+    out: Console, repo: str, state_dir: Path, report: RunReport, work: Path | None = None
+) -> None:
     """Where the local forge's pull request links answer once this run has ended, and how to
     press "Merge" on one of them."""
     from agent_harness.forge.local import describe_repo
@@ -243,10 +246,12 @@ def render_local_pages(out: Console, repo: str, state_dir: Path, report: RunRepo
         markup=False,
     )
     if opened:
+        # With --work, reconcile also removes the worktrees of what was merged.
+        clone = f" --work {shell_word(str(work))}" if work is not None else ""
         out.print(
             f"Merge one by hand: agent-harness forge merge {repo} {opened[0]} --data {data}; then, "
             f"in your clone, git pull origin {local.default_branch}, and agent-harness reconcile "
-            f"--repo {repo} --forge local",
+            f"--repo {repo} --forge local{clone}",
             soft_wrap=True,
             markup=False,
         )

@@ -120,6 +120,8 @@ def test_a_users_own_project_through_the_whole_loop(home: Path) -> None:
     assert link in said
     assert "agent-harness forge serve --data .agent-harness/forge" in said
     assert "agent-harness forge merge me/app 2" in said
+    # The reconcile it suggests after a merge cleans the merged item's worktree up: --work.
+    assert "agent-harness reconcile --repo me/app --forge local --work app" in said
     with pytest.raises(urllib.error.URLError):
         browse(link)  # the run that served it has ended
 
