@@ -103,6 +103,39 @@ def _expand(match: re.Match[str], named: list[str]) -> str:
     return " "
 
 
+# A line of a plan's dependencies section, as spec-kit writes one: `T012 depends on T011`,
+# `T008 blocks T009, T015`, `Tests (T004-T007) before implementation (T008-T014)`.
+_WAITS = re.compile(
+    rf"^\W*({ID})\s+(?i:depends\s+on|requires|needs|waits\s+for|(?:is\s+)?blocked\s+by)\s*:?\s+(.+)$"
+)
+_BLOCKS = re.compile(rf"^\W*({ID})\s+(?i:blocks|unblocks|comes\s+before)\s*:?\s+(.+)$")
+_BEFORE_AFTER = re.compile(r"\b(before|after)\b", re.IGNORECASE)
+
+
+def order_line(text: str, known: Container[str]) -> list[tuple[str, list[str]]]:
+    """What one line of a dependencies section says waits for what: (item, the items it waits
+    for), ids of the plan only. Nothing for a line that names no two items in such words."""
+    line = text.replace("**", "").replace("`", "")
+    waits = _WAITS.match(line)
+    if waits and waits.group(1) in known:
+        return [(waits.group(1), _ids_in(waits.group(2), known))]
+    blocks = _BLOCKS.match(line)
+    if blocks and blocks.group(1) in known:
+        return [(target, [blocks.group(1)]) for target in _ids_in(blocks.group(2), known)]
+    parts = _BEFORE_AFTER.split(line, maxsplit=1)
+    if len(parts) != 3:
+        return []
+    left, word, right = _ids_in(parts[0], known), parts[1].lower(), _ids_in(parts[2], known)
+    first, then = (left, right) if word == "before" else (right, left)
+    return [(item, first) for item in then] if first else []
+
+
+def _ids_in(text: str, known: Container[str]) -> list[str]:
+    """The plan's ids a piece of text names, ranges (`T004-T007`) spelt out."""
+    found, _ = read_dependencies("", text, known)
+    return found
+
+
 def refuse_unmet(
     items: list[WorkItem],
     source: str,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from agent_harness.errors import PlanRefused
 from agent_harness.plan.cursor import from_cursor, front_matter, has_todos, is_front_matter
-from agent_harness.plan.dependencies import read_dependencies, refuse_cycles
+from agent_harness.plan.dependencies import order_line, read_dependencies, refuse_cycles
 from agent_harness.plan.grammar import (
     BULLET_TEXT,
     CHECKBOX,
@@ -261,6 +261,10 @@ def _blank_front_matter(text: str) -> str:
     return "\n" * text.count("\n", 0, stop) + text[stop:]
 
 
+# A heading over what waits for what (spec-kit's `## Dependencies & Execution Order`).
+_ORDER_HEADING = re.compile(r"\bdependenc(?:y|ies)\b|\bexecution order\b", re.IGNORECASE)
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:\s|$)")
+
 _NO_TITLE_COLUMN = (
     "table has an id column but no title column (title, task, name, summary or description); "
     "not read as items"
@@ -291,6 +295,8 @@ class _Walker:
         self.has_text = False  # any paragraph or heading: a file of prose, if it has no items
         self.lookalikes: set[int] = set()  # lines reported as almost an item
         self.groups: dict[str, list[str]] = {}  # heading id -> the items it holds (see _groups)
+        self.order_sections: list[tuple[int, int]] = []  # (level, line) of `## Dependencies`
+        self.notes_read: list[str] = []  # how the plan was read, said under its items
 
     def plain_beside_numbered(self) -> bool:
         """A to-do list whose lines start with versions (`- [ ] 2.0 release post`, `- [ ] 3.14
@@ -401,6 +407,8 @@ class _Walker:
         """A heading that is no item: maybe a milestone, maybe a near miss to report."""
         section = _Section(level, start)
         self.sections.append(section)
+        if _ORDER_HEADING.search(text):  # spec-kit's `## Dependencies & Execution Order`
+            self.order_sections.append((level, start))
         milestone = read_milestone_heading(text)
         if milestone is not None:
             section.milestone = milestone.name
@@ -680,11 +688,43 @@ class _Walker:
                            f"{MAX_ID_CHARS}")  # fmt: skip
                 continue
             items.append(self._build(index, draft, body_end[index], dropped, seen))
+        items = self._ordered(items)
         refuse_cycles(items, source)
         self.unread.sort(key=lambda notice: notice.line)
         return Plan(
             source=source, items=tuple(items), unread=tuple(self.unread), notes=self._notes()
         )
+
+    def _ordered(self, items: list[WorkItem]) -> list[WorkItem]:
+        """`items` with what a dependencies section says (`T012 depends on T011`, `T008 blocks
+        T009`, `Tests (T004-T007) before implementation (T008-T014)`) added to their
+        dependencies, and a note of how many, with the section's line."""
+        known = {item.id for item in items}
+        extra: dict[str, list[str]] = {}
+        for level, start in self.order_sections:
+            added = 0
+            for line0 in range(start + 1, len(self.lines)):
+                heading = _ATX.match(self.lines[line0])
+                if heading and len(heading.group(1)) <= level:
+                    break
+                for item_id, deps in order_line(self.lines[line0], known):
+                    new = [d for d in deps if d != item_id and d not in extra.get(item_id, [])]
+                    extra.setdefault(item_id, []).extend(new)
+                    added += len(new)
+            if added:
+                self.notes_read.append(
+                    f"{added} dependencies read from the section on line {start + 1}"
+                )
+        if not extra:
+            return items
+        return [
+            item.model_copy(
+                update={"depends_on": tuple(dict.fromkeys([*item.depends_on, *extra[item.id]]))}
+            )
+            if item.id in extra
+            else item
+            for item in items
+        ]
 
     def _ids_not_words(self) -> list[_Draft]:
         """The drafts, less the checkboxes whose id reads as a word of their text (`S3 bucket
@@ -750,9 +790,10 @@ class _Walker:
         return dropped
 
     def _notes(self) -> tuple[str, ...]:
-        """A word on a file with no items at all, so an empty table is never the whole answer."""
+        """A word on a file with no items at all, so an empty table is never the whole answer;
+        and how the plan was read, where it was read unusually."""
         if self.drafts or not (self.has_text or self.unread):
-            return ()
+            return tuple(self.notes_read)
         lookalikes = len(self.lookalikes)
         if lookalikes:
             lines = (

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_harness.cli import main
-from agent_harness.plan.markdown import parse_plan_file
+from agent_harness.plan.markdown import parse_plan, parse_plan_file
 
 pytestmark = pytest.mark.unit
 
@@ -401,3 +401,26 @@ def test_taskmaster_dependencies_in_other_scripts_digits_are_reported_not_guesse
     assert [n.reason for n in plan.unread] == [
         "8 depends on 2 unknown items ('\u0667', '\uff17'); dependencies ignored"
     ]
+
+
+def test_a_spec_kit_dependencies_section_orders_the_tasks_it_names() -> None:
+    # spec-kit's ordering was read from titles alone: this section's lines were dropped unsaid.
+    text = (
+        "## Phase 3.2: Tests First\n- [ ] T004 [P] Contract test\n- [ ] T005 [P] Integration test\n"
+        "## Phase 3.3: Core\n- [ ] T006 User model\n- [ ] T007 User service\n- [ ] T008 CLI\n"
+        "## Dependencies & Execution Order\n"
+        "- Tests (T004-T005) before implementation (T006-T007)\n"
+        "- **T006 blocks T007, T008**\n- T008 depends on T007\n"
+        "- Implementation before polish (T009-T012)\n"  # names no task of the plan
+        "## Notes\n- T004 before T008 is said here, under another heading: not read\n"
+    )
+    plan = parse_plan(text)
+    deps = {item.id: item.depends_on for item in plan.items}
+    assert deps == {
+        "T004": (),
+        "T005": (),
+        "T006": ("T004", "T005"),
+        "T007": ("T004", "T005", "T006"),
+        "T008": ("T006", "T007"),
+    }
+    assert "7 dependencies read from the section on line 8" in plan.notes
