@@ -307,8 +307,18 @@ def read_milestone_heading(text: str) -> MilestoneHeading | None:
     return None
 
 
+# A checkbox that only names an issue or pull request (GitHub's task lists): `#1423`,
+# `acme/docs#88`, or its address.
+_ISSUE_REF = re.compile(
+    r"^(?:[\w.-]+/[\w.-]+)?#\d+$|^https?://\S+/(?:issues|pull)/\d+/?$", re.IGNORECASE
+)
+
+
 def checkbox_without_id(text: str) -> str:
     """Why a checkbox is no item, naming a lower-case id when it starts with one."""
+    if _ISSUE_REF.match(text.strip()):
+        # An item (and so an issue) made for it would repeat the issue it names.
+        return "checkbox names an issue or pull request, not a task: no item is made for it"
     first = re.match(r"\[?([A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*)\]?", text)
     word = first.group(1) if first else ""
     if word and word[-1].isdigit() and not ID_RE.match(word):

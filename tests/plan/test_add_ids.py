@@ -318,3 +318,19 @@ def test_tasks_starting_with_an_acronym_get_ids_of_their_own() -> None:
 def test_new_ids_are_padded_as_the_plans_own(text: str, expected: str) -> None:
     [added] = add_ids(text, "t.md").added
     assert added.id == expected
+
+
+@pytest.mark.unit
+def test_a_checkbox_naming_an_issue_gets_no_id_of_its_own() -> None:
+    # GitHub's task lists name issues: an item for one would make a second issue of it.
+    text = (
+        "- [ ] #1423\n- [ ] acme/widget-docs#88\n- [ ] https://github.com/acme/w/issues/1430\n"
+        "- [ ] Update the changelog\n"
+    )
+    result = add_ids(text, "t.md")
+    assert [(a.id, a.text) for a in result.added] == [("T1", "Update the changelog")]
+    said = {n.line: n.reason for n in result.plan.unread}
+    assert set(said) == {1, 2, 3}
+    assert all(
+        reason.startswith("checkbox names an issue or pull request") for reason in said.values()
+    )
