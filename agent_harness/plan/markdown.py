@@ -261,6 +261,12 @@ def _blank_front_matter(text: str) -> str:
     return "\n" * text.count("\n", 0, stop) + text[stop:]
 
 
+# Characters a title never needs that make it read otherwise than it is: zero-width spaces
+# and the byte-order mark, and the bidirectional embeddings, overrides and isolates. (Not the
+# joiners, which emoji and some scripts need, nor the marks of right-to-left text.)
+_HIDDEN = frozenset("\u200b\ufeff\u2060" + "".join(map(chr, range(0x202A, 0x202F)))
+                    + "".join(map(chr, range(0x2066, 0x206A))))  # fmt: skip
+
 # A heading over what waits for what (spec-kit's `## Dependencies & Execution Order`).
 _ORDER_HEADING = re.compile(r"\bdependenc(?:y|ies)\b|\bexecution order\b", re.IGNORECASE)
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:\s|$)")
@@ -823,6 +829,12 @@ class _Walker:
         if not milestone:
             milestone = draft.section_milestone
         title, soft = soft_dependencies(draft.title, known)  # `(after T1)`, `(needs T1)`
+        hidden = sorted({char for char in title if char in _HIDDEN})
+        if hidden:  # an issue's title that reads otherwise than it is (`‮` turns it around)
+            title = "".join(char for char in title if char not in _HIDDEN)
+            names = ", ".join(f"U+{ord(char):04X}" for char in hidden)
+            self._note(draft.line0, f"{draft.id}'s title held invisible or direction-changing "
+                       f"characters ({names}); they are left out of it")  # fmt: skip
         sources = [(draft.line0, deps)] if (deps := draft.title_deps or soft) else []
         if "depends_on" in fields:
             sources.append(fields["depends_on"])

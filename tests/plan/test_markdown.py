@@ -726,3 +726,21 @@ def test_a_struck_checkbox_and_a_register_with_ids_but_no_titles_are_no_items() 
     # A risk register's rows were items R1, R2… titled by their ids alone.
     assert said[6].startswith("table has an id column but no title column")
     assert len(said) == 3
+
+
+def test_characters_that_make_a_title_read_otherwise_are_left_out_and_said() -> None:
+    plan = parse_plan(
+        "- [ ] T1 Pay \u202einvoice\u202c now\n- [ ] T2 Zero\u200bwidth\n"
+        "- [ ] T3 \u0625\u0636\u0627\u0641\u0629 and a family \U0001f468\u200d\U0001f469\n"
+    )
+    titles = {item.id: item.title for item in plan.items}
+    assert titles["T1"] == "Pay invoice now" and titles["T2"] == "Zerowidth"
+    # Right-to-left text and the joiner emoji need are no trick: kept, and nothing said.
+    assert titles["T3"] == "\u0625\u0636\u0627\u0641\u0629 and a family \U0001f468\u200d\U0001f469"
+    said = [(n.line, n.reason) for n in plan.unread]
+    assert said == [
+        (1, "T1's title held invisible or direction-changing characters (U+202C, U+202E); "
+            "they are left out of it"),
+        (2, "T2's title held invisible or direction-changing characters (U+200B); they are "
+            "left out of it"),
+    ]  # fmt: skip
