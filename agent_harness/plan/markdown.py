@@ -303,6 +303,7 @@ class _Walker:
         self.groups: dict[str, list[str]] = {}  # heading id -> the items it holds (see _groups)
         self.order_sections: list[tuple[int, int]] = []  # (level, line) of `## Dependencies`
         self.notes_read: list[str] = []  # how the plan was read, said under its items
+        self.item_tables: list[int] = []  # the header line of each table whose rows are items
 
     def plain_beside_numbered(self) -> bool:
         """A to-do list whose lines start with versions (`- [ ] 2.0 release post`, `- [ ] 3.14
@@ -571,6 +572,7 @@ class _Walker:
     def _table(self, tokens: list[Token], index: int) -> int:
         columns: list[str] = []
         header_line = (tokens[index].map or (0, 1))[0]
+        drafts_before = len(self.drafts)
         index += 1
         row: list[str] = []
         raw_row: list[str] = []
@@ -613,6 +615,8 @@ class _Walker:
             index += 1
         if columns and unknown:
             self._note(header_line, f"unknown table column(s) ignored: {', '.join(unknown)}")
+        if len(self.drafts) > drafts_before:  # its header is no part of the item above it
+            self.item_tables.append(header_line)
         return index + 1
 
     def _table_row(
@@ -650,9 +654,13 @@ class _Walker:
         order = sorted(range(len(drafts)), key=lambda i: drafts[i].line0)
         starts = [drafts[i].line0 for i in order]
         body_end: dict[int, int] = {}
+        tables = sorted(self.item_tables)
         for position, draft_index in enumerate(order):
             draft = drafts[draft_index]
             next_start = starts[position + 1] if position + 1 < len(order) else len(self.lines)
+            at = bisect_right(tables, draft.line0)  # a table of items after it ends its body
+            if at < len(tables):
+                next_start = min(next_start, tables[at])
             body_end[draft_index] = min(draft.scope_end, next_start)
 
         def owner_of(line0: int) -> _Draft | None:

@@ -744,3 +744,12 @@ def test_characters_that_make_a_title_read_otherwise_are_left_out_and_said() -> 
         (2, "T2's title held invisible or direction-changing characters (U+200B); they are "
             "left out of it"),
     ]  # fmt: skip
+
+
+def test_a_table_of_items_after_a_heading_item_is_no_part_of_its_body() -> None:
+    plan = parse_plan(
+        "### T3: Heading item\nSome text.\n\n| id | title |\n|----|-------|\n| T4 | Four |\n"
+    )
+    # Its body ended with the table's header and rule, the agent told to read them.
+    assert plan.item("T3").body == "Some text."
+    assert plan.item("T4").title == "Four"
