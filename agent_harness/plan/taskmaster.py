@@ -12,7 +12,8 @@ per tag (`{"master": {"tasks": [...], "metadata": {...}}}`). A task has a numeri
   depending on such a task means depending on every one of its sub-tasks;
 - a sub-task's dependency is a sibling's number, or a full id (`"3.1"`, or a task's number
   when no sibling has it); one on the task it is part of says nothing, and is reported;
-- `done` and `cancelled` tasks are done: never worked, no issue made for them;
+- `done` and `cancelled` tasks are done: never worked, no issue made for them; `review`,
+  `deferred` and `blocked` ones are open, and each is reported;
 - of several tags, `master` is read, and the others are named in a note; a file whose one tag
   is not `master` is read, and the note names the tag.
 """
@@ -29,6 +30,16 @@ from agent_harness.plan.model import Notice, Plan, WorkItem
 from agent_harness.plan.numbered import fold_groups
 
 DONE = frozenset({"done", "completed", "cancelled"})
+# Taskmaster's statuses that are neither to do nor done: read as open, each said, since the
+# harness would work the task as if it were new.
+ASKED_OF_A_PERSON = {
+    "review": "task {} is 'review' in Taskmaster (done, awaiting review): read as open, so it "
+    "would be worked again; set it done there if its work is finished",
+    "deferred": "task {} is 'deferred' in Taskmaster: read as open, so it would be worked now; "
+    "set it cancelled there, or leave it out with --only",
+    "blocked": "task {} is 'blocked' in Taskmaster: read as open; name what it waits for in "
+    "its dependencies, or leave it out with --only",
+}
 DEFAULT_TAG = "master"
 NUMBER = re.compile(r"[0-9]{1,6}")  # ASCII: int() would read other scripts' digits too
 DEP = re.compile(r"[0-9]{1,6}(?:\.[0-9]{1,6})?")
@@ -172,6 +183,9 @@ def _item(
         unread.append(
             Notice(line=line, reason=f"{item_id}: priority {shown} is no label; left out")
         )
+    said = status.strip().lower() if isinstance(status, str) else ""
+    if said in ASKED_OF_A_PERSON:
+        unread.append(Notice(line=line, reason=ASKED_OF_A_PERSON[said].format(item_id)))
     return WorkItem(
         id=item_id,
         title=" ".join(title.split()),

@@ -229,6 +229,24 @@ def test_a_taskmaster_tasks_json_is_read_as_a_plan() -> None:
     )
 
 
+def test_taskmaster_statuses_between_to_do_and_done_are_read_as_open_and_said(
+    tmp_path: Path,
+) -> None:
+    from agent_harness.plan.backlog import load_plan
+
+    tasks = [
+        {"id": n, "title": f"Task {n}", "status": status}
+        for n, status in enumerate(["pending", "in-progress", "review", "deferred", "blocked"], 1)
+    ]
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps({"tasks": tasks}, indent=2))
+    plan = load_plan(path)
+    assert not any(item.done for item in plan.items)
+    # Review, deferred and blocked were worked as new with not a word said.
+    said = [n.reason.split(" in Taskmaster")[0] for n in plan.unread]
+    assert said == ["task 3 is 'review'", "task 4 is 'deferred'", "task 5 is 'blocked'"]
+
+
 def test_odd_taskmaster_dependencies_are_reported_never_turned_into_others(tmp_path: Path) -> None:
     from agent_harness.plan.backlog import load_plan
 
