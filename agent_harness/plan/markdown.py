@@ -209,6 +209,8 @@ def parse_plan_file(path: Path | str) -> Plan:
 def parse_plan(text: str, source: str = "<string>") -> Plan:
     """Parse markdown text into a Plan; refuse duplicate ids and dependency cycles."""
     text = _line_ends(text)
+    if not text.strip():  # said so, not "no work items found" as if it held something
+        return Plan(source=source, items=(), unread=(), notes=("the file is empty",))
     front = front_matter(text)
     if has_todos(front, source):  # a Cursor plan: its front matter lists the items
         assert front is not None

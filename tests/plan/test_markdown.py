@@ -233,9 +233,11 @@ def test_acceptance_status_done_and_dependency_noise() -> None:
     assert any("could not read dependency 'maybe later'" in n.reason for n in plan.unread)
 
 
-def test_empty_plan_has_no_items() -> None:
+def test_empty_plan_has_no_items_and_says_it_is_empty() -> None:
     plan = parse_plan("")
     assert plan.items == () and plan.unread == ()
+    # It said "no work items found", as if the file held something.
+    assert plan.notes == parse_plan("\n \n").notes == ("the file is empty",)
 
 
 @pytest.mark.parametrize(
@@ -473,7 +475,6 @@ PROSE = (
 def test_a_file_of_prose_says_it_holds_no_items() -> None:
     plan = parse_plan("# Vision\n\nWe want a faster build.\n\n## Goals\n\n- speed\n")
     assert plan.items == () and plan.notes == (PROSE,)
-    assert parse_plan("").notes == () and parse_plan("\n\n").notes == ()
     assert parse_plan("- [ ] T1 a\n\nprose\n").notes == ()
 
 
