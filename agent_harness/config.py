@@ -448,6 +448,9 @@ def load_settings(
     if above is not None:  # run from a folder of the clone: the clone's state, not a new one
         settings.state_dir = str(above)
         sources["state_dir"] = f"found in {above.parent}"
+    if settings.tracker.token is None:  # it said "default", as if a run would have none
+        named = next((name for name in ("GH_TOKEN", "GITHUB_TOKEN") if env.get(name)), None)
+        sources["tracker.token"] = f"a run takes env {named}" if named else "a run asks gh"
     loaded = LoadedSettings(settings=settings, sources=sources, file=found[0] if found else None)
     if settings.tracker.token is not None and sources.get("tracker.token", "").startswith("file"):
         loaded.warnings.append(

@@ -42,6 +42,17 @@ def test_layers_and_sources(tmp_path: Path) -> None:
     assert "ghp_secret" not in repr(loaded.rows()) + repr(loaded.as_json())
 
 
+def test_a_token_set_nowhere_in_the_config_says_where_a_run_takes_it(tmp_path: Path) -> None:
+    # It said "default" with GH_TOKEN set, as if a run would have no token.
+    def source(env: dict[str, str]) -> str:
+        rows = load_settings(cwd=tmp_path, env=env).rows()
+        return next(source for key, _, source in rows if key == "tracker.token")
+
+    assert source({"GH_TOKEN": "ghp_x"}) == "a run takes env GH_TOKEN"
+    assert source({"GITHUB_TOKEN": "ghp_x"}) == "a run takes env GITHUB_TOKEN"
+    assert source({}) == "a run asks gh"
+
+
 def test_pyproject_section_is_read(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / "pyproject.toml").write_text("[tool.agent-harness.checks]\ntimeout_s = 9\n")
