@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from agent_harness.git.runner import LOCAL_REPO_ENV
 from agent_harness.testing.clock import FakeClock
 
 # The suite starts hundreds of Python processes (the CLI, runs, servers, agents' wrappers).
@@ -31,6 +32,11 @@ from agent_harness.testing.clock import FakeClock
 # (collection alone took 11 s instead of 5 s per worker), so the tests keep bytecode whatever
 # the shell says. Nothing tested depends on it; __pycache__ is ignored by git.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+# Run under `git bisect run` (or from a hook), the suite inherited GIT_DIR: every `git init`,
+# `git config` and worktree of its tests then went to the developer's own repository (made
+# bare, its user and origin rewritten). A test's git works where it is told, nowhere else.
+for _name in LOCAL_REPO_ENV:
+    os.environ.pop(_name, None)
 sys.dont_write_bytecode = False
 
 # Checks and agents in the tests say `python`, as a person's plan does. A fresh Debian or Ubuntu

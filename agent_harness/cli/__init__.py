@@ -161,8 +161,13 @@ def _fail(message: str, code: int, as_json: bool, prefix: str = "error: ") -> in
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and map every error to one line and an exit code."""
     from agent_harness.errors import HarnessError
+    from agent_harness.git.runner import LOCAL_REPO_ENV
     from agent_harness.secrets.process import process_env
 
+    # Started from a git hook or `git bisect run`: GIT_DIR and its like would point every git
+    # the harness, its checks and its agents run at that repository, whatever --work says.
+    for name in LOCAL_REPO_ENV:
+        os.environ.pop(name, None)
     as_json = _wants_json(argv)
     try:
         result = cli.main(args=argv, prog_name="agent-harness", standalone_mode=False)

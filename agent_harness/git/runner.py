@@ -25,6 +25,21 @@ GIT_TIMEOUT_S = 600.0
 NO_PROMPT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
 # Callers match git's messages ("fatal:", "nothing to commit"): a translation would hide them.
 ENGLISH = {"LANGUAGE": "C", "LC_ALL": "C"}
+# What tells git which repository to work on whatever the directory (`git rev-parse
+# --local-env-vars`). A harness started from a git hook, `git bisect run` or `git rebase
+# --exec` inherits GIT_DIR: every worktree, branch and config write then went to that
+# repository (it was made bare, its user and origin rewritten), not the one named.
+LOCAL_REPO_ENV = (
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE", "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX", "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR",
+)  # fmt: skip
+
+
+def without_local_repo(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without the variables that point git at one repository (LOCAL_REPO_ENV)."""
+    return {name: value for name, value in env.items() if name not in LOCAL_REPO_ENV}
 
 
 class GitError(HarnessError):
@@ -67,7 +82,7 @@ def run_git(
     always with "replace", because they end up in an error that must print.
     """
     command = ("git", *args)
-    full_env = {**os.environ, **ENGLISH, **NO_PROMPT, **(env or {})}
+    full_env = {**without_local_repo(os.environ), **ENGLISH, **NO_PROMPT, **(env or {})}
     data = input.encode("utf-8") if isinstance(input, str) else input
     try:
         process = subprocess.Popen(

@@ -149,3 +149,21 @@ def test_a_refusal_keeps_the_words_that_say_why_not_only_gits_last_line(
             "commit", "--allow-empty", "-m", "z")  # fmt: skip
     said = unsigned.value.message
     assert "gpg failed to sign the data" in said and "failed to write commit object" in said
+
+
+def test_git_started_from_a_hook_works_on_the_repository_it_is_told_not_the_hooks(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under `git bisect run` (or a hook) GIT_DIR points at the caller's repository: a test
+    # run so made the developer's repository bare and rewrote its user and origin.
+    theirs = tmp_path / "theirs"
+    git(tmp_path, "init", "-q", str(theirs))
+    before = (theirs / ".git" / "config").read_text()
+    monkeypatch.setenv("GIT_DIR", str(theirs / ".git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(theirs / ".git" / "index"))
+    fresh = tmp_path / "fresh"
+    run_git(tmp_path, "init", "-q", str(fresh))
+    run_git(fresh, "config", "user.name", "Dee")
+    assert run_git(repo, "rev-parse", "--show-toplevel").stdout.strip() == str(repo)
+    assert (fresh / ".git" / "config").read_text().count("Dee") == 1
+    assert (theirs / ".git" / "config").read_text() == before
