@@ -59,6 +59,18 @@ def is_front_matter(front: str) -> bool:
     return data is None or isinstance(data, dict)
 
 
+def blank_front_matter(text: str) -> str:
+    """`text` (with `\n` line ends) with its front matter blanked: the lines between a first
+    `---` line and the next `---` (or `...`) line, when they read as YAML front matter."""
+    front = front_matter(text)
+    if front is None or not is_front_matter(front):
+        return text
+    stop = text.find("\n", 4 + len(front))
+    stop = len(text) if stop == -1 else stop + 1
+    # Blanked, not cut, so every line number stays true to the file.
+    return "\n" * text.count("\n", 0, stop) + text[stop:]
+
+
 def has_todos(front: str | None, source: str = "<string>") -> bool:
     """Whether front matter lists todos at its top level as Cursor's plans do: a list holding
     at least one mapping. An empty list (`todos: []`) or one of plain words is some other

@@ -130,6 +130,43 @@ def order_line(text: str, known: Container[str]) -> list[tuple[str, list[str]]]:
     return [(item, first) for item in then] if first else []
 
 
+# A heading over what waits for what (spec-kit's `## Dependencies & Execution Order`).
+ORDER_HEADING = re.compile(r"\bdependenc(?:y|ies)\b|\bexecution order\b", re.IGNORECASE)
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:\s|$)")
+
+
+def ordered_by_sections(
+    items: list[WorkItem], lines: list[str], sections: list[tuple[int, int]]
+) -> tuple[list[WorkItem], list[str]]:
+    """`items` with what each dependencies section (`(level, line)` of its heading) says added
+    to their dependencies (`T012 depends on T011`, `T008 blocks T009`, `Tests (T004-T007)
+    before implementation (T008-T014)`), and a note of how many each section gave."""
+    known = {item.id for item in items}
+    extra: dict[str, list[str]] = {}
+    notes: list[str] = []
+    for level, start in sections:
+        added = 0
+        for line0 in range(start + 1, len(lines)):
+            heading = _ATX.match(lines[line0])
+            if heading and len(heading.group(1)) <= level:
+                break
+            for item_id, deps in order_line(lines[line0], known):
+                new = [d for d in deps if d != item_id and d not in extra.get(item_id, [])]
+                extra.setdefault(item_id, []).extend(new)
+                added += len(new)
+        if added:
+            notes.append(f"{added} dependencies read from the section on line {start + 1}")
+    ordered = [
+        item.model_copy(
+            update={"depends_on": tuple(dict.fromkeys([*item.depends_on, *extra[item.id]]))}
+        )
+        if item.id in extra
+        else item
+        for item in items
+    ]
+    return ordered, notes
+
+
 def _ids_in(text: str, known: Container[str]) -> list[str]:
     """The plan's ids a piece of text names, ranges (`T004-T007`) spelt out."""
     found, _ = read_dependencies("", text, known)

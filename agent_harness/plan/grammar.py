@@ -191,6 +191,28 @@ _PROGRAMS = frozenset({
 })  # fmt: skip
 
 
+NO_TITLE_COLUMN = (
+    "table has an id column but no title column (title, task, name, summary or description); "
+    "not read as items"
+)
+
+# The fields a placeholder value (`N/A`, `TBD`) leaves empty, and what the item then lacks.
+PLACEHELD = {"files": "file list", "labels": "labels", "success_check": "success check",
+              "milestone": "milestone"}  # fmt: skip
+
+
+def unquoted_check(item_id: str, check: str) -> str | None:
+    """What to say of a success check in words that starts like a command (`python -m pytest`
+    without backticks): the reviewer reads it, and nothing runs it. None for any other."""
+    words = check.strip()
+    if words.startswith("`") or not command_like(words):
+        return None
+    return (
+        f"{item_id}'s check reads like a command but is not in backticks: the reviewer reads "
+        f"it, nothing runs it; write `{words}` in backticks to run it"
+    )
+
+
 def command_like(value: str) -> bool:
     """Whether a success check written as plain text starts like a shell command."""
     words = value.strip().removeprefix("$").split()

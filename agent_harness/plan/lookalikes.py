@@ -188,3 +188,27 @@ def table_without_ids(header: list[str], row: list[str]) -> str | None:
         f"table has no id column (its columns: {named}); name the one holding {first} `ID` to "
         "read its rows as items"
     )
+
+
+def words_not_ids(drafts: list[tuple[str, bool]]) -> set[int]:
+    """Of a plan's item drafts, each `(id, word_like)` (a checkbox's id with only a space and a
+    lower-case word after it), those whose id reads as a word of the task: `S3 bucket policy`,
+    `EC2 instance sizing`. Such a one is a word when no other id shares its prefix and the plan
+    shows it: the word starts two tasks (and is nowhere an id for sure), or other items follow
+    ids of a prefix of their own (`T1`, `T2`). `FE1 build the form` beside `BE1 add the route`,
+    or `T1 fix it` alone, stay ids. Returns their positions."""
+    prefixes: dict[str, set[str]] = {}
+    sure: set[str] = set()  # ids written at least once as nothing but an id
+    uses: dict[str, int] = {}
+    for item_id, word_like in drafts:
+        prefixes.setdefault(item_id.rstrip("0123456789"), set()).add(item_id)
+        uses[item_id] = uses.get(item_id, 0) + 1
+        if not word_like:
+            sure.add(item_id)
+    words = {item_id for item_id, count in uses.items() if count > 1 and item_id not in sure}
+    followed = any(len(ids) > 1 for ids in prefixes.values())
+    return {
+        index
+        for index, (item_id, word_like) in enumerate(drafts)
+        if word_like and prefixes[item_id.rstrip("0123456789")] == {item_id} and (words or followed)
+    }

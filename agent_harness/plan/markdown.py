@@ -10,13 +10,18 @@ from __future__ import annotations
 import re
 import textwrap
 from bisect import bisect_right
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_harness.errors import PlanRefused
-from agent_harness.plan.cursor import from_cursor, front_matter, has_todos, is_front_matter
-from agent_harness.plan.dependencies import order_line, read_dependencies, refuse_cycles
+from agent_harness.plan.cursor import blank_front_matter, from_cursor, front_matter, has_todos
+from agent_harness.plan.dependencies import (
+    ORDER_HEADING,
+    ordered_by_sections,
+    read_dependencies,
+    refuse_cycles,
+)
+from agent_harness.plan.drafts import Draft, Meta, Section
 from agent_harness.plan.grammar import (
     BULLET_TEXT,
     CHECKBOX,
@@ -28,18 +33,19 @@ from agent_harness.plan.grammar import (
     ITEM_FORMS,
     KEYS,
     META,
+    NO_TITLE_COLUMN,
+    PLACEHELD,
     TABLE_COLUMNS,
     checkbox_without_id,
-    command_like,
     norm_key,
     placeholder,
     read_labels,
     read_milestone_heading,
-    read_title,
     soft_dependencies,
     split_files,
     status_done,
     status_open,
+    unquoted_check,
     value_below,
     word_not_id,
     wrapped_title,
@@ -52,11 +58,19 @@ from agent_harness.plan.lookalikes import (
     numbered_headings,
     past_block,
     table_without_ids,
+    words_not_ids,
 )
-from agent_harness.plan.model import ItemForm, Notice, Plan, WorkItem, _raw_value, check_command
+from agent_harness.plan.model import Notice, Plan, WorkItem, _raw_value
 from agent_harness.plan.numbered import READ_NOTE, fold_groups, numbered_task
 from agent_harness.plan.sections import find_sections
-from agent_harness.plan.source import read_plan_text
+from agent_harness.plan.source import line_ends, read_plan_text
+from agent_harness.plan.titles import (
+    heading_title,
+    plain_text,
+    struck,
+    title_text,
+    without_hidden,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,122 +80,6 @@ if TYPE_CHECKING:
 
 # How much of a line a notice quotes.
 NOTICE_TEXT_MAX = 200
-
-
-def _plain(token: Token) -> str:
-    """The visible text of an inline token: markup dropped, line breaks kept."""
-    children = token.children
-    if not children:
-        return token.content
-    parts: list[str] = []
-    for child in children:
-        kind = child.type
-        if kind == "text" or kind == "code_inline":
-            parts.append(child.content)
-        elif kind == "softbreak" or kind == "hardbreak":
-            parts.append("\n")
-        elif kind == "image":
-            parts.append(_plain(child))
-    return "".join(parts)
-
-
-def _title_text(token: Token) -> str:
-    """The text of an inline token as its author wrote it, for a title: an issue's title is
-    shown as written, not rendered, so only code spans lose their backticks (as GitHub shows
-    them) and `*` emphasis its stars. What rendering would drop or change is kept: HTML-like
-    text (`Vec<String>`, `a<b and c>d`), underscores read as emphasis (`__init__.py`) and a
-    link's address (`[the RFC](https://…)`)."""
-    children = token.children
-    if not children:
-        return token.content
-    parts: list[str] = []
-    links: list[str | None] = []  # the address of each link still open, None for an autolink
-    for child in children:
-        kind = child.type
-        if kind == "text" or kind == "code_inline" or kind == "html_inline":
-            parts.append(child.content)
-        elif kind == "softbreak" or kind == "hardbreak":
-            parts.append("\n")
-        elif kind in ("strong_open", "strong_close", "em_open", "em_close"):
-            parts.append(child.markup if "_" in child.markup else "")
-        elif kind == "link_open":
-            auto = child.markup == "autolink"
-            links.append(None if auto else str(child.attrs.get("href", "")))
-            parts.append("" if auto else "[")
-        elif kind == "link_close":
-            href = links.pop() if links else None
-            parts.append("" if href is None else f"]({href})")
-        elif kind == "image":
-            parts.append(_plain(child))
-    return "".join(parts)
-
-
-def _struck(text: str) -> bool:
-    """Whether a checkbox's text is struck through: whole (`~~T2 Old way~~`), or its title
-    right after the id (`T1 ~~Support IE11~~ (dropped)`), as a heading's may be."""
-    if text.startswith("~~"):
-        return True
-    match = CHECKBOX_ITEM.match(text)
-    return match is not None and match.group(2).startswith("~~")
-
-
-def _heading_title(written: str, plain: re.Match[str], done: bool) -> str:
-    """An item heading's title as written (see `_title_text`); `plain` matched its plain text,
-    whose title is taken when the written one does not match the same way (an id in a link)."""
-    if done:
-        written = written.lstrip("".join(DONE_MARKS)).strip()
-    match = HEADING_ITEM.match(written)
-    same = match is not None and (match.group(1) or match.group(3)) == (
-        plain.group(1) or plain.group(3)
-    )
-    found = match if same and match is not None else plain
-    return (found.group(2) if found.group(1) else found.group(4)) or ""
-
-
-@dataclass
-class _Draft:
-    id: str
-    title: str
-    line0: int  # 0-based line of the item itself
-    body_from: int  # first body line (0-based)
-    scope_end: int  # one past the last line the item can own
-    form: ItemForm
-    done: bool = False
-    level: int = 0
-    fields: dict[str, tuple[int, str]] = field(default_factory=dict)
-    body: str | None = None
-    title_labels: tuple[str, ...] = ()  # from markers such as [P] at the start of the title
-    title_deps: str | None = None  # from a closing "(depends on ...)" on the item's line
-    section_milestone: str | None = None  # the milestone the heading above it names
-    # A checkbox id with only a space after it and a lower-case word next (`S3 bucket policy`):
-    # an id only when another item's id has its prefix (`T1 fix it` beside `T2 …`).
-    word_like: bool = False
-    written: str = ""  # a checkbox's text after its box, as a notice quotes it
-
-    def read_title(self, raw: str) -> None:
-        title = read_title(raw)
-        self.title, self.title_labels, self.title_deps = title.text, title.labels, title.depends_on
-
-
-@dataclass
-class _Section:
-    """A plain heading still open, and the milestone it gives the items under it."""
-
-    level: int
-    line0: int
-    milestone: str | None = None
-    items: int = 0
-
-
-@dataclass
-class _Meta:
-    line0: int
-    key: str  # normalised field name, or "" when unknown
-    raw_key: str
-    value: str
-    text: str
-    drop_lines: tuple[int, int]  # source lines to drop from the body, [start, end)
-    raw_value: str = ""  # the value as written, markdown kept (a check keeps its `code`)
 
 
 _MD: MarkdownIt | None = None
@@ -208,14 +106,14 @@ def parse_plan_file(path: Path | str) -> Plan:
 
 def parse_plan(text: str, source: str = "<string>") -> Plan:
     """Parse markdown text into a Plan; refuse duplicate ids and dependency cycles."""
-    text = _line_ends(text)
+    text = line_ends(text)
     if not text.strip():  # said so, not "no work items found" as if it held something
         return Plan(source=source, items=(), unread=(), notes=("the file is empty",))
     front = front_matter(text)
     if has_todos(front, source):  # a Cursor plan: its front matter lists the items
         assert front is not None
         return from_cursor(front, source)
-    text = _blank_front_matter(text)
+    text = blank_front_matter(text)
     lines = text.split("\n")
     tokens = _markdown().parse(text)
     walker = _Walker(lines)
@@ -234,53 +132,12 @@ def parse_plan(text: str, source: str = "<string>") -> Plan:
 def list_item_spans(text: str) -> dict[int, int]:
     """Each list item of `text` by its first line: the line after its last (0-based, as the
     parser reads them, nested lists inside)."""
-    tokens = _markdown().parse(_blank_front_matter(_line_ends(text)))
+    tokens = _markdown().parse(blank_front_matter(line_ends(text)))
     return {
         token.map[0]: token.map[1]
         for token in tokens
         if token.type == "list_item_open" and token.map is not None
     }
-
-
-def _line_ends(text: str) -> str:
-    """`text` without a byte-order mark, its lines ending in `\n` only."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
-
-
-def _blank_front_matter(text: str) -> str:
-    """`text` (with `\n` line ends) with its front matter blanked: the lines between a first
-    `---` line and the next `---` (or `...`) line, when they read as YAML front matter."""
-    front = front_matter(text)
-    if front is None or not is_front_matter(front):
-        return text
-    stop = text.find("\n", 4 + len(front))
-    stop = len(text) if stop == -1 else stop + 1
-    # Blanked, not cut, so every line number stays true to the file.
-    return "\n" * text.count("\n", 0, stop) + text[stop:]
-
-
-# Characters a title never needs that make it read otherwise than it is: zero-width spaces
-# and the byte-order mark, and the bidirectional embeddings, overrides and isolates. (Not the
-# joiners, which emoji and some scripts need, nor the marks of right-to-left text.)
-_HIDDEN = frozenset("\u200b\ufeff\u2060" + "".join(map(chr, range(0x202A, 0x202F)))
-                    + "".join(map(chr, range(0x2066, 0x206A))))  # fmt: skip
-
-# A heading over what waits for what (spec-kit's `## Dependencies & Execution Order`).
-_ORDER_HEADING = re.compile(r"\bdependenc(?:y|ies)\b|\bexecution order\b", re.IGNORECASE)
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:\s|$)")
-
-_NO_TITLE_COLUMN = (
-    "table has an id column but no title column (title, task, name, summary or description); "
-    "not read as items"
-)
-
-# The fields a placeholder value (`N/A`, `TBD`) leaves empty, and what the item then lacks.
-_PLACEHELD = {"files": "file list", "labels": "labels", "success_check": "success check",
-              "milestone": "milestone"}  # fmt: skip
 
 
 class _Walker:
@@ -293,13 +150,13 @@ class _Walker:
         self.numbered_spans: list[tuple[int, int]] = []  # their lines, sub-lists and all
         self.plain_boxes: list[int] = []  # checkboxes with neither an id nor a task number
         self.whole_numbers = 0  # numbered tasks whose number is whole (`1.`), not dotted
-        self.drafts: list[_Draft] = []
-        self.metas: list[_Meta] = []
+        self.drafts: list[Draft] = []
+        self.metas: list[Meta] = []
         self.unread: list[Notice] = []
         self.loose_checkboxes: list[tuple[int, str]] = []
         self.quotes = 0  # how many quotes (`>`) the walk is inside
-        self.open_headings: list[_Draft] = []
-        self.sections: list[_Section] = []
+        self.open_headings: list[Draft] = []
+        self.sections: list[Section] = []
         self.has_text = False  # any paragraph or heading: a file of prose, if it has no items
         self.lookalikes: set[int] = set()  # lines reported as almost an item
         self.groups: dict[str, list[str]] = {}  # heading id -> the items it holds (see _groups)
@@ -328,7 +185,7 @@ class _Walker:
     def _note(self, line0: int, reason: str) -> None:
         self.unread.append(Notice(line=line0 + 1, reason=reason, text=self._text(line0)))
 
-    def _milestone_section(self) -> _Section | None:
+    def _milestone_section(self) -> Section | None:
         for section in reversed(self.sections):
             if section.milestone is not None:
                 return section
@@ -338,7 +195,7 @@ class _Walker:
     def walk(self, tokens: list[Token]) -> None:
         index = 0
         count = len(tokens)
-        list_stack: list[list[_Meta]] = []
+        list_stack: list[list[Meta]] = []
         while index < count:
             token = tokens[index]
             kind = token.type
@@ -380,19 +237,19 @@ class _Walker:
             if draft.level >= level:
                 draft.scope_end = start
         self.open_headings = [d for d in self.open_headings if d.level < level]
-        text = _plain(inline).strip()
+        text = plain_text(inline).strip()
         done = text.startswith(DONE_MARKS)  # `### ✅ T12: Ship it`, a finished item
         text = text.lstrip("".join(DONE_MARKS)).strip() if done else text
         match = None if self._dotted(start, text) else HEADING_ITEM.match(text)
         if match and (match.group(1) or match.group(3))[-1].isdigit():
             item_id = match.group(1) or match.group(3)
             self._close_sections(level, f"the item heading {item_id} on line {start + 1}")
-            draft = _Draft(item_id, "", start, end, len(self.lines), "heading", level=level)
+            draft = Draft(item_id, "", start, end, len(self.lines), "heading", level=level)
             draft.done = done
-            draft.read_title(_heading_title(_title_text(inline).strip(), match, done))
+            draft.read_title(heading_title(title_text(inline).strip(), match, done))
             self._add_draft(draft)
             self.open_headings.append(draft)
-            self.sections.append(_Section(level, start))
+            self.sections.append(Section(level, start))
             return
         self._close_sections(level, None)
         self._section_heading(level, start, text)
@@ -414,9 +271,9 @@ class _Walker:
 
     def _section_heading(self, level: int, start: int, text: str) -> None:
         """A heading that is no item: maybe a milestone, maybe a near miss to report."""
-        section = _Section(level, start)
+        section = Section(level, start)
         self.sections.append(section)
-        if _ORDER_HEADING.search(text):  # spec-kit's `## Dependencies & Execution Order`
+        if ORDER_HEADING.search(text):  # spec-kit's `## Dependencies & Execution Order`
             self.order_sections.append((level, start))
         milestone = read_milestone_heading(text)
         if milestone is not None:
@@ -466,7 +323,7 @@ class _Walker:
             self._lookalike(line0, reason)
         return reason is not None
 
-    def _add_draft(self, draft: _Draft) -> None:
+    def _add_draft(self, draft: Draft) -> None:
         section = self._milestone_section()
         if section is not None and section.milestone is not None:
             draft.section_milestone = section.milestone
@@ -474,7 +331,7 @@ class _Walker:
             open_section.items += 1
         self.drafts.append(draft)
 
-    def _list_item(self, tokens: list[Token], index: int, list_stack: list[list[_Meta]]) -> int:
+    def _list_item(self, tokens: list[Token], index: int, list_stack: list[list[Meta]]) -> int:
         item_token = tokens[index]
         start, end = item_token.map or (0, 1)
         if self._too_deep(tokens, index, start, end):
@@ -482,26 +339,26 @@ class _Walker:
         if index + 2 < len(tokens) and tokens[index + 1].type == "paragraph_open":
             inline = tokens[index + 2]
             raw = inline.content
-            quoted_box = raw.startswith("[") and CHECKBOX.match(_plain(inline))
+            quoted_box = raw.startswith("[") and CHECKBOX.match(plain_text(inline))
             if quoted_box and self._quoted_lookalike(inline, heading=False):
                 return index + 4  # the paragraph is consumed; nested lists are walked
             if raw.startswith("["):
-                box = CHECKBOX.match(_title_text(inline))
+                box = CHECKBOX.match(title_text(inline))
                 if box:
                     self._checkbox(box, inline, start, end)
                     return index + 4  # the paragraph is consumed; nested lists are walked
             in_item = bool(self.open_headings) or len(list_stack) > 1  # an item's body
-            reason = list_line_lookalike(_plain(inline).partition("\n")[0], in_item=in_item)
+            reason = list_line_lookalike(plain_text(inline).partition("\n")[0], in_item=in_item)
             if reason is not None:
                 self._lookalike(start, reason)
             para_start, para_end = tokens[index + 1].map or (start, start + 1)
             if ":" in raw and para_end - para_start == 1 and list_stack:
-                match = META.match(_plain(inline))
+                match = META.match(plain_text(inline))
                 if match:
                     key = KEYS.get(norm_key(match.group(1)), "")
                     name, value = match.group(1), match.group(2)
                     meta = (para_start, key, name, value, raw, (start, end), _raw_value(raw))
-                    list_stack[-1].append(_Meta(*meta))
+                    list_stack[-1].append(Meta(*meta))
                     return index + 4
         return index + 1
 
@@ -510,7 +367,7 @@ class _Walker:
         first_line, _, rest = box.group(2).partition("\n")
         if self._dotted(start, first_line.strip()):
             return
-        if not done and _struck(first_line.strip()):  # `- [ ] T1 ~~Support IE11~~ (dropped)`
+        if not done and struck(first_line.strip()):  # `- [ ] T1 ~~Support IE11~~ (dropped)`
             self._lookalike(start, "checkbox is struck through (~~); not read as an item")
             return
         match = CHECKBOX_ITEM.match(first_line.strip())
@@ -532,7 +389,7 @@ class _Walker:
         wrapped = wrapped_title(title, rest.partition("\n")[0])
         title = f"{title.rstrip()} {wrapped}" if wrapped else title
         under = start + (2 if wrapped else 1)
-        draft = _Draft(item_id, "", start, under, end, "checkbox", done=done)
+        draft = Draft(item_id, "", start, under, end, "checkbox", done=done)
         if match is not None:
             after = first_line.strip()[len(item_id) :]
             written = match.group(2)
@@ -549,16 +406,16 @@ class _Walker:
         if ":" in inline.content:
             self._take_metas(self._meta_lines(inline, (para.map or (0, 1))[0]))
 
-    def _take_metas(self, group: list[_Meta]) -> None:
+    def _take_metas(self, group: list[Meta]) -> None:
         """A paragraph's `key: value` lines count only when one of them is a key we know, so a
         lone `Note: ...` line in prose stays prose."""
         if any(meta.key for meta in group):
             self.metas.extend(group)
 
-    def _meta_lines(self, inline: Token, start: int, skip: int = 0) -> list[_Meta]:
+    def _meta_lines(self, inline: Token, start: int, skip: int = 0) -> list[Meta]:
         """The `key: value` lines of a paragraph starting on line `start`, after `skip` lines."""
-        group: list[_Meta] = []
-        plain_lines = _plain(inline).split("\n")
+        group: list[Meta] = []
+        plain_lines = plain_text(inline).split("\n")
         raw_lines = inline.content.split("\n")
         aligned = len(raw_lines) == len(plain_lines)
         for offset, line in enumerate(plain_lines[skip:], start=skip):
@@ -568,7 +425,7 @@ class _Walker:
                 line0 = start + offset
                 raw_value = _raw_value(raw_lines[offset]) if aligned else match.group(2)
                 name, value = match.group(1), match.group(2)
-                group.append(_Meta(line0, key, name, value, line, (line0, line0 + 1), raw_value))
+                group.append(Meta(line0, key, name, value, line, (line0, line0 + 1), raw_value))
         return group
 
     def _table(self, tokens: list[Token], index: int) -> int:
@@ -592,7 +449,7 @@ class _Walker:
                 raw_row = []
                 row_line = (token.map or (0, 1))[0]
             elif kind == "inline":
-                row.append(_title_text(token).strip())
+                row.append(title_text(token).strip())
                 raw_row.append(token.content.strip())
             elif kind == "tr_close":
                 if in_head:
@@ -607,7 +464,7 @@ class _Walker:
                     elif not {"title", "body"} & set(columns):
                         # `| ID | Risk | Likelihood |`: a register of something else, whose
                         # rows would be items titled by their ids alone.
-                        self._note(header_line, _NO_TITLE_COLUMN)
+                        self._note(header_line, NO_TITLE_COLUMN)
                         columns, unknown, header = [], [], []  # said once: no second word
                 elif columns:
                     self._table_row(columns, row, raw_row, row_line)
@@ -636,7 +493,7 @@ class _Walker:
             self.lookalikes.add(line0)
             self._note(line0, f"'{item_id}' is not an item id (expected something like T1)")
             return
-        draft = _Draft(item_id, "", line0, line0 + 1, line0 + 1, "table")
+        draft = Draft(item_id, "", line0, line0 + 1, line0 + 1, "table")
         body = values.get("body", "")
         title = values.get("title", "")
         if not title and "title" not in columns and "body" in columns:
@@ -665,7 +522,7 @@ class _Walker:
                 next_start = min(next_start, tables[at])
             body_end[draft_index] = min(draft.scope_end, next_start)
 
-        def owner_of(line0: int) -> _Draft | None:
+        def owner_of(line0: int) -> Draft | None:
             """The item whose body holds the line, if any (a table row has no body)."""
             position = bisect_right(starts, line0) - 1
             if position < 0:
@@ -712,66 +569,23 @@ class _Walker:
         )
 
     def _ordered(self, items: list[WorkItem]) -> list[WorkItem]:
-        """`items` with what a dependencies section says (`T012 depends on T011`, `T008 blocks
-        T009`, `Tests (T004-T007) before implementation (T008-T014)`) added to their
-        dependencies, and a note of how many, with the section's line."""
-        known = {item.id for item in items}
-        extra: dict[str, list[str]] = {}
-        for level, start in self.order_sections:
-            added = 0
-            for line0 in range(start + 1, len(self.lines)):
-                heading = _ATX.match(self.lines[line0])
-                if heading and len(heading.group(1)) <= level:
-                    break
-                for item_id, deps in order_line(self.lines[line0], known):
-                    new = [d for d in deps if d != item_id and d not in extra.get(item_id, [])]
-                    extra.setdefault(item_id, []).extend(new)
-                    added += len(new)
-            if added:
-                self.notes_read.append(
-                    f"{added} dependencies read from the section on line {start + 1}"
-                )
-        if not extra:
-            return items
-        return [
-            item.model_copy(
-                update={"depends_on": tuple(dict.fromkeys([*item.depends_on, *extra[item.id]]))}
-            )
-            if item.id in extra
-            else item
-            for item in items
-        ]
+        """`items` with what a dependencies section says added (see `ordered_by_sections`)."""
+        ordered, notes = ordered_by_sections(items, self.lines, self.order_sections)
+        self.notes_read += notes
+        return ordered
 
-    def _ids_not_words(self) -> list[_Draft]:
-        """The drafts, less the checkboxes whose id reads as a word of their text (`S3 bucket
-        policy`, `EC2 instance sizing`): a lower-case word follows it, no other id shares its
-        prefix, and the plan shows it is a word. It does when such a checkbox's id is written
-        twice (and nowhere as an id for sure), or when other items follow ids of a prefix of
-        their own (`T1`, `T2`). Each is reported as a checkbox with no id, which `--add-ids`
-        numbers. A plan of `- [ ] FE1 build the form` and `- [ ] BE1 add the route` keeps both."""
-        prefixes: dict[str, set[str]] = {}
-        sure: set[str] = set()  # ids written at least once as nothing but an id
-        uses: dict[str, int] = {}
-        for draft in self.drafts:
-            prefixes.setdefault(draft.id.rstrip("0123456789"), set()).add(draft.id)
-            uses[draft.id] = uses.get(draft.id, 0) + 1
-            if not draft.word_like:
-                sure.add(draft.id)
-        words = {item_id for item_id, count in uses.items() if count > 1 and item_id not in sure}
-        followed = any(len(ids) > 1 for ids in prefixes.values())
-        kept: list[_Draft] = []
-        for draft in self.drafts:
-            prefix = draft.id.rstrip("0123456789")
-            alone = draft.word_like and prefixes[prefix] == {draft.id}
-            if alone and (words or followed):
-                self.lookalikes.add(draft.line0)
-                reason = word_not_id(draft.id, prefix)
-                self.unread.append(Notice(line=draft.line0 + 1, reason=reason, text=draft.written))
-            else:
-                kept.append(draft)
-        return kept
+    def _ids_not_words(self) -> list[Draft]:
+        """The drafts, less the checkboxes whose id reads as a word (see `words_not_ids`),
+        each reported as a checkbox with no id, which `--add-ids` numbers."""
+        words = words_not_ids([(draft.id, draft.word_like) for draft in self.drafts])
+        for index in sorted(words):
+            draft = self.drafts[index]
+            self.lookalikes.add(draft.line0)
+            reason = word_not_id(draft.id, draft.id.rstrip("0123456789"))
+            self.unread.append(Notice(line=draft.line0 + 1, reason=reason, text=draft.written))
+        return [draft for index, draft in enumerate(self.drafts) if index not in words]
 
-    def _assign_metas(self, owner_of: Callable[[int], _Draft | None]) -> set[int]:
+    def _assign_metas(self, owner_of: Callable[[int], Draft | None]) -> set[int]:
         """Give each metadata line to the item whose body holds it; the lines taken leave the
         body (returned). The rest are reported, unless nothing marks them as metadata."""
         dropped: set[int] = set()
@@ -791,9 +605,9 @@ class _Walker:
             below = range(0)
             if not value.strip():  # `Files:` over a list, `check:` over a fenced command
                 value, below = value_below(self.lines, meta.drop_lines[1] - 1, meta.key)
-            if meta.key in _PLACEHELD and value.strip() and placeholder(value):
+            if meta.key in PLACEHELD and value.strip() and placeholder(value):
                 self._note(meta.line0, f"'{meta.raw_key}: {value.strip()}' holds a place: "
-                           f"{draft.id} gets no {_PLACEHELD[meta.key]} from it")  # fmt: skip
+                           f"{draft.id} gets no {PLACEHELD[meta.key]} from it")  # fmt: skip
                 value = ""
             if meta.key == "status" and not status_done(value) and not status_open(value):
                 # `Status: Blocked on legal review` says something the agent should read.
@@ -822,8 +636,27 @@ class _Walker:
             found = numbered_headings(self.lines) or "0 items; this looks like prose"
         return (f"{found}. {ITEM_FORMS}",)
 
+    def _depends(self, draft: Draft, soft: str | None, known: dict[str, int]) -> list[str]:
+        """What the item waits for: its title's closing words, then its `depends on:` line; a
+        section named stands for each of its items (but the item itself, when one of them)."""
+        fields = draft.fields
+        sources = [(draft.line0, deps)] if (deps := draft.title_deps or soft) else []
+        if "depends_on" in fields:
+            sources.append(fields["depends_on"])
+        depends: list[str] = []
+        for line0, value in sources:
+            found, notices = read_dependencies(draft.id, value, known, numbered=self.numbered)
+            groups = self.groups  # (a plain self-dependency stays, to be refused as a cycle)
+            leaves = [
+                d for g in found for d in groups.get(g, [g]) if g not in groups or d != draft.id
+            ]
+            depends += [dep for dep in leaves if dep not in depends]
+            for notice in notices:
+                self._note(line0, notice)
+        return depends
+
     def _build(
-        self, index: int, draft: _Draft, end: int, dropped: set[int], known: dict[str, int]
+        self, index: int, draft: Draft, end: int, dropped: set[int], known: dict[str, int]
     ) -> WorkItem:
         if draft.body is None:
             kept = [self.lines[n] for n in range(draft.body_from, end) if n not in dropped]
@@ -839,34 +672,13 @@ class _Walker:
         if not milestone:
             milestone = draft.section_milestone
         title, soft = soft_dependencies(draft.title, known)  # `(after T1)`, `(needs T1)`
-        hidden = sorted({char for char in title if char in _HIDDEN})
-        if hidden:  # an issue's title that reads otherwise than it is (`‮` turns it around)
-            title = "".join(char for char in title if char not in _HIDDEN)
-            names = ", ".join(f"U+{ord(char):04X}" for char in hidden)
-            self._note(draft.line0, f"{draft.id}'s title held invisible or direction-changing "
-                       f"characters ({names}); they are left out of it")  # fmt: skip
-        sources = [(draft.line0, deps)] if (deps := draft.title_deps or soft) else []
-        if "depends_on" in fields:
-            sources.append(fields["depends_on"])
-        depends: list[str] = []
-        for line0, value in sources:
-            found, notices = read_dependencies(draft.id, value, known, numbered=self.numbered)
-            # On a section: on each of its items (but the item itself, when it is one of them).
-            found = [
-                leaf
-                for dep in found
-                for leaf in (
-                    [d for d in self.groups[dep] if d != draft.id] if dep in self.groups else [dep]
-                )
-            ]
-            depends += [dep for dep in found if dep not in depends]
-            for notice in notices:
-                self._note(line0, notice)
+        title, hidden = without_hidden(title)
+        if hidden:
+            self._note(draft.line0, f"{draft.id}'s title {hidden}")
+        depends = self._depends(draft, soft, known)
         check = fields["success_check"][1].strip() if "success_check" in fields else None
-        if check and check_command(check) is None and command_like(check):
-            self._note(fields["success_check"][0], f"{draft.id}'s check reads like a command but "
-                       "is not in backticks: the reviewer reads it, nothing runs it; write "
-                       f"`{check}` in backticks to run it")  # fmt: skip
+        if check and (unquoted := unquoted_check(draft.id, check)):
+            self._note(fields["success_check"][0], unquoted)
         files = split_files(fields["files"][1]) if "files" in fields else []
         done = draft.done
         if "status" in fields and status_done(fields["status"][1]):

@@ -161,3 +161,12 @@ def _sync_directory(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def line_ends(text: str) -> str:
+    """`text` without a byte-order mark, its lines ending in `\n` only."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
