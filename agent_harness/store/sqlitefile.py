@@ -26,7 +26,7 @@ def open_sqlite(path: Path, where: str, busy_timeout_s: float) -> sqlite3.Connec
             # A device or pipe is no database, and SQLite would put its journal beside it.
             what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
             raise StoreError(where, f"{what}; a SQLite database is a file")
-    _owner_only(path)
+    _make_owner_only(path)
 
     conn = sqlite3.connect(
         path,
@@ -41,38 +41,29 @@ def open_sqlite(path: Path, where: str, busy_timeout_s: float) -> sqlite3.Connec
     except sqlite3.Error:
         conn.close()
         raise
+    _tighten(path)  # a database, as SQLite has just read it: notes.txt never gets here
     return conn
 
 
-def _owner_only(path: Path) -> None:
-    """Make the database readable by its owner alone: it holds every item's history. A new
-    file is made so (SQLite gives its -wal and -shm the database's own permissions; an empty
-    file is an empty database to it); one an earlier version made readable by others is
-    tightened, with its -wal and -shm, when it is ours. What cannot be done (a read-only
-    folder, a file of another user's) is left to SQLite, which says so when it opens it."""
-    with contextlib.suppress(OSError):  # made just now by another process, or not ours
+def _make_owner_only(path: Path) -> None:
+    """Make a new database readable by its owner alone: it holds every item's history.
+    (SQLite gives its -wal and -shm the database's own permissions; an empty file is an empty
+    database to it.) A file already there is left for `_tighten`, once SQLite has read it."""
+    with contextlib.suppress(OSError):  # there already, made just now by another process
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        return
-    if not _database_or_empty(path):  # notes.txt given as --db: SQLite refuses it, untouched
-        return
+
+
+def _tighten(path: Path) -> None:
+    """A database an earlier version made readable by others is made its owner's alone, with
+    its -wal and -shm, when it is ours. Done by its permissions alone: opening the file here
+    and closing it again would drop the locks every other connection of this process holds
+    on it (POSIX locks belong to the process, and go with any descriptor's close). What
+    cannot be done (a file of another user's) is left as it is."""
     for found in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         with contextlib.suppress(OSError):
             held = os.stat(found)
             if held.st_uid == os.getuid() and held.st_mode & 0o077:
                 os.chmod(found, stat.S_IMODE(held.st_mode) & 0o700)
-
-
-_HEADER = b"SQLite format 3\x00"
-
-
-def _database_or_empty(path: Path) -> bool:
-    """Whether the file at `path` is a SQLite database (or empty, which SQLite makes one)."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(len(_HEADER))
-    except OSError:
-        return False
-    return not head or head == _HEADER
 
 
 def _use_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:

@@ -416,3 +416,40 @@ def test_a_write_that_waited_in_line_gives_up_after_the_busy_timeout_in_all(
     again.set_meta("third", "x")
     assert again.get_meta("third") == "x"
     again.close()
+
+
+@pytest.mark.integration
+def test_opening_the_database_again_leaves_the_locks_of_this_process_held(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from agent_harness.store.sqlitefile import open_sqlite
+
+    # A second connection read the file's header itself and closed it: POSIX locks belong to
+    # the process, so the locks of this process's other connections went with that close.
+    # The second one's own close then took the database for its last user and removed its
+    # write-ahead log, with the first one still writing to it: those writes were lost (a
+    # run's pool never heard the pause it was asked for).
+    path = tmp_path / "harness.sqlite"
+    open_store(str(path)).close()
+    path.chmod(0o644)  # as an earlier version left it: the opening tightens it
+    first = open_sqlite(path, str(path), 5.0)
+    try:
+        first.execute("CREATE TABLE notes (said TEXT)")
+        open_sqlite(path, str(path), 5.0).close()
+
+        def another_process() -> str:  # as `agent-harness control` is, beside a run
+            read = (
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                "print(c.execute('SELECT said FROM notes').fetchall()); c.close()"
+            )
+            argv = [sys.executable, "-c", read, str(path)]
+            return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
+        assert another_process() == "[]"  # its close took itself for the last user
+        first.execute("INSERT INTO notes VALUES ('paused')")
+        seen = another_process()
+    finally:
+        first.close()
+    assert seen == "[('paused',)]"
+    assert path.stat().st_mode & 0o777 == 0o600
