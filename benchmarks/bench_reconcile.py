@@ -21,9 +21,9 @@ from pathlib import Path
 from agent_harness.store.database import open_store
 from agent_harness.testing.forge import TOKEN, running_forge
 from agent_harness.tracker.github import GitHubTracker
+from agent_harness.tracker.markers import Marker, PullMarker
 from agent_harness.tracker.protocol import IssueDraft
 from agent_harness.tracker.reconcile import reconcile
-from agent_harness.tracker.sync import Marker, PullMarker
 
 TRACKED = 500
 CHANGES = (0, 5, 50)

@@ -54,7 +54,8 @@ from agent_harness.testing.agents import write_scripted_agent
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.testing.model_server import ModelServer, ScriptedResponder
 from agent_harness.tracker.github import GitHubTracker
-from agent_harness.tracker.sync import DamagedMarker, read_marker, read_pull_marker, sync_plan
+from agent_harness.tracker.markers import DamagedMarker, read_marker, read_pull_marker
+from agent_harness.tracker.sync import sync_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -19,8 +19,9 @@ from agent_harness.implement.plan_answer import PlanAnswerInvalid, parse_plan_an
 from agent_harness.plan.backlog import load_plan
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.testing.tracker import MemoryTracker
+from agent_harness.tracker.markers import DamagedMarker, read_marker, read_pull_marker
 from agent_harness.tracker.protocol import IssueDraft
-from agent_harness.tracker.sync import DamagedMarker, read_marker, read_pull_marker, sync_plan
+from agent_harness.tracker.sync import sync_plan
 
 pytestmark = pytest.mark.unit
 

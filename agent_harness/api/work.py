@@ -11,7 +11,7 @@ from fastapi import Path as PathParam
 from agent_harness.api.context import ApiContext, context
 from agent_harness.api.errors import AUTH, BAD, BODY, MISSING, REFUSED
 from agent_harness.api.schemas import AddWork, AddWorkOut, ItemDetail, RetryOut, WorkOut
-from agent_harness.queue import items, projects, views
+from agent_harness.queue import items, projects, retries, views
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.projects import ITEM_PATTERN, PROJECT_PATTERN
 
@@ -94,4 +94,6 @@ def retry(
 ) -> RetryOut:
     ctx.writable("retrying an item")
     name = items.resolve_project(ctx.store, project)
-    return RetryOut(project=name, requeued=list(items.retry(ctx.store, name, item_id, fresh=fresh)))
+    return RetryOut(
+        project=name, requeued=list(retries.retry(ctx.store, name, item_id, fresh=fresh))
+    )

@@ -293,6 +293,7 @@ def retry(
     from agent_harness.config import load_settings
     from agent_harness.pipeline.budgets import check_retry
     from agent_harness.queue import items as queue
+    from agent_harness.queue.retries import retry_all
 
     db, project, as_json = _merged(ctx, db, project, as_json)
     budgets = load_settings().settings.budgets
@@ -302,7 +303,7 @@ def retry(
             queue.get_item(store, name, item_id)
         for item_id in item_ids:
             check_retry(store, name, item_id, budgets.item_cost_usd, budgets.max_call_usd)
-        requeued = queue.retry_all(store, name, item_ids, fresh=fresh)
+        requeued = retry_all(store, name, item_ids, fresh=fresh)
     if as_json:
         print_json({"requeued": list(requeued)})
     else:

@@ -21,8 +21,9 @@ from agent_harness.queue import leases
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
 from agent_harness.store.events import AgentFinished, PullOpened, PullRound, Pushed, Reviewed
+from agent_harness.tracker.markers import PullMarker, defuse_markers
 from agent_harness.tracker.protocol import PullRecord, TrackerError
-from agent_harness.tracker.sync import PullMarker, defuse_markers, item_title
+from agent_harness.tracker.sync import item_title
 from agent_harness.tracker.writes import create_once
 
 if TYPE_CHECKING:

@@ -221,18 +221,14 @@ class Pipeline:
                 raise RunRefused(not_found(command, program, env))
 
     def _refuse_another_spelling(self) -> None:
-        """A repository this database knows spelt in other letters (`ME/App` for `me/app`):
-        GitHub takes names in any case, so it is one repository, whose items a second queue
-        would work twice over."""
-        parts = self.parts
-        for project in items.projects(parts.store):
-            repo, _, key = project.rpartition(":")
-            theirs = repo != parts.tracker.repo and repo.lower() == parts.tracker.repo.lower()
-            if theirs and key == parts.plan_key:
-                raise RunRefused(
-                    f"this database runs that plan as {project} already (repository names "
-                    f"ignore case); give --repo {repo}"
-                )
+        """A repository this database knows in other letters (`ME/App` for `me/app`) is one
+        repository to GitHub, whose items a second queue would work twice over."""
+        known = items.spelled_otherwise(self.parts.store, self.parts.project)
+        if known is not None:
+            raise RunRefused(
+                f"this database runs that plan as {known} already (repository names ignore "
+                f"case); give --repo {known.rpartition(':')[0]}"
+            )
 
     def _refuse_shared_branches(self) -> None:
         """Two names git writes alike (items `T1.2` and `T1-2`; plans keyed `v1.2` and `v1-2`

@@ -561,18 +561,13 @@ class _Walker:
                            f"{MAX_ID_CHARS}")  # fmt: skip
                 continue
             items.append(self._build(index, draft, body_end[index], dropped, seen))
-        items = self._ordered(items)
+        items, read = ordered_by_sections(items, self.lines, self.order_sections)
+        self.notes_read += read
         refuse_cycles(items, source)
         self.unread.sort(key=lambda notice: notice.line)
         return Plan(
             source=source, items=tuple(items), unread=tuple(self.unread), notes=self._notes()
         )
-
-    def _ordered(self, items: list[WorkItem]) -> list[WorkItem]:
-        """`items` with what a dependencies section says added (see `ordered_by_sections`)."""
-        ordered, notes = ordered_by_sections(items, self.lines, self.order_sections)
-        self.notes_read += notes
-        return ordered
 
     def _ids_not_words(self) -> list[Draft]:
         """The drafts, less the checkboxes whose id reads as a word (see `words_not_ids`),

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent_harness.tracker.markers import DamagedMarker, defuse_markers, read_marker
 from agent_harness.tracker.protocol import IssueDraft, IssueRecord, Tracker
-from agent_harness.tracker.sync import DamagedMarker, defuse_markers, read_marker
 
 DUPLICATE_LABEL = "duplicate"
 

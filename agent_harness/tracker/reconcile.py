@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UNREADABLE_JSON, HarnessError, read_json
+from agent_harness.tracker.markers import DamagedMarker, read_marker, read_pull_marker
 from agent_harness.tracker.protocol import (
     AuthError,
     IssueRecord,
@@ -27,12 +28,7 @@ from agent_harness.tracker.protocol import (
     TrackerError,
     WriteUncertain,
 )
-from agent_harness.tracker.sync import (
-    STATUS_LABEL_PREFIX,
-    DamagedMarker,
-    read_marker,
-    read_pull_marker,
-)
+from agent_harness.tracker.sync import STATUS_LABEL_PREFIX
 
 if TYPE_CHECKING:
     from agent_harness.git.worktrees import WorkRepo
@@ -550,7 +546,9 @@ class Reconciler:
             transition.done.append("queue")
         if transition.state == "reverted" and self.requeue_reverted:
             try:
-                work.retry(self.store, project, transition.item)
+                from agent_harness.queue.retries import retry
+
+                retry(self.store, project, transition.item)
                 transition.done.append("requeued")
             except HarnessError as exc:
                 self.report.problems.append(f"{transition.item}: not re-queued ({exc.message})")

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from agent_harness.errors import UNREADABLE_JSON, HarnessError, read_json
+from agent_harness.errors import HarnessError
 from agent_harness.plan.model import Plan, WorkItem, plan_in_repo, plan_key_from, shown_path
 from agent_harness.secrets.redact import held_secrets, redact
+from agent_harness.tracker.markers import (
+    MARKER_RE,
+    DamagedMarker,
+    Marker,
+    defuse_markers,
+    read_marker,
+)
 from agent_harness.tracker.protocol import (
     IssueDraft,
     IssueRecord,
@@ -30,9 +36,6 @@ from agent_harness.tracker.protocol import (
 )
 from agent_harness.tracker.writes import CreateNotConfirmed, create_once
 
-MARKER_RE = re.compile(r"<!--\s*agent-harness\s+(.*?)\s*-->", re.DOTALL)
-MARKER_HINT = re.compile(r"<!--\s*agent-harness", re.IGNORECASE)
-_MARKER_START = re.compile(r"<!--\s*agent-harness", re.IGNORECASE)
 MAX_BODY = 65_536
 MAX_TITLE = 256  # GitHub refuses a longer issue or pull request title (422 "title is too long")
 
@@ -47,72 +50,6 @@ def item_title(item: WorkItem) -> tuple[str, bool]:
 
 
 Progress = Callable[[str, int, int], None]
-
-
-@dataclass(frozen=True)
-class Marker:
-    """The hidden note tying an issue to one plan item."""
-
-    item_id: str
-    plan_key: str
-    hash: str
-    labels: tuple[str, ...] = ()
-    # The plan file's path in its repository, when it is in one (see `plan_in_repo`): two plan
-    # files under one key would rewrite each other's issues, and this tells them apart.
-    source: str | None = None
-
-    def render(self) -> str:
-        data: dict[str, Any] = {
-            "id": self.item_id,
-            "plan": self.plan_key,
-            "hash": self.hash,
-            "labels": list(self.labels),
-        }
-        if self.source is not None:
-            data["source"] = self.source
-        # `<` and `>` escaped, as JSON allows: a `-->` in a path must not end the comment.
-        text = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
-        return f"<!-- agent-harness {text} -->"
-
-
-class DamagedMarker(ValueError):
-    """An issue carries something like our marker that cannot be read."""
-
-
-def defuse_markers(text: str) -> str:
-    """Text (an item's body, a check) made unable to pass for a marker: a zero-width space
-    after `<!--` keeps what a person sees and stops the comment from reading as ours."""
-    return _MARKER_START.sub(lambda m: m.group(0)[:4] + "\u200b" + m.group(0)[4:], text)
-
-
-def read_marker(body: str) -> Marker | None:
-    """The marker the harness appended to an issue body (the last one: an item's own text, and
-    anything a person added above it, come first); None when there is none; DamagedMarker when
-    it cannot be read."""
-    matches = list(MARKER_RE.finditer(body))
-    match = matches[-1] if matches else None
-    if match is None:
-        if MARKER_HINT.search(body):
-            raise DamagedMarker("an agent-harness comment is opened but never closed")
-        return None
-    try:
-        data = read_json(match.group(1))
-    except UNREADABLE_JSON:
-        raise DamagedMarker("the agent-harness marker is not valid JSON") from None
-    if not isinstance(data, dict):
-        raise DamagedMarker("the agent-harness marker is not an object")
-    missing = [key for key in ("id", "plan", "hash") if not isinstance(data.get(key), str)]
-    if missing:
-        raise DamagedMarker(f"the agent-harness marker lacks {', '.join(missing)}")
-    labels = data.get("labels") or []
-    source = data.get("source")
-    return Marker(
-        data["id"],
-        data["plan"],
-        data["hash"],
-        tuple(str(x) for x in labels),
-        source if isinstance(source, str) and source else None,
-    )
 
 
 @dataclass
@@ -682,38 +619,3 @@ def _create_once(
 
 def _label_colour(name: str) -> str:
     return hashlib.sha256(name.encode()).hexdigest()[:6]
-
-
-PR_MARKER_RE = re.compile(r"<!--\s*agent-harness-pr\s+(\{.*?\})\s*-->", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class PullMarker:
-    """The hidden note tying a pull request to its item, so reconcile needs no local state."""
-
-    item_id: str
-    plan_key: str
-    issue: int | None
-
-    def render(self) -> str:
-        data = {"id": self.item_id, "plan": self.plan_key, "issue": self.issue}
-        return f"<!-- agent-harness-pr {json.dumps(data)} -->"
-
-
-def read_pull_marker(body: str) -> PullMarker | None:
-    """The item a pull request belongs to (by the last marker: the one the harness appended),
-    or None (also for a marker damaged by hand)."""
-    matches = list(PR_MARKER_RE.finditer(body or ""))
-    match = matches[-1] if matches else None
-    if match is None:
-        return None
-    try:
-        data = read_json(match.group(1))
-    except UNREADABLE_JSON:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
-        return None
-    issue = data.get("issue")
-    return PullMarker(
-        data["id"], str(data.get("plan") or ""), issue if isinstance(issue, int) else None
-    )

@@ -14,7 +14,7 @@ from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.attempt import Attempt
 from agent_harness.pipeline.checks import CheckRun
 from agent_harness.plan.markdown import parse_plan
-from agent_harness.queue import items, leases
+from agent_harness.queue import leases, retries
 from agent_harness.queue.views import errors_view
 from agent_harness.store.events import ChecksPassed, PullOpened, Reviewed
 from agent_harness.testing.scripted import (
@@ -151,7 +151,7 @@ def test_a_protected_path_on_the_last_attempt_fails_the_item_and_a_retry_starts_
     )
     attempt(rig).run()
     assert rig.state().state == "failed"
-    items.retry(rig.store, "octo/app:PLAN", "T1")  # what `work retry T1` does
+    retries.retry(rig.store, "octo/app:PLAN", "T1")  # what `work retry T1` does
     lease = leases.claim_next(rig.store, "octo/app:PLAN", "w1", 60.0)
     assert lease is not None
     Attempt(rig.parts(), parse_plan(PLAN).item("T1"), lease).run()

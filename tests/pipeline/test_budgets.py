@@ -88,13 +88,13 @@ def test_the_largest_call_seen_bounds_the_next_one(rig: Rig) -> None:
 
 
 def test_a_retried_item_over_its_budget_spends_nothing_more(rig: Rig) -> None:
-    from agent_harness.queue import items
+    from agent_harness.queue import retries
 
     rig.settings.item_cost_usd = 1.0
     rig.implementer = ScriptedImplementer([_costing(1.5, ok=True)])
     first = pipeline(rig, "### T1: One\n").run()
     assert first.items[0].state == "failed" and len(rig.implementer.calls) == 1
-    items.retry(rig.store, "octo/app:PLAN", "T1")
+    retries.retry(rig.store, "octo/app:PLAN", "T1")
     again = pipeline(rig, "### T1: One\n").run()
     assert len(rig.implementer.calls) == 1  # the retry paid nothing
     assert again.items[0].state == "failed" and "budgets.item_cost_usd" in (

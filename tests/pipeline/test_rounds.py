@@ -150,7 +150,7 @@ def test_a_spent_round_budget_is_in_the_watchs_report(rig: Rig) -> None:
 def test_a_retried_item_closes_its_old_pull_request_and_no_stranger_is_seen_on_it(
     rig: Rig,
 ) -> None:
-    from agent_harness.queue.items import retry
+    from agent_harness.queue.retries import retry
 
     rig.settings.max_pr_rounds = 0
     p, old, head = opened(rig, Step(files={"words.py": "N = 3\n"}))
@@ -173,7 +173,7 @@ def test_a_retried_item_closes_its_old_pull_request_and_no_stranger_is_seen_on_i
 def test_a_retried_items_new_pull_request_has_its_own_round_budget_counted_from_one(
     rig: Rig,
 ) -> None:
-    from agent_harness.queue.items import retry
+    from agent_harness.queue.retries import retry
 
     rig.settings.max_pr_rounds = 1
     p, old, _head = opened(

@@ -431,7 +431,7 @@ def test_an_item_whose_issue_a_person_closed_is_not_worked_until_it_is_reopened(
     from dataclasses import replace
 
     from agent_harness.errors import UsageError
-    from agent_harness.queue import items
+    from agent_harness.queue.retries import retry
 
     pipeline(rig).prepare()  # the issues are made
     [number] = [n for n, issue in rig.tracker.issues.items() if issue.title.startswith("T1")]
@@ -444,7 +444,7 @@ def test_an_item_whose_issue_a_person_closed_is_not_worked_until_it_is_reopened(
     assert (by_id["T1"].state, by_id["T1"].reason) == ("skipped", reason)
     assert rig.implementer.calls == [] and rig.tracker.pulls == {}
     with pytest.raises(UsageError, match=rf"T1's issue #{number} is closed; reopen it"):
-        items.retry(rig.store, "octo/app:PLAN", "T1")
+        retry(rig.store, "octo/app:PLAN", "T1")
     # Reopened, it is worked by the next run as if never closed.
     rig.tracker.issues[number] = replace(rig.tracker.issues[number], state="open")
     again = {item.id: item for item in pipeline(rig).run().items}

@@ -15,7 +15,6 @@ from agent_harness.queue.items import (
     get_item,
     history,
     record_outcome,
-    retry,
     status,
 )
 from agent_harness.queue.leases import (
@@ -32,6 +31,7 @@ from agent_harness.queue.leases import (
     reclaim_own,
     release,
 )
+from agent_harness.queue.retries import retry
 from agent_harness.store.database import Store
 from agent_harness.testing.clock import FakeClock
 from tests.shared.stores import item

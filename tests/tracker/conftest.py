@@ -15,7 +15,7 @@ from agent_harness.git.naming import branch_name
 from agent_harness.store.database import Store, open_store
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.tracker.github import GitHubTracker
-from agent_harness.tracker.sync import Marker, PullMarker
+from agent_harness.tracker.markers import Marker, PullMarker
 
 REPO = "octo/app"
 PLAN = "PLAN"

@@ -10,8 +10,8 @@ from agent_harness.git.cleanup import WorktreeInfo, list_worktrees, prune, remov
 from agent_harness.git.errors import WorktreeError
 from agent_harness.git.naming import plan_namespace
 from agent_harness.git.worktrees import WorkRepo, Worktree
+from agent_harness.tracker.markers import PullMarker
 from agent_harness.tracker.reconcile import reconcile
-from agent_harness.tracker.sync import PullMarker
 
 from .conftest import PLAN, Scene, git
 

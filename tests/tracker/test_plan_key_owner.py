@@ -13,15 +13,9 @@ from agent_harness.cli import main
 from agent_harness.plan.markdown import parse_plan_file
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.tracker.github import GitHubTracker
+from agent_harness.tracker.markers import Marker, read_marker
 from agent_harness.tracker.protocol import IssueDraft
-from agent_harness.tracker.sync import (
-    Marker,
-    PlanKeyTaken,
-    read_marker,
-    refuse_taken_key,
-    render_issue,
-    sync_plan,
-)
+from agent_harness.tracker.sync import PlanKeyTaken, refuse_taken_key, render_issue, sync_plan
 
 pytestmark = pytest.mark.integration
 REPO = "octo/app"

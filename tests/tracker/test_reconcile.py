@@ -10,6 +10,7 @@ from agent_harness.forge import FaultKind
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.queue import items as queue_items
 from agent_harness.queue import leases
+from agent_harness.queue.retries import retry
 from agent_harness.store.database import Store
 from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.forge import READ_ONLY_TOKEN
@@ -120,7 +121,7 @@ def test_merged_and_reverted_between_two_looks_is_recorded_merged_then_reverted(
     outcomes = [e for e in store.all_events(project=PROJECT, item="T1") if e.kind == "outcome"]
     moves = [(e.payload.as_dict()["from"], e.payload.as_dict()["to"]) for e in outcomes]
     assert moves == [("pr_open", "merged"), ("merged", "reverted")]
-    queue_items.retry(store, PROJECT, "T1")  # and a person can try it again
+    retry(store, PROJECT, "T1")  # and a person can try it again
     assert queue_items.get_item(store, PROJECT, "T1").state == "pending"
 
 

@@ -15,8 +15,9 @@ from agent_harness.plan.markdown import parse_plan
 from agent_harness.plan.model import Plan
 from agent_harness.testing.forge import READ_ONLY_TOKEN, TOKEN, RunningForge, running_forge
 from agent_harness.tracker.github import GitHubTracker
+from agent_harness.tracker.markers import read_marker
 from agent_harness.tracker.protocol import AuthError, RateLimited, RepoNotFound
-from agent_harness.tracker.sync import read_marker, sync_plan
+from agent_harness.tracker.sync import sync_plan
 
 REPO = "octo/app"
 

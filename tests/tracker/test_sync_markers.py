@@ -13,13 +13,8 @@ from agent_harness.plan.markdown import parse_plan
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.tracker.adopt import adopt_duplicates
 from agent_harness.tracker.github import GitHubTracker
-from agent_harness.tracker.sync import (
-    Marker,
-    read_marker,
-    read_pull_marker,
-    render_issue,
-    sync_plan,
-)
+from agent_harness.tracker.markers import Marker, read_marker, read_pull_marker
+from agent_harness.tracker.sync import render_issue, sync_plan
 
 pytestmark = pytest.mark.integration
 REPO = "octo/app"

@@ -16,7 +16,8 @@ from agent_harness.forge import FaultKind
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.testing.forge import TOKEN, RunningForge, running_forge
 from agent_harness.tracker.github import GitHubTracker
-from agent_harness.tracker.sync import read_marker, sync_plan
+from agent_harness.tracker.markers import read_marker
+from agent_harness.tracker.sync import sync_plan
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ import pytest
 from agent_harness.forge import FaultKind
 from agent_harness.queue.items import list_items
 from agent_harness.store.events import Event
-from agent_harness.tracker.sync import read_marker, read_pull_marker
+from agent_harness.tracker.markers import read_marker, read_pull_marker
 from tests.shared.local_project import GATED_AGENT, git
 from tests.shared.stores import Engine, cli_url
 

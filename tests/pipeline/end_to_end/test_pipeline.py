@@ -17,9 +17,9 @@ from agent_harness.git.worktrees import guard_refspec
 from agent_harness.pipeline.run import Pipeline
 from agent_harness.pipeline.settings import RunSettings
 from agent_harness.queue.items import ItemState, get_item, record_outcome
-from agent_harness.queue.items import retry as retry_item
+from agent_harness.queue.retries import retry as retry_item
 from agent_harness.testing.agents import write_scripted_agent
-from agent_harness.tracker.sync import read_pull_marker
+from agent_harness.tracker.markers import read_pull_marker
 from tests.shared.git import noted_git
 from tests.shared.local_project import git as git_in
 

@@ -7,7 +7,7 @@ import shlex
 import pytest
 
 from agent_harness.pipeline.settings import RunSettings
-from agent_harness.queue import items
+from agent_harness.queue import items, retries
 from agent_harness.testing.agents import write_scripted_agent
 from tests.shared.git import git
 
@@ -45,7 +45,7 @@ def test_merged_reverted_then_retried_the_item_opens_a_second_pr_that_reapplies_
     second = h.pipeline(plan, agent=notes_agent(h), settings=settings)
     moved = second.reconcile()
     assert items.get_item(h.store, second.project, "T1").state == "reverted", moved
-    items.retry(h.store, second.project, "T1")
+    retries.retry(h.store, second.project, "T1")
     [again] = second.run().items
     assert again.state == "pr_open", again.reason
     assert again.pr_number is not None and again.pr_number != done.pr_number
@@ -72,7 +72,7 @@ def test_a_budget_given_on_a_later_run_applies_to_items_already_queued(harness: 
     [first] = h.pipeline(plan, agent=command, settings=one).run().items
     assert (first.state, first.attempts) == ("failed", 1)
     project = f"{REPO}:PLAN"
-    items.retry(h.store, project, "T1")
+    retries.retry(h.store, project, "T1")
     three = RunSettings(checks=[], lease_s=60.0, idle_poll_s=0.02, max_attempts=3)
     [second] = h.pipeline(plan, agent=command, settings=three).run().items
     assert (second.state, second.attempts) == ("failed", 3)
