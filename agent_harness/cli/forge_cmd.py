@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from agent_harness.cli.output import checked_host, from_env, print_json
+from agent_harness.cli.output import from_env, host_option, print_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_PORT = 8080
@@ -74,13 +74,7 @@ Examples:
 """
 )
 @_data_option("Directory for the database and bare git repositories.")
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    callback=lambda _ctx, _param, value: checked_host(value),
-    help="Address to listen on (0.0.0.0 for every interface).",
-)
+@host_option
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),

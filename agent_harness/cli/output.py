@@ -81,6 +81,18 @@ _VISIBLE.update(
 )  # fmt: skip
 
 
+def host_option(command: Any) -> Any:
+    """`--host`, the address a server of ours listens on: loopback unless told, checked before
+    anything starts (`checked_host`)."""
+    return click.option(
+        "--host",
+        default="127.0.0.1",
+        show_default=True,
+        callback=lambda _ctx, _param, value: checked_host(value),
+        help="Address to listen on (0.0.0.0 for every interface).",
+    )(command)
+
+
 def checked_host(host: str) -> str:
     """The address to bind, checked before anything starts: '' would bind every interface
     unsaid, and a name that does not resolve failed later inside the server's own log."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from agent_harness.cli.output import checked_host, from_env
+from agent_harness.cli.output import from_env, host_option
 
 
 @click.command(
@@ -42,13 +42,7 @@ Examples:
     callback=from_env("AGENT_HARNESS_AUDIT_DB"),
     help="Audit database URL (env AGENT_HARNESS_AUDIT_DB), as for every other command.",
 )
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    callback=lambda _ctx, _param, value: checked_host(value),
-    help="Address to bind (0.0.0.0 for every interface).",
-)
+@host_option
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
     "--root-path",
