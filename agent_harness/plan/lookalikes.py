@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Container
 from typing import TYPE_CHECKING
 
 from agent_harness.plan.grammar import (
@@ -190,13 +191,15 @@ def table_without_ids(header: list[str], row: list[str]) -> str | None:
     )
 
 
-def words_not_ids(drafts: list[tuple[str, bool]]) -> set[int]:
+def words_not_ids(drafts: list[tuple[str, bool]], named: Container[str] = ()) -> set[int]:
     """Of a plan's item drafts, each `(id, word_like)` (a checkbox's id with only a space and a
     lower-case word after it), those whose id reads as a word of the task: `S3 bucket policy`,
-    `EC2 instance sizing`. Such a one is a word when no other id shares its prefix and the plan
-    shows it: the word starts two tasks (and is nowhere an id for sure), or other items follow
-    ids of a prefix of their own (`T1`, `T2`). `FE1 build the form` beside `BE1 add the route`,
-    or `T1 fix it` alone, stay ids. Returns their positions."""
+    `EC2 instance sizing`. Only where the plan shows it: the same word starts two tasks (and
+    is nowhere an id for sure); and then, in a plan with no run of ids of its own (no `T1`
+    beside `T2`) and no id written for sure (`T1:`, `[T1]`, a heading), every such lone word
+    (`EC2`, `HTTP2` beside `S3` twice). An id another item
+    names as a dependency (`named`) is an id; so is `DOC1 write the readme` beside `T1`, `T2`,
+    and `T1 fix it` alone. Returns their positions."""
     prefixes: dict[str, set[str]] = {}
     sure: set[str] = set()  # ids written at least once as nothing but an id
     uses: dict[str, int] = {}
@@ -207,8 +210,12 @@ def words_not_ids(drafts: list[tuple[str, bool]]) -> set[int]:
             sure.add(item_id)
     words = {item_id for item_id, count in uses.items() if count > 1 and item_id not in sure}
     followed = any(len(ids) > 1 for ids in prefixes.values())
+
+    def a_word(item_id: str) -> bool:
+        if item_id in named or prefixes[item_id.rstrip("0123456789")] != {item_id}:
+            return False
+        return item_id in words or (bool(words) and not followed and not sure)
+
     return {
-        index
-        for index, (item_id, word_like) in enumerate(drafts)
-        if word_like and prefixes[item_id.rstrip("0123456789")] == {item_id} and (words or followed)
+        index for index, (item_id, word_like) in enumerate(drafts) if word_like and a_word(item_id)
     }

@@ -29,6 +29,7 @@ from agent_harness.plan.grammar import (
     DONE_BOX,
     DONE_MARKS,
     HEADING_ITEM,
+    ID_ANYWHERE,
     ID_RE,
     ITEM_FORMS,
     KEYS,
@@ -572,7 +573,17 @@ class _Walker:
     def _ids_not_words(self) -> list[Draft]:
         """The drafts, less the checkboxes whose id reads as a word (see `words_not_ids`),
         each reported as a checkbox with no id, which `--add-ids` numbers."""
-        words = words_not_ids([(draft.id, draft.word_like) for draft in self.drafts])
+        named = {  # ids some item's dependencies name: ids, whatever their tasks say
+            found
+            for draft in self.drafts
+            for text in (
+                draft.title_deps or "",
+                draft.title,
+                draft.fields.get("depends_on", (0, ""))[1],
+            )
+            for found in ID_ANYWHERE.findall(text)
+        }
+        words = words_not_ids([(draft.id, draft.word_like) for draft in self.drafts], named)
         for index in sorted(words):
             draft = self.drafts[index]
             self.lookalikes.add(draft.line0)

@@ -662,15 +662,23 @@ def test_a_rule_on_the_first_line_is_no_front_matter_hiding_the_tasks_under_it()
             [],
             ["S3", "EC2", "S3", "HTTP2"],
         ),
-        # Beside a plan's own run of ids, an acronym starting a task is a word.
+        # Beside a plan's own run of ids, a word twice is still a word, and only that.
         (
-            "- [ ] T1 Add caching\n- [ ] T2 Add metrics\n- [ ] S3 bucket policy\n",
-            ["T1", "T2"],
-            ["S3"],
+            "- [ ] T1 Add caching\n- [ ] T2 Add metrics\n- [ ] S3 bucket policy\n"
+            "- [ ] S3 lifecycle rules\n- [ ] DOC1 write the readme\n",
+            ["T1", "T2", "DOC1"],
+            ["S3", "S3"],
         ),
         # Nothing says these are words: a plan of one, ids of two teams, a separator written.
         ("- [ ] T1 fix the login\n", ["T1"], []),
         ("- [ ] FE1 build the form\n- [ ] BE1 add the route\n", ["FE1", "BE1"], []),
+        # An id another item waits for is an id (R1 was lost, and T2 ran at once).
+        (
+            "- [ ] R1 refactor auth\n- [ ] R1X2 tidy\n- [ ] R1X2 again\n"
+            "- [ ] T2: add CI (after R1)\n",
+            ["R1", "T2"],
+            ["R1X2", "R1X2"],
+        ),
         (
             "- [ ] T1 Add caching\n- [ ] T2 Add metrics\n- [ ] Q3: plan the offsite\n",
             ["T1", "T2", "Q3"],
