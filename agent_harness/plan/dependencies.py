@@ -6,7 +6,7 @@ import re
 from collections.abc import Container, Iterable
 
 from agent_harness.errors import HarnessError, PlanRefused
-from agent_harness.plan.grammar import ID, ID_ANYWHERE, NO_DEPS
+from agent_harness.plan.grammar import HEADING_ITEM, ID, ID_ANYWHERE, NO_DEPS
 from agent_harness.plan.model import WorkItem
 
 # How many unknown dependency ids one notice names.
@@ -122,17 +122,24 @@ def order_line(text: str, known: Container[str]) -> list[tuple[str, list[str]]]:
     blocks = _BLOCKS.match(line)
     if blocks and blocks.group(1) in known:
         return [(target, [blocks.group(1)]) for target in _ids_in(blocks.group(2), known)]
-    parts = _BEFORE_AFTER.split(line, maxsplit=1)
-    if len(parts) != 3:
+    parts = _BEFORE_AFTER.split(line)
+    if len(parts) != 3:  # one `before` or `after`, no more: a sentence of several is no rule
         return []
     left, word, right = _ids_in(parts[0], known), parts[1].lower(), _ids_in(parts[2], known)
     first, then = (left, right) if word == "before" else (right, left)
     return [(item, first) for item in then] if first else []
 
 
-# A heading over what waits for what (spec-kit's `## Dependencies & Execution Order`).
-ORDER_HEADING = re.compile(r"\bdependenc(?:y|ies)\b|\bexecution order\b", re.IGNORECASE)
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:\s|$)")
+# A heading over what waits for what, and nothing else (spec-kit's `## Dependencies &
+# Execution Order`, `## Dependencies`): not `## Update dependencies` or `## Dependency upgrades`.
+ORDER_HEADING = re.compile(
+    r"^\W*(?:task\s+)?(?:dependenc(?:y|ies)(?:\s*(?:&|and)\s*execution\s+order)?"
+    r"|execution\s+order|dependency\s+order|order\s+of\s+work)\W*$",
+    re.IGNORECASE,
+)
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:\s+(.*))?$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_CHECKBOX_LINE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\[[^\]]?\]")
 
 
 def ordered_by_sections(
@@ -142,16 +149,25 @@ def ordered_by_sections(
     to their dependencies (`T012 depends on T011`, `T008 blocks T009`, `Tests (T004-T007)
     before implementation (T008-T014)`), and a note of how many each section gave."""
     known = {item.id for item in items}
+    declared = {item.id: set(item.depends_on) for item in items}
     extra: dict[str, list[str]] = {}
     notes: list[str] = []
     for level, start in sections:
         added = 0
+        fenced = False
         for line0 in range(start + 1, len(lines)):
-            heading = _ATX.match(lines[line0])
-            if heading and len(heading.group(1)) <= level:
+            line = lines[line0]
+            if _FENCE.match(line):
+                fenced = not fenced
+            heading = None if fenced else _ATX.match(line)
+            # The section ends at a heading of its level or above, or at any item heading.
+            if heading and (len(heading.group(1)) <= level or _item_heading(heading.group(2))):
                 break
-            for item_id, deps in order_line(lines[line0], known):
-                new = [d for d in deps if d != item_id and d not in extra.get(item_id, [])]
+            if fenced or _CHECKBOX_LINE.match(line):  # code, or an item: no word on order
+                continue
+            for item_id, deps in order_line(line, known):
+                had = declared[item_id] | set(extra.get(item_id, []))
+                new = [d for d in dict.fromkeys(deps) if d != item_id and d not in had]
                 extra.setdefault(item_id, []).extend(new)
                 added += len(new)
         if added:
@@ -165,6 +181,12 @@ def ordered_by_sections(
         for item in items
     ]
     return ordered, notes
+
+
+def _item_heading(text: str | None) -> bool:
+    """Whether a heading's text is an item's (`T1: Count words`)."""
+    match = HEADING_ITEM.match((text or "").strip())
+    return match is not None and (match.group(1) or match.group(3))[-1:].isdigit()
 
 
 def _ids_in(text: str, known: Container[str]) -> list[str]:

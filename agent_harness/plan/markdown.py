@@ -274,7 +274,7 @@ class _Walker:
         """A heading that is no item: maybe a milestone, maybe a near miss to report."""
         section = Section(level, start)
         self.sections.append(section)
-        if ORDER_HEADING.search(text):  # spec-kit's `## Dependencies & Execution Order`
+        if ORDER_HEADING.match(text):  # spec-kit's `## Dependencies & Execution Order`
             self.order_sections.append((level, start))
         milestone = read_milestone_heading(text)
         if milestone is not None:

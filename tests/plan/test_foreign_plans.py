@@ -442,3 +442,23 @@ def test_a_spec_kit_dependencies_section_orders_the_tasks_it_names() -> None:
         "T008": ("T006", "T007"),
     }
     assert "7 dependencies read from the section on line 8" in plan.notes
+
+
+def test_only_a_section_about_order_is_read_for_it_and_only_its_own_lines() -> None:
+    # `## Dependency upgrades` was read as one: a plan that parsed before became a cycle.
+    upgrades = (
+        "## Dependency upgrades\n- [ ] T1 Run the migration after deploy, before T2 is reviewed\n"
+        "- [ ] T2 Review the migration (after T1)\n"
+    )
+    assert [i.depends_on for i in parse_plan(upgrades).items] == [(), ("T1",)]
+    # Code, an item heading under it, and what is declared already add nothing.
+    text = (
+        "- [ ] T1 a\n- [ ] T2 b\n  - depends on: T1\n- [ ] T3 c\n## Dependencies\n"
+        "- T2 depends on T1\n- T3 depends on T1\n```\nT2 before T3\n```\n"
+        "### T9: An item\nT1 before T9\n"
+    )
+    plan = parse_plan(text)
+    assert {i.id: i.depends_on for i in plan.items} == {
+        "T1": (), "T2": ("T1",), "T3": ("T1",), "T9": (),
+    }  # fmt: skip
+    assert plan.notes == ("1 dependencies read from the section on line 5",)
