@@ -141,6 +141,15 @@ def list_item_spans(text: str) -> dict[int, int]:
     }
 
 
+def _box_title(inline: Token, plain: re.Match[str]) -> str:
+    """A checkbox item's title as written (see `title_text`), when its text as written reads
+    as the same id (`plain` matched its plain text); else the plain one (an id in a link)."""
+    written = CHECKBOX.match(title_text(inline))
+    first = written.group(2).partition("\n")[0].strip() if written else ""
+    match = CHECKBOX_ITEM.match(first)
+    return match.group(2) if match and match.group(1) == plain.group(1) else plain.group(2)
+
+
 class _Walker:
     """One pass over the token stream, collecting item drafts and metadata lines."""
 
@@ -344,7 +353,7 @@ class _Walker:
             if quoted_box and self._quoted_lookalike(inline, heading=False):
                 return index + 4  # the paragraph is consumed; nested lists are walked
             if raw.startswith("["):
-                box = CHECKBOX.match(title_text(inline))
+                box = CHECKBOX.match(plain_text(inline))
                 if box:
                     self._checkbox(box, inline, start, end)
                     return index + 4  # the paragraph is consumed; nested lists are walked
@@ -381,7 +390,7 @@ class _Walker:
             self.plain_boxes.append(start)
         marked: tuple[str, ...] = ()  # labels a numbered task's own mark gives
         if match and match.group(1)[-1].isdigit():
-            item_id, title = match.group(1), match.group(2)
+            item_id, title = match.group(1), _box_title(inline, match)
         elif task is not None and self.numbered:
             item_id, title, marked = task
         else:
@@ -436,6 +445,7 @@ class _Walker:
         index += 1
         row: list[str] = []
         raw_row: list[str] = []
+        written_row: list[str] = []  # cells as written: a title's (see `title_text`)
         row_line = 0
         in_head = True
         unknown: list[str] = []
@@ -446,12 +456,12 @@ class _Walker:
             if kind == "tbody_open":
                 in_head = False
             elif kind == "tr_open":
-                row = []
-                raw_row = []
+                row, raw_row, written_row = [], [], []
                 row_line = (token.map or (0, 1))[0]
             elif kind == "inline":
-                row.append(title_text(token).strip())
+                row.append(plain_text(token).strip())
                 raw_row.append(token.content.strip())
+                written_row.append(title_text(token).strip())
             elif kind == "tr_close":
                 if in_head:
                     header = row
@@ -468,7 +478,7 @@ class _Walker:
                         self._note(header_line, NO_TITLE_COLUMN)
                         columns, unknown, header = [], [], []  # said once: no second word
                 elif columns:
-                    self._table_row(columns, row, raw_row, row_line)
+                    self._table_row(columns, row, raw_row, written_row, row_line)
                 elif header and (reason := table_without_ids(header, row)):
                     self._lookalike(header_line, reason)
                     header = []  # said once for the table
@@ -480,12 +490,13 @@ class _Walker:
         return index + 1
 
     def _table_row(
-        self, columns: list[str], cells: list[str], raw_cells: list[str], line0: int
+        self, columns: list[str], cells: list[str], raw: list[str], written: list[str], line0: int
     ) -> None:
         values: dict[str, str] = {}
-        for column, cell, raw_cell in zip(columns, cells, raw_cells, strict=False):
+        for column, cell, raw_cell, as_written in zip(columns, cells, raw, written, strict=False):
             if column and column not in values:
-                values[column] = raw_cell if column in ("success_check", "body") else cell
+                kept = raw_cell if column in ("success_check", "body") else cell
+                values[column] = as_written if column == "title" else kept
         item_id = values.get("id", "").strip("*`_ ")
         if not item_id:
             self._note(line0, "table row has an empty id cell")
@@ -500,7 +511,7 @@ class _Walker:
         if not title and "title" not in columns and "body" in columns:
             # `| ID | Description | ... |`: the description is what the task is called.
             at = columns.index("body")
-            title, body = (cells[at] if at < len(cells) else ""), ""
+            title, body = (written[at] if at < len(written) else ""), ""
         draft.read_title(title or item_id)
         for name in ("labels", "milestone", "depends_on", "success_check", "files", "status"):
             if values.get(name):

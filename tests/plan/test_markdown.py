@@ -762,3 +762,19 @@ def test_a_table_of_items_after_a_heading_item_is_no_part_of_its_body() -> None:
     # Its body ended with the table's header and rule, the agent told to read them.
     assert plan.item("T3").body == "Some text."
     assert plan.item("T4").title == "Four"
+
+
+def test_ids_written_in_a_link_or_emphasis_stay_ids_while_titles_keep_what_they_wrote() -> None:
+    # Read from the text as written, these were lost: "id after '['", "no item id".
+    plan = parse_plan(
+        "- [ ] [T1](https://x/issues/1) do it\n- [ ] __T2__: do it\n- [ ] _T3_ Third\n\n"
+        "| id | title | depends on | labels |\n|---|---|---|---|\n"
+        "| [T4](https://x/issues/4) | Vec<String> | [T1](https://x/issues/1) | [ui](https://x) |\n"
+    )
+    assert [(i.id, i.title, i.depends_on, i.labels) for i in plan.items] == [
+        ("T1", "do it", (), ()),
+        ("T2", "do it", (), ()),
+        ("T3", "Third", (), ()),
+        ("T4", "Vec<String>", ("T1",), ("ui",)),
+    ]
+    assert plan.unread == ()
