@@ -298,9 +298,12 @@ class Pipeline:
         for item_id in holds.withdraw(store, project, gone, items.WITHDRAWN):
             parts.note(item_id, Withdrawn(reason=items.WITHDRAWN))
         # A person closed its issue (won't do, or done another way): not worked until reopened.
-        for item_id in holds.skip_closed(store, project, report.closed_issues):
-            number = report.closed_issues[item_id]
-            parts.note(item_id, Withdrawn(reason=items.ISSUE_CLOSED.format(number=number)))
+        # One with a pull request of ours (merged, then sent back by a round) is reconcile's.
+        closed = report.closed_issues
+        open_again = [i for i in in_plan if i in report.issue_numbers and i not in closed]
+        ours = lambda item_id: ItemHistory.read(store, project, item_id).pull() is not None  # noqa: E731
+        for item_id in holds.skip_closed(store, project, closed, open_again, ours):
+            parts.note(item_id, Withdrawn(reason=items.ISSUE_CLOSED.format(number=closed[item_id])))
         if parts.settings.only is not None:
             holds.hold(store, project, sorted(in_plan - parts.settings.only))
         # An item whose issue could not be made (too long a body, a refused label) is not

@@ -9,6 +9,7 @@ out of the title here so every item form reads them the same way.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -174,8 +175,10 @@ OPEN_WORDS = {"open", "todo", "to do", "not done", "not started", "pending", "pl
 
 
 def status_open(value: str) -> bool:
-    """Whether a `status:` value plainly says the item is still to do."""
-    return value.strip().lower().strip(" \t*_`.!:;,-—") in OPEN_WORDS
+    """Whether a `status:` value plainly says the item is still to do, however dressed
+    (`🟡 In Progress`, `**Todo**`)."""
+    words = "".join(" " if unicodedata.category(char)[0] == "S" else char for char in value)
+    return " ".join(words.lower().split()).strip(" \t*_`.!:;,-—") in OPEN_WORDS
 
 
 # The programs a check is usually run with: a `check:` that starts with one (`pytest -q`) but

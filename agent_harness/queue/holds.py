@@ -85,15 +85,25 @@ def _move_unstarted(
     return tuple(moved)
 
 
-def skip_closed(store: Store, project: str, closed: dict[str, int]) -> tuple[str, ...]:
-    """Items whose issue a person closed: skipped, if not yet started, saying which issue to
-    reopen. Those skipped so before whose issue is open again go back to pending."""
+def skip_closed(
+    store: Store,
+    project: str,
+    closed: dict[str, int],
+    open_again: Iterable[str],
+    delivered: Callable[[str], bool],
+) -> tuple[str, ...]:
+    """Items whose issue a person closed (`closed`, by the issue's number): skipped, if not yet
+    started and not `delivered` (a pull request of ours, which reconcile follows), saying which
+    issue to reopen. Of those skipped so before, the ones named in `open_again` (in the plan,
+    their issue listed and open) go back to pending; an item whose issue went unread, or that
+    left the plan, stays as it is."""
+    wanted = set(open_again)
     with store.transaction(write=False) as tx:
         skipped = tx.all(
             "SELECT id FROM items WHERE project = ? AND state = 'skipped' AND reason LIKE ?",
             (project, ISSUE_CLOSED_LIKE),
         )
-    reopened = [str(row[0]) for row in skipped if row[0] not in closed]
+    reopened = [str(row[0]) for row in skipped if row[0] in wanted]
     with store.transaction() as tx:
         for item_id in reopened:
             if tx.execute(
@@ -104,8 +114,8 @@ def skip_closed(store: Store, project: str, closed: dict[str, int]) -> tuple[str
                 tx.append_event(project, item_id, Unheld(from_=S.SKIPPED, to=S.PENDING))
     moved: list[str] = []
     for item_id, number in sorted(closed.items()):
-        reason = ISSUE_CLOSED.format(number=number)
-        moved += withdraw(store, project, [item_id], reason)
+        if not delivered(item_id):
+            moved += withdraw(store, project, [item_id], ISSUE_CLOSED.format(number=number))
     return tuple(moved)
 
 

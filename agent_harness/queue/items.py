@@ -432,6 +432,8 @@ WITHDRAWN = "no longer in the plan"  # the reason of an item `withdraw`n as gone
 # how SQL finds it.
 ISSUE_CLOSED = "its issue #{number} is closed; reopen it to run this item"
 ISSUE_CLOSED_LIKE = "its issue #% is closed; reopen it to run this item"
+# The reason an item in flight holds while its run is stopped (`leases.keep_for_restart`).
+KEPT_BY_STOP = "its run was stopped; the next run takes it back"
 
 
 def record_outcome(
@@ -447,10 +449,12 @@ def record_outcome(
             return False
         _check(item_id, current, wanted)
         # Ending the lease here makes a still-running worker's next call fail with LeaseLost.
+        # A note of a state it has left (kept by a stop, skipped for a closed issue) goes.
         tx.execute(
             "UPDATE items SET state = ?, lease_worker = NULL, lease_expires = NULL, "
+            "reason = CASE WHEN reason = ? OR reason LIKE ? THEN NULL ELSE reason END, "
             "updated_at = ? WHERE project = ? AND id = ?",
-            (wanted, store.clock(), project, item_id),
+            (wanted, KEPT_BY_STOP, ISSUE_CLOSED_LIKE, store.clock(), project, item_id),
         )
         tx.append_event(project, item_id, Outcome(from_=current, to=wanted, evidence=evidence))
         if wanted == S.REVERTED:
@@ -502,10 +506,11 @@ def known_projects(store: Store) -> list[str]:
 
 def resolve_project(store: Store, project: str | None) -> str:
     """The project to act on: the one given (which must be one this database knows: items
-    queued, or registered with the API), or the only one in the database."""
+    queued, or registered with the API), or the only one with items queued (the only one
+    registered, when none has any)."""
     if project is not None:
         return require_project(store, project)
-    known = known_projects(store)
+    known = projects(store) or known_projects(store)
     if len(known) == 1:
         return known[0]
     if not known:

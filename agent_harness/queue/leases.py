@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, TypeVar
 from agent_harness.errors import HarnessError
 from agent_harness.queue.items import (
     DEFAULT_READY_WHEN,
+    KEPT_BY_STOP,
     LEASED_STATES,
     STAGES,
     WORKER_OUTCOMES,
@@ -582,10 +583,6 @@ def _move(
             until=not_before,
         ),
     )
-
-
-# The reason an item in flight holds while its run is stopped (see `keep_for_restart`).
-KEPT_BY_STOP = "its run was stopped; the next run takes it back"
 
 
 def keep_for_restart(store: Store, project: str, worker_prefix: str) -> tuple[str, ...]:

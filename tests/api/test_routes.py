@@ -155,6 +155,10 @@ def test_register_starts_stopped_and_items_can_be_added(
     assert made.json()["id"] == "me/app:API" and made.json()["control"] == "stopped"
     twice = supervised.post("/api/projects", json=spec, headers=AUTH)
     assert twice.status_code == 409
+    # With no project named, the only one with items queued is still meant, beside one
+    # registered with none (it became "several projects, pick one").
+    unnamed = supervised.get("/api/work", headers=AUTH)
+    assert unnamed.status_code == 200 and unnamed.json()["project"] == PROJECT
     # The same repository in other letters (GitHub takes names in any case): one repository,
     # which two queues would work twice over.
     shouted = supervised.post("/api/projects", json={**spec, "repo": "ME/App"}, headers=AUTH)

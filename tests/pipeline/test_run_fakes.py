@@ -431,6 +431,7 @@ def test_an_item_whose_issue_a_person_closed_is_not_worked_until_it_is_reopened(
     from dataclasses import replace
 
     from agent_harness.errors import UsageError
+    from agent_harness.queue import items
     from agent_harness.queue.retries import retry
 
     pipeline(rig).prepare()  # the issues are made
@@ -445,10 +446,38 @@ def test_an_item_whose_issue_a_person_closed_is_not_worked_until_it_is_reopened(
     assert rig.implementer.calls == [] and rig.tracker.pulls == {}
     with pytest.raises(UsageError, match=rf"T1's issue #{number} is closed; reopen it"):
         retry(rig.store, "octo/app:PLAN", "T1")
+    # Taken out of the plan meanwhile, it stays skipped: it was put back to pending, claimed
+    # and released again for want of its plan entry (review).
+    pipeline(rig, "### T2: Count lines\n").prepare()
+    assert items.get_item(rig.store, "octo/app:PLAN", "T1").state == "skipped"
     # Reopened, it is worked by the next run as if never closed.
     rig.tracker.issues[number] = replace(rig.tracker.issues[number], state="open")
     again = {item.id: item for item in pipeline(rig).run().items}
     assert again["T1"].state == "pr_open"
+
+
+def test_a_closed_issue_whose_item_has_a_pull_request_of_ours_is_left_to_reconcile(
+    rig: Rig,
+) -> None:
+    from dataclasses import replace
+
+    from agent_harness.queue import items
+    from agent_harness.store.round_events import PullRound
+
+    # T1's pull request is open and a round sent it back to its agent (pending); a person
+    # merges it, which closes the issue before reconcile labels it: the item is ours to follow.
+    rig.reviewer = ScriptedReviewer([verdict(True), verdict(True)])
+    first = {item.id: item for item in pipeline(rig).run().items}
+    assert first["T1"].state == "pr_open"
+    round_ = PullRound(
+        pr=first["T1"].pr_number or 0, round=1, trigger="review", head_sha="0" * 40,
+        action="agent", summary="a review asked for changes",
+    )  # fmt: skip
+    assert items.reopen_for_round(rig.store, "octo/app:PLAN", "T1", round_)
+    [number] = [n for n, issue in rig.tracker.issues.items() if issue.title.startswith("T1")]
+    rig.tracker.issues[number] = replace(rig.tracker.issues[number], state="closed")
+    pipeline(rig).prepare()
+    assert items.get_item(rig.store, "octo/app:PLAN", "T1").state == "pending"
 
 
 def test_a_repository_the_database_knows_in_other_letters_is_refused(rig: Rig) -> None:

@@ -719,6 +719,9 @@ def test_placeholders_statuses_and_unquoted_commands_are_said_not_taken_at_their
     )
     # Plainly open, or a command in backticks: nothing to say.
     assert third.body == "" and not any(line >= 10 for line, _ in said)
+    # However dressed: an emoji before it kept the line in the body, and every issue changed.
+    dressed = parse_plan("### T1: x\nStatus: 🟡 In Progress\n\n### T2: y\nStatus: **Todo**\n")
+    assert [i.body for i in dressed.items] == ["", ""] and dressed.unread == ()
 
 
 def test_a_struck_checkbox_and_a_register_with_ids_but_no_titles_are_no_items() -> None:

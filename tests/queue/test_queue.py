@@ -6,6 +6,7 @@ import pytest
 
 from agent_harness.plan.model import Plan
 from agent_harness.queue.items import (
+    KEPT_BY_STOP,
     IllegalTransition,
     ItemBusy,
     ItemState,
@@ -18,7 +19,6 @@ from agent_harness.queue.items import (
     status,
 )
 from agent_harness.queue.leases import (
-    KEPT_BY_STOP,
     MAX_RECLAIMS,
     LeaseLost,
     advance,
@@ -372,3 +372,15 @@ def test_the_trackers_outcome_ends_a_failed_or_requeued_item(store: Store) -> No
     assert get_item(store, P, "T1").state == "pending", "merged work unblocks its dependents"
     assert record_outcome(store, P, "T1", "closed", {"pr": 8})
     assert get_item(store, P, "T1").state == "closed"
+
+
+def test_a_merge_takes_off_the_note_of_a_stopped_run(store: Store) -> None:
+    # Merged by a person after its run was stopped, it read "its run was stopped; the next
+    # run takes it back" for good (review).
+    enqueue(store, P, [item("T0")])
+    lease = claim_next(store, P, "h1/w1", 60)
+    assert lease is not None
+    assert keep_for_restart(store, P, "h1/") == ("T0",)
+    assert record_outcome(store, P, "T0", "merged", {"pr": 3})
+    record = get_item(store, P, "T0")
+    assert (record.state, record.reason) == ("merged", None)
