@@ -46,6 +46,9 @@ def front_matter(text: str) -> str | None:
     return text[4 : match.start()] if match else None
 
 
+_KEY_LINE = re.compile(r"^[A-Za-z_][\w.-]*\s*:(?:\s|$)")
+
+
 def is_front_matter(front: str) -> bool:
     """Whether the block between two `---` lines at the top is front matter: YAML that is empty
     or a mapping of keys. Anything else (`---` used as a rule above a list of tasks) is the
@@ -54,8 +57,9 @@ def is_front_matter(front: str) -> bool:
         return False
     try:
         data = yaml.load(front, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
-        return False
+    except yaml.YAMLError:  # `title: Plan: v2` is front matter all the same, written loosely
+        first = next((line for line in front.split("\n") if line.strip()), "")
+        return _KEY_LINE.match(first) is not None
     return data is None or isinstance(data, dict)
 
 

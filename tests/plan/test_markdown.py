@@ -650,6 +650,9 @@ def test_a_rule_on_the_first_line_is_no_front_matter_hiding_the_tasks_under_it()
     front = "---\ntitle: Sprint 12\ntags: [infra]\nnote: '- [ ] T8 not a task'\n---\n- [ ] T1 x\n"
     plan = parse_plan(front)
     assert [(item.id, item.line) for item in plan.items] == [("T1", 6)]
+    # Keys written loosely (`Plan: v2` is no YAML) are front matter all the same.
+    loose = parse_plan("---\ntitle: Plan: v2\n---\n- [ ] T1 x\n")
+    assert [item.id for item in loose.items] == ["T1"] and loose.unread == loose.notes == ()
 
 
 @pytest.mark.parametrize(
