@@ -245,6 +245,11 @@ class ItemHistory:
     def pull(self) -> PullOpened | None:
         return self.last(PullOpened)
 
+    @classmethod
+    def opened_a_pull(cls, store: Store, project: str, item_id: str) -> bool:
+        """Whether the item's record holds a pull request of ours."""
+        return cls.read(store, project, item_id).pull() is not None
+
     def activity(self) -> str:
         """What a claimed item is doing now, in a few words, from its latest events."""
         note = ""

@@ -9,6 +9,7 @@ simply started again. One run per project and state directory holds a lock for i
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import socket
@@ -294,14 +295,12 @@ class Pipeline:
         in_plan = {item.id for item in self.plan.items}
         holds.restore(store, project, in_plan)  # withdrawn once, named again
         queued = {record.id for record in items.list_items(store, project)}
-        gone = sorted(queued - in_plan)
-        for item_id in holds.withdraw(store, project, gone, items.WITHDRAWN):
+        for item_id in holds.withdraw(store, project, sorted(queued - in_plan), items.WITHDRAWN):
             parts.note(item_id, Withdrawn(reason=items.WITHDRAWN))
-        # A person closed its issue (won't do, or done another way): not worked until reopened.
-        # One with a pull request of ours (merged, then sent back by a round) is reconcile's.
+        # A person closed its issue: not worked until reopened (one with a PR of ours: reconcile's).
         closed = report.closed_issues
         open_again = [i for i in in_plan if i in report.issue_numbers and i not in closed]
-        ours = lambda item_id: ItemHistory.read(store, project, item_id).pull() is not None  # noqa: E731
+        ours = functools.partial(ItemHistory.opened_a_pull, store, project)
         for item_id in holds.skip_closed(store, project, closed, open_again, ours):
             parts.note(item_id, Withdrawn(reason=items.ISSUE_CLOSED.format(number=closed[item_id])))
         if parts.settings.only is not None:

@@ -66,6 +66,7 @@ from agent_harness.plan.numbered import READ_NOTE, fold_groups, numbered_task
 from agent_harness.plan.sections import find_sections
 from agent_harness.plan.source import line_ends, read_plan_text
 from agent_harness.plan.titles import (
+    box_title,
     heading_title,
     plain_text,
     struck,
@@ -79,10 +80,8 @@ if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
 
-# How much of a line a notice quotes.
-NOTICE_TEXT_MAX = 200
-
-
+NOTICE_TEXT_MAX = 200  # how much of a line a notice quotes
+MAX_ID_CHARS = 64  # the longest item id: the queue's and the API's limit (queue.projects)
 _MD: MarkdownIt | None = None
 
 
@@ -93,10 +92,6 @@ def _markdown() -> MarkdownIt:
 
         _MD = MarkdownIt("commonmark").enable("table")
     return _MD
-
-
-# The longest item id an item may have: the queue's and the API's limit (queue.projects).
-MAX_ID_CHARS = 64
 
 
 def parse_plan_file(path: Path | str) -> Plan:
@@ -139,15 +134,6 @@ def list_item_spans(text: str) -> dict[int, int]:
         for token in tokens
         if token.type == "list_item_open" and token.map is not None
     }
-
-
-def _box_title(inline: Token, plain: re.Match[str]) -> str:
-    """A checkbox item's title as written (see `title_text`), when its text as written reads
-    as the same id (`plain` matched its plain text); else the plain one (an id in a link)."""
-    written = CHECKBOX.match(title_text(inline))
-    first = written.group(2).partition("\n")[0].strip() if written else ""
-    match = CHECKBOX_ITEM.match(first)
-    return match.group(2) if match and match.group(1) == plain.group(1) else plain.group(2)
 
 
 class _Walker:
@@ -390,7 +376,7 @@ class _Walker:
             self.plain_boxes.append(start)
         marked: tuple[str, ...] = ()  # labels a numbered task's own mark gives
         if match and match.group(1)[-1].isdigit():
-            item_id, title = match.group(1), _box_title(inline, match)
+            item_id, title = match.group(1), box_title(inline, match)
         elif task is not None and self.numbered:
             item_id, title, marked = task
         else:
@@ -582,18 +568,12 @@ class _Walker:
         )
 
     def _ids_not_words(self) -> list[Draft]:
-        """The drafts, less the checkboxes whose id reads as a word (see `words_not_ids`),
-        each reported as a checkbox with no id, which `--add-ids` numbers."""
-        named = {  # ids some item's dependencies name: ids, whatever their tasks say
-            found
-            for draft in self.drafts
-            for text in (
-                draft.title_deps or "",
-                draft.title,
-                draft.fields.get("depends_on", (0, ""))[1],
-            )
-            for found in ID_ANYWHERE.findall(text)
-        }
+        """The drafts, less the checkboxes whose id reads as a word (see `words_not_ids`; an
+        id a title or a `depends on:` line names is an id), each reported as a checkbox with
+        no id, which `--add-ids` numbers."""
+        texts = [f"{draft.title} {draft.title_deps or ''}" for draft in self.drafts]
+        texts += [meta.value for meta in self.metas if meta.key == "depends_on"]
+        named = {found for text in texts for found in ID_ANYWHERE.findall(text)}
         words = words_not_ids([(draft.id, draft.word_like) for draft in self.drafts], named)
         for index in sorted(words):
             draft = self.drafts[index]

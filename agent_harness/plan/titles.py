@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from agent_harness.plan.grammar import CHECKBOX_ITEM, DONE_MARKS, HEADING_ITEM
+from agent_harness.plan.grammar import CHECKBOX, CHECKBOX_ITEM, DONE_MARKS, HEADING_ITEM
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
@@ -62,6 +62,15 @@ def title_text(token: Token) -> str:
         elif kind == "image":
             parts.append(plain_text(child))
     return "".join(parts)
+
+
+def box_title(inline: Token, plain: re.Match[str]) -> str:
+    """A checkbox item's title as written (see `title_text`), when its text as written reads
+    as the same id (`plain` matched its plain text); else the plain one (an id in a link)."""
+    written = CHECKBOX.match(title_text(inline))
+    first = written.group(2).partition("\n")[0].strip() if written else ""
+    match = CHECKBOX_ITEM.match(first)
+    return match.group(2) if match and match.group(1) == plain.group(1) else plain.group(2)
 
 
 def struck(text: str) -> bool:
