@@ -675,6 +675,12 @@ def test_a_rule_on_the_first_line_is_no_front_matter_hiding_the_tasks_under_it()
         # Nothing says these are words: a plan of one, ids of two teams, a separator written.
         ("- [ ] T1 fix the login\n", ["T1"], []),
         ("- [ ] FE1 build the form\n- [ ] BE1 add the route\n", ["FE1", "BE1"], []),
+        # A `depends on:` line naming one makes it an id, whatever its task says.
+        (
+            "- [ ] S3 a\n- [ ] S3 b\n- [ ] EC2 sizing\n- [ ] T9 c\n  depends on: EC2\n",
+            ["EC2"],
+            ["S3", "S3", "T9"],
+        ),
         # An id another item waits for is an id (R1 was lost, and T2 ran at once).
         (
             "- [ ] R1 refactor auth\n- [ ] R1X2 tidy\n- [ ] R1X2 again\n"
