@@ -31,6 +31,7 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TODOS = re.compile(r"^todos\s*:", re.MULTILINE)
 _FRONT_MATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 _ENTRY = re.compile(r"^\s*-\s+id\s*:")
+_ANY_ENTRY = re.compile(r"^\s*-\s+[A-Za-z_][\w-]*\s*:")
 # Front matter is a few kilobytes; this bounds the YAML parser's work on a hostile file.
 FRONT_MATTER_MAX = 1024 * 1024
 DEPENDENCIES_MAX = 1000
@@ -142,6 +143,16 @@ def _lines_of(todos: list[Any], lines: list[str]) -> list[int]:
     if len(starts) == len(todos):
         return starts
     todos_line = next((n + 2 for n, line in enumerate(lines) if _TODOS.match(line)), 1)
+    # Every entry of the list, whatever key it starts with (`- content: …` has no id).
+    first = next((line for line in lines[todos_line - 1 :] if _ANY_ENTRY.match(line)), "")
+    indent = first[: len(first) - len(first.lstrip())]
+    entries = [
+        n + 2
+        for n, line in enumerate(lines)
+        if n + 2 > todos_line and _ANY_ENTRY.match(line) and line.startswith(indent + "-")
+    ]
+    if first and len(entries) == len(todos):
+        return entries
     found: list[int] = []
     for todo in todos:
         todo_id = todo.get("id") if isinstance(todo, dict) else None
@@ -159,6 +170,9 @@ def _item(todo: object, index: int, line: int, intro: str, unread: list[Notice])
         return None
     raw_id, content = todo.get("id"), todo.get("content")
     item_id = str(raw_id).strip() if isinstance(raw_id, str | int) else ""
+    if raw_id is None:  # it said "id None is no item id"
+        unread.append(Notice(line=line, reason=f"todo {index} has no id; left out"))
+        return None
     if isinstance(raw_id, bool) or not _ID.fullmatch(item_id):
         shown = brief(raw_id)
         said = f"todo {index}: id {shown} is no item id (letters, digits, . _ -); left out"

@@ -125,3 +125,15 @@ def test_nested_aliases_a_few_hundred_bytes_long_are_named_by_kind_not_spelled_o
         "t1 depends on unknown item a list; dependency ignored",
         "todo 2: id a list is no item id (letters, digits, . _ -); left out",
     ]
+
+
+def test_a_todo_without_an_id_is_said_so_at_its_own_line() -> None:
+    # It was "id None is no item id", at the `todos:` line.
+    text = (
+        "---\nname: Fix it\ntodos:\n  - id: a1\n    content: First\n"
+        "  - content: no id at all\n    status: pending\n  - id: a2\n    content: Second\n---\n"
+    )
+    plan = parse_plan(text)
+    assert [item.id for item in plan.items] == ["a1", "a2"]
+    assert [(n.line, n.reason) for n in plan.unread] == [(6, "todo 2 has no id; left out")]
+    assert [item.line for item in plan.items] == [4, 8]
