@@ -11,6 +11,7 @@ import contextlib
 import errno
 import os
 import stat
+import unicodedata
 from pathlib import Path
 from typing import BinaryIO
 
@@ -46,6 +47,26 @@ _BOMS = (
 )
 
 
+def _utf16_without_mark(head: bytes) -> bool:
+    """Whether bytes with NULs in them read as UTF-16 text: NULs in every other byte for the
+    most part (the high byte of Latin text; not of other scripts, as `é` or `中` are), none
+    in the others, and text without control characters once decoded either way."""
+    if len(head) < 4:
+        return False
+    head = head[: len(head) - len(head) % 2]
+    for codec, high in (("utf-16-le", head[1::2]), ("utf-16-be", head[0::2])):
+        low = head[0::2] if codec == "utf-16-le" else head[1::2]
+        if high.count(0) * 2 < len(high) or low.count(0):
+            continue
+        # The head may end inside a surrogate pair: its last unit is left out.
+        text = (head[:-2] if len(head) > 4 else head).decode(codec, "replace")
+        if "\ufffd" not in text and not any(
+            unicodedata.category(char) == "Cc" and char not in "\t\r\n" for char in text
+        ):
+            return True
+    return False
+
+
 def _decode(data: bytes, path: Path) -> str:
     """The text of a plan file, in the encoding its byte-order mark names (UTF-8 without one).
     A NUL in the text means a binary file, whatever mark it starts with."""
@@ -63,12 +84,7 @@ def _decode(data: bytes, path: Path) -> str:
                 raise binary
             return text
     if b"\x00" in data[:8192]:
-        head = data[:512]
-        odd, even = head[1::2], head[0::2]
-        # ASCII text in UTF-16 has a NUL in every other byte, and only there.
-        little_endian = not any(odd) and all(even)
-        big_endian = not any(even) and all(odd)
-        if len(head) >= 4 and (little_endian or big_endian):
+        if _utf16_without_mark(data[:512]):
             raise InputError(
                 f"{path} looks like UTF-16 text without a byte-order mark; "
                 "save it as UTF-8 (or as UTF-16 with a byte-order mark)"

@@ -542,6 +542,11 @@ def test_text_with_a_byte_order_mark_is_read_in_its_encoding(tmp_path: Path, enc
         (b"\xff\xfe" + b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" * 40, "looks like a binary file"),
         (b"\xff\xfe" + "### T1: a\n".encode("utf-16-le") + b"\x00\xd8", "not UTF-16 text"),
         ("### T1: a\n".encode("utf-16-le"), "looks like UTF-16 text without a byte-order mark"),
+        # Text beyond ASCII (an emoji, CJK, a right-to-left mark) was called binary.
+        (
+            "# Plan 🚀\n\n### T1: 中文 café \u200f\n".encode("utf-16-be"),
+            "looks like UTF-16 text without a byte-order mark",
+        ),
     ],
 )
 def test_binaries_behind_a_byte_order_mark_are_still_refused(
