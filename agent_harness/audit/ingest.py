@@ -50,10 +50,12 @@ class IngestReport:
     skipped: list[Skipped] = field(default_factory=list)
     high_water: int = 0
     deliveries: int = 0
+    held: int = 0  # records held back for the next ingest (an agent's message still written)
 
     def absorb(self, other: IngestReport) -> None:
         self.added += other.added
         self.duplicates += other.duplicates
+        self.held += other.held
         self.skipped.extend(other.skipped)
         self.high_water = max(self.high_water, other.high_water)
         self.deliveries += other.deliveries
@@ -64,6 +66,7 @@ class IngestReport:
             "added": self.added,
             "duplicates": self.duplicates,
             "deliveries": self.deliveries,
+            "held": self.held,
             "skipped": [{"where": s.where, "reason": s.reason} for s in self.skipped],
         }
 

@@ -254,9 +254,15 @@ def _from_tool(tool: str, path: Path | None, target: str, as_json: bool) -> int:
     if as_json:
         print_json(report.as_json())
     else:
+        held = (
+            f", {report.held} held back (a message still being written, or written in the last "
+            "10 minutes: the next ingest takes it)"
+            if report.held
+            else ""
+        )
         console().print(
             f"{tool}: {report.added} usage records added, {report.duplicates} already recorded, "
-            f"{len(report.skipped)} not read",
+            f"{len(report.skipped)} not read{held}",
             markup=False,
         )
         for skipped in report.skipped:

@@ -13,6 +13,7 @@ import pytest
 from agent_harness.audit.adapters import claude_code, codex, ingest_logs
 from agent_harness.audit.cost import cost
 from agent_harness.audit.ingest import ingest_work_store
+from agent_harness.cli import main
 from agent_harness.store.database import Store
 from agent_harness.store.events import WorktreeReady
 from agent_harness.testing.clock import FakeClock
@@ -167,7 +168,7 @@ def _assistant(message_id: str, out: int, stop: str | None, ts: str = "2026-12-0
 
 
 def test_a_streamed_message_counts_its_last_line_and_one_still_streaming_waits(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Claude Code writes a message's lines as it streams: output_tokens 1, then 20000 (ccusage
     # counted the first, nine times too little). A message the file ends in without a stop
@@ -179,6 +180,12 @@ def test_a_streamed_message_counts_its_last_line_and_one_still_streaming_waits(
     assert [(u.source_id, u.usage.tokens_out) for u in found.usages] == [
         ("claude-code:msg_1:req_msg_1", 20000)
     ]
+    assert found.held == 1
+    # `ingest` says it held one back: it said "0 added" of a file just written, nothing more.
+    assert main(["ingest", "--from", "claude-code", str(tmp_path), "--audit-db",
+                 str(tmp_path / "audit.sqlite")]) == 0  # fmt: skip
+    said = capsys.readouterr().out
+    assert "1 usage records added" in said and "1 held back (a message still being written" in said
     old = path.stat().st_mtime - 2 * claude_code.STILL_WRITING_S
     os.utime(path, (old, old))  # nothing written since: it stopped where it is
     assert [u.usage.tokens_out for u in claude_code.read(path).usages] == [20000, 3]

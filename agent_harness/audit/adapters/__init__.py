@@ -43,6 +43,7 @@ class LogUsage:
 class LogRead:
     usages: list[LogUsage]
     skipped: list[Skipped]
+    held: int = 0  # records held back for the next ingest (a message still being written)
 
 
 Reader = Callable[[Path], LogRead]
@@ -225,6 +226,7 @@ def ingest_logs(audit: Store, tool: str, path: Path | None) -> IngestReport:
         written = write_rows(audit, tool, rows, 0, ())
         report.added += written.added
         report.duplicates += written.duplicates
+        report.held += found.held
         skipped.extend([*found.skipped, *written.skipped])  # a thinned day's, say
     # Recorded once, in the run's last record, always written: every file is read whole each
     # time, so `audit health` takes the last record's count as the lines unreadable now.

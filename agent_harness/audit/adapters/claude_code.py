@@ -65,6 +65,7 @@ def read(path: Path) -> LogRead:
     out.usages = _most_counted(out.usages)
     if out.usages and out.usages[-1].source_id not in finished and _recent(path):
         out.usages.pop()  # still streaming: the next ingest finds it whole
+        out.held += 1
     return out
 
 
