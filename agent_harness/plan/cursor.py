@@ -47,6 +47,8 @@ def front_matter(text: str) -> str | None:
     return text[4 : match.start()] if match else None
 
 
+# libyaml's safe loader where it is built in, Python's own where not (same documents read).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _KEY_LINE = re.compile(r"^[A-Za-z_][\w.-]*\s*:(?:\s|$)")
 
 
@@ -57,7 +59,7 @@ def is_front_matter(front: str) -> bool:
     if len(front) > FRONT_MATTER_MAX:
         return False
     try:
-        data = yaml.load(front, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        data = yaml.load(front, Loader=_LOADER)
     except yaml.YAMLError:  # `title: Plan: v2` is front matter all the same, written loosely
         first = next((line for line in front.split("\n") if line.strip()), "")
         return _KEY_LINE.match(first) is not None
@@ -120,9 +122,8 @@ def from_cursor(front: str, source: str) -> Plan:
 def _load(front: str, source: str) -> dict[str, Any]:
     if len(front) > FRONT_MATTER_MAX:
         raise InputError(f"{source}: the front matter is over {FRONT_MATTER_MAX // 1024} KB")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(front, Loader=loader)
+        data = yaml.load(front, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""

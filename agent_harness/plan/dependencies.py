@@ -6,7 +6,7 @@ import re
 from collections.abc import Container, Iterable
 
 from agent_harness.errors import HarnessError, PlanRefused
-from agent_harness.plan.grammar import HEADING_ITEM, ID, ID_ANYWHERE, NO_DEPS
+from agent_harness.plan.grammar import ID, ID_ANYWHERE, NO_DEPS, heading_item_id
 from agent_harness.plan.model import WorkItem
 
 # How many unknown dependency ids one notice names.
@@ -137,7 +137,7 @@ ORDER_HEADING = re.compile(
     r"|execution\s+order|dependency\s+order|order\s+of\s+work)\W*$",
     re.IGNORECASE,
 )
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:\s+(.*))?$")
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:\s+|$)(.*?)\s*$")  # its level, and its text
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _CHECKBOX_LINE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\[[^\]]?\]")
 
@@ -161,7 +161,7 @@ def ordered_by_sections(
                 fenced = not fenced
             heading = None if fenced else _ATX.match(line)
             # The section ends at a heading of its level or above, or at any item heading.
-            if heading and (len(heading.group(1)) <= level or _item_heading(heading.group(2))):
+            if heading and (len(heading.group(1)) <= level or heading_item_id(heading.group(2))):
                 break
             if fenced or _CHECKBOX_LINE.match(line):  # code, or an item: no word on order
                 continue
@@ -181,12 +181,6 @@ def ordered_by_sections(
         for item in items
     ]
     return ordered, notes
-
-
-def _item_heading(text: str | None) -> bool:
-    """Whether a heading's text is an item's (`T1: Count words`)."""
-    match = HEADING_ITEM.match((text or "").strip())
-    return match is not None and (match.group(1) or match.group(3))[-1:].isdigit()
 
 
 def _ids_in(text: str, known: Container[str]) -> list[str]:

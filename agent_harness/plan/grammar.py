@@ -29,6 +29,13 @@ SEP = r"(?::|\.|\)|—|–|-{1,2})"
 HEADING_ITEM = re.compile(rf"^\[?({ID})\]?\s*{SEP}\s*(.*)$|^\[({ID})\]\s*(.*)$")
 
 
+def heading_item_id(text: str) -> str | None:
+    """The id `text` would be a heading item of, if it ends in a digit as ids do."""
+    match = HEADING_ITEM.match(text)
+    item_id = (match.group(1) or match.group(3)) if match else None
+    return item_id if item_id and item_id[-1].isdigit() else None
+
+
 LOOSE_ID = re.compile(rf"^({ID})\s+\S")
 # A list line with something after its bullet (an empty `-` says nothing).
 BULLET_TEXT = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S")
@@ -369,11 +376,16 @@ def checkbox_without_id(text: str) -> str:
 WORD_NOT_ID = "reads as a word of the task"
 
 
-def word_not_id(word: str, prefix: str) -> str:
+def id_prefix(item_id: str) -> str:
+    """What an id says before its number: `T` of T12, `AUTH-` of AUTH-3."""
+    return item_id.rstrip("0123456789")
+
+
+def word_not_id(word: str) -> str:
     """Why `- [ ] S3 bucket policy` is no item S3: no other item's id starts with its prefix."""
     return (
         f"checkbox has no item id: '{word}' {WORD_NOT_ID} (no other id starts with "
-        f"'{prefix}'); write `{word}:` to make it one"
+        f"'{id_prefix(word)}'); write `{word}:` to make it one"
     )
 
 

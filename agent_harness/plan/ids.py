@@ -220,12 +220,8 @@ def _split_lines(text: str) -> list[str]:
 def _padded_width(prefix: str, plan: Plan) -> int:
     """How many digits the plan's own ids of `prefix` are padded to (3 for spec-kit's T001 to
     T023, so the next is T024, not T24); 1 when they are not padded, or not alike."""
-    numbers = [
-        item.id[len(prefix) :]
-        for item in plan.items
-        if item.id.startswith(prefix) and item.id[len(prefix) :].isascii()
-        and item.id[len(prefix) :].isdigit()
-    ]  # fmt: skip
+    suffixes = (item.id[len(prefix) :] for item in plan.items if item.id.startswith(prefix))
+    numbers = [suffix for suffix in suffixes if suffix.isascii() and suffix.isdigit()]
     widths = {len(number) for number in numbers}
     padded = any(number.startswith("0") for number in numbers)
     return widths.pop() if len(widths) == 1 and padded else 1

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 from agent_harness.plan.grammar import (
     ALMOST_ID,
     DOTTED_ID,
-    HEADING_ITEM,
     ID,
     ID_RE,
     LOOSE_ID,
     dotted_id_reason,
+    heading_item_id,
+    id_prefix,
 )
 
 if TYPE_CHECKING:
@@ -34,13 +35,6 @@ def past_block(tokens: list[Token], index: int) -> int:
         if tokens[at].type == closing and tokens[at].level == level:
             return at + 1
     return len(tokens)
-
-
-def _heading_id(text: str) -> str | None:
-    """The id `text` would be a heading item of, if it ends in a digit as ids do."""
-    match = HEADING_ITEM.match(text)
-    item_id = (match.group(1) or match.group(3)) if match else None
-    return item_id if item_id and item_id[-1].isdigit() else None
 
 
 def dotted(text: str) -> str | None:
@@ -66,7 +60,7 @@ def hidden_in_an_id(text: str) -> str | None:
     right-to-left override): never taken out silently, as the heading a person sees is then
     not the one the file holds."""
     hidden = sorted({char for char in text if unicodedata.category(char) == "Cf"})
-    if not hidden or _heading_id("".join(c for c in text if c not in hidden)) is None:
+    if not hidden or heading_item_id("".join(c for c in text if c not in hidden)) is None:
         return None
     names = ", ".join(f"U+{ord(char):04X}" for char in hidden)
     return f"heading holds invisible characters ({names}); not read as an item"
@@ -74,7 +68,7 @@ def hidden_in_an_id(text: str) -> str | None:
 
 def struck(text: str) -> str | None:
     """A heading item struck through (`### ~~T11: Dropped~~`)."""
-    if not text.startswith("~~") or _heading_id(text.removeprefix("~~")) is None:
+    if not text.startswith("~~") or heading_item_id(text.removeprefix("~~")) is None:
         return None
     return "heading is struck through (~~); not read as an item"
 
@@ -106,7 +100,7 @@ def prefixed(text: str) -> str | None:
         item_id, before = paren.group(1), "parentheses around it"
     else:
         match = _BEFORE_ID.match(text)
-        item_id = _heading_id(match.group(2)) if match else None
+        item_id = heading_item_id(match.group(2)) if match else None
         if match is None or item_id is None:
             return None
         before = f"'{match.group(1)}' before it"
@@ -204,7 +198,7 @@ def words_not_ids(drafts: list[tuple[str, bool]], named: Container[str] = ()) ->
     sure: set[str] = set()  # ids written at least once as nothing but an id
     uses: dict[str, int] = {}
     for item_id, word_like in drafts:
-        prefixes.setdefault(item_id.rstrip("0123456789"), set()).add(item_id)
+        prefixes.setdefault(id_prefix(item_id), set()).add(item_id)
         uses[item_id] = uses.get(item_id, 0) + 1
         if not word_like:
             sure.add(item_id)
@@ -212,7 +206,7 @@ def words_not_ids(drafts: list[tuple[str, bool]], named: Container[str] = ()) ->
     followed = any(len(ids) > 1 for ids in prefixes.values())
 
     def a_word(item_id: str) -> bool:
-        if item_id in named or prefixes[item_id.rstrip("0123456789")] != {item_id}:
+        if item_id in named or prefixes[id_prefix(item_id)] != {item_id}:
             return False
         return item_id in words or (bool(words) and not followed and not sure)
 

@@ -558,7 +558,7 @@ class _Walker:
                 self._note(draft.line0, f"item id of {len(draft.id)} characters; at most "
                            f"{MAX_ID_CHARS}")  # fmt: skip
                 continue
-            items.append(self._build(index, draft, body_end[index], dropped, seen))
+            items.append(self._build(draft, body_end[index], dropped, seen))
         items, read = ordered_by_sections(items, self.lines, self.order_sections)
         self.notes_read += read
         refuse_cycles(items, source)
@@ -578,7 +578,7 @@ class _Walker:
         for index in sorted(words):
             draft = self.drafts[index]
             self.lookalikes.add(draft.line0)
-            reason = word_not_id(draft.id, draft.id.rstrip("0123456789"))
+            reason = word_not_id(draft.id)
             self.unread.append(Notice(line=draft.line0 + 1, reason=reason, text=draft.written))
         return [draft for index, draft in enumerate(self.drafts) if index not in words]
 
@@ -606,13 +606,12 @@ class _Walker:
                 self._note(meta.line0, f"'{meta.raw_key}: {value.strip()}' holds a place: "
                            f"{draft.id} gets no {PLACEHELD[meta.key]} from it")  # fmt: skip
                 value = ""
+            draft.fields[meta.key] = (meta.line0, value)
             if meta.key == "status" and not status_done(value) and not status_open(value):
                 # `Status: Blocked on legal review` says something the agent should read.
                 self._note(meta.line0, f"{draft.id}'s status '{value.strip()}' is not read as "
                            "done: the item stays open, and the line stays in its body")  # fmt: skip
-                draft.fields[meta.key] = (meta.line0, value)
                 continue
-            draft.fields[meta.key] = (meta.line0, value)
             dropped.update(range(*meta.drop_lines), below)
         return dropped
 
@@ -643,18 +642,15 @@ class _Walker:
         depends: list[str] = []
         for line0, value in sources:
             found, notices = read_dependencies(draft.id, value, known, numbered=self.numbered)
-            groups = self.groups  # (a plain self-dependency stays, to be refused as a cycle)
-            leaves = [
-                d for g in found for d in groups.get(g, [g]) if g not in groups or d != draft.id
-            ]
-            depends += [dep for dep in leaves if dep not in depends]
+            for dep in found:  # a plain self-dependency stays, to be refused as a cycle
+                group = self.groups.get(dep)
+                leaves = [d for d in group if d != draft.id] if group is not None else [dep]
+                depends += [leaf for leaf in leaves if leaf not in depends]
             for notice in notices:
                 self._note(line0, notice)
         return depends
 
-    def _build(
-        self, index: int, draft: Draft, end: int, dropped: set[int], known: dict[str, int]
-    ) -> WorkItem:
+    def _build(self, draft: Draft, end: int, dropped: set[int], known: dict[str, int]) -> WorkItem:
         if draft.body is None:
             kept = [self.lines[n] for n in range(draft.body_from, end) if n not in dropped]
             body = textwrap.dedent("\n".join(kept)).strip("\n")

@@ -54,8 +54,8 @@ def _utf16_without_mark(head: bytes) -> bool:
     if len(head) < 4:
         return False
     head = head[: len(head) - len(head) % 2]
-    for codec, high in (("utf-16-le", head[1::2]), ("utf-16-be", head[0::2])):
-        low = head[0::2] if codec == "utf-16-le" else head[1::2]
+    odd, even = head[1::2], head[0::2]
+    for codec, high, low in (("utf-16-le", odd, even), ("utf-16-be", even, odd)):
         if high.count(0) * 2 < len(high) or low.count(0):
             continue
         # The head may end inside a surrogate pair: its last unit is left out.

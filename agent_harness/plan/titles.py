@@ -18,19 +18,7 @@ if TYPE_CHECKING:
 
 def plain_text(token: Token) -> str:
     """The visible text of an inline token: markup dropped, line breaks kept."""
-    children = token.children
-    if not children:
-        return token.content
-    parts: list[str] = []
-    for child in children:
-        kind = child.type
-        if kind == "text" or kind == "code_inline":
-            parts.append(child.content)
-        elif kind == "softbreak" or kind == "hardbreak":
-            parts.append("\n")
-        elif kind == "image":
-            parts.append(plain_text(child))
-    return "".join(parts)
+    return _inline_text(token, as_written=False)
 
 
 def title_text(token: Token) -> str:
@@ -39,6 +27,12 @@ def title_text(token: Token) -> str:
     them) and `*` emphasis its stars. What rendering would drop or change is kept: HTML-like
     text (`Vec<String>`, `a<b and c>d`), underscores read as emphasis (`__init__.py`) and a
     link's address (`[the RFC](https://…)`)."""
+    return _inline_text(token, as_written=True)
+
+
+def _inline_text(token: Token, *, as_written: bool) -> str:
+    """An inline token's text, its markup dropped (`plain_text`) or, `as_written`, kept where
+    rendering would lose what the author wrote (`title_text`)."""
     children = token.children
     if not children:
         return token.content
@@ -46,10 +40,16 @@ def title_text(token: Token) -> str:
     links: list[str | None] = []  # the address of each link still open, None for an autolink
     for child in children:
         kind = child.type
-        if kind == "text" or kind == "code_inline" or kind == "html_inline":
+        if kind == "text" or kind == "code_inline":
             parts.append(child.content)
         elif kind == "softbreak" or kind == "hardbreak":
             parts.append("\n")
+        elif kind == "image":
+            parts.append(plain_text(child))
+        elif not as_written:
+            continue
+        elif kind == "html_inline":
+            parts.append(child.content)
         elif kind in ("strong_open", "strong_close", "em_open", "em_close"):
             parts.append(child.markup if "_" in child.markup else "")
         elif kind == "link_open":
@@ -59,8 +59,6 @@ def title_text(token: Token) -> str:
         elif kind == "link_close":
             href = links.pop() if links else None
             parts.append("" if href is None else f"]({href})")
-        elif kind == "image":
-            parts.append(plain_text(child))
     return "".join(parts)
 
 
@@ -83,7 +81,7 @@ def struck(text: str) -> bool:
 
 
 def heading_title(written: str, plain: re.Match[str], done: bool) -> str:
-    """An item heading's title as written (see `_title_text`); `plain` matched its plain text,
+    """An item heading's title as written (see `title_text`); `plain` matched its plain text,
     whose title is taken when the written one does not match the same way (an id in a link)."""
     if done:
         written = written.lstrip("".join(DONE_MARKS)).strip()
