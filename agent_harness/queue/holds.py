@@ -97,21 +97,7 @@ def skip_closed(
     issue to reopen. Of those skipped so before, the ones named in `open_again` (in the plan,
     their issue listed and open) go back to pending; an item whose issue went unread, or that
     left the plan, stays as it is."""
-    wanted = set(open_again)
-    with store.transaction(write=False) as tx:
-        skipped = tx.all(
-            "SELECT id FROM items WHERE project = ? AND state = 'skipped' AND reason LIKE ?",
-            (project, ISSUE_CLOSED_LIKE),
-        )
-    reopened = [str(row[0]) for row in skipped if row[0] in wanted]
-    with store.transaction() as tx:
-        for item_id in reopened:
-            if tx.execute(
-                "UPDATE items SET state = 'pending', reason = NULL, updated_at = ? "
-                "WHERE project = ? AND id = ? AND state = 'skipped' AND reason LIKE ?",
-                (store.clock(), project, item_id, ISSUE_CLOSED_LIKE),
-            ):
-                tx.append_event(project, item_id, Unheld(from_=S.SKIPPED, to=S.PENDING))
+    _unskip(store, project, open_again, "LIKE", ISSUE_CLOSED_LIKE)
     moved: list[str] = []
     for item_id, number in sorted(closed.items()):
         if not delivered(item_id):
@@ -122,23 +108,31 @@ def skip_closed(
 def restore(store: Store, project: str, item_ids: Iterable[str]) -> tuple[str, ...]:
     """Items withdrawn as gone from the plan that the plan names again: pending once more, as
     if they had never left (a person told to "put it back, then run" did just that)."""
+    return _unskip(store, project, item_ids, "=", WITHDRAWN)
+
+
+def _unskip(
+    store: Store, project: str, item_ids: Iterable[str], compare: str, reason: str
+) -> tuple[str, ...]:
+    """Of these items, those skipped for `reason` (`compare` is `=`, or `LIKE` for a pattern):
+    pending once more. Read first, so a plan of any length costs one read when none is."""
     named = set(item_ids)
-    with store.transaction(write=False) as tx:  # one read for the plan, however long
-        withdrawn = tx.all(
-            "SELECT id FROM items WHERE project = ? AND state = 'skipped' AND reason = ? "
+    with store.transaction(write=False) as tx:
+        skipped = tx.all(
+            f"SELECT id FROM items WHERE project = ? AND state = 'skipped' AND reason {compare} ? "
             "ORDER BY id",
-            (project, WITHDRAWN),
+            (project, reason),
         )
-    back = [str(row[0]) for row in withdrawn if row[0] in named]
+    back = [str(row[0]) for row in skipped if row[0] in named]
     if not back:
         return ()
     restored: list[str] = []
     with store.transaction() as tx:
         for item_id in back:
-            if tx.execute(  # still withdrawn: another host's run may have restored it since
+            if tx.execute(  # still skipped so: another host's run may have brought it back
                 "UPDATE items SET state = 'pending', reason = NULL, updated_at = ? "
-                "WHERE project = ? AND id = ? AND state = 'skipped' AND reason = ?",
-                (store.clock(), project, item_id, WITHDRAWN),
+                f"WHERE project = ? AND id = ? AND state = 'skipped' AND reason {compare} ?",
+                (store.clock(), project, item_id, reason),
             ):
                 tx.append_event(project, item_id, Unheld(from_=S.SKIPPED, to=S.PENDING))
                 restored.append(item_id)

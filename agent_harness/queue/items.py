@@ -431,9 +431,17 @@ WITHDRAWN = "no longer in the plan"  # the reason of an item `withdraw`n as gone
 # The reason of an item skipped because a person closed its issue (`holds.skip_closed`), and
 # how SQL finds it.
 ISSUE_CLOSED = "its issue #{number} is closed; reopen it to run this item"
-ISSUE_CLOSED_LIKE = "its issue #% is closed; reopen it to run this item"
+ISSUE_CLOSED_LIKE = ISSUE_CLOSED.replace("{number}", "%")
 # The reason an item in flight holds while its run is stopped (`leases.keep_for_restart`).
 KEPT_BY_STOP = "its run was stopped; the next run takes it back"
+
+
+def closed_issue_number(reason: str | None) -> str | None:
+    """The issue number an ISSUE_CLOSED reason names; None for any other reason."""
+    head, _, tail = ISSUE_CLOSED.partition("{number}")
+    if reason is None or not (reason.startswith(head) and reason.endswith(tail)):
+        return None
+    return reason[len(head) : len(reason) - len(tail)]
 
 
 def record_outcome(
@@ -484,15 +492,19 @@ def projects(store: Store) -> list[str]:
         return [r[0] for r in tx.all("SELECT DISTINCT project FROM items ORDER BY project")]
 
 
+def repo_case_folded(project: str) -> str:
+    """A project id with its repository in lower case (`ME/App:PLAN` is `me/app:PLAN`): GitHub
+    takes owner and repository names in any case, while plan keys are compared as written."""
+    repo, colon, key = project.rpartition(":")
+    return f"{repo.lower()}{colon}{key}"
+
+
 def spelled_otherwise(store: Store, project: str) -> str | None:
     """The project of this database that is `project` with its repository in other letters
     (`OCTO/App:PLAN` for `octo/app:PLAN`: one repository to GitHub); None when there is none."""
-    repo, _, key = project.rpartition(":")
-    for known in projects(store):
-        theirs, _, their_key = known.rpartition(":")
-        if their_key == key and theirs != repo and theirs.lower() == repo.lower():
-            return known
-    return None
+    same = repo_case_folded(project)
+    others = (known for known in projects(store) if known != project)
+    return next((known for known in others if repo_case_folded(known) == same), None)
 
 
 def known_projects(store: Store) -> list[str]:

@@ -585,19 +585,31 @@ def _move(
     )
 
 
+def _live_leases(
+    tx: Tx, project: str, worker: str, now: float, *, prefix: bool, leased: bool = False
+) -> dict[str, str]:
+    """The items whose live lease a worker named `worker` holds (with `prefix`, any worker
+    whose name starts so), each with its holder; with `leased`, in a leased state only."""
+    match = "lease_worker LIKE ?" if prefix else "lease_worker = ?"
+    states = f" AND state IN ({LEASED_STATES})" if leased else ""
+    rows = tx.all(
+        f"SELECT id, lease_worker FROM items WHERE project = ? AND {match} "
+        f"AND lease_expires IS NOT NULL AND lease_expires >= ?{states}",
+        (project, worker + "%" if prefix else worker, now),
+    )
+    # LIKE is only a coarse filter (`_` and `%` match anything): keep exact prefix matches.
+    return {str(r[0]): str(r[1]) for r in rows if not prefix or str(r[1]).startswith(worker)}
+
+
 def keep_for_restart(store: Store, project: str, worker_prefix: str) -> tuple[str, ...]:
     """Note, on the items whose live leases workers named `worker_prefix…` hold, that their run
     was stopped by a person (Ctrl-C, SIGTERM): when the next run takes them back, that is not
     counted as a worker dying (MAX_RECLAIMS bounds deaths, and a person may stop a run any
     number of times). A run killed outright (SIGKILL, a crash) notes nothing, and counts."""
-    now = store.clock()
     with store.transaction() as tx:
-        rows = tx.all(
-            "SELECT id, lease_worker FROM items WHERE project = ? AND lease_worker LIKE ? "
-            f"AND lease_expires >= ? AND state IN ({LEASED_STATES})",
-            (project, worker_prefix + "%", now),
+        ids = tuple(
+            _live_leases(tx, project, worker_prefix, store.clock(), prefix=True, leased=True)
         )
-        ids = tuple(str(r[0]) for r in rows if str(r[1]).startswith(worker_prefix))
         for item_id in ids:
             tx.execute(
                 "UPDATE items SET reason = ? WHERE project = ? AND id = ?",
@@ -618,18 +630,9 @@ def reclaim_own(
     `LeaseLost` on its next call and stops, which is the fencing the token exists for.
     """
     now = store.clock()
-    match = "lease_worker LIKE ?" if prefix else "lease_worker = ?"
-    name = worker + "%" if prefix else worker
     with store.transaction() as tx:
-        rows = tx.all(
-            f"SELECT id, lease_worker FROM items WHERE project = ? AND {match} "
-            "AND lease_expires IS NOT NULL AND lease_expires >= ?",
-            (project, name, now),
-        )
-        if prefix:  # LIKE is only a coarse filter: keep exact prefix matches
-            rows = [row for row in rows if str(row[1]).startswith(worker)]
-        ids = tuple(str(row[0]) for row in rows)
-        holders = {str(row[0]): str(row[1]) for row in rows}
+        holders = _live_leases(tx, project, worker, now, prefix=prefix)
+        ids = tuple(holders)
         for item_id in ids:
             tx.execute(
                 "UPDATE items SET lease_expires = ? WHERE project = ? AND id = ?",

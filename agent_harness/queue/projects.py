@@ -24,6 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.plan.dependencies import refuse_unmet
 from agent_harness.plan.model import PLAN_KEY_PATTERN, Plan, WorkItem, default_plan_key
+from agent_harness.queue.items import repo_case_folded
 from agent_harness.store.database import Store
 
 _OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
@@ -245,21 +246,14 @@ def check_spec(spec: ProjectSpec, allowed_root: Path | None) -> None:
     check_paths(spec, allowed_root)
 
 
-def _repo_case_folded(project: str) -> str:
-    """A project id with its repository in lower case (`ME/App:PLAN` is `me/app:PLAN`): GitHub
-    takes owner and repository names in any case, while plan keys are compared as written."""
-    repo, colon, key = project.rpartition(":")
-    return f"{repo.lower()}{colon}{key}"
-
-
 def register(store: Store, spec: ProjectSpec, *, allowed_root: Path | None = None) -> ProjectRecord:
     """Record a project, STOPPED. Its roles and paths are checked first (`check_spec`)."""
     check_spec(spec, allowed_root)
     now = store.clock()
-    same = _repo_case_folded(spec.project_id)
+    same = repo_case_folded(spec.project_id)
     with store.transaction() as tx:
         for (known,) in tx.all("SELECT id FROM projects"):
-            if _repo_case_folded(str(known)) == same:
+            if repo_case_folded(str(known)) == same:
                 raise ProjectExists(spec.project_id, str(known))
         inserted = tx.execute(
             f"INSERT INTO projects ({_COLUMNS}) VALUES (?, ?, ?, '[]', '{{}}', ?, ?) "

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 from agent_harness.errors import UsageError
 from agent_harness.queue.items import (
-    ISSUE_CLOSED,
     WITHDRAWN,
     IllegalTransition,
     ItemBusy,
@@ -15,6 +14,7 @@ from agent_harness.queue.items import (
     S,
     UnknownItem,
     _check,
+    closed_issue_number,
 )
 from agent_harness.store.database import Store, Tx
 from agent_harness.store.events import Retried
@@ -30,12 +30,6 @@ class NotRetryable(IllegalTransition, UsageError):
         names = ", ".join(s.value for s in RETRYABLE[:-1]) + f" or {RETRYABLE[-1].value}"
         self.item_id, self.current, self.wanted = item_id, state.value, S.PENDING.value
         UsageError.__init__(self, f"{item_id} is {state.value}; only {names} items can be retried")
-
-
-def _closed_issue(reason: str | None) -> bool:
-    """Whether an item was skipped for a person closing its issue (`ISSUE_CLOSED`)."""
-    head, _, tail = ISSUE_CLOSED.partition("{number}")
-    return reason is not None and reason.startswith(head) and reason.endswith(tail)
 
 
 def retry(store: Store, project: str, item_id: str, *, fresh: bool = False) -> tuple[str, ...]:
@@ -74,8 +68,8 @@ def _retry_in(tx: Tx, store: Store, project: str, item_id: str, fresh: bool) -> 
     state, worker, expires = ItemState(row[0]), row[1], row[2]
     if state is S.SKIPPED and row[3] == WITHDRAWN:  # the next run would skip it again
         raise UsageError(f"{item_id} is no longer in the plan; put it back, then run")
-    if state is S.SKIPPED and _closed_issue(row[3]):  # so would it while the issue is closed
-        number = str(row[3]).partition("#")[2].partition(" ")[0]
+    number = closed_issue_number(row[3]) if state is S.SKIPPED else None
+    if number is not None:  # so would it while the issue is closed
         raise UsageError(
             f"{item_id}'s issue #{number} is closed; reopen it, and the next run works the item"
         )
