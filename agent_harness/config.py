@@ -27,7 +27,7 @@ from pydantic import (
 from agent_harness.errors import ConfigError, read_json, read_toml_file
 from agent_harness.plan.model import PLAN_KEY_PATTERN
 from agent_harness.secrets.process import process_env
-from agent_harness.secrets.shapes import mask_url
+from agent_harness.secrets.shapes import TRACKER_TOKEN_ENV, mask_url
 
 ENV_PREFIX = "AGENT_HARNESS_"
 CONFIG_FILE = "agent-harness.toml"
@@ -449,7 +449,7 @@ def load_settings(
         settings.state_dir = str(above)
         sources["state_dir"] = f"found in {above.parent}"
     if settings.tracker.token is None:  # it said "default", as if a run would have none
-        named = next((name for name in ("GH_TOKEN", "GITHUB_TOKEN") if env.get(name)), None)
+        named = next((name for name in TRACKER_TOKEN_ENV if env.get(name)), None)
         sources["tracker.token"] = f"a run takes env {named}" if named else "a run asks gh"
     loaded = LoadedSettings(settings=settings, sources=sources, file=found[0] if found else None)
     if settings.tracker.token is not None and sources.get("tracker.token", "").startswith("file"):

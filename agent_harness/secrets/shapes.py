@@ -17,7 +17,9 @@ SECRET_NAME = re.compile(
     r"|(?:^|_)KEY(?:_|$)|(?:^|_)AUTH(?:_|$))",
     re.IGNORECASE,
 )
-ALWAYS_SECRET = frozenset({"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN"})
+# Where a GitHub token is looked for, in order, as `gh` looks (then `gh auth token`).
+TRACKER_TOKEN_ENV = ("GH_TOKEN", "GITHUB_TOKEN")
+ALWAYS_SECRET = frozenset({*TRACKER_TOKEN_ENV, "GH_ENTERPRISE_TOKEN"})
 # A value this short is no secret worth the name, and matching it exactly would flag every
 # diff that happens to contain it ("1", "true", "test").
 MIN_KNOWN_LENGTH = 8

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import UsageError
 from agent_harness.plan.model import shown_path
+from agent_harness.secrets.shapes import TRACKER_TOKEN_ENV
 from agent_harness.tracker.answers import REDIRECTS, json_of, redirected, validation_error
 from agent_harness.tracker.connection import read_environment_once
 from agent_harness.tracker.github_pulls import MAX_PAGES, PullReads
@@ -69,7 +70,7 @@ class NoToken(AuthError):
 
 def resolve_token(env: Mapping[str, str], run: Callable[[], str | None] | None = None) -> str:
     """Find a token the way `gh` does: GH_TOKEN, GITHUB_TOKEN, then `gh auth token`."""
-    for name in ("GH_TOKEN", "GITHUB_TOKEN"):
+    for name in TRACKER_TOKEN_ENV:
         value = env.get(name, "").strip()
         if value:
             return value

@@ -12,7 +12,8 @@ from typing import Any
 from agent_harness.errors import UNREADABLE_JSON, read_json
 
 MARKER_RE = re.compile(r"<!--\s*agent-harness\s+(.*?)\s*-->", re.DOTALL)
-MARKER_HINT = re.compile(r"<!--\s*agent-harness", re.IGNORECASE)
+# What opens one (or something a person would read as one): defused in text of ours, and a
+# sign of a damaged marker where no whole one follows.
 _MARKER_START = re.compile(r"<!--\s*agent-harness", re.IGNORECASE)
 
 
@@ -59,7 +60,7 @@ def read_marker(body: str) -> Marker | None:
     matches = list(MARKER_RE.finditer(body))
     match = matches[-1] if matches else None
     if match is None:
-        if MARKER_HINT.search(body):
+        if _MARKER_START.search(body):
             raise DamagedMarker("an agent-harness comment is opened but never closed")
         return None
     try:
