@@ -147,6 +147,16 @@ def print_json(data: Any) -> None:
         sys.stdout.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
+def refuse_missing_database(url: str, hint: str) -> None:
+    """A SQLite database that is not there, for a command that only reads what runs wrote: a
+    one-line refusal (`hint` says what to do), never an empty database made there."""
+    from agent_harness.errors import UsageError
+
+    path = sqlite_file(url)
+    if path is not None and not path.exists() and not url.startswith("-"):
+        raise UsageError(f"no database at {path}: nothing has run here yet ({hint})")
+
+
 def open_database(flag: str | None, *, must_exist: bool, check_protection: bool = True) -> Store:
     """Open the configured database; a read-only command never creates an empty one."""
     from agent_harness.config import database_url, load_settings
@@ -158,11 +168,8 @@ def open_database(flag: str | None, *, must_exist: bool, check_protection: bool 
     url = database_url(load_settings().settings, flag)
     refuse_keyword_dsn(url)
     path = sqlite_file(url)
-    if must_exist and path is not None and not path.exists() and not url.startswith("-"):
-        raise UsageError(
-            f"no database at {path}: nothing has run here yet "
-            "(pass --db URL or set AGENT_HARNESS_DB to read another)"
-        )
+    if must_exist:
+        refuse_missing_database(url, "pass --db URL or set AGENT_HARNESS_DB to read another")
     fresh = path is not None and not path.parent.exists()
     store = open_store(url, check_protection=check_protection)
     if fresh and path is not None:

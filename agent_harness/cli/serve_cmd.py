@@ -96,16 +96,12 @@ def serve(**options: object) -> int:
 def _refuse_missing_database(flag: str | None) -> None:
     """Monitoring reads what runs wrote: a `--db` naming no file made an empty database there
     (its folders too) and served it as healthy, with nothing in it."""
-    from agent_harness.cli.output import sqlite_file
+    from agent_harness.cli.output import refuse_missing_database
     from agent_harness.config import database_url, load_settings
-    from agent_harness.errors import UsageError
 
-    path = sqlite_file(database_url(load_settings().settings, flag))
-    if path is not None and not path.exists():
-        raise UsageError(
-            f"no database at {path}: nothing has run here yet (give --db the one your runs "
-            "use, or serve --supervise to start one)"
-        )
+    url = database_url(load_settings().settings, flag)
+    hint = "give --db the one your runs use, or serve --supervise to start one"
+    refuse_missing_database(url, hint)
 
 
 MIN_TOKEN = 16
