@@ -171,7 +171,8 @@ def ordered_by_sections(
                 extra.setdefault(item_id, []).extend(new)
                 added += len(new)
         if added:
-            notes.append(f"{added} dependencies read from the section on line {start + 1}")
+            word = "dependency" if added == 1 else "dependencies"
+            notes.append(f"{added} {word} read from the section on line {start + 1}")
     ordered = [
         item.model_copy(
             update={"depends_on": tuple(dict.fromkeys([*item.depends_on, *extra[item.id]]))}

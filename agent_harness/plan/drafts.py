@@ -31,6 +31,8 @@ class Draft:
     # an id only when another item's id has its prefix (`T1 fix it` beside `T2 …`).
     word_like: bool = False
     written: str = ""  # a checkbox's text after its box, as a notice quotes it
+    # Sentences of its body that say what it waits for (`Depends on task 1.`), by line.
+    prose_deps: list[tuple[int, str]] = field(default_factory=list)
 
     def read_title(self, raw: str) -> None:
         title = read_title(raw)
@@ -45,6 +47,11 @@ class Section:
     line0: int
     milestone: str | None = None
     items: int = 0
+
+
+# A Meta's key for a sentence that says what its item waits for (`Depends on task 1.`), not
+# a `key: value` line: read only when it names items of the plan, and left in the body.
+PROSE = "prose dependency"
 
 
 @dataclass

@@ -456,7 +456,11 @@ def value_below(lines: list[str], line0: int, key: str) -> tuple[str, range]:
 # A title's closing words that name what it waits for in other words than `(depends on …)`:
 # `(after T1)`, `(needs T1, T2)`, `(requires T1)`, `[depends: T1]`, `[depends on T1]`,
 # `— depends on T1`.
-_IDS = rf"({ID}(?:\s*(?:,|and)\s*{ID})*)"
+# An id or a task's number (`T1`, `2.1`), then more joined by commas or `and`; a word such as
+# `task` or `items` may come first (`after tasks 1 and 2`, as Kiro's tasks and people write).
+_ONE_ID = rf"(?:{ID}|\d{{1,6}}(?:\.\d{{1,6}}){{0,3}})"
+_IDS = rf"((?i:(?:the\s+)?(?:tasks?|items?|steps?)\s+)?{_ONE_ID}(?:\s*(?:,|&|and)\s*{_ONE_ID})*)"
+_ANY_ID = re.compile(rf"(?<![\w.-]){_ONE_ID}(?![\w-]|\.\d)")
 _SOFT_DEPS = (
     re.compile(
         r"\s*[(\[]\s*(?i:after|needs|requires|waits\s+for|blocked\s+(?:on|by)|depends(?:\s+on)?)"
@@ -466,16 +470,39 @@ _SOFT_DEPS = (
     re.compile(rf"\s+[—–-]{{1,2}}\s*(?i:depends\s+on|after|needs)\s+{_IDS}\s*[.]?\s*$"),
 )
 
+# A line of an item's body that says, in a sentence of its own, what the item waits for:
+# `Depends on task 1`, `This depends on tasks 1 and 2.`, `Blocked by T3`. It has no colon, so it
+# is no `depends on:` field; it is read only when every id it names is an item of the plan, and
+# it stays in the body.
+PROSE_DEPENDS = re.compile(
+    r"^\s*(?i:(?:this\s+(?:task\s+|item\s+|step\s+)?)?(?:depends\s+on|requires|needs|"
+    r"(?:is\s+)?blocked\s+(?:on|by)|waits\s+(?:for|on)|comes\s+after|(?:do\s+|only\s+)?after))"
+    rf"\s+{_IDS}\s*[.;]?\s*$"
+)
+
+
+def named_ids(text: str) -> list[str]:
+    """The ids and task numbers `text` (a list such as `tasks 1 and 2.1`) names, in order."""
+    return _ANY_ID.findall(text)
+
 
 def soft_dependencies(title: str, known: Collection[str]) -> tuple[str, str | None]:
     """`title` without a closing dependency written in other words, and the ids it names: only
     when each is an item of the plan (`(requires TLS13)` names none, and stays the title's)."""
     for pattern in _SOFT_DEPS:
         match = pattern.search(title)
-        named = ID_ANYWHERE.findall(match.group(1)) if match else []
+        named = named_ids(match.group(1)) if match else []
         if match is not None and named and all(name in known for name in named):
             return title[: match.start()].rstrip(), ", ".join(named)
     return title, None
+
+
+def prose_dependencies(line: str, known: Collection[str]) -> str | None:
+    """The ids a sentence of its own such as `Depends on tasks 1 and 2.` names, when each is an
+    item of the plan (`Requires TLS13` names none, and stays prose)."""
+    match = PROSE_DEPENDS.match(line)
+    named = named_ids(match.group(1)) if match else []
+    return ", ".join(named) if named and all(name in known for name in named) else None
 
 
 # A comma between files, not one inside a glob's braces (`src/{a,b}.ts`).

@@ -21,7 +21,7 @@ from agent_harness.plan.dependencies import (
     read_dependencies,
     refuse_cycles,
 )
-from agent_harness.plan.drafts import Draft, Meta, Section
+from agent_harness.plan.drafts import PROSE, Draft, Meta, Section
 from agent_harness.plan.grammar import (
     BULLET_TEXT,
     CHECKBOX,
@@ -36,10 +36,12 @@ from agent_harness.plan.grammar import (
     META,
     NO_TITLE_COLUMN,
     PLACEHELD,
+    PROSE_DEPENDS,
     TABLE_COLUMNS,
     checkbox_without_id,
     norm_key,
     placeholder,
+    prose_dependencies,
     read_labels,
     read_milestone_heading,
     soft_dependencies,
@@ -158,6 +160,7 @@ class _Walker:
         self.groups: dict[str, list[str]] = {}  # heading id -> the items it holds (see _groups)
         self.order_sections: list[tuple[int, int]] = []  # (level, line) of `## Dependencies`
         self.notes_read: list[str] = []  # how the plan was read, said under its items
+        self.prose_read: list[tuple[int, str]] = []  # sentences naming what an item waits for
         self.item_tables: list[int] = []  # the header line of each table whose rows are items
 
     def plain_beside_numbered(self) -> bool:
@@ -203,9 +206,7 @@ class _Walker:
             if kind == "bullet_list_open" or kind == "ordered_list_open":
                 list_stack.append([])
             elif kind == "bullet_list_close" or kind == "ordered_list_close":
-                group = list_stack.pop()
-                if any(meta.key for meta in group):
-                    self.metas.extend(group)
+                self._take_metas(list_stack.pop())
             elif kind == "list_item_open":
                 index = self._list_item(tokens, index, list_stack)
                 continue
@@ -348,13 +349,17 @@ class _Walker:
             if reason is not None:
                 self._lookalike(start, reason)
             para_start, para_end = tokens[index + 1].map or (start, start + 1)
-            if ":" in raw and para_end - para_start == 1 and list_stack:
-                match = META.match(plain_text(inline))
+            if para_end - para_start == 1 and list_stack:
+                plain = plain_text(inline)
+                match = META.match(plain) if ":" in raw else None
                 if match:
                     key = KEYS.get(norm_key(match.group(1)), "")
                     name, value = match.group(1), match.group(2)
                     meta = (para_start, key, name, value, raw, (start, end), _raw_value(raw))
                     list_stack[-1].append(Meta(*meta))
+                    return index + 4
+                if PROSE_DEPENDS.match(plain):  # `- Depends on task 1`: read, kept in the body
+                    list_stack[-1].append(Meta(para_start, PROSE, "", plain, raw, (start, end)))
                     return index + 4
         return index + 1
 
@@ -399,14 +404,18 @@ class _Walker:
         self._take_metas(self._meta_lines(inline, start, skip=under - start))
 
     def _paragraph(self, inline: Token, para: Token) -> None:
-        if ":" in inline.content:
+        lines = inline.content.split("\n")
+        if ":" in inline.content or any(PROSE_DEPENDS.match(line) for line in lines):
             self._take_metas(self._meta_lines(inline, (para.map or (0, 1))[0]))
 
     def _take_metas(self, group: list[Meta]) -> None:
         """A paragraph's `key: value` lines count only when one of them is a key we know, so a
-        lone `Note: ...` line in prose stays prose."""
-        if any(meta.key for meta in group):
+        lone `Note: ...` line in prose stays prose. A sentence naming what an item waits for is
+        always taken (it is read only if it names items)."""
+        if any(meta.key and meta.key != PROSE for meta in group):
             self.metas.extend(group)
+        else:
+            self.metas.extend(meta for meta in group if meta.key == PROSE)
 
     def _meta_lines(self, inline: Token, start: int, skip: int = 0) -> list[Meta]:
         """The `key: value` lines of a paragraph starting on line `start`, after `skip` lines."""
@@ -416,12 +425,14 @@ class _Walker:
         aligned = len(raw_lines) == len(plain_lines)
         for offset, line in enumerate(plain_lines[skip:], start=skip):
             match = META.match(line)
+            line0 = start + offset
             if match:
                 key = KEYS.get(norm_key(match.group(1)), "")
-                line0 = start + offset
                 raw_value = _raw_value(raw_lines[offset]) if aligned else match.group(2)
                 name, value = match.group(1), match.group(2)
                 group.append(Meta(line0, key, name, value, line, (line0, line0 + 1), raw_value))
+            elif PROSE_DEPENDS.match(line):
+                group.append(Meta(line0, PROSE, "", line, line, (line0, line0 + 1)))
         return group
 
     def _table(self, tokens: list[Token], index: int) -> int:
@@ -561,6 +572,13 @@ class _Walker:
             items.append(self._build(draft, body_end[index], dropped, seen))
         items, read = ordered_by_sections(items, self.lines, self.order_sections)
         self.notes_read += read
+        if self.prose_read:
+            count, (line0, sentence) = len(self.prose_read), min(self.prose_read)
+            self.notes_read.append(
+                f"dependencies read from {count} sentence{'s' if count > 1 else ''} in items' "
+                f"text (line {line0 + 1}: '{sentence.strip()}'); a `depends on:` line says it "
+                "plainly"
+            )
         refuse_cycles(items, source)
         self.unread.sort(key=lambda notice: notice.line)
         return Plan(
@@ -588,6 +606,10 @@ class _Walker:
         dropped: set[int] = set()
         for meta in self.metas:
             draft = owner_of(meta.line0)
+            if meta.key == PROSE:  # a sentence: read once the plan's ids are known, and kept
+                if draft is not None:
+                    draft.prose_deps.append((meta.line0, meta.value))
+                continue
             if draft is None:
                 if meta.key:
                     self._note(meta.line0, f"'{meta.raw_key}:' line is outside any item")
@@ -639,6 +661,10 @@ class _Walker:
         sources = [(draft.line0, deps)] if (deps := draft.title_deps or soft) else []
         if "depends_on" in fields:
             sources.append(fields["depends_on"])
+        for line0, sentence in draft.prose_deps:  # `Depends on tasks 1 and 2.`
+            if (named := prose_dependencies(sentence, known)) is not None:
+                sources.append((line0, named))
+                self.prose_read.append((line0, sentence))
         depends: list[str] = []
         for line0, value in sources:
             found, notices = read_dependencies(draft.id, value, known, numbered=self.numbered)

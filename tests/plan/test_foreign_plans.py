@@ -461,4 +461,4 @@ def test_only_a_section_about_order_is_read_for_it_and_only_its_own_lines() -> N
     assert {i.id: i.depends_on for i in plan.items} == {
         "T1": (), "T2": ("T1",), "T3": ("T1",), "T9": (),
     }  # fmt: skip
-    assert plan.notes == ("1 dependencies read from the section on line 5",)
+    assert plan.notes == ("1 dependency read from the section on line 5",)

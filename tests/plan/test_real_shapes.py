@@ -116,6 +116,44 @@ def test_numbered_tasks_depend_on_each_other_by_number() -> None:
     assert plan.unread == ()
 
 
+def test_a_sentence_that_says_what_a_task_waits_for_is_read_when_it_names_the_plans_items() -> None:
+    # Kiro's tasks and people say it in words, with no `depends on:` field: it was dropped.
+    plan = parse_plan(
+        "- [ ] 1. Set up\n  - Create the folders\n"
+        "- [ ] 2. Add models\n  - Depends on task 1\n  - _Requirements: 2.1_\n"
+        "- [ ] 3. Add the API\n  - This depends on tasks 1 and 2.\n"
+        "- [ ] 4. Test it all (after task 3)\n"
+    )
+    assert [(i.id, i.depends_on, i.title) for i in plan.items] == [
+        ("1", (), "Set up"),
+        ("2", ("1",), "Add models"),
+        ("3", ("1", "2"), "Add the API"),
+        ("4", ("3",), "Test it all"),
+    ]
+    assert plan.items[1].body == "- Depends on task 1\n- _Requirements: 2.1_"  # kept for the agent
+    assert plan.unread == ()
+    assert plan.notes[-1] == (
+        "dependencies read from 2 sentences in items' text (line 4: 'Depends on task 1'); "
+        "a `depends on:` line says it plainly"
+    )
+
+
+def test_a_sentence_is_a_dependency_only_when_every_id_it_names_is_an_item() -> None:
+    plan = parse_plan(
+        "## T1: Schema\nMake it.\n\n"
+        "## T2: API\nBuild it on the schema.\nDepends on T1.\nRequires TLS13\n"
+        "After T1 lands, rebase.\n\n"
+        "## T3: UI\n- Blocked by T2 and T9\n- needs the API key from ops\n"
+    )
+    assert [(i.id, i.depends_on) for i in plan.items] == [("T1", ()), ("T2", ("T1",)), ("T3", ())]
+    assert "Requires TLS13" in plan.items[1].body
+    assert plan.items[2].body == "- Blocked by T2 and T9\n- needs the API key from ops"
+    assert plan.notes == (
+        "dependencies read from 1 sentence in items' text (line 6: 'Depends on T1.'); "
+        "a `depends on:` line says it plainly",
+    )
+
+
 def test_a_taskmaster_file_whose_only_tag_is_not_master_says_which_it_read(
     tmp_path: Path,
 ) -> None:
