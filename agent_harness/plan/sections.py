@@ -13,6 +13,8 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Protocol
 
+from agent_harness.plan.grammar import id_prefix
+
 
 class Drafted(Protocol):
     """What a section is judged by: a drafted item's id, form and lines."""
@@ -32,6 +34,9 @@ class Drafted(Protocol):
     @property
     def scope_end(self) -> int: ...
 
+    @property
+    def level(self) -> int: ...
+
 
 def find_sections(
     drafts: Sequence[Drafted], order: Sequence[int], lines: Sequence[str]
@@ -47,20 +52,32 @@ def find_sections(
             continue
         inside = bisect_left(starts, draft.scope_end, lo=position + 1)
         under = [drafts[i] for i in order[position + 1 : inside]]
-        if not under or not _is_section(draft, under[0], lines):
+        if not under:
+            continue
+        title = position == 0 and inside == len(order) and _document_title(draft, under)
+        if not title and not _is_section(draft, under[0], lines):
             continue
         held = [d.id for d in under]
         held_by[draft.id] = held
         more = f" and {len(held) - 3} more" if len(held) > 3 else ""
+        what = "is the document's title over every item" if title else "holds items of its own"
         notices.append(
             (
                 draft.line0,
-                f"heading {draft.id} holds items of its own ({', '.join(held[:3])}{more}); read "
-                "as their section, not as an item (a dependency on it is one on each of them)",
+                f"heading {draft.id} {what} ({', '.join(held[:3])}{more}); read as their "
+                "section, not as an item (a dependency on it is one on each of them)",
             )
         )
     leaves = {gid: [i for i in held if i not in held_by] for gid, held in held_by.items()}
     return leaves, notices
+
+
+def _document_title(draft: Drafted, under: Sequence[Drafted]) -> bool:
+    """A plan's `# PROJ-1234: Migrate billing` over all its items, which are named otherwise
+    (`T1`, `T2`), is the document's title (a ticket's, an ADR's), even with text of its own:
+    as an item, an agent would be set the whole plan beside the items that make it up."""
+    prefix = id_prefix(draft.id)
+    return draft.level == 1 and all(id_prefix(item.id) != prefix for item in under)
 
 
 def _is_section(draft: Drafted, first: Drafted, lines: Sequence[str]) -> bool:

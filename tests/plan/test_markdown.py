@@ -339,6 +339,49 @@ def test_a_heading_whose_section_holds_items_is_their_section_not_an_item(text: 
     assert plan.item("T2").depends_on == ("T1",)  # on the section: on each of its items
 
 
+@pytest.mark.parametrize(
+    "title", ["# PROJ-1234: Migrate billing to Stripe", "# ADR-7: Move billing to Stripe"]
+)
+def test_a_documents_title_over_all_its_items_is_no_item_even_with_words_of_its_own(
+    title: str,
+) -> None:
+    # It was an item: an agent set the whole plan, beside the agents doing its parts.
+    plan = parse_plan(
+        f"{title}\n\nContext: we pay too much.\n\n## Tasks\n\n"
+        "- [ ] T1 Add the client\n- [ ] T2 Move the hooks\n"
+    )
+    assert [i.id for i in plan.items] == ["T1", "T2"]
+    [notice] = plan.unread
+    assert notice.line == 1
+    assert "is the document's title over every item (T1, T2); read as their section" in (
+        notice.reason
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "ids"),
+    [
+        # Not the title over all: an item of the same name, one of two top headings, one under.
+        ("# T1: Billing\n\nAll of it.\n\n## T2: The client\n\nDo it.\n", ["T1", "T2"]),
+        (
+            "# PROJ-1: Billing\n\nAll of it.\n\n- [ ] T2 a\n\n# PROJ-2: Reports\n\nThem.\n",
+            ["PROJ-1", "T2", "PROJ-2"],
+        ),
+        (
+            "- [ ] T1 first\n\n# PROJ-1: Billing\n\nAll of it.\n\n- [ ] T2 a\n",
+            ["T1", "PROJ-1", "T2"],
+        ),
+        ("## PROJ-1: Billing\n\nAll of it.\n\n- [ ] T2 a\n", ["PROJ-1", "T2"]),
+    ],
+)
+def test_a_top_heading_with_words_of_its_own_stays_an_item_unless_it_titles_the_whole_plan(
+    text: str, ids: list[str]
+) -> None:
+    plan = parse_plan(text)
+    assert [i.id for i in plan.items] == ids
+    assert plan.unread == ()
+
+
 def test_a_heading_item_with_words_of_its_own_stays_an_item_beside_the_checkboxes() -> None:
     plan = parse_plan("### T1: Schema\n\nMake it.\n\n- [ ] T2 Use it (depends on T1)\n")
     assert [(i.id, i.depends_on) for i in plan.items] == [("T1", ()), ("T2", ("T1",))]
