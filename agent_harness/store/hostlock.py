@@ -181,18 +181,43 @@ def _postgres_lock(store: PostgresStore, name: str, wait: bool) -> Iterator[Held
 
 @contextlib.contextmanager
 def _file_lock(database: Path, name: str, wait: bool) -> Iterator[None]:
+    """An advisory lock on a file beside `database`, removed when the last holder lets go.
+
+    The holder removes the file while it still holds it. A process that opened it before then
+    and got the lock after finds the name gone or naming another file, and opens it again: the
+    lock held is always the one on the file of that name."""
     import fcntl
     import hashlib
 
     digest = hashlib.sha256(name.encode()).hexdigest()[:12]
     path = database.with_name(f"{database.name}.lock-{digest}")
+    while True:
+        try:
+            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            raise StoreError(str(database), f"lock {name}: {exc}") from exc
+        with handle:
+            try:  # released when the file closes, or the process ends
+                fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LockBusy(str(database), f"{name}: held by another process") from None
+            if not _names(path, handle.fileno()):
+                continue  # its last holder removed it while this one waited: take the new one
+            try:
+                yield
+            finally:
+                with contextlib.suppress(OSError):
+                    path.unlink()  # still holding it, so nobody takes this file after
+            return
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether `path` is still the name of the open file `fd`."""
+    import os
+
     try:
-        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (closed below)
-    except OSError as exc:
-        raise StoreError(str(database), f"lock {name}: {exc}") from exc
-    with handle:
-        try:  # released when the file closes, or the process ends
-            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LockBusy(str(database), f"{name}: held by another process") from None
-        yield
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)

@@ -181,3 +181,40 @@ def test_a_server_that_does_not_answer_leaves_it_unknown_not_taken(db_dir: Path)
     )
     lock = _PostgresLock(store, NAME)
     assert lock.still_held() is None  # not False: the run goes on and asks again
+
+
+def test_sqlites_lock_file_goes_with_its_last_holder_and_still_admits_one_at_a_time(
+    tmp_path: Path,
+) -> None:
+    # The files were left beside the database, one for every lock ever taken.
+    from agent_harness.store.database import open_store
+
+    path = tmp_path / "harness.sqlite"
+    stores = [open_store(str(path)) for _ in range(3)]
+    inside: list[int] = []
+    most = [0]
+    guard = threading.Lock()
+
+    def take(store: Any, rounds: int) -> None:
+        for _ in range(rounds):
+            with held_by_this_host(store, NAME):
+                with guard:
+                    inside.append(1)
+                    most[0] = max(most[0], len(inside))
+                time.sleep(0.001)
+                with guard:
+                    inside.pop()
+
+    try:
+        threads = [threading.Thread(target=take, args=(s, 40), daemon=True) for s in stores]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert most == [1]  # never two holders, though the file was removed and made again
+        with held_by_this_host(stores[0], NAME):
+            assert [p.name for p in tmp_path.glob("*.lock-*")] != []
+    finally:
+        for store in stores:
+            store.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if ".lock-" in p.name) == []
