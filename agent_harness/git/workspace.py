@@ -7,7 +7,7 @@ not start a process.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -38,6 +38,7 @@ class Workspace(Protocol):
         pushed: bool = False,
         known: str | None = None,
         guard_private: bool = False,
+        ours: Collection[str] | None = None,
     ) -> Worktree:
         """The item's worktree on its own branch, reused when healthy, made when not; a retried
         item (generation N) gets a new one from the current default branch. `pushed`: the
@@ -45,7 +46,9 @@ class Workspace(Protocol):
         now rather than as a recent fetch saw it. `known`: the branch the item's history says
         it worked on, kept when it is still there (a title edited since names another). With
         `guard_private`, a branch in the item's name that `known` does not name and that holds
-        commits nobody pushed is someone's own: refused, never built on."""
+        commits nobody pushed is someone's own: refused, never built on. With `ours` (the heads
+        harness runs pushed), a pushed head that is none of them is a person's commit: the
+        worktree is not moved up to it, and the worktree's `foreign` names it."""
 
     def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
         """Remove one generation's worktree and local branch; returns what was removed."""

@@ -12,7 +12,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,9 @@ class Worktree:
     # another clone pushed it (the branch now holds the pushed work); None when nothing was set
     # aside.
     kept: str | None = None
+    # The branch's pushed head, left alone because it is none of `prepare`'s `ours` (a commit a
+    # person pushed to the branch): None when there is none such.
+    foreign: str | None = None
 
 
 def _checked_out(path: Path) -> str | None:
@@ -222,6 +225,7 @@ class WorkRepo:
         pushed: bool = False,
         known: str | None = None,
         guard_private: bool = False,
+        ours: Collection[str] | None = None,
     ) -> Worktree:
         """The item's worktree: reused when healthy, rebuilt when broken, new otherwise.
 
@@ -233,7 +237,10 @@ class WorkRepo:
         made from the base instead of the pushed one could never be pushed over it. `known`:
         the branch the item's history names. With `guard_private` (a run's claim), a branch in
         the item's name that `known` does not name and that holds unpushed commits is
-        someone's own, and refused (`RepoRefused`)."""
+        someone's own, and refused (`RepoRefused`). With `ours` (the heads harness runs pushed,
+        for an item answering a round on its pull request), a pushed head that is none of them
+        and not in the local branch already is a person's commit: the worktree is not moved up
+        to it, and `foreign` names it, so nothing is pushed over it."""
         # An item keeps the branch it started on, even if its title is edited later: a new
         # name would orphan pushed work and open a second pull request.
         self.settings.check()  # `worktree add` runs hooks, and another agent may have run
@@ -253,23 +260,40 @@ class WorkRepo:
         if guard_private and local is not None and branch != known:
             self._refuse_private(branch, local, base, pushed_sha)
         existing = local or pushed_sha
+        foreign = self._foreign(pushed_sha, local, ours)
         if path.exists() and current == branch:
-            kept = self._catch_up(path, branch, pushed_sha)
+            kept = None if foreign else self._catch_up(path, branch, pushed_sha)
             merge_base = _safe(lambda: self._git(path, "merge-base", "HEAD", base)) or base
-            return Worktree(item_id, path, branch, merge_base, reused=True, kept=kept)
+            return Worktree(item_id, path, branch, merge_base, True, kept, foreign)
         if path.exists():
             # Broken: remove the directory and the stale registration, keep the branch.
             shutil.rmtree(path, ignore_errors=True)
             self.forget_worktree(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         made_at_base, local = self._add_once_listed(path, branch, local, existing, base)
-        kept = self._catch_up(path, branch, pushed_sha) if local else None
+        kept = self._catch_up(path, branch, pushed_sha) if local and not foreign else None
         if made_at_base:
             # A new branch made at the base: the base is its merge base, no need to ask.
             return Worktree(item_id, path, branch, base, reused=False)
         merge_base = _safe(lambda: self._git(path, "merge-base", "HEAD", base)) or base
         reused = existing is not None
-        return Worktree(item_id, path, branch, merge_base, reused=reused, kept=kept)
+        return Worktree(item_id, path, branch, merge_base, reused, kept, foreign)
+
+    def _foreign(
+        self, pushed: str | None, local: str | None, ours: Collection[str] | None
+    ) -> str | None:
+        """The pushed head, when `ours` is given and it is none of them nor already in the local
+        branch (a run killed after its push, before it noted it): a commit a person pushed."""
+        if ours is None or pushed is None or pushed in ours or pushed == local:
+            return None
+        if (
+            local is not None
+            and self._repo_git(
+                self.path, "merge-base", "--is-ancestor", pushed, local, check=False
+            ).ok
+        ):
+            return None
+        return pushed
 
     def _item_refs(self, prefix: str, default: str) -> dict[str, str]:
         """One look at every ref that matters to an item's worktree (its branches, here and

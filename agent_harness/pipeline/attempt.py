@@ -109,6 +109,10 @@ class Attempt:
 
     def _stages(self) -> None:
         tree = self._worktree()
+        answering = self.history.last(PullRound, PullOpened)
+        if tree.foreign is not None and isinstance(answering, PullRound):
+            self.parts.stop_rounds(self.lease, answering.pr, tree.foreign, self.history)
+            return
         if self._resume_approved(tree) or self._resume_checked(tree):
             return
         result = self._resume_finished_run(tree)
@@ -180,6 +184,7 @@ class Attempt:
                 pushed=self.history.last(Pushed) is not None,
                 known=worked.branch if worked is not None else None,
                 guard_private=True,
+                ours=self._pushed_by_us(),
             )
         # What that check wrote is no agent's work: the next commit must not take it in. A
         # person may have edited the worktree while no run held it: the tracked files'
@@ -205,6 +210,13 @@ class Attempt:
             )
         )
         return tree
+
+    def _pushed_by_us(self) -> set[str] | None:
+        """For an attempt answering a round on its pull request, the heads harness runs pushed:
+        any other head on the branch is a person's, never built on or pushed over."""
+        if not isinstance(self.history.last(PullRound, PullOpened), PullRound):
+            return None
+        return {pushed.sha for pushed in self.history.all(Pushed)}
 
     def _check_group(self) -> Path:
         """Where the process group of the item's running check is written down."""

@@ -161,6 +161,27 @@ class RunParts:
         with contextlib.suppress(TrackerError), self.tracker_lock:
             say_on_pull(self.tracker, opened.number, text, f"failed:{lease.item_id}:{lease.token}")
 
+    def stop_rounds(self, lease: Lease, pr: int, foreign: str, history: ItemHistory) -> None:
+        """A round's attempt found a commit on the branch that no harness run pushed (a person
+        answered the review themselves): the rounds stop there, as reconcile stops them, said
+        once on the pull request, and the item stays pr_open with nothing pushed over it."""
+        from agent_harness.pipeline.rounds import say_on_pull
+        from agent_harness.store.events import PullRoundsStopped
+        from agent_harness.tracker.protocol import TrackerError
+
+        key = f"foreign:{foreign}"
+        reason = (
+            f"the branch carries commit {foreign[:12]} that the harness did not make; it will "
+            "not push over it"
+        )
+        said = {stopped.key for stopped in history.all(PullRoundsStopped)}
+        leases.complete(self.store, lease)
+        if key in said:
+            return
+        self.emit(lease.item_id, PullRoundsStopped(pr=pr, reason=reason, key=key), history)
+        with contextlib.suppress(TrackerError), self.tracker_lock:
+            say_on_pull(self.tracker, pr, f"The harness stops its rounds here: {reason}.", key)
+
     def halt(self, exc: HarnessError) -> None:
         """Stop the run for `exc` once the workers are done with what they hold."""
         self.halted.append(exc)

@@ -12,7 +12,7 @@ import difflib
 import fnmatch
 import hashlib
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,8 +75,9 @@ class MemoryWorkspace:
         pushed: bool = False,
         known: str | None = None,
         guard_private: bool = False,
+        ours: Collection[str] | None = None,
     ) -> Worktree:
-        del guard_private  # every branch here is the harness's own: none is someone else's
+        del guard_private, ours  # every branch here is the harness's own: none is a person's
         branch = branch_name(item_id, title, namespace, generation)
         prefix = branch_prefix(item_id, namespace, generation)
         if known is not None and known.startswith(prefix) and known in self._branches:

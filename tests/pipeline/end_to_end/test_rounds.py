@@ -391,6 +391,40 @@ def test_brakes_a_stop_comment_then_a_commit_the_harness_did_not_make(h: Harness
     assert len(harness_comments(gh_repo(h).get_pull(pull.number))) == 2
 
 
+def test_a_commit_a_person_pushes_after_a_round_is_sent_back_stops_the_rounds_unbuilt_on(
+    h: Harness,
+) -> None:
+    # The worker moved its worktree up to the person's commit, and the agent's round was pushed
+    # on top of it, undoing the person's edit.
+    pull = first_pull(h)
+    collaborator_pull(h.forge, pull).create_review(body="Say more.", event="REQUEST_CHANGES")
+    p = pipeline(h)
+    p.reconcile()  # the round is sent back to the agent
+    [one] = rounds(h, p)
+    assert one["action"] == "agent"
+    person = h.tmp / "person"
+    url = h.forge.forge.clone_url("octo", "tally")
+    subprocess.run(["git", "clone", "-q", "-b", pull.head.ref, url, str(person)], check=True)
+    (person / "NOTES.md").write_text("the person answered the review themselves\n")
+    git = ["git", "-c", "user.name=P", "-c", "user.email=p@x"]
+    subprocess.run([*git, "commit", "-q", "-am", "person answers"], cwd=person, check=True)
+    subprocess.run(["git", "push", "-q", "origin", pull.head.ref], cwd=person, check=True)
+    head = gh_repo(h).get_pull(pull.number).head.sha
+
+    report = pipeline(h).run()
+    assert [(i.id, i.state) for i in report.items] == [("T1", "pr_open")]
+    assert gh_repo(h).get_pull(pull.number).head.sha == head  # nothing pushed over it
+    assert branch_file(h, pull, "NOTES.md") == "the person answered the review themselves\n"
+    events = h.store.all_events(project=p.project, item="T1")
+    stopped = [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"]
+    assert stopped == [f"foreign:{head}"]
+    assert [e.kind for e in events].count("agent_started") == 1  # the first attempt's only
+    [said] = harness_comments(gh_repo(h).get_pull(pull.number))
+    assert "did not make" in said and head[:12] in said
+    p.reconcile()  # said once, whoever looks next
+    assert len(harness_comments(gh_repo(h).get_pull(pull.number))) == 1
+
+
 def test_reads_stay_o_changed_and_a_second_look_with_nothing_new_writes_nothing(
     h: Harness,
 ) -> None:
