@@ -124,6 +124,16 @@ class PullWatch:
         self._tips: dict[str, str] = {}  # base branch -> its head, as this pass read it
 
     def run(self, changed: list[int]) -> WatchReport:
+        """One pass over `changed` and what else asks to be read; one at a time of a repository
+        (with reconcile's passes), whichever process or host starts it."""
+        from agent_harness.store.hostlock import held_by_this_host, reconcile_lock
+
+        if self.dry_run:
+            return self._run(changed)
+        with held_by_this_host(self.store, reconcile_lock(self.tracker.repo)):
+            return self._run(changed)
+
+    def _run(self, changed: list[int]) -> WatchReport:
         memory = json.loads(self.store.get_meta(self.meta_key) or "{}")
         newly: set[int] = set()
         # CI's word does not move a pull request's updated_at: one search per word asked.

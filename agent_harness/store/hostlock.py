@@ -29,6 +29,12 @@ def plan_sync_lock(repo: str, plan_key: str) -> str:
     return f"plan sync {repo} {plan_key}"
 
 
+def reconcile_lock(repo: str) -> str:
+    """The lock a reconcile pass and a watch of pull requests of `repo` run under, in any
+    process: two at once each saw the same merge as new, and each said so on its issue."""
+    return f"reconcile {repo}"
+
+
 class LockBusy(StoreError):
     """Another process holds the lock, and the caller would not wait."""
 

@@ -650,17 +650,27 @@ def reconcile(
     work: WorkRepo | None = None,
     clock: Callable[[], float] = time.time,
 ) -> ReconcileReport:
-    """Bring merged / closed / reverted back from the tracker; see the module docstring."""
-    return Reconciler(
-        tracker,
-        store=store,
-        plan_key=plan_key,
-        dry_run=dry_run,
-        requeue_reverted=requeue_reverted,
-        revert_window_days=revert_window_days,
-        work=work,
-        clock=clock,
-    ).run()
+    """Bring merged / closed / reverted back from the tracker; see the module docstring. One
+    pass at a time of a repository, whichever process or host starts it: the next one reads
+    what the last recorded."""
+    from agent_harness.store.hostlock import held_by_this_host, reconcile_lock
+
+    def one_pass() -> ReconcileReport:
+        return Reconciler(
+            tracker,
+            store=store,
+            plan_key=plan_key,
+            dry_run=dry_run,
+            requeue_reverted=requeue_reverted,
+            revert_window_days=revert_window_days,
+            work=work,
+            clock=clock,
+        ).run()
+
+    if store is None or dry_run:
+        return one_pass()
+    with held_by_this_host(store, reconcile_lock(tracker.repo)):
+        return one_pass()
 
 
 def work_repo(path: Path | None, state_dir: Path) -> WorkRepo | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +13,7 @@ from agent_harness.plan.markdown import parse_plan
 from agent_harness.queue import items as queue_items
 from agent_harness.queue import leases
 from agent_harness.queue.retries import retry
-from agent_harness.store.database import Store
+from agent_harness.store.database import Store, open_store
 from agent_harness.testing.clock import FakeClock
 from agent_harness.testing.forge import READ_ONLY_TOKEN
 from agent_harness.tracker.reconcile import ReconcileReport, reconcile
@@ -67,6 +69,34 @@ def test_merge_is_recorded_once_label_comment_queue_event(scene: Scene, store: S
     assert scene.writes(mark) == {}
     # Nothing changed: the pull and commit listings were conditional and answered 304.
     assert again.requests == 2 and again.pulls_listed == 0
+
+
+def test_passes_started_at_once_record_a_merge_once_and_say_it_once(
+    scene: Scene, store: Store, tmp_path: Path
+) -> None:
+    # Four at once each saw the merge as new: each commented, and each said it recorded it.
+    queue(store, "T1")
+    issue = scene.issue("T1", labels=("agent-harness:pr-open",))
+    pr = scene.open_pr("T1", issue)
+    scene.merge(pr)
+    start = threading.Barrier(4)
+    reports: list[ReconcileReport] = []
+
+    def one() -> None:
+        with open_store(str(tmp_path / "harness.sqlite")) as own:
+            start.wait()
+            reports.append(reconcile(scene.tracker(), store=own))
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(reports) == 4 and all(r.ok for r in reports)
+    assert sorted(len(r.transitions) for r in reports) == [0, 0, 0, 1]
+    assert len(comments(scene, issue)) == 1
+    events = [e for e in store.all_events(project=PROJECT, item="T1") if e.kind == "outcome"]
+    assert len(events) == 1
 
 
 def test_closed_unmerged_is_marked_closed(scene: Scene, store: Store) -> None:

@@ -46,8 +46,12 @@ def test_reconcile_command_json_and_exit_codes(
     assert code == 0 and [t["state"] for t in dry["transitions"]] == ["merged"]
     code, done = run_json(capsys, *args)
     assert code == 0 and done["transitions"][0]["done"] == ["comment", "label"]
+    # Made where none was (in CI, as meant; in the wrong folder, a surprise): said so.
+    made = f"no database was at {db}, so this pass made one and read the tracker alone"
+    assert [note for note in done["notes"] if note.startswith(made)] != []
     code, again = run_json(capsys, *args)
     assert code == 0 and again["transitions"] == [] and again["writes"] == 0
+    assert [note for note in again["notes"] if note.startswith(made)] == []
     env.close(env.open_pr("T2"))
     monkeypatch.setenv("GH_TOKEN", READ_ONLY_TOKEN)
     code, refused = run_json(capsys, *args)
