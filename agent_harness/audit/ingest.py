@@ -204,6 +204,15 @@ def _quiet_for_long(tx: Tx, source: str, now: float) -> bool:
     return row is None or row[0] is None or now - float(row[0]) >= QUIET_RECORD_S
 
 
+def _reapplied(payload: str) -> bool:
+    """Whether an outcome is a merge standing again after its revert was itself reverted: the
+    same pull request's merge, delivered once already, not another one."""
+    if "reapplied_after" not in payload:
+        return False
+    evidence = json.loads(payload).get("evidence")
+    return isinstance(evidence, dict) and "reapplied_after" in evidence
+
+
 def _record_deliveries(tx: Tx, rows: Sequence[AuditRow]) -> int:
     """One delivery per outcome (merged, closed, reverted), with the item's first claim, first
     pull request and number of claims as the audit knows them when the outcome arrives."""
@@ -212,7 +221,7 @@ def _record_deliveries(tx: Tx, rows: Sequence[AuditRow]) -> int:
         if row.kind != "outcome" or row.item is None:
             continue
         outcome = row.outcome
-        if outcome not in OUTCOMES:
+        if outcome not in OUTCOMES or _reapplied(row.payload):
             continue
         facts = tx.one(
             "SELECT MIN(CASE WHEN kind = 'claimed' THEN ts END), "

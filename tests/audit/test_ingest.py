@@ -244,6 +244,28 @@ def test_attempts_per_delivery_count_failures_not_claims_taken_back(
     assert delivery(sqlite_audit).attempts_per_delivered == 2
 
 
+def test_a_merge_standing_again_after_its_revert_was_reverted_is_not_a_second_delivery(
+    sqlite_work: Store, sqlite_audit: Store
+) -> None:
+    # It counted twice: 6 merged where the forge had 5 merged pull requests.
+    from agent_harness.audit.delivery import delivery
+    from agent_harness.store.events import Claimed, Outcome
+
+    claim = Claimed(to="claimed", worker="w1", attempt=1, token=1, expires_at=0.0)
+    for payload in (
+        claim,
+        Outcome(to="merged", evidence={"pr": 9, "sha": "a1"}),
+        Outcome(from_="merged", to="reverted", evidence={"pr": 9, "revert_sha": "b2"}),
+        Outcome(
+            from_="reverted", to="merged", evidence={"pr": 9, "reapplied_after": ["b2 (a revert)"]}
+        ),
+    ):
+        sqlite_work.append_event(PROJECT, "T1", payload)
+    ingest_work_store(sqlite_work, sqlite_audit)
+    report = delivery(sqlite_audit)
+    assert (report.merged, report.reverted) == (1, 1)
+
+
 def test_a_call_lost_with_its_run_is_a_call_of_unknown_price_with_that_reason(
     sqlite_work: Store, sqlite_audit: Store
 ) -> None:
