@@ -150,6 +150,11 @@ class ClaimOut(_Out):
     worker: str = Field(description="Worker holding the lease.")
     attempt: int = Field(description="Attempt number.")
     expires_at: float = Field(description="Epoch seconds the lease lapses.")
+    reason: str | None = Field(
+        default=None,
+        description="Why it is held as it is: its run was stopped and the next run takes it "
+        "back; null while its worker is at work.",
+    )
 
     @classmethod
     def of(cls, claim: ClaimView) -> ClaimOut:
@@ -159,6 +164,7 @@ class ClaimOut(_Out):
             worker=claim.worker,
             attempt=claim.attempt,
             expires_at=claim.expires_at,
+            reason=claim.reason,
         )
 
 

@@ -422,6 +422,7 @@ def _status_json(view: Any, now: float) -> dict[str, Any]:
             "attempt": c.attempt,
             "expires_at": c.expires_at,
             "expires_in_s": round(c.expires_at - now, 1),
+            "reason": c.reason,
         }
 
     return {
@@ -457,7 +458,8 @@ def _render_status(
         for c in claims:
             left = c.expires_at - now
             lease = f"ends in {left:.0f}s" if left >= 0 else f"expired {-left:.0f}s ago"
-            doing = (activity or {}).get(c.item_id, "")
+            # A stopped run's lease says so: its last events still read "agent running".
+            doing = c.reason or (activity or {}).get(c.item_id, "")
             table.add_row(c.item_id, c.state.value, c.worker, str(c.attempt), lease, doing)
         out.print(table)
     if waiting:

@@ -190,6 +190,7 @@ class Claim:
     worker: str
     attempt: int
     expires_at: float
+    reason: str | None = None  # KEPT_BY_STOP when its stopped run kept it; else None
 
 
 @dataclass(frozen=True)
@@ -616,8 +617,14 @@ def status(store: Store, project: str) -> QueueStatus:
     for record in list_items(store, project):
         counts[record.state.value] = counts.get(record.state.value, 0) + 1
         if record.lease_expires is not None:
+            kept = KEPT_BY_STOP if record.reason == KEPT_BY_STOP else None
             claim = Claim(
-                record.id, record.state, record.worker or "?", record.attempts, record.lease_expires
+                record.id,
+                record.state,
+                record.worker or "?",
+                record.attempts,
+                record.lease_expires,
+                kept,
             )
             (live if record.lease_expires >= now else stale).append(claim)
     return QueueStatus(project, counts, tuple(live), tuple(stale))

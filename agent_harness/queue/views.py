@@ -19,6 +19,7 @@ from typing import Any
 from agent_harness.failures import POLICY, FailureClass
 from agent_harness.queue.items import (
     ITEM_COLUMNS,
+    KEPT_BY_STOP,
     LEASED_STATES,
     ItemRecord,
     ItemState,
@@ -46,6 +47,9 @@ class ClaimView:
     worker: str
     attempt: int
     expires_at: float
+    # Why the lease is held as it is, when something said so (a stopped run's leases wait for
+    # the next run): None while its worker is at work.
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,7 @@ def work_view(
             (project, *chosen, limit, offset),
         )
         claims = tx.all(
-            "SELECT id, state, lease_worker, attempts, lease_expires FROM items "
+            "SELECT id, state, lease_worker, attempts, lease_expires, reason FROM items "
             f"WHERE project = ? AND state IN ({LEASED_STATES}) AND lease_expires IS NOT NULL "
             "ORDER BY lease_expires",
             (project,),
@@ -153,8 +157,9 @@ def work_view(
     counts = {str(state): int(n) for state, n in counted}
     live: list[ClaimView] = []
     stale: list[ClaimView] = []
-    for item_id, state, worker, attempt, expires in claims:
-        claim = ClaimView(item_id, state, worker or "?", int(attempt), float(expires))
+    for item_id, state, worker, attempt, expires, reason in claims:
+        kept = reason if reason == KEPT_BY_STOP else None  # another is an earlier attempt's
+        claim = ClaimView(item_id, state, worker or "?", int(attempt), float(expires), kept)
         (live if claim.expires_at >= now else stale).append(claim)
     return WorkView(
         project=project,

@@ -50,6 +50,31 @@ def test_work_shows_counts_live_and_stale_claims(
 
 
 @pytest.mark.integration
+def test_a_claim_its_stopped_run_kept_says_so_not_that_its_agent_runs(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # After Ctrl-C the table still said "agent running", long after the agent had ended.
+    from agent_harness.queue.items import KEPT_BY_STOP
+    from agent_harness.queue.leases import keep_for_restart
+    from agent_harness.store.events import AgentStarted
+
+    with open_store(db) as store:
+        enqueue(store, A, [item("T1"), item("T2")])
+        assert claim_next(store, A, "h1/w1", 600) is not None
+        assert claim_next(store, A, "h1/w2", 600) is not None
+        for one in ("T1", "T2"):
+            store.append_event(A, one, AgentStarted(implementer="agent", session="s", attempt=1))
+        assert keep_for_restart(store, A, "h1/w1") == ("T1",)
+    view = _json(capsys, "work")
+    assert isinstance(view, dict)
+    assert {c["item"]: c["reason"] for c in view["live"]} == {"T1": KEPT_BY_STOP, "T2": None}
+    assert main(["work"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "h1/w" in line]
+    assert "its run was stopped" in rows[0] and "agent running" not in rows[0]
+    assert "agent running" in rows[1]
+
+
+@pytest.mark.integration
 def test_items_a_dependency_holds_back_are_shown_with_what_they_wait_for(
     db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
