@@ -23,7 +23,7 @@ from agent_harness.pipeline.history import ItemHistory
 from agent_harness.pipeline.prompt import Feedback
 from agent_harness.pipeline.settings import Observer, RunSettings
 from agent_harness.queue import leases
-from agent_harness.queue.items import ItemState
+from agent_harness.queue.items import ItemState, note_rounds_stopped
 from agent_harness.queue.leases import Lease, LeaseLost
 from agent_harness.store.events import (
     FailedNote,
@@ -176,6 +176,7 @@ class RunParts:
         )
         said = {stopped.key for stopped in history.all(PullRoundsStopped)}
         leases.complete(self.store, lease)
+        note_rounds_stopped(self.store, self.project, lease.item_id, reason)
         if key in said:
             return
         self.emit(lease.item_id, PullRoundsStopped(pr=pr, reason=reason, key=key), history)

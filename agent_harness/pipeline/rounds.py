@@ -385,6 +385,7 @@ class PullWatch:
         elif key not in said:
             event = PullRoundsStopped(pr=number, reason=reason, key=key)
             self.store.append_event(self.project, item_id, event)
+            items.note_rounds_stopped(self.store, self.project, item_id, reason)
             self.report.stopped.append({"item": item_id, "pr": number, "reason": reason})
             # Said on the pull request too, once, so whoever applied the brake sees it held.
             then = {

@@ -437,6 +437,21 @@ ISSUE_CLOSED_LIKE = ISSUE_CLOSED.replace("{number}", "%")
 KEPT_BY_STOP = "its run was stopped; the next run takes it back"
 
 
+# The reason a pull request's item holds once its rounds stopped (a person's brake or commit),
+# until a round, a merge or a close says otherwise.
+ROUNDS_STOPPED = "its pull request's rounds stopped: {why}"
+ROUNDS_STOPPED_LIKE = ROUNDS_STOPPED.replace("{why}", "%")
+
+
+def note_rounds_stopped(store: Store, project: str, item_id: str, why: str) -> None:
+    """Say on a pr_open item why no round will follow, where `work` and the API show it."""
+    with store.transaction() as tx:
+        tx.execute(
+            "UPDATE items SET reason = ? WHERE project = ? AND id = ? AND state = ?",
+            (ROUNDS_STOPPED.format(why=why), project, item_id, S.PR_OPEN),
+        )
+
+
 def closed_issue_number(reason: str | None) -> str | None:
     """The issue number an ISSUE_CLOSED reason names; None for any other reason."""
     head, _, tail = ISSUE_CLOSED.partition("{number}")
@@ -461,9 +476,17 @@ def record_outcome(
         # A note of a state it has left (kept by a stop, skipped for a closed issue) goes.
         tx.execute(
             "UPDATE items SET state = ?, lease_worker = NULL, lease_expires = NULL, "
-            "reason = CASE WHEN reason = ? OR reason LIKE ? THEN NULL ELSE reason END, "
-            "updated_at = ? WHERE project = ? AND id = ?",
-            (wanted, KEPT_BY_STOP, ISSUE_CLOSED_LIKE, store.clock(), project, item_id),
+            "reason = CASE WHEN reason = ? OR reason LIKE ? OR reason LIKE ? THEN NULL "
+            "ELSE reason END, updated_at = ? WHERE project = ? AND id = ?",
+            (
+                wanted,
+                KEPT_BY_STOP,
+                ISSUE_CLOSED_LIKE,
+                ROUNDS_STOPPED_LIKE,
+                store.clock(),
+                project,
+                item_id,
+            ),
         )
         tx.append_event(project, item_id, Outcome(from_=current, to=wanted, evidence=evidence))
         if wanted == S.REVERTED:

@@ -15,6 +15,7 @@ from agent_harness.queue.items import (
     flagged_item,
     get_item,
     history,
+    note_rounds_stopped,
     record_outcome,
     status,
 )
@@ -87,6 +88,23 @@ def test_dependencies_gate_claims_until_merged(store: Store) -> None:
     record_outcome(store, P, "T0", "merged", {"pr": 7})
     nxt = claim_next(store, P, "w2", 60)
     assert nxt is not None and nxt.item_id == "T1"
+
+
+def test_a_note_that_rounds_stopped_stays_while_the_pull_is_open_and_goes_with_its_merge(
+    store: Store,
+) -> None:
+    enqueue(store, P, [item("T0"), item("T1")])
+    lease = claim_next(store, P, "w1", 60)
+    assert lease is not None
+    note_rounds_stopped(store, P, lease.item_id, "a person asked")  # not pr_open yet: no note
+    assert get_item(store, P, lease.item_id).reason is None
+    complete(store, lease, "pr_open")
+    note_rounds_stopped(store, P, lease.item_id, "a person asked")
+    assert get_item(store, P, lease.item_id).reason == (
+        "its pull request's rounds stopped: a person asked"
+    )
+    record_outcome(store, P, lease.item_id, "merged", {"pr": 7})
+    assert get_item(store, P, lease.item_id).reason is None
 
 
 def test_items_done_in_the_plan_satisfy_dependents(store: Store) -> None:

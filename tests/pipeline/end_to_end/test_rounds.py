@@ -369,6 +369,9 @@ def test_brakes_a_stop_comment_then_a_commit_the_harness_did_not_make(h: Harness
     events = h.store.all_events(project=p.project, item="T1")
     stopped = [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"]
     assert stopped == [f"stop:{pull.number}"]
+    assert get_item(h.store, p.project, "T1").reason == (
+        "its pull request's rounds stopped: a person asked `/agent-harness stop`"
+    )
     [heard] = harness_comments(gh_repo(h).get_pull(pull.number))  # the stop is answered
     assert "stops its rounds here: a person asked `/agent-harness stop`" in heard
     # The person takes the stop back (a new item round would follow) and pushes a commit.
@@ -419,6 +422,9 @@ def test_a_commit_a_person_pushes_after_a_round_is_sent_back_stops_the_rounds_un
     stopped = [e.payload.as_dict()["key"] for e in events if e.kind == "pr_rounds_stopped"]
     assert stopped == [f"foreign:{head}"]
     assert [e.kind for e in events].count("agent_started") == 1  # the first attempt's only
+    # Said where `work` and the API show the item, not only in that pass's output.
+    reason = get_item(h.store, p.project, "T1").reason
+    assert reason is not None and reason.startswith("its pull request's rounds stopped: the branch")
     [said] = harness_comments(gh_repo(h).get_pull(pull.number))
     assert "did not make" in said and head[:12] in said
     p.reconcile()  # said once, whoever looks next
