@@ -75,18 +75,21 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
         return 0
     from agent_harness.cli.output import open_database
     from agent_harness.queue import items as queue
+    from agent_harness.queue.control import get_control
 
     with open_database(db, must_exist=True) as store:
         name = queue.resolve_project(store, project)
         view = queue.status(store, name)
         activity = _activity(store, name, [c.item_id for c in view.live])
         records = queue.list_items(store, name, with_deps=True)
+        [asked] = get_control(store, name)
     waiting = [r for r in records if r.state == "waiting"]
     failed = [r for r in records if r.state == "failed"]
     blocked = _blocked(records)
     if as_json:
         data = _status_json(view, time.time())
         data["activity"] = activity
+        data["control"] = asked.model_dump(mode="json", include={"asked", "asked_at", "asked_by"})
         data["waiting"] = [{"id": r.id, "until": r.not_before, "reason": r.reason} for r in waiting]
         data["blocked"] = [{"id": item_id, "reason": why} for item_id, why in blocked]
         data["items"] = [
@@ -97,6 +100,15 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
         print_json(data)
     else:
         _render_status(view, time.time(), activity, waiting)
+        if asked.asked.value != "running":  # a paused queue's pending items wait for a person
+            by = f" by {asked.asked_by}" if asked.asked_by else ""
+            console().print(
+                f"{asked.asked.value}{by}: no item is claimed until `agent-harness control resume`",
+                markup=False,
+            )
+        for r in records:  # an open pull request a person holds (a brake, their commit)
+            if r.state == "pr_open" and r.reason:
+                console().print(f"pr_open: {r.id}: {r.reason}", markup=False)
         for item_id, why in blocked[:FAILED_SHOWN]:
             console().print(f"pending: {item_id} {why}", markup=False)
         if len(blocked) > FAILED_SHOWN:

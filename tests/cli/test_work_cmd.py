@@ -75,6 +75,32 @@ def test_a_claim_its_stopped_run_kept_says_so_not_that_its_agent_runs(
 
 
 @pytest.mark.integration
+def test_a_paused_queue_and_a_held_pull_request_are_said_not_left_to_guess(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "2 pending" was all a paused queue said, and an item whose rounds a person stopped read
+    # as any open pull request.
+    from agent_harness.queue.control import set_control
+    from agent_harness.queue.items import note_rounds_stopped
+    from agent_harness.queue.leases import complete
+
+    with open_store(db) as store:
+        enqueue(store, A, [item("T1"), item("T2"), item("T3")])
+        lease = claim_next(store, A, "w1", 600)
+        assert lease is not None
+        complete(store, lease)
+        note_rounds_stopped(store, A, "T1", "a person asked `/agent-harness stop`")
+        set_control(store, "paused", A, by="control")
+    view = _json(capsys, "work")
+    assert isinstance(view, dict)
+    assert view["control"]["asked"] == "paused" and view["control"]["asked_by"] == "control"
+    assert main(["work"]) == 0
+    out = capsys.readouterr().out
+    assert "paused by control: no item is claimed until `agent-harness control resume`" in out
+    assert "pr_open: T1: its pull request's rounds stopped: a person asked" in out
+
+
+@pytest.mark.integration
 def test_items_a_dependency_holds_back_are_shown_with_what_they_wait_for(
     db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
