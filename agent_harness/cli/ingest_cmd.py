@@ -102,16 +102,17 @@ def ingest(
         while watch_s is not None and not stopped:  # read whole again: each record once
             nap(watch_s)
             code = max(code, _from_tool(from_tool, path, target, as_json)) if not stopped else code
-        return code
+        return _ended(code, stopped)
 
     from agent_harness.cli.output import open_database
 
     target = audit_target(audit_db, db)
     with open_database(db, must_exist=events_file is None) as store:
         if events_file is not None:
-            return _events(
+            code = _events(
                 store, events_file, project, watch_s, target, nap, lambda: stopped, as_json
             )
+            return _ended(code, stopped)
         if watch_s is not None:
             from agent_harness.audit.observe import watch
 
@@ -121,7 +122,16 @@ def ingest(
 
             watch(store, target, every_s=watch_s, sleep=nap, stop=lambda: stopped, on_round=shown)
         outcome = _record(store, target, ())
-    return _finish(outcome, None, events_file, as_json)
+    return _ended(_finish(outcome, None, events_file, as_json), stopped)
+
+
+def _ended(code: int, interrupted: bool) -> int:
+    """A watch a person ended with Ctrl-C records what it read, then exits 130 (interrupted),
+    as every command stopped so does."""
+    if not interrupted:
+        return code
+    console(stderr=True).print("interrupted: the watch stopped; what it read is recorded")
+    return 130
 
 
 def _events(
