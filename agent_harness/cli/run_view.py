@@ -236,7 +236,12 @@ def render_local_pages(
     if not any(item.pr_url for item in report.items):
         return  # no link to answer
     local = describe_repo(state_dir, repo)
-    opened = [item.pr_number for item in report.items if item.state == "pr_open" and item.pr_number]
+    # Newest first: numbers only grow, so this run's pull requests come before an earlier
+    # run's still open (`run --only T4` named T1's, from the run before).
+    opened = sorted(
+        (item.pr_number for item in report.items if item.state == "pr_open" and item.pr_number),
+        reverse=True,
+    )
     data = shell_word(str(local.data_dir))
     pages = f"agent-harness forge serve --data {data}"
     where = f" (then open {local.page_url})" if local.page_url else ""

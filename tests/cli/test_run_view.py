@@ -124,3 +124,19 @@ def test_no_word_of_links_when_no_item_has_one(tmp_path: Path) -> None:
     render_end(Console(file=buffer, width=200), [RunReport("me/app:PLAN", None, items)],
                request, tmp_path, as_json=False)  # fmt: skip
     assert "The links answer" not in buffer.getvalue()
+
+
+def test_the_pull_request_to_merge_by_hand_is_this_runs_not_an_earlier_runs(
+    tmp_path: Path,
+) -> None:
+    from agent_harness.cli.run_view import render_local_pages
+
+    # After `run --only C4`, the hint named C1's #4, opened by the run before, not C4's #10.
+    items = [
+        ItemOutcome("C1", "t", "pr_open", 1, pr_number=4, pr_url="http://127.0.0.1:1/p/4"),
+        ItemOutcome("C4", "t", "pr_open", 1, pr_number=10, pr_url="http://127.0.0.1:1/p/10"),
+    ]
+    buffer = io.StringIO()
+    report = RunReport("me/app:PLAN", None, items)
+    render_local_pages(Console(file=buffer, width=300), "me/app", tmp_path, report)
+    assert "agent-harness forge merge me/app 10 --data" in buffer.getvalue()
