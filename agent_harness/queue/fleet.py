@@ -18,7 +18,15 @@ from enum import StrEnum
 
 from agent_harness.errors import HarnessError, UsageError
 from agent_harness.queue.items import DEFAULT_READY_WHEN
-from agent_harness.queue.leases import Lease, LeaseLost, claim_next, fail, heartbeat, reclaim_own
+from agent_harness.queue.leases import (
+    Lease,
+    LeaseLost,
+    claim_next,
+    ended,
+    fail,
+    heartbeat,
+    reclaim_own,
+)
 from agent_harness.store.database import Store
 
 Handler = Callable[[Lease], None]
@@ -349,6 +357,8 @@ class Fleet:
             with self._cond:
                 pool.crashes += 1
             reason = f"handler crashed: {type(crash).__name__}: {crash}"
+        elif ended(self.store, lease):  # as it should: no write transaction to find that out
+            return False
         else:
             reason = "handler returned without completing or failing the item"
         with contextlib.suppress(LeaseLost):  # the handler ended the lease itself, as it should

@@ -424,6 +424,17 @@ def _held(tx: Tx, store: Store, lease: Lease) -> ItemState:
     return ItemState(state)
 
 
+def ended(store: Store, lease: Lease) -> bool:
+    """Whether `lease` no longer holds its item (its holder ended it, or it was taken over or
+    lapsed), read without taking the write lock."""
+    with store.transaction(write=False) as tx:
+        row = tx.one(
+            "SELECT fence, lease_expires FROM items WHERE project = ? AND id = ?",
+            (lease.project, lease.item_id),
+        )
+    return row is None or int(row[0]) != lease.token or row[1] is None
+
+
 def heartbeat(store: Store, lease: Lease, lease_s: float | None = None) -> Lease:
     """Extend the lease from now; returns the lease with its new expiry."""
     span = lease.lease_s if lease_s is None else lease_s
