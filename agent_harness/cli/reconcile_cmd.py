@@ -77,7 +77,7 @@ def reconcile(
     import functools
     from contextlib import ExitStack, suppress
 
-    from agent_harness.cli.output import open_database, sqlite_file
+    from agent_harness.cli.output import open_database
     from agent_harness.cli.settings_opts import load_cli_settings
     from agent_harness.config import database_url
     from agent_harness.errors import UsageError
@@ -95,8 +95,7 @@ def reconcile(
             )
         )
         store = None
-        file = sqlite_file(database_url(settings, db))
-        made = file is not None and not file.exists() and not dry_run
+        made = None if dry_run else _made_here(database_url(settings, db))
         with suppress(UsageError):  # a dry run reads the queue when there is one, never makes one
             store = stack.enter_context(open_database(db, must_exist=dry_run))
         asked = settings.reconcile
@@ -105,11 +104,7 @@ def reconcile(
             requeue_reverted=asked.requeue_reverted, revert_window_days=asked.revert_window_days,
         )  # fmt: skip
         report = one_pass()
-        if made:  # in CI, as meant; in the wrong folder, a surprise: said either way
-            report.notes.append(
-                f"no database was at {file}, so this pass made one and read the tracker alone: "
-                "a run's queue is updated by reconcile run where it ran, or with its --db"
-            )
+        report.notes += [made] if made else []
         watched = None
         if store is not None:
             watched = _watch(
@@ -119,6 +114,20 @@ def reconcile(
                 _record_merges(report, watched, one_pass, tracker)
                 record_in_audit(store, None, database_url(settings, db))
     return _shown(report, watched, as_json)
+
+
+def _made_here(url: str) -> str | None:
+    """What to say when the SQLite file `url` names is not there yet, so that opening it makes
+    it: in CI, as meant; in the wrong folder, a surprise. Said either way."""
+    from agent_harness.cli.output import sqlite_file
+
+    file = sqlite_file(url)
+    if file is None or file.exists():
+        return None
+    return (
+        f"no database was at {file}, so this pass made one and read the tracker alone: a run's "
+        "queue is updated by reconcile run where it ran, or with its --db"
+    )
 
 
 def _record_merges(

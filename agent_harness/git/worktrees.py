@@ -18,6 +18,7 @@ from pathlib import Path
 
 from agent_harness.git import runner
 from agent_harness.git.attributes import attributes_at
+from agent_harness.git.catchup import catch_up, foreign_head
 from agent_harness.git.change import Change, read_change, save_uncommitted
 from agent_harness.git.clone_checks import (
     refuse_other_remote,
@@ -237,10 +238,7 @@ class WorkRepo:
         made from the base instead of the pushed one could never be pushed over it. `known`:
         the branch the item's history names. With `guard_private` (a run's claim), a branch in
         the item's name that `known` does not name and that holds unpushed commits is
-        someone's own, and refused (`RepoRefused`). With `ours` (the heads harness runs pushed,
-        for an item answering a round on its pull request), a pushed head that is none of them
-        and not in the local branch already is a person's commit: the worktree is not moved up
-        to it, and `foreign` names it, so nothing is pushed over it."""
+        someone's own, and refused (`RepoRefused`). With `ours`, see `catchup.foreign_head`."""
         # An item keeps the branch it started on, even if its title is edited later: a new
         # name would orphan pushed work and open a second pull request.
         self.settings.check()  # `worktree add` runs hooks, and another agent may have run
@@ -260,7 +258,7 @@ class WorkRepo:
         if guard_private and local is not None and branch != known:
             self._refuse_private(branch, local, base, pushed_sha)
         existing = local or pushed_sha
-        foreign = self._foreign(pushed_sha, local, ours)
+        foreign = foreign_head(self._repo_git, self.path, pushed_sha, local, ours)
         if path.exists() and current == branch:
             kept = None if foreign else self._catch_up(path, branch, pushed_sha)
             merge_base = _safe(lambda: self._git(path, "merge-base", "HEAD", base)) or base
@@ -278,22 +276,6 @@ class WorkRepo:
         merge_base = _safe(lambda: self._git(path, "merge-base", "HEAD", base)) or base
         reused = existing is not None
         return Worktree(item_id, path, branch, merge_base, reused, kept, foreign)
-
-    def _foreign(
-        self, pushed: str | None, local: str | None, ours: Collection[str] | None
-    ) -> str | None:
-        """The pushed head, when `ours` is given and it is none of them nor already in the local
-        branch (a run killed after its push, before it noted it): a commit a person pushed."""
-        if ours is None or pushed is None or pushed in ours or pushed == local:
-            return None
-        if (
-            local is not None
-            and self._repo_git(
-                self.path, "merge-base", "--is-ancestor", pushed, local, check=False
-            ).ok
-        ):
-            return None
-        return pushed
 
     def _item_refs(self, prefix: str, default: str) -> dict[str, str]:
         """One look at every ref that matters to an item's worktree (its branches, here and
@@ -362,38 +344,7 @@ class WorkRepo:
         return not existing
 
     def _catch_up(self, path: Path, branch: str, pushed_sha: str | None) -> str | None:
-        """Bring a clean worktree's branch onto its pushed head, which another clone may have
-        moved (a host that took the item over, a later round on another host), so its next push
-        adds to the newest work instead of being refused on every retry:
-
-        - behind the pushed head: moved up to it;
-        - ahead of it: left, its push adds to it;
-        - both (commits of its own and the pushed head has others): its own commits are replayed
-          on top of the pushed head; when they do not apply, they are kept under a ref of their
-          own, whose name is returned, and the branch is set to the pushed head.
-
-        A worktree with uncommitted changes is left as it is."""
-        if pushed_sha is None:
-            return None
-        head = self._git(path, "rev-parse", "HEAD")
-        if head == pushed_sha or self._git(path, "status", "--porcelain").strip():
-            return None
-        if self._repo_git(path, "merge-base", "--is-ancestor", "HEAD", pushed_sha, check=False).ok:
-            self._git(path, "merge", "--ff-only", "--quiet", pushed_sha)
-            return None
-        if self._repo_git(path, "merge-base", "--is-ancestor", pushed_sha, "HEAD", check=False).ok:
-            return None
-        who = ("-c", "user.name=agent-harness", "-c", "user.email=agent-harness@localhost")
-        # --rebase-merges: a merge of the base made here (update_from_base) stays a merge,
-        # instead of the base's commits being copied onto the item's branch.
-        rebase = ("rebase", "--quiet", "--rebase-merges", pushed_sha)
-        if self._repo_git(path, *who, *rebase, check=False).ok:
-            return None
-        self._repo_git(path, "rebase", "--abort", check=False)
-        kept = f"refs/agent-harness/kept/{branch}/{head[:12]}"
-        self._git(path, "update-ref", kept, head)
-        self._git(path, "reset", "--hard", "--quiet", pushed_sha)
-        return kept
+        return catch_up(self._git, self._repo_git, path, branch, pushed_sha)
 
     def _refs(self, *patterns: str) -> dict[str, str]:
         """Full ref name -> sha for the refs matching `patterns` (for-each-ref globs), read

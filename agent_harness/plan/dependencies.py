@@ -250,3 +250,13 @@ def refuse_cycles(items: list[WorkItem], source: str) -> None:
             else:
                 state[node] = 2
                 path.pop()
+
+
+def prose_note(read: list[tuple[int, str]]) -> str:
+    """How many of the items' sentences (`Depends on task 1.`; line, text) were read as what
+    they wait for, quoting the first."""
+    count, (line0, sentence) = len(read), min(read)
+    return (
+        f"dependencies read from {count} sentence{'s' if count > 1 else ''} in items' text "
+        f"(line {line0 + 1}: '{sentence.strip()}'); a `depends on:` line says it plainly"
+    )

@@ -4,9 +4,14 @@ lines. `plan.markdown` settles them into the plan's items."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from agent_harness.plan.grammar import read_title
-from agent_harness.plan.model import ItemForm
+from agent_harness.plan.grammar import KEYS, META, PROSE_DEPENDS, norm_key, read_title
+from agent_harness.plan.model import ItemForm, _raw_value
+from agent_harness.plan.titles import plain_text
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 
 
 @dataclass
@@ -65,3 +70,23 @@ class Meta:
     text: str
     drop_lines: tuple[int, int]  # source lines to drop from the body, [start, end)
     raw_value: str = ""  # the value as written, markdown kept (a check keeps its `code`)
+
+
+def meta_lines(inline: Token, start: int, skip: int = 0) -> list[Meta]:
+    """The `key: value` lines of a paragraph starting on line `start`, after `skip` lines, and
+    its sentences that say what an item waits for (`PROSE`)."""
+    group: list[Meta] = []
+    plain_lines = plain_text(inline).split("\n")
+    raw_lines = inline.content.split("\n")
+    aligned = len(raw_lines) == len(plain_lines)
+    for offset, line in enumerate(plain_lines[skip:], start=skip):
+        match = META.match(line)
+        line0 = start + offset
+        if match:
+            key = KEYS.get(norm_key(match.group(1)), "")
+            raw_value = _raw_value(raw_lines[offset]) if aligned else match.group(2)
+            name, value = match.group(1), match.group(2)
+            group.append(Meta(line0, key, name, value, line, (line0, line0 + 1), raw_value))
+        elif PROSE_DEPENDS.match(line):
+            group.append(Meta(line0, PROSE, "", line, line, (line0, line0 + 1)))
+    return group

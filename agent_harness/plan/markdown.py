@@ -18,10 +18,11 @@ from agent_harness.plan.cursor import blank_front_matter, from_cursor, front_mat
 from agent_harness.plan.dependencies import (
     ORDER_HEADING,
     ordered_by_sections,
+    prose_note,
     read_dependencies,
     refuse_cycles,
 )
-from agent_harness.plan.drafts import PROSE, Draft, Meta, Section
+from agent_harness.plan.drafts import PROSE, Draft, Meta, Section, meta_lines
 from agent_harness.plan.grammar import (
     BULLET_TEXT,
     CHECKBOX,
@@ -401,12 +402,12 @@ class _Walker:
         draft.title_labels = (*marked, *draft.title_labels)
         self._add_draft(draft)
         # Lines right under the checkbox, in its own paragraph, may be metadata too.
-        self._take_metas(self._meta_lines(inline, start, skip=under - start))
+        self._take_metas(meta_lines(inline, start, skip=under - start))
 
     def _paragraph(self, inline: Token, para: Token) -> None:
         lines = inline.content.split("\n")
         if ":" in inline.content or any(PROSE_DEPENDS.match(line) for line in lines):
-            self._take_metas(self._meta_lines(inline, (para.map or (0, 1))[0]))
+            self._take_metas(meta_lines(inline, (para.map or (0, 1))[0]))
 
     def _take_metas(self, group: list[Meta]) -> None:
         """A paragraph's `key: value` lines count only when one of them is a key we know, so a
@@ -416,24 +417,6 @@ class _Walker:
             self.metas.extend(group)
         else:
             self.metas.extend(meta for meta in group if meta.key == PROSE)
-
-    def _meta_lines(self, inline: Token, start: int, skip: int = 0) -> list[Meta]:
-        """The `key: value` lines of a paragraph starting on line `start`, after `skip` lines."""
-        group: list[Meta] = []
-        plain_lines = plain_text(inline).split("\n")
-        raw_lines = inline.content.split("\n")
-        aligned = len(raw_lines) == len(plain_lines)
-        for offset, line in enumerate(plain_lines[skip:], start=skip):
-            match = META.match(line)
-            line0 = start + offset
-            if match:
-                key = KEYS.get(norm_key(match.group(1)), "")
-                raw_value = _raw_value(raw_lines[offset]) if aligned else match.group(2)
-                name, value = match.group(1), match.group(2)
-                group.append(Meta(line0, key, name, value, line, (line0, line0 + 1), raw_value))
-            elif PROSE_DEPENDS.match(line):
-                group.append(Meta(line0, PROSE, "", line, line, (line0, line0 + 1)))
-        return group
 
     def _table(self, tokens: list[Token], index: int) -> int:
         columns: list[str] = []
@@ -572,13 +555,6 @@ class _Walker:
             items.append(self._build(draft, body_end[index], dropped, seen))
         items, read = ordered_by_sections(items, self.lines, self.order_sections)
         self.notes_read += read
-        if self.prose_read:
-            count, (line0, sentence) = len(self.prose_read), min(self.prose_read)
-            self.notes_read.append(
-                f"dependencies read from {count} sentence{'s' if count > 1 else ''} in items' "
-                f"text (line {line0 + 1}: '{sentence.strip()}'); a `depends on:` line says it "
-                "plainly"
-            )
         refuse_cycles(items, source)
         self.unread.sort(key=lambda notice: notice.line)
         return Plan(
@@ -640,6 +616,8 @@ class _Walker:
     def _notes(self) -> tuple[str, ...]:
         """A word on a file with no items at all, so an empty table is never the whole answer;
         and how the plan was read, where it was read unusually."""
+        if self.prose_read:
+            self.notes_read.append(prose_note(self.prose_read))
         if self.drafts or not (self.has_text or self.unread):
             return tuple(self.notes_read)
         lookalikes = len(self.lookalikes)
