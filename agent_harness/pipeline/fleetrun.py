@@ -165,7 +165,7 @@ class FleetRun:
         report = project.pipeline.finish(*project.begun)
         if project.drained:
             report.drained = True
-            control.end_drain(self.store, project.name)
+            control.end_drain(self.store, project.name, self.host)
         return report
 
     # -- the controls ------------------------------------------------------------------------
@@ -201,10 +201,13 @@ class FleetRun:
 
     def _apply(self, fleet: Any, project: _Project, asked: PoolState) -> None:
         project.asked = asked
+        if asked != PoolState.DRAINING:
+            project.drained = False  # a resume or a pause takes a drain back
         if asked == PoolState.RUNNING:
-            if project.started:
+            state = next((s.state for s in fleet.status() if s.project == project.name), None)
+            if project.started and state != PoolState.STOPPED:
                 fleet.resume(project.name)
-            else:
+            else:  # never started, or its drain ended its workers before the resume came
                 fleet.start(project.name)
                 project.started = True
         elif asked == PoolState.PAUSED:

@@ -287,8 +287,19 @@ def left_asked(store: Store, project: str, host: str) -> str | None:
         return f"{project}: the drain asked of a run that has since ended was dropped"
 
 
-def end_drain(store: Store, project: str) -> None:
-    """A drained run has ended: the drain was carried out, so the next run starts running."""
+def end_drain(store: Store, project: str, host: str = "") -> None:
+    """A drained run of host `host` has ended. Once no other host's live run is still draining,
+    the drain was carried out, so the next run starts running; until then it stands (the first
+    host to finish lifted it, and the others went back to claiming)."""
     with store.transaction() as tx:
-        if _read(tx, project).asked == PoolState.DRAINING:
-            _put(tx, _asked_key(project), {"state": "running", "at": tx.clock(), "by": "run"})
+        asked = _read(tx, project)
+        now = tx.clock()
+        draining = [
+            each
+            for each in asked.hosts
+            if each.host != host
+            and each.pool.state != PoolState.STOPPED
+            and now - each.pool.at < LIVE_REPORT_S
+        ]
+        if asked.asked == PoolState.DRAINING and not draining:
+            _put(tx, _asked_key(project), {"state": "running", "at": now, "by": "run"})

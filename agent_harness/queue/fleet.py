@@ -222,8 +222,9 @@ class Fleet:
             self._cond.notify_all()
 
     def pause(self, project: str | None = None) -> None:
-        """Claim nothing new; work in flight carries on."""
-        self._set(project, PoolState.PAUSED, {PoolState.RUNNING})
+        """Claim nothing new; work in flight carries on (a drain not finished yet becomes a
+        pause: its pool stays)."""
+        self._set(project, PoolState.PAUSED, {PoolState.RUNNING, PoolState.DRAINING})
 
     def resume(self, project: str | None = None) -> None:
         """Undo a pause or a drain that has not finished yet."""

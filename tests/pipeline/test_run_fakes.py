@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from agent_harness.pipeline.settings import RunRefused
 from agent_harness.plan.markdown import parse_plan
 from agent_harness.store.hostlock import held_by_this_host
 from agent_harness.testing.scripted import ScriptedReviewer, verdict
+from tests.shared.sessions import wait_for
 
 from .conftest import Rig
 
@@ -393,6 +395,50 @@ def test_a_drain_asked_while_an_item_ends_stops_the_next_claim_at_once(rig: Rig)
     states = {item.id: item.state for item in report.items}
     assert states == {"T1": "pr_open", "T2": "pending"} and report.drained
     assert len(rig.implementer.calls) == 1
+
+
+def _pool_state(rig: Rig, project: str) -> str | None:
+    from agent_harness.queue import control
+
+    [shown] = control.get_control(rig.store, project)
+    return None if shown.pool is None else str(shown.pool.state)
+
+
+def test_a_drain_taken_back_by_a_resume_leaves_a_run_that_ends_when_its_work_does(
+    rig: Rig,
+) -> None:
+    # The run stayed up, idle, with every item delivered: it waited for its drained pool to
+    # stop, and the resume had set it running again.
+    from agent_harness.queue import control
+    from agent_harness.testing.scripted import ScriptedImplementer, Step
+
+    rig.reviewer = ScriptedReviewer([verdict(True), verdict(True)])
+    run = pipeline(rig, "### T1: One\n\n### T2: Two\n")
+
+    class DrainThenResume(ScriptedImplementer):
+        """An agent during whose work a person asks for a drain, then takes it back."""
+
+        def implement(self, *args: Any, **kwargs: Any) -> Any:
+            done = super().implement(*args, **kwargs)
+            if len(self.calls) == 1:
+                control.set_control(rig.store, "draining", run.project, by="a person")
+                wait_for(lambda: _pool_state(rig, run.project) == "draining")
+                control.set_control(rig.store, "running", run.project, by="a person")
+                wait_for(lambda: _pool_state(rig, run.project) == "running")
+            return done
+
+    rig.implementer = DrainThenResume(
+        [Step(files={"one.py": "x = 1\n"}), Step(files={"two.py": "y = 2\n"})]
+    )
+    run.parts.implementer = rig.implementer
+    ended: list[Any] = []
+    worker = threading.Thread(target=lambda: ended.append(run.run()), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert ended, "the run never ended"
+    [report] = ended
+    assert {item.id: item.state for item in report.items} == {"T1": "pr_open", "T2": "pr_open"}
+    assert not report.drained
 
 
 def test_a_run_refused_by_the_run_lock_changes_nothing_another_run_was_asked(rig: Rig) -> None:

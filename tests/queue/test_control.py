@@ -149,3 +149,26 @@ def test_a_run_starting_is_told_of_a_pause_and_drops_a_drain_no_live_run_carries
     assert get_control(store, A)[0].asked == "running"
     last = [e.payload for e in store.all_events() if isinstance(e.payload, ControlChanged)][-1]
     assert last == ControlChanged(state="running", previous="draining", by="run")
+
+
+def test_a_drain_stands_until_the_last_live_host_has_carried_it_out(
+    store: Store, clock: FakeClock
+) -> None:
+    # The first host to finish draining lifted it, and the other hosts went back to claiming.
+    from agent_harness.queue.control import end_drain
+
+    enqueue(store, A, [item("A1")])
+    set_control(store, "draining", A)
+    report_pools(store, [running(A, PoolState.DRAINING)], host="host-b")
+    report_pools(store, [running(A, PoolState.STOPPED)], host="host-a")
+    end_drain(store, A, "host-a")
+    assert get_control(store, A)[0].asked == "draining"  # host-b is still at it
+    report_pools(store, [running(A, PoolState.STOPPED)], host="host-b")
+    end_drain(store, A, "host-b")
+    assert get_control(store, A)[0].asked == "running"  # carried out: the next run runs
+    # A host that stopped reporting (killed) does not hold a drain up for ever.
+    set_control(store, "draining", A)
+    report_pools(store, [running(A, PoolState.DRAINING)], host="host-c")
+    clock.advance(LIVE_REPORT_S + 1)
+    end_drain(store, A, "host-a")
+    assert get_control(store, A)[0].asked == "running"
