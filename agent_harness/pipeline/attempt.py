@@ -35,6 +35,7 @@ from agent_harness.queue.leases import Lease, LeaseLost
 from agent_harness.review.verdict import ReviewRequest, review
 from agent_harness.secrets.environment import without_secrets
 from agent_harness.sessions.groups import GROUP_FILE, stop_leftover
+from agent_harness.store.errors import StoreError
 from agent_harness.store.events import (
     AgentFinished,
     AgentStarted,
@@ -103,6 +104,10 @@ class Attempt:
             parts.halt(exc)
         except RepoRefused as exc:  # the clone refuses as it is set up: no attempt would do
             parts.fail(lease, f"{type(exc).__name__}: {exc.message}", FailureClass.REPOSITORY)
+        except StoreError as exc:
+            # The database failed, not the item: its attempt is given back, and it runs again
+            # once the database answers (if it does not, recording this fails too, and says so).
+            parts.defer(lease, parts.store.clock(), f"the database failed: {exc}", self.history)
         except HarnessError as exc:
             # Classified errors of our own (git, tracker, sessions) fail this attempt visibly.
             parts.fail(lease, f"{type(exc).__name__}: {exc.message}", FailureClass.TRACKER)

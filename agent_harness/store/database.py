@@ -275,21 +275,31 @@ class Store(ParkedKeys):
 
         Cheaper than `transaction()` by two round trips; for writes that fit in one statement.
         """
-        conn, lock = self._hold()
-        try:
-            gate = self._turn()
+        for again in (False, True):
+            conn, lock = self._hold()
             try:
-                row = conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
-            except self._driver_errors() as exc:
-                if self._is_broken(conn):
-                    self._discard(conn)
-                raise StoreError(self.where, self._describe(exc)) from exc
+                gate = self._turn()
+                try:
+                    row = conn.execute(self.dialect.sql(sql), tuple(params)).fetchone()
+                except self._driver_errors() as exc:
+                    lost = self._lost_unused(conn, exc)
+                    if self._is_broken(conn):
+                        self._discard(conn)
+                    if lost and not again:
+                        continue  # the server ended it before the statement ran: once more
+                    raise StoreError(self.where, self._describe(exc)) from exc
+                finally:
+                    if gate is not None:
+                        self._turn_over(gate)
             finally:
-                if gate is not None:
-                    self._turn_over(gate)
-        finally:
-            self._let_go(lock)
+                self._let_go(lock)
+            break
         return None if row is None else tuple(row)
+
+    def _lost_unused(self, conn: Any, exc: BaseException) -> bool:
+        """Whether `exc` says the server had ended this connection, so what was sent on it
+        did not run (and sending it again on a new connection is safe)."""
+        return False
 
     def _hold(self) -> tuple[Any, threading.Lock]:
         """This thread's connection, held so that `close()` elsewhere waits instead of pulling
@@ -507,6 +517,11 @@ class SqliteStore(Store):
         return (sqlite3.Error,)
 
 
+# PostgreSQL's codes for a session the server ended: admin_shutdown (pg_terminate_backend, a
+# fast shutdown), crash_shutdown, cannot_connect_now (starting up, or in recovery).
+_SERVER_ENDED = frozenset({"57P01", "57P02", "57P03"})
+
+
 class PostgresStore(Store):
     def __init__(self, url: str, *, clock: Clock, schema: str | None = None) -> None:
         super().__init__(url, POSTGRES, clock=clock, where=mask_url(url))
@@ -552,6 +567,11 @@ class PostgresStore(Store):
     def _is_broken(self, conn: Any) -> bool:
         return bool(conn.broken)
 
+    def _lost_unused(self, conn: Any, exc: BaseException) -> bool:
+        # Ended by the server (an administrator, a shutdown, a restart): whatever was running
+        # on it was rolled back, so nothing of it was written.
+        return bool(conn.broken) and getattr(exc, "sqlstate", None) in _SERVER_ENDED
+
     def _lock_migrations(self, tx: Tx) -> None:
         tx.one(
             "SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))", (_MIGRATION_LOCK_KEY,)
@@ -571,14 +591,22 @@ class _Transaction:
 
     def __enter__(self) -> Tx:
         store = self._store
-        conn, lock = store._hold()
-        self._conn = conn
-        self._lock = lock
-        try:
-            store._begin(conn, self._write)
-        except BaseException as exc:
-            self._end(exc)
-            raise
+        for again in (False, True):
+            conn, lock = store._hold()
+            self._conn = conn
+            self._lock = lock
+            try:
+                store._begin(conn, self._write)
+            except BaseException as exc:
+                if not again and isinstance(exc, store._driver_errors()) and store._is_broken(conn):
+                    # The connection was lost while it sat idle (a server restart, a failover,
+                    # an idle timeout): BEGIN did nothing, so once more on a new one.
+                    store._discard(conn)
+                    self._release()
+                    continue
+                self._end(exc)
+                raise
+            break
         self._tx = Tx(conn, store.dialect, store.clock)
         return self._tx
 

@@ -397,6 +397,32 @@ def test_a_drain_asked_while_an_item_ends_stops_the_next_claim_at_once(rig: Rig)
     assert len(rig.implementer.calls) == 1
 
 
+def test_a_database_that_fails_mid_attempt_gives_the_attempt_back_not_a_tracker_failure(
+    rig: Rig,
+) -> None:
+    # Counted as a failure of the tracker, and its attempt spent, when PostgreSQL dropped the
+    # run's connection under an agent.
+    from agent_harness.store.errors import StoreError
+    from agent_harness.testing.scripted import ScriptedImplementer, Step
+
+    run = pipeline(rig, "### T1: One\n")
+
+    class LosesTheDatabase(ScriptedImplementer):
+        def implement(self, *args: Any, **kwargs: Any) -> Any:
+            if not self.calls:
+                self.calls.append(("lost", args, kwargs))
+                raise StoreError("postgresql://h/db", "terminating connection")
+            return super().implement(*args, **kwargs)
+
+    rig.implementer = LosesTheDatabase([Step(files={"one.py": "x = 1\n"})])
+    run.parts.implementer = rig.implementer
+    run.settings.max_attempts = 1  # a spent attempt would have failed the item
+    report = run.run()
+    assert [(i.id, i.state) for i in report.items] == [("T1", "pr_open")]
+    kinds = [e.kind for e in rig.store.all_events(project=run.project, item="T1")]
+    assert "attempt_failed" not in kinds and "deferred" in kinds
+
+
 def _pool_state(rig: Rig, project: str) -> str | None:
     from agent_harness.queue import control
 

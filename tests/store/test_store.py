@@ -453,3 +453,30 @@ def test_opening_the_database_again_leaves_the_locks_of_this_process_held(tmp_pa
         first.close()
     assert seen == "[('paused',)]"
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.integration
+@pytest.mark.postgres
+def test_a_connection_the_server_ended_while_idle_is_opened_again_not_an_error(
+    pg_engine: Engine,
+) -> None:
+    # A restart, a failover or pg_terminate_backend ended every host's run with "terminating
+    # connection due to administrator command", and failed the item a worker was on.
+    import psycopg
+
+    from tests.shared.stores import pg_url
+
+    with pg_engine.open() as store:
+        pid = store.statement("SELECT pg_backend_pid()")
+        assert pid is not None
+        with psycopg.connect(pg_url(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
+        with store.transaction() as tx:  # its BEGIN met the ended session
+            tx.execute("INSERT INTO meta (key, value) VALUES ('k', 'v')")
+        assert store.get_meta("k") == "v"
+        again = store.statement("SELECT pg_backend_pid()")
+        assert again is not None and again[0] != pid[0]
+        with psycopg.connect(pg_url(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (again[0],))
+        row = store.statement("SELECT 1")  # a statement of its own met it
+        assert row == (1,)
