@@ -161,7 +161,8 @@ def open_database(flag: str | None, *, must_exist: bool, check_protection: bool 
     """Open the configured database; a read-only command never creates an empty one."""
     from agent_harness.config import database_url, load_settings
     from agent_harness.errors import UsageError
-    from agent_harness.store.database import open_store, refuse_keyword_dsn
+    from agent_harness.store.database import open_store
+    from agent_harness.store.pglink import refuse_keyword_dsn
 
     if flag is not None and not flag.strip():  # `--db "$UNSET"`: not the default, by surprise
         raise UsageError("--db is empty: give a path, sqlite:///path or postgresql://...")

@@ -1,6 +1,7 @@
 """What the user's clone must be before any agent runs: no work in progress of the person's on
-its default branch, and a remote that is the tracker's repository (the items' branches are
-pushed there, and only there can a pull request name them)."""
+its default branch, a remote that is the tracker's repository (the items' branches are pushed
+there, and only there can a pull request name them), and a state folder whose worktrees are its
+own."""
 
 from __future__ import annotations
 
@@ -59,6 +60,35 @@ def refuse_other_remote(clone: Path, remote: str, url: str, full_name: str, clon
             f"--work {clone} pushes to {remote} {mask_url(url)}, which is not {full_name}: its "
             "branches would go there; point it at the tracker's repository "
             f"(`git remote set-url {remote} {mask_url(clone_url)}`)"
+        )
+
+
+def refuse_shared_worktrees(worktrees: Path, common_dir: Path) -> None:
+    """Refuse a state folder whose item worktrees belong to another clone (another repository
+    run from the same folder): an item of the same id would be worked in the other's worktree,
+    and its branch pushed from there."""
+    if not worktrees.is_dir():
+        return
+    ours = common_dir.resolve()
+    others: dict[Path, list[str]] = {}
+    for entry in sorted(worktrees.iterdir()):
+        try:
+            text = (entry / ".git").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue  # not a worktree (or not one any more): nothing to share
+        if not text.startswith("gitdir:"):
+            continue
+        gitdir = Path(text[len("gitdir:") :].strip())
+        gitdir = gitdir if gitdir.is_absolute() else (entry / gitdir)
+        if not gitdir.resolve().is_relative_to(ours):
+            others.setdefault(gitdir.resolve().parents[2], []).append(entry.name)
+    if others:
+        owner, names = next(iter(others.items()))
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if names[3:] else "")
+        raise CloneUnusable(
+            f"the state folder {worktrees.parent} holds worktrees of another clone, {owner} "
+            f"({shown}): this run's items would be worked in them; run it from a folder of its "
+            "own, or give it one with AGENT_HARNESS_STATE_DIR"
         )
 
 

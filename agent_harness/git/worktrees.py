@@ -22,6 +22,7 @@ from agent_harness.git.catchup import catch_up, foreign_head
 from agent_harness.git.change import Change, read_change, save_uncommitted
 from agent_harness.git.clone_checks import (
     refuse_other_remote,
+    refuse_shared_worktrees,
     refuse_work_in_progress,
     status_paths,
 )
@@ -214,6 +215,8 @@ class WorkRepo:
         url = self.push_url()
         if url is not None:
             refuse_other_remote(self.path, self.remote, url, full_name, clone_url)
+        common = Path(self._git(self.path, "rev-parse", "--git-common-dir"))
+        refuse_shared_worktrees(self.worktrees_dir, self.path / common)
 
     # -- worktrees -----------------------------------------------------------------------------
     def prepare(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import sqlite3
 import threading
 import time
@@ -31,6 +30,7 @@ from agent_harness.store.errors import EventsUnprotected, SchemaTooNew, StoreErr
 from agent_harness.store.events import Event, Payload
 from agent_harness.store.migrations import MIGRATIONS, Migration
 from agent_harness.store.parked import ParkedKeys
+from agent_harness.store.pglink import KEYWORD_DSN, SERVER_ENDED, refuse_keyword_dsn
 from agent_harness.store.rebase import LogAhead
 from agent_harness.store.sqlitefile import open_sqlite, refuse_foreign_file
 from agent_harness.store.writegate import FORKS, FairLock, restore_timeout, take_turn, write_gate
@@ -517,11 +517,6 @@ class SqliteStore(Store):
         return (sqlite3.Error,)
 
 
-# PostgreSQL's codes for a session the server ended: admin_shutdown (pg_terminate_backend, a
-# fast shutdown), crash_shutdown, cannot_connect_now (starting up, or in recovery).
-_SERVER_ENDED = frozenset({"57P01", "57P02", "57P03"})
-
-
 class PostgresStore(Store):
     def __init__(self, url: str, *, clock: Clock, schema: str | None = None) -> None:
         super().__init__(url, POSTGRES, clock=clock, where=mask_url(url))
@@ -570,7 +565,7 @@ class PostgresStore(Store):
     def _lost_unused(self, conn: Any, exc: BaseException) -> bool:
         # Ended by the server (an administrator, a shutdown, a restart): whatever was running
         # on it was rolled back, so nothing of it was written.
-        return bool(conn.broken) and getattr(exc, "sqlstate", None) in _SERVER_ENDED
+        return bool(conn.broken) and getattr(exc, "sqlstate", None) in SERVER_ENDED
 
     def _lock_migrations(self, tx: Tx) -> None:
         tx.one(
@@ -642,23 +637,6 @@ class _Transaction:
             self._release()
 
 
-_KEYWORD_DSN = re.compile(
-    r"^\s*(?:host|hostaddr|port|dbname|user|password|service|sslmode|options)\s*=", re.I
-)
-
-
-def refuse_keyword_dsn(url: str) -> None:
-    """libpq's keyword form (`host=h dbname=x user=u`) is not a URL: read as a path, it would
-    make a SQLite file of that name (and echo any `password=` in it)."""
-    if _KEYWORD_DSN.match(url):
-        raise UsageError(
-            f"{mask_url(url)[:200]!r} is libpq's keyword form, which is not read here: write "
-            "it as a URL, postgresql://USER@HOST:PORT/DBNAME (and keep a password in "
-            "PGPASSWORD or ~/.pgpass, out of the command line); a SQLite file of such a name "
-            "is ./NAME or sqlite:///PATH"
-        )
-
-
 def open_store(
     url: str | None = None,
     *,
@@ -682,7 +660,7 @@ def open_store(
     store: Store
     if url is None or url == "":
         store = SqliteStore(Path.cwd() / DEFAULT_SQLITE_PATH, clock=clock)
-    elif url.startswith("-") or _KEYWORD_DSN.match(url):
+    elif url.startswith("-") or KEYWORD_DSN.match(url):
         refuse_keyword_dsn(url)
         # `--db --json` takes the next option as the database: never make a file so named.
         raise UsageError(

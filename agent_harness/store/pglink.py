@@ -10,7 +10,11 @@ the worker's error is a StoreError like any other. A URL that sets any of these 
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from agent_harness.errors import UsageError
+from agent_harness.secrets.shapes import mask_url
 
 CONNECT_TIMEOUT_S = 10
 # libpq's names; seconds, except tcp_user_timeout (milliseconds).
@@ -32,3 +36,25 @@ def connect(url: str) -> Any:
     options: dict[str, Any] = {k: v for k, v in LINK_OPTIONS.items() if k not in given}
     options.setdefault("connect_timeout", given.get("connect_timeout", CONNECT_TIMEOUT_S))
     return psycopg.connect(url, autocommit=True, **options)
+
+
+# PostgreSQL's codes for a session the server ended: admin_shutdown (pg_terminate_backend, a
+# fast shutdown), crash_shutdown, cannot_connect_now (starting up, or in recovery).
+SERVER_ENDED = frozenset({"57P01", "57P02", "57P03"})
+
+
+KEYWORD_DSN = re.compile(
+    r"^\s*(?:host|hostaddr|port|dbname|user|password|service|sslmode|options)\s*=", re.I
+)
+
+
+def refuse_keyword_dsn(url: str) -> None:
+    """libpq's keyword form (`host=h dbname=x user=u`) is not a URL: read as a path, it would
+    make a SQLite file of that name (and echo any `password=` in it)."""
+    if KEYWORD_DSN.match(url):
+        raise UsageError(
+            f"{mask_url(url)[:200]!r} is libpq's keyword form, which is not read here: write "
+            "it as a URL, postgresql://USER@HOST:PORT/DBNAME (and keep a password in "
+            "PGPASSWORD or ~/.pgpass, out of the command line); a SQLite file of such a name "
+            "is ./NAME or sqlite:///PATH"
+        )

@@ -544,3 +544,24 @@ def test_a_dirty_default_branch_is_refused_by_its_files_but_the_plans_own_edit(
     with pytest.raises(WorktreeError) as refused:
         repo.check_clean_default(allow=[clone / "PLAN.md"])
     assert "(kept notes.txt, notes.txt)" in refused.value.message
+
+
+def test_a_state_folder_holding_another_clones_worktrees_is_refused_before_any_item(
+    tmp_path: Path,
+) -> None:
+    # Two repositories run from one folder: the second's N1 was worked in the first's worktree
+    # of N1, then the run stopped blaming an agent for the clone's settings, at every rerun.
+    from agent_harness.git.errors import CloneUnusable
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = seeded_clone(tmp_path / "a"), seeded_clone(tmp_path / "b")
+    state = tmp_path / "state"
+    WorkRepo(first, state).prepare("N1", "Write notes")
+    own = WorkRepo(first, state)
+    own.check_remote("o/a", str(tmp_path / "a" / "origin.git"))  # its own: taken
+    with pytest.raises(CloneUnusable) as refused:
+        WorkRepo(second, state).check_remote("o/b", str(tmp_path / "b" / "origin.git"))
+    said = refused.value.message
+    assert f"holds worktrees of another clone, {first.resolve()} (N1)" in said
+    assert "AGENT_HARNESS_STATE_DIR" in said
