@@ -83,11 +83,14 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
         activity = _activity(store, name, [c.item_id for c in view.live])
         records = queue.list_items(store, name, with_deps=True)
         [asked] = get_control(store, name)
+        # Leases run on the database's clock (PostgreSQL's, for a fleet): a host whose own clock
+        # is off would show live leases expired and dead ones live.
+        now = store.clock()
     waiting = [r for r in records if r.state == "waiting"]
     failed = [r for r in records if r.state == "failed"]
     blocked = _blocked(records)
     if as_json:
-        data = _status_json(view, time.time())
+        data = _status_json(view, now)
         data["activity"] = activity
         data["control"] = asked.model_dump(mode="json", include={"asked", "asked_at", "asked_by"})
         data["waiting"] = [{"id": r.id, "until": r.not_before, "reason": r.reason} for r in waiting]
@@ -99,7 +102,7 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
         ]  # fmt: skip
         print_json(data)
     else:
-        _render_status(view, time.time(), activity, waiting)
+        _render_status(view, now, activity, waiting)
         if asked.asked.value != "running":  # a paused queue's pending items wait for a person
             by = f" by {asked.asked_by}" if asked.asked_by else ""
             console().print(
@@ -483,7 +486,7 @@ def _render_status(
                 "-"
                 if not r.not_before
                 else "due now (the next run takes it)"  # its time has come, or it was woken
-                if r.not_before <= time.time()
+                if r.not_before <= now
                 else time.strftime("%Y-%m-%d %H:%M", time.localtime(r.not_before))
             )
             table.add_row(r.id, until, r.reason or "")
