@@ -9,6 +9,7 @@ costs one more process, for its content, which the reviewer is not shown but the
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,25 +32,45 @@ class Change:
     paths: list[str]  # every path it touches, both sides of a rename, sorted
     binary: list[str]  # paths git shows no text for, as they are at `sha`
     patch: str  # the unified diff, as a reviewer reads it
+    base: str = ""  # the commit it is measured from
 
     def scan_text(self, worktree: Path, sha: str) -> str:
-        """The patch, and each binary file's content at `sha` as if every line were added, for
-        the secret scan (a key is a key in an image's metadata too)."""
+        """The patch; each binary file's content at `sha` as if every line were added (a key is
+        a key in an image's metadata too); and what a push publishes beside the content: the
+        paths, and each commit's message and names (`(file names)`, `(commits)`), all for the
+        secret scan."""
         parts = [self.patch]
         for path in self.binary:
             done = run_git(worktree, "cat-file", "blob", f"{sha}:{path}", check=False)
             if not done.ok:  # deleted at `sha`: nothing of it leaves
                 continue
-            lines = done.stdout.split("\n")
-            parts.append(f"+++ {_quoted('b/' + path)}\n@@ -0,0 +1,{len(lines)} @@\n")
-            parts.append("".join(f"+{line}\n" for line in lines))
+            parts.append(_added(path, done.stdout.split("\n")))
+        parts.append(_added(PATHS_PART, self.paths))
+        if self.base:
+            log = ("log", "--no-color", "--format=%an <%ae> %cn <%ce>%n%B", f"{self.base}..{sha}")
+            done = run_git(worktree, *log, check=False, errors="surrogateescape")
+            if done.ok:
+                parts.append(_added(COMMITS_PART, done.stdout.split("\n")))
         return "\n".join(part.removesuffix("\n") for part in parts if part) + "\n"
+
+
+# The names the scan gives what a push publishes beside the files' content.
+PATHS_PART = "(file names)"
+COMMITS_PART = "(commits)"
+
+
+def _added(name: str, lines: list[str]) -> str:
+    """`lines` as a file `name` a diff adds whole, as the scan reads one."""
+    if not lines:
+        return ""
+    head = f"+++ {_quoted('b/' + name)}\n@@ -0,0 +1,{len(lines)} @@\n"
+    return head + "".join(f"+{line}\n" for line in lines)
 
 
 def read_change(worktree: Path, base: str, sha: str) -> Change:
     """The change of commit `sha` since `base`, from one git process; raises `GitError`."""
     done = run_git(worktree, *_DIFF, base, sha, "--", errors="surrogateescape")
-    return parse_change(done.stdout)
+    return dataclasses.replace(parse_change(done.stdout), base=base)
 
 
 def parse_change(out: str) -> Change:

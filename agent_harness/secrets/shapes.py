@@ -13,7 +13,8 @@ from dataclasses import dataclass
 # A name part that says "credential". KEY and AUTH only as whole parts, so GIT_AUTHOR_NAME or
 # KEYBOARD_LAYOUT are not taken for secrets, while MY_REVIEWER_KEY and GITHUB_AUTH are.
 SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL|CREDS|COOKIE"
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PASSCODE|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL"
+    r"|CREDS|COOKIE|_PASS(?:_|$)|_PWD(?:_|$)"
     r"|(?:^|_)KEY(?:_|$)|(?:^|_)AUTH(?:_|$))",
     re.IGNORECASE,
 )

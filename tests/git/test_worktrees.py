@@ -565,3 +565,23 @@ def test_a_state_folder_holding_another_clones_worktrees_is_refused_before_any_i
     said = refused.value.message
     assert f"holds worktrees of another clone, {first.resolve()} (N1)" in said
     assert "AGENT_HARNESS_STATE_DIR" in said
+
+
+def test_the_scan_reads_what_a_push_publishes_beside_content_commit_messages_and_names(
+    clone: Path,
+) -> None:
+    # A token in a commit message, or as a file's name, was pushed: only added lines were read.
+    from agent_harness.secrets.scan import scan_diff
+
+    token = "ghp_" + "Q" * 36
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("S6", "Notes")
+    (tree.path / "data").mkdir()
+    (tree.path / "data" / f"{token}.txt").write_text("nothing here\n")
+    git(tree.path, "add", "-A")
+    git(tree.path, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", f"note {token}")
+    found = scan_diff(repo.committed_diff(tree), {token: "GH_TOKEN"})
+    assert [f.describe() for f in found] == [
+        "(file names):1 holds the value of GH_TOKEN",
+        "(commits):2 holds the value of GH_TOKEN",
+    ]

@@ -64,6 +64,12 @@ def test_known_values_come_from_credential_names_and_shapes_only() -> None:
         ("GITHUB_AUTH", True),
         ("SESSION_COOKIE", True),
         ("AWS_CREDS", True),
+        ("ACME_PASSPHRASE", True),  # reached the checks and stayed in the logs as it was
+        ("VAULT_PASSCODE", True),
+        ("SMTP_PASS", True),
+        ("DB_PWD", True),
+        ("PASSENGER_COUNT", False),
+        ("PWD", False),  # the shell's working directory, not a password
         ("GIT_AUTHOR_NAME", False),  # checks that commit need it
         ("KEYBOARD_LAYOUT", False),
         ("MONKEY_PATCH", False),
