@@ -74,6 +74,10 @@ class Workspace(Protocol):
     def committed_diff(self, tree: Worktree) -> str:
         """What the item's commits add since the base, with no context lines, for a scan."""
 
+    def large_files(self, tree: Worktree, sha: str, limit: int) -> list[tuple[str, int]]:
+        """The files commit `sha` holds, among those its change touches, of more than `limit`
+        bytes, with their sizes."""
+
     def changed_paths(self, tree: Worktree, sha: str | None = None) -> list[str]:
         """Every path that differs from the base: committed, staged, unstaged, untracked; with
         `sha`, those commit `sha` changes."""

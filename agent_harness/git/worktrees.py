@@ -523,6 +523,29 @@ class WorkRepo:
         except runner.GitError as exc:
             raise WorktreeError(exc.message) from exc
 
+    def large_files(self, tree: Worktree, sha: str, limit: int) -> list[tuple[str, int]]:
+        """The files commit `sha` holds, among those its change touches, of more than `limit`
+        bytes, with their sizes. Sizes are asked of git only when the change has a binary file
+        or a patch that large (a text file that size makes one)."""
+        change = self._change(tree, sha)
+        if not change.binary and len(change.patch) <= limit:
+            return []
+        paths = [path for path in change.paths if "\n" not in path]
+        asked = "".join(f"{sha}:{path}\n" for path in paths)
+        try:
+            done = runner.run_git(
+                tree.path, *self.settings.pins, "cat-file", "--batch-check=%(objectsize)",
+                input=asked.encode("utf-8", "surrogateescape"), errors="surrogateescape",
+            )  # fmt: skip
+        except runner.GitError as exc:
+            raise WorktreeError(exc.message) from exc
+        sizes = done.stdout.split("\n")
+        return [
+            (path, int(size))
+            for path, size in zip(paths, sizes, strict=False)
+            if size.isdigit() and int(size) > limit  # "… missing": deleted at `sha`
+        ]
+
     def _change(self, tree: Worktree, sha: str) -> Change:
         key = (str(tree.path), tree.base_sha, sha)
         with self._changes_lock:

@@ -23,7 +23,12 @@ from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.budgets import call_bound, item_over_budget, next_call_refused
 from agent_harness.pipeline.checks import CheckResult, absent_for_good, not_found, order_checks
 from agent_harness.pipeline.delivery import deliver
-from agent_harness.pipeline.gates import leaks_secret, leaves_conflicts, touches_protected
+from agent_harness.pipeline.gates import (
+    carries_huge_file,
+    leaks_secret,
+    leaves_conflicts,
+    touches_protected,
+)
 from agent_harness.pipeline.history import AGENT_PICKED_UP, ItemHistory
 from agent_harness.pipeline.parts import ITEM_AT_WORK, RunParts
 from agent_harness.pipeline.prompt import Feedback, build_prompt, read_agents_md
@@ -144,6 +149,7 @@ class Attempt:
             touches_protected(parts, item, lease, tree, history, sha)
             or leaks_secret(parts, item, lease, tree, history)
             or leaves_conflicts(parts, item, lease, tree, history, sha)
+            or carries_huge_file(parts, item, lease, tree, history, sha)
         ):
             return
         self.scanned = sha

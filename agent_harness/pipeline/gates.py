@@ -139,3 +139,29 @@ def leaves_conflicts(
     parts.remember(item.id, Feedback("agent", summary, detail), history)
     parts.fail(lease, summary, FailureClass.CONFLICT_LEFT)
     return True
+
+
+def _size(count: int) -> str:
+    return f"{count / 1024 / 1024:.0f} MiB" if count >= 1024 * 1024 else f"{count} bytes"
+
+
+def carries_huge_file(
+    parts: RunParts, item: WorkItem, lease: Lease, tree: Worktree, history: ItemHistory, sha: str
+) -> bool:
+    """End the attempt when commit `sha` holds a file larger than a push may carry (caught here,
+    before the checks and the reviewer are paid, not at the push); the next attempt is told
+    which, and how large."""
+    limit = parts.settings.largest_file_bytes  # GitHub's: 100 MiB
+    large = parts.repo.large_files(tree, sha, limit)
+    if not large:
+        return False
+    shown = ", ".join(f"{path} ({_size(size)})" for path, size in large[:5])
+    summary = f"the change holds files larger than a push may carry ({_size(limit)}): {shown}"
+    detail = (
+        f"{shown}: a push holding a file over {_size(limit)} is refused (GitHub refuses any "
+        "over 100 MiB). Leave such files out of the change (generate them, or list them in "
+        ".gitignore), or keep them smaller."
+    )
+    parts.remember(item.id, Feedback("agent", summary, detail), history)
+    parts.fail(lease, summary, FailureClass.CHECK_FAILED)
+    return True

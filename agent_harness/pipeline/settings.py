@@ -51,6 +51,8 @@ class RunSettings:
     lease_s: float = 300.0
     workers: int = 1
     protected: list[str] = field(default_factory=lambda: [".github/**", "agent-harness.toml"])
+    # The largest file a change may hold: GitHub refuses a push with a file over 100 MiB.
+    largest_file_bytes: int = 100 * 1024 * 1024
     allow_same_vendor: bool = False
     item_cost_usd: float | None = None
     run_cost_usd: float | None = None

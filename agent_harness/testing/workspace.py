@@ -162,6 +162,11 @@ class MemoryWorkspace:
         head = self._snapshots[self.head(tree)]
         return _unified(self._snapshots[tree.base_sha], head, context=0)
 
+    def large_files(self, tree: Worktree, sha: str, limit: int) -> list[tuple[str, int]]:
+        now = self._snapshots[sha]
+        return [(name, len(now[name])) for name in self.changed_paths(tree, sha)
+                if name in now and len(now[name]) > limit]  # fmt: skip
+
     def changed_paths(self, tree: Worktree, sha: str | None = None) -> list[str]:
         base = self._snapshots[tree.base_sha]
         now = self._snapshots[sha] if sha else self._read(tree)

@@ -585,3 +585,15 @@ def test_the_scan_reads_what_a_push_publishes_beside_content_commit_messages_and
         "(file names):1 holds the value of GH_TOKEN",
         "(commits):2 holds the value of GH_TOKEN",
     ]
+
+
+def test_files_larger_than_a_push_may_carry_are_named_with_their_sizes(clone: Path) -> None:
+    repo = WorkRepo(clone, clone.parent / "state")
+    tree = repo.prepare("C2", "Data")
+    (tree.path / "huge.bin").write_bytes(bytes(range(256)) * 12)  # 3,072 bytes, binary
+    (tree.path / "small.txt").write_text("fine\n")
+    git(tree.path, "add", "-A")
+    git(tree.path, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "data")
+    sha = repo.head(tree)
+    assert repo.large_files(tree, sha, 1000) == [("huge.bin", 3072)]
+    assert repo.large_files(tree, sha, 5000) == []

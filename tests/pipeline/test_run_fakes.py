@@ -423,6 +423,28 @@ def test_a_database_that_fails_mid_attempt_gives_the_attempt_back_not_a_tracker_
     assert "attempt_failed" not in kinds and "deferred" in kinds
 
 
+def test_a_file_larger_than_a_push_may_carry_ends_the_attempt_before_checks_or_review(
+    rig: Rig,
+) -> None:
+    # A 120 MB file went to review and a pull request; GitHub refuses the push of any file over
+    # 100 MiB. The limit is lowered here so the test writes bytes, not megabytes.
+    from agent_harness.testing.scripted import ScriptedImplementer, Step
+
+    run = pipeline(rig, "### T1: One\n")
+    run.settings.largest_file_bytes = 100
+    run.settings.max_attempts = 1
+    rig.implementer = ScriptedImplementer([Step(files={"huge.bin": "x" * 500, "ok.py": "x = 1\n"})])
+    run.parts.implementer = rig.implementer
+    report = run.run()
+    [item] = report.items
+    assert item.state == "failed"
+    assert item.reason == (
+        "the change holds files larger than a push may carry (100 bytes): huge.bin (500 bytes) "
+        "(attempt budget 1 spent)"
+    )
+    assert rig.reviewer.prompts == [] and rig.tracker.pulls == {}
+
+
 def _pool_state(rig: Rig, project: str) -> str | None:
     from agent_harness.queue import control
 
