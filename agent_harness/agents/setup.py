@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import stat
 import sys
 import tempfile
@@ -253,11 +254,39 @@ def remove_own_tmp(path: Path) -> None:
     killed): a file it makes once the folder was listed keeps the folder, so the removal is
     tried again, for under a second in all. Only then: what cannot be removed for good (a
     read-only folder a tool left) is not waited for. Best effort: what is left stays until the
-    session's next end removes it."""
+    session's next end removes it.
+
+    First, any program still running with this folder as its TMPDIR is ended: the session's
+    programs are over, so such a one slipped out of its process group (`setsid` and a double
+    fork make a daemon that outlives the run, and goes on writing where it was started)."""
+    end_strays(path)
     for pause in _REMOVE_PAUSES_S:
         time.sleep(pause)
         if _removed_or_lasting(path):
             return
+
+
+def end_strays(tmp: Path) -> list[int]:
+    """Kill this user's processes whose environment names `tmp` as their TMPDIR (read from
+    /proc, where there is one); the pids killed."""
+    marker = b"\0TMPDIR=" + os.fsencode(str(tmp)) + b"\0"
+    killed: list[int] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return killed  # no /proc here (macOS): the process groups are all there is
+    for name in names:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as environ:
+                found = marker in b"\0" + environ.read()
+            if found:
+                os.kill(int(name), signal.SIGKILL)
+                killed.append(int(name))
+        except OSError:
+            continue  # another user's, or gone meanwhile
+    return killed
 
 
 def _removed_or_lasting(path: Path) -> bool:

@@ -173,3 +173,65 @@ def test_a_folder_still_being_written_to_as_it_is_removed_is_removed_all_the_sam
     finally:
         writer.wait(timeout=30)
     assert not folder.exists()  # was: a file made after the listing kept the folder for good
+
+
+# Leaves a daemon behind: a double fork with a session of its own (out of every process group
+# the harness ends), deaf to SIGHUP and SIGTERM, writing its pid where the test can read it.
+DAEMON = """\
+import os, signal, sys, time
+pid_file = os.path.abspath("daemon.pid")
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open(pid_file + ".tmp", "w") as out:
+            out.write(str(os.getpid()))
+        os.rename(pid_file + ".tmp", pid_file)
+        while True:
+            time.sleep(0.2)
+    os._exit(0)
+while not os.path.exists(pid_file):
+    time.sleep(0.01)
+print("done")
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+
+
+def test_a_daemon_an_agent_left_behind_is_ended_with_its_session(
+    local_host: SessionHost, name: str, work: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    # One lived on for five more runs, writing into the person's clone.
+    script = work.parent / "daemon.py"
+    script.write_text(DAEMON)
+    preset = dataclasses.replace(
+        PRESETS["claude"], binary=sys.executable, template=(sys.executable, str(script))
+    )
+    (tmp_path / "system-tmp").mkdir()
+    ran = run_cli_agent(
+        local_host,
+        preset,
+        session=name,
+        workdir=work,
+        prompt="Fix the bug.",
+        state_dir=state_dir,
+        home=state_dir / "agent-home",
+        env_source={**base_env(), "TMPDIR": str(tmp_path / "system-tmp")},
+        timeout_s=60,
+        idle_s=30,
+        poll_s=0.02,
+    )
+    pid = int((work / "daemon.pid").read_text())
+    try:
+        assert ran.outcome.state is AgentState.DONE, ran.outcome.reason
+        wait_for(lambda: not _alive(pid))
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
