@@ -420,3 +420,5 @@ def render_report(out: Console, report: RunReport) -> None:
     )
     if report.stopped_by_budget:
         out.print(f"stopped claiming: {report.stopped_because or 'run budget spent'}", markup=False)
+    for warning in report.warnings:
+        out.print(f"warning: {warning}", markup=False)

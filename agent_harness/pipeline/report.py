@@ -40,6 +40,8 @@ class RunReport:
     stopped_because: str | None = None  # why the run stopped claiming, when it did
     run_id: str | None = None
     reconciled: list[dict[str, Any]] = field(default_factory=list)
+    # What changed where no agent should have written (the plan, the clone's default checkout)
+    warnings: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -53,6 +55,7 @@ class RunReport:
             "stopped_because": self.stopped_because,
             "run_id": self.run_id,
             "reconciled": self.reconciled,
+            "warnings": self.warnings,
             "sync": self.sync.as_json() if self.sync else None,
         }
 

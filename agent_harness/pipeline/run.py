@@ -26,6 +26,7 @@ from agent_harness.pipeline.attempt import DELIVERY_BACKOFF_CAP_S, DELIVERY_WAIT
 from agent_harness.pipeline.budgets import RunBudget
 from agent_harness.pipeline.checks import missing_program, not_found, run_checks
 from agent_harness.pipeline.history import ItemHistory
+from agent_harness.pipeline.outside import changed_outside, digests, plan_files
 from agent_harness.pipeline.parts import CheckRunner, RunParts
 from agent_harness.pipeline.report import RunReport, build_report, unfinished_deps
 from agent_harness.pipeline.settings import Observer, RunRefused, RunSettings
@@ -124,6 +125,7 @@ class Pipeline:
         )
         self.parts.run_budget = self.budget
         self._setup_checked = False
+        self._plan_digests: dict[Path, str | None] = {}  # to see a plan changed during the run
         self._host_held: Held | None = None  # the database's lock on this run's host id
         self.rounds: list[WatchReport] = []
         self.log_from = 0  # the log's newest event when the run began
@@ -196,10 +198,11 @@ class Pipeline:
             raise RunRefused(f"{parts.tracker.repo} is archived: no pull request can be opened")
         parts.repo.set_default_branch(info.default_branch)
         parts.repo.check_remote(info.full_name, info.clone_url)
-        parts.repo.check_clean_default(allow=self._plan_files())
+        parts.repo.check_clean_default(allow=plan_files(self.plan))
         self._refuse_another_spelling()
         self._refuse_shared_branches()
         self._refuse_missing_check_programs()
+        self._plan_digests = digests(plan_files(self.plan))
         self._setup_checked = True
 
     def _refuse_missing_check_programs(self) -> None:
@@ -401,12 +404,6 @@ class Pipeline:
                 ) from None
             yield
 
-    def _plan_files(self) -> list[Path]:
-        """The plan's file, whose changes in the clone are no work in progress of the person's
-        (the plan is read as it is, committed or not)."""
-        source = self.plan.source
-        return [Path(source)] if source and source != "-" else []
-
     def check_host_lock(self) -> None:
         """Halt the run when the database lock on its host id is no longer its own: its
         connection was lost and another run under the same --host-id took it (and with it this
@@ -475,6 +472,7 @@ class Pipeline:
         self._close_sessions(ended=True)
         report = self.report(sync)
         report.reconciled = reconciled
+        report.warnings = changed_outside(self.parts.repo, self._plan_digests)
         return report
 
     def idle_step(self, watch: IdleWatch) -> bool:
