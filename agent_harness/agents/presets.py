@@ -165,6 +165,10 @@ PRESETS: dict[str, AgentPreset] = {
 }  # fmt: skip
 
 
+# The preset an agent command of the person's own is run as (`--agent 'tool {prompt_file}'`).
+CUSTOM = "custom"
+
+
 def preset_for(spec: str) -> AgentPreset:
     """A preset by name, or a custom agent from a command template.
 
@@ -198,7 +202,7 @@ def preset_for(spec: str) -> AgentPreset:
             f"known: {', '.join(KNOWN_PLACEHOLDERS)} (no shell runs the command)"
         )
     return AgentPreset(
-        name="custom",
+        name=CUSTOM,
         binary=argv[0],
         vendor="custom",
         api_key_env=(),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_harness.agents.output import CliReport, read_cli_report
+from agent_harness.agents.presets import CUSTOM
 from agent_harness.agents.runner import AgentOutcome, AgentState, run_cli_agent
 from agent_harness.failures import FailureClass, ends_the_item
 from agent_harness.git.runner import GitError, git
@@ -157,6 +158,13 @@ class CliImplementer:
         failure = outcome.failure
         if state is AgentState.DONE:
             return self._judge_done(outcome, report, tree)
+        if self._work_over_words(outcome, tree):
+            # A command of the person's own, read with every CLI's sentences: a limit it printed
+            # and then exited 0 from, having done work, is judged by the work (the checks and
+            # the reviewer read it). Taken at its word, one such line parked every item.
+            said = failure.describe() if failure is not None else "a limit"
+            return _Ending(True, "done", f"{self.name} finished (exit 0) with changes; it "
+                           f"also printed {said}, not taken as how it ended")  # fmt: skip
         reason = _with_last_words(outcome.reason, outcome.output_tail)
         if state is AgentState.MISSING_BINARY:
             permanent = ends_the_item(FailureClass.MISSING_PROGRAM)
@@ -170,6 +178,13 @@ class CliImplementer:
         if state is AgentState.TIMEOUT:
             return _Ending(False, "timeout", reason)
         return _Ending(False, "crashed", reason)
+
+    def _work_over_words(self, outcome: AgentOutcome, tree: Worktree) -> bool:
+        """Whether a custom agent's exit 0 with a changed worktree outweighs a limit it printed
+        (a known CLI's own limit reports are read as they are meant)."""
+        custom = self.preset.name == CUSTOM
+        limited = AgentState(outcome.state) is AgentState.RATE_LIMITED
+        return custom and limited and outcome.exit_code == 0 and _tree_changed(tree)
 
     def _judge_done(self, outcome: AgentOutcome, report: CliReport, tree: Worktree) -> _Ending:
         """Exit 0 is success only when no report says otherwise, or the worktree shows work."""

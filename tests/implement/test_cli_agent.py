@@ -162,3 +162,25 @@ def test_an_agent_that_exits_0_after_a_bad_key_and_changed_nothing_is_refused(
 
     assert (result.ok, result.state, result.permanent) == (False, "refused", True)
     assert result.reason.startswith("custom exited 0 but reported: auth from custom")
+
+
+def test_an_agent_of_ones_own_that_did_work_and_exited_0_is_judged_by_it_not_by_a_limit_line(
+    tmp_path: Path, tree: Worktree
+) -> None:
+    # A custom agent printed a Claude usage-limit line after its work and exited 0: the work
+    # was dropped, and the whole account parked every other item for five hours.
+    worked = {
+        "steps": [
+            {"write_file": {"path": "f1.txt"}},
+            {"claude_rate_limit": {"reset_in_s": 5 * 3600}},
+        ],
+        "exit": 0,
+    }
+    result = implement(tmp_path, tree, worked)
+    assert (result.ok, result.state, result.wait_until) == (True, "done", None)
+    assert "not taken as how it ended" in result.reason
+    # With nothing done, the same line still waits out the limit, no attempt spent.
+    (tree.path / "f1.txt").unlink()
+    idle = {"steps": [{"claude_rate_limit": {"reset_in_s": 5 * 3600}}], "exit": 0}
+    waiting = implement(tmp_path, tree, idle)
+    assert not waiting.ok and waiting.wait_until is not None
