@@ -81,7 +81,8 @@ def test_a_change_is_committed_diffed_and_listed(space: Workspace) -> None:
     assert "+def count():" in diff and "later" not in diff
     (tree.path / "notes.txt").unlink()
     added = [line for line in space.committed_diff(tree).splitlines() if line.startswith("+")]
-    assert added[-2:] == ["+def count():", "+    return 1"]
+    where = added.index("+def count():")
+    assert added[where : where + 2] == ["+def count():", "+    return 1"]
     again = space.prepare("T1", "Count words")
     assert again.reused and space.head(again) == sha  # the commit is never lost
 
