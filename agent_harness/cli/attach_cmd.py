@@ -14,6 +14,7 @@ from agent_harness.cli.output import checked_name, from_env
 Examples:
   agent-harness attach T3                 # live tmux session, or the log if it has ended
   agent-harness attach T3 --print         # just print the command
+  agent-harness attach T3 --read-only     # watch only: no key reaches the agent
   AGENT_HARNESS_SESSION_TOKEN=... agent-harness attach T3   # an agent on a remote host
 """
 )
@@ -33,10 +34,18 @@ Examples:
 @click.option(
     "--print", "print_only", is_flag=True, help="Print the command instead of running it."
 )
-def attach(item_id: str, project: str | None, db: str | None, print_only: bool) -> int:
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Only watch a live tmux session: no key you type (Ctrl-C neither) reaches the agent.",
+)
+def attach(
+    item_id: str, project: str | None, db: str | None, print_only: bool, read_only: bool
+) -> int:
     """Attach to the terminal where ITEM's agent runs, to watch it or answer its question.
 
-    A live tmux session is attached read-write; detach with Ctrl-b d and the agent carries on.
+    A live tmux session is attached read-write (what you type reaches the agent, Ctrl-C too;
+    --read-only only watches); detach with Ctrl-b d and the agent carries on.
     When the session has ended (or agents run headless), its log is shown instead. An agent on
     a remote session host (`run --session-host`): the host is asked for its attach command,
     with the token in AGENT_HARNESS_SESSION_TOKEN.
@@ -54,7 +63,7 @@ def attach(item_id: str, project: str | None, db: str | None, print_only: bool) 
     store = open_database(db, must_exist=True)
     try:
         where = resolve_item_project(store, project, [item_id])
-        target = attach_target(store, where, item_id, env=process_env())
+        target = attach_target(store, where, item_id, env=process_env(), read_only=read_only)
     finally:
         store.close()
     click.echo(target.note, err=True)

@@ -37,9 +37,11 @@ def attach_target(
     item_id: str,
     follow: bool = True,
     env: Mapping[str, str] | None = None,
+    read_only: bool = False,
 ) -> AttachTarget:
     """How to watch the item's agent: its live session, or its log. `env` holds the remote
-    session host's token (AGENT_HARNESS_SESSION_TOKEN) when the agent ran on one."""
+    session host's token (AGENT_HARNESS_SESSION_TOKEN) when the agent ran on one. With
+    `read_only`, a live tmux session is attached so that no key typed reaches the agent."""
     events = store.all_events(project=project, item=item_id)
     started = last_of(events, AgentStarted)
     if not events:
@@ -72,11 +74,16 @@ def attach_target(
 
         host = TmuxHost(socket_name="agent-harness")
         if host.exists(session) and host.status(session).alive:
+            keys = (
+                "read-only: no key you type reaches the agent"
+                if read_only
+                else "what you type reaches the agent, Ctrl-C too (--read-only to only watch)"
+            )
             return AttachTarget(
-                host.attach_command(session),
+                host.attach_command(session, read_only=read_only),
                 True,
                 session,
-                f"the live session {session} (once attached, detach with Ctrl-b d)",
+                f"the live session {session} ({keys}; detach with Ctrl-b d)",
             )
     if log.is_file():
         return _log_target(log, session, follow and not _finished(events))

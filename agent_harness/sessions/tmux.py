@@ -433,8 +433,11 @@ class TmuxHost:
         if log is not None:  # a script that could not delete itself (no rm where it looked)
             shell_wrapper_path(log, name).unlink(missing_ok=True)
 
-    def attach_command(self, name: str) -> list[str]:
-        return [*self._base(), "attach", "-t", safe_session_name(name)]
+    def attach_command(self, name: str, *, read_only: bool = False) -> list[str]:
+        """The command that attaches a terminal to session `name`; with `read_only`, one whose
+        keys never reach the agent (but the detach key)."""
+        only = ["-r"] if read_only else []
+        return [*self._base(), "attach", *only, "-t", safe_session_name(name)]
 
     def kill_server(self) -> None:
         """Stop the whole private tmux server (only ever used with a private socket)."""

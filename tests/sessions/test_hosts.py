@@ -270,6 +270,37 @@ def test_tmux_attach_command_names_the_private_socket(tmux_host: TmuxHost) -> No
 
 
 @pytest.mark.acceptance
+def test_a_read_only_attach_sends_the_agent_no_key_and_a_plain_one_does(
+    tmux_host: TmuxHost, name: str, work: Path, tmp_path: Path
+) -> None:
+    # Ctrl-C typed in `attach` reached the agent, which failed its item: `--read-only` watches.
+    answer = tmp_path / "answer.txt"
+    reads = f"import sys; open({str(answer)!r}, 'w').write(sys.stdin.readline())"
+    tmux_host.start(spec_for(name, [sys.executable, "-c", reads], work, tmp_path))
+    outer = TmuxHost(socket_name=f"{tmux_host.socket_name}-outer")
+    env = {**base_env(), "TERM": "xterm"}
+    try:
+        for attach, typed in ((True, "from the watcher"), (False, "from the person")):
+            viewer = f"viewer-{int(attach)}"
+            command = tmux_host.attach_command(name, read_only=attach)
+            outer.start(spec_for(viewer, command, work, tmp_path, env=env))
+            wait_for(lambda: _attached(tmux_host))
+            outer._run("send-keys", "-t", viewer, typed, "Enter")
+            if attach:  # detached again before the person types: only their line can arrive
+                outer.kill(viewer)
+                wait_for(lambda: not _attached(tmux_host))
+        wait_for(answer.exists)
+        assert answer.read_text() == "from the person\n"
+    finally:
+        outer.kill_server()
+
+
+def _attached(host: TmuxHost) -> bool:
+    """Whether any terminal is attached to the host's sessions now."""
+    return bool(host._run("list-clients", check=False).stdout.strip())
+
+
+@pytest.mark.acceptance
 def test_tmux_keeps_the_final_screen_after_the_program_ends(
     tmux_host: TmuxHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
 ) -> None:
