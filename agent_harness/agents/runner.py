@@ -338,7 +338,17 @@ class _Watch:
             self.agent, output, now=self.wall_clock(), exit_code=code
         )
         state, reason = _ended(self.agent, code, self.failure)
+        if state is AgentState.CRASHED and code in _HUNG_UP and self._server_gone():
+            # Not the agent's doing: say whose (one agent's `tmux kill-server` ends them all).
+            reason = (
+                f"{self.agent} was ended with its terminal: the tmux server stopped under it "
+                f"(exit {code}; `tmux kill-server` by another agent or a person?)"
+            )
         return self._report(state, code, output, reason)
+
+    def _server_gone(self) -> bool:
+        gone = getattr(self.host, "server_gone", None)  # a host with a server of its own
+        return bool(gone()) if callable(gone) else False
 
     def _ended_early(self, failure: Failure) -> AgentOutcome:
         """The agent is retrying a limit by itself, with no way to bound it: the harness ends
@@ -453,6 +463,10 @@ def missing_reason(preset: AgentPreset) -> str:
         return f"{binary} does not exist"
     fix = f"chmod +x {shlex.quote(binary)}, or name its interpreter first"
     return f"{binary} is not executable ({fix})"
+
+
+# How a program ends when its terminal goes: no status at all, SIGHUP (129) or SIGTERM (143).
+_HUNG_UP = (None, 129, 143)
 
 
 def _ended(agent: str, code: int | None, failure: Failure | None) -> tuple[AgentState, str]:

@@ -439,6 +439,14 @@ class TmuxHost:
         only = ["-r"] if read_only else []
         return [*self._base(), "attach", *only, "-t", safe_session_name(name)]
 
+    def server_gone(self) -> bool:
+        """Whether the tmux server itself is gone (`tmux kill-server`, its crash): then every
+        session on it ended at once, whatever their programs were doing."""
+        listed = self._run("list-sessions", check=False)
+        return listed.returncode != 0 and (
+            "no server running" in listed.stderr or "error connecting" in listed.stderr
+        )
+
     def kill_server(self) -> None:
         """Stop the whole private tmux server (only ever used with a private socket)."""
         if self.socket_name:

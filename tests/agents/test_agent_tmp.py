@@ -235,3 +235,45 @@ def test_a_daemon_an_agent_left_behind_is_ended_with_its_session(
     finally:
         if _alive(pid):
             os.kill(pid, 9)
+
+
+@pytest.mark.acceptance
+def test_an_agent_whose_tmux_server_was_killed_is_said_so_not_blamed(
+    work: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    # Another agent's `tmux kill-server` read as this one crashing: "exited with status 143".
+    import shutil
+    import threading
+
+    from agent_harness.sessions.tmux import TmuxHost
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not on PATH (install tmux; .ci/run does)")
+    host = TmuxHost(socket_name=f"ah-test-killed-{os.getpid()}")
+    script = work.parent / "slow.py"
+    script.write_text("import time\nprint('working', flush=True)\ntime.sleep(60)\n")
+    preset = dataclasses.replace(
+        PRESETS["claude"], binary=sys.executable, template=(sys.executable, str(script))
+    )
+    (tmp_path / "system-tmp").mkdir()
+    ended: list[Any] = []
+
+    def run() -> None:
+        ended.append(run_cli_agent(
+            host, preset, session="killed", workdir=work, prompt="Work.", state_dir=state_dir,
+            home=state_dir / "agent-home",
+            env_source={**base_env(), "TMPDIR": str(tmp_path / "system-tmp")},
+            timeout_s=60, idle_s=30, poll_s=0.02,
+        ))  # fmt: skip
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    try:
+        wait_for(lambda: host.exists("killed") and "working" in host.output("killed"))
+        host._run("kill-server", check=False)  # what the other agent ran
+        worker.join(30)
+    finally:
+        host.kill_server()
+    [ran] = ended
+    assert ran.outcome.state is AgentState.CRASHED
+    assert "the tmux server stopped under it" in ran.outcome.reason
