@@ -341,8 +341,9 @@ class _Watch:
         if state is AgentState.CRASHED and code in _HUNG_UP and self._server_gone():
             # Not the agent's doing: say whose (one agent's `tmux kill-server` ends them all).
             reason = (
-                f"{self.agent} was ended with its terminal: the tmux server stopped under it "
-                f"(exit {code}; `tmux kill-server` by another agent or a person?)"
+                f"{self.agent} was ended with its terminal (exit {code}): the tmux server "
+                "stopped under it (`tmux kill-server` by another agent or a person, or its "
+                "last session killed)"
             )
         return self._report(state, code, output, reason)
 
@@ -465,8 +466,9 @@ def missing_reason(preset: AgentPreset) -> str:
     return f"{binary} is not executable ({fix})"
 
 
-# How a program ends when its terminal goes: no status at all, SIGHUP (129) or SIGTERM (143).
-_HUNG_UP = (None, 129, 143)
+# How a program ends when its terminal goes: SIGHUP (129) or SIGTERM (143), as its wrapper
+# recorded it. (No status at all is said as such: its session was killed under it.)
+_HUNG_UP = (129, 143)
 
 
 def _ended(agent: str, code: int | None, failure: Failure | None) -> tuple[AgentState, str]:

@@ -276,4 +276,4 @@ def test_an_agent_whose_tmux_server_was_killed_is_said_so_not_blamed(
         host.kill_server()
     [ran] = ended
     assert ran.outcome.state is AgentState.CRASHED
-    assert "the tmux server stopped under it" in ran.outcome.reason
+    assert "the tmux server stopped under it" in ran.outcome.reason, ran.outcome.reason
