@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -275,7 +276,11 @@ def test_a_read_only_attach_sends_the_agent_no_key_and_a_plain_one_does(
 ) -> None:
     # Ctrl-C typed in `attach` reached the agent, which failed its item: `--read-only` watches.
     answer = tmp_path / "answer.txt"
-    reads = f"import sys; open({str(answer)!r}, 'w').write(sys.stdin.readline())"
+    done = f"{answer}.tmp"  # written whole, then named: never read half-written
+    reads = (
+        f"import os, sys; line = sys.stdin.readline(); "
+        f"open({done!r}, 'w').write(line); os.replace({done!r}, {str(answer)!r})"
+    )
     tmux_host.start(spec_for(name, [sys.executable, "-c", reads], work, tmp_path))
     outer = TmuxHost(socket_name=f"{tmux_host.socket_name}-outer")
     env = {**base_env(), "TERM": "xterm"}
@@ -285,14 +290,32 @@ def test_a_read_only_attach_sends_the_agent_no_key_and_a_plain_one_does(
             command = tmux_host.attach_command(name, read_only=attach)
             outer.start(spec_for(viewer, command, work, tmp_path, env=env))
             wait_for(lambda: _attached(tmux_host))
-            outer._run("send-keys", "-t", viewer, typed, "Enter")
-            if attach:  # detached again before the person types: only their line can arrive
+            if attach:  # then detached before the person types: only their line can arrive
+                outer._run("send-keys", "-t", viewer, typed, "Enter")
                 outer.kill(viewer)
                 wait_for(lambda: not _attached(tmux_host))
-        wait_for(answer.exists)
+                continue
+
+            def typed_and_read(viewer: str = viewer, typed: str = typed) -> bool:
+                # Typed again until read: keys sent while a loaded machine still sets up the
+                # attaching client can be lost on the way (the watcher's line is sent once).
+                outer._run("send-keys", "-t", viewer, typed, "Enter")
+                return answer.exists() or _arrived(answer)
+
+            wait_for(typed_and_read, timeout=20)
         assert answer.read_text() == "from the person\n"
     finally:
         outer.kill_server()
+
+
+def _arrived(answer: Path, wait_s: float = 0.5) -> bool:
+    """Whether `answer` appears within `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if answer.exists():
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def _attached(host: TmuxHost) -> bool:
