@@ -271,20 +271,24 @@ def left_asked(store: Store, project: str, host: str) -> str | None:
                 f"{project} is paused (asked by {asked.asked_by or 'a person'}): this run claims "
                 f"nothing until `agent-harness control resume --project {project}`"
             )
-        live = [
-            each
-            for each in asked.hosts
-            if each.host != host
-            and each.pool.state != PoolState.STOPPED
-            and now - each.pool.at < LIVE_REPORT_S
-        ]
-        if asked.asked != PoolState.DRAINING or live:
+        if asked.asked != PoolState.DRAINING or _others_at_work(asked, host, now):
             return None
         _put(tx, _asked_key(project), {"state": "running", "at": now, "by": "run"})
         tx.append_event(
             project, None, ControlChanged(state="running", previous="draining", by="run")
         )
         return f"{project}: the drain asked of a run that has since ended was dropped"
+
+
+def _others_at_work(asked: Control, host: str, now: float) -> bool:
+    """Whether a host other than `host` reports a pool that has not stopped, and recently
+    enough to be alive."""
+    return any(
+        each.host != host
+        and each.pool.state != PoolState.STOPPED
+        and now - each.pool.at < LIVE_REPORT_S
+        for each in asked.hosts
+    )
 
 
 def end_drain(store: Store, project: str, host: str = "") -> None:
@@ -294,12 +298,5 @@ def end_drain(store: Store, project: str, host: str = "") -> None:
     with store.transaction() as tx:
         asked = _read(tx, project)
         now = tx.clock()
-        draining = [
-            each
-            for each in asked.hosts
-            if each.host != host
-            and each.pool.state != PoolState.STOPPED
-            and now - each.pool.at < LIVE_REPORT_S
-        ]
-        if asked.asked == PoolState.DRAINING and not draining:
+        if asked.asked == PoolState.DRAINING and not _others_at_work(asked, host, now):
             _put(tx, _asked_key(project), {"state": "running", "at": now, "by": "run"})

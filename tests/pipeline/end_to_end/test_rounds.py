@@ -359,6 +359,19 @@ def test_the_round_budget_spent_fails_the_item_with_its_reason(h: Harness) -> No
     assert any("No more rounds" in c.body for c in repo.get_pull(pull.number).get_issue_comments())
 
 
+def push_to_the_pull(h: Harness, pull: Any, notes: str) -> str:
+    """A person's commit to the pull request's branch, from a clone of their own (NOTES.md made
+    `notes`); the branch's new head."""
+    person = h.tmp / "person"
+    url = h.forge.forge.clone_url("octo", "tally")
+    subprocess.run(["git", "clone", "-q", "-b", pull.head.ref, url, str(person)], check=True)
+    (person / "NOTES.md").write_text(notes)
+    git = ["git", "-c", "user.name=P", "-c", "user.email=p@x"]
+    subprocess.run([*git, "commit", "-q", "-am", "a person's commit"], cwd=person, check=True)
+    subprocess.run(["git", "push", "-q", "origin", pull.head.ref], cwd=person, check=True)
+    return str(gh_repo(h).get_pull(pull.number).head.sha)
+
+
 def test_brakes_a_stop_comment_then_a_commit_the_harness_did_not_make(h: Harness) -> None:
     pull = first_pull(h)
     p = pipeline(h)
@@ -377,14 +390,7 @@ def test_brakes_a_stop_comment_then_a_commit_the_harness_did_not_make(h: Harness
     # The person takes the stop back (a new item round would follow) and pushes a commit.
     comment = next(c for c in pull.get_issue_comments() if c.body == "/agent-harness stop")
     comment.edit("resumed by a person")
-    person = h.tmp / "person"
-    url = h.forge.forge.clone_url("octo", "tally")
-    subprocess.run(["git", "clone", "-q", "-b", pull.head.ref, url, str(person)], check=True)
-    (person / "NOTES.md").write_text("a person's edit\n")
-    git = ["git", "-c", "user.name=P", "-c", "user.email=p@x"]
-    subprocess.run([*git, "commit", "-q", "-am", "person edits"], cwd=person, check=True)
-    subprocess.run(["git", "push", "-q", "origin", pull.head.ref], cwd=person, check=True)
-    head = gh_repo(h).get_pull(pull.number).head.sha
+    head = push_to_the_pull(h, pull, "a person's edit\n")
     gh_repo(h).create_check_run("ci", head, conclusion="failure")
     p.reconcile()
     assert rounds(h, p) == []
@@ -405,14 +411,7 @@ def test_a_commit_a_person_pushes_after_a_round_is_sent_back_stops_the_rounds_un
     p.reconcile()  # the round is sent back to the agent
     [one] = rounds(h, p)
     assert one["action"] == "agent"
-    person = h.tmp / "person"
-    url = h.forge.forge.clone_url("octo", "tally")
-    subprocess.run(["git", "clone", "-q", "-b", pull.head.ref, url, str(person)], check=True)
-    (person / "NOTES.md").write_text("the person answered the review themselves\n")
-    git = ["git", "-c", "user.name=P", "-c", "user.email=p@x"]
-    subprocess.run([*git, "commit", "-q", "-am", "person answers"], cwd=person, check=True)
-    subprocess.run(["git", "push", "-q", "origin", pull.head.ref], cwd=person, check=True)
-    head = gh_repo(h).get_pull(pull.number).head.sha
+    head = push_to_the_pull(h, pull, "the person answered the review themselves\n")
 
     report = pipeline(h).run()
     assert [(i.id, i.state) for i in report.items] == [("T1", "pr_open")]
