@@ -462,7 +462,10 @@ class ErrorsOut(_Out):
     )
     items_failed: int = Field(description="Items failed for good (all time).")
     parked: list[ParkedOut] = Field(description="Endpoints parked now.")
-    recent: list[RecentFailureOut] = Field(description="The latest failed attempts, newest first.")
+    recent: list[RecentFailureOut] = Field(
+        description="The latest failed attempts, and items failed at their open pull request "
+        "(a spent round budget), newest first."
+    )
     first_event_id: int = Field(description="The counts cover events from this id to the newest.")
 
     @classmethod

@@ -248,6 +248,11 @@ def errors_view(
             f"WHERE id > ? AND kind = 'attempt_failed'{where} ORDER BY id DESC",
             (first, *extra),
         )
+        ended = tx.all(  # items failed with no attempt failing (a spent round budget)
+            "SELECT id, ts, project, item, payload FROM events "
+            f"WHERE id > ? AND kind = 'failed'{where} ORDER BY id DESC",
+            (first, *extra),
+        )
         failed = tx.one(f"SELECT COUNT(*) FROM items WHERE state = 'failed'{where}", extra)
         parked = tx.all(
             "SELECT key, until, reason FROM parked WHERE until > ? ORDER BY key", (store.clock(),)
@@ -263,10 +268,22 @@ def errors_view(
         parked=tuple(ParkedEndpoint(str(k), float(u), str(r)) for k, u, r in parked),
         recent=tuple(
             RecentFailure(int(i), float(ts), str(p), item, str(json.loads(data).get("reason", "")))
-            for i, ts, p, item, data in attempts[:recent]
+            for i, ts, p, item, data in _newest(recent, attempts, _from_open_pulls(ended))
         ),
         first_event_id=first + 1,
     )
+
+
+def _from_open_pulls(rows: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
+    """The `failed` events of items that failed at their open pull request (a spent round
+    budget), where no attempt failed to say it."""
+    return [row for row in rows if json.loads(row[4]).get("from") == "pr_open"]
+
+
+def _newest(count: int, *lists: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
+    """The rows of `lists` (event rows, id first), newest first, at most `count` of them."""
+    merged = sorted((row for rows in lists for row in rows), key=lambda row: -int(row[0]))
+    return merged[:count]
 
 
 def _failure_of(payload: str, unclassified: str | None = None) -> tuple[str, dict[str, Any]] | None:

@@ -402,3 +402,29 @@ def test_a_merge_takes_off_the_note_of_a_stopped_run(store: Store) -> None:
     assert record_outcome(store, P, "T0", "merged", {"pr": 3})
     record = get_item(store, P, "T0")
     assert (record.state, record.reason) == ("merged", None)
+
+
+def test_an_item_failed_at_its_pull_request_is_among_the_recent_failures(store: Store) -> None:
+    # A spent round budget failed the item with no attempt failing: /api/errors said nothing.
+    from agent_harness.queue.items import reopen_for_round
+    from agent_harness.queue.views import errors_view
+    from agent_harness.store.events import PullRound
+
+    enqueue(store, P, [item("T0"), item("T1")])
+    first = claim_next(store, P, "w1", 60)
+    assert first is not None
+    complete(store, first)
+    second = claim_next(store, P, "w1", 60)
+    assert second is not None
+    fail(store, second, "a check failed")
+    round_event = PullRound(
+        pr=4, round=2, trigger="review", head_sha="a" * 40, action="failed", summary="changes"
+    )
+    budget = "PR #4: the budget of 1 PR round is spent"
+    assert reopen_for_round(store, P, first.item_id, round_event, fail=budget)
+    view = errors_view(store)
+    assert view.attempts_failed == 1  # attempts alone are counted as such
+    assert [(r.item, r.reason) for r in view.recent] == [
+        (first.item_id, budget),
+        (second.item_id, "a check failed"),
+    ]
