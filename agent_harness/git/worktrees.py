@@ -195,11 +195,14 @@ class WorkRepo:
     def check_clean_default(self, allow: Sequence[Path] = ()) -> None:
         """A dirty checkout of the default branch is the user's work in progress: refuse, naming
         the files; changes to the files in `allow` (the plan, read as it is) excepted. Where
-        the local default branch stands now is kept: commits of the user's own on it, not
-        pushed, are not an agent's (items branch from the remote's)."""
-        self._default_at_start = _safe(
-            lambda: self._git(self.path, "rev-parse", "--verify", "-q", self.default_branch())
-        )
+        the local default branch stands at the first check is kept: commits of the user's own
+        on it, not pushed, are not an agent's (items branch from the remote's). A later check
+        (a plan's run ending while another plan of the clone runs on) leaves it: moved up to
+        where an agent may have put it, it would take that agent's commits for the user's."""
+        if self._default_at_start is None:
+            self._default_at_start = _safe(
+                lambda: self._git(self.path, "rev-parse", "--verify", "-q", self.default_branch())
+            )
         current = _safe(lambda: self._git(self.path, "symbolic-ref", "--short", "HEAD"))
         if current == self.default_branch():
             status = self._git(self.path, "status", "--porcelain", "-z", "--untracked-files=no")

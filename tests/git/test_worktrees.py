@@ -319,6 +319,26 @@ def test_an_agent_that_moved_the_default_branch_is_refused(clone: Path) -> None:
         repo.verify_branch(tree)
 
 
+def test_a_later_look_at_the_clone_keeps_where_its_default_branch_stood_at_the_start(
+    clone: Path,
+) -> None:
+    # A plan's run that ended looked at the clone again (the clone is shared by a fleet's
+    # plans), and took the default branch's new place, an agent's commit on it, as the user's.
+    repo = WorkRepo(clone, clone.parent / "state")
+    repo.check_clean_default()
+    tree = repo.prepare("T1", "x")
+    (tree.path / "f.txt").write_text("x\n")
+    git(tree.path, "add", "-A")
+    git(tree.path, "commit", "-qm", "sneaky")
+    git(tree.path, "update-ref", "refs/heads/main", "HEAD")
+    from agent_harness.git.errors import CloneUnusable
+
+    with pytest.raises(CloneUnusable):  # another plan of the clone ends, and says it changed
+        repo.check_clean_default()
+    with pytest.raises(DefaultBranchGuard, match="gained 1 commit"):
+        repo.verify_branch(tree)
+
+
 def test_a_state_dir_inside_the_clone_is_kept_out_of_git_status(clone: Path) -> None:
     repo = WorkRepo(clone, clone / ".agent-harness")
     repo.prepare("T1", "x")
