@@ -152,8 +152,8 @@ def refuse_missing_database(url: str, hint: str) -> None:
     one-line refusal (`hint` says what to do), never an empty database made there."""
     from agent_harness.errors import UsageError
 
-    path = sqlite_file(url)
-    if path is not None and not path.exists() and not url.startswith("-"):
+    path = missing_sqlite_file(url)
+    if path is not None and not url.startswith("-"):
         raise UsageError(f"no database at {path}: nothing has run here yet ({hint})")
 
 
@@ -178,6 +178,12 @@ def open_database(flag: str | None, *, must_exist: bool, check_protection: bool 
 
         keep_out_of_git(path.parent)  # a state folder made inside a clone: not for `git add`
     return store
+
+
+def missing_sqlite_file(url: str) -> Path | None:
+    """The SQLite file a database URL names, when it is not there (opening it would make it)."""
+    path = sqlite_file(url)
+    return path if path is not None and not path.exists() else None
 
 
 def sqlite_file(url: str) -> Path | None:

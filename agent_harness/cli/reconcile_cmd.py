@@ -119,10 +119,10 @@ def reconcile(
 def _made_here(url: str) -> str | None:
     """What to say when the SQLite file `url` names is not there yet, so that opening it makes
     it: in CI, as meant; in the wrong folder, a surprise. Said either way."""
-    from agent_harness.cli.output import sqlite_file
+    from agent_harness.cli.output import missing_sqlite_file
 
-    file = sqlite_file(url)
-    if file is None or file.exists():
+    file = missing_sqlite_file(url)
+    if file is None:
         return None
     return (
         f"no database was at {file}, so this pass made one and read the tracker alone: a run's "
