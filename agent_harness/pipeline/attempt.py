@@ -51,8 +51,6 @@ from agent_harness.store.events import (
     Deferred,
     LeaseLostNote,
     Payload,
-    PullOpened,
-    PullRound,
     Pushed,
     Resumed,
     Reviewed,
@@ -119,8 +117,8 @@ class Attempt:
 
     def _stages(self) -> None:
         tree = self._worktree()
-        answering = self.history.last(PullRound, PullOpened)
-        if tree.foreign is not None and isinstance(answering, PullRound):
+        answering = self.history.answering_round()
+        if tree.foreign is not None and answering is not None:
             self.parts.stop_rounds(self.lease, answering.pr, tree.foreign, self.history)
             return
         if self._resume_approved(tree) or self._resume_checked(tree):
@@ -225,7 +223,7 @@ class Attempt:
     def _pushed_by_us(self) -> set[str] | None:
         """For an attempt answering a round on its pull request, the heads harness runs pushed:
         any other head on the branch is a person's, never built on or pushed over."""
-        if not isinstance(self.history.last(PullRound, PullOpened), PullRound):
+        if self.history.answering_round() is None:
             return None
         return {pushed.sha for pushed in self.history.all(Pushed)}
 
@@ -423,11 +421,9 @@ class Attempt:
         repo.verify_branch(tree)
         sha = repo.commit_all(tree, f"{self.item.id}: {self.item.title}") or repo.head(tree)
         refused = any(r.sha == sha and not r.approved for r in self.history.all(Reviewed))
-        answering = self.history.last(PullRound, PullOpened)
+        answering = self.history.answering_round()
         unanswered = (
-            isinstance(answering, PullRound)
-            and answering.action == "agent"
-            and sha == answering.head_sha
+            answering is not None and answering.action == "agent" and sha == answering.head_sha
         )
         if sha != tree.base_sha and not refused and not unanswered:
             return sha
@@ -435,7 +431,7 @@ class Attempt:
         if unanswered:
             # A round's feedback on the pull request's head, and the head as it was: pushing it
             # again would tell the pull request its feedback was answered.
-            assert isinstance(answering, PullRound)
+            assert answering is not None
             reason = (
                 f"the agent left pull request #{answering.pr} as it was in answer to round "
                 f"{answering.round} ({answering.summary}; {result.reason})"

@@ -20,7 +20,7 @@ from agent_harness.plan.model import WorkItem, check_command
 from agent_harness.queue import leases
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease
-from agent_harness.store.events import AgentFinished, PullOpened, PullRound, Pushed, Reviewed
+from agent_harness.store.events import AgentFinished, PullOpened, Pushed, Reviewed
 from agent_harness.tracker.markers import PullMarker, defuse_markers
 from agent_harness.tracker.protocol import PullRecord, TrackerError
 from agent_harness.tracker.sync import item_title
@@ -69,8 +69,8 @@ def deliver(
                 parts.tracker.write_pace,
             )
             reused = False
-    answered = history.last(PullRound, PullOpened)
-    if isinstance(answered, PullRound) and answered.action == "agent" and reused:
+    answered = history.answering_round()
+    if answered is not None and answered.action == "agent" and reused:
         # One comment per round, once its fix is on the pull request.
         sha = parts.repo.head(tree)
         text = round_comment(answered, sha, "\n".join(_checks_section(checks)))

@@ -30,6 +30,7 @@ from agent_harness.store.events import (
     Payload,
     ProtectedPaths,
     PullOpened,
+    PullRound,
     Pushed,
     Released,
     Requeued,
@@ -244,6 +245,12 @@ class ItemHistory:
 
     def pull(self) -> PullOpened | None:
         return self.last(PullOpened)
+
+    def answering_round(self) -> PullRound | None:
+        """The round of its pull request the item's work now answers (the last one asked since
+        that pull request opened); None when there is none."""
+        last = self.last(PullRound, PullOpened)
+        return last if isinstance(last, PullRound) else None
 
     @classmethod
     def opened_a_pull(cls, store: Store, project: str, item_id: str) -> bool:
