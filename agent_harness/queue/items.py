@@ -437,6 +437,12 @@ ISSUE_CLOSED_LIKE = ISSUE_CLOSED.replace("{number}", "%")
 KEPT_BY_STOP = "its run was stopped; the next run takes it back"
 
 
+def stop_note(reason: str | None) -> str | None:
+    """What a claim says of itself: KEPT_BY_STOP when its stopped run kept it; None for any
+    other reason, which is an earlier attempt's, not its own."""
+    return reason if reason == KEPT_BY_STOP else None
+
+
 # The reason a pull request's item holds once its rounds stopped (a person's brake or commit),
 # until a round, a merge or a close says otherwise.
 ROUNDS_STOPPED = "its pull request's rounds stopped: {why}"
@@ -640,14 +646,13 @@ def status(store: Store, project: str) -> QueueStatus:
     for record in list_items(store, project):
         counts[record.state.value] = counts.get(record.state.value, 0) + 1
         if record.lease_expires is not None:
-            kept = KEPT_BY_STOP if record.reason == KEPT_BY_STOP else None
             claim = Claim(
                 record.id,
                 record.state,
                 record.worker or "?",
                 record.attempts,
                 record.lease_expires,
-                kept,
+                stop_note(record.reason),
             )
             (live if record.lease_expires >= now else stale).append(claim)
     return QueueStatus(project, counts, tuple(live), tuple(stale))

@@ -19,12 +19,12 @@ from typing import Any
 from agent_harness.failures import POLICY, FailureClass
 from agent_harness.queue.items import (
     ITEM_COLUMNS,
-    KEPT_BY_STOP,
     LEASED_STATES,
     ItemRecord,
     ItemState,
     get_item,
     item_record,
+    stop_note,
 )
 from agent_harness.store import reading
 from agent_harness.store.database import Store
@@ -158,8 +158,8 @@ def work_view(
     live: list[ClaimView] = []
     stale: list[ClaimView] = []
     for item_id, state, worker, attempt, expires, reason in claims:
-        kept = reason if reason == KEPT_BY_STOP else None  # another is an earlier attempt's
-        claim = ClaimView(item_id, state, worker or "?", int(attempt), float(expires), kept)
+        note = stop_note(reason)
+        claim = ClaimView(item_id, state, worker or "?", int(attempt), float(expires), note)
         (live if claim.expires_at >= now else stale).append(claim)
     return WorkView(
         project=project,
