@@ -74,7 +74,11 @@ GIT_TIMEOUT_S = runner.GIT_TIMEOUT_S  # the longest any one git command here may
 
 
 def repo_git(
-    cwd: Path, *args: str, check: bool = True, timeout_s: float = GIT_TIMEOUT_S
+    cwd: Path,
+    *args: str,
+    check: bool = True,
+    timeout_s: float = GIT_TIMEOUT_S,
+    input: bytes | None = None,
 ) -> runner.GitResult:
     """`run_git` for work repositories and their worktrees: a failure is a `WorktreeError`.
 
@@ -82,7 +86,7 @@ def repo_git(
     round trip back to the file system."""
     try:
         return runner.run_git(
-            cwd, *args, check=check, timeout_s=timeout_s, errors="surrogateescape"
+            cwd, *args, check=check, timeout_s=timeout_s, input=input, errors="surrogateescape"
         )
     except runner.GitError as exc:
         raise WorktreeError(exc.message) from exc
@@ -142,8 +146,10 @@ class WorkRepo:
         """`_git` with the pins every git command of ours in this clone runs with."""
         return _git(cwd, *self.settings.pins, *args)
 
-    def _repo_git(self, cwd: Path, *args: str, check: bool = True) -> runner.GitResult:
-        return repo_git(cwd, *self.settings.pins, *args, check=check)
+    def _repo_git(
+        self, cwd: Path, *args: str, check: bool = True, input: bytes | None = None
+    ) -> runner.GitResult:
+        return repo_git(cwd, *self.settings.pins, *args, check=check, input=input)
 
     def _exclude_state_dir(self) -> None:
         """With `--work .` the state lands inside the clone: keep it out of `git status`."""
@@ -534,14 +540,8 @@ class WorkRepo:
         if not change.binary and len(change.patch) <= limit:
             return []
         paths = [path for path in change.paths if "\n" not in path]
-        asked = "".join(f"{sha}:{path}\n" for path in paths)
-        try:
-            done = runner.run_git(
-                tree.path, *self.settings.pins, "cat-file", "--batch-check=%(objectsize)",
-                input=asked.encode("utf-8", "surrogateescape"), errors="surrogateescape",
-            )  # fmt: skip
-        except runner.GitError as exc:
-            raise WorktreeError(exc.message) from exc
+        asked = "".join(f"{sha}:{path}\n" for path in paths).encode("utf-8", "surrogateescape")
+        done = self._repo_git(tree.path, "cat-file", "--batch-check=%(objectsize)", input=asked)
         sizes = done.stdout.split("\n")
         return [
             (path, int(size))
