@@ -101,12 +101,13 @@ def _clone(work: Path, state_dir: Path) -> Path:
     clone), the clone the state folder's worktrees were made from."""
     if work != Path(".") or (work / ".git").exists():
         return work
-    clones = set()
-    for link in sorted((state_dir / "worktrees").glob("*/.git")):
-        said = link.read_text(errors="replace").strip() if link.is_file() else ""
-        admin = Path(said.removeprefix("gitdir: ")) if said.startswith("gitdir: ") else None
-        if admin and admin.parent.name == "worktrees" and admin.parents[1].name == ".git":
-            clones.add(admin.parents[2])
+    from agent_harness.git.clone_checks import clone_of, worktree_links
+
+    clones = {
+        clone_of(admin)
+        for _name, admin in worktree_links(state_dir / "worktrees")
+        if admin.parent.name == "worktrees" and admin.parents[1].name == ".git"
+    }
     # Worktrees of several clones (plans of other repositories): which one is meant is asked.
     return clones.pop() if len(clones) == 1 else work
 

@@ -63,25 +63,36 @@ def refuse_other_remote(clone: Path, remote: str, url: str, full_name: str, clon
         )
 
 
-def refuse_shared_worktrees(worktrees: Path, common_dir: Path) -> None:
-    """Refuse a state folder whose item worktrees belong to another clone (another repository
-    run from the same folder): an item of the same id would be worked in the other's worktree,
-    and its branch pushed from there."""
+def worktree_links(worktrees: Path) -> list[tuple[str, Path]]:
+    """Each linked worktree in the folder `worktrees` (a `.git` file naming its folder in a
+    clone's git directory), by name, with that folder resolved."""
+    found: list[tuple[str, Path]] = []
     if not worktrees.is_dir():
-        return
-    ours = common_dir.resolve()
-    others: dict[Path, list[str]] = {}
+        return found
     for entry in sorted(worktrees.iterdir()):
         try:
             text = (entry / ".git").read_text(encoding="utf-8", errors="replace")
         except OSError:
-            continue  # not a worktree (or not one any more): nothing to share
-        if not text.startswith("gitdir:"):
-            continue
-        gitdir = Path(text[len("gitdir:") :].strip())
-        gitdir = gitdir if gitdir.is_absolute() else (entry / gitdir)
-        if not gitdir.resolve().is_relative_to(ours):
-            others.setdefault(gitdir.resolve().parents[2], []).append(entry.name)
+            continue  # not a worktree (or not one any more)
+        if text.startswith("gitdir:"):
+            found.append((entry.name, (entry / text[len("gitdir:") :].strip()).resolve()))
+    return found
+
+
+def clone_of(admin: Path) -> Path:
+    """The clone whose git directory holds a worktree's folder (`<clone>/.git/worktrees/T1`)."""
+    return admin.parents[2] if len(admin.parents) > 2 else admin
+
+
+def refuse_shared_worktrees(worktrees: Path, common_dir: Path) -> None:
+    """Refuse a state folder whose item worktrees belong to another clone (another repository
+    run from the same folder): an item of the same id would be worked in the other's worktree,
+    and its branch pushed from there."""
+    ours = common_dir.resolve()
+    others: dict[Path, list[str]] = {}
+    for name, admin in worktree_links(worktrees):
+        if not admin.is_relative_to(ours):
+            others.setdefault(clone_of(admin), []).append(name)
     if others:
         owner, names = next(iter(others.items()))
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if names[3:] else "")

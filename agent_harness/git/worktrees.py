@@ -203,8 +203,7 @@ class WorkRepo:
         the files; changes to the files in `allow` (the plan, read as it is) excepted. Where
         the local default branch stands at the first check is kept: commits of the user's own
         on it, not pushed, are not an agent's (items branch from the remote's). A later check
-        (a plan's run ending while another plan of the clone runs on) leaves it: moved up to
-        where an agent may have put it, it would take that agent's commits for the user's."""
+        (a plan's run ending beside another) leaves it, or an agent's commit would pass."""
         if self._default_at_start is None:
             self._default_at_start = _safe(
                 lambda: self._git(self.path, "rev-parse", "--verify", "-q", self.default_branch())
