@@ -198,11 +198,12 @@ class Pipeline:
             raise RunRefused(f"{parts.tracker.repo} is archived: no pull request can be opened")
         parts.repo.set_default_branch(info.default_branch)
         parts.repo.check_remote(info.full_name, info.clone_url)
-        parts.repo.check_clean_default(allow=plan_files(self.plan))
+        files = plan_files(self.plan)
+        parts.repo.check_clean_default(allow=files)
         self._refuse_another_spelling()
         self._refuse_shared_branches()
         self._refuse_missing_check_programs()
-        self._plan_digests = digests(plan_files(self.plan))
+        self._plan_digests = digests(files)
         self._setup_checked = True
 
     def _refuse_missing_check_programs(self) -> None:
