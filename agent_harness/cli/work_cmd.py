@@ -112,17 +112,19 @@ def work(ctx: click.Context, db: str | None, project: str | None, as_json: bool)
         for r in records:  # an open pull request a person holds (a brake, their commit)
             if r.state == "pr_open" and r.reason:
                 console().print(f"pr_open: {r.id}: {r.reason}", markup=False)
-        for item_id, why in blocked[:FAILED_SHOWN]:
-            console().print(f"pending: {item_id} {why}", markup=False)
-        if len(blocked) > FAILED_SHOWN:
-            more = len(blocked) - FAILED_SHOWN
-            console().print(f"… and {more} more waiting on dependencies", markup=False)
-        for r in failed[:FAILED_SHOWN]:
-            console().print(f"failed: {r.id}: {r.reason or 'no reason recorded'}", markup=False)
-        if len(failed) > FAILED_SHOWN:
-            more = len(failed) - FAILED_SHOWN
-            console().print(f"… and {more} more failed (`--json` lists every item)", markup=False)
+        _say_some([f"pending: {item_id} {why}" for item_id, why in blocked],
+                  "more waiting on dependencies")  # fmt: skip
+        _say_some([f"failed: {r.id}: {r.reason or 'no reason recorded'}" for r in failed],
+                  "more failed (`--json` lists every item)")  # fmt: skip
     return 0
+
+
+def _say_some(lines: list[str], more: str) -> None:
+    """The first FAILED_SHOWN of `lines`, then how many more there are."""
+    for line in lines[:FAILED_SHOWN]:
+        console().print(line, markup=False)
+    if len(lines) > FAILED_SHOWN:
+        console().print(f"… and {len(lines) - FAILED_SHOWN} {more}", markup=False)
 
 
 FAILED_SHOWN = 20  # failed (or blocked) items named one per line under the counts, at most
