@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from agent_harness.agents.presets import PRESETS
-from agent_harness.agents.runner import AgentState, run_cli_agent
+from agent_harness.agents.runner import AgentState, SessionRun, run_cli_agent
 from agent_harness.agents.setup import remove_own_tmp
 from agent_harness.sessions.protocol import SessionHost, SessionHostFailed, SessionStatus
 from tests.shared.sessions import base_env, wait_for
@@ -41,17 +41,17 @@ print("done")
 """
 
 
-def run_litterer(
-    host: SessionHost, work: Path, state_dir: Path, session: str, machine_tmp: Path
-) -> dict[str, Any]:
-    """Run the litterer as an agent with `machine_tmp` as the machine's TMPDIR; what it saw."""
-    script = work.parent / "litterer.py"
-    script.write_text(LITTERER)
+def run_script(
+    host: SessionHost, work: Path, state_dir: Path, session: str, machine_tmp: Path, code: str
+) -> SessionRun:
+    """Run the Python `code` as an agent in `work`, with `machine_tmp` as the machine's TMPDIR."""
+    script = work.parent / f"{session}.py"
+    script.write_text(code)
     preset = dataclasses.replace(
         PRESETS["claude"], binary=sys.executable, template=(sys.executable, str(script))
     )
     machine_tmp.mkdir(exist_ok=True)
-    ran = run_cli_agent(
+    return run_cli_agent(
         host,
         preset,
         session=session,
@@ -64,6 +64,13 @@ def run_litterer(
         idle_s=30,
         poll_s=0.02,
     )
+
+
+def run_litterer(
+    host: SessionHost, work: Path, state_dir: Path, session: str, machine_tmp: Path
+) -> dict[str, Any]:
+    """Run the litterer as an agent with `machine_tmp` as the machine's TMPDIR; what it saw."""
+    ran = run_script(host, work, state_dir, session, machine_tmp, LITTERER)
     assert ran.outcome.state is AgentState.DONE, ran.outcome.reason
     seen: dict[str, Any] = json.loads((work / "seen.json").read_text())
     return seen
@@ -209,25 +216,7 @@ def test_a_daemon_an_agent_left_behind_is_ended_with_its_session(
     local_host: SessionHost, name: str, work: Path, state_dir: Path, tmp_path: Path
 ) -> None:
     # One lived on for five more runs, writing into the person's clone.
-    script = work.parent / "daemon.py"
-    script.write_text(DAEMON)
-    preset = dataclasses.replace(
-        PRESETS["claude"], binary=sys.executable, template=(sys.executable, str(script))
-    )
-    (tmp_path / "system-tmp").mkdir()
-    ran = run_cli_agent(
-        local_host,
-        preset,
-        session=name,
-        workdir=work,
-        prompt="Fix the bug.",
-        state_dir=state_dir,
-        home=state_dir / "agent-home",
-        env_source={**base_env(), "TMPDIR": str(tmp_path / "system-tmp")},
-        timeout_s=60,
-        idle_s=30,
-        poll_s=0.02,
-    )
+    ran = run_script(local_host, work, state_dir, name, tmp_path / "system-tmp", DAEMON)
     pid = int((work / "daemon.pid").read_text())
     try:
         assert ran.outcome.state is AgentState.DONE, ran.outcome.reason
@@ -250,21 +239,11 @@ def test_an_agent_whose_tmux_server_was_killed_is_said_so_not_blamed(
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not on PATH (install tmux; .ci/run does)")
     host = TmuxHost(socket_name=f"ah-test-killed-{os.getpid()}")
-    script = work.parent / "slow.py"
-    script.write_text("import time\nprint('working', flush=True)\ntime.sleep(60)\n")
-    preset = dataclasses.replace(
-        PRESETS["claude"], binary=sys.executable, template=(sys.executable, str(script))
-    )
-    (tmp_path / "system-tmp").mkdir()
-    ended: list[Any] = []
+    slow = "import time\nprint('working', flush=True)\ntime.sleep(60)\n"
+    ended: list[SessionRun] = []
 
     def run() -> None:
-        ended.append(run_cli_agent(
-            host, preset, session="killed", workdir=work, prompt="Work.", state_dir=state_dir,
-            home=state_dir / "agent-home",
-            env_source={**base_env(), "TMPDIR": str(tmp_path / "system-tmp")},
-            timeout_s=60, idle_s=30, poll_s=0.02,
-        ))  # fmt: skip
+        ended.append(run_script(host, work, state_dir, "killed", tmp_path / "system-tmp", slow))
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
