@@ -47,7 +47,14 @@ from agent_harness.store.events import (
     TrackerUnanswered,
     Withdrawn,
 )
-from agent_harness.store.hostlock import Held, LockBusy, held_by_this_host, plan_sync_lock
+from agent_harness.store.hostlock import (
+    FileHeld,
+    Held,
+    LockBusy,
+    exclusive_file,
+    held_by_this_host,
+    plan_sync_lock,
+)
 from agent_harness.tracker.protocol import TrackerError
 from agent_harness.tracker.protocol import failure_class as tracker_failure
 from agent_harness.tracker.sync import SyncReport, refuse_taken_key, sync_plan
@@ -362,30 +369,24 @@ class Pipeline:
     @contextlib.contextmanager
     def run_lock(self) -> Iterator[None]:
         """One run per project and state dir at a time: the workers' names are shared."""
-        import fcntl
-
         locks = self.parts.state_dir / "locks"
         locks.mkdir(parents=True, exist_ok=True)
         name = hashlib.sha256(self.project.encode()).hexdigest()[:12]
-        with open(locks / f"run-{name}.lock", "a+", encoding="utf-8") as handle:
+        with contextlib.ExitStack() as stack:
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
+                handle = stack.enter_context(exclusive_file(locks / f"run-{name}.lock", wait=False))
+            except FileHeld as held:
                 raise RunRefused(
                     f"another `agent-harness run` of {self.project} is running from "
-                    f"{self.parts.state_dir} ({holder}); wait for it or stop it first"
+                    f"{self.parts.state_dir} ({held.holder or 'another process'}); "
+                    "wait for it or stop it first"
                 ) from None
             handle.seek(0)
             handle.truncate()
             handle.write(f"pid {os.getpid()}\n")
             handle.flush()
-            try:
-                with self._host_lock():
-                    yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+            with self._host_lock():
+                yield
 
     @contextlib.contextmanager
     def _host_lock(self) -> Iterator[None]:

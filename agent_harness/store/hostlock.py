@@ -14,7 +14,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from agent_harness.store.database import PostgresStore, SqliteStore, Store
 from agent_harness.store.errors import StoreError
@@ -187,30 +187,52 @@ def _postgres_lock(store: PostgresStore, name: str, wait: bool) -> Iterator[Held
 
 @contextlib.contextmanager
 def _file_lock(database: Path, name: str, wait: bool) -> Iterator[None]:
-    """An advisory lock on a file beside `database`, removed when the last holder lets go.
+    """An advisory lock on a file beside `database` (see `exclusive_file`)."""
+    import hashlib
+
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    with contextlib.ExitStack() as stack:
+        try:  # the lock's own errors, not those of the work done under it
+            stack.enter_context(
+                exclusive_file(database.with_name(f"{database.name}.lock-{digest}"), wait=wait)
+            )
+        except FileHeld:
+            raise LockBusy(str(database), f"{name}: held by another process") from None
+        except OSError as exc:
+            raise StoreError(str(database), f"lock {name}: {exc}") from exc
+        yield
+
+
+class FileHeld(Exception):
+    """Another process holds the file's lock; `holder` is what it wrote in the file."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        self.path = path
+        self.holder = holder
+        super().__init__(f"{path} is held ({holder or 'by another process'})")
+
+
+@contextlib.contextmanager
+def exclusive_file(path: Path, *, wait: bool) -> Iterator[IO[str]]:
+    """An advisory lock on `path`, open for the holder to write in, and removed when the last
+    holder lets go. Without `wait`, a held lock raises `FileHeld` with what its holder wrote.
 
     The holder removes the file while it still holds it. A process that opened it before then
     and got the lock after finds the name gone or naming another file, and opens it again: the
     lock held is always the one on the file of that name."""
     import fcntl
-    import hashlib
 
-    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-    path = database.with_name(f"{database.name}.lock-{digest}")
     while True:
-        try:
-            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (closed below)
-        except OSError as exc:
-            raise StoreError(str(database), f"lock {name}: {exc}") from exc
-        with handle:
+        with open(path, "a+", encoding="utf-8") as handle:
             try:  # released when the file closes, or the process ends
                 fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise LockBusy(str(database), f"{name}: held by another process") from None
+                handle.seek(0)
+                raise FileHeld(path, handle.read().strip()) from None
             if not _names(path, handle.fileno()):
                 continue  # its last holder removed it while this one waited: take the new one
             try:
-                yield
+                yield handle
             finally:
                 with contextlib.suppress(OSError):
                     path.unlink()  # still holding it, so nobody takes this file after

@@ -373,6 +373,14 @@ def test_a_second_run_of_the_same_project_and_state_is_refused(h: Harness) -> No
 
 
 @pytest.mark.integration
+def test_a_finished_run_leaves_no_lock_file_behind(h: Harness) -> None:
+    [item] = h.pipeline(ONE_ITEM).run().items
+    assert item.state == "pr_open"
+    # One file a run would have left in `locks/` for each project ever run from this folder.
+    assert sorted(p.name for p in (h.state_dir / "locks").iterdir()) == []
+
+
+@pytest.mark.integration
 def test_a_parked_reviewer_waits_without_burning_an_attempt_then_reviews_the_same_commit(
     h: Harness,
 ) -> None:
