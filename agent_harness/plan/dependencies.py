@@ -6,6 +6,7 @@ import re
 from collections.abc import Container, Iterable
 
 from agent_harness.errors import HarnessError, PlanRefused
+from agent_harness.git.naming import clean_name
 from agent_harness.plan.grammar import ID, ID_ANYWHERE, NO_DEPS, heading_item_id
 from agent_harness.plan.model import WorkItem
 
@@ -14,14 +15,32 @@ UNKNOWN_DEPS_SHOWN = 10
 
 
 def lines_by_id(items: Iterable[WorkItem], source: str, noun: str) -> dict[str, int]:
-    """Each item's line by its id; an id used twice is refused, naming both lines."""
+    """Each item's line by its id; an id used twice is refused, naming both lines (see
+    `refuse_twins`)."""
+    return refuse_twins(((item.id, item.line) for item in items), source, noun)
+
+
+def refuse_twins(ids: Iterable[tuple[str, int]], source: str, noun: str) -> dict[str, int]:
+    """Each id's line, from (id, line) pairs. An id used twice is refused, and so are two ids
+    that would name one branch and worktree: told apart only by characters a branch name
+    cannot hold (`T1.2`, `T1-2`) or by case (`tests`, `Tests`, one folder on macOS)."""
     seen: dict[str, int] = {}
-    for item in items:
-        if item.id in seen:
-            first, second = sorted((seen[item.id], item.line))
+    spelled: dict[str, str] = {}
+    for item_id, line in ids:
+        if item_id in seen:
+            first, second = sorted((seen[item_id], line))
             where = f"lines {first} and {second}" if first != second else f"both on line {first}"
-            raise PlanRefused(f"{source}: {noun} id {item.id} is used twice ({where})")
-        seen[item.id] = item.line
+            raise PlanRefused(f"{source}: {noun} id {item_id} is used twice ({where})")
+        key = clean_name(item_id).casefold()
+        other = spelled.get(key)
+        if other is not None:
+            raise PlanRefused(
+                f"{source}: {noun} ids {other} (line {seen[other]}) and {item_id} (line {line}) "
+                "would share one branch and worktree (names keep letters, digits, - and _, "
+                "whatever their case); rename one"
+            )
+        seen[item_id] = line
+        spelled[key] = item_id
     return seen
 
 

@@ -13,7 +13,6 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent_harness.errors import PlanRefused
 from agent_harness.plan.cursor import blank_front_matter, from_cursor, front_matter, has_todos
 from agent_harness.plan.dependencies import (
     ORDER_HEADING,
@@ -21,6 +20,7 @@ from agent_harness.plan.dependencies import (
     prose_note,
     read_dependencies,
     refuse_cycles,
+    refuse_twins,
 )
 from agent_harness.plan.drafts import PROSE, Draft, Meta, Section, meta_lines
 from agent_harness.plan.grammar import (
@@ -531,14 +531,7 @@ class _Walker:
                     Notice(line=line0 + 1, reason=checkbox_without_id(text), text=text)
                 )
 
-        seen: dict[str, int] = {}
-        for draft in drafts:
-            if draft.id in seen:
-                first, second = sorted((seen[draft.id], draft.line0 + 1))
-                raise PlanRefused(
-                    f"{source}: item id {draft.id} is used twice (lines {first} and {second})"
-                )
-            seen[draft.id] = draft.line0 + 1
+        seen = refuse_twins(((draft.id, draft.line0 + 1) for draft in drafts), source, "item")
 
         self.groups, notices = find_sections(drafts, order, self.lines)
         for line0, notice in notices:

@@ -75,6 +75,12 @@ def test_odd_todos_are_reported_and_left_out() -> None:
     [
         (cursor_plan("  - id: a\n    content: x\n  - id: a\n    content: y\n"), PlanRefused,
          "todo id a is used twice (lines 4 and 6)"),
+        # Ids one branch and worktree would serve: the same on a case-blind disk (macOS), or
+        # the same once the dot a branch cannot hold is a dash.
+        (cursor_plan("  - id: tests\n    content: x\n  - id: Tests\n    content: y\n"), PlanRefused,
+         "todo ids tests (line 4) and Tests (line 6) would share one branch and worktree"),
+        (cursor_plan("  - id: api.v2\n    content: x\n  - id: api-v2\n    content: y\n"),
+         PlanRefused, "todo ids api.v2 (line 4) and api-v2 (line 6) would share one branch"),
         (cursor_plan("  - id: a\n    content: x\n    dependencies: [b]\n"
                      "  - id: b\n    content: y\n    dependencies: [a]\n"), PlanRefused,
          "dependency cycle a -> b -> a"),
