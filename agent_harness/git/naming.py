@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 BRANCH_PREFIX = "agent-harness/"
@@ -78,9 +79,58 @@ def branch_prefix(item_id: str, namespace: str = "", generation: int = 0) -> str
     return f"{BRANCH_PREFIX}{space}{clean_name(item_id)}{generation_suffix(generation)}-"
 
 
+def of_a_longer_id(name: str, item_id: str, namespace: str, others: Iterable[str]) -> bool:
+    """Whether branch `name`, which starts with `item_id`'s prefix, is another item's whose id
+    goes on from it with a dash (`bucket-store` after `bucket`, as Cursor's todos are named):
+    its `bucket-store-…` branches start with `bucket-` too."""
+    stem = clean_name(item_id) + "-"
+    for other in others:
+        if not clean_name(other).startswith(stem):
+            continue
+        base = branch_prefix(other, namespace)[:-1]  # any generation's: `<id>-`, `<id>.rN-`
+        if name.startswith(base) and re.match(r"(?:\.r\d+)?-", name[len(base) :]):
+            return True
+    return False
+
+
 # After `<id>-` in a branch name: the rest of a longer id rather than a title's slug (slugs are
 # lower case; a slug that starts with a number and a dash is taken for an id too).
 LONGER_ID = re.compile(r"^(?:[A-Z_]|\d+(?:[-_.]|$))")
+
+
+def find_branch(
+    refs: Mapping[str, str],
+    remote: str,
+    item_id: str,
+    namespace: str,
+    generation: int,
+    wanted: tuple[str | None, ...],
+    others: Callable[[], Iterable[str]],
+) -> str | None:
+    """The branch the item already has, among `refs` (full ref name -> sha): the first of
+    `wanted` (the one its history names, the one its title names, the one its own worktree has
+    checked out) that is there and is the item's; else one that starts with its prefix (the
+    title was edited since). Such a name that goes on like a longer id (`T1-2-` or `T1-A2`
+    after `T1-`, `3-1-` after `3-`, the spelling of `3.1`) is taken for another item's, and so
+    is one of an id of `others` (the plan's other ids, asked only then) that goes on from it."""
+    prefix = branch_prefix(item_id, namespace, generation)
+    remote_prefix = f"refs/remotes/{remote}/"
+    for name in wanted:
+        there = f"refs/heads/{name}" in refs or f"{remote_prefix}{name}" in refs
+        if name and name.startswith(prefix) and there:
+            return name
+
+    def under(space: str) -> list[str]:
+        """The item's branches among the refs under `space`, by name."""
+        names = (ref.removeprefix(space) for ref in refs if ref.startswith(space + prefix))
+        found = [n for n in names if not LONGER_ID.match(n.removeprefix(prefix))]
+        if not found:
+            return []
+        ids = list(others())
+        return sorted(n for n in found if not of_a_longer_id(n, item_id, namespace, ids))
+
+    found = under("refs/heads/") or under(remote_prefix)
+    return found[0] if found else None
 
 
 def plan_namespace(plan_key: str) -> str:

@@ -7,7 +7,7 @@ not start a process.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -39,6 +39,7 @@ class Workspace(Protocol):
         known: str | None = None,
         guard_private: bool = False,
         ours: Collection[str] | None = None,
+        others: Callable[[], Iterable[str]] = tuple,
     ) -> Worktree:
         """The item's worktree on its own branch, reused when healthy, made when not; a retried
         item (generation N) gets a new one from the current default branch. `pushed`: the
@@ -48,10 +49,19 @@ class Workspace(Protocol):
         `guard_private`, a branch in the item's name that `known` does not name and that holds
         commits nobody pushed is someone's own: refused, never built on. With `ours` (the heads
         harness runs pushed), a pushed head that is none of them is a person's commit: the
-        worktree is not moved up to it, and the worktree's `foreign` names it."""
+        worktree is not moved up to it, and the worktree's `foreign` names it. `others`: the
+        plan's other item ids, whose branches may start like this item's (`bucket-store-…`
+        after `bucket-`), so never taken for its own."""
 
-    def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
-        """Remove one generation's worktree and local branch; returns what was removed."""
+    def discard(
+        self,
+        item_id: str,
+        namespace: str = "",
+        generation: int = 0,
+        others: Iterable[str] = (),
+    ) -> list[str]:
+        """Remove one generation's worktree and local branch, not `others`' (see `prepare`);
+        returns what was removed."""
 
     def verify_branch(self, tree: Worktree) -> None:
         """Refuse a worktree whose branch was changed under it (the agent switched branches)."""

@@ -12,7 +12,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,9 +36,10 @@ from agent_harness.git.errors import (
 from agent_harness.git.ignore import exclude_from
 from agent_harness.git.naming import (
     BRANCH_PREFIX,
-    LONGER_ID,
     branch_name,
     branch_prefix,
+    find_branch,
+    of_a_longer_id,
     worktree_dir_name,
 )
 from agent_harness.git.protect import ChangedPathsUnknown, changed_paths
@@ -238,18 +239,12 @@ class WorkRepo:
         known: str | None = None,
         guard_private: bool = False,
         ours: Collection[str] | None = None,
+        others: Callable[[], Iterable[str]] = tuple,
     ) -> Worktree:
-        """The item's worktree: reused when healthy, rebuilt when broken, new otherwise.
-
-        `namespace` (the plan key of a plan that is not the repository's main one) keeps two
-        plans' items with the same id in separate worktrees and branches; `generation` (the
-        item's retries) gives a retried item a new branch and worktree from the current base,
-        leaving the old ones as they were. With `pushed` (the branch was pushed before, maybe
-        by another host) the remote is fetched now, not as a recent fetch saw it: a branch
-        made from the base instead of the pushed one could never be pushed over it. `known`:
-        the branch the item's history names. With `guard_private` (a run's claim), a branch in
-        the item's name that `known` does not name and that holds unpushed commits is
-        someone's own, and refused (`RepoRefused`). With `ours`, see `catchup.foreign_head`."""
+        """The item's worktree: reused when healthy, rebuilt when broken, new otherwise (see
+        `Workspace.prepare` for the arguments). With `guard_private` (a run's claim), a branch
+        in the item's name that `known` does not name and that holds unpushed commits is
+        someone's own, and refused (`RepoRefused`); `ours`: see `catchup.foreign_head`."""
         # An item keeps the branch it started on, even if its title is edited later: a new
         # name would orphan pushed work and open a second pull request.
         self.settings.check()  # `worktree add` runs hooks, and another agent may have run
@@ -260,7 +255,10 @@ class WorkRepo:
         named = branch_name(item_id, title, namespace, generation)
         path = self.worktrees_dir / worktree_dir_name(item_id, namespace, generation)
         current = _checked_out(path)
-        branch = self._branch_from(refs, prefix, (known, named, current)) or named
+
+        wanted = (known, named, current)
+        branch = find_branch(refs, self.remote, item_id, namespace, generation, wanted, others)
+        branch = branch or named
         base = refs.get(f"refs/remotes/{self.remote}/{default}") or self._git(
             self.path, "rev-parse", default
         )
@@ -389,28 +387,6 @@ class WorkRepo:
                 refs[name] = sha
                 head = name if line.startswith("*") else head
         return refs, head
-
-    def _branch_from(
-        self, refs: dict[str, str], prefix: str, wanted: tuple[str | None, ...]
-    ) -> str | None:
-        """The branch the item already has: the first of `wanted` (the one its history names,
-        the one its title names, the one its own worktree has checked out) that is there and
-        is the item's; else one that starts with its id (the title was edited since). Such a
-        name that goes on like a longer id (`T1-2-` or `T1-A2` after `T1-`, `3-1-` after `3-`,
-        the spelling of `3.1`) is taken for another item's."""
-        remote_prefix = f"refs/remotes/{self.remote}/"
-        for name in wanted:
-            there = f"refs/heads/{name}" in refs or f"{remote_prefix}{name}" in refs
-            if name and name.startswith(prefix) and there:
-                return name
-
-        def under(space: str) -> list[str]:
-            """The item's branches among the refs under `space`, by name."""
-            names = (ref.removeprefix(space) for ref in refs if ref.startswith(space + prefix))
-            return sorted(n for n in names if not LONGER_ID.match(n.removeprefix(prefix)))
-
-        found = under("refs/heads/") or under(remote_prefix)
-        return found[0] if found else None
 
     def _commits_beyond(self, tip: str, *known: str | None) -> int:
         """How many commits `tip` has that none of the `known` commits (None: left out) has."""
@@ -564,9 +540,17 @@ class WorkRepo:
             self._changes[key] = change
         return change
 
-    def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
+    def discard(
+        self,
+        item_id: str,
+        namespace: str = "",
+        generation: int = 0,
+        others: Iterable[str] = (),
+    ) -> list[str]:
         """Remove one generation's worktree and local branch (`work retry --fresh`); the
-        remote branch, a pull request's history, is left alone. Returns what was removed."""
+        remote branch, a pull request's history, is left alone, and so are the branches of
+        `others` (the plan's other item ids) whose ids go on from this one's. Returns what was
+        removed."""
         self.settings.check()
         removed: list[str] = []
         path = self.worktrees_dir / worktree_dir_name(item_id, namespace, generation)
@@ -576,8 +560,10 @@ class WorkRepo:
             removed.append(str(path))
         prefix = f"refs/heads/{branch_prefix(item_id, namespace, generation)}"
         for ref in self._refs(prefix + "*"):
-            self._git(self.path, "branch", "-D", ref.removeprefix("refs/heads/"))
-            removed.append(ref.removeprefix("refs/heads/"))
+            name = ref.removeprefix("refs/heads/")
+            if not of_a_longer_id(name, item_id, namespace, others):
+                self._git(self.path, "branch", "-D", name)
+                removed.append(name)
         return removed
 
     def changed_paths(self, tree: Worktree, sha: str | None = None) -> list[str]:

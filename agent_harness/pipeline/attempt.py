@@ -34,7 +34,7 @@ from agent_harness.pipeline.parts import ITEM_AT_WORK, RunParts
 from agent_harness.pipeline.prompt import Feedback, build_prompt, read_agents_md
 from agent_harness.pipeline.settings import RunRefused
 from agent_harness.plan.model import WorkItem, check_command
-from agent_harness.queue import leases
+from agent_harness.queue import items, leases
 from agent_harness.queue.items import ItemState
 from agent_harness.queue.leases import Lease, LeaseLost
 from agent_harness.review.verdict import ReviewRequest, review
@@ -183,7 +183,7 @@ class Attempt:
         checking = self._checking().exists()
         with parts.git_lock:
             if fresh:
-                parts.repo.discard(self.item.id, parts.namespace, generation - 1)
+                parts.repo.discard(self.item.id, parts.namespace, generation - 1, self._other_ids())
             worked = self.history.last(WorktreeReady)
             tree = parts.repo.prepare(
                 self.item.id,
@@ -194,6 +194,7 @@ class Attempt:
                 known=worked.branch if worked is not None else None,
                 guard_private=True,
                 ours=self._pushed_by_us(),
+                others=self._other_ids,
             )
         # What that check wrote is no agent's work: the next commit must not take it in. A
         # person may have edited the worktree while no run held it: the tracked files'
@@ -226,6 +227,13 @@ class Attempt:
         if self.history.answering_round() is None:
             return None
         return {pushed.sha for pushed in self.history.all(Pushed)}
+
+    def _other_ids(self) -> list[str]:
+        """The plan's other items: a branch of one whose id goes on from this one's is no
+        branch of this item's."""
+        return [
+            i for i in items.item_ids(self.parts.store, self.parts.project) if i != self.item.id
+        ]
 
     def _check_group(self) -> Path:
         """Where the process group of the item's running check is written down."""

@@ -476,6 +476,7 @@ class PullWatch:
             self.repo.prepare(
                 item_id, title, plan_namespace(self.plan_key), generation, pushed=True,
                 known=worked.branch if worked is not None else branch,
+                others=lambda: items.item_ids(self.store, self.project),
             )  # fmt: skip
         except HarnessError:  # the branch gone, a folder in the way: the agent's attempt sees
             return False

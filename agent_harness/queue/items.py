@@ -631,6 +631,12 @@ def list_items(store: Store, project: str, *, with_deps: bool = False) -> list[I
     return [item_record(r, tuple(deps.get(str(r[1]), ()))) for r in rows]
 
 
+def item_ids(store: Store, project: str) -> list[str]:
+    """The ids of the project's items."""
+    with store.transaction(write=False) as tx:
+        return [str(row[0]) for row in tx.all("SELECT id FROM items WHERE project = ?", (project,))]
+
+
 def history(store: Store, project: str, item_id: str) -> tuple[ItemRecord, list[Event]]:
     """The item as it stands and every event about it, oldest first."""
     record = get_item(store, project, item_id)

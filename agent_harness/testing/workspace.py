@@ -12,12 +12,17 @@ import difflib
 import fnmatch
 import hashlib
 import shutil
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_harness.git.errors import DefaultBranchGuard, WorktreeError
-from agent_harness.git.naming import branch_name, branch_prefix, worktree_dir_name
+from agent_harness.git.naming import (
+    branch_name,
+    branch_prefix,
+    of_a_longer_id,
+    worktree_dir_name,
+)
 from agent_harness.git.worktrees import Worktree, guard_refspec
 
 Snapshot = dict[str, bytes]
@@ -76,8 +81,10 @@ class MemoryWorkspace:
         known: str | None = None,
         guard_private: bool = False,
         ours: Collection[str] | None = None,
+        others: Callable[[], Iterable[str]] = tuple,
     ) -> Worktree:
         del guard_private, ours  # every branch here is the harness's own: none is a person's
+        del others  # and a branch is found by its exact name, never by its item's prefix
         branch = branch_name(item_id, title, namespace, generation)
         prefix = branch_prefix(item_id, namespace, generation)
         if known is not None and known.startswith(prefix) and known in self._branches:
@@ -94,10 +101,20 @@ class MemoryWorkspace:
         path = self._paths.get(branch)
         return path if path is not None and path.is_dir() else None
 
-    def discard(self, item_id: str, namespace: str = "", generation: int = 0) -> list[str]:
+    def discard(
+        self,
+        item_id: str,
+        namespace: str = "",
+        generation: int = 0,
+        others: Iterable[str] = (),
+    ) -> list[str]:
         path = self.root / "worktrees" / worktree_dir_name(item_id, namespace, generation)
-        stem = branch_name(item_id, "x", namespace, generation).rsplit("-", 1)[0] + "-"
-        gone = [name for name in self._branches if name.startswith(stem)]
+        stem = branch_prefix(item_id, namespace, generation)
+        gone = [
+            name
+            for name in self._branches
+            if name.startswith(stem) and not of_a_longer_id(name, item_id, namespace, others)
+        ]
         for name in gone:
             del self._branches[name]
         if path.exists():

@@ -617,3 +617,29 @@ def test_files_larger_than_a_push_may_carry_are_named_with_their_sizes(clone: Pa
     sha = repo.head(tree)
     assert repo.large_files(tree, sha, 1000) == [("huge.bin", 3072)]
     assert repo.large_files(tree, sha, 5000) == []
+
+
+def test_an_id_that_goes_on_from_another_never_takes_or_discards_that_ones_branch(
+    clone: Path,
+) -> None:
+    # Cursor names todos in words: `bucket-store`'s branches start with `bucket-` too.
+    repo = WorkRepo(clone, clone.parent / "state")
+    store = repo.prepare("bucket-store", "Add buckets.py")
+    (store.path / "buckets.py").write_text("BUCKETS = {}\n")
+    store_sha = repo.commit_all(store, "bucket-store: Add buckets.py")
+    plan_ids = ["bucket-store", "bucket"]
+
+    def others(me: str) -> list[str]:
+        return [i for i in plan_ids if i != me]
+
+    mine = repo.prepare("bucket", "Bucket policy", others=lambda: others("bucket"))
+    assert mine.branch == "agent-harness/bucket-bucket-policy" and not mine.reused
+    assert not (mine.path / "buckets.py").exists()
+    # The title edited since, the branch found by its prefix: still the item's own.
+    again = repo.prepare("bucket", "Bucket rules", others=lambda: others("bucket"))
+    assert again.branch == mine.branch
+
+    removed = repo.discard("bucket", others=others("bucket"))  # `work retry --fresh bucket`
+    assert "agent-harness/bucket-bucket-policy" in removed
+    assert "agent-harness/bucket-store-add-buckets-py" not in removed
+    assert git(clone, "rev-parse", "agent-harness/bucket-store-add-buckets-py") == store_sha

@@ -372,6 +372,33 @@ def test_a_second_run_of_the_same_project_and_state_is_refused(h: Harness) -> No
     assert h.pulls() == []
 
 
+CURSOR_TWO_TODOS = (
+    "---\ntodos:\n"
+    "  - id: bucket-store\n    content: Add buckets store\n    status: pending\n"
+    "  - id: bucket\n    content: Bucket policy\n    status: pending\n"
+    "---\n# Buckets\n"
+)
+
+
+@pytest.mark.integration
+def test_a_todo_whose_id_starts_another_ones_works_on_a_branch_of_its_own(h: Harness) -> None:
+    # Each run of the agent writes a file named after its worktree, on whichever branch it is.
+    agent = 'sh -c \'echo done > "work-$(basename "$PWD").txt"\' {prompt_file}'
+    run = h.pipeline(CURSOR_TWO_TODOS, agent=agent, settings=settings(checks=["true"]))
+    report = run.run()
+    assert sorted((i.id, i.state) for i in report.items) == [
+        ("bucket", "pr_open"),
+        ("bucket-store", "pr_open"),
+    ]
+    files = {p.head.ref: sorted(f.filename for f in p.get_files()) for p in h.pulls()}
+    # `bucket` used to take `bucket-store`'s branch (it starts with `bucket-`): its work went
+    # onto the other todo's pull request, and its own was never opened.
+    assert files == {
+        "agent-harness/bucket-store-add-buckets-store": ["work-bucket-store.txt"],
+        "agent-harness/bucket-bucket-policy": ["work-bucket.txt"],
+    }
+
+
 @pytest.mark.integration
 def test_a_finished_run_leaves_no_lock_file_behind(h: Harness) -> None:
     [item] = h.pipeline(ONE_ITEM).run().items
