@@ -63,6 +63,7 @@ from agent_harness.review.verdict import SameVendorRefused
 from agent_harness.store.errors import StoreError
 from agent_harness.tracker.github import NoToken
 from agent_harness.tracker.protocol import TrackerError
+from agent_harness.tracker.renumbering import PlanRenumbered
 from agent_harness.tracker.sync import PlanKeyTaken
 
 # Checked in order: the first class the error is an instance of gives the status.
@@ -84,6 +85,7 @@ STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (IllegalTransition, 409),
     (RunRefused, 409),
     (PlanKeyTaken, 409),  # another plan file's issues hold the key
+    (PlanRenumbered, 409),  # the plan's tasks moved to other ids
     (StepRefused, 409),  # BlockingOpen among them: approval with a BLOCKING question open
     (BaselineExists, 409),
     (BadProjectPath, 422),

@@ -395,6 +395,11 @@ class IssueChange(_Out):
     )
 
 
+class ClosedIssue(_Out):
+    id: str = Field(description="Item id.")
+    issue: int = Field(description="Its issue's number.")
+
+
 class PlanSyncOut(_Out):
     """What a sync did, or with dry_run would do."""
 
@@ -407,6 +412,9 @@ class PlanSyncOut(_Out):
     orphaned: list[IssueChange] = Field(description="Issues of items gone from the plan.")
     skipped_done: list[str] = Field(description="Items done in the plan, never created.")
     done_but_open: list[IssueChange] = Field(description="Done in the plan, issue still open.")
+    closed_by_a_person: list[ClosedIssue] = Field(
+        description="To do in the plan, issue closed by a person: not worked while it is closed."
+    )
     notices: list[str] = Field(description="What a person should act on.")
     labels_created: list[str] = Field(description="Labels made.")
     milestones_created: list[str] = Field(description="Milestones made.")

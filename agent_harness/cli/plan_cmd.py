@@ -90,6 +90,12 @@ Examples:
     "a refusal names it); its issues are taken over, and name the new path from then on.",
 )
 @click.option(
+    "--renumbered",
+    is_flag=True,
+    help="With --repo: sync a plan whose tasks moved to other ids (refused without it, exit "
+    "3), giving each issue the task its id names now.",
+)
+@click.option(
     "--plan-key",
     metavar="KEY",
     callback=checked_plan_key,
@@ -115,6 +121,7 @@ def plan(
     id_prefix: str | None,
     adopt_duplicate: bool,
     moved_from: str | None,
+    renumbered: bool,
     plan_key: str | None,
     db: str | None,
     forge: str | None,
@@ -132,7 +139,8 @@ def plan(
     With --repo, each item becomes one issue, found again by a hidden marker (never by title):
     re-running updates changed items, touches nothing else, and never closes or reopens an
     issue. Problems with single items are listed and give exit code 4; the rest is kept. A
-    key whose issues another plan file of the repository made is refused (exit 3).
+    key whose issues another plan file of the repository made is refused (exit 3), and so
+    is a plan whose tasks moved to other ids since their issues were made (--renumbered).
     """
     from agent_harness.plan import backlog
 
@@ -152,10 +160,20 @@ def plan(
     if repo:
         _warn_if_empty(parsed)
         options = _SyncOptions(
-            dry_run, adopt_duplicate, plan_key, forge, github_url, as_json, db, moved_from
+            dry_run,
+            adopt_duplicate,
+            plan_key,
+            forge,
+            github_url,
+            as_json,
+            db,
+            moved_from,
+            renumbered,
         )
         return _sync(parsed, repo, options)
-    _refuse_without_repo(dry_run, adopt_duplicate, forge, github_url, plan_key, db, moved_from)
+    _refuse_without_repo(
+        dry_run, adopt_duplicate, forge, github_url, plan_key, db, moved_from, renumbered
+    )
     if as_json:
         print_json(backlog.to_backlog(parsed).model_dump(mode="json"))
         return 0
@@ -170,8 +188,8 @@ def plan(
 def _refuse_without_repo(*given: object) -> None:
     if any(given):
         raise UsageError(
-            "--dry-run, --adopt-duplicate, --moved-from, --forge, --github-url, --plan-key and "
-            "--db need --repo"
+            "--dry-run, --adopt-duplicate, --moved-from, --renumbered, --forge, --github-url, "
+            "--plan-key and --db need --repo"
         )
 
 
@@ -246,6 +264,7 @@ class _SyncOptions:
     as_json: bool
     db: str | None
     moved_from: str | None = None
+    renumbered: bool = False
 
 
 def _runs_store(settings: Settings, opts: _SyncOptions) -> Store | None:
@@ -321,6 +340,7 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
             dry_run=opts.dry_run,
             progress=lambda stage, done, total: status.update(f"{stage} {done}/{total}"),
             moved_from=opts.moved_from,
+            renumbered=opts.renumbered,
         )
         full_name = tracker.repo
     local = _local_repo(settings, full_name) if opts.forge == "local" else None

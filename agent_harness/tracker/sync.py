@@ -34,6 +34,7 @@ from agent_harness.tracker.protocol import (
     ValidationFailed,
     WriteUncertain,
 )
+from agent_harness.tracker.renumbering import refuse_renumbering
 from agent_harness.tracker.writes import CreateNotConfirmed, create_once
 
 MAX_BODY = 65_536
@@ -100,6 +101,10 @@ class SyncReport:
             f"{change.id} is done in the plan but its issue #{change.number} is open; "
             "sync never closes issues, close it yourself"
             for change in self.done_but_open
+        ] + [
+            f"{item_id} is to do in the plan but its issue #{number} was closed by a person; "
+            "it is not worked while that issue stays closed (reopen it to have it worked)"
+            for item_id, number in sorted(self.closed_issues.items())
         ]
 
     def as_json(self) -> dict[str, Any]:
@@ -120,6 +125,10 @@ class SyncReport:
             "orphaned": rows(self.orphaned),
             "skipped_done": self.skipped_done,
             "done_but_open": rows(self.done_but_open),
+            "closed_by_a_person": [
+                {"id": item_id, "issue": number}
+                for item_id, number in sorted(self.closed_issues.items())
+            ],
             "notices": self.notices,
             "labels_created": self.labels_created,
             "milestones_created": self.milestones_created,
@@ -301,16 +310,18 @@ def sync_plan(
     dry_run: bool = False,
     progress: Progress | None = None,
     moved_from: str | None = None,
+    renumbered: bool = False,
 ) -> SyncReport:
     """Make the tracker's issues say what the plan says. Returns the report; never raises
     for a per-item problem (it is recorded and the rest carries on). Raises PlanKeyTaken,
     before any write, when the key's issues are another plan file's; `moved_from` names the
-    plan's old path in its repository, whose issues it takes over."""
+    plan's old path in its repository, whose issues it takes over. Raises PlanRenumbered,
+    before any write, when the plan's tasks moved to other ids, unless `renumbered`."""
     report = SyncReport(repo=tracker.repo, plan_key=plan_key, dry_run=dry_run)
     start_requests, start_writes = tracker.tally.requests, tracker.tally.writes
     step = progress or (lambda _stage, _done, _total: None)
     try:
-        _PlanSync(plan, tracker, plan_key, dry_run, report, moved_from).run(step)
+        _PlanSync(plan, tracker, plan_key, dry_run, report, moved_from).run(step, renumbered)
     finally:
         report.requests = tracker.tally.requests - start_requests
         report.writes = tracker.tally.writes - start_writes
@@ -421,10 +432,12 @@ class _PlanSync:
         self.home = plan_in_repo(plan.source)  # the plan's work tree, and its path there
         self.moved_from = moved_from
 
-    def run(self, step: Progress) -> None:
+    def run(self, step: Progress, renumbered: bool) -> None:
         step("listing issues", 0, len(self.plan.items))
         listing = _list_plan_issues(self.tracker, self.plan_key, self.report)
         self._refuse_another_plans_key(listing)
+        if not renumbered:
+            refuse_renumbering(self.plan, listing.by_item, self.tracker.repo)
         _report_orphans_and_twins(listing, self.plan, self.report)
         self.report.issue_numbers = listing.oldest_issue_numbers()
         self.numbers = listing.sole_issue_numbers()

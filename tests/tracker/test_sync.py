@@ -454,3 +454,40 @@ def test_a_credential_written_into_the_plan_is_never_posted_nor_shown(rf: Runnin
     assert token not in issue.title + (issue.body or "")
     assert all(token not in label.name for label in repo.get_labels())
     assert "[redacted: a GitHub token]" in (issue.body or "")
+
+
+@pytest.mark.integration
+def test_a_renumbered_plan_is_refused_before_any_write_unless_said_so(rf: RunningForge) -> None:
+    from agent_harness.tracker.renumbering import PlanRenumbered
+
+    first = "- [ ] T1 Create the Link model\n- [ ] T2 Add the API\n- [ ] T3 Write docs\n"
+    sync_plan(parse_plan(first), tracker(rf), "PLAN")
+    rf.github.get_repo(REPO).get_issue(1).edit(state="closed")  # T1 done, closed by hand
+    # A new task on top, the others shifted down: each issue would be given another task.
+    shifted = (
+        "- [ ] T1 Write the README\n- [x] T2 Create the Link model\n"
+        "- [ ] T3 Add the API\n- [ ] T4 Write docs\n"
+    )
+    mark = rf.forge.mark()
+    with pytest.raises(PlanRenumbered) as refused:
+        sync_plan(parse_plan(shifted), tracker(rf), "PLAN")
+    said = str(refused.value)
+    assert "looks renumbered" in said and "T2 now has 'Create the Link model'" in said
+    assert "issue #1 was made for under T1" in said and "--renumbered" in said
+    assert writes_since(rf, mark) == 0
+    assert [i["title"] for i in issues(rf)] == [
+        "T3: Write docs",
+        "T2: Add the API",
+        "T1: Create the Link model",
+    ]
+    # An edited title or a new task at the end is no renumbering.
+    edited = first.replace("Write docs", "Write the docs") + "- [ ] T4 Add a cache\n"
+    assert sync_plan(parse_plan(edited), tracker(rf), "PLAN").ok
+    # Said so: each issue gets its id's task, and the closed one's is named as not worked.
+    report = sync_plan(parse_plan(shifted), tracker(rf), "PLAN", renumbered=True)
+    assert [c.id for c in report.updated] == ["T1", "T2", "T3", "T4"]
+    assert report.as_json()["closed_by_a_person"] == [{"id": "T1", "issue": 1}]
+    assert (
+        "T1 is to do in the plan but its issue #1 was closed by a person; it is not worked "
+        "while that issue stays closed (reopen it to have it worked)"
+    ) in report.notices
