@@ -25,6 +25,7 @@ from agent_harness.pipeline.settings import Observer, RunSettings
 from agent_harness.queue import leases
 from agent_harness.queue.items import ItemState, note_rounds_stopped
 from agent_harness.queue.leases import Lease, LeaseLost
+from agent_harness.secrets.redact import redact_payload
 from agent_harness.store.events import (
     FailedNote,
     FeedbackGiven,
@@ -52,6 +53,15 @@ CheckRunner = Callable[..., "CheckRun"]
 # `launch.model_events`): a reviewer's answer on record before its run died is then known to
 # be answered (and priced), not counted again as a call of unknown price.
 ITEM_AT_WORK: ContextVar[str | None] = ContextVar("item_at_work", default=None)
+
+
+def masked(payload: Payload) -> Payload:
+    """`payload` as observers are told it (`run --json`, the live table): with what came from
+    outside (an agent's last words, a check's output) masked where it holds a credential, as
+    the event log keeps it."""
+    data = payload.as_dict()
+    clean = redact_payload(data)
+    return payload if clean == data else type(payload).model_validate(clean)
 
 
 @dataclass
@@ -112,11 +122,11 @@ class RunParts:
         self.store.append_event(self.project, item_id, payload)
         if history is not None:
             history.record(payload)
-        self.observer(payload.kind, item_id, payload)
+        self.observer(payload.kind, item_id, masked(payload))
 
     def note(self, item_id: str, payload: Payload) -> None:
         """Tell the observers something that is not stored (a note)."""
-        self.observer(payload.kind, item_id, payload)
+        self.observer(payload.kind, item_id, masked(payload))
 
     def remember(self, item_id: str, feedback: Feedback, history: ItemHistory) -> None:
         """Keep what went wrong for the next attempt's prompt."""

@@ -294,3 +294,26 @@ def test_checks_get_a_password_url_only_when_a_person_passes_it(harness: Harness
     second = json.loads(seen.read_text())
     assert second["DATABASE_URL"] == DATABASE_URL
     assert "GH_TOKEN" not in second and KEY_ENV not in second
+
+
+@pytest.mark.integration
+def test_a_key_an_agent_prints_is_masked_for_observers_as_in_the_log(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = harness
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC)  # the harness's own key
+    steps = {"steps": [{"print": f"error: my key is {ANTHROPIC}"}], "exit": 3}
+    agent = shlex.join(write_scripted_agent(h.tmp / "agents", steps)) + " {prompt_file}"
+    told: list[str] = []
+
+    def observer(kind: str, item: str, payload: Any) -> None:
+        told.append(json.dumps(payload.as_dict()))
+
+    settings = RunSettings(checks=[], idle_poll_s=0.02, max_attempts=1)
+    [item] = h.pipeline(ONE_ITEM, agent=agent, settings=settings, observer=observer).run().items
+    assert item.state == "failed"
+    finished = [t for t in told if "my key is" in t]
+    assert finished, "the agent's last words never reached the observer"
+    # `run --json` printed what the observer was told: the key, where the log masked it.
+    assert [t for t in told if ANTHROPIC in t] == []
+    assert "[redacted ANTHROPIC_API_KEY]" in finished[0]
