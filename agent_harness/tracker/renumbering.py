@@ -5,7 +5,7 @@ hand, or a task inserted Kiro's way (`2.2` new, the old `2.2` now `2.3`), would 
 shifted issue retitled to the task now under its id: a closed issue would carry a task never
 done (it is not worked while its issue is closed), and an open pull request would close the
 wrong issue. A sync sees it coming: an item's new title is the one another item's issue was
-made with, and that other item no longer has it.
+made with, and that other item, still in the plan, no longer has it.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def moves(plan: Plan, issues: Mapping[str, Sequence[IssueRecord]]) -> list[Move]
             continue  # its own title as its issue has it
         for was in by_title.get(item.title, ()):
             title, number = made_with[was]
-            if was != item.id and now.get(was) != title:  # that item lost the title it had
+            # That item, still in the plan (a task with a new id is no renumbering), has lost
+            # the title it had.
+            if was != item.id and was in now and now[was] != title:
                 found_moves.append(Move(item.id, was, number, title))
     return found_moves
 
