@@ -133,6 +133,9 @@ def _unpriceable(vendor: str | None, model: str | None, usage: Usage) -> str | N
     tokens_in, tokens_out, read, write = usage
     if tokens_in is None and tokens_out is None:
         return "no token usage was reported"
+    if tokens_in is None or tokens_out is None:  # half a price is no price
+        missing = "input" if tokens_in is None else "output"
+        return f"the {missing} tokens were not reported"
     cache = (read or 0) + (write or 0)
     if cache > (tokens_in or 0):
         return f"cache tokens ({cache}) exceed the input tokens ({tokens_in or 0})"
@@ -244,8 +247,9 @@ class _Prices:
         tokens_in, tokens_out, read, write = usage
         if (
             found is not None
-            and (tokens_in is not None or tokens_out is not None)
-            and (read or 0) + (write or 0) <= (tokens_in or 0)
+            and tokens_in is not None
+            and tokens_out is not None
+            and (read or 0) + (write or 0) <= tokens_in
         ):
             if isinstance(found, str):
                 return _new_price((None, found, self._version))

@@ -171,12 +171,16 @@ def test_a_model_call_with_counts_no_call_reports_is_kept_unpriced_and_the_rest_
     # dropped the call from cost: every later ingest failed, or the call went unseen.
     good = {"role": "reviewer", "vendor": "openai", "model": "gpt-4.1"}
     with sqlite_work.transaction() as tx:
-        tx.record_outside_event(PROJECT, None, "model.call", {**good, "tokens_in": 1000})
+        tx.record_outside_event(
+            PROJECT, None, "model.call", {**good, "tokens_in": 1000, "tokens_out": 0}
+        )
         for bad in (-1_000_000, 10**30, 1000.5):
             tx.record_outside_event(PROJECT, None, "model.call", {**good, "tokens_out": bad})
     ingest_work_store(sqlite_work, sqlite_audit)
     with sqlite_work.transaction() as tx:
-        tx.record_outside_event(PROJECT, None, "model.call", {**good, "tokens_in": 2000})
+        tx.record_outside_event(
+            PROJECT, None, "model.call", {**good, "tokens_in": 2000, "tokens_out": 0}
+        )
     ingest_work_store(sqlite_work, sqlite_audit)
     with sqlite_audit.transaction(write=False) as tx:
         rows = tx.all(
@@ -197,7 +201,9 @@ def test_an_agent_run_is_counted_once_and_one_that_reported_nothing_is_of_unknow
     from agent_harness.audit.records import NOTHING_REPORTED
     from agent_harness.store.events import AgentFinished, ModelCall
 
-    call = ModelCall(role="implementer", vendor="openai", model="gpt-4.1", tokens_in=1000)
+    call = ModelCall(
+        role="implementer", vendor="openai", model="gpt-4.1", tokens_in=1000, tokens_out=0
+    )
     for payload in (
         # The executor: its two calls are priced rows; its end (their sum) adds no third.
         call,

@@ -71,6 +71,20 @@ def test_no_usage_is_no_price() -> None:
     assert (got.cost_usd, got.reason) == (None, "no token usage was reported")
 
 
+@pytest.mark.parametrize(
+    ("usage", "missing"),
+    [
+        (Usage(tokens_in=None, tokens_out=7), "input"),
+        (Usage(tokens_in=1000, tokens_out=None), "output"),
+    ],
+)
+def test_half_the_usage_is_no_price_not_half_a_price(usage: Usage, missing: str) -> None:
+    # It was priced from the half it had: a review of 1,000 tokens in read as $0.000056.
+    for _ in range(2):  # the second look takes the quick path, which must say the same
+        got = price("openai", "gpt-4.1", usage, AT)
+        assert (got.cost_usd, got.reason) == (None, f"the {missing} tokens were not reported")
+
+
 def test_more_cache_than_input_is_refused_rather_than_guessed() -> None:
     got = price("anthropic", "claude-sonnet-4-5", Usage(100, 10, cache_read=500), AT)
     assert got.cost_usd is None and got.reason is not None and "exceed" in got.reason
