@@ -129,3 +129,18 @@ def test_a_cli_report_cut_mid_character_keeps_its_cost_and_tokens() -> None:
     report = read_cli_report(line + "\n")
     assert report.error == "cut here \ufffd"
     assert usage_of(line + "\n") == (10, 5, 1.25)
+
+
+@pytest.mark.parametrize("cost", ["-5", "1e308", "true", '"12.5"', "-0.01"])
+def test_a_reported_cost_no_run_can_cost_is_unknown_never_counted(cost: str) -> None:
+    # A negative figure gave budget back; 1e308 refused every later call of the project for good.
+    claude = f'{{"type": "result", "total_cost_usd": {cost}}}\n'
+    assert usage_of(claude) == (None, None, None)
+    # opencode adds its steps' prices up: one that is no price leaves the sum unknown.
+    steps = (
+        '{"type": "step_finish", "part": {"cost": 0.25, "tokens": {"input": 10, "output": 2}}}\n'
+        f'{{"type": "step_finish", "part": {{"cost": {cost}}}}}\n'
+    )
+    assert usage_of(steps) == (10, 2, None)
+    fine = '{"type": "result", "total_cost_usd": 0}\n'
+    assert usage_of(fine) == (None, None, 0.0)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_harness.errors import UNREADABLE_JSON, read_json
+from agent_harness.store.payload import plausible_usd
 
 
 def json_events(output: str) -> Iterator[dict[str, Any]]:
@@ -48,6 +49,7 @@ def usage_of(output: str) -> tuple[int | None, int | None, float | None]:
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
+    unknown = False
     for event in json_events(output):
         usage = event.get("usage")
         total = event.get("type") == "result"
@@ -60,8 +62,8 @@ def usage_of(output: str) -> tuple[int | None, int | None, float | None]:
                 tokens_in = got_in if total else (tokens_in or 0) + got_in
             if isinstance(got_out, int):
                 tokens_out = got_out if total else (tokens_out or 0) + got_out
-        if isinstance(event.get("total_cost_usd"), int | float):
-            cost = float(event["total_cost_usd"])
+        if "total_cost_usd" in event:  # a figure no run can cost is unknown, never counted
+            cost = plausible_usd(event["total_cost_usd"])
         part = event.get("part")
         if event.get("type") == "step_finish" and isinstance(part, dict):
             # opencode reports each step's tokens and price, which add up.
@@ -71,9 +73,11 @@ def usage_of(output: str) -> tuple[int | None, int | None, float | None]:
                 tokens_in = (tokens_in or 0) + tokens["input"]
             if isinstance(tokens.get("output"), int):
                 tokens_out = (tokens_out or 0) + tokens["output"]
-            if isinstance(part.get("cost"), int | float):
-                cost = (cost or 0.0) + float(part["cost"])
-    return tokens_in, tokens_out, cost
+            if "cost" in part:  # one step's figure that is no cost: the sum is unknown
+                step_cost = plausible_usd(part["cost"])
+                unknown = unknown or step_cost is None
+                cost = (cost or 0.0) + (step_cost or 0.0)
+    return tokens_in, tokens_out, None if unknown else cost
 
 
 @dataclass(frozen=True)

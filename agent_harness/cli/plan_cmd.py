@@ -133,8 +133,8 @@ def plan(
     Items are headings (`### T1: Title`), checkboxes (`- [ ] T1 Title`) or rows of a table
     with an `id` column; a file of numbered tasks only (Kiro's tasks.md: `- [ ] 2.1 Title`)
     is read by its numbers, and one whose front matter lists `todos` (Cursor's .plan.md) by
-    those. Lines that look like items or metadata but could not be read are
-    listed with their line numbers. Duplicate ids and dependency cycles are refused (exit 3).
+    those. Lines that look like items or metadata but could not be read are listed with
+    their line numbers. Duplicate ids and dependency cycles are refused (exit 3).
 
     With --repo, each item becomes one issue, found again by a hidden marker (never by title):
     re-running updates changed items, touches nothing else, and never closes or reopens an
@@ -144,10 +144,9 @@ def plan(
     """
     from agent_harness.plan import backlog
 
+    sync_flags = (adopt_duplicate, plan_key, forge, github_url, db, moved_from, renumbered)
     if add_ids:
-        alone = not (
-            repo or backlog_out or adopt_duplicate or plan_key or db or forge or github_url
-        )
+        alone = not (repo or backlog_out or any(sync_flags))
         return _add_ids(plan_file, id_prefix, dry_run, as_json, alone)
     if id_prefix is not None:
         raise UsageError("--id-prefix needs --add-ids")
@@ -159,21 +158,8 @@ def plan(
         backlog.write_backlog(parsed, backlog_out)
     if repo:
         _warn_if_empty(parsed)
-        options = _SyncOptions(
-            dry_run,
-            adopt_duplicate,
-            plan_key,
-            forge,
-            github_url,
-            as_json,
-            db,
-            moved_from,
-            renumbered,
-        )
-        return _sync(parsed, repo, options)
-    _refuse_without_repo(
-        dry_run, adopt_duplicate, forge, github_url, plan_key, db, moved_from, renumbered
-    )
+        return _sync(parsed, repo, _SyncOptions(dry_run, *sync_flags, as_json=as_json))
+    _refuse_without_repo(dry_run, *sync_flags)
     if as_json:
         print_json(backlog.to_backlog(parsed).model_dump(mode="json"))
         return 0
@@ -261,10 +247,10 @@ class _SyncOptions:
     plan_key: str | None
     forge: str | None
     github_url: str | None
-    as_json: bool
     db: str | None
-    moved_from: str | None = None
-    renumbered: bool = False
+    moved_from: str | None
+    renumbered: bool
+    as_json: bool = False
 
 
 def _runs_store(settings: Settings, opts: _SyncOptions) -> Store | None:

@@ -23,6 +23,7 @@ from agent_harness.pipeline.history import ItemHistory
 from agent_harness.store.database import Store
 from agent_harness.store.events import AgentFinished, Reviewed
 from agent_harness.store.migrations import UNCHAINED
+from agent_harness.store.payload import plausible_usd
 
 # The paid roles of an attempt and the event that reports what each call cost.
 ROLE_EVENTS = {"implementer": AgentFinished.KIND.value, "reviewer": Reviewed.KIND.value}
@@ -59,9 +60,9 @@ def call_bound(store: Store, project: str, role: str, configured: float | None) 
     """What the next call of `role` may cost: the largest one seen so far in the project, or
     the configured `max_call_usd`, whichever is larger; 0 while neither is known."""
     seen = [
-        float(cost)
+        cost
         for payload in _costs(store, project, (ROLE_EVENTS[role],))
-        if isinstance(cost := payload.get("cost_usd"), int | float)
+        if (cost := plausible_usd(payload.get("cost_usd"))) is not None
     ]
     known = [*seen, *([configured] if configured is not None else [])]
     return max(known, default=0.0)
@@ -128,7 +129,7 @@ class RunBudget:
         return sum(
             1
             for p in self._mine()
-            if p.get("cost_usd") is None and p.get("state") != "missing_binary"
+            if plausible_usd(p.get("cost_usd")) is None and p.get("state") != "missing_binary"
         )
 
     def _mine(self) -> list[dict[str, object]]:
@@ -192,7 +193,7 @@ class RunBudget:
 
 def known_cost_of(costs: list[object]) -> float | None:
     """The sum of the known costs; None when none was known (never 0)."""
-    known = [float(c) for c in costs if isinstance(c, int | float)]
+    known = [usd for c in costs if (usd := plausible_usd(c)) is not None]
     return sum(known) if known else None
 
 

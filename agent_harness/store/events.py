@@ -1,10 +1,9 @@
 """The event log's schema: every kind of event the harness writes, and the typed payload of each.
 
 Writers build a payload model and the kind follows from its class; readers get the payload back
-as that model, so no code outside this module reads a payload by a string key. An event of a
-kind this version does not know (ingested from a file, or written by a newer harness) is kept
-whole as `RawPayload`. `python -m agent_harness.store.events` writes docs/EVENTS.md from them.
-"""
+as that model, so no code outside this module reads a payload by a string key. An event of a kind
+this version does not know (ingested, or from a newer harness) is kept whole as `RawPayload`.
+`python -m agent_harness.store.events` writes docs/EVENTS.md from them."""
 
 from __future__ import annotations
 
@@ -25,6 +24,7 @@ from agent_harness.store.model_events import ModelParked as ModelParked
 from agent_harness.store.model_events import ModelRetry as ModelRetry
 from agent_harness.store.payload import Payload as Payload
 from agent_harness.store.payload import RawPayload as RawPayload
+from agent_harness.store.payload import ReportedUsd
 from agent_harness.store.round_events import PullMerge as PullMerge
 from agent_harness.store.round_events import PullRound as PullRound
 from agent_harness.store.round_events import PullRoundsStopped as PullRoundsStopped
@@ -341,7 +341,7 @@ class AgentFinished(Payload):
     permanent: bool = Field(default=False, description="Retrying cannot help.")
     tokens_in: int | None = Field(default=None, description="Input tokens, when reported.")
     tokens_out: int | None = Field(default=None, description="Output tokens, when reported.")
-    cost_usd: float | None = Field(default=None, description="Cost reported; null if unknown.")
+    cost_usd: ReportedUsd = Field(default=None, description="Cost reported; null if unknown.")
     run_id: str | None = Field(default=None, description="The run that paid for it.")
     tail: str = Field(default="", description="The last of what the agent printed.")
     usage_from: str | None = Field(
@@ -402,7 +402,7 @@ class Reviewed(Payload):
     model: str | None = Field(default=None, description="The reviewer's model.")
     tokens_in: int | None = Field(default=None, description="Input tokens, when reported.")
     tokens_out: int | None = Field(default=None, description="Output tokens, when reported.")
-    cost_usd: float | None = Field(default=None, description="Cost reported; null if unknown.")
+    cost_usd: ReportedUsd = Field(default=None, description="Cost reported; null if unknown.")
     sha: str | None = Field(default=None, description="The commit reviewed.")
     run_id: str | None = Field(default=None, description="The run that paid for it.")
 

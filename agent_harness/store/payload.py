@@ -7,10 +7,31 @@ from `Payload` here, so the schema module can gather them without an import circ
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+# No one agent run or model call costs more: a larger figure is a fault in what was reported
+# (`1e308` once stopped a project for good, every later call refused as over its budget).
+MOST_ONE_CALL_COSTS_USD = 100_000.0
+
+
+def plausible_usd(value: object) -> float | None:
+    """A cost as a tool reported it, in dollars; None (unknown, never 0) when it is none: not a
+    number (`true`, `"12.5"`), not finite, below zero (it gave budget back) or more than
+    MOST_ONE_CALL_COSTS_USD."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    usd = float(value)
+    if not math.isfinite(usd) or usd < 0 or usd > MOST_ONE_CALL_COSTS_USD:
+        return None
+    return usd
+
+
+# A payload's reported cost: what no call can cost is read as unknown.
+ReportedUsd = Annotated[float | None, BeforeValidator(plausible_usd)]
 
 
 class Payload(BaseModel):

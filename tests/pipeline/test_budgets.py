@@ -141,3 +141,18 @@ def test_a_spent_run_budget_ends_the_claiming_in_a_bounded_number_of_events(rig:
     assert report.events < 60
     assert len(rig.implementer.calls) == 1
     assert all(i.attempts == 0 for i in report.items)
+
+
+@pytest.mark.parametrize("reported", [-5.0, 1e308])
+def test_a_cost_no_run_can_cost_is_unknown_neither_giving_budget_back_nor_spending_it_all(
+    rig: Rig, reported: float
+) -> None:
+    # -5 a run gave the budget back ("cost $-20.00", no stop); 1e308 refused every later call
+    # for good, the next one "may cost up to $100,000,…" whatever the budget was raised to.
+    rig.settings.item_cost_usd = 1.0
+    rig.settings.max_attempts = 2
+    rig.implementer = ScriptedImplementer([_costing(reported), _costing(0.25, ok=True)])
+    report = pipeline(rig, "### T1: One\n").run()
+    assert len(rig.implementer.calls) == 2
+    assert [(i.state, i.attempts) for i in report.items] == [("pr_open", 2)]
+    assert report.cost_usd == 0.25  # the known run; the other's is unknown, not a figure
