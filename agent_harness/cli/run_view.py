@@ -181,9 +181,10 @@ def run_exit_code(
 ) -> int:
     """4 when an item failed or was skipped, or waits for a person to fix it (its issue could
     not be made); 75 (come back later) when none did but some wait for a time (a parked
-    endpoint, a spent cap, a limit's reset): a script tells "all done" from "stuck on
-    billing" by it; 0 otherwise. Only the items a project's run was `selected` to work count
-    (`--only`): another that failed in an earlier run says nothing of this one."""
+    endpoint, a spent cap, a limit's reset), or when a spent run budget left items to do: a
+    script tells "all done" from "stuck on billing" by it; 0 otherwise. Only the items a
+    project's run was `selected` to work count (`--only`): another that failed in an earlier
+    run says nothing of this one."""
     from agent_harness.queue.holds import HOLD_REASON, NO_ISSUE_REASON
 
     chosen = selected or {}
@@ -196,7 +197,11 @@ def run_exit_code(
     waiting = [i for i in items if i.state == "waiting" and i.reason != HOLD_REASON]
     if any(item.reason == NO_ISSUE_REASON for item in waiting):
         return 4
-    return 75 if waiting else 0
+    # A spent run budget left work undone: that is no run that "ended well" either.
+    unpaid = any(r.stopped_by_budget for r in reports) and any(
+        item.state in ("pending", "waiting") for item in items
+    )
+    return 75 if waiting or unpaid else 0
 
 
 def render_end(

@@ -66,6 +66,20 @@ def test_the_exit_code_tells_done_from_waiting_from_needing_a_person(
     assert run_exit_code([RunReport("o/r:PLAN", None, outcomes)]) == code
 
 
+def test_a_run_budget_that_left_items_to_do_is_no_run_that_ended_well() -> None:
+    from agent_harness.cli.run_view import run_exit_code
+
+    # It said "stopped claiming: run cost budget spent" and exited 0, with T2 never started.
+    outcomes = [
+        ItemOutcome("T1", "t", "pr_open", 1, None),
+        ItemOutcome("T2", "t", "pending", 0, None),
+    ]
+    stopped = RunReport("o/r:PLAN", None, outcomes, stopped_by_budget=True)
+    assert run_exit_code([stopped]) == 75
+    all_done = RunReport("o/r:PLAN", None, outcomes[:1], stopped_by_budget=True)
+    assert run_exit_code([all_done]) == 0  # the budget ran out on nothing left to do
+
+
 def test_with_only_the_exit_code_speaks_of_the_items_selected() -> None:
     from agent_harness.cli.run_view import run_exit_code
 
