@@ -14,7 +14,7 @@ from agent_harness.failures import (
 )
 from agent_harness.implement.protocol import ImplementResult
 from agent_harness.models.failures import RETRYABLE_KINDS, Failure, FailureKind
-from agent_harness.pipeline.attempt import result_class
+from agent_harness.pipeline.agent_end import result_class
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_harness.implement.protocol import EventCallback, ImplementResult, StateCallback
+from agent_harness.implement.protocol import (
+    OVER_BUDGET,
+    EventCallback,
+    ImplementResult,
+    StateCallback,
+)
 from agent_harness.sessions.groups import GROUP_FILE
 from agent_harness.store.events import USAGE_FROM_CALLS
 
@@ -59,6 +64,7 @@ class ApiImplementer:
         feedback: str | None = None,
         on_event: EventCallback | None = None,
         resume: bool = False,
+        allowance_usd: float | None = None,
     ) -> ImplementResult:
         from agent_harness.implement.executor import Executor
         from agent_harness.models.client import ModelCallFailed
@@ -83,6 +89,7 @@ class ApiImplementer:
                 state_dir / "plan.json",
                 resume=tree.reused,
                 feedback=feedback,
+                allowance_usd=allowance_usd,
             )
         except EndpointParked as exc:
             return ImplementResult(
@@ -129,7 +136,7 @@ def _ended(result: ExecutionResult) -> ImplementResult:
     where = f" at step {result.blocking_step}" if result.blocking_step else ""
     return ImplementResult(
         False,
-        "blocked",
+        OVER_BUDGET if result.over_budget else "blocked",
         f"executor blocked{where}: {result.blocker}",
         permanent=result.permanent,
         tokens_in=result.tokens_in,

@@ -112,7 +112,9 @@ class CliImplementer:
         feedback: str | None = None,
         on_event: EventCallback | None = None,
         resume: bool = False,
+        allowance_usd: float | None = None,
     ) -> ImplementResult:
+        del allowance_usd  # paid by the run, not call by call: checked before it started
         ran = run_cli_agent(
             self.host,
             self.preset,

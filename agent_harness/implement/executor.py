@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from agent_harness.errors import ConfigError, HarnessError
 from agent_harness.git.runner import GitError, git
+from agent_harness.implement.command_env import command_environment
 from agent_harness.implement.patching import apply_edit
 from agent_harness.implement.plan_answer import PlanAnswerInvalid, parse_plan_answer, read_steps
 from agent_harness.implement.prompts import (
@@ -90,6 +91,7 @@ class ExecutionResult:
     tokens_out: int | None
     permanent: bool = False  # blocked for good: another run of this plan cannot get further
     cost_usd: float | None = None  # this run's calls by the price list; None if one is unknown
+    over_budget: bool = False  # stopped before a call that might have passed its allowance
 
 
 class ModelCaller(Protocol):
@@ -105,35 +107,28 @@ class ModelCaller(Protocol):
         max_tokens: int = 1024,
     ) -> Completion: ...
 
-
-# Where a login reaches git or ssh from the environment: an askpass helper (an editor's
-# answers with the user's credentials), an ssh agent, a command git runs for ssh.
-_LOGIN_DOORS = frozenset(
-    {"GIT_ASKPASS", "SSH_ASKPASS", "SSH_AUTH_SOCK", "GIT_SSH", "GIT_SSH_COMMAND", "GH_TOKEN",
-     "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GH_CONFIG_DIR"}
-)  # fmt: skip
-# Git settings given in the environment (a credential helper among them: GIT_CONFIG_COUNT and
-# its KEY_n/VALUE_n, GIT_CONFIG_GLOBAL, GIT_CONFIG_PARAMETERS), and an editor's askpass bridge.
-_LOGIN_DOOR_PREFIXES = ("GIT_CONFIG", "VSCODE_GIT_")
-# ssh reads keys from the account's home, whatever HOME says: offered none, it logs in nowhere.
-_NO_SSH_LOGIN = "ssh -F /dev/null -o IdentitiesOnly=yes -o IdentityFile=/dev/null -o BatchMode=yes"
-# Toolchains that find their installs through the home, and where (variable, folder in it).
-_TOOLCHAIN_HOMES = (
-    ("RUSTUP_HOME", ".rustup"),
-    ("CARGO_HOME", ".cargo"),
-    ("GOPATH", "go"),
-    ("PYENV_ROOT", ".pyenv"),
-    ("NVM_DIR", ".nvm"),
-)
+    def worst_case_usd(
+        self,
+        role: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        system: str | None = None,
+        max_tokens: int = 1024,
+    ) -> float | None:
+        """The most such a call could cost; None when its price is not known."""
+        ...
 
 
 class _RunBlocked(Exception):
     # Control flow only: caught in execute() and turned into a blocked ExecutionResult.
-    def __init__(self, blocker: str, step: str | None, permanent: bool = False) -> None:
+    def __init__(
+        self, blocker: str, step: str | None, permanent: bool = False, over_budget: bool = False
+    ) -> None:
         super().__init__(blocker)
         self.blocker = blocker
         self.step = step
         self.permanent = permanent
+        self.over_budget = over_budget
 
 
 class _ModelTrouble(Exception):
@@ -203,6 +198,7 @@ class Executor:
         self._planner_role = planner_role
         self._implementer_role = implementer_role
         self._max_tokens = max_tokens
+        self._allowance: float | None = None  # see execute()
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -214,6 +210,7 @@ class Executor:
         *,
         resume: bool = False,
         feedback: str | None = None,
+        allowance_usd: float | None = None,
     ) -> ExecutionResult:
         """Plan (or, with `resume`, reload the plan of) `item` and run it to done or blocked.
 
@@ -221,11 +218,13 @@ class Executor:
         no): a finished plan is revised with it, never resumed past it. Running out of any
         budget returns a blocked result with the partial plan; an unreadable plan file on
         resume, a parked endpoint (`EndpointParked`), or an exception from the event sink is
-        raised.
+        raised. With `allowance_usd`, no call is made that could take this run's spend past
+        it (the result is then blocked, `over_budget`), nor one whose price is not known.
         """
         self.spent_usd = 0.0  # this run's calls (a caller reads it after an exception too)
+        self._allowance = allowance_usd
         env = self._environment()
-        command_env = self._command_environment(env, Path(plan_path).parent / "command-home")
+        command_env = command_environment(env, Path(plan_path).parent / "command-home")
         run = _Run(item, Path(worktree), Path(plan_path), self._fresh_plan(item), env, command_env)
         sent_back = None
         if resume and run.plan_path.exists():
@@ -244,7 +243,9 @@ class Executor:
             self._loop(run)
         except _RunBlocked as stop:
             self._blocked(run, stop)
-            return replace(self._result(run.plan), permanent=stop.permanent)
+            return replace(
+                self._result(run.plan), permanent=stop.permanent, over_budget=stop.over_budget
+            )
         return self._result(run.plan)
 
     def _blocked(self, run: _Run, stop: _RunBlocked) -> None:
@@ -270,34 +271,6 @@ class Executor:
             for route in routes.values():
                 env.pop(str(getattr(route, "api_key_env", "")), None)
         return env
-
-    @staticmethod
-    def _command_environment(env: Mapping[str, str], home: Path) -> dict[str, str]:
-        """What a check command the model wrote runs with: the checks' environment (secrets
-        withheld), in a home of its own as a CLI agent has, so git and gh find no login of the
-        user's to push with (gh's token, a credential helper, `~/.netrc`), and with the other
-        doors to a login closed (an askpass helper, an ssh agent, ssh keys offered by ssh).
-        Toolchains that find themselves through the home (rustup, cargo, go, pyenv, nvm) are
-        pointed at the user's. Not a sandbox: a command that means to can still read the
-        user's files."""
-        real_home = Path(env.get("HOME") or Path.home())
-        kept = {
-            name: value
-            for name, value in env.items()
-            if name not in _LOGIN_DOORS and not name.startswith(_LOGIN_DOOR_PREFIXES)
-        }
-        for name, place in _TOOLCHAIN_HOMES:
-            if name not in kept and (real_home / place).is_dir():
-                kept[name] = str(real_home / place)
-        home.mkdir(parents=True, exist_ok=True)
-        return {
-            **kept,
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / ".config"),  # git's and gh's other config place
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_SSH_COMMAND": _NO_SSH_LOGIN,
-        }
 
     def _resume(self, run: _Run) -> None:
         plan = run.plan
@@ -597,6 +570,7 @@ class Executor:
         step_id: str | None,
     ) -> Completion:
         plan = run.plan
+        self._keep_within_allowance(role, system, messages, step_id)
         if plan.calls >= self.budgets.max_model_calls:
             raise _RunBlocked(
                 f"the model call budget is spent ({plan.calls} of "
@@ -625,6 +599,32 @@ class Executor:
         plan.tokens_in = _known_sum(plan.tokens_in, answer.tokens_in)
         plan.tokens_out = _known_sum(plan.tokens_out, answer.tokens_out)
         return answer
+
+    def _keep_within_allowance(
+        self, role: str, system: str, messages: Sequence[Mapping[str, Any]], step_id: str | None
+    ) -> None:
+        """Check before paying: refuse a call that could take the run past its allowance."""
+        if self._allowance is None:
+            return
+        worst = self._client.worst_case_usd(
+            role, messages, system=system, max_tokens=self._max_tokens
+        )
+        spent = self.spent_usd
+        if worst is None or spent is None:
+            unknown = f"the {role} model's price" if worst is None else "an earlier call's cost"
+            raise _RunBlocked(
+                f"{unknown} is not known, so the budget of ${self._allowance:.4f} left for "
+                "this run could not be kept; no call was made",
+                step_id,
+                permanent=True,
+            )
+        if spent + worst > self._allowance + 1e-9:
+            raise _RunBlocked(
+                f"${spent:.4f} spent of the ${self._allowance:.4f} left for this run, and the "
+                f"next {role} call may cost up to ${worst:.4f}",
+                step_id,
+                over_budget=True,
+            )
 
     # -- record ----------------------------------------------------------------------------
 

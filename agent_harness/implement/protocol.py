@@ -21,6 +21,9 @@ StateCallback = Callable[[str, str], None]
 # A typed event of the implementer's own (the executor's steps), stored on the item.
 EventCallback = Callable[["Payload"], None]
 
+# How an implementer ended that stopped before a call its allowance could not pay for.
+OVER_BUDGET = "over_budget"
+
 
 @dataclass(frozen=True)
 class ImplementResult:
@@ -28,6 +31,7 @@ class ImplementResult:
 
     ok: bool  # the implementer finished normally; whether it changed anything is checked later
     state: str  # done | crashed | timeout | rate_limited | missing_binary | refused | blocked
+    # | over_budget
     reason: str
     failure: Failure | None = None
     wait_until: float | None = None  # epoch seconds; set when a spent window should be waited out
@@ -62,6 +66,7 @@ class Implementer(Protocol):
         feedback: str | None = None,
         on_event: EventCallback | None = None,
         resume: bool = False,
+        allowance_usd: float | None = None,
     ) -> ImplementResult:
         """Do the item in `tree`. `prompt` says everything, including `feedback`: what the
         previous attempt ran into (a failed check, the reviewer's no), which an implementer
@@ -69,5 +74,10 @@ class Implementer(Protocol):
 
         `resume`: this attempt already started the implementer under `session` and its worker
         died before the end was recorded. A session still there, alive or ended, is that run:
-        it is watched to its end (or its end is read), not started again."""
+        it is watched to its end (or its end is read), not started again.
+
+        `allowance_usd`: what this run may spend (what the item's and the run's budgets have
+        left). An implementer that pays call by call (the direct-API executor) makes no call
+        that could pass it, and ends `OVER_BUDGET` instead; a CLI agent, paid by the run,
+        was checked against it before it started."""
         ...

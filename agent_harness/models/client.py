@@ -10,6 +10,7 @@ auth and bad input stop at once with `ModelCallFailed`.
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import threading
 import time
@@ -68,6 +69,10 @@ class RetryPolicy:
     park_after_s: float = 300.0
     default_window_s: float = 3600.0
     longest_wait_s: float = 7 * 86400.0
+
+
+# Tokens a provider adds around each message (its role, its separators): a generous bound.
+_FRAMING_TOKENS = 16
 
 
 class ModelClient:
@@ -184,6 +189,31 @@ class ModelClient:
                 if wait is None:
                     self._give_up(role, route, outcome, base, attempt, latency)
             self._sleep(wait)
+
+    def worst_case_usd(
+        self,
+        role: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        system: str | None = None,
+        max_tokens: int = 1024,
+    ) -> float | None:
+        """The most the call `complete` would make could cost by the price list, checked before
+        it is paid for: every byte sent counted as an input token (no token is less than a
+        byte of text; each message's framing allowed for) and `max_tokens` out at the output
+        rate. None when the price of the role's model is not known."""
+        from agent_harness.audit.pricing import Usage, billed_by, price
+
+        route = self._routes.get(role)
+        if route is None:
+            raise UnknownRole(role, list(self._routes))
+        sent = json.dumps([system, list(messages)], ensure_ascii=False).encode("utf-8")
+        usage = Usage(len(sent) + _FRAMING_TOKENS * (len(messages) + 1), max_tokens)
+        try:
+            billed = billed_by(route.vendor, route.endpoint, route.model)
+            return price(billed, route.model, usage, time.time()).cost_usd
+        except Exception:  # the price list failing: the price is not known
+            return None
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_harness.errors import HarnessError
-from agent_harness.failures import Action, FailureClass, action_for, can_retry, ends_the_item
+from agent_harness.failures import Action, FailureClass, action_for, can_retry
 from agent_harness.git.errors import RepoRefused
 from agent_harness.git.settings import GitSettingsChanged
 from agent_harness.git.worktrees import Worktree
-from agent_harness.implement.protocol import ImplementResult
+from agent_harness.implement.protocol import OVER_BUDGET, ImplementResult
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.parking import EndpointParked
+from agent_harness.pipeline.agent_end import finished, lost, result_class
 from agent_harness.pipeline.budgets import call_bound, item_over_budget, next_call_refused
 from agent_harness.pipeline.checks import CheckResult, absent_for_good, not_found, order_checks
 from agent_harness.pipeline.delivery import deliver
@@ -42,7 +43,6 @@ from agent_harness.secrets.environment import without_secrets
 from agent_harness.sessions.groups import GROUP_FILE, stop_leftover
 from agent_harness.store.errors import StoreError
 from agent_harness.store.events import (
-    AgentFinished,
     AgentStarted,
     AgentStateChanged,
     AttemptStarted,
@@ -131,7 +131,7 @@ class Attempt:
             if held is None:
                 return
             try:
-                result = self._implement(tree)
+                result = self._implement(tree, self._allowance(held))
             finally:
                 self._paid(held)
         if not result.ok:
@@ -277,7 +277,7 @@ class Attempt:
             ok=True, state=finished.state, reason=finished.reason, output_tail=finished.tail
         )
 
-    def _implement(self, tree: Worktree) -> ImplementResult:
+    def _implement(self, tree: Worktree, allowance: float | None) -> ImplementResult:
         parts, item = self.parts, self.item
         feedback = self.history.feedback()
         prompt = build_prompt(
@@ -300,7 +300,7 @@ class Attempt:
         if resume and host is not None and not host.exists(session):
             # Gone with the machine or the terminal server: what that agent did and cost is
             # not known (an unknown cost, never 0), and a new one starts, said as such.
-            self._emit(_lost(session, parts.run_id))
+            self._emit(lost(session, parts.run_id))
             resume = False
         if resume:
             self._emit(Resumed(sha=parts.repo.head(tree), why=AGENT_PICKED_UP))
@@ -330,9 +330,34 @@ class Attempt:
             feedback=None if feedback is None else feedback.text(),
             on_event=self._emit,
             resume=resume,
+            allowance_usd=allowance,
         )
-        self._emit(_finished(result, parts.run_id))
+        self._emit(finished(result, parts.run_id))
         return result
+
+    def _allowance(self, held: float) -> float | None:
+        """What the implementer may spend in this run of it: what the item's budget and the
+        run's (beside the other calls in flight) have left; None when neither is set."""
+        limit, run = self.parts.settings.item_cost_usd, self.parts.run_budget
+        rooms = [] if limit is None else [limit - (self.history.spent_usd() or 0.0)]
+        room = None if run is None else run.room(held)
+        rooms += [] if room is None else [room]
+        return max(0.0, min(rooms)) if rooms else None
+
+    def _stopped_before_passing(self, result: ImplementResult) -> None:
+        """The implementer stopped before a call its allowance could not pay for: the item
+        fails for good when its own budget was the smaller, else the run's is spent (the item
+        waits for the next run, its attempt refunded, and the run stops claiming)."""
+        parts, lease = self.parts, self.lease
+        limit, run = parts.settings.item_cost_usd, parts.run_budget
+        mine = None if limit is None else limit - (self.history.spent_usd() or 0.0)
+        room = None if run is None else run.room(0.0)
+        if run is not None and room is not None and (mine is None or room < mine):
+            run.stop(result.reason)
+            parts.defer(lease, parts.store.clock(), run.reason or "", self.history)
+            return
+        reason = f"item cost budget: {result.reason} (budgets.item_cost_usd)"
+        parts.fail(lease, reason, FailureClass.OVER_BUDGET)
 
     def _session_and_folder(self, host: Any) -> tuple[str, Path]:
         """The item's session name and folder. An earlier start of this item under other names
@@ -355,6 +380,9 @@ class Attempt:
 
     def _agent_failed(self, result: ImplementResult) -> None:
         parts, lease = self.parts, self.lease
+        if result.state == OVER_BUDGET:
+            self._stopped_before_passing(result)
+            return
         if result.wait_until is not None:
             # A spent window or cap: wait for its reset (or a person) without burning an
             # attempt, and keep every other item off the same account until then.
@@ -632,14 +660,6 @@ class Attempt:
         return verdict
 
 
-# How an implementer's run ended, as a failure class (when no provider failure says more).
-_ENDED = {
-    "missing_binary": FailureClass.MISSING_PROGRAM,
-    "refused": FailureClass.PERMISSION_DENIED,
-    "timeout": FailureClass.AGENT_TIMEOUT,
-}
-
-
 def _close_ended(host: Any, session: str) -> None:
     """Close an ended session left under the item's name (its worker died after it ended), so
     that a session found there after the new start is recorded is always that start's: a
@@ -649,44 +669,3 @@ def _close_ended(host: Any, session: str) -> None:
     with contextlib.suppress(HarnessError):
         if host.exists(session) and not host.status(session).alive:
             host.kill(session)
-
-
-def result_class(result: ImplementResult) -> FailureClass:
-    """The failure class of an implementer's unsuccessful run. A provider failure it reported
-    names the class (a spent cap, a bad key); otherwise how it ended does. An implementer that
-    judged its own failure final (`permanent`: a blocked step plan, say) is taken at its word."""
-    if result.failure is not None:
-        found = FailureClass(result.failure.kind)
-    else:
-        found = _ENDED.get(result.state, FailureClass.AGENT_CRASHED)
-    if result.permanent and not ends_the_item(found):
-        return FailureClass.AGENT_GAVE_UP
-    return found
-
-
-def _lost(session: str, run_id: str) -> AgentFinished:
-    return AgentFinished(
-        ok=False,
-        state="lost",
-        reason=f"its session {session} was gone when the run came back (the machine restarted, "
-        "or the terminal server was killed): its work and cost are not known",
-        run_id=run_id or None,
-        usage_from="agent",
-    )
-
-
-def _finished(result: ImplementResult, run_id: str) -> AgentFinished:
-    return AgentFinished(
-        ok=result.ok,
-        state=result.state,
-        reason=result.reason,
-        failure=result.failure.kind.value if result.failure else None,
-        wait_until=result.wait_until,
-        permanent=result.permanent,
-        tokens_in=result.tokens_in,
-        tokens_out=result.tokens_out,
-        cost_usd=result.cost_usd,
-        run_id=run_id or None,
-        tail=result.output_tail[-1500:],
-        usage_from=result.usage_from,
-    )

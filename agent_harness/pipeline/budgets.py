@@ -167,6 +167,23 @@ class RunBudget:
                 self._reserved.remove(bound)
             self._cond.notify_all()
 
+    def room(self, held: float) -> float | None:
+        """What one call that holds `held` may spend: the limit less what was spent and what
+        the other calls in flight hold; None without a limit."""
+        if self.limit is None:
+            return None
+        with self._cond:
+            others = sum(self._reserved) - held
+            return self.limit - (self.spent_usd() or 0.0) - others
+
+    def stop(self, why: str) -> None:
+        """Stop claiming: a call found no room left (`why`)."""
+        with self._cond:
+            self.reason = f"run cost budget: {why} (budgets.run_cost_usd)"
+            self._hit.set()
+            self._cond.notify_all()
+        self.on_spent()
+
     def check(self) -> bool:
         """Look at what has been spent; True (from now on) once the limit is reached."""
         if self.limit is None or self._hit.is_set():

@@ -54,10 +54,17 @@ class ScriptedImplementer:
         feedback: str | None = None,
         on_event: EventCallback | None = None,
         resume: bool = False,
+        allowance_usd: float | None = None,
     ) -> ImplementResult:
         step = self.steps[min(len(self.calls), len(self.steps) - 1)]
         self.calls.append(
-            {"item": item.id, "prompt": prompt, "session": session, "feedback": feedback}
+            {
+                "item": item.id,
+                "prompt": prompt,
+                "session": session,
+                "feedback": feedback,
+                "allowance_usd": allowance_usd,
+            }
         )
         for state, detail in step.states:
             on_state(state, detail)

@@ -617,3 +617,32 @@ def test_a_budget_spent_while_replanning_blocks_for_good(rig: Rig) -> None:
     assert result.status == "blocked" and result.permanent, result.blocker
     assert "model call budget is spent" in (result.blocker or "")
     assert result.blocking_step == "1"
+
+
+def test_no_call_is_made_that_could_take_the_run_past_its_allowance(rig: Rig) -> None:
+    from dataclasses import replace
+
+    known = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1"}
+    routes = dict(rig.client.routes)
+    rig.client.reload({r: replace(route, model=known[route.vendor]) for r, route in routes.items()})
+    rig.server.enqueue(THREE_STEPS, EDIT_1, EDIT_2, EDIT_3)
+    # 4,096 tokens out at the price list's rate is more than a cent: the planner is never asked.
+    stopped = rig.executor().execute(rig.item, rig.worktree, rig.plan_path, allowance_usd=0.01)
+    assert stopped.status == "blocked" and stopped.over_budget and not stopped.permanent
+    assert stopped.blocker is not None and "the next planner call may cost up to $0.0" in (
+        stopped.blocker
+    )
+    assert rig.server.requests == [] and stopped.cost_usd == 0.0
+    # Room for every call's worst case: the plan runs to its end, for what its calls cost.
+    done = rig.executor().execute(rig.item, rig.worktree, rig.plan_path, allowance_usd=1.0)
+    assert done.status == "done" and not done.over_budget
+    assert done.cost_usd is not None and 0 < done.cost_usd < 0.01
+
+
+def test_a_model_of_unknown_price_makes_no_call_under_an_allowance(rig: Rig) -> None:
+    rig.server.enqueue(THREE_STEPS, EDIT_1, EDIT_2, EDIT_3)
+    # The scripted server's models are on no price list: a budget could not be kept.
+    result = rig.executor().execute(rig.item, rig.worktree, rig.plan_path, allowance_usd=5.0)
+    assert result.status == "blocked" and result.permanent and not result.over_budget
+    assert result.blocker is not None and "price is not known" in result.blocker
+    assert rig.server.requests == []

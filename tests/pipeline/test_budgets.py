@@ -156,3 +156,48 @@ def test_a_cost_no_run_can_cost_is_unknown_neither_giving_budget_back_nor_spendi
     assert len(rig.implementer.calls) == 2
     assert [(i.state, i.attempts) for i in report.items] == [("pr_open", 2)]
     assert report.cost_usd == 0.25  # the known run; the other's is unknown, not a figure
+
+
+# -- an implementer that pays call by call (the direct-API executor) --------------------------
+
+
+def _stopped_before_passing(reason: str) -> Step:
+    from agent_harness.implement.protocol import OVER_BUDGET
+
+    return Step(files={}, result=ImplementResult(ok=False, state=OVER_BUDGET, reason=reason))
+
+
+def test_the_implementer_is_told_what_the_item_and_the_run_have_left(rig: Rig) -> None:
+    rig.settings.item_cost_usd = 1.0
+    rig.settings.run_cost_usd = 5.0
+    rig.settings.max_attempts = 3
+    rig.implementer = ScriptedImplementer([_costing(0.25), _costing(0.25, ok=True)])
+    pipeline(rig, "### T1: One\n").run()
+    # Its first run may spend the item's whole budget; the next, what the first left of it.
+    assert [c["allowance_usd"] for c in rig.implementer.calls] == [1.0, 0.75]
+
+
+def test_an_implementer_stopped_by_the_items_budget_fails_the_item_for_good(rig: Rig) -> None:
+    rig.settings.item_cost_usd = 1.0
+    rig.settings.max_attempts = 3
+    why = "$0.9000 spent of the $1.0000 left for this run, and the next implementer call may cost"
+    rig.implementer = ScriptedImplementer([_stopped_before_passing(why)])
+    [item] = pipeline(rig, "### T1: One\n").run().items
+    assert item.state == "failed" and len(rig.implementer.calls) == 1
+    assert item.reason == f"item cost budget: {why} (budgets.item_cost_usd)"
+
+
+def test_an_implementer_stopped_by_the_runs_budget_leaves_its_item_for_the_next_run(
+    rig: Rig,
+) -> None:
+    rig.settings.item_cost_usd = 10.0
+    rig.settings.run_cost_usd = 1.0
+    rig.implementer = ScriptedImplementer([_stopped_before_passing("no room for the next call")])
+    report = pipeline(rig, "### T1: One\n### T2: Two\n").run()
+    assert report.stopped_by_budget and len(rig.implementer.calls) == 1
+    assert (
+        report.stopped_because
+        == "run cost budget: no room for the next call (budgets.run_cost_usd)"
+    )
+    states = sorted((i.id, i.state, i.attempts) for i in report.items)
+    assert states == [("T1", "waiting", 0), ("T2", "pending", 0)]  # its attempt given back
