@@ -10,6 +10,7 @@ whose control state says running.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Mapping
 from contextlib import ExitStack
@@ -34,6 +35,33 @@ def _settings(settings: Any) -> Any:
     from agent_harness.config import load_settings
 
     return load_settings().settings
+
+
+# The project a folder under `projects/` named without a hash belongs to (see
+# project_state_dir).
+OWNER_FILE = ".agent-harness-project"
+
+
+def project_state_dir(root: Path, project: str) -> Path:
+    """A project's own state folder under `root/projects`: its name with a hash of the whole
+    (`me-app-PLAN-1a2b3c`), as `c/d-e:PLAN` and `c-d/e:PLAN` cleaned alike once shared one
+    folder, their worktrees and sessions with it. A folder named the old way (without the
+    hash) stays its project's, the one its owner file names, or the first to ask for it."""
+    import hashlib
+    import re
+
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", project)
+    folders = root / "projects"
+    kept = folders / slug
+    if kept.is_dir():
+        owner = kept / OWNER_FILE
+        with contextlib.suppress(FileExistsError), open(owner, "x", encoding="utf-8") as fresh:
+            fresh.write(project + "\n")  # the first to ask for it has it
+        with contextlib.suppress(OSError):
+            if owner.read_text(encoding="utf-8").strip() == project:
+                return kept
+    digest = hashlib.sha256(project.encode("utf-8")).hexdigest()[:6]
+    return folders / f"{slug}-{digest}"
 
 
 class NoSuchRole(UsageError):
@@ -144,10 +172,7 @@ class ProjectPools:
     def project_settings(self, project: str) -> Any:
         """The settings a project's runs use: the server's, with a state directory of the
         project's own (worktrees, sessions and locks of two projects never meet)."""
-        import re
-
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", project)
-        state_dir = Path(self.settings.state_dir) / "projects" / slug
+        state_dir = project_state_dir(Path(self.settings.state_dir), project)
         return self.settings.model_copy(update={"state_dir": str(state_dir)})
 
     def sync(self, project: str, *, dry_run: bool) -> SyncReport:
@@ -276,6 +301,7 @@ class ProjectPools:
             lambda _repo: tracker(),
             env=self.env,
             plan=plan,
+            forge_home=Path(self.settings.state_dir),  # the server's forge, every project's
         ) as launched:
             [(pipeline, _plan)] = launched.built
             # Under the lock `set_role` takes: a route set over the API while this pass starts

@@ -23,7 +23,7 @@ import urllib.parse
 import urllib.request
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -303,6 +303,31 @@ def state_dir_of(repository: Path) -> Path | None:
         return None
     state_dir = parts[3]
     return state_dir if (forge_dir(state_dir) / DB_FILE).is_file() else None
+
+
+def make_repo(state_dir: Path, repo: str) -> None:
+    """Make `repo`, empty, on the local forge of `state_dir` (and the forge, the first time)
+    unless it is there: as a run's tracker would a moment later, but before the run tells a
+    clone with no origin to push to it, so the push it asks for answers."""
+    from agent_harness.forge import ForgeError
+
+    owner, name = split_repo(repo)
+    data_dir = forge_dir(state_dir)
+    try:
+        fresh = not data_dir.exists()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if fresh:
+            keep_out_of_git(state_dir)
+        token = _token(data_dir)
+    except OSError as exc:
+        raise HarnessError(f"cannot start the local forge in {data_dir}: {exc}") from None
+    forge = _open(data_dir, token)
+    try:
+        if not _holds(forge, repo):
+            with suppress(ForgeError):  # made by another process meanwhile
+                forge.create_repo(owner, name, auto_init=False)
+    finally:
+        forge.close()
 
 
 def describe_repo(state_dir: Path, repo: str) -> LocalRepo:

@@ -102,7 +102,11 @@ class WorkRepo:
     """The user's clone (`--work`), its remote, and the worktrees the harness keeps beside it."""
 
     def __init__(
-        self, path: Path, state_dir: Path, remote: str = "origin", clone_url: str | None = None
+        self,
+        path: Path,
+        state_dir: Path,
+        remote: str = "origin",
+        clone_url: str | Callable[[], str | None] | None = None,
     ) -> None:
         self.path = path.resolve()
         self.state_dir = state_dir
@@ -123,6 +127,7 @@ class WorkRepo:
         if _safe(lambda: _git(self.path, "rev-parse", "--verify", "-q", "HEAD")) is None:
             raise CloneUnusable(f"--work {path} has no commits yet; commit something first")
         if _safe(lambda: _git(self.path, "remote", "get-url", remote)) is None:
+            clone_url = clone_url() if callable(clone_url) else clone_url  # asked only now
             raise CloneUnusable(
                 f"--work {path} has no remote '{remote}' to push branches to; add the "
                 f"repository's clone URL: git -C {shell_word(str(path))} remote add {remote} "

@@ -8,6 +8,7 @@ unknown model vendor, a `--work` that is not a usable git repository.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -471,12 +472,14 @@ def pipelines_for(
     env: Mapping[str, str] | None = None,
     config_file: Path | None = None,
     plan: Plan | None = None,
+    forge_home: Path | None = None,
 ) -> Iterator[Launched]:
     """Everything a run needs, one pipeline per plan (one project each; the plans share one
     database, and a tracker client per repository and a work repo per clone), opened in
     order and closed in reverse. `open_tracker(repo)` opens the tracker the person chose
     (GitHub, or the embedded forge): the caller decides, so this module never reaches for
-    the command line or the forge."""
+    the command line or the forge. `forge_home`: the state folder the embedded forge keeps
+    its repositories under, where it is not the run's (a server's, shared by its projects)."""
     from agent_harness.git.worktrees import WorkRepo
     from agent_harness.models.client import ModelClient
     from agent_harness.models.roles import read_roles, route_of
@@ -488,8 +491,10 @@ def pipelines_for(
     works: dict[Path, WorkRepo] = {}
     for target, _key, _plan in plans:
         if target.work.resolve() not in works:
-            clone_url = clone_url_of(request, state_dir, target.repo, env)
-            works[target.work.resolve()] = WorkRepo(target.work, state_dir, clone_url=clone_url)
+            where = functools.partial(
+                clone_url_of, request, forge_home or state_dir, target.repo, env
+            )
+            works[target.work.resolve()] = WorkRepo(target.work, state_dir, clone_url=where)
     check_roles(request, env)
     with ExitStack() as stack:
         store = _recorded_store(stack, settings, request)
@@ -524,14 +529,17 @@ def clone_url_of(
     request: RunRequest, state_dir: Path, repo: str, env: Mapping[str, str]
 ) -> str | None:
     """Where `repo` is cloned from on the tracker the run uses, for the hint to a clone with
-    no origin yet; None where it cannot be told (an API address of no known shape)."""
+    no origin yet; None where it cannot be told (an API address of no known shape). On the
+    local forge the repository is made now, if it is not there, so the push the hint asks
+    for answers."""
     from urllib.parse import urlsplit
 
     from agent_harness.tracker.github import resolve_api_url
 
     if request.forge == "local":
-        from agent_harness.forge.local import describe_repo
+        from agent_harness.forge.local import describe_repo, make_repo
 
+        make_repo(state_dir, repo)  # the address said must answer a push
         return describe_repo(state_dir, repo).clone_url
     try:
         api = urlsplit(resolve_api_url(request.github_url, env))

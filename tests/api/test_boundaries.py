@@ -188,3 +188,28 @@ def test_a_body_sent_as_anything_but_json_is_415_not_a_puzzle(monitoring: TestCl
         "/api/projects/me/app:PLAN/start", headers={**AUTH, "Content-Type": "text/plain"}
     )
     assert empty.status_code == 409  # monitoring only, as without the header
+
+
+def test_projects_whose_names_clean_alike_never_share_a_state_folder(tmp_path: Path) -> None:
+    from agent_harness.api.pools import project_state_dir
+
+    # `c/d-e:PLAN` and `c-d/e:PLAN` both cleaned to `c-d-e-PLAN`: one project's agent worked in
+    # the other repository's worktree, and their sessions shared one name.
+    first = project_state_dir(tmp_path, "c/d-e:PLAN")
+    second = project_state_dir(tmp_path, "c-d/e:PLAN")
+    assert first != second and first.parent == second.parent == tmp_path / "projects"
+    assert project_state_dir(tmp_path, "c/d-e:PLAN") == first  # the same every time
+
+
+def test_a_project_folder_named_before_the_hash_stays_its_projects(tmp_path: Path) -> None:
+    from agent_harness.api.pools import OWNER_FILE, project_state_dir
+
+    # A server of the version before kept `me/app:PLAN`'s worktrees in `projects/me-app-PLAN`.
+    kept = tmp_path / "projects" / "me-app-PLAN"
+    kept.mkdir(parents=True)
+    assert project_state_dir(tmp_path, "me/app:PLAN") == kept
+    assert (kept / OWNER_FILE).read_text() == "me/app:PLAN\n"
+    # Another whose name cleans alike gets a folder of its own, not that one.
+    other = project_state_dir(tmp_path, "me-app/PLAN")
+    assert other != kept and other.name.startswith("me-app-PLAN-")
+    assert project_state_dir(tmp_path, "me/app:PLAN") == kept

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from agent_harness.api.app import create_app
 from agent_harness.api.context import ApiContext
 from agent_harness.cli import main
+from agent_harness.git.runner import git
 from agent_harness.store.database import Store
 from agent_harness.testing.clock import FakeClock
 from tests.api.conftest import AUTH, PROJECT, TOKEN, seed
@@ -239,6 +240,39 @@ def test_a_pass_that_fails_is_told_on_the_project(supervised: TestClient, clone:
         time.sleep(0.02)
     assert project["control"] == "running"
     assert project["pool_error"] == f"--work {clone} has no commits yet; commit something first"
+
+
+def test_a_clone_with_no_origin_is_told_the_servers_forge_address_that_answers(
+    supervised: TestClient, clone: Path
+) -> None:
+    git(
+        clone,
+        "-c",
+        "user.name=Dee",
+        "-c",
+        "user.email=d@e.f",
+        "commit",
+        "-qm",
+        "x",
+        "--allow-empty",
+    )
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "forge": "local",
+            "agent": "claude", "reviewer": "codex", "plan_key": "NOORIGIN"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    assert supervised.post("/api/projects/me/app:NOORIGIN/start", headers=AUTH).status_code == 200
+    deadline = time.monotonic() + 60  # a fail-safe, not a measurement
+    while time.monotonic() < deadline:
+        project = supervised.get("/api/projects/me/app:NOORIGIN", headers=AUTH).json()
+        if project["pool_error"]:
+            break
+        time.sleep(0.02)
+    said = project["pool_error"]
+    assert "has no remote 'origin'" in said, said
+    # It named a folder under the project's own state, where no forge is: the push failed.
+    url = said.rsplit(" ", 1)[1]
+    assert url.startswith("file://") and "/projects/" not in url
+    git(clone, "remote", "add", "origin", url)
+    git(clone, "push", "-q", "origin", "HEAD")  # the address answers
 
 
 def test_a_dry_run_sync_before_the_local_repository_is_made_shows_what_it_would_create(
