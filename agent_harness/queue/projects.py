@@ -28,7 +28,12 @@ from agent_harness.queue.items import repo_case_folded
 from agent_harness.store.database import Store
 
 _OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
-_NAME = r"[A-Za-z0-9._-]{1,100}"
+# Up to 100 of these characters, but not `.` or `..` (no repository is named so): said without
+# a lookahead, which JSON Schema's readers need not know.
+_NAME = (
+    r"(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,98}"
+    r"|\.\.[A-Za-z0-9._-]{1,98})"
+)
 _KEY = PLAN_KEY_PATTERN.strip("^$")
 OWNER_PATTERN = rf"^{_OWNER}$"
 NAME_PATTERN = rf"^{_NAME}$"
@@ -192,8 +197,19 @@ def check_project_id(text: str) -> str:
 
 def check_paths(spec: ProjectSpec, allowed_root: Path | None) -> tuple[Path, Path]:
     """The clone and the plan file a registration names, resolved; BadProjectPath when the
-    work dir is not the top of a git clone (under `allowed_root`, if set) or the plan leaves it.
-    """
+    work dir is not the top of a git clone (under `allowed_root`, if set) or the plan leaves it,
+    or when either cannot be looked at (a symlink loop, a name too long): they answered 500."""
+    try:
+        return _checked_paths(spec, allowed_root)
+    except RuntimeError as exc:  # Python 3.11 says a symlink loop so, newer ones as OSError
+        raise BadProjectPath(f"work_dir or plan cannot be followed: {exc}") from None
+    except OSError as exc:
+        raise BadProjectPath(
+            f"work_dir or plan cannot be looked at: {exc.strerror or exc}"
+        ) from None
+
+
+def _checked_paths(spec: ProjectSpec, allowed_root: Path | None) -> tuple[Path, Path]:
     from agent_harness.git.runner import run_git
 
     raw = Path(spec.work_dir)

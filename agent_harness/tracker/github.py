@@ -123,7 +123,9 @@ def check_repo_name(repo: str) -> str:
             f"--repo '{shown}' has owner '{owner}', which may hold only letters, digits and '-' "
             "(not first), at most 39 characters"
         )
-    if not _NAME.fullmatch(name) or name in (".", ".."):
+    if name in (".", ".."):
+        raise UsageError(f"--repo '{shown}' has name '{name}', which names no repository")
+    if not _NAME.fullmatch(name):
         raise UsageError(
             f"--repo '{shown}' has name '{name}', which may hold only letters, digits, '.', '-' "
             "and '_'"

@@ -121,6 +121,11 @@ def test_bodies_over_the_limit_are_refused(api_store: Store) -> None:
         ("/", "etc/passwd", "outside"),
         ("{clone}", "missing.md", "is not a file"),
         ("{clone}", ".git/config", "is inside .git"),
+        # These answered 500 in plain text, and reset the connection.
+        ("{clone}", "loop.md", "cannot be"),
+        ("{root}/looped", "PLAN.md", "cannot be"),
+        ("{root}/" + "a" * 300, "PLAN.md", "cannot be looked at"),
+        ("{clone}", "a" * 300 + ".md", "cannot be looked at"),
     ],
 )
 def test_paths_that_leave_the_clone_are_refused(
@@ -133,6 +138,8 @@ def test_paths_that_leave_the_clone_are_refused(
     (clone / "sub").mkdir()
     (clone / "sub" / "PLAN.md").write_text("### T1: x\n", encoding="utf-8")
     os.symlink(root / "outside.md", clone / "escape.md")
+    os.symlink("loop.md", clone / "loop.md")
+    os.symlink(root / "looped", root / "looped")
     spec = {
         "repo": "me/app",
         "work_dir": work_dir.format(clone=clone, root=root),
@@ -227,3 +234,15 @@ def test_plans_read_at_once_are_bounded_and_the_rest_of_the_api_still_answers(
     described = client.get("/openapi.json", headers=AUTH).json()
     parse = described["paths"]["/api/plan/parse"]["post"]["responses"]["503"]
     assert "Retry-After" in parse["headers"]
+
+
+@pytest.mark.parametrize("repo", ["h/..", "h/."])
+def test_a_repository_name_no_repository_has_is_refused_at_registration(
+    supervised: TestClient, clone: Path, repo: str
+) -> None:
+    # Registered (201), every sync then answered 400 naming a CLI flag, and `start` said
+    # "running" with that as the pool's error.
+    spec = {"repo": repo, "work_dir": str(clone), "plan": "PLAN.md", "reviewer": "codex",
+            "agent": "claude"}  # fmt: skip
+    answer = supervised.post("/api/projects", json=spec, headers=AUTH)
+    assert answer.status_code == 422, answer.text

@@ -20,6 +20,7 @@ BAD_USAGE = [
     (["plan", EXAMPLE, "--repo", "a/b/c"], "'a/b/c' must be OWNER/NAME"),
     (["plan", EXAMPLE, "--repo", "own er/na me"], "owner 'own er'"),
     (["plan", EXAMPLE, "--repo", "own/na me"], "name 'na me'"),
+    (["plan", EXAMPLE, "--repo", "own/.."], "name '..', which names no repository"),
     (["plan", EXAMPLE, "--repo", "me/app", "--github-url", "api.github.com"], "not an http(s)"),
     (["reconcile", "--repo", "a/b/c"], "exactly one '/'"),
     (["reconcile", "--repo", "me/app", "--github-url", "ftp://x"], "not an http(s)"),
