@@ -1,5 +1,6 @@
-"""What is refused before any route runs: a request without the right bearer token, a body
-over the size limit, and a JSON body that names a key twice in one object. A plain ASGI
+"""What is refused before any route runs: a request without the right bearer token, a change
+another site's page asks for, a body over the size limit, and a JSON body that names a key
+twice in one object. A plain ASGI
 middleware: a request without a body costs a few microseconds, and a body is read once more,
 as JSON, to find a name given twice.
 
@@ -79,6 +80,10 @@ class Guard:
                 "missing or wrong bearer token (send Authorization: Bearer <HARNESS_TOKEN>)",
                 [(b"www-authenticate", b"Bearer")],
             )
+            return
+        foreign = _cross_site(scope)
+        if foreign is not None:
+            await _answer(send, 403, foreign, [])
             return
         declared = self._declared_length(scope)
         if declared is not None and declared > self.max_body:
@@ -219,6 +224,28 @@ def _ambiguous(scope: Scope) -> str | None:
         if twice:
             shown = twice[0].encode("ascii", "backslashreplace").decode()[:40]
             return f"query parameter {shown!r} is given more than once; give it once"
+    return None
+
+
+_UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _cross_site(scope: Scope) -> str | None:
+    """Why a change asked for by another site's page is refused, or None. Behind a proxy that
+    adds the token (so /docs works in a browser), any page the person opens could otherwise
+    post a form to stop a project or retry an item: a browser says where such a request comes
+    from (`Origin`, `Sec-Fetch-Site`); a script or a curl says nothing and is let through."""
+    if scope.get("method") not in _UNSAFE:
+        return None
+    headers = {name: value for name, value in scope.get("headers", ())}
+    if headers.get(b"sec-fetch-site", b"").strip().lower() == b"cross-site":
+        return "a change asked for by another site's page is refused (Sec-Fetch-Site)"
+    origin = headers.get(b"origin", b"").strip().lower()
+    if not origin:
+        return None
+    host = headers.get(b"host", b"").strip().lower()
+    if origin.partition(b"://")[2] != host:  # `null` too: a sandboxed frame's, a file's
+        return "a change asked for by another site's page is refused (its Origin is not here)"
     return None
 
 

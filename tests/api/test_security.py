@@ -246,3 +246,33 @@ def test_a_repository_name_no_repository_has_is_refused_at_registration(
             "agent": "claude"}  # fmt: skip
     answer = supervised.post("/api/projects", json=spec, headers=AUTH)
     assert answer.status_code == 422, answer.text
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"},
+        {"Origin": "http://evil.example"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Origin": "null"},  # a sandboxed frame's form
+    ],
+)
+def test_a_change_another_sites_page_asks_for_is_refused(
+    supervised: TestClient, headers: dict[str, str]
+) -> None:
+    # Behind a proxy that adds the token, any page could post a form that stops a project.
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    answer = supervised.post(f"/api/projects/{PROJECT}/stop", headers={**AUTH, **form, **headers})
+    assert answer.status_code == 403 and "another site's page" in answer.json()["detail"]
+    # What the same page may read is not asked here: reading is no change.
+    assert supervised.get("/api/summary", headers={**AUTH, **headers}).status_code == 200
+
+
+def test_a_change_from_the_servers_own_page_or_a_script_goes_through(
+    supervised: TestClient,
+) -> None:
+    own = {"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"}
+    for headers in ({**AUTH, **own}, AUTH):
+        # Past the guard to the route, which knows no such project here.
+        answer = supervised.post(f"/api/projects/{PROJECT}/stop", headers=headers)
+        assert answer.status_code == 404 and "no project" in answer.json()["detail"]
