@@ -185,15 +185,19 @@ def table_without_ids(header: list[str], row: list[str]) -> str | None:
     )
 
 
-def words_not_ids(drafts: list[tuple[str, bool]], named: Container[str] = ()) -> set[int]:
+def words_not_ids(
+    drafts: list[tuple[str, bool]], named: Container[str] = (), idless: int = 0
+) -> set[int]:
     """Of a plan's item drafts, each `(id, word_like)` (a checkbox's id with only a space and a
     lower-case word after it), those whose id reads as a word of the task: `S3 bucket policy`,
     `EC2 instance sizing`. Only where the plan shows it: the same word starts two tasks (and
     is nowhere an id for sure); and then, in a plan with no run of ids of its own (no `T1`
     beside `T2`) and no id written for sure (`T1:`, `[T1]`, a heading), every such lone word
-    (`EC2`, `HTTP2` beside `S3` twice). An id another item
-    names as a dependency (`named`) is an id; so is `DOC1 write the readme` beside `T1`, `T2`,
-    and `T1 fix it` alone. Returns their positions."""
+    (`EC2`, `HTTP2` beside `S3` twice); so too in a plain checklist, where the checkboxes with
+    no id (`idless`) are as many as the drafts or more, each lone word shaped like no id of
+    ours (`T3`, `TASK-4`). An id
+    another item names as a dependency (`named`) is an id; so is `DOC1 write the readme`
+    beside `T1`, `T2`, and `T1 fix it` alone. Returns their positions."""
     prefixes: dict[str, set[str]] = {}
     sure: set[str] = set()  # ids written at least once as nothing but an id
     uses: dict[str, int] = {}
@@ -205,10 +209,15 @@ def words_not_ids(drafts: list[tuple[str, bool]], named: Container[str] = ()) ->
     words = {item_id for item_id, count in uses.items() if count > 1 and item_id not in sure}
     followed = any(len(ids) > 1 for ids in prefixes.values())
 
+    plain = idless >= len(drafts) and not followed and not sure
+
     def a_word(item_id: str) -> bool:
         if item_id in named or prefixes[id_prefix(item_id)] != {item_id}:
             return False
-        return item_id in words or (bool(words) and not followed and not sure)
+        # T<n>, and an id with a dash or an underscore (TASK-4), are ids' own shapes.
+        shaped = id_prefix(item_id) == "T" or "-" in item_id or "_" in item_id
+        lone = bool(words) or (plain and not shaped)
+        return item_id in words or (lone and not followed and not sure)
 
     return {
         index for index, (item_id, word_like) in enumerate(drafts) if word_like and a_word(item_id)

@@ -561,7 +561,8 @@ class _Walker:
         texts = [f"{draft.title} {draft.title_deps or ''}" for draft in self.drafts]
         texts += [meta.value for meta in self.metas if meta.key == "depends_on"]
         named = {found for text in texts for found in ID_ANYWHERE.findall(text)}
-        words = words_not_ids([(draft.id, draft.word_like) for draft in self.drafts], named)
+        drafts = [(draft.id, draft.word_like) for draft in self.drafts]
+        words = words_not_ids(drafts, named, idless=len(self.loose_checkboxes))
         for index in sorted(words):
             draft = self.drafts[index]
             self.lookalikes.add(draft.line0)

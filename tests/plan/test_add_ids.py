@@ -334,3 +334,25 @@ def test_a_checkbox_naming_an_issue_gets_no_id_of_its_own() -> None:
     assert all(
         reason.startswith("checkbox names an issue or pull request") for reason in said.values()
     )
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "word", ["S3 bucket policy for uploads", "OAUTH2 login with Google", "HTTP2 push tests"]
+)
+def test_a_plain_checklist_whose_one_task_starts_with_an_acronym_is_numbered_whole(
+    word: str,
+) -> None:
+    # It was read as the one item (`S3`: "bucket policy for uploads"), and --add-ids went on
+    # from it: S4 Add rate limiting, S5 Fix the typo.
+    text = f"\ufeff- [ ] Add rate limiting\r\n- [ ] {word}\r\n- [ ] Fix the typo\r\n"
+    assert parse_plan(text, "TODO.md").items == ()
+    result = add_ids(text, "TODO.md")
+    assert [(i.id, i.title) for i in result.plan.items] == [
+        ("T1", "Add rate limiting"),
+        ("T2", word),
+        ("T3", "Fix the typo"),
+    ]
+    assert result.text == (
+        f"\ufeff- [ ] T1 Add rate limiting\r\n- [ ] T2 {word}\r\n- [ ] T3 Fix the typo\r\n"
+    )
