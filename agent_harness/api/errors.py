@@ -44,7 +44,7 @@ from agent_harness.models.routes import VENDOR_DEFAULTS
 from agent_harness.models.transport import TransportFailed
 from agent_harness.pipeline.settings import RunRefused
 from agent_harness.plan.model import PLAN_KEY_PATTERN
-from agent_harness.queue.control import UnknownProjectHere
+from agent_harness.queue.control import NothingToSteer, UnknownProjectHere
 from agent_harness.queue.items import IllegalTransition, ItemBusy, NoProjectYet, UnknownItem
 from agent_harness.queue.projects import (
     ITEM_PATTERN,
@@ -86,6 +86,7 @@ STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (RunRefused, 409),
     (PlanKeyTaken, 409),  # another plan file's issues hold the key
     (PlanRenumbered, 409),  # the plan's tasks moved to other ids
+    (NothingToSteer, 409),  # control of every project at work, with none at work
     (StepRefused, 409),  # BlockingOpen among them: approval with a BLOCKING question open
     (BaselineExists, 409),
     (BadProjectPath, 422),

@@ -23,9 +23,11 @@ def project_id(
     owner: Annotated[str, PathParam(pattern=OWNER_PATTERN, description="Repository owner.")],
     repo: Annotated[str, PathParam(pattern=NAME_PATTERN, description="Repository name.")],
     key: Annotated[str, PathParam(pattern=PLAN_KEY_PATTERN, description="Plan key.")],
+    ctx: Ctx,
 ) -> str:
-    """The project id, owner/repo:key, from the path /api/projects/{owner}/{repo}:{key}."""
-    return f"{owner}/{repo}:{key}"
+    """The project id, owner/repo:key, from the path /api/projects/{owner}/{repo}:{key}: as it
+    was registered, its repository's name in any case (as registering compares them)."""
+    return projects.registered_as(ctx.store, f"{owner}/{repo}:{key}")
 
 
 ProjectId = Annotated[str, Depends(project_id)]

@@ -229,11 +229,16 @@ def _in_play(store: Store, names: list[str], wanted: PoolState) -> list[str]:
         or (wanted == PoolState.RUNNING and c.asked != PoolState.RUNNING)
     ]
     if not chosen:
-        raise UsageError(
+        raise NothingToSteer(
             "no run is working any project now, so nothing was asked; name a project "
             "(--project) to ask it before its run starts"
         )
     return chosen
+
+
+class NothingToSteer(UsageError):
+    """Asked of every project at work, with none at work: a state of things, not a bad ask
+    (the API answers 409)."""
 
 
 def asked_states(store: Store, project_names: Iterable[str]) -> dict[str, PoolState]:

@@ -289,6 +289,18 @@ def get_project(store: Store, project: str) -> ProjectRecord:
     return _record(row)
 
 
+def registered_as(store: Store, project: str) -> str:
+    """How `project` was registered, its repository's name in any case, as registering
+    compares them (GitHub's names ignore case): `ME/APP:PLAN` is `me/app:PLAN`; `project`
+    itself when no project is registered so."""
+    same = repo_case_folded(project)
+    with store.transaction(write=False) as tx:
+        if tx.one("SELECT id FROM projects WHERE id = ?", (project,)) is not None:
+            return project
+        known = [str(row[0]) for row in tx.all("SELECT id FROM projects ORDER BY id")]
+    return next((name for name in known if repo_case_folded(name) == same), project)
+
+
 def registered(store: Store) -> list[ProjectRecord]:
     with store.transaction(write=False) as tx:
         rows = tx.all(f"SELECT {_COLUMNS} FROM projects ORDER BY id")

@@ -354,6 +354,9 @@ def test_control_pauses_and_resumes_a_projects_workers(supervised: TestClient) -
     assert [c["asked"] for c in resumed["controls"]] == ["running"]
     unknown = supervised.get("/api/control", params={"project": "me/none:PLAN"}, headers=AUTH)
     assert unknown.status_code == 404 and "no project 'me/none:PLAN'" in unknown.json()["detail"]
+    # Drained with no project named and none at work: the state of things, not a bad request.
+    nobody = supervised.post("/api/control", json={"action": "drain"}, headers=AUTH)
+    assert nobody.status_code == 409 and "no run is working" in nobody.json()["detail"]
 
 
 def test_roles_are_kept_for_the_project(supervised: TestClient, clone: Path) -> None:

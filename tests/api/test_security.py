@@ -276,3 +276,18 @@ def test_a_change_from_the_servers_own_page_or_a_script_goes_through(
         # Past the guard to the route, which knows no such project here.
         answer = supervised.post(f"/api/projects/{PROJECT}/stop", headers=headers)
         assert answer.status_code == 404 and "no project" in answer.json()["detail"]
+
+
+def test_a_project_is_found_by_its_repositorys_name_in_any_case(
+    supervised: TestClient, clone: Path
+) -> None:
+    # Registering said "registered already, as me/app:PLAN (names ignore case)", while every
+    # route answered 404 to the same name in capitals.
+    spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "reviewer": "codex",
+            "agent": "claude", "plan_key": "CASE"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    found = supervised.get("/api/projects/ME/APP:CASE", headers=AUTH)
+    assert found.status_code == 200 and found.json()["id"] == "me/app:CASE"
+    stopped = supervised.post("/api/projects/Me/App:CASE/stop", headers=AUTH)
+    assert stopped.status_code == 200 and stopped.json()["id"] == "me/app:CASE"
+    assert supervised.get("/api/projects/me/app:OTHER", headers=AUTH).status_code == 404
