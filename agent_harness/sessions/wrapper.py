@@ -438,7 +438,11 @@ def _write_spec(spec: SessionSpec, ended: Path | None = None) -> Path:
 
 
 def _prepare_log(spec: SessionSpec) -> None:
-    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    # The agent's terminal, as it was: what it printed of a key it was given among it. Its
+    # owner's alone, as the key is (it was 0644, in a folder anyone could list).
+    logs = spec.log_path.parent
+    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(logs, 0o700)  # one an earlier version made
     _keep_earlier_log(spec.log_path)
     # A new session starts a new log: a new file, not an empty one emptied again, since a
     # session of the name killed a moment ago may still hold it open (a pane's copy, the
@@ -446,7 +450,7 @@ def _prepare_log(spec: SessionSpec) -> None:
     # here: the hosts look for a session that may still run before they prepare its log, and
     # the item's lease keeps a second process from starting the name at the same moment.)
     spec.log_path.unlink(missing_ok=True)
-    spec.log_path.write_bytes(b"")
+    os.close(os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     _exit_path(spec.log_path).unlink(missing_ok=True)
     _said_path(spec.log_path).unlink(missing_ok=True)
 

@@ -861,3 +861,17 @@ def test_a_tmux_server_we_start_does_not_hold_the_harness_secrets(
         assert "GH_TOKEN" not in server_env
     finally:
         host.kill_server()
+
+
+def test_an_agents_log_is_its_owners_alone(
+    host: SessionHost, name: str, work: Path, agents_dir: Path, tmp_path: Path
+) -> None:
+    # What the agent printed, a key it was handed among it, was 0644 in a folder anyone
+    # could list.
+    logs = tmp_path / "logs"
+    argv = write_scripted_agent(agents_dir, {"steps": [{"print": ["key sk-x"]}], "exit": 0})
+    host.start(spec_for(name, argv, work, logs))
+    wait_for(lambda: ended(host, name))
+    log = logs / f"{safe_session_name(name)}.log"
+    assert "key sk-x" in log.read_text()
+    assert (log.stat().st_mode & 0o777, logs.stat().st_mode & 0o777) == (0o600, 0o700)
