@@ -22,7 +22,8 @@ ID_RE = re.compile(rf"^{ID}$")
 ID_ANYWHERE = re.compile(rf"(?<![A-Za-z0-9_-])({ID})(?![A-Za-z0-9_-])")
 
 
-SEP = r"(?::|\.|\)|—|–|-{1,2})"
+# `：` is the colon a Chinese or Japanese keyboard types (`### T4：添加缓存层`).
+SEP = r"(?::|：|\.|\)|—|–|-{1,2})"
 
 
 # A heading item needs a separator after its id, so "## Q3 goals" stays a plain heading.

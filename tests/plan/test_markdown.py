@@ -838,3 +838,11 @@ def test_ids_written_in_a_link_or_emphasis_stay_ids_while_titles_keep_what_they_
         ("T4", "Vec<String>", ("T1",), ("ui",)),
     ]
     assert plan.unread == ()
+
+
+def test_the_colon_a_chinese_keyboard_types_separates_an_id_from_its_title() -> None:
+    # `：` (U+FF1A): the heading was no item and no line was reported; the checkbox was
+    # reported as having no id, and --add-ids would have written `T13 T4：…`.
+    plan = parse_plan("### T1：全角冒号标题\nDo it.\n\n- [ ] T2：添加缓存层\n", "PLAN.md")
+    assert [(i.id, i.title) for i in plan.items] == [("T1", "全角冒号标题"), ("T2", "添加缓存层")]
+    assert plan.unread == ()
