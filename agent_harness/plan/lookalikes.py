@@ -110,6 +110,25 @@ def prefixed(text: str) -> str | None:
     )
 
 
+# A heading that numbers a task among a plan's items: `## Task 1: Create the schema` (not `##
+# Phase 1: Setup`, spec-kit's section over its items, nor `## Step 1: install`, a README's).
+_TASK_NUMBERED = re.compile(r"^(?i:task)\s+(\d{1,4})\s*[.:)\u2014\u2013-]\s*(\S.*?)$")
+
+
+def task_heading(text: str, taken: Container[str] = ()) -> str | None:
+    """Why `Task 1: Create the schema` as a heading is no item, and what would be one: `T1`,
+    or `TASK-1` where an item of the plan (`taken`) is T1 already."""
+    match = _TASK_NUMBERED.match(text)
+    if match is None:
+        return None
+    number = match.group(1)
+    item_id = f"T{number}" if f"T{number}" not in taken else f"TASK-{number}"
+    return (
+        f"heading numbers its task {NUMBERED_MARK} it with an id; write "
+        f"`### {item_id}: {match.group(2)}` to make it an item"
+    )
+
+
 def heading_lookalike(text: str) -> str | None:
     """Why a heading that is no item looks like one, if it does."""
     for reader in (not_quite_an_id, hidden_in_an_id, struck, loose, prefixed):

@@ -62,6 +62,7 @@ from agent_harness.plan.lookalikes import (
     numbered_headings,
     past_block,
     table_without_ids,
+    task_heading,
     words_not_ids,
 )
 from agent_harness.plan.model import Notice, Plan, WorkItem, _raw_value
@@ -153,6 +154,7 @@ class _Walker:
         self.metas: list[Meta] = []
         self.unread: list[Notice] = []
         self.loose_checkboxes: list[tuple[int, str]] = []
+        self.numbered_tasks: list[tuple[int, str]] = []  # `## Task 1: …` headings
         self.quotes = 0  # how many quotes (`>`) the walk is inside
         self.open_headings: list[Draft] = []
         self.sections: list[Section] = []
@@ -282,6 +284,8 @@ class _Walker:
         reason = heading_lookalike(text)
         if reason is not None:
             self._lookalike(start, reason)
+        elif task_heading(text) is not None:
+            self.numbered_tasks.append((start, text))  # said once the plan has items
 
     def _too_deep(self, tokens: list[Token], index: int, start: int, end: int) -> bool:
         """markdown-it stops building tokens past its nesting limit: a list item there comes
@@ -502,6 +506,10 @@ class _Walker:
     # -- assembling ---------------------------------------------------------------------------
     def finish(self, source: str) -> Plan:
         drafts = self.drafts = self._ids_not_words()
+        taken = {draft.id for draft in drafts}
+        for line0, text in self.numbered_tasks if drafts else ():
+            # A plan of them alone is told so in its note.
+            self._lookalike(line0, task_heading(text, taken) or "")
         order = sorted(range(len(drafts)), key=lambda i: drafts[i].line0)
         starts = [drafts[i].line0 for i in order]
         body_end: dict[int, int] = {}

@@ -846,3 +846,19 @@ def test_the_colon_a_chinese_keyboard_types_separates_an_id_from_its_title() -> 
     plan = parse_plan("### T1：全角冒号标题\nDo it.\n\n- [ ] T2：添加缓存层\n", "PLAN.md")
     assert [(i.id, i.title) for i in plan.items] == [("T1", "全角冒号标题"), ("T2", "添加缓存层")]
     assert plan.unread == ()
+
+
+def test_a_task_numbered_heading_among_items_is_reported_not_dropped() -> None:
+    # Read nowhere and said nowhere: the task never got an issue, and nobody was told.
+    text = (
+        "### T1: First\nx\n\n## Task 1: Create the schema\ny\n\n## Task 2: Backfill data\n\n"
+        "## Phase 1: Setup\n\n## Step 1: install\n"
+    )
+    plan = parse_plan(text, "PLAN.md")
+    assert [i.id for i in plan.items] == ["T1"]
+    assert [(n.line, n.reason) for n in plan.unread] == [
+        (4, "heading numbers its task instead of naming it with an id; write "
+            "`### TASK-1: Create the schema` to make it an item"),
+        (7, "heading numbers its task instead of naming it with an id; write "
+            "`### T2: Backfill data` to make it an item"),
+    ]  # fmt: skip
