@@ -21,7 +21,12 @@ from agent_harness.implement.protocol import OVER_BUDGET, ImplementResult
 from agent_harness.models.client import ModelCallFailed
 from agent_harness.models.parking import EndpointParked
 from agent_harness.pipeline.agent_end import finished, lost, result_class
-from agent_harness.pipeline.budgets import call_bound, item_over_budget, next_call_refused
+from agent_harness.pipeline.budgets import (
+    call_bound,
+    counted_usd,
+    item_over_budget,
+    next_call_refused,
+)
 from agent_harness.pipeline.checks import CheckResult, absent_for_good, not_found, order_checks
 from agent_harness.pipeline.delivery import deliver
 from agent_harness.pipeline.gates import (
@@ -339,7 +344,8 @@ class Attempt:
         """What the implementer may spend in this run of it: what the item's budget and the
         run's (beside the other calls in flight) have left; None when neither is set."""
         limit, run = self.parts.settings.item_cost_usd, self.parts.run_budget
-        rooms = [] if limit is None else [limit - (self.history.spent_usd() or 0.0)]
+        spent = counted_usd(self.history.call_costs(), self.parts.settings.max_call_usd)
+        rooms = [] if limit is None else [limit - (spent if spent is not None else limit)]
         room = None if run is None else run.room(held)
         rooms += [] if room is None else [room]
         return max(0.0, min(rooms)) if rooms else None
@@ -428,7 +434,10 @@ class Attempt:
 
         limit = parts.settings.item_cost_usd
         # The bound reads the project's costs so far: not paid for when no budget asks for it.
-        reason = None if limit is None else next_call_refused(self.history, limit, role, bound())
+        reason = None
+        if limit is not None:
+            max_call = parts.settings.max_call_usd
+            reason = next_call_refused(self.history, limit, role, bound(), max_call)
         if reason is not None:
             parts.fail(lease, reason, FailureClass.OVER_BUDGET)
             return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from agent_harness.errors import UsageError
 from agent_harness.pipeline.history import ItemHistory
@@ -68,14 +68,37 @@ def call_bound(store: Store, project: str, role: str, configured: float | None) 
     return max(known, default=0.0)
 
 
+def counted_usd(costs: Iterable[float | None], max_call: float | None) -> float | None:
+    """What a budget counts as spent of `costs` (each call's, None where not known): every
+    known cost, and each unknown one at `max_call`, the most one call may cost; None when a
+    cost is unknown and no `max_call` is set (never 0: then the budget cannot be kept)."""
+    total = 0.0
+    for cost in costs:
+        if cost is None and max_call is None:
+            return None
+        total += max_call if cost is None else cost  # type: ignore[operator]
+    return total
+
+
+def unknown_cost(key: str) -> str:
+    """Why a budget stops: a call's cost is not known, and nothing says what to count."""
+    return (
+        "an agent run or review reported no cost, so the budget cannot be kept; set "
+        f"budgets.max_call_usd (the most one call may cost) to count each such call at that "
+        f"({key})"
+    )
+
+
 def next_call_refused(
-    history: ItemHistory, limit: float | None, role: str, bound: float
+    history: ItemHistory, limit: float | None, role: str, bound: float, max_call: float | None
 ) -> str | None:
     """Why the item may not pay for another `role` call (its spend plus `bound` would pass
-    `limit`); None when it may."""
+    `limit`, or its spend is not known); None when it may."""
     if limit is None:
         return None
-    spent = history.spent_usd() or 0.0
+    spent = counted_usd(history.call_costs(), max_call)
+    if spent is None:
+        return f"item cost budget: {unknown_cost('budgets.item_cost_usd')}"
     if spent + bound <= limit + _SLACK:
         return None
     return (
@@ -104,11 +127,19 @@ class RunBudget:
     whose bound is not known yet runs alone, so it cannot be one of several that pass.
     """
 
-    def __init__(self, store: Store, project: str, limit: float | None, run_id: str = "") -> None:
+    def __init__(
+        self,
+        store: Store,
+        project: str,
+        limit: float | None,
+        run_id: str = "",
+        max_call: float | None = None,
+    ) -> None:
         self.store = store
         self.project = project
         self.limit = limit
         self.run_id = run_id
+        self.max_call = max_call  # what a call of unknown cost counts as (None: cannot tell)
         self.reason: str | None = None
         self.on_spent: Callable[[], None] = lambda: None
         self._hit = threading.Event()
@@ -122,6 +153,15 @@ class RunBudget:
     def spent_usd(self) -> float | None:
         """What this run's agents and reviewers cost, as far as known; None when nothing was."""
         return known_cost_of([p.get("cost_usd") for p in self._mine()])
+
+    def counted_usd(self) -> float | None:
+        """What this run's budget counts as spent (see `counted_usd`)."""
+        costs = [
+            plausible_usd(p.get("cost_usd"))
+            for p in self._mine()
+            if p.get("state") != "missing_binary"
+        ]
+        return counted_usd(costs, self.max_call)
 
     def unpriced(self) -> int:
         """This run's agent runs and reviews whose cost is not known (an agent that reported
@@ -147,7 +187,11 @@ class RunBudget:
         with self._cond:
             while not self._hit.is_set():
                 bound = bound_of()  # a call that ended while this one waited may raise it
-                spent = self.spent_usd() or 0.0
+                counted = self.counted_usd()
+                if counted is None:
+                    self._stop_unknown()
+                    break
+                spent = counted
                 if spent >= self.limit or spent + bound > self.limit + _SLACK:
                     self._stop(spent, bound)
                     break
@@ -174,7 +218,8 @@ class RunBudget:
             return None
         with self._cond:
             others = sum(self._reserved) - held
-            return self.limit - (self.spent_usd() or 0.0) - others
+            counted = self.counted_usd()  # not known: no room
+            return self.limit - (self.limit if counted is None else counted) - others
 
     def stop(self, why: str) -> None:
         """Stop claiming: a call found no room left (`why`)."""
@@ -189,12 +234,21 @@ class RunBudget:
         if self.limit is None or self._hit.is_set():
             return self._hit.is_set()
         with self._cond:
-            spent = self.spent_usd() or 0.0
-            if spent >= self.limit:
-                self._stop(spent, 0.0)
+            counted = self.counted_usd()
+            if counted is None:
+                self._stop_unknown()
+            elif counted >= self.limit:
+                self._stop(counted, 0.0)
         if self._hit.is_set():
             self.on_spent()
         return self._hit.is_set()
+
+    def _stop_unknown(self) -> None:
+        """Say that a cost is unknown, so the limit cannot be kept (the caller holds the
+        condition)."""
+        self.reason = f"run cost budget: {unknown_cost('budgets.run_cost_usd')}"
+        self._hit.set()
+        self._cond.notify_all()
 
     def _stop(self, spent: float, bound: float) -> None:
         """Say why no call fits any more (the caller holds the condition)."""
@@ -227,6 +281,6 @@ def check_retry(
         return
     history = ItemHistory.read(store, project, item_id)
     bound = call_bound(store, project, "implementer", max_call)
-    reason = next_call_refused(history, limit, "implementer", bound)
+    reason = next_call_refused(history, limit, "implementer", bound, max_call)
     if reason is not None:
         raise OverBudget(f"{item_id} not re-queued: {reason}; raise the budget to retry it")

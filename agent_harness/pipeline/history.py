@@ -280,6 +280,16 @@ class ItemHistory:
         """What the item's agent runs and reviews reported; None when nothing was known."""
         return known_cost(self._payloads)
 
+    def call_costs(self) -> list[float | None]:
+        """What each agent run and review of the item cost, None where it is not known (an
+        agent that reported none); an agent that never started cost nothing and is left out."""
+        return [
+            payload.cost_usd
+            for payload in self._payloads
+            if isinstance(payload, Reviewed)
+            or (isinstance(payload, AgentFinished) and payload.state != "missing_binary")
+        ]
+
 
 def known_cost(payloads: Iterable[Payload | object]) -> float | None:
     """The cost the agents and reviewers reported; None when none was known (never 0)."""

@@ -127,9 +127,8 @@ class Pipeline:
         # A run's id marks what it paid for: its budget counts this run's spend, never the
         # project's history (nor an ingested file's).
         self.parts.run_id = uuid.uuid4().hex[:12]
-        self.budget = RunBudget(
-            store, self.parts.project, settings.run_cost_usd, run_id=self.parts.run_id
-        )
+        limits = (settings.run_cost_usd, self.parts.run_id, settings.max_call_usd)
+        self.budget = RunBudget(store, self.parts.project, *limits)
         self.parts.run_budget = self.budget
         self._setup_checked = False
         self._plan_digests: dict[Path, str | None] = {}  # to see a plan changed during the run

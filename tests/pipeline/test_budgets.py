@@ -6,7 +6,7 @@ import pytest
 
 from agent_harness.implement.protocol import ImplementResult
 from agent_harness.pipeline.budgets import format_usd
-from agent_harness.testing.scripted import ScriptedImplementer, Step
+from agent_harness.testing.scripted import ScriptedImplementer, ScriptedReviewer, Step, verdict
 
 from .conftest import Rig
 from .test_run_fakes import pipeline
@@ -122,8 +122,9 @@ def test_the_run_budget_counts_this_runs_spend_only(rig: Rig) -> None:
     )
     rig.settings.run_cost_usd = 1.0
     rig.implementer = ScriptedImplementer([_costing(0.25, ok=True)])
+    rig.reviewer = ScriptedReviewer([verdict(True, cost_usd=0.01)])
     report = pipeline(rig, "### T1: One\n").run()
-    assert not report.stopped_by_budget and report.cost_usd == 0.25
+    assert not report.stopped_by_budget and report.cost_usd == 0.26
     assert report.items[0].state == "pr_open"
 
 
@@ -149,13 +150,54 @@ def test_a_cost_no_run_can_cost_is_unknown_neither_giving_budget_back_nor_spendi
 ) -> None:
     # -5 a run gave the budget back ("cost $-20.00", no stop); 1e308 refused every later call
     # for good, the next one "may cost up to $100,000,…" whatever the budget was raised to.
-    rig.settings.item_cost_usd = 1.0
+    # Unknown, it counts as the most one call may cost.
+    rig.settings.item_cost_usd = 2.0
+    rig.settings.max_call_usd = 0.5
     rig.settings.max_attempts = 2
     rig.implementer = ScriptedImplementer([_costing(reported), _costing(0.25, ok=True)])
+    rig.reviewer = ScriptedReviewer([verdict(True, cost_usd=0.01)])
     report = pipeline(rig, "### T1: One\n").run()
     assert len(rig.implementer.calls) == 2
     assert [(i.state, i.attempts) for i in report.items] == [("pr_open", 2)]
-    assert report.cost_usd == 0.25  # the known run; the other's is unknown, not a figure
+    assert report.cost_usd == 0.26  # the known runs; the other's is unknown, not a figure
+
+
+def test_a_cost_not_known_stops_a_budget_it_cannot_keep_unless_a_call_has_a_most(
+    rig: Rig,
+) -> None:
+    # An agent that reports no cost ran six times under a budget of $0.01: "never counted as
+    # zero", but counted as nothing at all.
+    rig.settings.run_cost_usd = 5.0
+    rig.settings.max_attempts = 6
+    rig.implementer = ScriptedImplementer([_costing_nothing()])
+    report = pipeline(rig, "### T1: One\n### T2: Two\n").run()
+    assert len(rig.implementer.calls) == 1 and report.stopped_by_budget
+    assert report.stopped_because == (
+        "run cost budget: an agent run or review reported no cost, so the budget cannot be "
+        "kept; set budgets.max_call_usd (the most one call may cost) to count each such call "
+        "at that (budgets.run_cost_usd)"
+    )
+    # Said what one call may cost at most, each such call counts as that.
+    rig.settings.max_call_usd = 1.0
+    rig.implementer = ScriptedImplementer([_costing_nothing()])
+    rig.reviewer = ScriptedReviewer([verdict(False, "no")] * 6)
+    again = pipeline(rig, "### T1: One\n### T2: Two\n").run()
+    assert again.stopped_by_budget and len(rig.implementer.calls) == 5  # $1 each, of $5
+    assert again.stopped_because == "run cost budget spent: $5.00 of $5.00 (budgets.run_cost_usd)"
+
+
+def test_an_item_budget_that_cannot_be_kept_fails_the_item_saying_why(rig: Rig) -> None:
+    rig.settings.item_cost_usd = 5.0
+    rig.settings.max_attempts = 6
+    rig.implementer = ScriptedImplementer([_costing_nothing()])
+    [item] = pipeline(rig, "### T1: One\n").run().items
+    assert len(rig.implementer.calls) == 1 and item.state == "failed"
+    assert item.reason is not None and "set budgets.max_call_usd" in item.reason
+
+
+def _costing_nothing() -> Step:
+    result = ImplementResult(ok=False, state="crashed", reason="exited 1", cost_usd=None)
+    return Step(files={"x.py": "x\n"}, result=result)
 
 
 # -- an implementer that pays call by call (the direct-API executor) --------------------------
