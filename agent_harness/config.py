@@ -124,6 +124,9 @@ class BudgetSettings(_Section):
     max_call_usd: float | None = Field(default=None, ge=0)
     """What one agent run or model call may cost at most: the bound a budget is checked with
     before each call (the largest call seen so far counts too); None means only what was seen."""
+    inception_cost_usd: float | None = Field(default=None, ge=0)
+    """What one inception session's planner calls may cost, over all its steps: no call is
+    made whose worst case could pass it; None means no limit."""
     lease_s: float = Field(default=300.0, gt=0, allow_inf_nan=False, le=_MAX_SECONDS)
     """Lease length; a worker that stops heartbeating loses its item after this long (finite:
     the claim's event records when it ends)."""

@@ -125,7 +125,8 @@ class ApiContext:
         from agent_harness.inception.session import planner_for
 
         protected = None if self.settings is None else self.settings.protected_paths
-        return planner_for(self.store, session_id, spec, self.model_env(), protected)
+        limit = None if self.settings is None else self.settings.budgets.inception_cost_usd
+        return planner_for(self.store, session_id, spec, self.model_env(), protected, limit)
 
     def audit_target(self) -> str:
         """`serve --audit-db`, else audit.sqlite beside the work database, as for the CLI."""

@@ -33,6 +33,7 @@ from agent_harness.audit.database import AuditUnprotected
 from agent_harness.errors import ConfigError, HarnessError, InputError, PlanRefused, UsageError
 from agent_harness.inception.model import (
     PlannerAnswerInvalid,
+    PlannerOverBudget,
     StepRefused,
     UnknownQuestion,
     UnknownSession,
@@ -87,6 +88,7 @@ STATUS: tuple[tuple[type[HarnessError], int], ...] = (
     (PlanKeyTaken, 409),  # another plan file's issues hold the key
     (PlanRenumbered, 409),  # the plan's tasks moved to other ids
     (NothingToSteer, 409),  # control of every project at work, with none at work
+    (PlannerOverBudget, 409),  # the planner's next call could pass the session's budget
     (StepRefused, 409),  # BlockingOpen among them: approval with a BLOCKING question open
     (BaselineExists, 409),
     (BadProjectPath, 422),
@@ -140,7 +142,7 @@ MISSING: Responses = {404: _doc("No such project or item.")}
 REFUSED: Responses = {
     409: _doc(
         "Refused as things stand (monitoring only, a live claim, exists, a key or token the "
-        "server was not given)."
+        "server was not given, a budget the next paid call could pass)."
     )
 }
 BAD: Responses = {400: _doc("Input the server cannot use (e.g. several projects, name one).")}

@@ -231,8 +231,10 @@ def _planner(store: Store, session_id: str, spec: str) -> Planner:
     from agent_harness.inception.session import planner_for
     from agent_harness.secrets.process import process_env
 
-    protected = load_settings().settings.protected_paths  # as the run will hold them
-    return planner_for(store, session_id, spec, process_env(), protected)
+    settings = load_settings().settings
+    protected = settings.protected_paths  # as the run will hold them
+    limit = settings.budgets.inception_cost_usd
+    return planner_for(store, session_id, spec, process_env(), protected, limit)
 
 
 def _drive(

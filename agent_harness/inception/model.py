@@ -357,3 +357,11 @@ class PlannerAnswerInvalid(InceptionError):
         self.problem = problem
         self.calls = calls
         super().__init__(f"the planner's {stage} answer did not fit after {calls} calls: {problem}")
+
+
+class PlannerOverBudget(InceptionError):
+    """The planner's next call could pass the session's budget (or its price is not known):
+    nothing was asked, and the session is kept, to resume once the budget is raised (exit 75,
+    as a run its budget stopped)."""
+
+    exit_code = 75

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -21,6 +21,7 @@ from agent_harness.config import DEFAULT_PROTECTED
 from agent_harness.errors import UNREADABLE_JSON, read_json
 from agent_harness.inception.model import (
     PlannerAnswerInvalid,
+    PlannerOverBudget,
     Question,
     Scope,
     ScopeAnswer,
@@ -113,8 +114,11 @@ class Planner:
         max_tokens: int = 4096,
         timeout_s: float = 300.0,
         protected: Sequence[str] = DEFAULT_PROTECTED,
+        budget: Callable[[], tuple[float, float | None] | None] = lambda: None,
     ) -> None:
         self._client = client
+        # The session's limit and what it has spent (None: not known), or None for no limit.
+        self._budget = budget
         # The run's protected paths (the settings' `protected_paths`): an item that must
         # change one would be refused at its first attempt, after the plan was paid for.
         self._protected = tuple(protected)
@@ -184,6 +188,7 @@ class Planner:
         tokens_out: list[int | None] = []
         problem = ""
         for call in (1, 2):
+            self._keep_within_budget(messages)
             done = self._client.complete(
                 self._role,
                 messages,
@@ -212,6 +217,36 @@ class Planner:
                 },
             ]
         raise PlannerAnswerInvalid(stage, problem, 2)
+
+    def _keep_within_budget(self, messages: Sequence[Mapping[str, str]]) -> None:
+        budget = self._budget()
+        if budget is None:
+            return
+        worst = self._client.worst_case_usd(
+            self._role, messages, system=SYSTEM, max_tokens=self._max_tokens
+        )
+        _check_budget(budget, worst, self._role)
+
+
+def _check_budget(
+    budget: tuple[float, float | None] | None, worst: float | None, role: str
+) -> None:
+    """Check before paying: raise PlannerOverBudget when a call that may cost `worst` could
+    take the session past its limit, or when what it costs is not known."""
+    if budget is None:
+        return
+    limit, spent = budget
+    key = "budgets.inception_cost_usd"
+    if worst is None or spent is None:
+        unknown = f"the {role}'s price" if worst is None else "an earlier planner call's cost"
+        raise PlannerOverBudget(
+            f"{unknown} is not known, so {key} (${limit:.4f}) cannot be kept; nothing was asked"
+        )
+    if spent + worst > limit + 1e-9:
+        raise PlannerOverBudget(
+            f"inception budget: ${spent:.4f} spent of ${limit:.4f}, and the next {role} call "
+            f"may cost up to ${worst:.4f} ({key}); nothing was asked: raise it and resume"
+        )
 
 
 def read_answer(

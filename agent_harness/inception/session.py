@@ -88,9 +88,12 @@ def planner_for(
     spec: str,
     env: Mapping[str, str],
     protected: Sequence[str] | None = None,
+    limit_usd: float | None = None,
 ) -> Planner:
     """A planner over the model client, its calls recorded as events of the session; no item
-    it plans may touch `protected` (the settings' protected paths; the defaults when None)."""
+    it plans may touch `protected` (the settings' protected paths; the defaults when None).
+    With `limit_usd` (budgets.inception_cost_usd), no call is made whose worst case could take
+    the session's spend past it."""
     from agent_harness.config import DEFAULT_PROTECTED
     from agent_harness.inception.planner import Planner
     from agent_harness.models.client import ModelClient
@@ -99,7 +102,34 @@ def planner_for(
     client = ModelClient(
         {"planner": route}, env=env, parking=store, events=model_events(store, session_id)
     )
-    return Planner(client, protected=DEFAULT_PROTECTED if protected is None else protected)
+
+    def budget() -> tuple[float, float | None] | None:
+        return None if limit_usd is None else (limit_usd, session_spent(store, session_id))
+
+    protected = DEFAULT_PROTECTED if protected is None else protected
+    return Planner(client, protected=protected, budget=budget)
+
+
+def session_spent(store: Store, session_id: str) -> float | None:
+    """What the session's planner calls cost by the price list, over every step and process
+    (its `model.call` events); None when one's price is not known (never counted as 0)."""
+    from agent_harness.audit.pricing import Usage, billed_by, price
+    from agent_harness.store.events import ModelCall
+
+    total = 0.0
+    for event in store.all_events(project=project_of(session_id)):
+        call = event.payload
+        if not isinstance(call, ModelCall) or call.parked:
+            continue  # a parked call made no request
+        if call.failure is not None and call.tokens_in is None and call.tokens_out is None:
+            continue  # refused with no answer (a 429, a 401): no tokens were billed
+        usage = Usage(call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
+        billed = billed_by(call.vendor, call.endpoint, call.model)
+        cost = price(billed, call.model, usage, event.ts).cost_usd
+        if cost is None:
+            return None
+        total += cost
+    return total
 
 
 class InceptionSession:

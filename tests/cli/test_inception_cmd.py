@@ -188,3 +188,26 @@ def test_markup_typed_at_the_terminal_is_shown_not_read_as_markup(
     monkeypatch.setattr("sys.stdin", io.StringIO(typed))
     assert inception(PARAGRAPH, "--ask") == 0
     assert "grade '[/red]' is not one of" in capsys.readouterr().err
+
+
+def test_a_budget_the_next_planner_call_could_pass_asks_nothing_and_keeps_the_session(
+    planner: ModelServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AGENT_HARNESS_BUDGETS__INCEPTION_COST_USD", "0.001")
+    assert inception(PARAGRAPH, "--accept-defaults") == 75
+    err = capsys.readouterr().err
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(
+            "error: inception budget: $0.0000 spent of $0.0010, and the next planner call may cost"
+        )
+    )
+    assert planner.requests == [] and not (tmp_path / "PLAN.md").exists()
+    monkeypatch.setenv("AGENT_HARNESS_BUDGETS__INCEPTION_COST_USD", "1")
+    resumed = ["inception", "--resume", session_id(err), "--accept-defaults"]
+    assert main([*resumed, "--db", "sqlite:///h.sqlite"]) == 0
+    assert (tmp_path / "PLAN.md").exists()

@@ -305,3 +305,31 @@ def test_a_title_with_a_code_span_reads_back_as_written(rig: Rig) -> None:
     rig.server.enqueue_first(ScriptedCompletion(text=_tasks(title="Handle `[ ]` boxes <b>")))
     view = session.plan()
     assert view.plan is not None and "### T1: Handle `[ ]` boxes \\<b\\>" in view.plan
+
+
+def test_a_session_asks_the_planner_nothing_its_budget_could_not_pay_for(rig: Rig) -> None:
+    from agent_harness.inception.model import PlannerOverBudget
+    from agent_harness.inception.session import planner_for, session_spent
+    from tests.inception.conftest import KEY, TALLY
+
+    # It had no limit at all: with item and run budgets at 0 a session spent $0.43.
+    env = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": f"{rig.server.url}/v1"}
+    session = InceptionSession.start(rig.store, TALLY, "openai:gpt-4.1")
+    session.planner = planner_for(rig.store, session.id, "openai:gpt-4.1", env, limit_usd=0.001)
+    with pytest.raises(PlannerOverBudget) as refused:
+        session.propose_scope()
+    assert "inception budget: $0.0000 spent of $0.0010, and the next planner call may cost" in (
+        refused.value.message
+    )
+    assert rig.server.requests == [] and session.view().status == "started"
+    # Raised, the same session goes on, and what it spent is counted from its events.
+    session.planner = planner_for(rig.store, session.id, "openai:gpt-4.1", env, limit_usd=1.0)
+    assert session.propose_scope().status == "scoped"
+    spent = session_spent(rig.store, session.id)
+    assert spent is not None and 0 < spent < 0.01
+    # A planner no price list knows makes no call under a limit: it could not be kept.
+    other = InceptionSession.start(rig.store, TALLY, "openai:gpt-zz-unknown")
+    other.planner = planner_for(rig.store, other.id, "openai:gpt-zz-unknown", env, limit_usd=5.0)
+    with pytest.raises(PlannerOverBudget, match="price is not known"):
+        other.propose_scope()
+    assert len(rig.server.requests) == 1
