@@ -51,6 +51,7 @@ def create_app(ctx: ApiContext, *, token: str, max_body: int = DEFAULT_MAX_BODY)
     app.state.ctx = ctx
     app.include_router(service.router)
     secured = [Security(bearer)]
+    app.include_router(service.index_router, dependencies=secured)
     for module in (projects, work, plan, operations, control, roles, inception, audit):
         app.include_router(module.router, dependencies=secured)
     errors.install(app, token=token)

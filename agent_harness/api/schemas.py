@@ -66,6 +66,14 @@ class Health(_Out):
     version: str = Field(description="agent-harness version.")
 
 
+class Index(_Out):
+    """Where to go from the server's root (the address its start line prints)."""
+
+    mode: Mode = Field(description="monitoring (read-only) or supervised (runs worker pools).")
+    version: str = Field(description="agent-harness version.")
+    links: dict[str, str] = Field(description="Paths that answer, by what they give.")
+
+
 class ProjectOut(_Out):
     """A project: registered here, or only known from the queue (run by `agent-harness run`)."""
 

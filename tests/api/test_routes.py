@@ -333,7 +333,7 @@ def test_every_field_and_parameter_is_described(monitoring: TestClient) -> None:
     ]
     assert bare == []
     summaries = [op.get("summary") for ops in schema["paths"].values() for op in ops.values()]
-    assert all(summaries) and len(summaries) == 34
+    assert all(summaries) and len(summaries) == 35
     assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 
@@ -507,3 +507,16 @@ def test_control_of_a_project_nobody_registered_or_ran_is_a_404_and_makes_none(
     )
     assert asked.status_code == 404
     assert supervised.get("/api/work", params={"project": ghost}, headers=AUTH).status_code == 404
+
+
+def test_the_root_the_start_line_prints_answers_with_where_to_go(
+    supervised: TestClient,
+) -> None:
+    # Uvicorn's start line names the root, which answered 404 to a client with the token.
+    assert supervised.get("/").status_code == 401
+    index = supervised.get("/", headers=AUTH)
+    assert index.status_code == 200
+    links = index.json()["links"]
+    for path in links.values():
+        status = supervised.get(path, headers=AUTH).status_code
+        assert status == 200, (path, status)  # every link it gives answers
