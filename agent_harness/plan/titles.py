@@ -49,7 +49,12 @@ def _inline_text(token: Token, *, as_written: bool) -> str:
         elif not as_written:
             continue
         elif kind == "html_inline":
-            parts.append(child.content)
+            # A comment is a note to the plan's readers, never the title's (`<!-- owner: dee
+            # -->` was carried into the issue's title); other HTML-like text is kept.
+            if not child.content.startswith("<!--"):
+                parts.append(child.content)
+            elif parts:
+                parts[-1] = parts[-1].rstrip(" ")  # one space is left where it stood
         elif kind in ("strong_open", "strong_close", "em_open", "em_close"):
             parts.append(child.markup if "_" in child.markup else "")
         elif kind == "link_open":

@@ -862,3 +862,10 @@ def test_a_task_numbered_heading_among_items_is_reported_not_dropped() -> None:
         (7, "heading numbers its task instead of naming it with an id; write "
             "`### T2: Backfill data` to make it an item"),
     ]  # fmt: skip
+
+
+def test_an_html_comment_in_a_title_is_a_note_to_readers_not_part_of_the_title() -> None:
+    plan = parse_plan("- [ ] T1 Add cache <!-- owner: dee -->\n### T2: Other <!-- x --> thing\n")
+    assert [(i.id, i.title) for i in plan.items] == [("T1", "Add cache"), ("T2", "Other thing")]
+    # HTML-like text that is no comment stays as written.
+    assert parse_plan("### T3: Return Vec<String>\n").items[0].title == "Return Vec<String>"
