@@ -212,11 +212,11 @@ def words_not_ids(
     `EC2 instance sizing`. Only where the plan shows it: the same word starts two tasks (and
     is nowhere an id for sure); and then, in a plan with no run of ids of its own (no `T1`
     beside `T2`) and no id written for sure (`T1:`, `[T1]`, a heading), every such lone word
-    (`EC2`, `HTTP2` beside `S3` twice); so too in a plain checklist, where the checkboxes with
-    no id (`idless`) are as many as the drafts or more, each lone word shaped like no id of
-    ours (`T3`, `TASK-4`). An id
-    another item names as a dependency (`named`) is an id; so is `DOC1 write the readme`
-    beside `T1`, `T2`, and `T1 fix it` alone. Returns their positions."""
+    (`EC2`, `HTTP2` beside `S3` twice); so too the one such draft of a plain checklist, among
+    two or more checkboxes with no id (`idless`: the top-level ones, not an item's steps),
+    unless it is shaped like an id of ours (`T3`, `TASK-4`). An id another item names as a
+    dependency (`named`) is an id; so is `DOC1 write the readme` beside `T1`, `T2`, and `T1
+    fix it` alone. Returns their positions."""
     prefixes: dict[str, set[str]] = {}
     sure: set[str] = set()  # ids written at least once as nothing but an id
     uses: dict[str, int] = {}
@@ -228,7 +228,7 @@ def words_not_ids(
     words = {item_id for item_id, count in uses.items() if count > 1 and item_id not in sure}
     followed = any(len(ids) > 1 for ids in prefixes.values())
 
-    plain = idless >= len(drafts) and not followed and not sure
+    plain = len(drafts) == 1 and idless >= 2 and not followed and not sure
 
     def a_word(item_id: str) -> bool:
         if item_id in named or prefixes[id_prefix(item_id)] != {item_id}:

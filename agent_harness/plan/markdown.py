@@ -570,7 +570,9 @@ class _Walker:
         texts += [meta.value for meta in self.metas if meta.key == "depends_on"]
         named = {found for text in texts for found in ID_ANYWHERE.findall(text)}
         drafts = [(draft.id, draft.word_like) for draft in self.drafts]
-        words = words_not_ids(drafts, named, idless=len(self.loose_checkboxes))
+        # The checkboxes with no id that are tasks of their own, not steps nested in an item.
+        top = [n for n, _ in self.loose_checkboxes if _indent(self.lines[n]) < 2]
+        words = words_not_ids(drafts, named, idless=len(top))
         for index in sorted(words):
             draft = self.drafts[index]
             self.lookalikes.add(draft.line0)
@@ -697,3 +699,8 @@ class _Walker:
             line=draft.line0 + 1,
             form=draft.form,
         )
+
+
+def _indent(line: str) -> int:
+    """How far `line` is indented, in spaces and tabs."""
+    return len(line) - len(line.lstrip(" \t"))

@@ -356,3 +356,24 @@ def test_a_plain_checklist_whose_one_task_starts_with_an_acronym_is_numbered_who
     assert result.text == (
         f"\ufeff- [ ] T1 Add rate limiting\r\n- [ ] T2 {word}\r\n- [ ] T3 Fix the typo\r\n"
     )
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("text", "ids"),
+    [
+        # Steps nested in items are no tasks of their own: the items stay items.
+        ("- [ ] AUTH1 add the login page\n  - [ ] form\n  - [ ] validation\n"
+         "- [ ] DB1 create the schema\n  - [ ] users table\n", ["AUTH1", "DB1"]),
+        ("- [ ] AUTH1 add the login page\n  - [ ] form\n  - [ ] validation\n", ["AUTH1"]),
+        # Two ids of their own are a plan's ids, whatever plain tasks sit beside them.
+        ("- [ ] FE1 build the form\n- [ ] BE1 add the endpoint\n- [ ] Write tests\n"
+         "- [ ] Deploy it\n", ["FE1", "BE1"]),
+        # One task beside a single plain one: too little to say it is a word.
+        ("- [ ] API1 design\n- [ ] Write tests\n", ["API1"]),
+    ],
+)  # fmt: skip
+def test_a_lone_word_is_read_so_only_in_a_checklist_of_plain_tasks(
+    text: str, ids: list[str]
+) -> None:
+    assert [item.id for item in parse_plan(text, "p.md").items] == ids
