@@ -124,8 +124,11 @@ def session_spent(store: Store, session_id: str) -> float | None:
         if call.failure is not None and call.tokens_in is None and call.tokens_out is None:
             continue  # refused with no answer (a 429, a 401): no tokens were billed
         usage = Usage(call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
-        billed = billed_by(call.vendor, call.endpoint, call.model)
-        cost = price(billed, call.model, usage, event.ts).cost_usd
+        try:
+            billed = billed_by(call.vendor, call.endpoint, call.model)
+            cost = price(billed, call.model, usage, event.ts).cost_usd
+        except Exception:  # the price list failing: the cost is not known, never 0
+            return None
         if cost is None:
             return None
         total += cost

@@ -342,22 +342,30 @@ class Attempt:
 
     def _allowance(self, held: float) -> float | None:
         """What the implementer may spend in this run of it: what the item's budget and the
-        run's (beside the other calls in flight) have left; None when neither is set."""
-        limit, run = self.parts.settings.item_cost_usd, self.parts.run_budget
-        spent = counted_usd(self.history.call_costs(), self.parts.settings.max_call_usd)
-        rooms = [] if limit is None else [limit - (spent if spent is not None else limit)]
-        room = None if run is None else run.room(held)
-        rooms += [] if room is None else [room]
+        run's (beside the other calls in flight) have left, less what the review after it may
+        cost; None when neither is set."""
+        rooms = [room for room in self._rooms(held) if room is not None]
         return max(0.0, min(rooms)) if rooms else None
+
+    def _rooms(self, held: float) -> tuple[float | None, float | None]:
+        """The room the item's budget and the run's leave the implementer (see `_allowance`),
+        each spend counted alike (a call of unknown cost as max_call_usd), None where unset."""
+        parts, settings = self.parts, self.parts.settings
+        limit, run, max_call = settings.item_cost_usd, parts.run_budget, settings.max_call_usd
+        if limit is None and (run is None or run.limit is None):
+            return None, None
+        review = call_bound(parts.store, parts.project, "reviewer", max_call)
+        spent = counted_usd(self.history.call_costs(), max_call)
+        mine = None if limit is None else limit - (limit if spent is None else spent) - review
+        room = None if run is None else run.room(held)
+        return mine, None if room is None else room - review
 
     def _stopped_before_passing(self, result: ImplementResult) -> None:
         """The implementer stopped before a call its allowance could not pay for: the item
         fails for good when its own budget was the smaller, else the run's is spent (the item
         waits for the next run, its attempt refunded, and the run stops claiming)."""
-        parts, lease = self.parts, self.lease
-        limit, run = parts.settings.item_cost_usd, parts.run_budget
-        mine = None if limit is None else limit - (self.history.spent_usd() or 0.0)
-        room = None if run is None else run.room(0.0)
+        parts, lease, run = self.parts, self.lease, self.parts.run_budget
+        mine, room = self._rooms(0.0)  # both less what this run spent, so in the same order
         if run is not None and room is not None and (mine is None or room < mine):
             run.stop(result.reason)
             parts.defer(lease, parts.store.clock(), run.reason or "", self.history)

@@ -2,8 +2,7 @@
 
 The parser walks markdown-it-py's token stream (never regexes over raw lines), so code fences,
 HTML blocks and nesting are understood the way a markdown renderer understands them. Items are
-headings, checkboxes or table rows whose text starts with an id such as `T1` or `AUTH-3`.
-"""
+headings, checkboxes or table rows whose text starts with an id such as `T1` or `AUTH-3`."""
 
 from __future__ import annotations
 
@@ -256,8 +255,7 @@ class _Walker:
 
     def _close_sections(self, level: int, item: str | None) -> None:
         """End the sections a heading at `level` ends. A milestone ended by an item heading
-        before any item came under it is reported: the reader most likely meant the items to
-        belong to it."""
+        before any item came under it is reported: the items were most likely meant for it."""
         for section in self.sections:
             if section.level < level or section.milestone is None or section.items or not item:
                 continue
@@ -506,9 +504,8 @@ class _Walker:
     # -- assembling ---------------------------------------------------------------------------
     def finish(self, source: str) -> Plan:
         drafts = self.drafts = self._ids_not_words()
-        taken = {draft.id for draft in drafts}
+        taken = {draft.id for draft in drafts}  # a plan of them alone is told so in its note
         for line0, text in self.numbered_tasks if drafts else ():
-            # A plan of them alone is told so in its note.
             self._lookalike(line0, task_heading(text, taken) or "")
         order = sorted(range(len(drafts)), key=lambda i: drafts[i].line0)
         starts = [drafts[i].line0 for i in order]
@@ -571,7 +568,7 @@ class _Walker:
         named = {found for text in texts for found in ID_ANYWHERE.findall(text)}
         drafts = [(draft.id, draft.word_like) for draft in self.drafts]
         # The checkboxes with no id that are tasks of their own, not steps nested in an item.
-        top = [n for n, _ in self.loose_checkboxes if _indent(self.lines[n]) < 2]
+        top = [n for n, _ in self.loose_checkboxes if self.lines[n][:2].strip(" \t")]
         words = words_not_ids(drafts, named, idless=len(top))
         for index in sorted(words):
             draft = self.drafts[index]
@@ -699,8 +696,3 @@ class _Walker:
             line=draft.line0 + 1,
             form=draft.form,
         )
-
-
-def _indent(line: str) -> int:
-    """How far `line` is indented, in spaces and tabs."""
-    return len(line) - len(line.lstrip(" \t"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from agent_harness.implement.protocol import ImplementResult
@@ -206,7 +208,8 @@ def _costing_nothing() -> Step:
 def _stopped_before_passing(reason: str) -> Step:
     from agent_harness.implement.protocol import OVER_BUDGET
 
-    return Step(files={}, result=ImplementResult(ok=False, state=OVER_BUDGET, reason=reason))
+    stopped = ImplementResult(ok=False, state=OVER_BUDGET, reason=reason, cost_usd=0.0)
+    return Step(files={}, result=stopped)  # the executor says what its calls cost
 
 
 def test_the_implementer_is_told_what_the_item_and_the_run_have_left(rig: Rig) -> None:
@@ -243,3 +246,37 @@ def test_an_implementer_stopped_by_the_runs_budget_leaves_its_item_for_the_next_
     )
     states = sorted((i.id, i.state, i.attempts) for i in report.items)
     assert states == [("T1", "waiting", 0), ("T2", "pending", 0)]  # its attempt given back
+
+
+def test_the_budget_that_stopped_the_implementer_is_the_one_blamed(rig: Rig) -> None:
+    # The item's budget was the smaller, but its spend was counted two ways: the run was
+    # blamed, stopped claiming, and the item waited instead of failing.
+    rig.settings.item_cost_usd = 1.0
+    rig.settings.max_call_usd = 0.4
+    rig.settings.run_cost_usd = 0.4
+    rig.implementer = ScriptedImplementer([_costing_nothing()])  # counts as $0.40
+    pipeline(rig, "### T1: One\n").run()
+    rig.settings.run_cost_usd = 0.8
+    stopped = _stopped_before_passing("$0.3000 spent of the $0.6000 left for this run")
+    rig.implementer = ScriptedImplementer(
+        [replace(stopped, result=replace(stopped.result, cost_usd=0.3))]
+    )
+    report = pipeline(rig, "### T1: One\n").run()
+    assert not report.stopped_by_budget
+    [item] = report.items
+    assert item.state == "failed" and (item.reason or "").startswith("item cost budget:")
+
+
+def test_the_implementer_leaves_room_for_the_review_after_it(rig: Rig) -> None:
+    # Given the item's whole budget, it could spend what the review then needed: the item
+    # failed for good with its work done.
+    rig.settings.item_cost_usd = 1.0
+    rig.settings.max_attempts = 3
+    rig.implementer = ScriptedImplementer([_costing(0.25, ok=True)])
+    rig.reviewer = ScriptedReviewer(
+        [verdict(False, "no", cost_usd=0.2), verdict(True, cost_usd=0.2)]
+    )
+    pipeline(rig, "### T1: One\n").run()
+    allowances = [c["allowance_usd"] for c in rig.implementer.calls]
+    # The first review's $0.20 is what the next may cost: held back from the second run.
+    assert allowances[:2] == [pytest.approx(1.0), pytest.approx(1.0 - 0.45 - 0.2)]
