@@ -233,18 +233,24 @@ _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 def _cross_site(scope: Scope) -> str | None:
     """Why a change asked for by another site's page is refused, or None. Behind a proxy that
     adds the token (so /docs works in a browser), any page the person opens could otherwise
-    post a form to stop a project or retry an item: a browser says where such a request comes
-    from (`Origin`, `Sec-Fetch-Site`); a script or a curl says nothing and is let through."""
+    post a form to stop a project or retry an item. A browser says where such a request comes
+    from: `Sec-Fetch-Site` (`same-origin` for /docs itself, whatever Host a proxy in front
+    rewrote), and in older ones only `Origin`, compared with the address the request was sent
+    to (Host, or the X-Forwarded-Host a proxy passed on). A script or a curl says neither and
+    is let through."""
     if scope.get("method") not in _UNSAFE:
         return None
-    headers = {name: value for name, value in scope.get("headers", ())}
-    if headers.get(b"sec-fetch-site", b"").strip().lower() == b"cross-site":
+    headers = {name: value.strip().lower() for name, value in scope.get("headers", ())}
+    fetched = headers.get(b"sec-fetch-site")
+    if fetched is not None:
+        if fetched in (b"same-origin", b"none"):
+            return None
         return "a change asked for by another site's page is refused (Sec-Fetch-Site)"
-    origin = headers.get(b"origin", b"").strip().lower()
+    origin = headers.get(b"origin", b"")
     if not origin:
         return None
-    host = headers.get(b"host", b"").strip().lower()
-    if origin.partition(b"://")[2] != host:  # `null` too: a sandboxed frame's, a file's
+    sent_to = {headers.get(b"host", b""), headers.get(b"x-forwarded-host", b"")} - {b""}
+    if origin.partition(b"://")[2] not in sent_to:  # `null` too: a sandboxed frame's, a file's
         return "a change asked for by another site's page is refused (its Origin is not here)"
     return None
 

@@ -254,6 +254,7 @@ def test_a_repository_name_no_repository_has_is_refused_at_registration(
         {"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"},
         {"Origin": "http://evil.example"},
         {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site", "Origin": "https://other.example.com"},
         {"Origin": "null"},  # a sandboxed frame's form
     ],
 )
@@ -272,7 +273,11 @@ def test_a_change_from_the_servers_own_page_or_a_script_goes_through(
     supervised: TestClient,
 ) -> None:
     own = {"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"}
-    for headers in ({**AUTH, **own}, AUTH):
+    # /docs behind a proxy that rewrote Host (nginx's default): the browser says same-origin.
+    proxied = {"Origin": "https://harness.example.com", "Sec-Fetch-Site": "same-origin"}
+    # An older browser says only Origin: the address a proxy passed on counts as here.
+    forwarded = {"Origin": "https://harness.example.com", "X-Forwarded-Host": "harness.example.com"}
+    for headers in ({**AUTH, **own}, {**AUTH, **proxied}, {**AUTH, **forwarded}, AUTH):
         # Past the guard to the route, which knows no such project here.
         answer = supervised.post(f"/api/projects/{PROJECT}/stop", headers=headers)
         assert answer.status_code == 404 and "no project" in answer.json()["detail"]
