@@ -5,7 +5,8 @@ hand, or a task inserted Kiro's way (`2.2` new, the old `2.2` now `2.3`), would 
 shifted issue retitled to the task now under its id: a closed issue would carry a task never
 done (it is not worked while its issue is closed), and an open pull request would close the
 wrong issue. A sync sees it coming: an item's new title is the one another item's issue was
-made with, and that other item, still in the plan, no longer has it.
+made with, that other item, still in the plan, no longer has it, and the item has an issue
+of its own (which would be retitled).
 """
 
 from __future__ import annotations
@@ -49,8 +50,11 @@ def moves(plan: Plan, issues: Mapping[str, Sequence[IssueRecord]]) -> list[Move]
     now = {item.id: item.title for item in plan.items}
     found_moves = []
     for item in plan.items:
-        if made_with.get(item.id, (None,))[0] == item.title:
-            continue  # its own title as its issue has it
+        own = made_with.get(item.id)
+        if own is None or own[0] == item.title:
+            # Its own title as its issue has it; or no issue yet: a new task under a new id,
+            # even one titled as another's was (`T1 Tests` renamed, `T3 Tests` added).
+            continue
         for was in by_title.get(item.title, ()):
             title, number = made_with[was]
             # That item, still in the plan (a task with a new id is no renumbering), has lost

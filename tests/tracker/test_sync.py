@@ -480,12 +480,16 @@ def test_a_renumbered_plan_is_refused_before_any_write_unless_said_so(rf: Runnin
         "T2: Add the API",
         "T1: Create the Link model",
     ]
-    # An edited title or a new task at the end is no renumbering.
+    # An edited title or a new task at the end is no renumbering; nor a task renamed and a
+    # new one given its old title.
     edited = first.replace("Write docs", "Write the docs") + "- [ ] T4 Add a cache\n"
-    assert sync_plan(parse_plan(edited), tracker(rf), "PLAN").ok
+    assert sync_plan(parse_plan(edited), tracker(rf), "PLAN", dry_run=True).ok
+    renamed = first.replace("Add the API", "Add the REST API") + "- [ ] T4 Add the API\n"
+    assert sync_plan(parse_plan(renamed), tracker(rf), "PLAN", dry_run=True).ok
     # Said so: each issue gets its id's task, and the closed one's is named as not worked.
     report = sync_plan(parse_plan(shifted), tracker(rf), "PLAN", renumbered=True)
-    assert [c.id for c in report.updated] == ["T1", "T2", "T3", "T4"]
+    assert [c.id for c in report.updated] == ["T1", "T2", "T3"]
+    assert [c.id for c in report.created] == ["T4"]
     assert report.as_json()["closed_by_a_person"] == [{"id": "T1", "issue": 1}]
     assert (
         "T1 is to do in the plan but its issue #1 was closed by a person; it is not worked "
