@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,21 +42,27 @@ def _settings(settings: Any) -> Any:
 OWNER_FILE = ".agent-harness-project"
 
 
-def project_state_dir(root: Path, project: str) -> Path:
+def project_state_dir(root: Path, project: str, registered: Iterable[str] = ()) -> Path:
     """A project's own state folder under `root/projects`: its name with a hash of the whole
     (`me-app-PLAN-1a2b3c`), as `c/d-e:PLAN` and `c-d/e:PLAN` cleaned alike once shared one
     folder, their worktrees and sessions with it. A folder named the old way (without the
-    hash) stays its project's, the one its owner file names, or the first to ask for it."""
+    hash) stays its project's: the one its owner file names, or, before one is written, the
+    project when no other `registered` project's name cleans alike (which could be either)."""
     import hashlib
     import re
 
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", project)
+    def cleaned(name: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
+
+    slug = cleaned(project)
     folders = root / "projects"
     kept = folders / slug
+    alike = {name for name in registered if cleaned(name) == slug} - {project}
     if kept.is_dir():
         owner = kept / OWNER_FILE
-        with contextlib.suppress(FileExistsError), open(owner, "x", encoding="utf-8") as fresh:
-            fresh.write(project + "\n")  # the first to ask for it has it
+        if not alike:
+            with contextlib.suppress(FileExistsError), open(owner, "x", encoding="utf-8") as f:
+                f.write(project + "\n")  # the one project it can be, from now on
         with contextlib.suppress(OSError):
             if owner.read_text(encoding="utf-8").strip() == project:
                 return kept
@@ -172,7 +178,8 @@ class ProjectPools:
     def project_settings(self, project: str) -> Any:
         """The settings a project's runs use: the server's, with a state directory of the
         project's own (worktrees, sessions and locks of two projects never meet)."""
-        state_dir = project_state_dir(Path(self.settings.state_dir), project)
+        known = [record.id for record in projects.registered(self.store)]
+        state_dir = project_state_dir(Path(self.settings.state_dir), project, known)
         return self.settings.model_copy(update={"state_dir": str(state_dir)})
 
     def sync(self, project: str, *, dry_run: bool) -> SyncReport:

@@ -213,3 +213,18 @@ def test_a_project_folder_named_before_the_hash_stays_its_projects(tmp_path: Pat
     other = project_state_dir(tmp_path, "me-app/PLAN")
     assert other != kept and other.name.startswith("me-app-PLAN-")
     assert project_state_dir(tmp_path, "me/app:PLAN") == kept
+
+
+def test_an_old_folder_two_registered_projects_could_own_is_given_to_neither(
+    tmp_path: Path,
+) -> None:
+    from agent_harness.api.pools import OWNER_FILE, project_state_dir
+
+    # The first of them to start took it, and with it the other's worktrees and sessions.
+    kept = tmp_path / "projects" / "c-d-e-PLAN"
+    kept.mkdir(parents=True)
+    both = ["c/d-e:PLAN", "c-d/e:PLAN"]
+    first = project_state_dir(tmp_path, "c-d/e:PLAN", both)
+    second = project_state_dir(tmp_path, "c/d-e:PLAN", both)
+    assert kept not in (first, second) and first != second
+    assert not (kept / OWNER_FILE).exists()
