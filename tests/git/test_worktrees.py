@@ -632,14 +632,17 @@ def test_an_id_that_goes_on_from_another_never_takes_or_discards_that_ones_branc
     def others(me: str) -> list[str]:
         return [i for i in plan_ids if i != me]
 
-    mine = repo.prepare("bucket", "Bucket policy", others=lambda: others("bucket"))
-    assert mine.branch == "agent-harness/bucket-bucket-policy" and not mine.reused
+    mine = repo.prepare("bucket", "Zones", others=lambda: others("bucket"))
+    assert mine.branch == "agent-harness/bucket-zones" and not mine.reused
     assert not (mine.path / "buckets.py").exists()
-    # The title edited since, the branch found by its prefix: still the item's own.
-    again = repo.prepare("bucket", "Bucket rules", others=lambda: others("bucket"))
-    assert again.branch == mine.branch
+    # Its worktree gone and its title edited since, the branch is found by the item's prefix
+    # alone, where `bucket-store-…` sorts first: still the item's own.
+    shutil.rmtree(mine.path)
+    repo.forget_worktree(mine.path)
+    again = repo.prepare("bucket", "Zone rules", others=lambda: others("bucket"))
+    assert again.branch == mine.branch and again.reused
 
     removed = repo.discard("bucket", others=others("bucket"))  # `work retry --fresh bucket`
-    assert "agent-harness/bucket-bucket-policy" in removed
+    assert "agent-harness/bucket-zones" in removed
     assert "agent-harness/bucket-store-add-buckets-py" not in removed
     assert git(clone, "rev-parse", "agent-harness/bucket-store-add-buckets-py") == store_sha
