@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Container
+from bisect import bisect_right
+from collections.abc import Container, Sequence
 from typing import TYPE_CHECKING
 
 from agent_harness.plan.grammar import (
@@ -24,6 +25,8 @@ from agent_harness.plan.grammar import (
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
+
+    from agent_harness.plan.drafts import Draft
 
 QUOTED = "inside a quote (`>`), so not an item"
 
@@ -241,3 +244,22 @@ def words_not_ids(
     return {
         index for index, (item_id, word_like) in enumerate(drafts) if word_like and a_word(item_id)
     }
+
+
+def task_headings(
+    headings: list[tuple[int, str]], drafts: Sequence[Draft], lines: list[str]
+) -> list[tuple[int, str]]:
+    """Of a plan's `## Task 1: …` headings (line, text), those to report among its items, with
+    why: not those with items under them, which name a group of them (`## Task 1: Auth` over
+    `- [ ] T1 …`)."""
+    if not drafts:
+        return []
+    taken = {draft.id for draft in drafts}
+    starts = sorted(draft.line0 for draft in drafts)
+    found = []
+    for line0, text in headings:
+        after = bisect_right(starts, line0)  # the next item, if a heading, is none of them
+        between = lines[line0 + 1 : starts[after] + 1] if after < len(starts) else ["#"]
+        if any(line.lstrip().startswith("#") for line in between):
+            found.append((line0, task_heading(text, taken) or ""))
+    return found

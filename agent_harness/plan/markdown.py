@@ -62,6 +62,7 @@ from agent_harness.plan.lookalikes import (
     past_block,
     table_without_ids,
     task_heading,
+    task_headings,
     words_not_ids,
 )
 from agent_harness.plan.model import Notice, Plan, WorkItem, _raw_value
@@ -504,9 +505,9 @@ class _Walker:
     # -- assembling ---------------------------------------------------------------------------
     def finish(self, source: str) -> Plan:
         drafts = self.drafts = self._ids_not_words()
-        taken = {draft.id for draft in drafts}  # a plan of them alone is told so in its note
-        for line0, text in self.numbered_tasks if drafts else ():
-            self._lookalike(line0, task_heading(text, taken) or "")
+        # A plan of them alone is told so in its note.
+        for line0, reason in task_headings(self.numbered_tasks, drafts, self.lines):
+            self._lookalike(line0, reason)
         order = sorted(range(len(drafts)), key=lambda i: drafts[i].line0)
         starts = [drafts[i].line0 for i in order]
         body_end: dict[int, int] = {}

@@ -869,3 +869,10 @@ def test_an_html_comment_in_a_title_is_a_note_to_readers_not_part_of_the_title()
     assert [(i.id, i.title) for i in plan.items] == [("T1", "Add cache"), ("T2", "Other thing")]
     # HTML-like text that is no comment stays as written.
     assert parse_plan("### T3: Return Vec<String>\n").items[0].title == "Return Vec<String>"
+
+
+def test_a_task_numbered_heading_over_items_names_their_group_and_is_not_reported() -> None:
+    text = "## Task 1: Auth\n- [ ] T1 login\n- [ ] T2 logout\n\n## Task 2: Backfill\n\n### T3: X\n"
+    plan = parse_plan(text, "PLAN.md")
+    assert [i.id for i in plan.items] == ["T1", "T2", "T3"]
+    assert [n.line for n in plan.unread] == [5]  # the one with no item under it
