@@ -58,5 +58,5 @@ def sync(body: PlanSyncIn, ctx: Ctx) -> PlanSyncOut:
     real sync needs `serve --supervise`."""
     if not body.dry_run:
         ctx.writable("a sync that writes")
-    report = ctx.sync(body.project, dry_run=body.dry_run)
+    report = ctx.sync(body.project, dry_run=body.dry_run, renumbered=body.renumbered)
     return PlanSyncOut.model_validate(report.as_json())

@@ -79,5 +79,6 @@ def refuse_renumbering(plan: Plan, issues: Mapping[str, Sequence[IssueRecord]], 
         "ids, so syncing would give those issues to other tasks (and a task whose id has a "
         "closed issue would never be worked). Put each task back under the id it had (a new "
         "task takes a new id); or, to give each issue the task its id names now, sync it once "
-        "with `agent-harness plan` and --renumbered; nothing was written"
+        "with `agent-harness plan` and --renumbered (over the API, `renumbered: true`); "
+        "nothing was written"
     )

@@ -291,6 +291,26 @@ def test_a_dry_run_sync_before_the_local_repository_is_made_shows_what_it_would_
     assert not list((db_dir / "state").rglob("fresh*")), "a dry run made the repository"
 
 
+def test_a_renumbered_plan_is_refused_over_the_api_too_and_synced_when_said_so(
+    supervised: TestClient, clone: Path
+) -> None:
+    who = ("-c", "user.name=Dee", "-c", "user.email=d@e.f")
+    (clone / "PLAN.md").write_text("- [ ] T1 Alpha\n- [ ] T2 Beta\n", encoding="utf-8")
+    git(clone, "add", "PLAN.md")
+    git(clone, *who, "commit", "-qm", "plan")
+    spec = {"repo": "me/renum", "work_dir": str(clone), "plan": "PLAN.md", "forge": "local",
+            "agent": "claude", "reviewer": "codex"}  # fmt: skip
+    assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
+    body = {"project": "me/renum:PLAN", "dry_run": False}
+    assert supervised.post("/api/plan/sync", json=body, headers=AUTH).status_code == 200
+    (clone / "PLAN.md").write_text("- [ ] T1 New\n- [ ] T2 Alpha\n- [ ] T3 Beta\n")
+    refused = supervised.post("/api/plan/sync", json=body, headers=AUTH)
+    assert refused.status_code == 409 and "renumbered: true" in refused.json()["detail"]
+    said = supervised.post("/api/plan/sync", json={**body, "renumbered": True}, headers=AUTH)
+    assert said.status_code == 200, said.text
+    assert [c["id"] for c in said.json()["updated"]] == ["T1", "T2"]
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("engine", ["postgres"], indirect=True)  # SQLite: every other test
 def test_the_reads_on_postgresql(engine: Engine, clock: FakeClock) -> None:
