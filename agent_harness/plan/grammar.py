@@ -487,6 +487,26 @@ def named_ids(text: str) -> list[str]:
     return _ANY_ID.findall(text)
 
 
+# A title's closing words that wait for an issue by its number (`(depends on #12)`): no item
+# id, so it is not read as a dependency, and the reader is told so.
+_ISSUE_DEPS = re.compile(
+    r"[(\[]\s*(?i:after|needs|requires|waits\s+for|blocked\s+(?:on|by)|depends(?:\s+on)?)"
+    r"\s*:?\s*(#\d+(?:\s*(?:,|&|and)\s*#\d+)*)\s*[)\]]\s*[.;,]?\s*$"
+)
+
+
+def issue_dependency(title: str) -> str | None:
+    """Why `Add D (depends on #12)` waits for nothing: the issues it names are no items."""
+    match = _ISSUE_DEPS.search(title)
+    if match is None:
+        return None
+    issues = "issues" if "#" in match.group(1)[1:] else "issue"
+    return (
+        f"a dependency on {issues} {match.group(1)} is not read: a plan's items wait for items; "
+        "name their ids (`depends on: T3`)"
+    )
+
+
 def soft_dependencies(title: str, known: Collection[str]) -> tuple[str, str | None]:
     """`title` without a closing dependency written in other words, and the ids it names: only
     when each is an item of the plan (`(requires TLS13)` names none, and stays the title's)."""

@@ -170,6 +170,19 @@ def numbered_headings(lines: list[str]) -> str | None:
     )
 
 
+def no_items(lookalikes: int, lines: list[str]) -> str:
+    """What a file with no items at all is said to hold: lines that look like items (each
+    reported with why), headings that number tasks, or prose."""
+    if lookalikes:
+        said = (
+            "1 line looks like an item"
+            if lookalikes == 1
+            else f"{lookalikes} lines look like items"
+        )
+        return f"0 items; {said} but could not be read (each is listed with why)"
+    return numbered_headings(lines) or "0 items; this looks like prose"
+
+
 # A checkbox marked with a state the plan does not read: `[>]` forwarded, `[!]` important,
 # `[?]` a question, `[<]`, `[*]`, `[+]` (Obsidian's and its themes' custom states), `[ x ]` and
 # `[✓]` (a done mark spelled otherwise), `[]` (an empty box).

@@ -39,6 +39,7 @@ from agent_harness.plan.grammar import (
     PROSE_DEPENDS,
     TABLE_COLUMNS,
     checkbox_without_id,
+    issue_dependency,
     norm_key,
     placeholder,
     prose_dependencies,
@@ -58,7 +59,7 @@ from agent_harness.plan.lookalikes import (
     dotted,
     heading_lookalike,
     list_line_lookalike,
-    numbered_headings,
+    no_items,
     past_block,
     table_without_ids,
     task_heading,
@@ -622,17 +623,7 @@ class _Walker:
             self.notes_read.append(prose_note(self.prose_read))
         if self.drafts or not (self.has_text or self.unread):
             return tuple(self.notes_read)
-        lookalikes = len(self.lookalikes)
-        if lookalikes:
-            lines = (
-                "1 line looks like an item"
-                if lookalikes == 1
-                else (f"{lookalikes} lines look like items")
-            )
-            found = f"0 items; {lines} but could not be read (each is listed with why)"
-        else:
-            found = numbered_headings(self.lines) or "0 items; this looks like prose"
-        return (f"{found}. {ITEM_FORMS}",)
+        return (f"{no_items(len(self.lookalikes), self.lines)}. {ITEM_FORMS}",)
 
     def _depends(self, draft: Draft, soft: str | None, known: dict[str, int]) -> list[str]:
         """What the item waits for: its title's closing words, then its `depends on:` line; a
@@ -671,6 +662,8 @@ class _Walker:
         if not milestone:
             milestone = draft.section_milestone
         title, soft = soft_dependencies(draft.title, known)  # `(after T1)`, `(needs T1)`
+        if (on_an_issue := issue_dependency(title)) is not None:
+            self._note(draft.line0, f"{draft.id}: {on_an_issue}")
         title, hidden = without_hidden(title)
         if hidden:
             self._note(draft.line0, f"{draft.id}'s title {hidden}")

@@ -876,3 +876,14 @@ def test_a_task_numbered_heading_over_items_names_their_group_and_is_not_reporte
     plan = parse_plan(text, "PLAN.md")
     assert [i.id for i in plan.items] == ["T1", "T2", "T3"]
     assert [n.line for n in plan.unread] == [5]  # the one with no item under it
+
+
+def test_a_dependency_on_an_issue_number_is_reported_not_kept_silently() -> None:
+    plan = parse_plan("- [ ] T4 D (depends on #12)\n- [ ] T5 E (after #3 and #4)\n", "PLAN.md")
+    assert [i.depends_on for i in plan.items] == [(), ()]
+    assert [n.reason for n in plan.unread] == [
+        "T4: a dependency on issue #12 is not read: a plan's items wait for items; name their "
+        "ids (`depends on: T3`)",
+        "T5: a dependency on issues #3 and #4 is not read: a plan's items wait for items; name "
+        "their ids (`depends on: T3`)",
+    ]
