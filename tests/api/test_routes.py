@@ -6,6 +6,7 @@ import json
 import shlex
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -223,6 +224,18 @@ def test_root_path_is_advertised(api_store: object) -> None:
     assert client.get("/harness/healthz").status_code == 200
 
 
+def started_until_it_fails(client: TestClient, project: str) -> dict[str, Any]:
+    """Start the registered project, and its view once its pool says why a pass failed."""
+    assert client.post(f"/api/projects/{project}/start", headers=AUTH).status_code == 200
+    deadline = time.monotonic() + 60  # a fail-safe, not a measurement
+    while time.monotonic() < deadline:
+        seen: dict[str, Any] = client.get(f"/api/projects/{project}", headers=AUTH).json()
+        if seen["pool_error"]:
+            return seen
+        time.sleep(0.02)
+    raise AssertionError(f"{project}'s pool never failed: {seen}")
+
+
 def test_a_pass_that_fails_is_told_on_the_project(supervised: TestClient, clone: Path) -> None:
     """The clone has no commit yet: the pool says why it cannot run, and keeps the project
     running to try again."""
@@ -230,14 +243,7 @@ def test_a_pass_that_fails_is_told_on_the_project(supervised: TestClient, clone:
             "agent": "claude", "reviewer": "codex", "plan_key": "EMPTY"}  # fmt: skip
     assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
     assert supervised.get("/api/projects/me/app:EMPTY", headers=AUTH).json()["pool_error"] is None
-    started = supervised.post("/api/projects/me/app:EMPTY/start", headers=AUTH)
-    assert started.status_code == 200
-    deadline = time.monotonic() + 60  # a fail-safe, not a measurement
-    while time.monotonic() < deadline:
-        project = supervised.get("/api/projects/me/app:EMPTY", headers=AUTH).json()
-        if project["pool_error"]:
-            break
-        time.sleep(0.02)
+    project = started_until_it_fails(supervised, "me/app:EMPTY")
     assert project["control"] == "running"
     assert project["pool_error"] == f"--work {clone} has no commits yet; commit something first"
 
@@ -259,14 +265,7 @@ def test_a_clone_with_no_origin_is_told_the_servers_forge_address_that_answers(
     spec = {"repo": "me/app", "work_dir": str(clone), "plan": "PLAN.md", "forge": "local",
             "agent": "claude", "reviewer": "codex", "plan_key": "NOORIGIN"}  # fmt: skip
     assert supervised.post("/api/projects", json=spec, headers=AUTH).status_code == 201
-    assert supervised.post("/api/projects/me/app:NOORIGIN/start", headers=AUTH).status_code == 200
-    deadline = time.monotonic() + 60  # a fail-safe, not a measurement
-    while time.monotonic() < deadline:
-        project = supervised.get("/api/projects/me/app:NOORIGIN", headers=AUTH).json()
-        if project["pool_error"]:
-            break
-        time.sleep(0.02)
-    said = project["pool_error"]
+    said = started_until_it_fails(supervised, "me/app:NOORIGIN")["pool_error"]
     assert "has no remote 'origin'" in said, said
     # It named a folder under the project's own state, where no forge is: the push failed.
     url = said.rsplit(" ", 1)[1]
