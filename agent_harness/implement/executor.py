@@ -199,6 +199,7 @@ class Executor:
         self._implementer_role = implementer_role
         self._max_tokens = max_tokens
         self._allowance: float | None = None  # see execute()
+        self._bounded_spend = self._next_worst = 0.0
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -223,6 +224,8 @@ class Executor:
         """
         self.spent_usd = 0.0  # this run's calls (a caller reads it after an exception too)
         self._allowance = allowance_usd
+        self._bounded_spend = 0.0  # what the allowance is checked against (see below)
+        self._next_worst = 0.0  # the worst case of the call about to be made
         env = self._environment()
         command_env = command_environment(env, Path(plan_path).parent / "command-home")
         run = _Run(item, Path(worktree), Path(plan_path), self._fresh_plan(item), env, command_env)
@@ -596,6 +599,8 @@ class Executor:
         except HarnessError as exc:  # no route, no key, a dead transport: nothing to retry
             raise _RunBlocked(exc.message, step_id) from None
         self.spent_usd = _known_sum(self.spent_usd, answer.cost_usd)
+        known = answer.cost_usd
+        self._bounded_spend += known if known is not None else self._next_worst
         plan.tokens_in = _known_sum(plan.tokens_in, answer.tokens_in)
         plan.tokens_out = _known_sum(plan.tokens_out, answer.tokens_out)
         return answer
@@ -609,15 +614,15 @@ class Executor:
         worst = self._client.worst_case_usd(
             role, messages, system=system, max_tokens=self._max_tokens
         )
-        spent = self.spent_usd
-        if worst is None or spent is None:
-            unknown = f"the {role} model's price" if worst is None else "an earlier call's cost"
+        if worst is None:
             raise _RunBlocked(
-                f"{unknown} is not known, so the budget of ${self._allowance:.4f} left for "
-                "this run could not be kept; no call was made",
+                f"the {role} model's price is not known, so the budget of "
+                f"${self._allowance:.4f} left for this run could not be kept; no call was made",
                 step_id,
                 permanent=True,
             )
+        spent = self._bounded_spend  # a call that reported no usage: at its worst case
+        self._next_worst = worst
         if spent + worst > self._allowance + 1e-9:
             raise _RunBlocked(
                 f"${spent:.4f} spent of the ${self._allowance:.4f} left for this run, and the "

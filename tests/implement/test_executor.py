@@ -646,3 +646,30 @@ def test_a_model_of_unknown_price_makes_no_call_under_an_allowance(rig: Rig) -> 
     assert result.status == "blocked" and result.permanent and not result.over_budget
     assert result.blocker is not None and "price is not known" in result.blocker
     assert rig.server.requests == []
+
+
+def _known_models_and_an_answer_without_usage(rig: Rig) -> None:
+    from dataclasses import replace
+
+    known = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1"}
+    routes = dict(rig.client.routes)
+    rig.client.reload({r: replace(route, model=known[route.vendor]) for r, route in routes.items()})
+    unsaid = replace(EDIT_1, input_tokens=None, output_tokens=None)
+    rig.server.enqueue(THREE_STEPS, unsaid, EDIT_2, EDIT_3)
+
+
+def test_a_call_that_reported_no_usage_counts_at_its_worst_case_not_as_a_stop(rig: Rig) -> None:
+    # An answer with no usage made the run's spend unknown, and the item failed for good.
+    _known_models_and_an_answer_without_usage(rig)
+    done = rig.executor().execute(rig.item, rig.worktree, rig.plan_path, allowance_usd=1.0)
+    assert done.status == "done" and done.cost_usd is None  # unknown, as it was
+
+
+def test_a_call_that_reported_no_usage_leaves_its_worst_case_spent(rig: Rig) -> None:
+    # The planner's worst case is $0.065, each edit's $0.034 (4,096 tokens out at $8 a million
+    # and what is sent): the planner's and the first edit's fit $0.066, and the first edit,
+    # reporting nothing, counts as its $0.034, so the second's would pass it (as $0 it fit).
+    _known_models_and_an_answer_without_usage(rig)
+    stopped = rig.executor().execute(rig.item, rig.worktree, rig.plan_path, allowance_usd=0.066)
+    assert stopped.status == "blocked" and stopped.over_budget and not stopped.permanent
+    assert len(rig.server.requests) == 2
