@@ -26,6 +26,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 OPEN_PATHS = frozenset({"/healthz"})
+HEAD_ONLY = "head_only"  # in a request's state: it was a HEAD, answered as a GET
 
 DEFAULT_MAX_BODY = 1024 * 1024
 
@@ -65,7 +66,10 @@ class Guard:
         if root and path.startswith(root):
             path = path[len(root) :] or "/"
         if scope.get("method") == "HEAD":  # a GET whose answer's body is not sent
-            scope = {**scope, "method": "GET"}
+            # Marked, so a GET that pays for something (a plan written on the first GET) does
+            # not pay for a look at its headers.
+            state = {**scope.get("state", {}), HEAD_ONLY: True}
+            scope = {**scope, "method": "GET", "state": state}
             send = _headers_only(send)
         ambiguous = _ambiguous(scope)
         if ambiguous is not None:

@@ -14,6 +14,7 @@ from fastapi import Path as PathParam
 
 from agent_harness.api.context import ApiContext, context
 from agent_harness.api.errors import AUTH, BAD, BODY, Responses
+from agent_harness.api.guard import HEAD_ONLY
 from agent_harness.api.schemas import (
     QUESTION_PATTERN,
     SESSION_PATTERN,
@@ -23,7 +24,7 @@ from agent_harness.api.schemas import (
     InceptionStart,
     QuestionStep,
 )
-from agent_harness.inception.model import SessionView
+from agent_harness.inception.model import SessionView, StepRefused
 from agent_harness.inception.session import InceptionSession, planner_route
 
 router = APIRouter(prefix="/api/inception", tags=["inception"], responses=AUTH)
@@ -115,12 +116,14 @@ def approve(session_id: SessionId, ctx: Ctx) -> SessionView:
     summary="The approved session's PLAN.md (the planner writes it on the first call)",
     responses={**BAD, **MISSING, **REFUSED, **PLANNER},
 )
-def plan(session_id: SessionId, ctx: Ctx) -> InceptionPlanOut:
+def plan(session_id: SessionId, ctx: Ctx, request: Request) -> InceptionPlanOut:
     """Idempotent: the planner is asked once per session; later calls read the plan back. A
-    monitoring server answers only a plan already written."""
+    monitoring server answers only a plan already written, and so does a HEAD."""
     session = InceptionSession.resume(ctx.store, session_id)
     view = session.view()
     if view.status == "approved":
+        if getattr(request.state, HEAD_ONLY, False):
+            raise StepRefused("a HEAD asks nothing of the planner: GET writes the plan")
         session = _open(ctx, session_id, "writing a plan", planner=True)
     view = session.plan()
     assert view.plan is not None

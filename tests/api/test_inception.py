@@ -83,6 +83,9 @@ def test_a_paragraph_becomes_a_plan_over_http(
     assert answered.json()["questions"][0]["state"] == "answered"
     approved = client.post(f"{base}/approve", headers=AUTH)
     assert approved.status_code == 200 and approved.json()["status"] == "approved"
+    # A look at the headers asks (and pays) the planner nothing: it wrote the plan.
+    looked = client.head(f"{base}/plan", headers=AUTH)
+    assert looked.status_code == 409 and len(planner_server.requests) == 1
 
     got = client.get(f"{base}/plan", headers=AUTH)
     assert got.status_code == 200, got.text
@@ -90,6 +93,7 @@ def test_a_paragraph_becomes_a_plan_over_http(
     assert plan.unread == () and [i.id for i in plan.items] == got.json()["items"] == ["T1", "T2"]
     assert "a trailing newline ends the last line" in plan.item("T2").body
     assert client.get(f"{base}/plan", headers=AUTH).json() == got.json()  # read back
+    assert client.head(f"{base}/plan", headers=AUTH).status_code == 200  # written: answered
     assert len(planner_server.requests) == 2  # one scope, one plan: never asked twice
 
 
