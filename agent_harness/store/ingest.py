@@ -43,8 +43,13 @@ _EVENT_KEYS = {"id", "kind", "project", "item", "ts", "payload"}
 _NAME_MAX = 200
 
 
+# How far ahead of this machine's clock a line's `ts` may be (another machine's clock, a zone
+# written wrong): more, and it is no time anything happened (a day in the year 5138 was shown).
+_AHEAD_S = 86_400.0
+
+
 def _parse_event_line(
-    text: str, project: str | None, known: Mapping[str, str]
+    text: str, project: str | None, known: Mapping[str, str], now: float = float("inf")
 ) -> _PendingEvent | str:
     """The event a line describes, or why it cannot be read."""
     try:
@@ -80,6 +85,8 @@ def _parse_event_line(
     ):
         # An instant no calendar can show would break every later reading of the log.
         return "'ts' must be epoch seconds, from 0 up to the year 10000"
+    if ts is not None and ts > now + _AHEAD_S:
+        return f"'ts' is {(ts - now) / 86_400:,.0f} days ahead of this machine's clock"
     payload = data.get("payload", {})
     if not isinstance(payload, dict):
         return "'payload' must be an object"
@@ -125,6 +132,7 @@ def ingest(
     errors: list[LineError] = []
     events: list[_PendingEvent] = []
     known = held_secrets()  # looked up once for the file, not once per text
+    now = store.clock()
     number = first_line - 1
     for raw in chunk.splitlines():
         number += 1
@@ -135,7 +143,7 @@ def ingest(
             continue
         if not text:
             continue
-        parsed = _parse_event_line(text, project, known)
+        parsed = _parse_event_line(text, project, known, now)
         if isinstance(parsed, str):
             errors.append(LineError(number, parsed))
         else:
@@ -143,7 +151,6 @@ def ingest(
     added = 0
     if events:
         with store.transaction() as tx:
-            now = store.clock()
             for event in events:
                 if event.ts < 0:
                     event.ts = now

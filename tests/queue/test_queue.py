@@ -54,10 +54,10 @@ def test_reenqueueing_an_unchanged_plan_changes_nothing(store: Store) -> None:
     plan = Plan(source="PLAN.md", items=(item("T0"), item("T1", "T0"), item("T2", done=True)))
     first = enqueue(store, P, plan)
     assert first.added == ("T0", "T1", "T2")
-    events = len(store.events())
+    events = len(store.all_events())
     second = enqueue(store, P, plan)
     assert (second.added, second.updated, second.unchanged) == ((), (), ("T0", "T1", "T2"))
-    assert len(store.events()) == events
+    assert len(store.all_events()) == events
     assert _state(store, "T2") == ItemState.DONE
 
 

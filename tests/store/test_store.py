@@ -71,7 +71,7 @@ def test_a_newer_schema_is_refused_and_left_alone(engine: Engine, store: Store) 
     assert caught.value.known == MIGRATIONS[-1].version
     assert "\n" not in str(caught.value) and "newer" in str(caught.value)
     assert _versions(store)[-1] == 99
-    assert [e.payload.as_dict() for e in store.events()] == [{"keep": True}]
+    assert [e.payload.as_dict() for e in store.all_events()] == [{"keep": True}]
 
 
 def test_events_refuse_update_and_delete(store: Store) -> None:
@@ -80,7 +80,7 @@ def test_events_refuse_update_and_delete(store: Store) -> None:
         tx.execute("UPDATE events SET kind = 'forged'")
     with pytest.raises(StoreError, match="append-only"), store.transaction() as tx:
         tx.execute("DELETE FROM events")
-    [event] = store.events()
+    [event] = store.all_events()
     assert (event.kind, event.payload.as_dict()) == ("claimed", {"worker": "w1"})
 
 
@@ -101,7 +101,7 @@ def test_events_page_by_row_id_with_filters(store: Store, clock: FakeClock) -> N
 def test_external_ids_are_recorded_once(store: Store) -> None:
     assert store.record_outside_event("p", None, "ci", {"run": 1}, external_id="gh-1")
     assert not store.record_outside_event("p", None, "ci", {"run": 1}, external_id="gh-1")
-    assert len(store.events()) == 1
+    assert len(store.all_events()) == 1
 
 
 def test_a_corrupt_sqlite_file_is_one_line_and_untouched(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_a_full_disk_mid_transaction_writes_nothing(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "h.sqlite"))
     try:
         enqueue(store, "p", [item("T0")])
-        before = (len(list_items(store, "p")), len(store.events()))
+        before = (len(list_items(store, "p")), len(store.all_events()))
         with store.transaction() as tx:
             pages = tx.one("PRAGMA page_count")
             assert pages is not None
@@ -176,7 +176,7 @@ def test_a_full_disk_mid_transaction_writes_nothing(tmp_path: Path) -> None:
         with pytest.raises(StoreError, match="full") as caught:
             enqueue(store, "p", big)
         assert "\n" not in caught.value.message
-        assert (len(list_items(store, "p")), len(store.events())) == before
+        assert (len(list_items(store, "p")), len(store.all_events())) == before
     finally:
         store.close()
 
