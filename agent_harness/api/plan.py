@@ -51,12 +51,14 @@ def parse(body: PlanParseIn, ctx: Ctx) -> PlanParseOut:
 @router.post(
     "/sync",
     summary="Mirror a registered project's plan to issues; a dry run unless told otherwise",
-    responses={**BAD, **BODY, **MISSING, **REFUSED, **UPSTREAM, **UNREADABLE},
+    responses={**BAD, **BODY, **MISSING, **REFUSED, **UPSTREAM, **UNREADABLE, **BUSY},
 )
 def sync(body: PlanSyncIn, ctx: Ctx) -> PlanSyncOut:
     """A dry run reads the tracker and writes nothing, so a monitoring server answers it; a
-    real sync needs `serve --supervise`."""
+    real sync needs `serve --supervise`. It reads the plan file as `parse` does, so it takes
+    one of the same turns (a plan of megabytes of brackets took a minute each, four at once)."""
     if not body.dry_run:
         ctx.writable("a sync that writes")
-    report = ctx.sync(body.project, dry_run=body.dry_run, renumbered=body.renumbered)
+    with ctx.parsing():
+        report = ctx.sync(body.project, dry_run=body.dry_run, renumbered=body.renumbered)
     return PlanSyncOut.model_validate(report.as_json())

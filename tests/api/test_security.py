@@ -225,6 +225,10 @@ def test_plans_read_at_once_are_bounded_and_the_rest_of_the_api_still_answers(
         busy = client.post("/api/plan/parse", json=plan, headers=AUTH)
         assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
         assert "reading 2 plans already" in busy.json()["detail"]
+        # A sync reads the registered plan file as a parse does: it waits its turn too (four
+        # syncs of a plan of brackets ran at once, a minute each).
+        synced = client.post("/api/plan/sync", json={"project": PROJECT}, headers=AUTH)
+        assert synced.status_code == 503 and "reading 2 plans already" in synced.json()["detail"]
         assert client.get("/api/work", headers=AUTH).status_code == 200
     finally:
         for _ in range(PARSES_AT_ONCE):
@@ -232,8 +236,8 @@ def test_plans_read_at_once_are_bounded_and_the_rest_of_the_api_still_answers(
     answer = client.post("/api/plan/parse", json=plan, headers=AUTH)
     assert answer.status_code == 200 and answer.json()["items"][0]["id"] == "T1"
     described = client.get("/openapi.json", headers=AUTH).json()
-    parse = described["paths"]["/api/plan/parse"]["post"]["responses"]["503"]
-    assert "Retry-After" in parse["headers"]
+    for route in ("/api/plan/parse", "/api/plan/sync"):
+        assert "Retry-After" in described["paths"][route]["post"]["responses"]["503"]["headers"]
 
 
 @pytest.mark.parametrize("repo", ["h/..", "h/."])
