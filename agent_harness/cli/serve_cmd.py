@@ -48,7 +48,9 @@ Examples:
     "--root-path",
     default="",
     metavar="PATH",
-    help="Prefix a proxy serves the API under (e.g. /harness), so the schema's URLs work.",
+    help="Prefix a proxy serves the API under (e.g. /harness), so the schema's URLs and the "
+    "root's links carry it. The proxy strips the prefix before passing a request on: the "
+    "server itself answers /api/..., not /harness/api/....",
 )
 @click.option(
     "--supervise",
