@@ -39,7 +39,7 @@ class Pools(Protocol):
 
     def close(self) -> None: ...
 
-    def sync(self, project: str, *, dry_run: bool, renumbered: bool = False) -> SyncReport: ...
+    def sync(self, project: str, *, dry_run: bool) -> SyncReport: ...
 
 
 class NoAuditDatabase(HarnessError):
@@ -160,14 +160,12 @@ class ApiContext:
     def pool_error(self, project: str) -> str | None:
         return None if self.pools is None else self.pools.error(project)
 
-    def sync(self, project: str, *, dry_run: bool, renumbered: bool = False) -> SyncReport:
+    def sync(self, project: str, *, dry_run: bool) -> SyncReport:
         from agent_harness.api.pools import sync_project
 
         if self.pools is not None:
-            return self.pools.sync(project, dry_run=dry_run, renumbered=renumbered)
-        return sync_project(
-            self.store, self.settings, project, dry_run=dry_run, renumbered=renumbered
-        )
+            return self.pools.sync(project, dry_run=dry_run)
+        return sync_project(self.store, self.settings, project, dry_run=dry_run)
 
 
 def context(request: Request) -> ApiContext:

@@ -60,5 +60,5 @@ def sync(body: PlanSyncIn, ctx: Ctx) -> PlanSyncOut:
     if not body.dry_run:
         ctx.writable("a sync that writes")
     with ctx.parsing():
-        report = ctx.sync(body.project, dry_run=body.dry_run, renumbered=body.renumbered)
+        report = ctx.sync(body.project, dry_run=body.dry_run)
     return PlanSyncOut.model_validate(report.as_json())

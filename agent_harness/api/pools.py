@@ -81,7 +81,6 @@ def sync_project(
     *,
     dry_run: bool,
     serving: Any = None,
-    renumbered: bool = False,
 ) -> SyncReport:
     """Mirror a registered project's plan (and the items added to it) to its issues."""
     from agent_harness.pipeline.trackers import open_tracker
@@ -99,11 +98,11 @@ def sync_project(
         serving=serving if spec.forge == "local" else None,
     ) as tracker:
         if dry_run:
-            return sync_plan(plan, tracker, spec.key, dry_run=True, renumbered=renumbered)
+            return sync_plan(plan, tracker, spec.key, dry_run=True)
         # One sync at a time, with every run (on any host) syncing the same plan: two at once
         # would each open an issue for a new item.
         with held_by_this_host(store, plan_sync_lock(tracker.repo, spec.key)):
-            return sync_plan(plan, tracker, spec.key, renumbered=renumbered)
+            return sync_plan(plan, tracker, spec.key)
 
 
 class _Runner(threading.Thread):
@@ -188,7 +187,7 @@ class ProjectPools:
         state_dir = project_state_dir(Path(self.settings.state_dir), project, known)
         return self.settings.model_copy(update={"state_dir": str(state_dir)})
 
-    def sync(self, project: str, *, dry_run: bool, renumbered: bool = False) -> SyncReport:
+    def sync(self, project: str, *, dry_run: bool) -> SyncReport:
         spec = projects.get_project(self.store, project).spec
         serving = self.local_forge() if spec.forge == "local" else None
         return sync_project(
@@ -197,7 +196,6 @@ class ProjectPools:
             project,
             dry_run=dry_run,
             serving=serving,
-            renumbered=renumbered,
         )
 
     def resume(self) -> list[str]:

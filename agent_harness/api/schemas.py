@@ -389,12 +389,6 @@ class PlanSyncIn(BaseModel):
     dry_run: bool = Field(
         default=True, strict=True, description="Say what would change, write nothing."
     )
-    renumbered: bool = Field(
-        default=False,
-        strict=True,
-        description="Sync a plan whose tasks moved to other ids (refused without it, 409), "
-        "giving each issue the task its id names now.",
-    )
 
 
 class IssueChange(_Out):

@@ -90,12 +90,6 @@ Examples:
     "a refusal names it); its issues are taken over, and name the new path from then on.",
 )
 @click.option(
-    "--renumbered",
-    is_flag=True,
-    help="With --repo: sync a plan whose tasks moved to other ids (refused without it, exit "
-    "3), giving each issue the task its id names now.",
-)
-@click.option(
     "--plan-key",
     metavar="KEY",
     callback=checked_plan_key,
@@ -121,7 +115,6 @@ def plan(
     id_prefix: str | None,
     adopt_duplicate: bool,
     moved_from: str | None,
-    renumbered: bool,
     plan_key: str | None,
     db: str | None,
     forge: str | None,
@@ -140,11 +133,11 @@ def plan(
     re-running updates changed items, touches nothing else, and never closes or reopens an
     issue. Problems with single items are listed and give exit code 4; the rest is kept. A
     key whose issues another plan file of the repository made is refused (exit 3), and so
-    is a plan whose tasks moved to other ids since their issues were made (--renumbered).
+    is a plan whose tasks moved to other ids since their issues were made.
     """
     from agent_harness.plan import backlog
 
-    sync_flags = (adopt_duplicate, plan_key, forge, github_url, db, moved_from, renumbered)
+    sync_flags = (adopt_duplicate, plan_key, forge, github_url, db, moved_from)
     if add_ids:
         alone = not (repo or backlog_out or any(sync_flags))
         return _add_ids(plan_file, id_prefix, dry_run, as_json, alone)
@@ -174,8 +167,8 @@ def plan(
 def _refuse_without_repo(*given: object) -> None:
     if any(given):
         raise UsageError(
-            "--dry-run, --adopt-duplicate, --moved-from, --renumbered, --forge, --github-url, "
-            "--plan-key and --db need --repo"
+            "--dry-run, --adopt-duplicate, --moved-from, --forge, --github-url, --plan-key and "
+            "--db need --repo"
         )
 
 
@@ -249,7 +242,6 @@ class _SyncOptions:
     github_url: str | None
     db: str | None
     moved_from: str | None
-    renumbered: bool
     as_json: bool = False
 
 
@@ -326,7 +318,6 @@ def _sync(parsed: object, repo: str, opts: _SyncOptions) -> int:
             dry_run=opts.dry_run,
             progress=lambda stage, done, total: status.update(f"{stage} {done}/{total}"),
             moved_from=opts.moved_from,
-            renumbered=opts.renumbered,
         )
         full_name = tracker.repo
     local = _local_repo(settings, full_name) if opts.forge == "local" else None

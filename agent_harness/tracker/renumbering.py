@@ -76,9 +76,8 @@ def refuse_renumbering(plan: Plan, issues: Mapping[str, Sequence[IssueRecord]], 
     more = f" (and {len(found) - MOVES_SHOWN} more)" if len(found) > MOVES_SHOWN else ""
     raise PlanRenumbered(
         f"{plan.source} looks renumbered against {repo}'s issues: {shown}{more}. Issues follow "
-        "ids, so syncing would give those issues to other tasks (and a task whose id has a "
-        "closed issue would never be worked). Put each task back under the id it had (a new "
-        "task takes a new id); or, to give each issue the task its id names now, sync it once "
-        "with `agent-harness plan` and --renumbered (over the API, `renumbered: true`); "
-        "nothing was written"
+        "ids, and so does what the queue recorded of each (merged, failed, its pull request), "
+        "so syncing would give those issues, and that record, to other tasks. Put each task "
+        "back under the id it had: a new task takes a new id, and a task started over takes an "
+        "id no issue has; nothing was written"
     )

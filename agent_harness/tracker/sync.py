@@ -310,18 +310,17 @@ def sync_plan(
     dry_run: bool = False,
     progress: Progress | None = None,
     moved_from: str | None = None,
-    renumbered: bool = False,
 ) -> SyncReport:
     """Make the tracker's issues say what the plan says. Returns the report; never raises
     for a per-item problem (it is recorded and the rest carries on). Raises PlanKeyTaken,
     before any write, when the key's issues are another plan file's; `moved_from` names the
     plan's old path in its repository, whose issues it takes over. Raises PlanRenumbered,
-    before any write, when the plan's tasks moved to other ids, unless `renumbered`."""
+    before any write, when the plan's tasks moved to other ids."""
     report = SyncReport(repo=tracker.repo, plan_key=plan_key, dry_run=dry_run)
     start_requests, start_writes = tracker.tally.requests, tracker.tally.writes
     step = progress or (lambda _stage, _done, _total: None)
     try:
-        _PlanSync(plan, tracker, plan_key, dry_run, report, moved_from).run(step, renumbered)
+        _PlanSync(plan, tracker, plan_key, dry_run, report, moved_from).run(step)
     finally:
         report.requests = tracker.tally.requests - start_requests
         report.writes = tracker.tally.writes - start_writes
@@ -432,12 +431,11 @@ class _PlanSync:
         self.home = plan_in_repo(plan.source)  # the plan's work tree, and its path there
         self.moved_from = moved_from
 
-    def run(self, step: Progress, renumbered: bool) -> None:
+    def run(self, step: Progress) -> None:
         step("listing issues", 0, len(self.plan.items))
         listing = _list_plan_issues(self.tracker, self.plan_key, self.report)
         self._refuse_another_plans_key(listing)
-        if not renumbered:
-            refuse_renumbering(self.plan, listing.by_item, self.tracker.repo)
+        refuse_renumbering(self.plan, listing.by_item, self.tracker.repo)
         _report_orphans_and_twins(listing, self.plan, self.report)
         self.report.issue_numbers = listing.oldest_issue_numbers()
         self.numbers = listing.sole_issue_numbers()

@@ -457,7 +457,7 @@ def test_a_credential_written_into_the_plan_is_never_posted_nor_shown(rf: Runnin
 
 
 @pytest.mark.integration
-def test_a_renumbered_plan_is_refused_before_any_write_unless_said_so(rf: RunningForge) -> None:
+def test_a_renumbered_plan_is_refused_before_any_write(rf: RunningForge) -> None:
     from agent_harness.tracker.renumbering import PlanRenumbered
 
     first = "- [ ] T1 Create the Link model\n- [ ] T2 Add the API\n- [ ] T3 Write docs\n"
@@ -473,7 +473,7 @@ def test_a_renumbered_plan_is_refused_before_any_write_unless_said_so(rf: Runnin
         sync_plan(parse_plan(shifted), tracker(rf), "PLAN")
     said = str(refused.value)
     assert "looks renumbered" in said and "T2 now has 'Create the Link model'" in said
-    assert "issue #1 was made for under T1" in said and "--renumbered" in said
+    assert "issue #1 was made for under T1" in said and "Put each task back" in said
     assert writes_since(rf, mark) == 0
     assert [i["title"] for i in issues(rf)] == [
         "T3: Write docs",
@@ -486,9 +486,10 @@ def test_a_renumbered_plan_is_refused_before_any_write_unless_said_so(rf: Runnin
     assert sync_plan(parse_plan(edited), tracker(rf), "PLAN", dry_run=True).ok
     renamed = first.replace("Add the API", "Add the REST API") + "- [ ] T4 Add the API\n"
     assert sync_plan(parse_plan(renamed), tracker(rf), "PLAN", dry_run=True).ok
-    # Said so: each issue gets its id's task, and the closed one's is named as not worked.
-    report = sync_plan(parse_plan(shifted), tracker(rf), "PLAN", renumbered=True)
-    assert [c.id for c in report.updated] == ["T1", "T2", "T3"]
+    # Put back as it was, with the new task under a new id: synced, and the closed issue's
+    # item that is still to do is named.
+    back = "- [ ] T1 Create the Link model\n- [ ] T2 Add the API\n- [ ] T3 Write docs\n"
+    report = sync_plan(parse_plan(back + "- [ ] T4 Write the README\n"), tracker(rf), "PLAN")
     assert [c.id for c in report.created] == ["T4"]
     assert report.as_json()["closed_by_a_person"] == [{"id": "T1", "issue": 1}]
     assert (
