@@ -24,6 +24,7 @@ from agent_harness.pipeline.agent_end import finished, lost, result_class
 from agent_harness.pipeline.budgets import (
     call_bound,
     counted_usd,
+    item_bound,
     item_over_budget,
     next_call_refused,
 )
@@ -445,7 +446,8 @@ class Attempt:
         reason = None
         if limit is not None:
             max_call = parts.settings.max_call_usd
-            reason = next_call_refused(self.history, limit, role, bound(), max_call)
+            whole = item_bound(parts.store, parts.project, role, max_call)
+            reason = next_call_refused(self.history, limit, role, whole, max_call)
         if reason is not None:
             parts.fail(lease, reason, FailureClass.OVER_BUDGET)
             return None

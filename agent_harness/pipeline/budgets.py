@@ -89,11 +89,21 @@ def unknown_cost(key: str) -> str:
     )
 
 
+def item_bound(store: Store, project: str, role: str, max_call: float | None) -> float:
+    """What the item must still be able to pay before a call of `role`: that call's bound,
+    and for an agent run the review after it too (an agent paid for whose work no review
+    could then be paid for is money spent on nothing)."""
+    bound = call_bound(store, project, role, max_call)
+    return bound + (
+        call_bound(store, project, "reviewer", max_call) if role == "implementer" else 0.0
+    )
+
+
 def next_call_refused(
     history: ItemHistory, limit: float | None, role: str, bound: float, max_call: float | None
 ) -> str | None:
-    """Why the item may not pay for another `role` call (its spend plus `bound` would pass
-    `limit`, or its spend is not known); None when it may."""
+    """Why the item may not pay for another `role` call (its spend plus `bound`, see
+    `item_bound`, would pass `limit`, or its spend is not known); None when it may."""
     if limit is None:
         return None
     spent = counted_usd(history.call_costs(), max_call)
@@ -101,9 +111,10 @@ def next_call_refused(
         return f"item cost budget: {unknown_cost('budgets.item_cost_usd')}"
     if spent + bound <= limit + _SLACK:
         return None
+    what = "agent run and the review after it" if role == "implementer" else f"{role} call"
     return (
         f"item cost budget: {format_usd(spent)} spent of {format_usd(limit)}, and the next "
-        f"{role} call may cost up to {format_usd(bound)} (budgets.item_cost_usd)"
+        f"{what} may cost up to {format_usd(bound)} (budgets.item_cost_usd)"
     )
 
 
@@ -280,7 +291,9 @@ def check_retry(
     if limit is None:
         return
     history = ItemHistory.read(store, project, item_id)
-    bound = call_bound(store, project, "implementer", max_call)
+    bound = item_bound(store, project, "implementer", max_call)
     reason = next_call_refused(history, limit, "implementer", bound, max_call)
     if reason is not None:
-        raise OverBudget(f"{item_id} not re-queued: {reason}; raise the budget to retry it")
+        unknown = "budgets.max_call_usd" in reason  # the fix it names is not a higher budget
+        fix = "" if unknown else "; raise the budget to retry it"
+        raise OverBudget(f"{item_id} not re-queued: {reason}{fix}")

@@ -220,8 +220,8 @@ def test_retry_of_an_item_over_its_budget_is_refused_until_the_budget_is_raised(
     assert main(["work", "retry", "T1", "--project", A]) == 2
     assert capsys.readouterr().err.strip() == (
         "error: T1 not re-queued: item cost budget: $1.50 spent of $1.00, and the next "
-        "implementer call may cost up to $1.50 (budgets.item_cost_usd); raise the budget to "
-        "retry it"
+        "agent run and the review after it may cost up to $1.50 (budgets.item_cost_usd); raise "
+        "the budget to retry it"
     )
     config.write_text("[budgets]\nitem_cost_usd = 3.0\n")  # room for one more $1.50 run
     assert _json(capsys, "work", "retry", "T1", "--project", A) == {"requeued": ["T1"]}

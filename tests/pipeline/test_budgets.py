@@ -53,8 +53,8 @@ def test_the_spend_of_a_failed_run_counts_and_stops_the_next_run(rig: Rig) -> No
     (item,) = report.items
     assert item.state == "failed"
     assert item.reason == (
-        "item cost budget: $1.00 spent of $1.00, and the next implementer call may cost up to "
-        "$0.50 (budgets.item_cost_usd)"
+        "item cost budget: $1.00 spent of $1.00, and the next agent run and the review after it "
+        "may cost up to $0.50 (budgets.item_cost_usd)"
     )
     assert report.cost_usd == 1.0
 
@@ -280,3 +280,18 @@ def test_the_implementer_leaves_room_for_the_review_after_it(rig: Rig) -> None:
     allowances = [c["allowance_usd"] for c in rig.implementer.calls]
     # The first review's $0.20 is what the next may cost: held back from the second run.
     assert allowances[:2] == [pytest.approx(1.0), pytest.approx(1.0 - 0.45 - 0.2)]
+
+
+def test_an_agent_is_not_paid_when_the_review_after_it_could_not_be(rig: Rig) -> None:
+    # With $0.30 left, a $0.20 agent run fit and was paid; its $0.20 review then did not, and
+    # the item failed with work nobody reviewed. `work retry` let the same run through.
+    rig.settings.item_cost_usd = 0.7
+    rig.settings.max_attempts = 3
+    rig.implementer = ScriptedImplementer([_costing(0.2, ok=True)])
+    rig.reviewer = ScriptedReviewer([verdict(False, "no", cost_usd=0.2)] * 3)
+    [item] = pipeline(rig, "### T1: One\n").run().items
+    assert len(rig.implementer.calls) == 1 and item.state == "failed"
+    assert item.reason == (
+        "item cost budget: $0.40 spent of $0.70, and the next agent run and the review after it "
+        "may cost up to $0.40 (budgets.item_cost_usd)"
+    )
