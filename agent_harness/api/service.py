@@ -9,11 +9,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 
 from agent_harness.api.context import ApiContext, context
+from agent_harness.api.errors import AUTH
 from agent_harness.api.schemas import Health, Index
 
 router = APIRouter(tags=["service"])
 # The root, behind the token as every path but /healthz is (included with the bearer scheme).
-index_router = APIRouter(tags=["service"])
+index_router = APIRouter(tags=["service"], responses=AUTH)
 
 
 def _version() -> str:
