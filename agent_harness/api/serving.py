@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness.api.context import ApiContext
+from agent_harness.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,25 @@ def without_query(record: logging.LogRecord) -> bool:
     return True
 
 
+def refuse_taken_port(host: str, port: int) -> None:
+    """A port another program listens on is said in one line (uvicorn printed four lines of
+    its start, an error and its shutdown, and exited 3)."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise UsageError(
+                    f"port {port} on {host} is in use by another program; give another with --port"
+                ) from None
+            raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def serve_api(request: ServeRequest, token: str) -> int:
     import uvicorn
 
@@ -83,6 +103,7 @@ def serve_api(request: ServeRequest, token: str) -> int:
     from agent_harness.api.deadline import MAX_CONNECTIONS, DeadlinedH11
     from agent_harness.config import load_settings
 
+    refuse_taken_port(request.host, request.port)  # before any pool starts, in one line
     ctx = build_context(request, load_settings().settings)
     try:
         app = create_app(ctx, token=token, max_body=request.max_body)

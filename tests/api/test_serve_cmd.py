@@ -48,6 +48,24 @@ def test_monitoring_a_database_that_is_not_there_is_refused_and_makes_nothing(
     assert not missing.parent.exists()
 
 
+@pytest.mark.integration
+def test_a_port_another_program_holds_is_one_line_and_starts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # uvicorn printed four lines of its start, an error and its shutdown, and exited 3.
+    monkeypatch.setenv("HARNESS_TOKEN", TOKEN)
+    monkeypatch.setenv("AGENT_HARNESS_STATE_DIR", str(tmp_path / "state"))
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        assert main(["serve", "--supervise", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    said = f"port {port} on 127.0.0.1 is in use by another program; give another with --port"
+    assert err == f"error: {said}\n"
+    assert not (tmp_path / "state").exists()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
