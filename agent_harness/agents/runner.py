@@ -459,7 +459,9 @@ def missing_reason(preset: AgentPreset) -> str:
     run; a bare name is not on PATH (then how to install it)."""
     binary = preset.binary
     if "/" not in binary:
-        return f"{binary} not found on PATH; install it with: {preset.install_hint}"
+        how = preset.install_hint  # a command, or (a command of the user's own) words
+        said = how if how.lower().startswith("make sure") else f"install it with: {how}"
+        return f"{binary} not found on PATH; {said}"
     if not os.path.isfile(binary):
         return f"{binary} does not exist"
     fix = f"chmod +x {shlex.quote(binary)}, or name its interpreter first"

@@ -130,7 +130,7 @@ class ItemOut(_Out):
     reason: str | None = Field(description="Why it failed, waits or was skipped.")
     blocked_by: str | None = Field(description="The item whose failure skipped this one.")
     flagged: bool = Field(description="Edited in the plan while in flight (edit waits).")
-    depends_on: list[str] = Field(description="Items that must be done first (detail only).")
+    depends_on: list[str] = Field(description="Items that must be done first.")
 
     @classmethod
     def of(cls, record: ItemRecord) -> ItemOut:

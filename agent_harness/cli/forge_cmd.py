@@ -69,7 +69,8 @@ def forge() -> None:
 Examples:
   agent-harness forge serve --data .forge --port 8080
   agent-harness forge serve --data .agent-harness/forge     # where its links point
-  GITHUB_API_URL=http://127.0.0.1:8080 GITHUB_TOKEN=forge-token agent-harness plan PLAN.md
+  GITHUB_API_URL=http://127.0.0.1:8080 GITHUB_TOKEN=forge-token \\
+      agent-harness plan PLAN.md --repo me/app     # any GitHub client, pointed at it
   agent-harness forge serve --ci 'python -m unittest'   # a check run on each PR head
 """
 )

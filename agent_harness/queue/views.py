@@ -154,6 +154,12 @@ def work_view(
             "ORDER BY lease_expires",
             (project,),
         )
+        # The page's dependencies: an empty list read as "depends on nothing".
+        deps: dict[str, list[str]] = {}
+        for item_id, dep in tx.all(
+            "SELECT item, dep FROM deps WHERE project = ? ORDER BY item, dep", (project,)
+        ):
+            deps.setdefault(str(item_id), []).append(str(dep))
     counts = {str(state): int(n) for state, n in counted}
     live: list[ClaimView] = []
     stale: list[ClaimView] = []
@@ -165,7 +171,7 @@ def work_view(
         project=project,
         counts=counts,
         total=sum(counts.get(s, 0) for s in chosen),
-        backlog=tuple(item_record(row) for row in page),
+        backlog=tuple(item_record(row, tuple(deps.get(str(row[1]), ()))) for row in page),
         live=tuple(live),
         stale=tuple(stale),
     )

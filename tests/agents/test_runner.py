@@ -512,3 +512,19 @@ def test_an_agent_retrying_a_rate_limit_by_itself_is_ended_at_its_first_retry(
     assert outcome.failure is not None and outcome.failure.kind is FailureKind.BURST
     assert outcome.reason.startswith("aider hit a rate limit and began retrying")
     assert not host.status(name).alive
+
+
+@pytest.mark.unit
+def test_a_program_of_ones_own_that_is_not_there_is_said_in_plain_words() -> None:
+    from agent_harness.agents.presets import preset_for
+    from agent_harness.agents.runner import missing_reason
+
+    # It said "install it with: make sure nosuchprog is installed and on PATH".
+    custom = preset_for("nosuchprog --task {prompt_file}")
+    assert (
+        missing_reason(custom)
+        == "nosuchprog not found on PATH; make sure nosuchprog is installed and on PATH"
+    )
+    assert missing_reason(PRESETS["codex"]) == (
+        "codex not found on PATH; install it with: npm install -g @openai/codex"
+    )

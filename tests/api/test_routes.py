@@ -34,6 +34,11 @@ def test_work_gives_backlog_counts_and_claims_in_one_call(monitoring: TestClient
     assert [c["worker"] for c in work["live"]] == ["host-a/w1"] and work["stale"] == []
     failed = monitoring.get("/api/work", params={"state": "failed"}, headers=AUTH).json()
     assert [(i["id"], i["reason"]) for i in failed["backlog"]] == [("T2", "checks failed")]
+    # The listing says what each item waits for, as the item's own view does (it said [] for
+    # all: "depends on nothing").
+    skipped = monitoring.get("/api/work", params={"state": "skipped"}, headers=AUTH).json()
+    assert [(i["id"], i["depends_on"]) for i in skipped["backlog"]] == [("T3", ["T2"])]
+    assert monitoring.get("/api/work/T3", headers=AUTH).json()["item"]["depends_on"] == ["T2"]
 
 
 def test_stale_claims_show_once_the_lease_lapsed(
