@@ -170,8 +170,13 @@ def _follow(row: dict[str, Any], payload: Payload, now: float) -> None:
     elif isinstance(payload, PullOpened):
         row["note"], row["pr"] = payload.url, payload.number
     elif isinstance(payload, Waiting):
+        # A wait for a time (a window's reset) says when; one for the next run (a spent run
+        # budget) or a person says why: "until 03:13", the moment it was put back, read as a
+        # timed wait.
         until = payload.until
-        row["note"] = f"until {time.strftime('%H:%M', time.localtime(until))}" if until else ""
+        timed = until is not None and until > time.time() + 1
+        shown = f"until {time.strftime('%H:%M', time.localtime(until))}" if timed else ""
+        row["note"] = shown or payload.reason[:60]
 
 
 class JsonLines:

@@ -122,3 +122,23 @@ def test_a_pull_request_link_is_never_shown_folded_in_two(width: int) -> None:
     table = shown(console, live.get_renderable())
     # Folded, its first half opened the repository's page: whole, or by its number.
     assert (url in table) if width == 160 else ("PR #7" in table and "_html" not in table)
+
+
+def test_a_wait_for_the_next_run_says_why_and_a_timed_one_says_when() -> None:
+    import time as wall
+
+    from agent_harness.store.events import Waiting
+
+    console = Console(file=io.StringIO(), width=160)
+    view = LiveView(console, clock=FakeClock(start=1000.0))
+    live = view.display()
+    for item in ("T1", "T2"):
+        view("attempt", item, AttemptStarted(attempt=1, worker="host/w1"))
+    # Put back for the next run (a spent budget): it said "until" the moment it was put back.
+    view("waiting", "T1", Waiting(until=wall.time(), reason="run cost budget spent: $1.00"))
+    later = wall.time() + 3600
+    view("waiting", "T2", Waiting(until=later, reason="anthropic's window"))
+    table = shown(console, live.get_renderable())
+    assert "run cost budget spent: $1.00" in table
+    assert f"until {wall.strftime('%H:%M', wall.localtime(later))}" in table
+    assert table.count("until ") == 1
