@@ -6,7 +6,7 @@ import re
 from collections.abc import Container, Iterable
 
 from agent_harness.errors import HarnessError, PlanRefused
-from agent_harness.git.naming import clean_name
+from agent_harness.git.naming import clean_name, slugify
 from agent_harness.plan.grammar import ID, ID_ANYWHERE, NO_DEPS, heading_item_id
 from agent_harness.plan.model import WorkItem
 
@@ -16,8 +16,30 @@ UNKNOWN_DEPS_SHOWN = 10
 
 def lines_by_id(items: Iterable[WorkItem], source: str, noun: str) -> dict[str, int]:
     """Each item's line by its id; an id used twice is refused, naming both lines (see
-    `refuse_twins`)."""
-    return refuse_twins(((item.id, item.line) for item in items), source, noun)
+    `refuse_twins`), and so is a title that names another's branch (`refuse_branch_clash`)."""
+    listed = list(items)
+    lines = refuse_twins(((item.id, item.line) for item in listed), source, noun)
+    refuse_branch_clash(listed, source)
+    return lines
+
+
+def refuse_branch_clash(items: Iterable[WorkItem], source: str) -> None:
+    """Refuse an item whose branch (`<id>-<slug of its title>`) would read as another item's,
+    whose id goes on from this one's: `bucket` titled "Store data" names
+    `agent-harness/bucket-store-data`, which starts as `bucket-store`'s branches do, and the
+    one could be taken for the other's work."""
+    by_clean = {clean_name(item.id): item for item in items if not item.done}  # to work
+    for mine, item in by_clean.items():
+        named = f"{mine}-{slugify(item.title)}"
+        # Each longer id the name could start with ends at one of its dashes past the id's own.
+        ends = [n for n, char in enumerate(named) if char == "-" and n > len(mine)]
+        other = next((by_clean[named[:n]] for n in ends if named[:n] in by_clean), None)
+        if other is not None:
+            raise PlanRefused(
+                f"{source}: item {item.id}'s title {item.title[:60]!r} would name its branch "
+                f"agent-harness/{named[:80]}, which reads as {other.id}'s (line {other.line}); "
+                "retitle it, or give one of them another id"
+            )
 
 
 def refuse_twins(ids: Iterable[tuple[str, int]], source: str, noun: str) -> dict[str, int]:

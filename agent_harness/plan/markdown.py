@@ -18,6 +18,7 @@ from agent_harness.plan.dependencies import (
     ordered_by_sections,
     prose_note,
     read_dependencies,
+    refuse_branch_clash,
     refuse_cycles,
     refuse_twins,
 )
@@ -556,6 +557,7 @@ class _Walker:
         items, read = ordered_by_sections(items, self.lines, self.order_sections)
         self.notes_read += read
         refuse_cycles(items, source)
+        refuse_branch_clash(items, source)
         self.unread.sort(key=lambda notice: notice.line)
         return Plan(
             source=source, items=tuple(items), unread=tuple(self.unread), notes=self._notes()

@@ -143,3 +143,27 @@ def test_a_todo_without_an_id_is_said_so_at_its_own_line() -> None:
     assert [item.id for item in plan.items] == ["a1", "a2"]
     assert [(n.line, n.reason) for n in plan.unread] == [(6, "todo 2 has no id; left out")]
     assert [item.line for item in plan.items] == [4, 8]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (cursor_plan("  - id: bucket\n    content: Store data\n  - id: bucket-store\n"
+                     "    content: Data\n"),
+         "item bucket's title 'Store data' would name its branch "
+         "agent-harness/bucket-store-data, which reads as bucket-store's (line 6)"),
+        ("### T1: 2 factor auth\n### T1-2: Other\n",
+         "item T1's title '2 factor auth' would name its branch agent-harness/T1-2-factor-auth, "
+         "which reads as T1-2's (line 2)"),
+    ],
+)  # fmt: skip
+def test_a_title_that_names_another_items_branch_is_refused(text: str, said: str) -> None:
+    # One's work could be taken for the other's: `bucket-store` found `bucket`'s branch by its
+    # own prefix and worked on it.
+    with pytest.raises(PlanRefused) as refused:
+        parse_plan(text, "p.plan.md")
+    assert said in str(refused.value)
+    # Done, it makes no branch: nothing to refuse.
+    done = text.replace("content: Store data", "content: Store data\n    status: completed")
+    if done != text:
+        assert [i.id for i in parse_plan(done, "p.plan.md").items if not i.done] == ["bucket-store"]
