@@ -42,10 +42,12 @@ def _work_until_empty(url: str, schema: str | None, worker: str) -> None:
         store.close()
 
 
-def test_eight_processes_complete_two_thousand_items_exactly_once(engine: Engine) -> None:
+def test_eight_processes_complete_a_thousand_items_exactly_once(engine: Engine) -> None:
     store = engine.open()
     try:
-        enqueue(store, P, [item(f"T{n}") for n in range(2000)])
+        # A thousand: enough for every process to meet every other at the claim, many times
+        # over (the soak and bench_queue take the queue further, outside the suite).
+        enqueue(store, P, [item(f"T{n}") for n in range(1000)])
         procs = [_start(_work_until_empty, engine.url, engine.schema, f"w{n}") for n in range(8)]
         for proc in procs:
             proc.join(120)
@@ -53,8 +55,8 @@ def test_eight_processes_complete_two_thousand_items_exactly_once(engine: Engine
         events = store.all_events(project=P)
         claims = collections.Counter(e.item for e in events if e.kind == "claimed")
         completions = collections.Counter(e.item for e in events if e.kind == "completed")
-        assert len(completions) == 2000 and set(completions.values()) == {1}
-        assert len(claims) == 2000 and set(claims.values()) == {1}  # no double claims
+        assert len(completions) == 1000 and set(completions.values()) == {1}
+        assert len(claims) == 1000 and set(claims.values()) == {1}  # no double claims
         workers = {e.payload.as_dict()["worker"] for e in events if e.kind == "completed"}
         assert len(workers) > 1  # the work really was shared
         ids = [e.id for e in events]
