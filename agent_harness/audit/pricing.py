@@ -104,6 +104,18 @@ def price(
     return _PRICES.price(vendor, model, usage, at)
 
 
+def call_cost(
+    vendor: str | None, endpoint: str | None, model: str | None, usage: Usage, at: float
+) -> float | None:
+    """What one call of `model` through `endpoint` costs by the price list, billed as
+    `billed_by` says; None when that is not known, the price list failing included (a call
+    answered, or a budget's check before one, must not be lost to it)."""
+    try:
+        return price(billed_by(vendor, endpoint, model), model, usage, at).cost_usd
+    except Exception:
+        return None
+
+
 # The most tokens one record may count: more than any call reaches, and within the database's
 # integers (a count of 10**30 would not fit one).
 MAX_TOKENS = 10**12

@@ -113,7 +113,7 @@ def planner_for(
 def session_spent(store: Store, session_id: str) -> float | None:
     """What the session's planner calls cost by the price list, over every step and process
     (its `model.call` events); None when one's price is not known (never counted as 0)."""
-    from agent_harness.audit.pricing import Usage, billed_by, price
+    from agent_harness.audit.pricing import Usage, call_cost
     from agent_harness.store.events import ModelCall
 
     total = 0.0
@@ -124,12 +124,8 @@ def session_spent(store: Store, session_id: str) -> float | None:
         if call.failure is not None and call.tokens_in is None and call.tokens_out is None:
             continue  # refused with no answer (a 429, a 401): no tokens were billed
         usage = Usage(call.tokens_in, call.tokens_out, call.tokens_cached, call.tokens_cache_write)
-        try:
-            billed = billed_by(call.vendor, call.endpoint, call.model)
-            cost = price(billed, call.model, usage, event.ts).cost_usd
-        except Exception:  # the price list failing: the cost is not known, never 0
-            return None
-        if cost is None:
+        cost = call_cost(call.vendor, call.endpoint, call.model, usage, event.ts)
+        if cost is None:  # never counted as 0
             return None
         total += cost
     return total

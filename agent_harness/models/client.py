@@ -202,18 +202,14 @@ class ModelClient:
         it is paid for: every byte sent counted as an input token (no token is less than a
         byte of text; each message's framing allowed for) and `max_tokens` out at the output
         rate. None when the price of the role's model is not known."""
-        from agent_harness.audit.pricing import Usage, billed_by, price
+        from agent_harness.audit.pricing import Usage, call_cost
 
         route = self._routes.get(role)
         if route is None:
             raise UnknownRole(role, list(self._routes))
         sent = json.dumps([system, list(messages)], ensure_ascii=False).encode("utf-8")
         usage = Usage(len(sent) + _FRAMING_TOKENS * (len(messages) + 1), max_tokens)
-        try:
-            billed = billed_by(route.vendor, route.endpoint, route.model)
-            return price(billed, route.model, usage, time.time()).cost_usd
-        except Exception:  # the price list failing: the price is not known
-            return None
+        return call_cost(route.vendor, route.endpoint, route.model, usage, time.time())
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -392,11 +388,8 @@ def _priced(done: Completion, base: Mapping[str, Any]) -> float | None:
     """The call's cost by the price list, as the audit prices its `model.call` event (whoever
     its endpoint bills, else the route's vendor; its model; today's prices): budgets count it
     before the next call is paid for, where a provider reports no cost of its own."""
-    from agent_harness.audit.pricing import Usage, billed_by, price
+    from agent_harness.audit.pricing import Usage, call_cost
 
     usage = Usage(done.tokens_in, done.tokens_out, done.tokens_cached, done.tokens_cache_write)
-    try:
-        billed = billed_by(base.get("vendor"), base.get("endpoint"), base.get("model"))
-        return price(billed, base.get("model"), usage, time.time()).cost_usd
-    except Exception:  # the price list failing must not lose a call that was answered (and paid)
-        return None
+    vendor, endpoint, model = base.get("vendor"), base.get("endpoint"), base.get("model")
+    return call_cost(vendor, endpoint, model, usage, time.time())
