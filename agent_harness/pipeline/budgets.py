@@ -167,21 +167,21 @@ class RunBudget:
 
     def counted_usd(self) -> float | None:
         """What this run's budget counts as spent (see `counted_usd`)."""
-        costs = [
+        return counted_usd(self._call_costs(), self.max_call)
+
+    def unpriced(self) -> int:
+        """This run's agent runs and reviews whose cost is not known (an agent that reported
+        none, a model no price list knows)."""
+        return sum(1 for cost in self._call_costs() if cost is None)
+
+    def _call_costs(self) -> list[float | None]:
+        """What each of this run's agent runs and reviews cost, None where not known; an
+        agent never started cost nothing and is left out."""
+        return [
             plausible_usd(p.get("cost_usd"))
             for p in self._mine()
             if p.get("state") != "missing_binary"
         ]
-        return counted_usd(costs, self.max_call)
-
-    def unpriced(self) -> int:
-        """This run's agent runs and reviews whose cost is not known (an agent that reported
-        none, a model no price list knows); an agent never started costs nothing."""
-        return sum(
-            1
-            for p in self._mine()
-            if plausible_usd(p.get("cost_usd")) is None and p.get("state") != "missing_binary"
-        )
 
     def _mine(self) -> list[dict[str, object]]:
         kinds = tuple(ROLE_EVENTS.values())
@@ -235,9 +235,7 @@ class RunBudget:
     def stop(self, why: str) -> None:
         """Stop claiming: a call found no room left (`why`)."""
         with self._cond:
-            self.reason = f"run cost budget: {why} (budgets.run_cost_usd)"
-            self._hit.set()
-            self._cond.notify_all()
+            self._halt(f"run cost budget: {why} (budgets.run_cost_usd)")
         self.on_spent()
 
     def check(self) -> bool:
@@ -257,18 +255,20 @@ class RunBudget:
     def _stop_unknown(self) -> None:
         """Say that a cost is unknown, so the limit cannot be kept (the caller holds the
         condition)."""
-        self.reason = f"run cost budget: {unknown_cost('budgets.run_cost_usd')}"
-        self._hit.set()
-        self._cond.notify_all()
+        self._halt(f"run cost budget: {unknown_cost('budgets.run_cost_usd')}")
 
     def _stop(self, spent: float, bound: float) -> None:
         """Say why no call fits any more (the caller holds the condition)."""
         fits = self.limit is not None and spent < self.limit
         nxt = f"; the next call may cost up to {format_usd(bound)}" if fits else ""
-        self.reason = (
+        self._halt(
             f"run cost budget spent: {format_usd(spent)} of {format_usd(self.limit)}"
             f"{nxt} (budgets.run_cost_usd)"
         )
+
+    def _halt(self, reason: str) -> None:
+        """No call fits any more, for `reason` (the caller holds the condition)."""
+        self.reason = reason
         self._hit.set()
         self._cond.notify_all()
 
