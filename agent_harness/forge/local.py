@@ -225,15 +225,7 @@ def local_forge(
         with _dry_run_forge(data_dir, repo) as local:
             yield local
         return
-    try:
-        fresh = not data_dir.exists()
-        data_dir.mkdir(parents=True, exist_ok=True)
-        if fresh:  # its token and bare repositories, made inside a clone: not for `git add`
-            keep_out_of_git(state_dir)
-        token = _token(data_dir)
-        web_url = _web_address(data_dir, token)
-    except OSError as exc:
-        raise HarnessError(f"cannot start the local forge in {data_dir}: {exc}") from None
+    token, web_url = _made(state_dir, web=True)
     forge = _open(data_dir, token)
     forge.web_url = web_url
     try:
@@ -241,6 +233,21 @@ def local_forge(
             yield LocalForge(api_url, token, data_dir, web_url, forge=forge)
     finally:
         forge.close()
+
+
+def _made(state_dir: Path, *, web: bool) -> tuple[str, str]:
+    """The forge's data folder of `state_dir`, made if need be, and its token; with `web`, the
+    address its pages are served at too ("" without)."""
+    data_dir = forge_dir(state_dir)
+    try:
+        fresh = not data_dir.exists()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if fresh:  # its token and bare repositories, made inside a clone: not for `git add`
+            keep_out_of_git(state_dir)
+        token = _token(data_dir)
+        return token, _web_address(data_dir, token) if web else ""
+    except OSError as exc:
+        raise HarnessError(f"cannot start the local forge in {data_dir}: {exc}") from None
 
 
 @contextmanager
@@ -312,16 +319,8 @@ def make_repo(state_dir: Path, repo: str) -> None:
     from agent_harness.forge import ForgeError
 
     owner, name = split_repo(repo)
-    data_dir = forge_dir(state_dir)
-    try:
-        fresh = not data_dir.exists()
-        data_dir.mkdir(parents=True, exist_ok=True)
-        if fresh:
-            keep_out_of_git(state_dir)
-        token = _token(data_dir)
-    except OSError as exc:
-        raise HarnessError(f"cannot start the local forge in {data_dir}: {exc}") from None
-    forge = _open(data_dir, token)
+    token, _ = _made(state_dir, web=False)
+    forge = _open(forge_dir(state_dir), token)
     try:
         if not _holds(forge, repo):
             with suppress(ForgeError):  # made by another process meanwhile
